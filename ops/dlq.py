@@ -1,0 +1,112 @@
+"""Operator commands for the dead-letter topic: list, show, replay, discard.
+
+The letters live on tool.deadletter; what operators did with them lives in
+`toolgate.dead_letter_actions`. The topic is read to its end by consuming it (never by
+trusting high watermarks, which Tansu under-reports). A replay republishes the original
+bytes to the topic they came from with their key and headers, so the call keeps its identity
+and idempotency key: replaying twice never executes twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from typing import Any
+
+import psycopg
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from toolgate.schemas.codec import DecodeError, codec
+from toolgate.schemas.models import DeadLetter, PayloadKind, StageBatch
+from toolgate.settings import Settings
+from toolgate.topics.catalog import Topics
+from toolgate.topics.client import ToolgateClient
+from toolgate.topics.headers import REPLAY_OF, SCHEMA
+from toolgate.workers.runtime.rounds import ATTEMPTS_HEADER
+
+
+def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[DeadLetter]:
+    topic = Topics(settings.topic_prefix).deadletter
+    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": f"toolgate-dlq-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False})  # fmt: skip
+    letters: list[DeadLetter] = []
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=10.0).topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        last = time.monotonic()
+        while time.monotonic() - last < idle_timeout:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error():
+                continue
+            last = time.monotonic()
+            try:
+                letters.append(codec().decode(msg.value() or b"", DeadLetter))
+            except DecodeError:
+                continue
+    finally:
+        consumer.close()
+    return letters
+
+
+def actions(settings: Settings) -> dict[str, tuple[str, str]]:
+    with psycopg.connect(settings.database_url) as conn:
+        rows = conn.execute("SELECT dead_letter_id, action, actor FROM toolgate.dead_letter_actions").fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def summary(letter: DeadLetter, state: tuple[str, str] | None) -> dict[str, Any]:
+    return {
+        "dead_letter_id": letter.dead_letter_id,
+        "call_id": letter.call_id,
+        "stage": letter.stage,
+        "source": f"{letter.source_topic}[{letter.source_partition}]@{letter.source_offset}",
+        "kind": str(letter.payload_kind),
+        "taxonomy_class": str(letter.taxonomy_class),
+        "reason": letter.reason,
+        "attempts": letter.attempts,
+        "at": dt.datetime.fromtimestamp(letter.dead_lettered_at_ms / 1000, dt.UTC).isoformat(timespec="seconds"),
+        "state": state[0] if state else "open",
+        "bytes": len(letter.value),
+    }
+
+
+def find(settings: Settings, dead_letter_id: str) -> DeadLetter:
+    for letter in read_all(settings):
+        if letter.dead_letter_id == dead_letter_id:
+            return letter
+    raise SystemExit(f"no dead letter {dead_letter_id} on {Topics(settings.topic_prefix).deadletter}")
+
+
+def _record(settings: Settings, dead_letter_id: str, action: str, actor: str, note: str | None) -> None:
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO toolgate.dead_letter_actions (dead_letter_id, action, actor, note) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (dead_letter_id) DO UPDATE SET action = excluded.action, actor = excluded.actor, "
+            "note = excluded.note, at = now()",
+            (dead_letter_id, action, actor, note),
+        )
+
+
+def replay(settings: Settings, dead_letter_id: str, actor: str) -> dict[str, Any]:
+    letter = find(settings, dead_letter_id)
+    topics = Topics(settings.topic_prefix)
+    target = topics.name(letter.source_topic)
+    headers = [(h.key, h.value or b"") for h in letter.headers if h.key not in (ATTEMPTS_HEADER, REPLAY_OF)]
+    headers += [(ATTEMPTS_HEADER, str(letter.attempts + 1).encode()), (REPLAY_OF, letter.dead_letter_id.encode())]
+    value = letter.value
+    if letter.payload_kind is PayloadKind.STAGE_ITEM:
+        # One call out of a batch: it goes back as a batch of one, to its home partition.
+        value = codec().encode(StageBatch(stage="dlq-replay", source_partition=letter.source_partition, items=[value]))
+        headers = [(SCHEMA, codec().fingerprint_of(StageBatch).hex().encode()), *headers]
+    partition = letter.source_partition if (letter.payload_kind is PayloadKind.STAGE_ITEM or letter.key is None) else None
+    client = ToolgateClient(settings.kafka_bootstrap, settings.topic_prefix, client_id="toolgate-dlq")
+    client.publish_raw(target, letter.key, value, headers, partition)
+    client.flush()
+    _record(settings, dead_letter_id, "replayed", actor, None)
+    return {"dead_letter_id": dead_letter_id, "replayed_to": target, "partition": partition, "call_id": letter.call_id}
+
+
+def discard(settings: Settings, dead_letter_id: str, actor: str, note: str | None) -> None:
+    find(settings, dead_letter_id)
+    _record(settings, dead_letter_id, "discarded", actor, note)

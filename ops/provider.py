@@ -1,0 +1,139 @@
+"""The demo provider: the "external" email and payment service the HTTP tools call.
+
+A real HTTP server on 127.0.0.1 with its own ledger (SQLite, apart from toolgate's Postgres),
+so tests can count effects where they happen. It behaves as a careful provider does:
+  * bearer-token auth (the token is a secret toolgate resolves by reference);
+  * `Idempotency-Key` required on writes: the same key and body return the stored response,
+    the same key with another body is refused (422);
+  * `GET /v1/operations/{key}` answers what became of a key (the status query).
+`/_control/*` lets tests inject faults (delays after the effect committed, failing statuses)
+and read the ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import secrets
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS operations (
+    idempotency_key TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created_at REAL NOT NULL
+)
+"""
+
+
+@dataclass
+class Faults:
+    delay_before_ms: int = 0  # before the effect: the call times out with nothing done
+    delay_after_ms: int = 0  # after the effect committed: the call times out, effect done
+    fail_statuses: list[int] = field(default_factory=list)  # answered before any effect
+
+
+class Provider:
+    def __init__(self, ledger: Path, token: str) -> None:
+        ledger.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(ledger), isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute(SCHEMA)
+        self.token = token
+        self.faults = Faults()
+
+    def authorized(self, request: web.Request) -> bool:
+        return secrets.compare_digest(request.headers.get("Authorization", ""), f"Bearer {self.token}")
+
+    async def write(self, request: web.Request, kind: str) -> web.Response:
+        if not self.authorized(request):
+            return web.json_response({"error": "unauthorized"}, status=401)
+        key = request.headers.get("Idempotency-Key", "")
+        if not key:
+            return web.json_response({"error": "Idempotency-Key header is required"}, status=400)
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return web.json_response({"error": "body is not JSON"}, status=400)
+        if self.faults.fail_statuses:
+            return web.json_response({"error": "injected failure"}, status=self.faults.fail_statuses.pop(0))
+        if self.faults.delay_before_ms:
+            await asyncio.sleep(self.faults.delay_before_ms / 1000)
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        row = self.db.execute("SELECT request_hash, response FROM operations WHERE idempotency_key = ?", (key,)).fetchone()
+        if row is not None:
+            if row[0] != digest:
+                return web.json_response({"error": "idempotency key reused with a different payload"}, status=422)
+            return web.json_response(json.loads(row[1]), headers={"Idempotent-Replayed": "true"})
+        response = self.effect(kind, body)
+        self.db.execute("INSERT INTO operations VALUES (?, ?, ?, ?, ?)", (key, kind, digest, json.dumps(response), time.time()))
+        if self.faults.delay_after_ms:
+            await asyncio.sleep(self.faults.delay_after_ms / 1000)
+        return web.json_response(response, status=201)
+
+    def effect(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        if kind == "email":
+            return {"message_id": f"msg_{secrets.token_hex(8)}", "status": "sent"}
+        return {"charge_id": f"ch_{secrets.token_hex(8)}", "status": "succeeded",
+                "amount_cents": body.get("amount_cents"), "currency": body.get("currency")}  # fmt: skip
+
+    async def emails(self, request: web.Request) -> web.Response:
+        return await self.write(request, "email")
+
+    async def charges(self, request: web.Request) -> web.Response:
+        return await self.write(request, "charge")
+
+    async def operation(self, request: web.Request) -> web.Response:
+        if not self.authorized(request):
+            return web.json_response({"error": "unauthorized"}, status=401)
+        key = request.match_info["key"]
+        row = self.db.execute("SELECT kind, response FROM operations WHERE idempotency_key = ?", (key,)).fetchone()
+        if row is None:
+            return web.json_response({"status": "unknown"}, status=404)
+        return web.json_response({"status": "completed", "kind": row[0], "response": json.loads(row[1])})
+
+    async def control_faults(self, request: web.Request) -> web.Response:
+        if not self.authorized(request):
+            return web.json_response({"error": "unauthorized"}, status=401)
+        body = await request.json()
+        self.faults = Faults(int(body.get("delay_before_ms", 0)), int(body.get("delay_after_ms", 0)),
+                             [int(s) for s in body.get("fail_statuses", [])])  # fmt: skip
+        return web.json_response({"ok": True})
+
+    async def control_ledger(self, request: web.Request) -> web.Response:
+        if not self.authorized(request):
+            return web.json_response({"error": "unauthorized"}, status=401)
+        rows = self.db.execute("SELECT idempotency_key, kind, response FROM operations ORDER BY created_at").fetchall()
+        counts: dict[str, int] = {}
+        for _, kind, _ in rows:
+            counts[kind] = counts.get(kind, 0) + 1
+        return web.json_response({"counts": counts, "operations": [
+            {"idempotency_key": k, "kind": kind, "response": json.loads(resp)} for k, kind, resp in rows]})  # fmt: skip
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.add_routes([
+            web.post("/v1/emails", self.emails),
+            web.post("/v1/charges", self.charges),
+            web.get("/v1/operations/{key}", self.operation),
+            web.post("/_control/faults", self.control_faults),
+            web.get("/_control/ledger", self.control_ledger),
+            web.get("/healthz", self.health),
+        ])  # fmt: skip
+        return app
+
+
+def serve(port: int, ledger: Path, token: str, host: str = "127.0.0.1") -> None:
+    web.run_app(Provider(ledger, token).app(), host=host, port=port, print=None, access_log=None)

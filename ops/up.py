@@ -1,0 +1,262 @@
+"""`toolgate up`: the whole pipeline from one command.
+
+Starts (unless TOOLGATE_KAFKA_BOOTSTRAP / TOOLGATE_DATABASE_URL point elsewhere) the embedded
+broker and Postgres, applies migrations, provisions the topic catalog, prepares the demo
+(tenants, approvers and their keys, the provider's token), starts the demo provider and one
+process per stage, writes `$TOOLGATE_HOME/runtime.json` for the other commands, restarts a
+worker that dies, and on Ctrl-C or SIGTERM stops everything it started. Every child also
+gets a parent-death signal, so even a SIGKILLed `toolgate up` leaves no orphans.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import psycopg
+
+from toolgate.ops.embedded import Broker, Postgres, die_with_parent, free_port, start_broker, start_postgres, stop_process
+from toolgate.ops.embedded import wait_for_port
+from toolgate.ops.migrate import migrate, seed_demo
+from toolgate.settings import Settings
+from toolgate.signing import Keyring, new_key, public_bytes
+from toolgate.topics.catalog import provision
+from toolgate.workers.stages import STAGES
+
+DEMO_TOKEN_REF = "demo-provider-token"
+# Demo approvers: who may approve what. Two finance controllers for dual control.
+DEMO_APPROVERS = {
+    "alice": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers", "billing-leads"]),
+    "bob": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers"]),
+    "carol": (["HIGH_RISK_EXTERNAL", "MEDIUM_RISK_WRITE"], ["billing-leads"]),
+}
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    next_start: float = 0.0
+
+    def start(self) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                            preexec_fn=die_with_parent)  # fmt: skip
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid if self.process else -1
+
+
+@dataclass
+class Supervisor:
+    settings: Settings
+    demo: bool = True
+    fresh: bool = False
+    out: TextIO = sys.stdout
+    broker: Broker | None = None
+    postgres: Postgres | None = None
+    children: list[Child] = field(default_factory=list)
+    _stop: bool = False
+    _lock: Any = None
+
+    @property
+    def home(self) -> Path:
+        return self.settings.home
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    # --- start -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.home / "up.lock", "w")  # noqa: SIM115 - held for our lifetime
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SystemExit(f"toolgate up is already running for {self.home}") from None
+        if self.fresh:
+            for name in ("pgdata", "provider", "ready", "faust", "telemetry", "logs"):
+                shutil.rmtree(self.home / name, ignore_errors=True)
+        for stale in (self.home / "ready").glob("*"):
+            stale.unlink()
+        bootstrap = self.settings.kafka_bootstrap
+        if not bootstrap:
+            self.broker = start_broker(self.home / "logs" / "broker.log")
+            bootstrap = self.broker.bootstrap
+            self.say(f"broker     {bootstrap}  (embedded Tansu, in memory)")
+        else:
+            self.say(f"broker     {bootstrap}")
+        database_url = self.settings.database_url
+        if not database_url:
+            self.postgres = start_postgres(self.home / "pgdata", self.home / "logs" / "postgres.log")
+            database_url = self.postgres.url
+            self.say(f"postgres   {database_url}  (embedded, data in {self.home / 'pgdata'})")
+        else:
+            self.say(f"postgres   {_mask(database_url)}")
+        applied = migrate(database_url)
+        self.say(f"migrations {', '.join(applied) if applied else 'up to date'}")
+        created = provision(bootstrap, self.settings.partitions, self.settings.topic_prefix)
+        self.say(f"topics     {len(created)} created, {self.settings.partitions} partitions each")
+        endpoints = dict(self.settings.endpoints)
+        if self.demo:
+            seed_demo(database_url)
+            self._demo_approvers(database_url)
+            endpoints["demo_provider"] = self._start_provider()
+            self.say(f"provider   {endpoints['demo_provider']}  (demo email and payment service)")
+        runtime = {
+            "kafka_bootstrap": bootstrap,
+            "database_url": database_url,
+            "endpoints": endpoints,
+            "partitions": self.settings.partitions,
+            "topic_prefix": self.settings.topic_prefix,
+            "pid": os.getpid(),
+            "started_at": time.time(),
+        }
+        self._write_runtime(runtime)
+        env = {**os.environ, "TOOLGATE_HOME": str(self.home), "TOOLGATE_KAFKA_BOOTSTRAP": bootstrap,
+               "TOOLGATE_DATABASE_URL": database_url, "TOOLGATE_ENDPOINTS": json.dumps(endpoints),
+               "TOOLGATE_PARTITIONS": str(self.settings.partitions), "TOOLGATE_TOPIC_PREFIX": self.settings.topic_prefix}  # fmt: skip
+        for stage in STAGES:
+            child = Child(stage, [sys.executable, "-m", "toolgate.cli", "worker", stage], env,
+                          self.home / "logs" / f"{stage}.log")  # fmt: skip
+            child.start()
+            self.children.append(child)
+        runtime["workers"] = {c.name: c.pid for c in self.children}
+        self._write_runtime(runtime)
+        self._wait_ready()
+
+    def _write_runtime(self, runtime: dict[str, Any]) -> None:
+        path = self.settings.runtime_file
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(runtime, f, indent=2)
+        tmp.replace(path)
+
+    def _demo_approvers(self, database_url: str) -> None:
+        keyring = Keyring(self.home / "approvers")
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            for name, (risk_classes, groups) in DEMO_APPROVERS.items():
+                if keyring.has(name):
+                    key = keyring.load(name)
+                else:
+                    key = new_key()
+                    keyring.store(name, key)
+                conn.execute(
+                    "INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, groups) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT (approver_id) DO UPDATE SET public_key = excluded.public_key "
+                    "WHERE toolgate.approvers.status = 'active'",
+                    (name, public_bytes(key), risk_classes, groups),
+                )
+        self.say(f"approvers  {', '.join(DEMO_APPROVERS)}  (keys in {keyring.directory})")
+
+    def _start_provider(self) -> str:
+        secrets_dir = self.settings.secrets_path
+        secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        token_file = secrets_dir / DEMO_TOKEN_REF
+        if not token_file.exists():
+            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(32))
+        port = free_port()
+        child = Child("provider", [sys.executable, "-m", "toolgate.cli", "provider", "--port", str(port),
+                                   "--ledger", str(self.home / "provider" / "ledger.sqlite3"),
+                                   "--token-file", str(token_file)],
+                      dict(os.environ), self.home / "logs" / "provider.log")  # fmt: skip
+        child.start()
+        assert child.process is not None
+        wait_for_port(port, 20.0, child.process)
+        self.children.append(child)
+        return f"http://127.0.0.1:{port}"
+
+    def _wait_ready(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        pending = {c.name for c in self.children if c.name in STAGES}
+        while pending and time.monotonic() < deadline and not self._stop:
+            for child in self.children:
+                if child.name in pending and (self.home / "ready" / f"{self.settings.topic_prefix}{child.name}.{child.pid}").exists():
+                    pending.discard(child.name)
+                if child.process is not None and child.process.poll() is not None:
+                    raise SystemExit(f"worker {child.name} exited with {child.process.returncode}; see {child.log}")
+            time.sleep(0.2)
+        if pending:
+            raise SystemExit(f"workers not ready after {timeout}s: {', '.join(sorted(pending))}")
+        self.say(f"workers    {', '.join(c.name for c in self.children if c.name in STAGES)}: ready")
+        self.say(f"logs       {self.home / 'logs'}   telemetry {self.settings.telemetry_dir}")
+        self.say("toolgate is up. Try:  toolgate propose invoice.fetch --args '{\"invoice_id\": \"inv_acme0001\"}' --wait")
+
+    # --- supervise and stop ----------------------------------------------------------------
+
+    def supervise(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._on_signal)
+        while not self._stop:
+            now = time.monotonic()
+            for child in self.children:
+                if child.process is None or child.process.poll() is None or now < child.next_start:
+                    continue
+                code = child.process.returncode
+                child.restarts += 1
+                backoff = min(30.0, 0.5 * 2 ** min(child.restarts, 6))
+                self.say(f"{child.name} exited with {code}; restarting (restart {child.restarts})")
+                child.start()
+                child.next_start = now + backoff
+            time.sleep(0.25)
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self._stop = True
+
+    def stop(self) -> None:
+        self.say("stopping ...")
+        for child in self.children:
+            if child.process is not None and child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30.0
+        for child in self.children:
+            if child.process is not None:
+                try:
+                    child.process.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    child.process.kill()
+                    child.process.wait()
+        if self.postgres is not None:
+            self.postgres.stop()
+        if self.broker is not None:
+            stop_process(self.broker.process)
+        self.settings.runtime_file.unlink(missing_ok=True)
+        self.say("stopped")
+
+
+def _mask(url: str) -> str:
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+
+
+def up(settings: Settings, demo: bool = True, fresh: bool = False) -> None:
+    supervisor = Supervisor(settings, demo=demo, fresh=fresh)
+    try:
+        supervisor.start()
+        supervisor.supervise()
+    finally:
+        supervisor.stop()

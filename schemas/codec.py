@@ -1,0 +1,161 @@
+"""Avro single-object encoding of toolgate's wire models (fastavro).
+
+Every value toolgate writes starts with the two marker bytes C3 01 and the 8-byte
+little-endian CRC-64-AVRO fingerprint of its writer schema, then the Avro binary body, as
+the Avro specification's single-object encoding says. Any reader that holds the schema files
+resolves the writer's schema from the fingerprint; this codec also knows every released
+schema version (`avro/released/<version>/`), so records written by an older release are
+read into today's models by Avro schema resolution.
+"""
+
+from __future__ import annotations
+
+import io
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+from fastavro import schemaless_reader, schemaless_writer
+from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
+from fastavro.types import Schema
+
+from toolgate.schemas import models
+from toolgate.schemas.codegen import all_named_types
+from toolgate.schemas.wire import WireModel, compact_json
+
+MARKER = b"\xc3\x01"
+HEADER_LEN = len(MARKER) + 8
+AVRO_DIR = Path(__file__).parent / "avro"
+
+M = TypeVar("M", bound=WireModel)
+
+
+class DecodeError(ValueError):
+    """Bytes that are not a single-object-encoded toolgate record this codec can read."""
+
+
+def schema_fingerprint(parsed: Schema) -> bytes:
+    return bytes.fromhex(str(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO")))
+
+
+JsonPath = tuple[str, ...]
+
+
+def _json_paths(documents: dict[str, dict[str, Any]], full: str, namespace: str) -> list[JsonPath]:
+    """Paths of the JSON-carrying fields of a record, through nested records."""
+    paths: list[JsonPath] = []
+    for field in documents[full]["fields"]:
+        if field.get("json"):
+            paths.append((field["name"],))
+            continue
+        kind = field["type"]
+        nested = None
+        if isinstance(kind, str):
+            nested = kind if "." in kind else f"{namespace}.{kind}"
+        elif isinstance(kind, dict) and kind.get("type") == "record":
+            nested = f"{namespace}.{kind['name']}"
+        if nested and documents.get(nested, {}).get("type") == "record":
+            for sub in _json_paths(documents, nested, namespace):
+                paths.append((field["name"], *sub))
+    return paths
+
+
+def _to_wire(record: dict[str, Any], paths: list[JsonPath]) -> dict[str, Any]:
+    for path in paths:
+        parent = record
+        for name in path[:-1]:
+            parent = parent[name]
+        value = parent[path[-1]]
+        if value is not None:
+            parent[path[-1]] = compact_json(value)
+    return record
+
+
+def _model_classes() -> dict[str, type[WireModel]]:
+    classes: dict[str, type[WireModel]] = {}
+    for name in models.__all__:
+        obj = getattr(models, name)
+        if isinstance(obj, type) and issubclass(obj, WireModel):
+            classes[obj.avro_name] = obj
+    return classes
+
+
+class Codec:
+    def __init__(self, avro_dir: Path = AVRO_DIR) -> None:
+        self._classes = _model_classes()
+        self._writers: dict[type[WireModel], tuple[bytes, Schema]] = {}
+        # fingerprint -> (model class, writer schema, reader schema)
+        self._readers: dict[bytes, tuple[type[WireModel], Schema, Schema]] = {}
+        documents = all_named_types()
+        self._json_paths = {
+            cls: _json_paths(documents, name, "toolgate") for name, cls in self._classes.items()
+        }
+        for path in sorted(avro_dir.glob("*.avsc")):
+            cls = self._classes.get(path.name.removesuffix(".avsc"))
+            if cls is None:  # an enum: not encoded on its own
+                continue
+            parsed = load_schema(str(path))
+            fp = schema_fingerprint(parsed)
+            self._writers[cls] = (fp, parsed)
+            self._readers[fp] = (cls, parsed, parsed)
+        for release in sorted((avro_dir / "released").glob("*")):
+            for path in sorted(release.glob("*.avsc")):
+                cls = self._classes.get(path.name.removesuffix(".avsc"))
+                if cls is None:
+                    continue
+                old = load_schema(str(path))
+                fp = schema_fingerprint(old)
+                self._readers.setdefault(fp, (cls, old, self._writers[cls][1]))
+
+    def fingerprint_of(self, cls: type[WireModel]) -> bytes:
+        return self._writers[cls][0]
+
+    def schema_of(self, cls: type[WireModel]) -> Schema:
+        return self._writers[cls][1]
+
+    def encode(self, model: WireModel) -> bytes:
+        fp, parsed = self._writers[type(model)]
+        buf = io.BytesIO()
+        buf.write(MARKER)
+        buf.write(fp)
+        schemaless_writer(buf, parsed, _to_wire(model.model_dump(), self._json_paths[type(model)]))
+        return buf.getvalue()
+
+    def decode(self, data: bytes, expected: type[M]) -> M:
+        """Decode a single-object-encoded record; DecodeError unless it is an `expected`."""
+        model = self.model_of(data)
+        if not isinstance(model, expected):
+            raise DecodeError(f"expected {expected.avro_name}, found {model.avro_name}")
+        return model
+
+    def decode_any(self, data: bytes) -> tuple[type[WireModel], dict[str, Any]]:
+        if len(data) < HEADER_LEN or data[:2] != MARKER:
+            raise DecodeError("not an Avro single-object encoded record (bad marker)")
+        reader = self._readers.get(bytes(data[2:HEADER_LEN]))
+        if reader is None:
+            raise DecodeError(f"unknown schema fingerprint {data[2:HEADER_LEN].hex()}")
+        cls, writer_schema, reader_schema = reader
+        buf = io.BytesIO(data)
+        buf.seek(HEADER_LEN)
+        try:
+            record = schemaless_reader(buf, writer_schema, reader_schema)
+        except Exception as exc:  # fastavro raises EOFError, ValueError, IndexError, ...
+            raise DecodeError(f"corrupt {cls.avro_name} body: {exc}") from exc
+        if buf.tell() != len(data):
+            raise DecodeError(f"{len(data) - buf.tell()} trailing bytes after {cls.avro_name}")
+        if not isinstance(record, dict):
+            raise DecodeError(f"{cls.avro_name} body is not a record")
+        return cls, record
+
+    def model_of(self, data: bytes) -> WireModel:
+        cls, record = self.decode_any(data)
+        try:
+            return cls.model_validate(record)
+        except ValueError as exc:
+            raise DecodeError(f"invalid {cls.avro_name}: {exc}") from exc
+
+
+@cache
+def codec() -> Codec:
+    """The process-wide codec (schemas are read once)."""
+    return Codec()

@@ -1,0 +1,377 @@
+"""The `toolgate` command: one front for the pipeline, the agents' and the operators' verbs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from toolgate.settings import load_settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="toolgate: the deterministic edge for agents' tool calls.")
+approvals_app = typer.Typer(no_args_is_help=True, help="Held calls: list, show the confirmation card, approve, deny.")
+approvers_app = typer.Typer(no_args_is_help=True, help="Approvers and their signing keys.")
+dlq_app = typer.Typer(no_args_is_help=True, help="The dead-letter topic: list, show, replay, discard.")
+audit_app = typer.Typer(no_args_is_help=True, help="The hash-chained audit log.")
+app.add_typer(approvals_app, name="approvals")
+app.add_typer(approvers_app, name="approvers")
+app.add_typer(dlq_app, name="dlq")
+app.add_typer(audit_app, name="audit")
+
+console = Console()
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _settings() -> Any:
+    return load_settings().require_infrastructure()
+
+
+# --- running -----------------------------------------------------------------------------
+
+
+@app.command()
+def up(
+    partitions: Annotated[int, typer.Option(help="partitions of every topic")] = 0,
+    fresh: Annotated[bool, typer.Option(help="start from an empty database")] = False,
+    demo: Annotated[bool, typer.Option(help="demo tenants, approvers and provider")] = True,
+) -> None:
+    """Start everything: broker and Postgres (embedded unless configured), topics, all workers."""
+    from toolgate.ops.up import up as run_up
+
+    overrides: dict[str, Any] = {"partitions": partitions} if partitions else {}
+    # `up` writes the runtime file; it never reads a stale one left by an earlier run.
+    run_up(load_settings(use_runtime=False, **overrides), demo=demo, fresh=fresh)
+
+
+@app.command()
+def worker(stage: Annotated[str, typer.Argument(help="validation, policy, approval-wait, execution, outbox-relay, normalization or reconciliation")]) -> None:
+    """Run one stage's worker (what `toolgate up` runs for each stage)."""
+    from toolgate.telemetry import configure_logging
+    from toolgate.workers.stages import run
+
+    settings = _settings()
+    configure_logging(settings.log_level)
+    run(stage, settings)
+
+
+@app.command(hidden=True)
+def provider(
+    port: Annotated[int, typer.Option()],
+    ledger: Annotated[Path, typer.Option()],
+    token_file: Annotated[Path, typer.Option()],
+) -> None:
+    """Run the demo provider (started by `toolgate up`)."""
+    from toolgate.ops.provider import serve
+
+    serve(port, ledger, token_file.read_text().strip())
+
+
+@app.command()
+def migrate() -> None:
+    """Apply pending SQL migrations to TOOLGATE_DATABASE_URL."""
+    from toolgate.ops.migrate import migrate as run_migrate
+
+    applied = run_migrate(load_settings().database_url)
+    console.print(f"applied: {', '.join(applied) or 'nothing, up to date'}")
+
+
+@app.command()
+def topics(provision_: Annotated[bool, typer.Option("--provision", help="create missing topics")] = False) -> None:
+    """Show the topic catalog (and provision it)."""
+    from toolgate.topics.catalog import describe, provision
+
+    settings = load_settings()
+    if provision_:
+        created = provision(settings.require_infrastructure().kafka_bootstrap, settings.partitions, settings.topic_prefix)
+        console.print(f"created: {', '.join(created) or 'nothing, all present'}")
+    for name, spec in describe(settings.topic_prefix):
+        console.print(f"{name:32} {spec.shape:9} key={spec.key:12} {spec.doc}")
+
+
+# --- agents --------------------------------------------------------------------------------
+
+
+@app.command()
+def propose(
+    tool: Annotated[str, typer.Argument(help="tool name, e.g. invoice.fetch")],
+    args: Annotated[str, typer.Option("--args", help="the arguments as the model wrote them (JSON text)")] = "{}",
+    tenant: Annotated[str, typer.Option(help="tenant the call acts in")] = "acme",
+    user: Annotated[str, typer.Option(help="user the agent acts for")] = "user-1",
+    agent: Annotated[str, typer.Option(help="agent id")] = "cli",
+    scopes: Annotated[str, typer.Option(help="comma-separated scopes granted")] = "invoices:read,invoices:write,notify:send,payments:charge",
+    run_id: Annotated[str | None, typer.Option("--run-id")] = None,
+    workflow_id: Annotated[str | None, typer.Option("--workflow-id")] = None,
+    operation_id: Annotated[str | None, typer.Option("--operation-id", help="logical operation id (same id = same operation)")] = None,
+    idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
+    version: Annotated[str, typer.Option(help="exact, MAJOR.x or latest")] = "latest",
+    deadline_s: Annotated[float | None, typer.Option("--deadline-s", help="answer within this many seconds")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run")] = False,
+    wait: Annotated[bool, typer.Option(help="wait for the final observation and print it")] = False,
+    timeout: Annotated[float, typer.Option(help="seconds to wait")] = 60.0,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Publish a tool-call proposal; print its call_id (with --wait, its observation)."""
+    from toolgate.topics.client import ToolgateClient
+
+    client = ToolgateClient.from_settings()
+    deadline_ms = int((time.time() + deadline_s) * 1000) if deadline_s else None
+    sent = client.propose(tool, args, tenant_id=tenant, user_id=user, agent_id=agent,
+                          scopes=[s for s in scopes.split(",") if s], run_id=run_id, workflow_id=workflow_id,
+                          logical_operation_id=operation_id, idempotency_key=idempotency_key, version=version,
+                          deadline_ms=deadline_ms, dry_run=dry_run, watch=wait)  # fmt: skip
+    if not wait:
+        if as_json:
+            _print_json({"call_id": sent.call_id, "run_id": sent.run_id, "traceparent": sent.traceparent})
+        else:
+            console.print(f"call_id {sent.call_id}  run_id {sent.run_id}")
+        return
+    try:
+        seen = client.wait(sent, timeout=timeout)
+    except TimeoutError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+    if as_json:
+        _print_json({"call_id": sent.call_id, "run_id": sent.run_id, "observation": seen.as_json()})
+    else:
+        console.print(f"call_id {sent.call_id}  run_id {sent.run_id}")
+        console.print_json(data=seen.as_json())
+
+
+@app.command()
+def observe(
+    run_id: Annotated[str | None, typer.Option("--run-id")] = None,
+    call_id: Annotated[str | None, typer.Option("--call-id")] = None,
+    follow: Annotated[bool, typer.Option(help="keep waiting for new observations")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
+) -> None:
+    """Print observations (all, one run's, or one call's)."""
+    from toolgate.topics.client import ToolgateClient
+
+    client = ToolgateClient.from_settings()
+    for seen in client.observations(run_id=run_id, call_ids=[call_id] if call_id else None, follow=follow):
+        if as_json:
+            _print_json({"run_id": seen.run_id, "call_id": seen.call_id, "observation": seen.as_json()})
+        else:
+            status = seen.observation.status
+            console.print(f"{seen.run_id}  {seen.call_id}  {seen.observation.tool_identity.name}  "
+                          f"{status.taxonomy_class} ({status.code})")  # fmt: skip
+
+
+# --- approvals -----------------------------------------------------------------------------
+
+
+@approvals_app.command("list")
+def approvals_list(
+    status: Annotated[str | None, typer.Option(help="PENDING, APPROVED, DENIED or AUTO_DENIED")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Approval tickets, newest first."""
+    from toolgate.ops import approvals
+
+    rows = approvals.list_approvals(_settings(), status)
+    _print_json(rows) if as_json else approvals.print_list(rows, console)
+
+
+@approvals_app.command("show")
+def approvals_show(approval_id: str, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The confirmation card of one held call."""
+    from toolgate.ops import approvals
+
+    packet, state = approvals.load(_settings(), approval_id)
+    if as_json:
+        _print_json({"packet": packet.model_dump(mode="json"), **state})
+    else:
+        console.print(approvals.card(packet, state))
+
+
+def _decide(approval_id: str, approver: str, approve: bool, reason: str | None, as_json: bool) -> None:
+    from toolgate.ops import approvals
+
+    decision = approvals.decide(_settings(), approval_id, approver, approve, reason)
+    verb = "approved" if approve else "denied"
+    if as_json:
+        _print_json({"decision_id": decision.decision_id, "approval_id": approval_id, "approver": approver, "verdict": verb})
+    else:
+        console.print(f"{approver} {verb} {approval_id} (decision {decision.decision_id}, signed)")
+
+
+@approvals_app.command("approve")
+def approvals_approve(
+    approval_id: str,
+    approver: Annotated[str, typer.Option("--as", help="approver id (its key must be in the local keyring)")],
+    reason: Annotated[str | None, typer.Option()] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Sign and publish an approval."""
+    _decide(approval_id, approver, True, reason, as_json)
+
+
+@approvals_app.command("deny")
+def approvals_deny(
+    approval_id: str,
+    approver: Annotated[str, typer.Option("--as", help="approver id")],
+    reason: Annotated[str | None, typer.Option()] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Sign and publish a denial: the call ends, nothing runs."""
+    _decide(approval_id, approver, False, reason, as_json)
+
+
+@approvers_app.command("add")
+def approvers_add(
+    approver: str,
+    risk_classes: Annotated[str, typer.Option(help="comma-separated side-effect classes")] = "HIGH_RISK_EXTERNAL",
+    groups: Annotated[str, typer.Option(help="comma-separated approver groups")] = "",
+) -> None:
+    """Register an approver: a new Ed25519 key (private in the local keyring, public in Postgres)."""
+    from toolgate.ops import approvals
+
+    path = approvals.add_approver(_settings(), approver, [c for c in risk_classes.split(",") if c], [g for g in groups.split(",") if g])
+    console.print(f"approver {approver} registered; private key at {path}")
+
+
+@approvers_app.command("list")
+def approvers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    from toolgate.ops import approvals
+
+    rows = approvals.list_approvers(_settings())
+    if as_json:
+        _print_json(rows)
+        return
+    for r in rows:
+        console.print(f"{r['approver']:12} {r['status']:8} {','.join(r['risk_classes'])}  groups={','.join(r['groups'])}")
+
+
+@approvers_app.command("revoke")
+def approvers_revoke(approver: str) -> None:
+    """Revoke an approver: its decisions stop counting at once."""
+    from toolgate.ops import approvals
+
+    if not approvals.revoke_approver(_settings(), approver):
+        raise SystemExit(f"no active approver {approver}")
+    console.print(f"approver {approver} revoked")
+
+
+# --- dead letters --------------------------------------------------------------------------
+
+
+@dlq_app.command("list")
+def dlq_list(as_json: Annotated[bool, typer.Option("--json")] = False, all_: Annotated[bool, typer.Option("--all", help="include replayed and discarded")] = False) -> None:
+    """Dead letters on tool.deadletter (open ones unless --all)."""
+    from toolgate.ops import dlq
+
+    settings = _settings()
+    states = dlq.actions(settings)
+    rows = [dlq.summary(letter, states.get(letter.dead_letter_id)) for letter in dlq.read_all(settings)]
+    rows = [r for r in rows if all_ or r["state"] == "open"]
+    if as_json:
+        _print_json(rows)
+        return
+    for r in rows:
+        console.print(f"{r['dead_letter_id']}  {r['state']:9} {r['stage']:14} {r['taxonomy_class']:22} call={r['call_id']}  {r['reason'][:80]}")
+    console.print(f"{len(rows)} dead letter(s)")
+
+
+@dlq_app.command("show")
+def dlq_show(dead_letter_id: str) -> None:
+    from toolgate.ops import dlq
+
+    settings = _settings()
+    letter = dlq.find(settings, dead_letter_id)
+    info = dlq.summary(letter, dlq.actions(settings).get(dead_letter_id))
+    info["headers"] = {h.key: (h.value or b"").decode("utf-8", "replace") for h in letter.headers}
+    info["value_prefix_hex"] = letter.value[:64].hex()
+    _print_json(info)
+
+
+@dlq_app.command("replay")
+def dlq_replay(dead_letter_id: str, actor: Annotated[str, typer.Option("--as")] = "operator") -> None:
+    """Republish the original bytes where they came from (same call, same idempotency key)."""
+    from toolgate.ops import dlq
+
+    _print_json(dlq.replay(_settings(), dead_letter_id, actor))
+
+
+@dlq_app.command("discard")
+def dlq_discard(dead_letter_id: str, note: Annotated[str | None, typer.Option()] = None, actor: Annotated[str, typer.Option("--as")] = "operator") -> None:
+    """Mark a dead letter handled without replaying it."""
+    from toolgate.ops import dlq
+
+    dlq.discard(_settings(), dead_letter_id, actor, note)
+    console.print(f"discarded {dead_letter_id}")
+
+
+# --- reconciliation, audit, benchmark ------------------------------------------------------
+
+
+@app.command()
+def reconcile(once: Annotated[bool, typer.Option("--once", help="run one pass and exit")] = True) -> None:
+    """Resolve idempotency keys left PENDING by crashes (one pass)."""
+    import asyncio
+
+    from toolgate.contracts.registry import load_registry
+    from toolgate.workers.reconciliation.worker import Reconciler
+
+    settings = _settings()
+    reconciler = Reconciler(load_registry(settings.contracts_dir), settings)
+
+    async def one() -> dict[str, int]:
+        try:
+            return await reconciler.reconcile_once()
+        finally:
+            await reconciler.http.close()
+            await reconciler.pool.close()
+
+    _print_json(asyncio.run(one()))
+
+
+@audit_app.command("verify")
+def audit_verify() -> None:
+    """Check the audit log's hash chain end to end."""
+    import psycopg
+
+    from toolgate.workers.runtime.audit import VERIFY, verify_rows
+
+    with psycopg.connect(_settings().database_url) as conn:
+        rows = conn.execute(VERIFY).fetchall()
+    checked, broken = verify_rows(rows)
+    if broken is not None:
+        console.print(f"[red]audit chain broken at row {broken} (after {checked} good rows)[/red]")
+        raise typer.Exit(1)
+    console.print(f"audit chain intact: {checked} rows")
+
+
+@app.command()
+def bench(
+    tool: Annotated[str, typer.Option(help="tool to drive")] = "invoice.create_draft",
+    calls: Annotated[int, typer.Option(help="number of proposals")] = 2000,
+    rate: Annotated[float, typer.Option(help="offered calls per second; 0 = as fast as possible")] = 0.0,
+    tenant: Annotated[str, typer.Option()] = "acme",
+    timeout: Annotated[float, typer.Option(help="seconds to wait for the last observation")] = 120.0,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Drive N proposals through the running pipeline; report calls/s and latency percentiles."""
+    from toolgate.ops.bench import run_bench
+
+    report = run_bench(_settings(), tool=tool, calls=calls, rate=rate, tenant=tenant, timeout=timeout, progress=not as_json)
+    if as_json:
+        _print_json(report)
+    else:
+        console.print_json(data=report)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""Where toolgate finds its broker, its database and its tuning knobs.
+
+Resolution order for every setting: the `TOOLGATE_*` environment variable, then the
+runtime file that `toolgate up` writes into `TOOLGATE_HOME` (so `toolgate propose` finds the
+embedded broker without flags), then the default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+RUNTIME_FILE = "runtime.json"
+
+
+def toolgate_home() -> Path:
+    return Path(os.environ.get("TOOLGATE_HOME", Path.home() / ".toolgate")).expanduser()
+
+
+@dataclass(frozen=True)
+class Settings:
+    kafka_bootstrap: str = ""
+    database_url: str = ""
+    home: Path = field(default_factory=toolgate_home)
+    topic_prefix: str = ""
+    partitions: int = 4
+    # A stage's round: up to batch_max records or batch_ms milliseconds.
+    batch_max: int = 500
+    batch_ms: int = 20
+    # A StageBatch record is split when it would exceed this many bytes.
+    batch_bytes: int = 512 * 1024
+    # How long an execution worker owns a PENDING idempotency key before
+    # reconciliation may resolve it.
+    lease_seconds: float = 30.0
+    reconcile_interval_seconds: float = 5.0
+    approval_sweep_seconds: float = 1.0
+    # Named HTTP endpoints that contracts refer to (`base_url_ref`), JSON object.
+    endpoints: dict[str, str] = field(default_factory=dict)
+    # Hosts HTTP executors may reach; contracts may narrow it, never widen it.
+    egress_allowlist: tuple[str, ...] = ("127.0.0.1", "localhost")
+    secrets_dir: Path | None = None
+    contracts_dir: Path | None = None
+    trace_sample_ratio: float = 1.0
+    telemetry_exporter: str = "file"  # file | otlp | none
+    log_level: str = "INFO"
+    # Short group timeouts: Tansu's JoinGroup waits for them (NOTES.md).
+    session_timeout_s: float = 6.0
+    heartbeat_interval_s: float = 1.0
+    max_poll_interval_s: float = 30.0
+
+    @property
+    def runtime_file(self) -> Path:
+        return self.home / RUNTIME_FILE
+
+    @property
+    def secrets_path(self) -> Path:
+        return self.secrets_dir or self.home / "secrets"
+
+    @property
+    def telemetry_dir(self) -> Path:
+        return self.home / "telemetry"
+
+    def require_infrastructure(self) -> Settings:
+        if not self.kafka_bootstrap or not self.database_url:
+            raise SystemExit(
+                "toolgate: no broker or database configured. Run `toolgate up` (embedded default) "
+                "or set TOOLGATE_KAFKA_BOOTSTRAP and TOOLGATE_DATABASE_URL."
+            )
+        return self
+
+
+_ENV = {
+    "kafka_bootstrap": "TOOLGATE_KAFKA_BOOTSTRAP",
+    "database_url": "TOOLGATE_DATABASE_URL",
+    "topic_prefix": "TOOLGATE_TOPIC_PREFIX",
+    "partitions": "TOOLGATE_PARTITIONS",
+    "batch_max": "TOOLGATE_BATCH_MAX",
+    "batch_ms": "TOOLGATE_BATCH_MS",
+    "batch_bytes": "TOOLGATE_BATCH_BYTES",
+    "lease_seconds": "TOOLGATE_LEASE_SECONDS",
+    "reconcile_interval_seconds": "TOOLGATE_RECONCILE_INTERVAL_SECONDS",
+    "approval_sweep_seconds": "TOOLGATE_APPROVAL_SWEEP_SECONDS",
+    "endpoints": "TOOLGATE_ENDPOINTS",
+    "egress_allowlist": "TOOLGATE_EGRESS_ALLOWLIST",
+    "secrets_dir": "TOOLGATE_SECRETS_DIR",
+    "contracts_dir": "TOOLGATE_CONTRACTS_DIR",
+    "trace_sample_ratio": "TOOLGATE_TRACE_SAMPLE_RATIO",
+    "telemetry_exporter": "TOOLGATE_TELEMETRY_EXPORTER",
+    "log_level": "TOOLGATE_LOG_LEVEL",
+}
+
+ENV_VARS: tuple[str, ...] = ("TOOLGATE_HOME", *_ENV.values())
+
+
+def _coerce(name: str, raw: Any) -> Any:
+    kind = {f.name: f.type for f in fields(Settings)}[name]
+    if raw is None:
+        return None
+    if kind == "int":
+        return int(raw)
+    if kind == "float":
+        return float(raw)
+    if kind == "dict[str, str]":
+        return dict(json.loads(raw) if isinstance(raw, str) else raw)
+    if kind == "tuple[str, ...]":
+        items = raw.split(",") if isinstance(raw, str) else raw
+        return tuple(str(i).strip() for i in items if str(i).strip())
+    if kind == "Path | None":
+        return Path(raw)
+    return str(raw)
+
+
+def load_settings(use_runtime: bool = True, **overrides: Any) -> Settings:
+    """Settings from the environment, the runtime file of `toolgate up`, then defaults."""
+    base = Settings()
+    runtime: dict[str, Any] = {}
+    if use_runtime and base.runtime_file.exists():
+        runtime = json.loads(base.runtime_file.read_text())
+    values: dict[str, Any] = {}
+    for name, env in _ENV.items():
+        if env in os.environ and os.environ[env] != "":
+            values[name] = _coerce(name, os.environ[env])
+        elif name in runtime:
+            values[name] = _coerce(name, runtime[name])
+    values.update(overrides)
+    return replace(base, **values)

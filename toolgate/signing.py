@@ -1,0 +1,80 @@
+"""Approval decisions are signed with the approver's Ed25519 key.
+
+The signed bytes are the RFC 8785 canonical JSON of every field of the ApprovalDecision
+except `signature`, so any approval service in any language can produce them. toolgate holds
+only public keys (table `toolgate.approvers`); private keys stay with approvers. For the
+embedded default and the CLI, a local keyring under `$TOOLGATE_HOME/approvers/` holds the
+demo approvers' private keys, one PEM file each, readable by the owner only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from toolgate.schemas.models import ApprovalDecision
+from toolgate.schemas.wire import canonical_json
+
+
+def signed_bytes(decision: ApprovalDecision) -> bytes:
+    fields = decision.model_dump(mode="json", exclude={"signature"})
+    return canonical_json(fields).encode()
+
+
+def sign(decision: ApprovalDecision, key: Ed25519PrivateKey) -> ApprovalDecision:
+    return decision.model_copy(update={"signature": key.sign(signed_bytes(decision))})
+
+
+def verify(decision: ApprovalDecision, public_key: bytes) -> bool:
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(decision.signature, signed_bytes(decision))
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def new_key() -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.generate()
+
+
+def public_bytes(key: Ed25519PrivateKey) -> bytes:
+    return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+class Keyring:
+    """Private keys of approvers who act from this machine."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path(self, approver_id: str) -> Path:
+        if not approver_id or "/" in approver_id or approver_id.startswith("."):
+            raise ValueError(f"bad approver id {approver_id!r}")
+        return self.directory / f"{approver_id}.pem"
+
+    def store(self, approver_id: str, key: Ed25519PrivateKey) -> Path:
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.path(approver_id)
+        pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem)
+        return path
+
+    def load(self, approver_id: str) -> Ed25519PrivateKey:
+        path = self.path(approver_id)
+        if not path.exists():
+            raise KeyError(f"no private key for approver {approver_id} in {self.directory}")
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ValueError(f"{path} is not an Ed25519 key")
+        return key
+
+    def has(self, approver_id: str) -> bool:
+        return self.path(approver_id).exists()

@@ -1,0 +1,238 @@
+"""OpenTelemetry spans and metrics, structured logs, and the secret scrubber.
+
+One trace per tool call: the agent's client starts it (W3C traceparent in the proposal's
+headers); every stage opens a span per call as a child of the traceparent it received and
+hands its own span's traceparent to the next stage inside the StageRecord.
+
+Export: `file` (the embedded default) writes JSON lines under `$TOOLGATE_HOME/telemetry/`,
+`otlp` sends to OTEL_EXPORTER_OTLP_ENDPOINT (install `toolgate[otlp]`), `none` keeps the API
+calls but exports nothing.
+
+Secrets: every secret value the secret provider resolves is registered with the scrubber;
+log records pass through it, and results, errors and dead letters are scrubbed before they
+leave a stage.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import Meter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    ConsoleMetricExporter,
+    MetricExporter,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.trace import Span, SpanContext, TraceFlags, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from toolgate.settings import Settings
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+# --- secrets scrubbing -------------------------------------------------------------------
+
+
+class Scrubber:
+    """Replaces every registered secret value with a fixed marker."""
+
+    MARK = "[REDACTED]"
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self._lock = threading.Lock()
+
+    def register(self, value: str) -> None:
+        if len(value) < 4:  # too short to scrub without mangling ordinary text
+            return
+        with self._lock:
+            if value not in self._values:
+                self._values.add(value)
+                alternatives = sorted(self._values, key=len, reverse=True)
+                self._pattern = re.compile("|".join(re.escape(v) for v in alternatives))
+
+    def text(self, value: str) -> str:
+        pattern = self._pattern
+        return pattern.sub(self.MARK, value) if pattern is not None else value
+
+    def obj(self, value: Any) -> Any:
+        """Scrub every string inside a JSON-like value."""
+        if self._pattern is None:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(str(k)): self.obj(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.obj(v) for v in value]
+        return value
+
+    def bytes(self, value: bytes) -> bytes:
+        pattern = self._pattern
+        if pattern is None:
+            return value
+        for secret in self._values:
+            value = value.replace(secret.encode(), self.MARK.encode())
+        return value
+
+
+SCRUBBER = Scrubber()
+
+
+# --- logs ----------------------------------------------------------------------------------
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and the record's fields
+    (call_id, stage, action, ...), scrubbed of secrets."""
+
+    FIELDS = ("stage", "action", "call_id", "tenant_id", "tool", "taxonomy", "count", "error")
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for name in self.FIELDS:
+            if hasattr(record, name):
+                entry[name] = getattr(record, name)
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return SCRUBBER.text(json.dumps(entry, default=str))
+
+
+def configure_logging(level: str = "INFO", stream: IO[str] | None = None) -> None:
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for noisy in ("aiokafka", "faust", "mode", "kafka"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+
+
+# --- traces and metrics --------------------------------------------------------------------
+
+
+class JsonLinesSpanExporter(SpanExporter):
+    """Appends each finished span as one JSON line (scrubbed) to a file."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(path, "a", buffering=1)  # noqa: SIM115 - closed in shutdown
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        lines = [SCRUBBER.text(span.to_json(indent=None)) + "\n" for span in spans]
+        with self._lock:
+            self._file.writelines(lines)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def _metric_exporter(settings: Settings, service: str) -> MetricExporter | None:
+    if settings.telemetry_exporter == "file":
+        path = settings.telemetry_dir / f"metrics-{service}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        out = open(path, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
+        return ConsoleMetricExporter(out=out, formatter=lambda m: m.to_json(indent=None) + "\n")
+    if settings.telemetry_exporter == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        return OTLPMetricExporter()
+    return None
+
+
+def _span_exporter(settings: Settings, service: str) -> SpanExporter | None:
+    if settings.telemetry_exporter == "file":
+        return JsonLinesSpanExporter(settings.telemetry_dir / f"spans-{service}.jsonl")
+    if settings.telemetry_exporter == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()
+    return None
+
+
+_configured: dict[str, Any] = {}
+
+
+def configure_telemetry(settings: Settings, service: str) -> None:
+    """Install the tracer and meter providers of this process (once)."""
+    if _configured:
+        return
+    resource = Resource.create({"service.name": f"toolgate-{service}", "service.instance.id": str(os.getpid())})
+    provider = TracerProvider(
+        resource=resource, sampler=ParentBased(TraceIdRatioBased(settings.trace_sample_ratio))
+    )
+    span_exporter = _span_exporter(settings, service)
+    if span_exporter is not None:
+        provider.add_span_processor(
+            BatchSpanProcessor(span_exporter, max_queue_size=65536, schedule_delay_millis=1000)
+        )
+    trace.set_tracer_provider(provider)
+    readers = []
+    metric_exporter = _metric_exporter(settings, service)
+    if metric_exporter is not None:
+        readers.append(PeriodicExportingMetricReader(metric_exporter, export_interval_millis=10000))
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    metrics.set_meter_provider(meter_provider)
+    _configured.update(tracer=provider, meter=meter_provider)
+
+
+def shutdown_telemetry() -> None:
+    if _configured:
+        _configured["tracer"].shutdown()
+        _configured["meter"].shutdown()
+        _configured.clear()
+
+
+def tracer() -> Tracer:
+    return trace.get_tracer("toolgate")
+
+
+def meter() -> Meter:
+    return metrics.get_meter("toolgate")
+
+
+def context_from_traceparent(traceparent: str | None) -> Any:
+    return _PROPAGATOR.extract({"traceparent": traceparent} if traceparent else {})
+
+
+def traceparent_of(span: Span) -> str:
+    ctx: SpanContext = span.get_span_context()
+    flags = "01" if ctx.trace_flags & TraceFlags.SAMPLED else "00"
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{flags}"
+
+
+@contextmanager
+def timed() -> Iterator[list[float]]:
+    """Yields a one-element list that holds the elapsed seconds on exit."""
+    box = [0.0]
+    start = time.perf_counter()
+    try:
+        yield box
+    finally:
+        box[0] = time.perf_counter() - start

@@ -1,0 +1,292 @@
+"""Typed clients for the edge topics, for agents and approval services (confluent-kafka).
+
+    client = ToolgateClient.from_settings()
+    sent = client.propose("invoice.fetch", {"invoice_id": "inv_acme0001"},
+                          tenant_id="acme", user_id="u1", scopes=["invoices:read"])
+    obs = client.wait(sent)            # the final Observation of that call
+
+Proposals are keyed by run_id (one run stays in order); observations come back keyed by
+run_id with the call_id in a header. A call that waits for approval first gets an interim
+observation (status code 202); `wait` returns the final one unless asked otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from opentelemetry import trace
+
+from toolgate.schemas.codec import DecodeError, codec
+from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Observation, Principal, ToolProposal, Verdict
+from toolgate.settings import Settings, load_settings
+from toolgate.signing import sign
+from toolgate.topics.catalog import Topics
+from toolgate.topics.headers import CALL_ID, TRACEPARENT, edge_headers, header, new_traceparent
+
+INTERIM_CODE = 202
+
+
+@dataclass(frozen=True)
+class Proposed:
+    call_id: str
+    run_id: str
+    traceparent: str
+    created_at_ms: int
+    start_offsets: tuple[tuple[int, int], ...] = ()  # observation offsets before publishing
+
+
+@dataclass(frozen=True)
+class Observed:
+    run_id: str
+    call_id: str
+    observation: Observation
+    partition: int
+    offset: int
+    received_at: float
+
+    @property
+    def is_final(self) -> bool:
+        return self.observation.status.code != INTERIM_CODE
+
+    def as_json(self) -> dict[str, Any]:
+        return self.observation.model_dump(mode="json")
+
+
+def _current_traceparent() -> str:
+    ctx = trace.get_current_span().get_span_context()
+    if ctx.is_valid:
+        return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{'01' if ctx.trace_flags.sampled else '00'}"
+    return new_traceparent()
+
+
+class ToolgateClient:
+    def __init__(self, bootstrap: str, prefix: str = "", client_id: str = "toolgate-client") -> None:
+        self.bootstrap = bootstrap
+        self.topics = Topics(prefix)
+        self._producer = Producer({
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "partitioner": "murmur2_random",  # the Java client's partitioner, as Faust's
+        })  # fmt: skip
+        self._errors: list[str] = []
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> ToolgateClient:
+        s = (settings or load_settings()).require_infrastructure()
+        return cls(s.kafka_bootstrap, s.topic_prefix)
+
+    # --- proposing -------------------------------------------------------------------------
+
+    def propose(
+        self,
+        tool: str,
+        arguments: dict[str, Any] | str,
+        *,
+        tenant_id: str,
+        user_id: str,
+        agent_id: str = "agent",
+        scopes: Sequence[str] = (),
+        run_id: str | None = None,
+        workflow_id: str | None = None,
+        logical_operation_id: str | None = None,
+        idempotency_key: str | None = None,
+        version: str = "latest",
+        deadline_ms: int | None = None,
+        dry_run: bool = False,
+        repair_attempt: int = 0,
+        call_id: str | None = None,
+        watch: bool = False,
+        flush: bool = True,
+    ) -> Proposed:
+        """Publish one proposal. With `watch`, remember where tool.observations ends now, so
+        `wait` cannot miss the answer however fast it comes."""
+        start = self._end_offsets() if watch else ()
+        now = int(time.time() * 1000)
+        run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
+        proposal = ToolProposal(
+            call_id=call_id or f"call_{uuid.uuid4().hex}",
+            tenant_id=tenant_id,
+            principal=Principal(user_id=user_id, agent_id=agent_id, scopes=list(scopes)),
+            workflow_id=workflow_id or run_id,
+            run_id=run_id,
+            logical_operation_id=logical_operation_id or f"op_{uuid.uuid4().hex[:12]}",
+            tool_name=tool,
+            tool_version=version,
+            arguments=arguments if isinstance(arguments, str) else json.dumps(arguments),
+            idempotency_key=idempotency_key,
+            deadline_ms=deadline_ms,
+            repair_attempt=repair_attempt,
+            dry_run=dry_run,
+            created_at_ms=now,
+        )
+        traceparent = _current_traceparent()
+        self.publish_raw(self.topics.proposals, run_id.encode(), codec().encode(proposal),
+                         edge_headers(traceparent, proposal.call_id, tenant_id, codec().fingerprint_of(ToolProposal)))  # fmt: skip
+        if flush:
+            self.flush()
+        return Proposed(proposal.call_id, run_id, traceparent, now, start)
+
+    def publish_raw(self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | None = None,
+                    partition: int | None = None) -> None:  # fmt: skip
+        kwargs: dict[str, Any] = {"key": key, "value": value, "headers": headers or [], "on_delivery": self._delivered}
+        if partition is not None:
+            kwargs["partition"] = partition
+        while True:
+            try:
+                self._producer.produce(topic, **kwargs)
+                break
+            except BufferError:
+                self._producer.poll(0.05)
+        self._producer.poll(0)
+
+    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._errors.append(str(err))
+
+    def flush(self, timeout: float = 30.0) -> None:
+        remaining = self._producer.flush(timeout)
+        if remaining or self._errors:
+            errors, self._errors = self._errors, []
+            raise RuntimeError(f"{remaining} records undelivered; errors: {errors[:3]}")
+
+    # --- observing -------------------------------------------------------------------------
+
+    def _consumer(self) -> Consumer:
+        return Consumer({
+            "bootstrap.servers": self.bootstrap,
+            "group.id": f"toolgate-observer-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        })  # fmt: skip
+
+    def _partitions(self, consumer: Consumer, topic: str) -> list[int]:
+        meta = consumer.list_topics(topic, timeout=10.0).topics[topic]
+        return sorted(meta.partitions)
+
+    def _end_offsets(self) -> tuple[tuple[int, int], ...]:
+        consumer = self._consumer()
+        try:
+            topic = self.topics.observations
+            # High watermarks can under-count on Tansu: starting early only re-reads a little.
+            return tuple((p, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10.0)[1])
+                         for p in self._partitions(consumer, topic))  # fmt: skip
+        finally:
+            consumer.close()
+
+    def observations(
+        self,
+        *,
+        run_id: str | None = None,
+        call_ids: Iterable[str] | None = None,
+        follow: bool = False,
+        idle_timeout: float = 2.0,
+        start_offsets: Sequence[tuple[int, int]] = (),
+    ) -> Iterator[Observed]:
+        """Observations in arrival order, filtered by run and calls. Without `follow`, stops
+        once nothing new arrived for `idle_timeout` seconds."""
+        wanted = set(call_ids) if call_ids is not None else None
+        consumer = self._consumer()
+        topic = self.topics.observations
+        starts = dict(start_offsets)
+        consumer.assign([TopicPartition(topic, p, starts.get(p, OFFSET_BEGINNING)) for p in self._partitions(consumer, topic)])
+        c = codec()
+        try:
+            last = time.monotonic()
+            while follow or time.monotonic() - last < idle_timeout:
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error():
+                    continue
+                last = time.monotonic()
+                key = (msg.key() or b"").decode("utf-8", "replace")
+                cid = header(msg.headers(), CALL_ID) or ""
+                if (run_id and key != run_id) or (wanted is not None and cid not in wanted):
+                    continue
+                try:
+                    observation = c.decode(msg.value() or b"", Observation)
+                except DecodeError:
+                    continue
+                yield Observed(key, cid, observation, msg.partition(), msg.offset(), time.time())
+        finally:
+            consumer.close()
+
+    def wait(self, proposed: Proposed, timeout: float = 60.0, final: bool = True) -> Observed:
+        """The observation of one proposed call (its final one unless `final` is False)."""
+        deadline = time.monotonic() + timeout
+        for seen in self.observations(run_id=proposed.run_id, call_ids=[proposed.call_id], follow=True,
+                                      start_offsets=proposed.start_offsets):  # fmt: skip
+            if seen.is_final or not final:
+                return seen
+            if time.monotonic() > deadline:
+                break
+        raise TimeoutError(f"no observation for {proposed.call_id} within {timeout}s")
+
+    def close(self) -> None:
+        self._producer.flush(10.0)
+
+
+class ApprovalClient(ToolgateClient):
+    """For approval services: read confirmation packets, publish signed decisions."""
+
+    def requests(self, *, follow: bool = False, idle_timeout: float = 2.0) -> Iterator[tuple[ApprovalRequest, str]]:
+        consumer = self._consumer()
+        topic = self.topics.approvals_requested
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in self._partitions(consumer, topic)])
+        try:
+            last = time.monotonic()
+            while follow or time.monotonic() - last < idle_timeout:
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error():
+                    continue
+                last = time.monotonic()
+                try:
+                    yield codec().decode(msg.value() or b"", ApprovalRequest), header(msg.headers(), TRACEPARENT) or ""
+                except DecodeError:
+                    continue
+        finally:
+            consumer.close()
+
+    def decide(
+        self,
+        packet: ApprovalRequest,
+        *,
+        approver_id: str,
+        key: Ed25519PrivateKey,
+        approve: bool,
+        reason: str | None = None,
+        valid_for_s: int = 300,
+        traceparent: str | None = None,
+        decision_id: str | None = None,
+    ) -> ApprovalDecision:
+        now = int(time.time() * 1000)
+        decision = sign(ApprovalDecision(
+            decision_id=decision_id or f"dec_{uuid.uuid4().hex}",
+            approval_id=packet.approval_id,
+            decision=Verdict.APPROVE if approve else Verdict.DENY,
+            approver_id=approver_id,
+            tool_name=packet.tool_name,
+            tool_version=packet.tool_version,
+            payload_hash=packet.payload_hash,
+            reason=reason,
+            decided_at_ms=now,
+            expires_at_ms=now + valid_for_s * 1000,
+            signature=b"",
+        ), key)  # fmt: skip
+        self.publish_decision(decision, packet, traceparent)
+        return decision
+
+    def publish_decision(self, decision: ApprovalDecision, packet: ApprovalRequest, traceparent: str | None = None) -> None:
+        c = codec()
+        headers = edge_headers(traceparent or new_traceparent(), packet.call_id, packet.tenant_id,
+                               c.fingerprint_of(ApprovalDecision))  # fmt: skip
+        self.publish_raw(self.topics.approvals_decisions, decision.approval_id.encode(), c.encode(decision), headers)
+        self.flush()

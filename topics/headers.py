@@ -1,0 +1,48 @@
+"""Kafka headers on edge records: W3C traceparent, call_id, tenant_id and the schema
+fingerprint, so a reader can route, trace and decode a record without opening it."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Sequence
+
+TRACEPARENT = "traceparent"
+CALL_ID = "call_id"
+TENANT_ID = "tenant_id"
+SCHEMA = "toolgate-schema"
+REPLAY_OF = "toolgate-replay-of"
+
+Headers = list[tuple[str, bytes]]
+
+
+def edge_headers(traceparent: str, call_id: str, tenant_id: str, fingerprint: bytes) -> Headers:
+    return [
+        (TRACEPARENT, traceparent.encode()),
+        (CALL_ID, call_id.encode()),
+        (TENANT_ID, tenant_id.encode()),
+        (SCHEMA, fingerprint.hex().encode()),
+    ]
+
+
+def header(headers: Iterable[tuple[str, bytes | None]] | None, name: str) -> str | None:
+    for key, value in headers or ():
+        if key == name and value is not None:
+            try:
+                return value.decode()
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
+def new_traceparent(sampled: bool = True) -> str:
+    """A fresh W3C traceparent for a call that arrives without one."""
+    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-{'01' if sampled else '00'}"
+
+
+def trace_id_of(traceparent: str) -> str:
+    parts = traceparent.split("-")
+    return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else ""
+
+
+def as_pairs(headers: Sequence[tuple[str, bytes | None]] | None) -> Headers:
+    return [(k, v if v is not None else b"") for k, v in headers or ()]

@@ -1,0 +1,290 @@
+"""The approval-wait worker.
+
+tool.authorized -> calls that need no approval go straight on to tool.executable; the others
+get a ticket in Postgres and a confirmation packet on tool.approvals.requested (through the
+outbox, with the ticket), and the agent hears that its call awaits approval.
+tool.approvals.decisions -> each signed decision is judged against its ticket; enough
+approvals release the call to tool.executable, a denial ends it, all through the outbox.
+A sweep AUTO_DENIES tickets past their expiry: never auto-approves.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from toolgate.contracts.registry import Registry
+from toolgate.hashing import idempotency_key_for
+from toolgate.schemas.codec import codec
+from toolgate.schemas.models import ApprovalDecision, FieldError, StageDecision, StageRecord, Verdict
+from toolgate.settings import Settings
+from toolgate.taxonomy import Taxonomy
+from toolgate.workers.approval.decision import (
+    APPROVED,
+    AUTO_DENIED,
+    DENIED,
+    Approver,
+    Counted,
+    NoOp,
+    Ticket,
+    approval_id_for,
+    confirmation_packet,
+    expiry_for,
+    judge,
+)
+from toolgate.workers.runtime import audit, outbox
+from toolgate.workers.runtime.db import make_pool
+from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.results import outcome, reject, result
+from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
+
+STAGE = "approval-wait"
+
+INSERT_TICKETS = """
+INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, payload_hash,
+    risk_class, required_approvals, distinct_approvers, status, home_partition, request, packet, expires_at)
+SELECT t.approval_id, t.call_id, t.tenant_id, t.run_id, t.tool_name, t.tool_version, t.payload_hash, t.risk_class,
+    t.required_approvals, true, 'PENDING', t.home_partition, decode(t.request, 'base64'), t.packet,
+    to_timestamp(t.expires_at_ms / 1000.0)
+FROM jsonb_to_recordset(%s::jsonb) AS t(approval_id text, call_id text, tenant_id text, run_id text, tool_name text,
+    tool_version text, payload_hash text, risk_class text, required_approvals int, home_partition int,
+    request text, packet jsonb, expires_at_ms bigint)
+ON CONFLICT (approval_id) DO NOTHING
+RETURNING approval_id
+"""
+
+
+class AuthorizedHandler(Handler[StageRecord]):
+    stage = STAGE
+    source = "authorized"
+    model = StageRecord
+
+    def __init__(self, registry: Registry, settings: Settings) -> None:
+        self.registry = registry
+        self.pool = make_pool(settings.database_url, STAGE)
+
+    async def start(self) -> None:
+        await self.pool.open()
+
+    async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
+        now = now_ms()
+        held: dict[str, tuple[Inbound[StageRecord], Any, dict[str, Any]]] = {}
+        for call in calls:
+            record = call.model
+            if record.required_approvals == 0:
+                out.item("executable", record.home_partition, _forward(record, call.traceparent, "no_approval_needed", now))
+                continue
+            contract = self.registry.get(record.tool_name, record.tool_version)
+            approval_id = approval_id_for(record.call_id)
+            expires = expiry_for(record, contract, now)
+            pending = record.model_copy(update={"traceparent": call.traceparent, "approval_id": approval_id})
+            packet = confirmation_packet(pending, contract, approval_id, idempotency_key_for(record), now, expires, None)
+            held[approval_id] = (call, packet, {
+                "approval_id": approval_id, "call_id": record.call_id, "tenant_id": record.tenant_id,
+                "run_id": record.run_id, "tool_name": record.tool_name, "tool_version": record.tool_version,
+                "payload_hash": record.payload_hash, "risk_class": contract.side_effect_class,
+                "required_approvals": record.required_approvals, "home_partition": record.home_partition,
+                "request": _b64(codec().encode(pending)), "packet": packet.model_dump(mode="json"),
+                "expires_at_ms": expires,
+            })  # fmt: skip
+        if not held:
+            return
+        async with self.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(INSERT_TICKETS, (json.dumps([row for _, _, row in held.values()]),))
+            created = {r[0] for r in await cur.fetchall()}
+            rows: list[outbox.OutboxRow] = []
+            entries = []
+            for approval_id in created:
+                call, packet, _ = held[approval_id]
+                record = call.model
+                rows.append(outbox.record("approvals_requested", packet, key=approval_id, traceparent=call.traceparent,
+                                          call_id=record.call_id, tenant_id=record.tenant_id))  # fmt: skip
+                rows.append(outbox.item("results", record.home_partition, result(
+                    record, stage=STAGE, traceparent=call.traceparent, home_partition=record.home_partition, now_ms=now,
+                    result_outcome=outcome(Taxonomy.CONFIRMATION_MISSING, code=202, is_error=False, fail_closed=False),
+                    data={"approval": {"approval_id": approval_id, "required_approvals": record.required_approvals,
+                                       "expires_at_ms": packet.expires_at_ms, "status": "PENDING"}},
+                    warnings=record.warnings, approval_id=approval_id,
+                )))  # fmt: skip
+                entries.append(audit.Entry(STAGE, "approval_requested", "toolgate", record.call_id, record.tenant_id,
+                                           {"approval_id": approval_id, "risk_class": packet.risk_class,
+                                            "required_approvals": record.required_approvals,
+                                            "expires_at_ms": packet.expires_at_ms}))  # fmt: skip
+            await outbox.enqueue(conn, rows)
+            await audit.append(conn, entries)
+        for approval_id, (call, _, _) in held.items():
+            out.outcomes[call.model.call_id] = "held" if approval_id in created else "already_held"
+
+
+def _forward(record: StageRecord, traceparent: str, why: str, now: int) -> StageRecord:
+    return record.model_copy(update={
+        "traceparent": traceparent,
+        "decisions": [*record.decisions, StageDecision(stage=STAGE, outcome=why, at_ms=now)],
+    })  # fmt: skip
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+LOAD_TICKETS = """
+SELECT a.approval_id, a.tool_name, a.tool_version, a.payload_hash, a.risk_class, a.required_approvals, a.status,
+       (extract(epoch FROM a.expires_at) * 1000)::bigint, a.request, a.home_partition,
+       coalesce(array_agg(d.approver_id) FILTER (WHERE d.verdict = 'APPROVE'), '{}'),
+       coalesce(array_agg(d.approver_id) FILTER (WHERE d.approver_id IS NOT NULL), '{}'),
+       coalesce(array_agg(d.decision_id) FILTER (WHERE d.decision_id IS NOT NULL), '{}')
+FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
+WHERE a.approval_id = ANY(%s)
+GROUP BY a.approval_id
+"""
+LOCK_TICKETS = "SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%s) ORDER BY approval_id FOR UPDATE"
+LOAD_APPROVERS = "SELECT approver_id, public_key, risk_classes, status = 'active' FROM toolgate.approvers WHERE approver_id = ANY(%s)"
+
+
+class DecisionsHandler(Handler[ApprovalDecision]):
+    stage = STAGE
+    source = "approvals_decisions"
+    model = ApprovalDecision
+
+    def __init__(self, registry: Registry, settings: Settings) -> None:
+        self.registry = registry
+        self.pool = make_pool(settings.database_url, f"{STAGE}-decisions")
+
+    async def start(self) -> None:
+        await self.pool.open()
+
+    async def handle(self, calls: list[Inbound[ApprovalDecision]], out: Emit) -> None:
+        ids = sorted({c.model.approval_id for c in calls})
+        approver_ids = sorted({c.model.approver_id for c in calls})
+        now = now_ms()
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(LOCK_TICKETS, (ids,))
+            tickets, requests = await _load_tickets(conn, ids)
+            approvers = await _load_approvers(conn, approver_ids)
+            rows: list[outbox.OutboxRow] = []
+            entries: list[audit.Entry] = []
+            accepted: list[dict[str, Any]] = []
+            for call in calls:
+                decision = call.model
+                ticket = tickets.get(decision.approval_id)
+                verdict = judge(decision, ticket, approvers.get(decision.approver_id), now)
+                detail = {"approval_id": decision.approval_id, "decision_id": decision.decision_id,
+                          "verdict": str(decision.decision)}  # fmt: skip
+                call_id = requests[decision.approval_id][0].call_id if decision.approval_id in requests else None
+                if not isinstance(verdict, Counted):
+                    kind = "noop" if isinstance(verdict, NoOp) else "refused"
+                    entries.append(audit.Entry(STAGE, f"decision_{kind}", decision.approver_id, call_id, None,
+                                               {**detail, "code": verdict.code, "reason": verdict.reason}))  # fmt: skip
+                    out.outcomes[decision.approval_id] = f"{kind}:{verdict.code}"
+                    continue
+                assert ticket is not None
+                accepted.append({"decision_id": decision.decision_id, "approval_id": decision.approval_id,
+                                 "approver_id": decision.approver_id, "verdict": str(decision.decision),
+                                 "reason": decision.reason, "decided_at_ms": decision.decided_at_ms})  # fmt: skip
+                tickets[ticket.approval_id] = Ticket(
+                    **{**ticket.__dict__, "status": verdict.status, "approved_by": verdict.approved_by,
+                       "decided_by": (*ticket.decided_by, decision.approver_id),
+                       "used_decisions": ticket.used_decisions | {decision.decision_id}})  # fmt: skip
+                entries.append(audit.Entry(STAGE, "decision_counted", decision.approver_id, call_id, None,
+                                           {**detail, "status_after": verdict.status}))  # fmt: skip
+                out.outcomes[decision.approval_id] = f"counted:{verdict.status}"
+                record, _ = requests[ticket.approval_id]
+                if verdict.status == APPROVED:
+                    released = record.model_copy(update={
+                        "approvers": list(verdict.approved_by),
+                        "decisions": [*record.decisions, StageDecision(stage=STAGE, outcome="approved",
+                                                                       detail=",".join(verdict.approved_by), at_ms=now)],
+                    })  # fmt: skip
+                    rows.append(outbox.item("executable", record.home_partition, released))
+                elif verdict.status == DENIED:
+                    rows.append(outbox.item("results", record.home_partition, _closed(record, "approval_denied",
+                        f"{decision.approver_id} denied the approval" + (f": {decision.reason}" if decision.reason else ""), now)))  # fmt: skip
+            if accepted:
+                await conn.execute(
+                    "INSERT INTO toolgate.approval_decisions (decision_id, approval_id, approver_id, verdict, reason, decided_at) "
+                    "SELECT d.decision_id, d.approval_id, d.approver_id, d.verdict, d.reason, to_timestamp(d.decided_at_ms / 1000.0) "
+                    "FROM jsonb_to_recordset(%s::jsonb) AS d(decision_id text, approval_id text, approver_id text, verdict text, "
+                    "reason text, decided_at_ms bigint) ON CONFLICT DO NOTHING",
+                    (json.dumps(accepted),),
+                )  # fmt: skip
+                closed = [(t.approval_id, t.status) for t in tickets.values() if t.status in (APPROVED, DENIED)]
+                if closed:
+                    await conn.execute(
+                        "UPDATE toolgate.approvals a SET status = c.status, decided_at = now() "
+                        "FROM unnest(%s::text[], %s::text[]) AS c(approval_id, status) "
+                        "WHERE a.approval_id = c.approval_id AND a.status = 'PENDING'",
+                        ([c[0] for c in closed], [c[1] for c in closed]),
+                    )
+            await outbox.enqueue(conn, rows)
+            await audit.append(conn, entries)
+
+
+def _closed(record: StageRecord, code: str, message: str, now: int) -> Any:
+    """The call's end when its approval was denied or expired: fail closed, nothing ran."""
+    return reject(
+        record, Taxonomy.CONFIRMATION_MISSING,
+        [FieldError(field="approval", code=code, message=message,
+                    expected="enough valid approvals before expiry", actual="denied" if code == "approval_denied" else "expired")],
+        stage=STAGE, traceparent=record.traceparent, home_partition=record.home_partition, now_ms=now,
+        warnings=record.warnings, approval_id=record.approval_id,
+        next_action="stop" if code == "approval_denied" else "repropose_or_escalate",
+    )  # fmt: skip
+
+
+async def _load_tickets(conn: AsyncConnection[Any], ids: list[str]) -> tuple[dict[str, Ticket], dict[str, tuple[StageRecord, int]]]:
+    cur = await conn.execute(LOAD_TICKETS, (ids,))
+    tickets: dict[str, Ticket] = {}
+    requests: dict[str, tuple[StageRecord, int]] = {}
+    for (approval_id, tool, version, phash, risk, required, status, expires, request, home,
+         approved_by, decided_by, used) in await cur.fetchall():  # fmt: skip
+        tickets[approval_id] = Ticket(approval_id, tool, version, phash, risk, required, status, int(expires),
+                                      tuple(approved_by), tuple(decided_by), frozenset(used))  # fmt: skip
+        requests[approval_id] = (codec().decode(bytes(request), StageRecord), home)
+    return tickets, requests
+
+
+async def _load_approvers(conn: AsyncConnection[Any], ids: list[str]) -> dict[str, Approver]:
+    cur = await conn.execute(LOAD_APPROVERS, (ids,))
+    return {r[0]: Approver(r[0], bytes(r[1]), tuple(r[2]), bool(r[3])) for r in await cur.fetchall()}
+
+
+EXPIRE = """
+UPDATE toolgate.approvals SET status = 'AUTO_DENIED', decided_at = now()
+WHERE approval_id IN (
+    SELECT approval_id FROM toolgate.approvals WHERE status = 'PENDING' AND expires_at < now()
+    ORDER BY expires_at LIMIT 500 FOR UPDATE SKIP LOCKED)
+RETURNING approval_id, call_id, tenant_id, request
+"""
+
+
+class ExpirySweeper:
+    """AUTO_DENIES tickets past their expiry; the agent hears it as an expiry, not a denial."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.pool = make_pool(settings.database_url, f"{STAGE}-expiry", max_size=1)
+        self._opened = False
+
+    async def sweep(self) -> None:
+        if not self._opened:
+            await self.pool.open()
+            self._opened = True
+        now = now_ms()
+        async with self.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(EXPIRE)
+            expired = await cur.fetchall()
+            rows, entries = [], []
+            for approval_id, call_id, tenant_id, request in expired:
+                record = codec().decode(bytes(request), StageRecord)
+                rows.append(outbox.item("results", record.home_partition, _closed(
+                    record, "approval_expired", f"approval {approval_id} expired without enough approvals: AUTO_DENIED", now)))  # fmt: skip
+                entries.append(audit.Entry(STAGE, "approval_auto_denied", "toolgate", call_id, tenant_id,
+                                           {"approval_id": approval_id, "status": AUTO_DENIED}))  # fmt: skip
+            await outbox.enqueue(conn, rows)
+            await audit.append(conn, entries)
+
+
+__all__ = ["AuthorizedHandler", "DecisionsHandler", "ExpirySweeper", "Verdict"]

@@ -1,0 +1,107 @@
+"""The seeds' idempotency state model: what a call may do given the record of its key.
+
+Pure: the existing row (read under SELECT ... FOR UPDATE), the call and the time come in; one
+of a closed set of plans comes out. The worker applies it inside the reservation
+transaction, so the database, not this function, is the boundary of truth.
+
+    no record                      -> Execute (reserve PENDING)
+    request hash differs           -> Mismatch (SIGNATURE_MISMATCH, fail closed)
+    COMPLETED / FAILED_FINAL       -> Replay the stored outcome (idempotency_hit)
+    COMPENSATED                    -> Replay, saying the effect was compensated
+    PENDING, our own lease         -> Execute (we are retrying our own round)
+    PENDING, handed to a re-drive  -> Execute (reconciliation found no effect and re-drove it)
+    PENDING, lease expired, safe   -> Execute (take over; the effect is idempotent by key)
+    PENDING, same call, leased     -> Hold (its owner or reconciliation will answer)
+    PENDING, another call, leased  -> Conflict (IDEMPOTENCY_CONFLICT, retry after the lease)
+    FAILED_RETRYABLE, retries left -> Execute (attempt + 1)
+    FAILED_RETRYABLE, none left    -> Replay the failure as final
+    EXPIRED                        -> Execute as a new operation (the deduplication window
+                                      closed; the contract's TTL is the window)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# The lease owner reconciliation writes when it re-drives a key: whichever execution worker
+# receives the re-driven call takes the key over.
+REDRIVE_OWNER = "reconciliation:redrive"
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    status: str
+    request_hash: str
+    call_id: str
+    attempt: int
+    lease_owner: str | None
+    lease_until_ms: int | None
+    response: dict[str, Any] | None
+    error_code: str | None
+    expires_at_ms: int
+
+
+@dataclass(frozen=True)
+class Execute:
+    attempt: int
+    takeover: bool = False
+
+
+@dataclass(frozen=True)
+class Replay:
+    response: dict[str, Any]
+    status: str
+
+
+@dataclass(frozen=True)
+class Hold:
+    pass
+
+
+@dataclass(frozen=True)
+class Conflict:
+    retry_after_ms: int
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    pass
+
+
+Plan = Execute | Replay | Hold | Conflict | Mismatch
+
+
+def plan(
+    row: KeyRow | None,
+    *,
+    request_hash: str,
+    call_id: str,
+    owner: str,
+    now_ms: int,
+    max_attempts: int,
+    resend_safe: bool,
+) -> Plan:
+    if row is None:
+        return Execute(1)
+    if row.status == "EXPIRED" or (row.expires_at_ms < now_ms and row.status != "PENDING"):
+        return Execute(1)
+    if row.request_hash != request_hash:
+        return Mismatch()
+    if row.status in ("COMPLETED", "FAILED_FINAL", "COMPENSATED"):
+        return Replay(row.response or {}, row.status)
+    if row.status == "FAILED_RETRYABLE":
+        if row.attempt < max_attempts:
+            return Execute(row.attempt + 1)
+        return Replay(row.response or {}, "FAILED_FINAL")
+    # PENDING
+    if row.lease_owner == owner:
+        return Execute(row.attempt)
+    if row.lease_owner == REDRIVE_OWNER:
+        return Execute(row.attempt, takeover=True)
+    lease_left = (row.lease_until_ms or 0) - now_ms
+    if lease_left <= 0 and resend_safe:
+        return Execute(row.attempt, takeover=True)
+    if row.call_id == call_id:
+        return Hold()
+    return Conflict(max(lease_left, 1000))

@@ -1,0 +1,370 @@
+"""The execution worker: tool.executable -> effects, exactly once -> outbox -> tool.results.
+
+A round, for all its calls at once:
+  A. reserve: one transaction inserts PENDING keys (leased to this process) and reads the
+     existing ones under SELECT ... FOR UPDATE; the idempotency plan decides each call.
+  E. external effects (http, python) run concurrently, outside any transaction; an unknown
+     outcome is checked with the provider's status query at once.
+  B. record: one transaction runs the Postgres effects (each in a savepoint), writes
+     COMPLETED / FAILED / still-PENDING, every call's result as an outbox row, and the audit
+     entries. A co-located effect therefore commits with its COMPLETED record and outbox row
+     or not at all. B is retried on transient failures without re-running E.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from toolgate.contracts.registry import Registry
+from toolgate.hashing import fingerprint, idempotency_key_for
+from toolgate.schemas.codec import codec
+from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, Verification
+from toolgate.secrets import SecretProvider
+from toolgate.settings import Settings
+from toolgate.taxonomy import Taxonomy
+from toolgate.workers.execution import idempotency as idem
+from toolgate.workers.execution.executors import (
+    Done,
+    Effect,
+    Failed,
+    HttpExecutor,
+    Job,
+    Unknown,
+    run_postgres,
+    run_python,
+)
+from toolgate.workers.runtime import audit, outbox
+from toolgate.workers.runtime.db import is_transient, make_pool
+from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.results import outcome, reject, result
+from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
+
+log = logging.getLogger("toolgate.execution")
+STAGE = "execution"
+
+
+@dataclass
+class Attempt:
+    call: Inbound[StageRecord]
+    job: Job
+    key: str | None = None  # None: read-only, no reservation
+    plan: idem.Plan | None = None
+    leader: Attempt | None = None  # an earlier call of this round with the same key
+    effect: Effect | None = None
+    result: ExecutionResult | None = None
+    status: str | None = None  # the key's status after this round
+
+    @property
+    def record(self) -> StageRecord:
+        return self.call.model
+
+
+RESERVE = """
+INSERT INTO toolgate.idempotency_keys (tenant_id, idempotency_key, request_hash, status, tool_name, tool_version,
+    executor, call_id, home_partition, attempt, request, lease_owner, lease_until, expires_at)
+SELECT k.tenant_id, k.idempotency_key, k.request_hash, 'PENDING', k.tool_name, k.tool_version, k.executor, k.call_id,
+    k.home_partition, 1, decode(k.request, 'base64'), %(owner)s, now() + make_interval(secs => %(lease)s),
+    now() + make_interval(secs => k.ttl)
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS k(tenant_id text, idempotency_key text, request_hash text, tool_name text,
+    tool_version text, executor text, call_id text, home_partition int, request text, ttl int)
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+RETURNING tenant_id, idempotency_key
+"""
+LOCK = """
+SELECT tenant_id, idempotency_key, status, request_hash, call_id, attempt, lease_owner,
+       (extract(epoch FROM lease_until) * 1000)::bigint, response, error_code, (extract(epoch FROM expires_at) * 1000)::bigint
+FROM toolgate.idempotency_keys
+WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+ORDER BY tenant_id, idempotency_key
+FOR UPDATE
+"""
+REDRIVE = """
+UPDATE toolgate.idempotency_keys k SET status = 'PENDING', attempt = r.attempt, call_id = r.call_id,
+    request = decode(r.request, 'base64'), request_hash = r.request_hash, lease_owner = %(owner)s,
+    lease_until = now() + make_interval(secs => %(lease)s), completed_at = NULL,
+    expires_at = greatest(k.expires_at, now() + make_interval(secs => r.ttl))
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(tenant_id text, idempotency_key text, attempt int, call_id text,
+    request text, request_hash text, ttl int)
+WHERE k.tenant_id = r.tenant_id AND k.idempotency_key = r.idempotency_key
+"""
+SETTLE = """
+UPDATE toolgate.idempotency_keys k SET status = s.status, response = s.response, error_code = s.error_code,
+    completed_at = CASE WHEN s.status = 'PENDING' THEN NULL ELSE now() END,
+    lease_until = CASE WHEN s.status = 'PENDING' THEN now() + make_interval(secs => %(lease)s) ELSE NULL END,
+    lease_owner = CASE WHEN s.status = 'PENDING' THEN k.lease_owner ELSE NULL END
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS s(tenant_id text, idempotency_key text, status text, response jsonb,
+    error_code text)
+WHERE k.tenant_id = s.tenant_id AND k.idempotency_key = s.idempotency_key
+"""
+
+
+def stored_response(res: ExecutionResult) -> dict[str, Any]:
+    return {
+        "outcome": res.outcome.model_dump(mode="json"),
+        "data": res.data,
+        "errors": [e.model_dump(mode="json") for e in res.errors],
+        "verification": res.verification.model_dump(mode="json"),
+        "attempt_number": res.attempt_number,
+    }
+
+
+def _fill(template: str, values: dict[str, Any]) -> str:
+    for name, value in values.items():
+        template = template.replace("{" + name + "}", str(value))
+    return template
+
+
+def verification_for(job: Job, data: dict[str, Any]) -> Verification:
+    spec = job.contract.binding.get("verification")
+    required = bool(job.contract.document["transactional"]["post_action_verification_required"])
+    if not spec:
+        return Verification(post_action_verification_required=required)
+    return Verification(
+        post_action_verification_required=required,
+        target_state_reference=_fill(spec["target_state_reference"], {**job.record.arguments, **data}),
+        expected_state=spec.get("expected_state"),
+        delay_seconds=int(spec.get("delay_seconds", 0)),
+    )
+
+
+class ExecutionHandler(Handler[StageRecord]):
+    stage = STAGE
+    source = "executable"
+    model = StageRecord
+
+    def __init__(self, registry: Registry, settings: Settings) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.pool = make_pool(settings.database_url, STAGE, max_size=4)
+        self.http = HttpExecutor(settings, SecretProvider(settings.secrets_path))
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease_s = settings.lease_seconds
+
+    async def start(self) -> None:
+        await self.pool.open()
+        await self.http.open()
+
+    # --- the round -----------------------------------------------------------------------
+
+    async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
+        now = now_ms()
+        attempts = [self._prepare(call, now) for call in calls]
+        keyed = [a for a in attempts if a.result is None and a.key is not None]
+        if keyed:
+            await self._reserve(keyed, now)
+        await self._external_effects([a for a in attempts if self._runs(a) and a.job.contract.executor["kind"] != "postgres"])
+        await self._record(attempts)
+        for a in attempts:
+            if a.result is not None:
+                out.outcomes[a.record.call_id] = str(a.result.outcome.taxonomy_class)
+
+    def _prepare(self, call: Inbound[StageRecord], now: int) -> Attempt:
+        record = call.model
+        contract = self.registry.get(record.tool_name, record.tool_version)
+        deadline = now + contract.timeout_ms
+        if record.deadline_ms is not None:
+            deadline = min(deadline, record.deadline_ms)
+        key = idempotency_key_for(record) if contract.is_mutation else None
+        a = Attempt(call, Job(record, contract, key or "", deadline), key)
+        if record.deadline_ms is not None and record.deadline_ms <= now:
+            a.result = self._refuse(a, Taxonomy.TIMEOUT, "deadline_passed",
+                                    "the proposal's deadline passed before it could run; nothing was executed", now,
+                                    retryable=False, next_action="repropose_with_new_deadline")  # fmt: skip
+        elif record.dry_run:
+            a.result = result(record, stage=STAGE, result_outcome=outcome(Taxonomy.SUCCESS), traceparent=call.traceparent,
+                              home_partition=record.home_partition, now_ms=now, warnings=record.warnings,
+                              data={"dry_run": True, "would_execute": {"tool": contract.name, "version": contract.version,
+                                    "side_effect_class": contract.side_effect_class, "arguments": record.arguments,
+                                    "idempotency_fingerprint": fingerprint(key) if key else None}})  # fmt: skip
+        elif key is None:
+            a.plan = idem.Execute(1)
+        return a
+
+    def _runs(self, a: Attempt) -> bool:
+        return a.result is None and isinstance(a.plan, idem.Execute) and a.leader is None
+
+    def _refuse(self, a: Attempt, taxonomy: Taxonomy, code: str, message: str, now: int, **overrides: Any) -> ExecutionResult:
+        r = a.record
+        return reject(r, taxonomy, [FieldError(field=None, code=code, message=message)], stage=STAGE,
+                      traceparent=a.call.traceparent, home_partition=r.home_partition, now_ms=now,
+                      warnings=r.warnings, approval_id=r.approval_id, **overrides)  # fmt: skip
+
+    # --- A: reservation --------------------------------------------------------------------
+
+    async def _reserve(self, keyed: list[Attempt], now: int) -> None:
+        first: dict[tuple[str, str], Attempt] = {}
+        for a in keyed:
+            ident = (a.record.tenant_id, a.key or "")
+            if ident in first:
+                a.leader = first[ident]
+            else:
+                first[ident] = a
+        rows = [{
+            "tenant_id": a.record.tenant_id, "idempotency_key": a.key, "request_hash": a.record.payload_hash,
+            "tool_name": a.record.tool_name, "tool_version": a.record.tool_version,
+            "executor": a.job.contract.executor["kind"], "call_id": a.record.call_id,
+            "home_partition": a.record.home_partition, "request": _b64(codec().encode(a.record)),
+            "ttl": a.job.contract.idempotency_ttl_seconds,
+        } for a in first.values()]  # fmt: skip
+        async with self.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(RESERVE, {"rows": json.dumps(rows), "owner": self.owner, "lease": self.lease_s})
+            fresh = {(r[0], r[1]) for r in await cur.fetchall()}
+            cur = await conn.execute(LOCK, ([k[0] for k in first], [k[1] for k in first]))
+            existing = {(r[0], r[1]): idem.KeyRow(r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10])
+                        for r in await cur.fetchall()}  # fmt: skip
+            redrive = []
+            for ident, a in first.items():
+                row = None if ident in fresh else existing.get(ident)
+                a.plan = idem.plan(row, request_hash=a.record.payload_hash, call_id=a.record.call_id, owner=self.owner,
+                                   now_ms=now, max_attempts=a.job.contract.max_retries + 1,
+                                   resend_safe=self._resend_safe(a))  # fmt: skip
+                if isinstance(a.plan, idem.Execute) and row is not None:
+                    redrive.append({"tenant_id": ident[0], "idempotency_key": ident[1], "attempt": a.plan.attempt,
+                                    "call_id": a.record.call_id, "request": _b64(codec().encode(a.record)),
+                                    "request_hash": a.record.payload_hash, "ttl": a.job.contract.idempotency_ttl_seconds})  # fmt: skip
+            if redrive:
+                await conn.execute(REDRIVE, {"rows": json.dumps(redrive), "owner": self.owner, "lease": self.lease_s})
+        for a in keyed:
+            if a.leader is not None:
+                a.plan = idem.Mismatch() if a.leader.record.payload_hash != a.record.payload_hash else a.leader.plan
+            self._settle_without_effect(a, now)
+
+    def _resend_safe(self, a: Attempt) -> bool:
+        kind = a.job.contract.executor["kind"]
+        return kind == "postgres" or (kind == "http" and bool(a.job.contract.document["idempotency"].get("key_header")))
+
+    def _settle_without_effect(self, a: Attempt, now: int) -> None:
+        plan, r = a.plan, a.record
+        if isinstance(plan, idem.Replay):
+            a.result = self._replay(a, plan.response, now)
+        elif isinstance(plan, idem.Mismatch):
+            a.result = self._refuse(a, Taxonomy.SIGNATURE_MISMATCH, "key_reused",
+                                    "this idempotency key was used with different arguments; refusing (fail closed)", now)  # fmt: skip
+        elif isinstance(plan, idem.Conflict):
+            a.result = self._refuse(a, Taxonomy.IDEMPOTENCY_CONFLICT, "in_progress",
+                                    "the same operation is in progress; retry after the delay", now,
+                                    retry_after_ms=plan.retry_after_ms)  # fmt: skip
+        elif isinstance(plan, idem.Hold):
+            log.info("held: key in flight", extra={"stage": STAGE, "action": "hold", "call_id": r.call_id})
+
+    def _replay(self, a: Attempt, stored: dict[str, Any], now: int) -> ExecutionResult:
+        r = a.record
+        return result(
+            r, stage=STAGE, result_outcome=Outcome.model_validate(stored["outcome"]), traceparent=a.call.traceparent,
+            home_partition=r.home_partition, now_ms=now, data=stored.get("data"),
+            errors=[FieldError.model_validate(e) for e in stored.get("errors", [])], warnings=r.warnings,
+            idempotency_hit=True, attempt_number=int(stored.get("attempt_number", 1)),
+            verification=Verification.model_validate(stored["verification"]) if stored.get("verification") else None,
+            approval_id=r.approval_id,
+        )  # fmt: skip
+
+    # --- E: external effects ---------------------------------------------------------------
+
+    async def _external_effects(self, attempts: list[Attempt]) -> None:
+        async def one(a: Attempt) -> None:
+            now = now_ms()
+            if a.job.contract.executor["kind"] == "http":
+                a.effect = await self.http.run(a.job, now)
+                if isinstance(a.effect, Unknown):
+                    checked = await self.http.status(a.job, now_ms())
+                    if not isinstance(checked, Unknown):
+                        a.effect = checked
+            else:
+                a.effect = await run_python(a.job, now)
+
+        await asyncio.gather(*(one(a) for a in attempts))
+
+    # --- B: record -------------------------------------------------------------------------
+
+    async def _record(self, attempts: list[Attempt]) -> None:
+        delay = 0.2
+        while True:
+            try:
+                async with self.pool.connection() as conn, conn.transaction():
+                    concluded = await self._record_once(conn, attempts)
+                break
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                log.warning("recording failed; retrying", extra={"stage": STAGE, "action": "retry", "error": repr(exc)})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        for a, (res, status) in zip(attempts, concluded, strict=True):
+            a.result, a.status = res, status
+
+    async def _record_once(self, conn: AsyncConnection[Any], attempts: list[Attempt]) -> list[tuple[ExecutionResult | None, str | None]]:
+        """Everything of phase B inside one transaction; returns each call's result and key
+        status, which take effect only once the transaction committed."""
+        now = now_ms()
+        concluded: list[tuple[ExecutionResult | None, str | None]] = []
+        by_attempt: dict[int, ExecutionResult] = {}
+        settle, rows, entries = [], [], []
+        for a in attempts:
+            res, status = a.result, a.status
+            if self._runs(a):
+                effect = await run_postgres(conn, a.job) if a.job.contract.executor["kind"] == "postgres" else a.effect
+                res, status = self._conclude(a, effect, now)
+                if a.key is not None:
+                    settle.append({"tenant_id": a.record.tenant_id, "idempotency_key": a.key, "status": status,
+                                   "response": stored_response(res) if status != "PENDING" else None,
+                                   "error_code": None if status == "COMPLETED" else str(res.outcome.taxonomy_class)})  # fmt: skip
+            elif res is None and a.leader is not None and id(a.leader) in by_attempt and not isinstance(a.plan, idem.Mismatch):
+                res = self._replay(a, stored_response(by_attempt[id(a.leader)]), now)
+            concluded.append((res, status))
+            if res is None:
+                continue
+            by_attempt[id(a)] = res
+            rows.append(outbox.item("results", a.record.home_partition, res))
+            if a.job.contract.document["observability"]["audit_required"]:
+                entries.append(audit.Entry(STAGE, _action(res, status), a.record.principal.user_id, a.record.call_id,
+                                           a.record.tenant_id, {
+                    "tool": a.record.tool_name, "version": a.record.tool_version,
+                    "key": fingerprint(a.key) if a.key else None, "taxonomy": str(res.outcome.taxonomy_class),
+                    "status": status, "idempotency_hit": res.idempotency_hit, "approval_id": a.record.approval_id,
+                }))  # fmt: skip
+        if settle:
+            await conn.execute(SETTLE, {"rows": json.dumps(settle), "lease": self.lease_s})
+        await outbox.enqueue(conn, rows)
+        await audit.append(conn, entries)
+        return concluded
+
+    def _conclude(self, a: Attempt, effect: Effect | None, now: int) -> tuple[ExecutionResult, str]:
+        r = a.record
+        attempt = a.plan.attempt if isinstance(a.plan, idem.Execute) else 1
+        common = {"stage": STAGE, "traceparent": a.call.traceparent, "home_partition": r.home_partition, "now_ms": now,
+                  "warnings": r.warnings, "attempt_number": attempt, "approval_id": r.approval_id}  # fmt: skip
+        if isinstance(effect, Done):
+            return result(r, result_outcome=outcome(Taxonomy.SUCCESS), data=effect.data,
+                          verification=verification_for(a.job, effect.data), **common), "COMPLETED"  # fmt: skip
+        if isinstance(effect, Failed):
+            status = "FAILED_FINAL" if effect.final else "FAILED_RETRYABLE"
+            res = result(r, result_outcome=outcome(effect.taxonomy, retryable=not effect.final,
+                                                   retry_after_ms=effect.retry_after_ms), errors=effect.errors, **common)  # fmt: skip
+            return res, status
+        reason = effect.reason if isinstance(effect, Unknown) else "no outcome"
+        return result(r, result_outcome=outcome(Taxonomy.TIMEOUT, code=202, retryable=False, fail_closed=False,
+                                                next_action="await_verification"),
+                      errors=[FieldError(field=None, code="outcome_unknown", message=f"{reason}; the outcome is being "
+                                         "verified with the provider and will be reported on this call")], **common), "PENDING"  # fmt: skip
+
+
+def _action(res: ExecutionResult, status: str | None) -> str:
+    if res.idempotency_hit:
+        return "replayed"
+    if status is None:
+        return "refused"
+    return {"COMPLETED": "executed", "PENDING": "outcome_unknown"}.get(status, "failed")
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()

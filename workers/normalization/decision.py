@@ -1,0 +1,107 @@
+"""Normalization: an ExecutionResult becomes the agent's Observation.
+
+The observation's JSON form must validate against the reference observation schema. A
+successful result's data must also satisfy the contract's output schema; when it does not,
+the agent gets OBSERVATION_NORMALIZATION_FAIL (fail closed) instead of the raw payload, and
+the result is dead-lettered for an operator. Data and errors are scrubbed of registered
+secrets on the way out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from toolgate.contracts.registry import Registry
+from toolgate.schemas.models import (
+    ExecutionMetadata,
+    ExecutionResult,
+    Observation,
+    ObservationError,
+    ObservationStatus,
+    ResultPayload,
+    ToolIdentity,
+    Verification,
+)
+from toolgate.taxonomy import Taxonomy, vector
+from toolgate.telemetry import SCRUBBER
+from toolgate.topics.headers import trace_id_of
+
+OBSERVATION_SCHEMA: dict[str, Any] = json.loads(
+    resources.files("toolgate.schemas").joinpath("reference/observation.schema.json").read_text()
+)
+OBSERVATION_VALIDATOR = Draft202012Validator(OBSERVATION_SCHEMA)
+
+
+@dataclass(frozen=True)
+class Normalized:
+    observation: Observation
+    problem: str | None = None  # set when the result could not be normalized as it was
+
+
+def rfc3339(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _message(error: Any) -> str:
+    text = error.message
+    for extra in (f" (expected {error.expected})" if error.expected else "", f"; got {error.actual}" if error.actual else ""):
+        text += extra
+    return text
+
+
+def build(res: ExecutionResult, data: dict[str, Any] | None, errors: list[ObservationError], taxonomy: Taxonomy | None = None) -> Observation:
+    status = res.outcome
+    if taxonomy is not None:
+        v = vector(taxonomy)
+        status_model = ObservationStatus(code=v.code, is_error=True, taxonomy_class=taxonomy, retryable=v.retryable,
+                                         repairable=v.repairable, requires_approval=v.requires_approval, fail_closed=True)  # fmt: skip
+    else:
+        status_model = ObservationStatus(code=status.code, is_error=status.is_error, taxonomy_class=status.taxonomy_class,
+                                         retryable=status.retryable, repairable=status.repairable,
+                                         requires_approval=status.requires_approval, fail_closed=status.fail_closed)  # fmt: skip
+    return Observation(
+        tool_identity=ToolIdentity(name=res.tool_name, version=res.tool_version, call_id=res.call_id),
+        execution_metadata=ExecutionMetadata(
+            timestamp=rfc3339(res.completed_at_ms),
+            latency_ms=max(0, res.completed_at_ms - res.created_at_ms),
+            idempotency_hit=res.idempotency_hit,
+            trace_id=trace_id_of(res.traceparent),
+            attempt_number=max(1, res.attempt_number),
+        ),
+        status=status_model,
+        result_payload=ResultPayload(data=data, errors=errors, warnings=[SCRUBBER.text(w) for w in res.warnings]),
+        verification=res.verification if taxonomy is None else Verification(),
+    )
+
+
+def normalize(res: ExecutionResult, registry: Registry) -> Normalized:
+    data = SCRUBBER.obj(res.data) if res.data is not None else None
+    errors = [ObservationError(field=e.field, code=e.code, message=SCRUBBER.text(_message(e))) for e in res.errors]
+    problem = None
+    if res.outcome.taxonomy_class is Taxonomy.SUCCESS and not (data or {}).get("dry_run"):
+        try:
+            contract = registry.get(res.tool_name, res.tool_version)
+        except KeyError:
+            contract = None
+        if contract is not None:
+            violations = [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+                          for e in contract.output_validator.iter_errors(data or {})]  # fmt: skip
+            if violations:
+                problem = "result does not satisfy the output schema: " + "; ".join(violations)[:1500]
+    observation = build(res, data, errors)
+    if problem is None:
+        schema_errors = [e.message for e in OBSERVATION_VALIDATOR.iter_errors(observation.model_dump(mode="json"))]
+        if schema_errors:
+            problem = "observation does not satisfy the reference schema: " + "; ".join(schema_errors)[:1500]
+    if problem is None:
+        return Normalized(observation)
+    failed = build(res, None, [ObservationError(field=None, code="normalization_failed",
+                   message="the tool's result could not be normalized; an operator has the raw result")],
+                   Taxonomy.OBSERVATION_NORMALIZATION_FAIL)  # fmt: skip
+    return Normalized(failed, problem)

@@ -1,0 +1,119 @@
+"""The outbox relay: publishes outbox rows, then marks them sent.
+
+Claims unsent rows in id order with FOR UPDATE SKIP LOCKED (so several relays can run side
+by side without publishing a row twice), groups item rows into one StageBatch per topic and
+partition, produces everything and waits for the broker's acknowledgements, then marks the
+rows sent in the same transaction that locked them. A crash between produce and commit
+re-publishes the rows: downstream consumers are idempotent. The relay sleeps on
+LISTEN toolgate_outbox (a trigger notifies on insert) instead of polling tightly, and prunes
+sent rows after a retention period, so the table stays bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import psycopg
+
+from toolgate.settings import Settings
+from toolgate.workers.runtime.app import StageApp
+from toolgate.workers.runtime.db import is_transient, make_pool
+from toolgate.workers.runtime.emit import EdgeRecord, Emit
+
+log = logging.getLogger("toolgate.outbox")
+STAGE = "outbox-relay"
+
+CLAIM = """
+SELECT id, topic, partition, kind, key, payload, headers FROM toolgate.outbox
+WHERE sent_at IS NULL ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
+"""
+MARK_SENT = "UPDATE toolgate.outbox SET sent_at = now() WHERE id = ANY(%s)"
+PRUNE = "DELETE FROM toolgate.outbox WHERE sent_at < now() - make_interval(secs => %s)"
+
+
+class OutboxRelay:
+    def __init__(self, app: StageApp, settings: Settings, batch: int = 2000, retention_s: float = 3600.0) -> None:
+        self.app = app
+        self.settings = settings
+        self.batch = batch
+        self.retention_s = retention_s
+        self.pool = make_pool(settings.database_url, STAGE, max_size=2)
+        self.wakeup = asyncio.Event()
+        self._last_prune = 0.0
+
+    async def run(self) -> None:
+        await self.pool.open()
+        listener = asyncio.ensure_future(self._listen())
+        self.app.mark_ready()
+        try:
+            while True:
+                try:
+                    moved = await self.relay_once()
+                    await self._prune()
+                except Exception as exc:
+                    if not is_transient(exc):
+                        log.exception("relay round failed", extra={"stage": STAGE, "action": "relay_failed"})
+                    await asyncio.sleep(1.0)
+                    continue
+                if moved < self.batch:
+                    self.wakeup.clear()
+                    try:
+                        await asyncio.wait_for(self.wakeup.wait(), 1.0)
+                    except TimeoutError:
+                        pass
+        finally:
+            listener.cancel()
+
+    async def relay_once(self) -> int:
+        async with self.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(CLAIM, (self.batch,))
+            rows = await cur.fetchall()
+            if not rows:
+                return 0
+            out = Emit(STAGE)
+            for _id, topic, partition, kind, key, payload, headers in rows:
+                if kind == "item":
+                    out.raw_item(topic, partition, bytes(payload))
+                else:
+                    out.records.append(EdgeRecord(topic, bytes(key) if key is not None else None, bytes(payload),
+                                                  [(k, v.encode()) for k, v in headers], partition))  # fmt: skip
+            await self.app.publish(out)
+            await conn.execute(MARK_SENT, ([r[0] for r in rows],))
+        return len(rows)
+
+    async def _prune(self) -> None:
+        if time.monotonic() - self._last_prune < 60.0:
+            return
+        self._last_prune = time.monotonic()
+        async with self.pool.connection() as conn:
+            await conn.execute(PRUNE, (self.retention_s,))
+
+    async def _listen(self) -> None:
+        """Set `wakeup` whenever a transaction inserts outbox rows; reconnect if Postgres goes away."""
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.settings.database_url, autocommit=True) as conn:
+                    await conn.execute("LISTEN toolgate_outbox")
+                    self.wakeup.set()  # rows may have arrived while we were not listening
+                    async for _ in conn.notifies():
+                        self.wakeup.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("listen connection lost", extra={"stage": STAGE, "action": "relisten", "error": repr(exc)})
+                await asyncio.sleep(1.0)
+
+
+def attach(app: StageApp, settings: Settings) -> OutboxRelay:
+    relay = OutboxRelay(app, settings)
+
+    async def relay_task() -> None:
+        await relay.run()
+
+    app.task(relay_task, "outbox_relay")
+    return relay
+
+
+__all__ = ["OutboxRelay", "attach"]

@@ -1,0 +1,159 @@
+"""The reconciliation worker: resolves idempotency keys a crash left PENDING, and expires.
+
+Every pass, for keys whose lease expired (FOR UPDATE SKIP LOCKED, so passes never collide):
+  postgres executor  PENDING means the effect's transaction never committed: re-drive the
+                     stored request onto tool.executable; the key is handed to whichever
+                     execution worker receives it.
+  http with a status query  ask the provider: completed -> COMPLETED with the provider's
+                     result; never received -> re-drive; still unknown -> ask again next
+                     pass, until the verification window closes.
+  no status query, or the window closed  -> FAILED_FINAL: the agent gets a fail-closed
+                     observation and the request is dead-lettered for an operator.
+It also marks keys past their deduplication window EXPIRED. Every decision is audited.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from toolgate.contracts.registry import Registry
+from toolgate.hashing import fingerprint
+from toolgate.schemas.codec import codec
+from toolgate.schemas.models import DeadLetter, FieldError, Header, PayloadKind, StageRecord, TaxonomyClass
+from toolgate.secrets import SecretProvider
+from toolgate.settings import Settings
+from toolgate.taxonomy import Taxonomy
+from toolgate.workers.execution.executors import Done, Failed, HttpExecutor, Job
+from toolgate.workers.execution.idempotency import REDRIVE_OWNER
+from toolgate.workers.execution.worker import stored_response, verification_for
+from toolgate.workers.runtime import audit, outbox
+from toolgate.workers.runtime.db import make_pool
+from toolgate.workers.runtime.results import outcome, result
+
+log = logging.getLogger("toolgate.reconciliation")
+STAGE = "reconciliation"
+
+STUCK = """
+SELECT tenant_id, idempotency_key, executor, request, attempt, call_id, (extract(epoch FROM created_at) * 1000)::bigint
+FROM toolgate.idempotency_keys
+WHERE status = 'PENDING' AND lease_until < now()
+ORDER BY lease_until LIMIT %s FOR UPDATE SKIP LOCKED
+"""
+HAND_OVER = """
+UPDATE toolgate.idempotency_keys SET lease_owner = %s, lease_until = now() + make_interval(secs => %s)
+WHERE tenant_id = %s AND idempotency_key = %s
+"""
+SETTLE = """
+UPDATE toolgate.idempotency_keys SET status = %s, response = %s, error_code = %s, completed_at = now(),
+    lease_owner = NULL, lease_until = NULL
+WHERE tenant_id = %s AND idempotency_key = %s
+"""
+EXPIRE = """
+UPDATE toolgate.idempotency_keys SET status = 'EXPIRED'
+WHERE (tenant_id, idempotency_key) IN (
+    SELECT tenant_id, idempotency_key FROM toolgate.idempotency_keys
+    WHERE expires_at < now() AND status IN ('COMPLETED', 'FAILED_RETRYABLE', 'FAILED_FINAL')
+    LIMIT 5000 FOR UPDATE SKIP LOCKED)
+"""
+
+
+class Reconciler:
+    def __init__(self, registry: Registry, settings: Settings, batch: int = 200) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.batch = batch
+        self.pool = make_pool(settings.database_url, STAGE, max_size=2)
+        self.http = HttpExecutor(settings, SecretProvider(settings.secrets_path))
+        self._opened = False
+        # How long an unknown outcome may stay unverified before it fails closed.
+        self.verification_window_ms = int(max(60.0, 10 * settings.lease_seconds) * 1000)
+
+    async def open(self) -> None:
+        if not self._opened:
+            await self.pool.open()
+            await self.http.open()
+            self._opened = True
+
+    async def reconcile_once(self) -> dict[str, int]:
+        """One pass; returns how many keys it resolved each way."""
+        await self.open()
+        counts = {"redriven": 0, "completed": 0, "failed_final": 0, "unresolved": 0, "expired": 0}
+        now = int(time.time() * 1000)
+        async with self.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(STUCK, (self.batch,))
+            rows: list[outbox.OutboxRow] = []
+            entries: list[audit.Entry] = []
+            for tenant_id, key, executor, request, _attempt, call_id, created_ms in await cur.fetchall():
+                record = codec().decode(bytes(request), StageRecord)
+                contract = self.registry.get(record.tool_name, record.tool_version)
+                job = Job(record, contract, key, now + contract.timeout_ms)
+                decision, detail = "failed_final", "the outcome cannot be verified: no status query"
+                effect: Any = None
+                if executor == "postgres":
+                    decision, detail = "redriven", "no committed effect: re-driven"
+                elif executor == "http" and contract.executor.get("status_query"):
+                    effect = await self.http.status(job, now)
+                    if isinstance(effect, Done):
+                        decision, detail = "completed", "the provider reports the call completed"
+                    elif isinstance(effect, Failed) and not effect.final:
+                        decision, detail = "redriven", "the provider never received the call: re-driven"
+                    elif isinstance(effect, Failed):
+                        decision, detail = "failed_final", "the provider reports the call failed"
+                    elif now - created_ms < self.verification_window_ms:
+                        decision, detail = "unresolved", f"still unknown: {getattr(effect, 'reason', '')}"
+                counts[decision] += 1
+                key_fp = fingerprint(key)
+                entries.append(audit.Entry(STAGE, decision, "toolgate", call_id, tenant_id,
+                                           {"key": key_fp, "executor": executor, "detail": detail}))  # fmt: skip
+                if decision == "redriven":
+                    await conn.execute(HAND_OVER, (REDRIVE_OWNER, self.settings.lease_seconds, tenant_id, key))
+                    rows.append(outbox.item("executable", record.home_partition, record))
+                elif decision == "completed":
+                    res = result(record, stage=STAGE, result_outcome=outcome(Taxonomy.SUCCESS), data=effect.data,
+                                 traceparent=record.traceparent, home_partition=record.home_partition, now_ms=now,
+                                 warnings=record.warnings, attempt_number=record.attempt, approval_id=record.approval_id,
+                                 verification=verification_for(job, effect.data))  # fmt: skip
+                    await conn.execute(SETTLE, ("COMPLETED", Jsonb(stored_response(res)), None, tenant_id, key))
+                    rows.append(outbox.item("results", record.home_partition, res))
+                elif decision == "failed_final":
+                    res = result(record, stage=STAGE, traceparent=record.traceparent, home_partition=record.home_partition,
+                                 now_ms=now, warnings=record.warnings, approval_id=record.approval_id,
+                                 result_outcome=outcome(Taxonomy.UNKNOWN_ERROR, fail_closed=True,
+                                                        next_action="escalate_to_operator"),
+                                 errors=[FieldError(field=None, code="outcome_unverifiable",
+                                                    message=f"{detail}; whether the effect happened is unknown and an "
+                                                    "operator must verify it. Do not retry.")])  # fmt: skip
+                    await conn.execute(SETTLE, ("FAILED_FINAL", Jsonb(stored_response(res)), "UNKNOWN_ERROR", tenant_id, key))
+                    rows.append(outbox.item("results", record.home_partition, res))
+                    rows.append(outbox.record("deadletter", _dead_letter(record, bytes(request), detail, now), key=call_id,
+                                              traceparent=record.traceparent, call_id=call_id, tenant_id=tenant_id))  # fmt: skip
+            cur = await conn.execute(EXPIRE)
+            counts["expired"] = cur.rowcount
+            await outbox.enqueue(conn, rows)
+            await audit.append(conn, entries)
+        if any(v for k, v in counts.items() if k != "unresolved"):
+            log.info("reconciled", extra={"stage": STAGE, "action": "reconciled", "count": sum(counts.values())})
+        return counts
+
+
+def _dead_letter(record: StageRecord, request: bytes, reason: str, now: int) -> DeadLetter:
+    return DeadLetter(
+        dead_letter_id=f"dl_{fingerprint(record.call_id + str(now), 24)}",
+        call_id=record.call_id,
+        stage=STAGE,
+        source_topic="executable",
+        source_partition=record.home_partition,
+        source_offset=-1,
+        payload_kind=PayloadKind.STAGE_ITEM,
+        value=request,
+        headers=[Header(key="traceparent", value=record.traceparent.encode())],
+        taxonomy_class=TaxonomyClass.UNKNOWN_ERROR,
+        reason=reason,
+        attempts=record.attempt,
+        dead_lettered_at_ms=now,
+    )
+

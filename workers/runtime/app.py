@@ -1,0 +1,202 @@
+"""The Faust worker around a stage: one app per stage, its agents, timers and lifecycle.
+
+Each stage runs as its own Faust worker (consumer group `toolgate-<stage>`), with the web
+server off, its own data directory, and short group timeouts (Tansu's JoinGroup waits for
+them). Topics are provisioned by the catalog, never declared by Faust.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import faust
+from faust.types import EventT, StreamT
+
+from toolgate.settings import Settings
+from toolgate.telemetry import JsonFormatter, configure_telemetry, shutdown_telemetry
+from toolgate.topics.catalog import Topics
+from toolgate.topics.headers import Headers
+from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.rounds import Handler, RawRecord, Rounds
+from toolgate.workers.runtime.transport import App
+
+log = logging.getLogger("toolgate.worker")
+
+# A round cut short by shutdown gets this long to finish; otherwise the process exits
+# without committing, and the round's input is redelivered.
+SHUTDOWN_GRACE_S = 20.0
+EXIT_UNFINISHED_ROUND = 70
+
+
+def broker_urls(bootstrap: str) -> list[str]:
+    return [f"kafka://{host.strip()}" for host in bootstrap.split(",") if host.strip()]
+
+
+class StageApp:
+    def __init__(self, name: str, settings: Settings) -> None:
+        self.name = name
+        self.settings = settings.require_infrastructure()
+        self.topics = Topics(settings.topic_prefix)
+        # Faust keeps table state here; stages use no tables, so workers of a stage can share it.
+        datadir = settings.home / "faust" / f"{settings.topic_prefix}{name}"
+        datadir.parent.mkdir(parents=True, exist_ok=True)
+        self.app = App(
+            f"{settings.topic_prefix}toolgate-{name}",
+            broker=broker_urls(settings.kafka_bootstrap),
+            web_enabled=False,
+            datadir=str(datadir),
+            topic_allow_declare=False,
+            topic_disable_leader=True,
+            consumer_auto_offset_reset="earliest",
+            broker_session_timeout=settings.session_timeout_s,
+            broker_heartbeat_interval=settings.heartbeat_interval_s,
+            broker_max_poll_interval=settings.max_poll_interval_s,
+            broker_commit_interval=1.0,
+            producer_linger_ms=2,
+            producer_acks=-1,
+            stream_buffer_maxsize=max(4 * settings.batch_max, 4096),
+            stream_wait_empty=False,
+            loghandlers=[_json_handler()],
+        )
+        self._readiness: set[str] = set()
+        self._expect_ready: set[str] = set()
+        self.app.on_partitions_assigned.connect(self._on_assigned)
+
+    # --- producing ---------------------------------------------------------------------------
+
+    async def send(
+        self, topic: str, key: bytes | None, value: bytes, partition: int | None, headers: Headers
+    ) -> Awaitable[Any]:
+        fut: Awaitable[Any] = await self.app.producer.send(topic, key, value, partition, None, headers)
+        return fut
+
+    async def publish(self, out: Emit) -> None:
+        """Produce what a timer or task collected, waiting for acknowledgements."""
+        await Rounds(_Publisher(self.name), self.topics.name, self.send, self.settings.batch_bytes).flush(out)
+
+    # --- consuming ---------------------------------------------------------------------------
+
+    def consume(self, handler: Handler[Any]) -> None:
+        topic = self.app.topic(
+            self.topics.name(handler.source),
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+        )
+        rounds = Rounds(handler, self.topics.name, self.send, self.settings.batch_bytes)
+        batch_max, within = self.settings.batch_max, self.settings.batch_ms / 1000.0
+        self._expect_ready.add(handler.source)
+
+        async def agent(stream: StreamT[Any]) -> None:
+            await handler.start()
+            async for events in stream.take_events(batch_max, within=within):
+                await self._guarded(rounds.run([_raw(e) for e in events]))
+
+        agent.__name__ = f"{self.name}_{handler.source}"
+        self.app.agent(topic, name=f"{self.name}.{handler.source}", concurrency=1)(agent)
+
+    def every(self, seconds: float, job: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+        """Run `job` every `seconds`; a failing run is logged and the next one still comes."""
+
+        async def timer() -> None:
+            while True:
+                started = time.monotonic()
+                try:
+                    await self._guarded(job(), tolerate=True)
+                except asyncio.CancelledError:
+                    raise
+                await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))
+
+        timer.__name__ = name
+        self.app.task(timer)
+
+    def task(self, job: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+        job.__name__ = name
+        self.app.task(job)
+
+    async def _guarded(self, work: Coroutine[Any, Any, None], tolerate: bool = False) -> None:
+        """Run one round to completion even if shutdown cancels us meanwhile.
+
+        Faust acks a round's input when the agent asks for the next round, even after an
+        exception; so a round either completes, or the process exits without committing.
+        """
+        task = asyncio.ensure_future(work)
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            try:
+                await asyncio.wait_for(asyncio.shield(task), SHUTDOWN_GRACE_S)
+            except BaseException:
+                log.critical("round unfinished at shutdown; exiting without commit",
+                             extra={"stage": self.name, "action": "abort"})  # fmt: skip
+                os._exit(EXIT_UNFINISHED_ROUND)
+            raise
+        except Exception:
+            if tolerate:
+                log.exception("job failed", extra={"stage": self.name, "action": "job_failed"})
+                return
+            log.critical("round runtime failed; exiting without commit",
+                         extra={"stage": self.name, "action": "abort"}, exc_info=True)  # fmt: skip
+            os._exit(EXIT_UNFINISHED_ROUND)
+
+    # --- readiness and running -------------------------------------------------------------
+
+    async def _on_assigned(self, app: Any, assigned: Any, **_: Any) -> None:
+        logicals = set()
+        for tp in assigned:
+            try:
+                logicals.add(self.topics.logical(tp.topic))
+            except KeyError:
+                continue
+        self._readiness |= logicals
+        if self._expect_ready <= self._readiness:
+            self.mark_ready()
+
+    def mark_ready(self) -> None:
+        ready = self.settings.home / "ready"
+        ready.mkdir(parents=True, exist_ok=True)
+        (ready / f"{self.settings.topic_prefix}{self.name}.{os.getpid()}").write_text(str(time.time()))
+        log.info("ready", extra={"stage": self.name, "action": "ready"})
+
+    def run(self) -> None:
+        configure_telemetry(self.settings, self.name)
+        if not self._expect_ready:
+            # No topic to consume (outbox relay, reconciliation): run timers, tasks and the
+            # producer, without a consumer group.
+            self.app.producer_only = True
+            self.app.task(self._ready_now)
+        worker = faust.Worker(self.app, loglevel=self.settings.log_level, redirect_stdouts=False, quiet=True)
+        try:
+            worker.execute_from_commandline()
+        finally:
+            shutdown_telemetry()
+
+    async def _ready_now(self) -> None:
+        self.mark_ready()
+
+
+class _Publisher(Handler[Any]):
+    """The identity a timer's or task's output is produced under."""
+
+    source = "-"
+    model = faust.Record  # unused: publishers only flush
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+
+
+def _json_handler() -> logging.Handler:
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    return handler
+
+
+def _raw(event: EventT[Any]) -> RawRecord:
+    msg = event.message
+    return RawRecord(msg.partition, msg.offset, msg.key, msg.value, list(msg.headers or ()))

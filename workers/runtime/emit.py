@@ -1,0 +1,146 @@
+"""What a round produces, collected before anything is sent.
+
+A stage never writes to Kafka in the middle of its decision: it adds items, edge records and
+dead letters to an `Emit`, and the runtime produces them all, waits for the broker's
+acknowledgements, and only then lets Faust ack the round's input.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from toolgate.schemas.codec import codec
+from toolgate.schemas.models import (
+    DeadLetter,
+    ExecutionResult,
+    Header,
+    PayloadKind,
+    StageBatch,
+    StageRecord,
+    TaxonomyClass,
+)
+from toolgate.schemas.wire import WireModel
+from toolgate.telemetry import SCRUBBER
+from toolgate.topics.headers import CALL_ID, SCHEMA, Headers, edge_headers, header
+
+
+@dataclass
+class EdgeRecord:
+    topic: str  # logical name
+    key: bytes | None
+    value: bytes
+    headers: Headers
+    partition: int | None = None
+
+
+@dataclass
+class Origin:
+    """Where an input came from, for dead letters."""
+
+    topic: str  # logical
+    partition: int
+    offset: int
+    key: bytes | None
+    headers: Headers
+    kind: PayloadKind
+    attempts: int = 1
+
+
+@dataclass
+class Emit:
+    stage: str
+    items: dict[tuple[str, int], list[bytes]] = field(default_factory=dict)
+    records: list[EdgeRecord] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    outcomes: dict[str, str] = field(default_factory=dict)
+
+    def item(self, topic: str, partition: int, model: StageRecord | ExecutionResult) -> None:
+        self.items.setdefault((topic, partition), []).append(codec().encode(model))
+        if isinstance(model, ExecutionResult):
+            self.outcomes[model.call_id] = str(model.outcome.taxonomy_class)
+        else:
+            self.outcomes.setdefault(model.call_id, "forwarded")
+
+    def raw_item(self, topic: str, partition: int, payload: bytes) -> None:
+        self.items.setdefault((topic, partition), []).append(payload)
+
+    def record(
+        self,
+        topic: str,
+        model: WireModel,
+        *,
+        key: str | None,
+        traceparent: str,
+        call_id: str,
+        tenant_id: str,
+        partition: int | None = None,
+    ) -> None:
+        c = codec()
+        self.records.append(
+            EdgeRecord(
+                topic,
+                key.encode() if key is not None else None,
+                c.encode(model),
+                edge_headers(traceparent, call_id, tenant_id, c.fingerprint_of(type(model))),
+                partition,
+            )
+        )
+
+    def dead_letter(
+        self,
+        origin: Origin,
+        value: bytes,
+        taxonomy: TaxonomyClass,
+        reason: str,
+        call_id: str | None = None,
+    ) -> None:
+        call_id = call_id or header(origin.headers, CALL_ID)
+        self.dead_letters.append(
+            DeadLetter(
+                dead_letter_id=str(uuid.uuid4()),
+                call_id=call_id,
+                stage=self.stage,
+                source_topic=origin.topic,
+                source_partition=origin.partition,
+                source_offset=origin.offset,
+                payload_kind=origin.kind,
+                key=origin.key,
+                value=SCRUBBER.bytes(value),
+                headers=[Header(key=k, value=SCRUBBER.bytes(v)) for k, v in origin.headers],
+                taxonomy_class=taxonomy,
+                reason=SCRUBBER.text(reason)[:2000],
+                attempts=origin.attempts,
+                dead_lettered_at_ms=int(time.time() * 1000),
+            )
+        )
+        if call_id:
+            self.outcomes.setdefault(call_id, "dead_lettered")
+
+    def batches(self, max_bytes: int) -> list[tuple[str, int, bytes, Headers]]:
+        """The collected items as StageBatch records, split to stay under `max_bytes`."""
+        c = codec()
+        fingerprint = c.fingerprint_of(StageBatch).hex().encode()
+        out: list[tuple[str, int, bytes, Headers]] = []
+        for (topic, partition), items in self.items.items():
+            chunk: list[bytes] = []
+            size = 0
+            for item in items:
+                if chunk and size + len(item) > max_bytes:
+                    out.append(self._batch(topic, partition, chunk, fingerprint))
+                    chunk, size = [], 0
+                chunk.append(item)
+                size += len(item)
+            if chunk:
+                out.append(self._batch(topic, partition, chunk, fingerprint))
+        return out
+
+    def _batch(
+        self, topic: str, partition: int, items: list[bytes], fingerprint: bytes
+    ) -> tuple[str, int, bytes, Headers]:
+        batch = StageBatch(stage=self.stage, source_partition=partition, items=items)
+        return topic, partition, codec().encode(batch), [(SCHEMA, fingerprint), ("toolgate-stage", self.stage.encode())]
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.items.values()) + len(self.records) + len(self.dead_letters)

@@ -1,0 +1,64 @@
+"""Writing outbox rows: records to publish, in the same transaction as the state they describe.
+
+Any Kafka write that follows from a Postgres state change (an execution's result, an
+approval's release, an expiry) goes through here, so the state and the record that announces
+it commit or roll back together; the outbox relay publishes them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+
+from psycopg import AsyncConnection
+
+from toolgate.schemas.codec import codec
+from toolgate.schemas.models import ExecutionResult, StageRecord
+from toolgate.schemas.wire import WireModel
+from toolgate.topics.headers import edge_headers
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    topic: str  # logical
+    partition: int | None
+    kind: str  # 'item' | 'record'
+    key: bytes | None
+    payload: bytes
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def item(topic: str, partition: int, model: StageRecord | ExecutionResult) -> OutboxRow:
+    return OutboxRow(topic, partition, "item", None, codec().encode(model))
+
+
+def record(topic: str, model: WireModel, *, key: str, traceparent: str, call_id: str, tenant_id: str) -> OutboxRow:
+    c = codec()
+    headers = tuple((k, v.decode()) for k, v in edge_headers(traceparent, call_id, tenant_id, c.fingerprint_of(type(model))))
+    return OutboxRow(topic, None, "record", key.encode(), c.encode(model), headers)
+
+
+INSERT = """
+INSERT INTO toolgate.outbox (topic, partition, kind, key, payload, headers)
+SELECT r.topic, r.partition, r.kind, decode(r.key, 'base64'), decode(r.payload, 'base64'), r.headers
+FROM jsonb_to_recordset(%s::jsonb)
+     AS r(topic text, partition integer, kind text, key text, payload text, headers jsonb)
+"""
+
+
+async def enqueue(conn: AsyncConnection[object], rows: list[OutboxRow]) -> None:
+    if not rows:
+        return
+    doc = [
+        {
+            "topic": r.topic,
+            "partition": r.partition,
+            "kind": r.kind,
+            "key": base64.b64encode(r.key).decode() if r.key is not None else None,
+            "payload": base64.b64encode(r.payload).decode(),
+            "headers": [list(h) for h in r.headers],
+        }
+        for r in rows
+    ]
+    await conn.execute(INSERT, (json.dumps(doc),))

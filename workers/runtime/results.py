@@ -1,0 +1,150 @@
+"""Building ExecutionResults: how one call ended, at whichever stage ended it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from toolgate.schemas.models import (
+    ExecutionResult,
+    FieldError,
+    Outcome,
+    Principal,
+    StageRecord,
+    ToolProposal,
+    Verification,
+)
+from toolgate.taxonomy import Taxonomy, vector
+
+UNKNOWN = "unknown"
+
+
+def outcome(
+    taxonomy: Taxonomy,
+    *,
+    retryable: bool | None = None,
+    repairable: bool | None = None,
+    fail_closed: bool | None = None,
+    requires_approval: bool | None = None,
+    next_action: str | None = None,
+    retry_after_ms: int | None = None,
+    code: int | None = None,
+    is_error: bool | None = None,
+) -> Outcome:
+    v = vector(taxonomy)
+    return Outcome(
+        taxonomy_class=taxonomy,
+        code=v.code if code is None else code,
+        is_error=(taxonomy is not Taxonomy.SUCCESS) if is_error is None else is_error,
+        retryable=v.retryable if retryable is None else retryable,
+        repairable=v.repairable if repairable is None else repairable,
+        requires_approval=v.requires_approval if requires_approval is None else requires_approval,
+        fail_closed=v.fail_closed if fail_closed is None else fail_closed,
+        next_action=v.next_action if next_action is None else next_action,
+        retry_after_ms=retry_after_ms,
+    )
+
+
+def feedback(result_outcome: Outcome, errors: Sequence[FieldError]) -> dict[str, Any]:
+    """The seeds' structured feedback object, carried in an error observation's data."""
+    return {
+        "feedback": {
+            "validation_status": "failed",
+            "error_code": str(result_outcome.taxonomy_class),
+            "repairable": result_outcome.repairable,
+            "retryable": result_outcome.retryable,
+            "retry_after_ms": result_outcome.retry_after_ms,
+            "field_errors": [e.model_dump(exclude_none=True) for e in errors],
+            "next_action": result_outcome.next_action,
+        }
+    }
+
+
+def result(
+    call: StageRecord | ToolProposal,
+    *,
+    stage: str,
+    result_outcome: Outcome,
+    traceparent: str,
+    home_partition: int,
+    now_ms: int,
+    data: dict[str, Any] | None = None,
+    errors: Sequence[FieldError] = (),
+    warnings: Sequence[str] = (),
+    tool_version: str | None = None,
+    idempotency_hit: bool = False,
+    attempt_number: int = 1,
+    verification: Verification | None = None,
+    approval_id: str | None = None,
+) -> ExecutionResult:
+    if data is None and result_outcome.is_error:
+        data = feedback(result_outcome, errors)
+    if tool_version is None:
+        tool_version = call.tool_version
+    return ExecutionResult(
+        call_id=call.call_id,
+        traceparent=traceparent,
+        home_partition=home_partition,
+        tenant_id=call.tenant_id,
+        principal=call.principal,
+        workflow_id=call.workflow_id,
+        run_id=call.run_id,
+        tool_name=call.tool_name,
+        tool_version=tool_version,
+        stage=stage,
+        outcome=result_outcome,
+        data=data,
+        errors=list(errors),
+        warnings=list(warnings),
+        idempotency_hit=idempotency_hit,
+        attempt_number=attempt_number,
+        verification=verification or Verification(),
+        approval_id=approval_id,
+        created_at_ms=call.created_at_ms,
+        completed_at_ms=now_ms,
+    )
+
+
+def reject(
+    call: StageRecord | ToolProposal,
+    taxonomy: Taxonomy,
+    errors: Sequence[FieldError],
+    *,
+    stage: str,
+    traceparent: str,
+    home_partition: int,
+    now_ms: int,
+    warnings: Sequence[str] = (),
+    tool_version: str | None = None,
+    approval_id: str | None = None,
+    **vector_overrides: Any,
+) -> ExecutionResult:
+    return result(
+        call,
+        stage=stage,
+        result_outcome=outcome(taxonomy, **vector_overrides),
+        errors=errors,
+        traceparent=traceparent,
+        home_partition=home_partition,
+        now_ms=now_ms,
+        warnings=warnings,
+        tool_version=tool_version,
+        approval_id=approval_id,
+    )
+
+
+def anonymous_proposal(call_id: str, run_id: str, tenant_id: str, now_ms: int) -> ToolProposal:
+    """Stand-in identity for a proposal whose bytes could not be decoded but whose headers
+    name it: enough to answer the agent with a typed observation."""
+    return ToolProposal(
+        call_id=call_id,
+        tenant_id=tenant_id or UNKNOWN,
+        principal=Principal(user_id=UNKNOWN, agent_id=UNKNOWN),
+        workflow_id=UNKNOWN,
+        run_id=run_id or UNKNOWN,
+        logical_operation_id=UNKNOWN,
+        tool_name=UNKNOWN,
+        tool_version=UNKNOWN,
+        arguments="",
+        created_at_ms=now_ms,
+    )

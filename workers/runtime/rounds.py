@@ -1,0 +1,278 @@
+"""One round of a stage: decode, decide, produce, and only then let Faust ack.
+
+The order is fixed: take up to N records or T ms from the stream; decode each item on its
+own (an undecodable one is dead-lettered with its original bytes); open one span per call,
+a child of the trace the call carries; run the stage's batch decision (one round of
+Postgres work for all calls); produce every output and wait for the broker's
+acknowledgements; then return, so Faust acks the input records.
+
+Failures: a transient one (Postgres restarting, broker unreachable) retries the round, since
+its input is fine; any other exception falls back to deciding call by call, and a call that
+still fails alone is answered UNKNOWN_ERROR (fail closed) and dead-lettered, and the others
+go on. Nothing escapes: an exception leaving a Faust agent would ack the round anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from toolgate.schemas.codec import DecodeError, codec
+from toolgate.schemas.models import FieldError, PayloadKind, StageBatch, StageRecord, TaxonomyClass
+from toolgate.schemas.wire import WireModel
+from toolgate.telemetry import context_from_traceparent, meter, tracer, traceparent_of
+from toolgate.topics.headers import CALL_ID, TRACEPARENT, Headers, as_pairs, header
+from toolgate.workers.runtime.db import is_transient
+from toolgate.taxonomy import Taxonomy
+from toolgate.workers.runtime.emit import Emit, Origin
+from toolgate.workers.runtime.results import reject
+
+log = logging.getLogger("toolgate.round")
+
+M = TypeVar("M", bound=WireModel)
+ATTEMPTS_HEADER = "toolgate-attempts"
+
+
+@dataclass
+class Inbound(Generic[M]):
+    """One call (or decision) as a stage sees it."""
+
+    model: M
+    raw: bytes
+    origin: Origin
+    span: Any = None
+    traceparent: str = ""  # this stage's span: what outputs carry onward
+
+    @property
+    def call_id(self) -> str:
+        return str(getattr(self.model, "call_id", "") or getattr(self.model, "approval_id", ""))
+
+
+class Handler(Generic[M]):
+    """A stage's decision over a batch of calls from its source topic."""
+
+    stage: str
+    source: str  # logical topic
+    model: type[M]
+
+    async def start(self) -> None:
+        """Open what the handler needs (pools, sessions) before the first round."""
+
+    async def handle(self, calls: list[Inbound[M]], out: Emit) -> None:
+        raise NotImplementedError
+
+    def on_failure(self, call: Inbound[M], error: str, out: Emit) -> None:
+        """Answer one call that failed on its own: UNKNOWN_ERROR, fail closed."""
+        model = call.model
+        if isinstance(model, StageRecord):
+            out.item("results", model.home_partition, reject(
+                model, Taxonomy.UNKNOWN_ERROR,
+                [FieldError(field=None, code="internal_error", message="the call failed inside toolgate; an operator has it")],
+                stage=self.stage, traceparent=call.traceparent, home_partition=model.home_partition,
+                now_ms=now_ms(),
+            ))  # fmt: skip
+
+    def on_undecodable(self, origin: Origin, value: bytes, out: Emit) -> None:
+        """A record that does not decode: dead-letter it with its original bytes."""
+        out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, "undecodable record")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class RawRecord:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = field(default_factory=list)
+
+
+Send = Callable[[str, bytes | None, bytes, int | None, Headers], Awaitable[Awaitable[Any]]]
+
+
+class Rounds(Generic[M]):
+    def __init__(self, handler: Handler[M], topic_name: Callable[[str], str], send: Send, batch_bytes: int) -> None:
+        self.handler = handler
+        self.topic_name = topic_name
+        self.send = send
+        self.batch_bytes = batch_bytes
+        self.internal = handler.source in ("validated", "authorized", "executable", "results")
+        m = meter()
+        attrs = {"stage": handler.stage}
+        self._attrs = attrs
+        self._calls = m.create_counter("toolgate.calls", description="calls a stage finished, by outcome")
+        self._round_seconds = m.create_histogram("toolgate.round.duration", unit="s")
+        self._round_size = m.create_histogram("toolgate.round.size", unit="{call}")
+        self._dead = m.create_counter("toolgate.deadletters")
+
+    # --- decoding -------------------------------------------------------------------
+
+    def decode(self, records: Sequence[RawRecord], out: Emit) -> list[Inbound[M]]:
+        calls: list[Inbound[M]] = []
+        c = codec()
+        for rec in records:
+            headers = as_pairs(rec.headers)
+            attempts = int(header(headers, ATTEMPTS_HEADER) or 1)
+            origin = Origin(self.handler.source, rec.partition, rec.offset, rec.key, headers,
+                            PayloadKind.RECORD, attempts)  # fmt: skip
+            value = rec.value or b""
+            if not self.internal:
+                try:
+                    calls.append(Inbound(c.decode(value, self.handler.model), value, origin))
+                except DecodeError as exc:
+                    log.warning("undecodable record", extra={"stage": self.handler.stage,
+                                "action": "dead_letter", "error": str(exc)})  # fmt: skip
+                    self.handler.on_undecodable(origin, value, out)
+                continue
+            try:
+                batch = c.decode(value, StageBatch)
+            except DecodeError as exc:
+                out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, f"undecodable StageBatch: {exc}")
+                continue
+            for item in batch.items:
+                item_origin = Origin(origin.topic, origin.partition, origin.offset, origin.key,
+                                     origin.headers, PayloadKind.STAGE_ITEM, attempts)  # fmt: skip
+                try:
+                    calls.append(Inbound(c.decode(item, self.handler.model), item, item_origin))
+                except DecodeError as exc:
+                    out.dead_letter(item_origin, item, TaxonomyClass.SYNTACTIC_PARSE_FAIL,
+                                    f"undecodable {self.handler.model.__name__}: {exc}")  # fmt: skip
+        return calls
+
+    # --- the round --------------------------------------------------------------------
+
+    async def run(self, records: Sequence[RawRecord]) -> None:
+        started = time.perf_counter()
+        out = Emit(self.handler.stage)
+        calls = self.decode(records, out)
+        self._open_spans(calls)
+        decided = await self._decide(calls)
+        for call_out in (out, decided):
+            await self.flush(call_out)
+        self._close_spans(calls, decided)
+        dead = len(out.dead_letters) + len(decided.dead_letters)
+        if dead:
+            self._dead.add(dead, self._attrs)
+        self._round_seconds.record(time.perf_counter() - started, self._attrs)
+        self._round_size.record(len(calls), self._attrs)
+
+    async def _decide(self, calls: list[Inbound[M]]) -> Emit:
+        if not calls:
+            return Emit(self.handler.stage)
+        attempt = 0
+        while True:
+            out = Emit(self.handler.stage)
+            try:
+                await self.handler.handle(calls, out)
+                return out
+            except Exception as exc:
+                if is_transient(exc):
+                    attempt += 1
+                    await self._backoff(attempt, exc)
+                    continue
+                log.exception("round failed; deciding call by call",
+                              extra={"stage": self.handler.stage, "action": "isolate", "count": len(calls)})  # fmt: skip
+                return await self._one_by_one(calls)
+
+    async def _one_by_one(self, calls: list[Inbound[M]]) -> Emit:
+        merged = Emit(self.handler.stage)
+        for call in calls:
+            attempt = 0
+            while True:
+                out = Emit(self.handler.stage)
+                try:
+                    await self.handler.handle([call], out)
+                    break
+                except Exception as exc:
+                    if is_transient(exc):
+                        attempt += 1
+                        await self._backoff(attempt, exc)
+                        continue
+                    log.exception("call failed", extra={"stage": self.handler.stage,
+                                  "action": "fail_closed", "call_id": call.call_id})  # fmt: skip
+                    out = Emit(self.handler.stage)
+                    reason = f"{type(exc).__name__}: {exc}"
+                    self.handler.on_failure(call, reason, out)
+                    out.dead_letter(call.origin, call.raw, TaxonomyClass.UNKNOWN_ERROR, reason, call.call_id)
+                    break
+            _merge(merged, out)
+        return merged
+
+    async def _backoff(self, attempt: int, exc: BaseException) -> None:
+        delay = min(10.0, 0.1 * 2 ** min(attempt, 10)) * (0.5 + random.random())
+        log.warning("transient failure, retrying the round",
+                    extra={"stage": self.handler.stage, "action": "retry", "error": repr(exc), "count": attempt})  # fmt: skip
+        await asyncio.sleep(delay)
+
+    async def flush(self, out: Emit) -> None:
+        """Produce everything `out` holds and wait until the broker acknowledged all of it."""
+        pending: list[tuple[str, bytes | None, bytes, int | None, Headers]] = []
+        for topic, partition, value, headers in out.batches(self.batch_bytes):
+            pending.append((self.topic_name(topic), None, value, partition, headers))
+        for rec in out.records:
+            pending.append((self.topic_name(rec.topic), rec.key, rec.value, rec.partition, rec.headers))
+        codec_ = codec()
+        for letter in out.dead_letters:
+            pending.append((self.topic_name("deadletter"),
+                            letter.call_id.encode() if letter.call_id else None,
+                            codec_.encode(letter), None, []))  # fmt: skip
+        attempt = 0
+        while pending:
+            futures = [await self.send(*msg) for msg in pending]
+            results = await asyncio.gather(*futures, return_exceptions=True)
+            failed = [msg for msg, res in zip(pending, results, strict=True) if isinstance(res, BaseException)]
+            if failed:
+                attempt += 1
+                await self._backoff(attempt, next(r for r in results if isinstance(r, BaseException)))
+            pending = failed
+
+    # --- telemetry ----------------------------------------------------------------------
+
+    def _open_spans(self, calls: list[Inbound[M]]) -> None:
+        t = tracer()
+        for call in calls:
+            parent = getattr(call.model, "traceparent", None) or header(call.origin.headers, TRACEPARENT)
+            span = t.start_span(
+                f"toolgate.{self.handler.stage}",
+                context=context_from_traceparent(parent),
+                kind=SpanKind.CONSUMER,
+                attributes={
+                    "toolgate.stage": self.handler.stage,
+                    "tool.call_id": call.call_id or (header(call.origin.headers, CALL_ID) or ""),
+                    "tool.name": str(getattr(call.model, "tool_name", "")),
+                    "tool.version": str(getattr(call.model, "tool_version", "")),
+                    "tenant.id": str(getattr(call.model, "tenant_id", "")),
+                    "messaging.source.partition": call.origin.partition,
+                },
+            )
+            call.span = span
+            call.traceparent = traceparent_of(span)
+
+    def _close_spans(self, calls: list[Inbound[M]], out: Emit) -> None:
+        for call in calls:
+            label = out.outcomes.get(call.call_id, "held")
+            self._calls.add(1, {**self._attrs, "outcome": label})
+            if call.span is None:
+                continue
+            call.span.set_attribute("toolgate.outcome", label)
+            if label in ("UNKNOWN_ERROR", "dead_lettered"):
+                call.span.set_status(Status(StatusCode.ERROR, label))
+            call.span.end()
+
+
+def _merge(into: Emit, other: Emit) -> None:
+    for key, items in other.items.items():
+        into.items.setdefault(key, []).extend(items)
+    into.records.extend(other.records)
+    into.dead_letters.extend(other.dead_letters)
+    into.outcomes.update(other.outcomes)

@@ -1,0 +1,64 @@
+"""Which handlers, timers and tasks make up each stage's worker (`toolgate worker <stage>`)."""
+
+from __future__ import annotations
+
+from toolgate.contracts.registry import load_registry
+from toolgate.settings import Settings
+from toolgate.workers.runtime.app import StageApp
+
+STAGES = (
+    "validation",
+    "policy",
+    "approval-wait",
+    "execution",
+    "outbox-relay",
+    "normalization",
+    "reconciliation",
+)
+
+
+def build(name: str, settings: Settings) -> StageApp:
+    if name not in STAGES:
+        raise SystemExit(f"unknown stage {name!r}; one of {', '.join(STAGES)}")
+    registry = load_registry(settings.contracts_dir)
+    app = StageApp(name, settings)
+    if name == "validation":
+        from toolgate.workers.validation.worker import ValidationHandler
+
+        app.consume(ValidationHandler(registry))
+    elif name == "policy":
+        from toolgate.workers.policy.worker import PolicyHandler
+
+        app.consume(PolicyHandler(registry, settings))
+    elif name == "approval-wait":
+        from toolgate.workers.approval.worker import AuthorizedHandler, DecisionsHandler, ExpirySweeper
+
+        app.consume(AuthorizedHandler(registry, settings))
+        app.consume(DecisionsHandler(registry, settings))
+        app.every(settings.approval_sweep_seconds, ExpirySweeper(settings).sweep, "approval_expiry")
+    elif name == "execution":
+        from toolgate.workers.execution.worker import ExecutionHandler
+
+        app.consume(ExecutionHandler(registry, settings))
+    elif name == "outbox-relay":
+        from toolgate.workers.outbox.relay import attach
+
+        attach(app, settings)
+    elif name == "normalization":
+        from toolgate.workers.normalization.worker import NormalizationHandler
+
+        app.consume(NormalizationHandler(registry))
+    else:
+        from toolgate.workers.reconciliation.worker import Reconciler
+
+        reconciler = Reconciler(registry, settings)
+
+        async def reconcile() -> None:
+            await reconciler.reconcile_once()
+
+        app.every(settings.reconcile_interval_seconds, reconcile, "reconcile")
+    return app
+
+
+def run(name: str, settings: Settings) -> None:
+    build(name, settings).run()
