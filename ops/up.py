@@ -74,6 +74,7 @@ class Supervisor:
     children: list[Child] = field(default_factory=list)
     _stop: bool = False
     _lock: Any = None
+    _runtime: dict[str, Any] = field(default_factory=dict)
 
     @property
     def home(self) -> Path:
@@ -139,6 +140,7 @@ class Supervisor:
             child.start()
             self.children.append(child)
         runtime["workers"] = {c.name: c.pid for c in self.children}
+        self._runtime = runtime
         self._write_runtime(runtime)
         self._wait_ready()
 
@@ -218,6 +220,8 @@ class Supervisor:
                 self.say(f"{child.name} exited with {code}; restarting (restart {child.restarts})")
                 child.start()
                 child.next_start = now + backoff
+                self._runtime["workers"] = {c.name: c.pid for c in self.children}
+                self._write_runtime(self._runtime)
             time.sleep(0.25)
 
     def _on_signal(self, signum: int, _frame: Any) -> None:

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import json
 import logging
+import logging.config
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import Meter
@@ -121,14 +121,24 @@ class JsonFormatter(logging.Formatter):
         return SCRUBBER.text(json.dumps(entry, default=str))
 
 
-def configure_logging(level: str = "INFO", stream: IO[str] | None = None) -> None:
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    for noisy in ("aiokafka", "faust", "mode", "kafka"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+NOISY = ("aiokafka", "faust", "mode", "kafka")
+
+
+def logging_config(level: str = "INFO") -> dict[str, Any]:
+    """A dictConfig: one JSON-lines handler on stderr; the libraries' chatter at WARNING."""
+    quiet = "WARNING" if logging.getLevelName(level) < logging.WARNING else level
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JsonFormatter}},
+        "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
+        "root": {"level": level, "handlers": ["json"]},
+        "loggers": {name: {"level": quiet} for name in NOISY},
+    }
+
+
+def configure_logging(level: str = "INFO") -> None:
+    logging.config.dictConfig(logging_config(level))
 
 
 # --- traces and metrics --------------------------------------------------------------------

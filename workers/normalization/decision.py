@@ -48,13 +48,6 @@ def rfc3339(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _message(error: Any) -> str:
-    text = error.message
-    for extra in (f" (expected {error.expected})" if error.expected else "", f"; got {error.actual}" if error.actual else ""):
-        text += extra
-    return text
-
-
 def build(res: ExecutionResult, data: dict[str, Any] | None, errors: list[ObservationError], taxonomy: Taxonomy | None = None) -> Observation:
     status = res.outcome
     if taxonomy is not None:
@@ -82,7 +75,7 @@ def build(res: ExecutionResult, data: dict[str, Any] | None, errors: list[Observ
 
 def normalize(res: ExecutionResult, registry: Registry) -> Normalized:
     data = SCRUBBER.obj(res.data) if res.data is not None else None
-    errors = [ObservationError(field=e.field, code=e.code, message=SCRUBBER.text(_message(e))) for e in res.errors]
+    errors = [ObservationError(field=e.field, code=e.code, message=SCRUBBER.text(e.message)) for e in res.errors]
     problem = None
     if res.outcome.taxonomy_class is Taxonomy.SUCCESS and not (data or {}).get("dry_run"):
         try:

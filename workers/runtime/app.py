@@ -18,7 +18,7 @@ import faust
 from faust.types import EventT, StreamT
 
 from toolgate.settings import Settings
-from toolgate.telemetry import JsonFormatter, configure_telemetry, shutdown_telemetry
+from toolgate.telemetry import configure_telemetry, logging_config, shutdown_telemetry
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import Headers
 from toolgate.workers.runtime.emit import Emit
@@ -61,7 +61,7 @@ class StageApp:
             producer_acks=-1,
             stream_buffer_maxsize=max(4 * settings.batch_max, 4096),
             stream_wait_empty=False,
-            loghandlers=[_json_handler()],
+            logging_config=logging_config(settings.log_level),
         )
         self._readiness: set[str] = set()
         self._expect_ready: set[str] = set()
@@ -189,12 +189,6 @@ class _Publisher(Handler[Any]):
 
     def __init__(self, stage: str) -> None:
         self.stage = stage
-
-
-def _json_handler() -> logging.Handler:
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter())
-    return handler
 
 
 def _raw(event: EventT[Any]) -> RawRecord:
