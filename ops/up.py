@@ -140,6 +140,9 @@ class Supervisor:
             child.start()
             self.children.append(child)
         runtime["workers"] = {c.name: c.pid for c in self.children}
+        runtime["infrastructure"] = {name: proc.pid for name, proc in
+                                     (("broker", self.broker and self.broker.process),
+                                      ("postgres", self.postgres and self.postgres.process)) if proc}  # fmt: skip
         self._runtime = runtime
         self._write_runtime(runtime)
         self._wait_ready()

@@ -232,6 +232,7 @@ class ToolgateClient:
 
     def close(self) -> None:
         self._producer.flush(10.0)
+        del self._producer
 
 
 class ApprovalClient(ToolgateClient):

@@ -1,0 +1,160 @@
+"""The test session's real infrastructure.
+
+`pipeline` runs the real `toolgate up` (embedded Tansu broker, embedded Postgres, every
+worker as its own process, the demo provider) in a temporary TOOLGATE_HOME, with short
+leases and sweep intervals so crash recovery is quick. Tests talk to it the way users do:
+the `toolgate` CLI and the client library over the real broker, SQL against the real
+Postgres. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from jsonschema import Draft202012Validator
+
+from toolgate.settings import Settings
+from toolgate.topics.client import Observed, Proposed, ToolgateClient
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE = REPO / "schemas" / "reference" / "observation.schema.json"
+OBSERVATION_SCHEMA = Draft202012Validator(json.loads(REFERENCE.read_text()))
+
+TEST_ENV = {
+    "TOOLGATE_LEASE_SECONDS": "3",
+    "TOOLGATE_RECONCILE_INTERVAL_SECONDS": "1",
+    "TOOLGATE_APPROVAL_SWEEP_SECONDS": "0.5",
+    "TOOLGATE_LOG_LEVEL": "INFO",
+}
+
+
+def assert_reference_observation(seen: Observed) -> dict[str, Any]:
+    """Every observation a test sees must validate against the reference schema."""
+    document = seen.as_json()
+    errors = sorted(OBSERVATION_SCHEMA.iter_errors(document), key=str)
+    assert not errors, f"observation of {seen.call_id} violates the reference schema: {errors[0]}"
+    return document
+
+
+@dataclass
+class Pipeline:
+    home: Path
+    env: dict[str, str]
+    process: subprocess.Popen[bytes]
+    runtime: dict[str, Any]
+    client: ToolgateClient
+    seen: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def settings(self) -> Settings:
+        return Settings(
+            kafka_bootstrap=self.runtime["kafka_bootstrap"],
+            database_url=self.runtime["database_url"],
+            home=self.home,
+            endpoints=self.runtime["endpoints"],
+            partitions=self.runtime["partitions"],
+        )
+
+    @property
+    def database_url(self) -> str:
+        return str(self.runtime["database_url"])
+
+    def refresh_runtime(self) -> dict[str, Any]:
+        self.runtime = json.loads((self.home / "runtime.json").read_text())
+        return self.runtime
+
+    def sql(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.database_url, autocommit=True) as conn:
+            cur = conn.execute(query, params)
+            return cur.fetchall() if cur.description else []
+
+    def propose(self, tool: str, arguments: Any, **kwargs: Any) -> Proposed:
+        defaults = {"tenant_id": "acme", "user_id": "tester", "agent_id": "pytest",
+                    "scopes": ["invoices:read", "invoices:write", "notify:send", "payments:charge"]}  # fmt: skip
+        return self.client.propose(tool, arguments, watch=True, **{**defaults, **kwargs})
+
+    def wait(self, sent: Proposed, timeout: float = 45.0, final: bool = True) -> dict[str, Any]:
+        seen = self.client.wait(sent, timeout=timeout, final=final)
+        document = assert_reference_observation(seen)
+        self.seen.append(document)
+        return document
+
+    def call(self, tool: str, arguments: Any, **kwargs: Any) -> dict[str, Any]:
+        return self.wait(self.propose(tool, arguments, **kwargs))
+
+    def cli(self, *args: str, timeout: float = 90.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "toolgate.cli", *args], env=self.env, capture_output=True,
+                              text=True, timeout=timeout)  # fmt: skip
+
+    def provider(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        token = (self.home / "secrets" / "demo-provider-token").read_text().strip()
+        request = urllib.request.Request(self.runtime["endpoints"]["demo_provider"] + path,
+                                         data=json.dumps(body).encode() if body is not None else None,
+                                         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})  # fmt: skip
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())  # type: ignore[no-any-return]
+
+    def worker_pid(self, stage: str) -> int:
+        return int(self.refresh_runtime()["workers"][stage])
+
+
+def _wait_up(log: Path, process: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text() if log.exists() else ""
+        if "toolgate is up" in text:
+            return
+        if process.poll() is not None:
+            raise RuntimeError(f"toolgate up exited with {process.returncode}:\n{text}")
+        time.sleep(0.3)
+    raise TimeoutError(f"toolgate up not ready after {timeout}s:\n{log.read_text() if log.exists() else ''}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
+    home = tmp_path_factory.mktemp("toolgate-home")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
+    env.update(TEST_ENV, TOOLGATE_HOME=str(home))
+    log = home / "up.out"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "toolgate.cli", "up", "--partitions", "4"], env=env,
+                                   stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        _wait_up(log, process, 180.0)
+        runtime = json.loads((home / "runtime.json").read_text())
+        client = ToolgateClient(runtime["kafka_bootstrap"], client_id="pytest")
+        yield Pipeline(home, env, process, runtime, client)
+        client.close()
+    finally:
+        runtime_file = home / "runtime.json"
+        final = json.loads(runtime_file.read_text()) if runtime_file.exists() else {}
+        pids = [*final.get("workers", {}).values(), *final.get("infrastructure", {}).values()]
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(90)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+        time.sleep(0.5)
+        orphans = [pid for pid in pids if _alive(pid)]
+        assert not orphans, f"toolgate up left processes behind: {orphans}"

@@ -1,0 +1,284 @@
+"""Acceptance of the pipeline, end to end, against the real broker and Postgres.
+
+Every test publishes through the real topics and reads the agent's observation back;
+every observation is checked against the reference observation schema (conftest).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from toolgate.hashing import derive_idempotency_key, payload_hash
+from toolgate.topics.catalog import Topics
+
+from ..conftest import Pipeline
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def errors_of(observation: dict[str, Any]) -> list[tuple[str | None, str]]:
+    return [(e["field"], e["code"]) for e in observation["result_payload"]["errors"]]
+
+
+def taxonomy(observation: dict[str, Any]) -> str:
+    return str(observation["status"]["taxonomy_class"])
+
+
+def test_read_only_fetch_succeeds(pipeline: Pipeline) -> None:
+    observation = pipeline.call("invoice.fetch", {"invoice_id": "inv_acme0001"})
+    assert taxonomy(observation) == "SUCCESS"
+    assert observation["status"]["is_error"] is False
+    assert observation["result_payload"]["data"] == {
+        "invoice_id": "inv_acme0001", "customer_id": "cust_acme01", "status": "open",
+        "currency": "USD", "amount_cents": 420000, "due_date": "2026-12-31",
+    }  # fmt: skip
+    assert observation["tool_identity"]["version"] == "1.0.0"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected_class", "expected_errors"),
+    [
+        ("invoice.fetch", '{"invoice_id": "inv_acme0001"', "SYNTACTIC_PARSE_FAIL", [(None, "invalid_json")]),
+        ("invoice.fetch", "{}", "STRUCTURAL_VIOLATION", [("invoice_id", "missing_field")]),
+        ("invoice.fetch", '{"invoice_id": 42}', "TYPE_MISMATCH", [("invoice_id", "type_mismatch")]),
+        ("invoice.fetch", '{"invoice_id": "inv_acme0001", "as_admin": true}', "STRUCTURAL_VIOLATION",
+         [("as_admin", "unexpected_field")]),
+        ("invoice.fetch", '{"invoice_id": "INV-1"}', "OUT_OF_BOUNDS", [("invoice_id", "out_of_bounds.pattern")]),
+        ("invoice.refund_everything", '{"invoice_id": "inv_acme0001"}', "STRUCTURAL_VIOLATION",
+         [("tool_name", "unknown_tool")]),
+    ],
+    ids=["malformed-json", "missing-field", "wrong-type", "extra-field", "out-of-bounds", "unknown-tool"],
+)  # fmt: skip
+def test_invalid_proposals_get_their_taxonomy_class(
+    pipeline: Pipeline, tool: str, arguments: str, expected_class: str, expected_errors: list[tuple[str | None, str]]
+) -> None:
+    observation = pipeline.call(tool, arguments)
+    assert taxonomy(observation) == expected_class
+    assert errors_of(observation) == expected_errors
+    assert observation["status"]["repairable"] is True
+    assert observation["result_payload"]["data"]["feedback"]["next_action"] == "repair_arguments"
+
+
+def test_wrong_type_reports_expected_and_actual(pipeline: Pipeline) -> None:
+    observation = pipeline.call("invoice.create_draft", json.dumps({
+        "customer_id": "cust_acme01", "currency": "USD", "due_date": "2026-12-31",
+        "lines": [{"description": "x", "quantity": "ten", "unit_amount_cents": 100}],
+    }))  # fmt: skip
+    assert taxonomy(observation) == "TYPE_MISMATCH"
+    [field_error] = observation["result_payload"]["data"]["feedback"]["field_errors"]
+    assert field_error["field"] == "lines[0].quantity"
+    assert (field_error["expected"], field_error["actual"]) == ("integer", "string")
+
+
+def test_other_tenants_invoice_is_denied(pipeline: Pipeline) -> None:
+    observation = pipeline.call("invoice.fetch", {"invoice_id": "inv_globex0001"}, tenant_id="acme")
+    assert taxonomy(observation) == "PERMISSION_DENIED"
+    assert errors_of(observation) == [("invoice_id", "cross_tenant")]
+    assert observation["status"]["fail_closed"] is True
+    assert "tenant globex" not in json.dumps(observation)  # the owner is not revealed
+
+
+def test_missing_scope_is_denied(pipeline: Pipeline) -> None:
+    observation = pipeline.call("invoice.fetch", {"invoice_id": "inv_acme0001"}, scopes=["notify:send"])
+    assert taxonomy(observation) == "PERMISSION_DENIED"
+    assert errors_of(observation) == [("principal.scopes", "missing_scope")]
+
+
+def _approval_of(pipeline: Pipeline, sent: Any) -> str:
+    interim = pipeline.wait(sent, final=False)
+    assert interim["status"]["code"] == 202
+    assert interim["status"]["requires_approval"] is True
+    assert taxonomy(interim) == "CONFIRMATION_MISSING"
+    return str(interim["result_payload"]["data"]["approval"]["approval_id"])
+
+
+def _ledger_for(pipeline: Pipeline, key: str) -> list[dict[str, Any]]:
+    return [op for op in pipeline.provider("/_control/ledger")["operations"] if op["idempotency_key"] == key]
+
+
+def test_email_waits_for_approval_and_runs_once(pipeline: Pipeline) -> None:
+    key = f"email-{uuid.uuid4().hex}"
+    sent = pipeline.propose("notify.send_email", {"to": "ap@coyote.example", "subject": "Invoice inv_acme0001",
+                                                  "body": "A friendly reminder."}, idempotency_key=key)  # fmt: skip
+    approval_id = _approval_of(pipeline, sent)
+    time.sleep(1.0)
+    assert _ledger_for(pipeline, key) == []  # nothing happens while it waits
+    card = pipeline.cli("approvals", "show", approval_id)
+    assert card.returncode == 0, card.stderr
+    assert "An email with subject" in card.stdout and "HIGH_RISK_EXTERNAL" in card.stdout
+    approved = pipeline.cli("approvals", "approve", approval_id, "--as", "carol")
+    assert approved.returncode == 0, approved.stderr
+    observation = pipeline.wait(sent)
+    assert taxonomy(observation) == "SUCCESS"
+    assert observation["result_payload"]["data"]["status"] == "sent"
+    again = pipeline.cli("approvals", "approve", approval_id, "--as", "carol")  # a double click
+    assert again.returncode == 0, again.stderr
+    time.sleep(2.0)
+    assert len(_ledger_for(pipeline, key)) == 1
+    assert pipeline.sql("SELECT status FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,)) == [("COMPLETED",)]
+    actions = pipeline.sql("SELECT action, actor FROM toolgate.audit_log WHERE detail->>'approval_id' = %s ORDER BY id", (approval_id,))
+    assert ("decision_counted", "carol") in actions and ("decision_noop", "carol") in actions
+
+
+def test_charge_needs_two_distinct_approvers(pipeline: Pipeline) -> None:
+    key = f"charge-{uuid.uuid4().hex}"
+    sent = pipeline.propose("payment.charge_card", {"invoice_id": "inv_acme0002", "amount_cents": 125000,
+                                                    "currency": "USD"}, idempotency_key=key)  # fmt: skip
+    approval_id = _approval_of(pipeline, sent)
+    for _ in range(2):
+        assert pipeline.cli("approvals", "approve", approval_id, "--as", "alice").returncode == 0
+    time.sleep(2.0)
+    assert pipeline.sql("SELECT status FROM toolgate.approvals WHERE approval_id = %s", (approval_id,)) == [("PENDING",)]
+    assert _ledger_for(pipeline, key) == []
+    assert pipeline.cli("approvals", "approve", approval_id, "--as", "bob").returncode == 0
+    observation = pipeline.wait(sent)
+    assert taxonomy(observation) == "SUCCESS"
+    assert observation["result_payload"]["data"]["status"] == "succeeded"
+    [charge] = _ledger_for(pipeline, key)
+    assert charge["kind"] == "charge"
+    decided = pipeline.sql("SELECT approver_id FROM toolgate.approval_decisions WHERE approval_id = %s ORDER BY approver_id", (approval_id,))
+    assert decided == [("alice",), ("bob",)]
+
+
+def test_charge_is_auto_denied_when_its_approval_expires(pipeline: Pipeline) -> None:
+    key = f"charge-{uuid.uuid4().hex}"
+    deadline = int((time.time() + 4) * 1000)
+    sent = pipeline.propose("payment.charge_card", {"invoice_id": "inv_acme0002", "amount_cents": 100, "currency": "USD"},
+                            idempotency_key=key, deadline_ms=deadline)  # fmt: skip
+    approval_id = _approval_of(pipeline, sent)
+    assert pipeline.cli("approvals", "approve", approval_id, "--as", "alice").returncode == 0
+    observation = pipeline.wait(sent, timeout=30)
+    assert taxonomy(observation) == "CONFIRMATION_MISSING"
+    assert errors_of(observation) == [("approval", "approval_expired")]
+    assert observation["status"]["fail_closed"] is True
+    assert pipeline.sql("SELECT status FROM toolgate.approvals WHERE approval_id = %s", (approval_id,)) == [("AUTO_DENIED",)]
+    assert _ledger_for(pipeline, key) == []
+    late = pipeline.cli("approvals", "approve", approval_id, "--as", "bob")  # too late: refused, audited
+    assert late.returncode == 0
+    time.sleep(2.0)
+    assert _ledger_for(pipeline, key) == []
+    refused = pipeline.sql("SELECT detail->>'code' FROM toolgate.audit_log WHERE action = 'decision_refused' "
+                           "AND detail->>'approval_id' = %s", (approval_id,))  # fmt: skip
+    assert refused == [("approval_closed",)]
+
+
+def _draft(run_id: str, operation: str) -> dict[str, Any]:
+    return {"customer_id": "cust_acme01", "currency": "USD", "due_date": "2026-12-31",
+            "lines": [{"description": f"Work for {operation}", "quantity": 3, "unit_amount_cents": 2500}]}  # fmt: skip
+
+
+def test_same_draft_twice_creates_one_invoice(pipeline: Pipeline) -> None:
+    run_id, operation = f"run_{uuid.uuid4().hex[:10]}", f"op_{uuid.uuid4().hex[:10]}"
+    arguments = _draft(run_id, operation)
+    first = pipeline.propose("invoice.create_draft", arguments, run_id=run_id, logical_operation_id=operation)
+    second = pipeline.propose("invoice.create_draft", arguments, run_id=run_id, logical_operation_id=operation)
+    one, two = pipeline.wait(first), pipeline.wait(second)
+    assert taxonomy(one) == taxonomy(two) == "SUCCESS"
+    assert one["execution_metadata"]["idempotency_hit"] is False
+    assert two["execution_metadata"]["idempotency_hit"] is True
+    assert one["result_payload"]["data"] == two["result_payload"]["data"]
+    assert one["result_payload"]["data"]["amount_cents"] == 7500
+    key = derive_idempotency_key(workflow_id=run_id, run_id=run_id, tenant_id="acme", user_id="tester",
+                                 tool_name="invoice.create_draft", tool_version="1.0.0", logical_operation_id=operation,
+                                 payload_hash=payload_hash({**arguments, "memo": None}))  # fmt: skip
+    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(1,)]
+    assert one["verification"]["target_state_reference"] == f"invoice:{one['result_payload']['data']['invoice_id']}"
+
+
+def test_same_key_with_other_arguments_is_a_signature_mismatch(pipeline: Pipeline) -> None:
+    key = f"draft-{uuid.uuid4().hex}"
+    first = pipeline.call("invoice.create_draft", _draft("r", "a"), idempotency_key=key)
+    assert taxonomy(first) == "SUCCESS"
+    tampered = pipeline.call("invoice.create_draft", {**_draft("r", "a"), "currency": "EUR"}, idempotency_key=key)
+    assert taxonomy(tampered) == "SIGNATURE_MISMATCH"
+    assert tampered["status"]["fail_closed"] is True
+    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(1,)]
+
+
+def test_random_bytes_are_dead_lettered_and_the_next_proposal_succeeds(pipeline: Pipeline) -> None:
+    garbage = secrets.token_bytes(64)
+    run_id = f"run_{uuid.uuid4().hex[:10]}"
+    pipeline.client.publish_raw(Topics().proposals, run_id.encode(), garbage)
+    pipeline.client.flush()
+    observation = pipeline.call("invoice.fetch", {"invoice_id": "inv_acme0001"}, run_id=run_id)
+    assert taxonomy(observation) == "SUCCESS"
+    listed = pipeline.cli("dlq", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [letter] = [r for r in json.loads(listed.stdout) if r["source"].startswith("proposals") and r["bytes"] == 64
+                and r["stage"] == "validation" and r["call_id"] is None]  # fmt: skip
+    shown = json.loads(pipeline.cli("dlq", "show", letter["dead_letter_id"]).stdout)
+    assert shown["value_prefix_hex"] == garbage.hex()
+    assert shown["taxonomy_class"] == "SYNTACTIC_PARSE_FAIL"
+    assert pipeline.cli("dlq", "discard", letter["dead_letter_id"], "--note", "test garbage").returncode == 0
+    remaining = json.loads(pipeline.cli("dlq", "list", "--json").stdout)
+    assert letter["dead_letter_id"] not in {r["dead_letter_id"] for r in remaining}
+
+
+def test_undecodable_proposal_with_a_call_id_is_answered(pipeline: Pipeline) -> None:
+    call_id, run_id = f"call_{uuid.uuid4().hex}", f"run_{uuid.uuid4().hex[:10]}"
+    start = pipeline.client._end_offsets()
+    pipeline.client.publish_raw(Topics().proposals, run_id.encode(), b"\xc3\x01not avro at all",
+                                [("call_id", call_id.encode()), ("tenant_id", b"acme")])  # fmt: skip
+    pipeline.client.flush()
+    from toolgate.topics.client import Proposed
+
+    observation = pipeline.wait(Proposed(call_id, run_id, "", 0, start))
+    assert taxonomy(observation) == "SYNTACTIC_PARSE_FAIL"
+    assert errors_of(observation) == [(None, "undecodable_proposal")]
+
+
+def test_pending_key_of_a_killed_execution_worker_is_resolved_by_reconciliation(pipeline: Pipeline) -> None:
+    run_id, operation = f"run_{uuid.uuid4().hex[:10]}", f"op_{uuid.uuid4().hex[:10]}"
+    import psycopg
+
+    blocker = psycopg.connect(pipeline.database_url)
+    # Hold inserts into invoices: the execution worker reserves the key (PENDING) and then
+    # blocks inside the transaction that would insert the invoice and record COMPLETED.
+    blocker.execute("LOCK TABLE demo.invoices IN SHARE MODE")
+    try:
+        sent = pipeline.propose("invoice.create_draft", _draft(run_id, operation), run_id=run_id,
+                                logical_operation_id=operation)  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            rows = pipeline.sql("SELECT idempotency_key, status FROM toolgate.idempotency_keys WHERE call_id = %s", (sent.call_id,))
+            if rows:
+                break
+            time.sleep(0.1)
+        [(key, status)] = rows
+        assert status == "PENDING"
+        os.kill(pipeline.worker_pid("execution"), signal.SIGKILL)
+        time.sleep(0.5)
+    finally:
+        blocker.rollback()
+        blocker.close()
+    observation = pipeline.wait(sent, timeout=60)
+    assert taxonomy(observation) == "SUCCESS"
+    assert pipeline.sql("SELECT status FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,)) == [("COMPLETED",)]
+    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(1,)]
+    decisions = pipeline.sql("SELECT action FROM toolgate.audit_log WHERE stage = 'reconciliation' AND call_id = %s", (sent.call_id,))
+    assert ("redriven",) in decisions
+
+
+def test_one_trace_per_call_across_all_stages(pipeline: Pipeline) -> None:
+    sent = pipeline.propose("invoice.fetch", {"invoice_id": "inv_acme0003"})
+    observation = pipeline.wait(sent)
+    trace_id = sent.traceparent.split("-")[1]
+    assert observation["execution_metadata"]["trace_id"] == trace_id
+    stages: set[str] = set()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and len(stages) < 5:
+        time.sleep(1.0)
+        for path in (pipeline.home / "telemetry").glob("spans-*.jsonl"):
+            for line in path.read_text().splitlines():
+                span = json.loads(line)
+                if span["context"]["trace_id"] == f"0x{trace_id}":
+                    stages.add(span["attributes"]["toolgate.stage"])
+    assert stages == {"validation", "policy", "approval-wait", "execution", "normalization"}
