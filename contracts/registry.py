@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
@@ -121,11 +122,35 @@ class Contract:
 
     @cached_property
     def input_validator(self) -> Draft202012Validator:
-        return Draft202012Validator(self.input_schema)
+        """Every finding, with paths (slow): for the feedback of a failed proposal."""
+        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
     @cached_property
     def output_validator(self) -> Draft202012Validator:
-        return Draft202012Validator(self.output_schema)
+        return Draft202012Validator(self.output_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+    @cached_property
+    def _fast_input(self) -> Any:
+        return fastjsonschema.compile(dict(self.input_schema))
+
+    @cached_property
+    def _fast_output(self) -> Any:
+        return fastjsonschema.compile(dict(self.output_schema))
+
+    def accepts_input(self, arguments: Any) -> bool:
+        """Yes/no against the input schema, compiled (~25x faster than collecting findings)."""
+        try:
+            self._fast_input(arguments)
+        except fastjsonschema.JsonSchemaException:
+            return False
+        return True
+
+    def accepts_output(self, data: Any) -> bool:
+        try:
+            self._fast_output(data)
+        except fastjsonschema.JsonSchemaException:
+            return False
+        return True
 
 
 def admit(document: Mapping[str, Any], source: str) -> Contract:

@@ -15,8 +15,30 @@ import rfc8785
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def _plain(value: Any) -> bool:
+    """True when sorted, compact `json.dumps` already is the RFC 8785 form of `value`:
+    no floats (number formatting differs), integers within IEEE 754's exact range, keys
+    and strings in the Basic Multilingual Plane (JCS sorts keys by UTF-16 code units)."""
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+    if isinstance(value, str):
+        return value.isascii() or max(value) <= "\uffff" and not any("\ud800" <= ch <= "\udfff" for ch in value)
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(k) and _plain(v) for k, v in value.items())
+    return False
+
+
 def canonical_json(value: Any) -> str:
     """RFC 8785 (JCS) canonical JSON text of a JSON value."""
+    if _plain(value):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return rfc8785.dumps(value).decode("utf-8")
 
 

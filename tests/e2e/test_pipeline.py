@@ -279,6 +279,6 @@ def test_one_trace_per_call_across_all_stages(pipeline: Pipeline) -> None:
         for path in (pipeline.home / "telemetry").glob("spans-*.jsonl"):
             for line in path.read_text().splitlines():
                 span = json.loads(line)
-                if span["context"]["trace_id"] == f"0x{trace_id}":
+                if span["trace_id"] == trace_id:
                     stages.add(span["attributes"]["toolgate.stage"])
     assert stages == {"validation", "policy", "approval-wait", "execution", "normalization"}

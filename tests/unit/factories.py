@@ -37,7 +37,8 @@ from toolgate.schemas.models import (
 )
 
 # No example database: the unit run must not write outside tests/unit.
-FAST = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+FAST_FEW = settings(FAST, max_examples=50)
 
 TRACEPARENT = "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"
 ALL_SCOPES = ["invoices:read", "invoices:write", "notify:send", "payments:charge"]

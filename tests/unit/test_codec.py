@@ -10,7 +10,7 @@ from typing import Any
 import avro.io
 import avro.schema
 import pytest
-from tests.unit.factories import FAST, JSON_VALUES, TOP_LEVEL, minimal_models, sample_models
+from tests.unit.factories import FAST, FAST_FEW, JSON_VALUES, TOP_LEVEL, minimal_models, sample_models
 from fastavro import schemaless_writer
 from fastavro.schema import expand_schema, load_schema
 from hypothesis import given
@@ -81,7 +81,7 @@ def test_fingerprints_are_distinct() -> None:
     assert len(set(fps)) == len(fps)
 
 
-@FAST
+@FAST_FEW
 @given(arguments=st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=6))
 def test_round_trip_arbitrary_json_arguments(arguments: dict[str, Any]) -> None:
     model = SAMPLES[StageRecord].model_copy(update={"arguments": arguments})

@@ -74,7 +74,9 @@ class AuthorizedHandler(Handler[StageRecord]):
         for call in calls:
             record = call.model
             if record.required_approvals == 0:
-                out.item("executable", record.home_partition, _forward(record, call.traceparent, "no_approval_needed", now))
+                # Nothing to decide: forward the item's bytes as they came (no re-encoding).
+                out.raw_item("executable", record.home_partition, call.raw)
+                out.outcomes[record.call_id] = "forwarded"
                 continue
             contract = self.registry.get(record.tool_name, record.tool_version)
             approval_id = approval_id_for(record.call_id)
@@ -116,13 +118,6 @@ class AuthorizedHandler(Handler[StageRecord]):
             await audit.append(conn, entries)
         for approval_id, (call, _, _) in held.items():
             out.outcomes[call.model.call_id] = "held" if approval_id in created else "already_held"
-
-
-def _forward(record: StageRecord, traceparent: str, why: str, now: int) -> StageRecord:
-    return record.model_copy(update={
-        "traceparent": traceparent,
-        "decisions": [*record.decisions, StageDecision(stage=STAGE, outcome=why, at_ms=now)],
-    })  # fmt: skip
 
 
 def _b64(data: bytes) -> str:

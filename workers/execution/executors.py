@@ -112,20 +112,44 @@ def map_sqlstate(contract: Contract, exc: psycopg.Error) -> Taxonomy:
     return Taxonomy.UNKNOWN_ERROR
 
 
-async def run_postgres(conn: AsyncConnection[Any], job: Job) -> Effect:
-    """One call's statement inside the caller's transaction, in a savepoint of its own."""
-    spec = job.contract.executor
+async def run_postgres_batch(conn: AsyncConnection[Any], jobs: list[Job]) -> list[Effect]:
+    """Every call's statement inside the caller's transaction.
+
+    Fast path: all statements in one pipeline (one network round trip for the batch), under
+    one savepoint. If any statement fails, that savepoint is rolled back and the calls run
+    one by one, each in a savepoint of its own, so one refused call never spoils the others.
+    """
+    if not jobs:
+        return []
     try:
         async with conn.transaction():
-            cur = await conn.execute(spec["statement"], statement_params(job))
-            columns = [c.name for c in cur.description or []]
-            rows = [dict(zip(columns, map(to_json_value, r), strict=True)) for r in await cur.fetchall()] if columns else []
-            affected = cur.rowcount
+            async with conn.pipeline():
+                cursors = [await conn.execute(job.contract.executor["statement"], statement_params(job)) for job in jobs]
+            return [_effect(job, [c.name for c in cur.description or []], await cur.fetchall() if cur.description else [],
+                            cur.rowcount) for job, cur in zip(jobs, cursors, strict=True)]  # fmt: skip
     except psycopg.OperationalError:
         raise  # the connection itself: transient, the whole transaction retries
+    except psycopg.Error:
+        return [await run_postgres(conn, job) for job in jobs]
+
+
+async def run_postgres(conn: AsyncConnection[Any], job: Job) -> Effect:
+    """One call's statement inside the caller's transaction, in a savepoint of its own."""
+    try:
+        async with conn.transaction():
+            cur = await conn.execute(job.contract.executor["statement"], statement_params(job))
+            rows = await cur.fetchall() if cur.description else []
+            return _effect(job, [c.name for c in cur.description or []], rows, cur.rowcount)
+    except psycopg.OperationalError:
+        raise
     except psycopg.Error as exc:
         return failed(map_sqlstate(job.contract, exc), f"sqlstate_{exc.sqlstate}",
                       f"the statement was refused: {exc.diag.message_primary or type(exc).__name__}", final=True)  # fmt: skip
+
+
+def _effect(job: Job, columns: list[str], raw_rows: list[Any], affected: int) -> Effect:
+    spec = job.contract.executor
+    rows = [dict(zip(columns, map(to_json_value, r), strict=True)) for r in raw_rows]
     if spec["result"] == "rows":
         return Done({"rows": rows})
     if spec["result"] == "none":

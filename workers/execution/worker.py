@@ -40,7 +40,7 @@ from toolgate.workers.execution.executors import (
     HttpExecutor,
     Job,
     Unknown,
-    run_postgres,
+    run_postgres_batch,
     run_python,
 )
 from toolgate.workers.runtime import audit, outbox
@@ -309,11 +309,12 @@ class ExecutionHandler(Handler[StageRecord]):
         concluded: list[tuple[ExecutionResult | None, str | None]] = []
         by_attempt: dict[int, ExecutionResult] = {}
         settle, rows, entries = [], [], []
+        local = [a for a in attempts if self._runs(a) and a.job.contract.executor["kind"] == "postgres"]
+        local_effects = dict(zip(map(id, local), await run_postgres_batch(conn, [a.job for a in local]), strict=True))
         for a in attempts:
             res, status = a.result, a.status
             if self._runs(a):
-                effect = await run_postgres(conn, a.job) if a.job.contract.executor["kind"] == "postgres" else a.effect
-                res, status = self._conclude(a, effect, now)
+                res, status = self._conclude(a, local_effects.get(id(a), a.effect), now)
                 if a.key is not None:
                     settle.append({"tenant_id": a.record.tenant_id, "idempotency_key": a.key, "status": status,
                                    "response": stored_response(res) if status != "PENDING" else None,

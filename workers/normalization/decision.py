@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+import fastjsonschema
 from jsonschema import Draft202012Validator
 
 from toolgate.contracts.registry import Registry
@@ -35,7 +36,16 @@ from toolgate.topics.headers import trace_id_of
 OBSERVATION_SCHEMA: dict[str, Any] = json.loads(
     resources.files("toolgate.schemas").joinpath("reference/observation.schema.json").read_text()
 )
-OBSERVATION_VALIDATOR = Draft202012Validator(OBSERVATION_SCHEMA)
+OBSERVATION_VALIDATOR = Draft202012Validator(OBSERVATION_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
+_OBSERVATION_CHECK = fastjsonschema.compile(OBSERVATION_SCHEMA)
+
+
+def conforms(document: dict[str, Any]) -> bool:
+    try:
+        _OBSERVATION_CHECK(document)
+    except fastjsonschema.JsonSchemaException:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -82,14 +92,14 @@ def normalize(res: ExecutionResult, registry: Registry) -> Normalized:
             contract = registry.get(res.tool_name, res.tool_version)
         except KeyError:
             contract = None
-        if contract is not None:
+        if contract is not None and not contract.accepts_output(data or {}):
             violations = [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
                           for e in contract.output_validator.iter_errors(data or {})]  # fmt: skip
             if violations:
                 problem = "result does not satisfy the output schema: " + "; ".join(violations)[:1500]
     observation = build(res, data, errors)
-    if problem is None:
-        schema_errors = [e.message for e in OBSERVATION_VALIDATOR.iter_errors(observation.model_dump(mode="json"))]
+    if problem is None and not conforms(document := observation.model_dump(mode="json")):
+        schema_errors = [e.message for e in OBSERVATION_VALIDATOR.iter_errors(document)]
         if schema_errors:
             problem = "observation does not satisfy the reference schema: " + "; ".join(schema_errors)[:1500]
     if problem is None:

@@ -211,7 +211,9 @@ def decide(proposal: ToolProposal, registry: Registry) -> Decision:
         return Reject(Taxonomy.STRUCTURAL_VIOLATION, (FieldError(field=None, code="not_an_object", expected="object",
                                                                  actual=json_type(arguments), message="arguments must be a JSON object"),),
                       contract.version, warnings)  # fmt: skip
-    findings = [pair for error in contract.input_validator.iter_errors(arguments) for pair in classify(error)]
+    findings = [] if contract.accepts_input(arguments) else [
+        pair for error in contract.input_validator.iter_errors(arguments) for pair in classify(error)
+    ]
     if findings:
         ordered = sorted(findings, key=lambda pair: (GATE_ORDER.index(pair[0]), pair[1].field or ""))
         return Reject(_worst(findings), tuple(e for _, e in ordered), contract.version, warnings)

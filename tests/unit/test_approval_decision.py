@@ -1,0 +1,205 @@
+"""Approval decisions (workers/approval/decision.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.unit.factories import FAST, registry, stage_record
+from toolgate.schemas.models import ApprovalDecision, Verdict
+from toolgate.signing import new_key, public_bytes, sign, verify
+from toolgate.workers.approval.decision import (
+    APPROVED,
+    AUTO_DENIED,
+    DENIED,
+    PENDING,
+    Approver,
+    Counted,
+    NoOp,
+    Refused,
+    Ticket,
+    approval_id_for,
+    confirmation_packet,
+    expiry_for,
+    judge,
+)
+
+NOW = 1_700_000_000_000
+HASH = "sha256:" + "c" * 64
+KEYS = {name: new_key() for name in ("alice", "bob", "carol", "mallory")}
+
+
+def approver(name: str, *, risk: tuple[str, ...] = ("CRITICAL_MUTATION", "HIGH_RISK_EXTERNAL"), active: bool = True) -> Approver:
+    return Approver(name, public_bytes(KEYS[name]), risk, active)
+
+
+def ticket(**overrides: object) -> Ticket:
+    base = Ticket(approval_id="appr_1", tool_name="payment.charge_card", tool_version="1.0.0", payload_hash=HASH,
+                  risk_class="CRITICAL_MUTATION", required_approvals=2, status=PENDING, expires_at_ms=NOW + 60_000)  # fmt: skip
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+def decision(name: str = "alice", *, verdict: Verdict = Verdict.APPROVE, key: str | None = None,
+             **overrides: object) -> ApprovalDecision:  # fmt: skip
+    fields: dict[str, object] = dict(
+        decision_id=f"dec_{name}", approval_id="appr_1", decision=verdict, approver_id=name,
+        tool_name="payment.charge_card", tool_version="1.0.0", payload_hash=HASH, reason=None,
+        decided_at_ms=NOW - 1000, expires_at_ms=NOW + 30_000, signature=b"",
+    )  # fmt: skip
+    fields.update(overrides)
+    return sign(ApprovalDecision(**fields), KEYS[key or name])  # type: ignore[arg-type]
+
+
+def test_signature_round_trip() -> None:
+    d = decision()
+    assert len(d.signature) == 64
+    assert verify(d, public_bytes(KEYS["alice"]))
+    assert not verify(d, public_bytes(KEYS["bob"]))
+    assert not verify(d, b"short")
+
+
+def test_unknown_ticket() -> None:
+    result = judge(decision(), None, approver("alice"), NOW)
+    assert isinstance(result, Refused) and result.code == "unknown_approval"
+
+
+@pytest.mark.parametrize("who", [None, "inactive"])
+def test_unknown_or_revoked_approver(who: str | None) -> None:
+    a = None if who is None else approver("alice", active=False)
+    result = judge(decision(), ticket(), a, NOW)
+    assert isinstance(result, Refused) and result.code == "unknown_approver"
+
+
+def test_signed_by_another_key() -> None:
+    result = judge(decision("alice", key="mallory"), ticket(), approver("alice"), NOW)
+    assert isinstance(result, Refused) and result.code == "bad_signature"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("payload_hash", "sha256:" + "d" * 64), ("decision", Verdict.DENY), ("expires_at_ms", NOW + 10**9),
+     ("reason", "changed"), ("approval_id", "appr_2"), ("decision_id", "dec_other"), ("tool_version", "2.0.0"),
+     ("decided_at_ms", NOW), ("approver_id", "bob"), ("signature", b"\x00" * 64)],
+)  # fmt: skip
+def test_field_changed_after_signing(field: str, value: object) -> None:
+    tampered = decision().model_copy(update={field: value})
+    who = "bob" if field == "approver_id" else "alice"
+    result = judge(tampered, ticket(), approver(who), NOW)
+    assert isinstance(result, Refused) and result.code == "bad_signature"
+
+
+def test_payload_mismatch() -> None:
+    for overrides in ({"payload_hash": "sha256:" + "e" * 64}, {"tool_name": "notify.send_email"}, {"tool_version": "1.1.0"}):
+        result = judge(decision(**overrides), ticket(), approver("alice"), NOW)
+        assert isinstance(result, Refused) and result.code == "payload_mismatch", overrides
+
+
+def test_decision_expired() -> None:
+    result = judge(decision(expires_at_ms=NOW - 1), ticket(), approver("alice"), NOW)
+    assert isinstance(result, Refused) and result.code == "decision_expired"
+    assert isinstance(judge(decision(expires_at_ms=NOW), ticket(), approver("alice"), NOW), Counted)
+
+
+def test_approval_expired() -> None:
+    result = judge(decision(), ticket(expires_at_ms=NOW - 1), approver("alice"), NOW)
+    assert isinstance(result, Refused) and result.code == "approval_expired"
+    assert isinstance(judge(decision(), ticket(expires_at_ms=NOW), approver("alice"), NOW), Counted)
+
+
+def test_approver_not_allowed_for_risk_class() -> None:
+    result = judge(decision(), ticket(), approver("alice", risk=("HIGH_RISK_EXTERNAL",)), NOW)
+    assert isinstance(result, Refused) and result.code == "approver_not_allowed"
+
+
+@pytest.mark.parametrize("status", [APPROVED, DENIED, AUTO_DENIED, "EXPIRED"])
+def test_ticket_not_pending(status: str) -> None:
+    result = judge(decision(), ticket(status=status), approver("alice"), NOW)
+    assert isinstance(result, Refused) and result.code == "approval_closed"
+
+
+def test_same_decision_again_is_noop() -> None:
+    d = decision()
+    result = judge(d, ticket(used_decisions=frozenset({d.decision_id}), decided_by=("alice",), approved_by=("alice",)),
+                   approver("alice"), NOW)  # fmt: skip
+    assert isinstance(result, NoOp) and result.code == "duplicate_decision"
+
+
+def test_same_approver_twice_is_noop() -> None:
+    t = ticket(used_decisions=frozenset({"dec_first"}), decided_by=("alice",), approved_by=("alice",))
+    result = judge(decision(decision_id="dec_second"), t, approver("alice"), NOW)
+    assert isinstance(result, NoOp) and result.code == "already_decided"
+
+
+def test_same_approver_twice_with_bad_signature_is_refused_not_noop() -> None:
+    t = ticket(decided_by=("alice",), approved_by=("alice",))
+    result = judge(decision("alice", key="mallory", decision_id="dec_second"), t, approver("alice"), NOW)
+    assert isinstance(result, Refused) and result.code == "bad_signature"
+
+
+def test_two_distinct_approvers_approve() -> None:
+    t = ticket()
+    first = judge(decision("alice"), t, approver("alice"), NOW)
+    assert first == Counted(PENDING, ("alice",))
+    t = replace(t, approved_by=first.approved_by, decided_by=("alice",), used_decisions=frozenset({"dec_alice"}))  # type: ignore[union-attr]
+    second = judge(decision("bob"), t, approver("bob"), NOW)
+    assert second == Counted(APPROVED, ("alice", "bob"))
+
+
+def test_single_approval_ticket_is_approved_by_one() -> None:
+    t = ticket(required_approvals=1, risk_class="HIGH_RISK_EXTERNAL")
+    assert judge(decision(), t, approver("alice"), NOW) == Counted(APPROVED, ("alice",))
+
+
+def test_deny() -> None:
+    assert judge(decision(verdict=Verdict.DENY), ticket(), approver("alice"), NOW) == Counted(DENIED, ())
+    t = ticket(approved_by=("bob",), decided_by=("bob",))
+    assert judge(decision("alice", verdict=Verdict.DENY), t, approver("alice"), NOW) == Counted(DENIED, ("bob",))
+
+
+def test_expiry_for_uses_contract_window() -> None:
+    contract = registry().resolve("notify.send_email", "latest")
+    record = stage_record(contract)
+    assert expiry_for(record, contract, NOW) == NOW + contract.binding["approval"]["expiry_seconds"] * 1000
+
+
+def test_expiry_for_is_cut_short_by_deadline() -> None:
+    contract = registry().resolve("payment.charge_card", "latest")
+    record = stage_record(contract, deadline_ms=NOW + 5_000)
+    assert expiry_for(record, contract, NOW) == NOW + 5_000
+    later = stage_record(contract, deadline_ms=NOW + 10**9)
+    assert expiry_for(later, contract, NOW) == NOW + contract.binding["approval"]["expiry_seconds"] * 1000
+
+
+def test_expiry_for_default_window() -> None:
+    contract = registry().resolve("invoice.fetch", "latest")  # no approval block
+    assert expiry_for(stage_record(contract), contract, NOW) == NOW + 600_000
+
+
+def test_approval_id_is_deterministic() -> None:
+    assert approval_id_for("call_1") == approval_id_for("call_1")
+    assert approval_id_for("call_1") != approval_id_for("call_2")
+    assert approval_id_for("call_1").startswith("appr_")
+    assert len(approval_id_for("call_1")) == len("appr_") + 24
+
+
+@FAST
+@given(a=st.text(), b=st.text())
+def test_approval_id_injective_on_samples(a: str, b: str) -> None:
+    assert (approval_id_for(a) == approval_id_for(b)) == (a == b)
+
+
+def test_confirmation_packet() -> None:
+    contract = registry().resolve("payment.charge_card", "latest")
+    record = stage_record(contract, required_approvals=2)
+    packet = confirmation_packet(record, contract, "appr_x", "idem-key", NOW, NOW + 1000, {"status": "open"})
+    assert packet.approval_id == "appr_x"
+    assert packet.risk_class == "CRITICAL_MUTATION"
+    assert packet.required_approvals == 2
+    assert packet.approver_groups == ["finance-controllers"]
+    assert "inv_acme0002" in packet.consequence and "125000" in packet.consequence
+    assert "{" not in packet.consequence
+    assert packet.trace_id == "0123456789abcdef0123456789abcdef"
+    assert packet.idempotency_fingerprint != "idem-key" and len(packet.idempotency_fingerprint) == 16
