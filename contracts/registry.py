@@ -156,7 +156,7 @@ class Contract:
 def admit(document: Mapping[str, Any], source: str) -> Contract:
     """Admit one contract document or raise ContractRefused saying every reason."""
     problems: list[str] = []
-    if set(document) != {"contract", "binding"}:
+    if not isinstance(document, Mapping) or set(document) != {"contract", "binding"}:
         raise ContractRefused(f"{source}: a contract document has exactly 'contract' and 'binding'")
     for error in _REFERENCE.iter_errors(document["contract"]):
         problems.append(f"contract{_where(error.absolute_path)}: {error.message}")

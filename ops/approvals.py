@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 import psycopg
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
@@ -31,8 +32,19 @@ def _when(ts: dt.datetime | None) -> str:
 def list_approvals(settings: Settings, status: str | None, limit: int = 50) -> list[dict[str, Any]]:
     with psycopg.connect(settings.database_url) as conn:
         rows = conn.execute(LIST, {"status": status, "limit": limit}).fetchall()
-    keys = ["approval_id", "status", "tool", "version", "risk_class", "tenant", "required", "approved",
-            "created_at", "expires_at", "call_id"]  # fmt: skip
+    keys = [
+        "approval_id",
+        "status",
+        "tool",
+        "version",
+        "risk_class",
+        "tenant",
+        "required",
+        "approved",
+        "created_at",
+        "expires_at",
+        "call_id",
+    ]
     return [{k: (_when(v) if isinstance(v, dt.datetime) else v) for k, v in zip(keys, r, strict=True)} for r in rows]
 
 
@@ -41,22 +53,35 @@ def print_list(rows: list[dict[str, Any]], console: Console) -> None:
     for col in ("approval_id", "status", "tool", "risk_class", "tenant", "approved", "expires_at"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["approval_id"], r["status"], f"{r['tool']} {r['version']}", r["risk_class"], r["tenant"],
-                      f"{r['approved']}/{r['required']}", r["expires_at"])  # fmt: skip
+        table.add_row(
+            r["approval_id"],
+            r["status"],
+            f"{r['tool']} {r['version']}",
+            r["risk_class"],
+            r["tenant"],
+            f"{r['approved']}/{r['required']}",
+            r["expires_at"],
+        )
     console.print(table)
 
 
 def load(settings: Settings, approval_id: str) -> tuple[ApprovalRequest, dict[str, Any]]:
     with psycopg.connect(settings.database_url) as conn:
-        row = conn.execute("SELECT packet, status, decided_at FROM toolgate.approvals WHERE approval_id = %s",
-                           (approval_id,)).fetchone()  # fmt: skip
+        row = conn.execute(
+            "SELECT packet, status, decided_at FROM toolgate.approvals WHERE approval_id = %s", (approval_id,)
+        ).fetchone()
         if row is None:
             raise SystemExit(f"no approval {approval_id}")
         decisions = conn.execute(
             "SELECT approver_id, verdict, reason, decided_at FROM toolgate.approval_decisions WHERE approval_id = %s "
-            "ORDER BY recorded_at", (approval_id,)).fetchall()  # fmt: skip
-    state = {"status": row[1], "decided_at": _when(row[2]),
-             "decisions": [{"approver": d[0], "verdict": d[1], "reason": d[2], "at": _when(d[3])} for d in decisions]}  # fmt: skip
+            "ORDER BY recorded_at",
+            (approval_id,),
+        ).fetchall()
+    state = {
+        "status": row[1],
+        "decided_at": _when(row[2]),
+        "decisions": [{"approver": d[0], "verdict": d[1], "reason": d[2], "at": _when(d[3])} for d in decisions],
+    }
     return ApprovalRequest.model_validate(row[0]), state
 
 
@@ -65,8 +90,13 @@ def card(packet: ApprovalRequest, state: dict[str, Any]) -> Panel:
         return _when(dt.datetime.fromtimestamp(v / 1000, dt.UTC))
 
     args = "\n".join(f"    {k}: {v}" for k, v in packet.arguments.items())
-    votes = "\n".join(f"    {d['approver']}: {d['verdict']} at {d['at']}" + (f" ({d['reason']})" if d["reason"] else "")
-                      for d in state["decisions"]) or "    none yet"  # fmt: skip
+    votes = (
+        "\n".join(
+            f"    {d['approver']}: {d['verdict']} at {d['at']}" + (f" ({d['reason']})" if d["reason"] else "")
+            for d in state["decisions"]
+        )
+        or "    none yet"
+    )
     text = (
         f"[bold]Action[/bold]            {packet.action}\n"
         f"[bold]Tool[/bold]              {packet.tool_name} {packet.tool_version}\n"
@@ -76,7 +106,8 @@ def card(packet: ApprovalRequest, state: dict[str, Any]) -> Panel:
         f"[bold]Expected after[/bold]    {packet.expected_after_state or 'not declared'}\n"
         f"[bold]Risk class[/bold]        {packet.risk_class}  (needs {packet.required_approvals} approval(s)"
         f"{', from different approvers' if packet.required_approvals > 1 else ''})\n"
-        f"[bold]Idempotency[/bold]       fingerprint {packet.idempotency_fingerprint}, payload {packet.payload_hash[:23]}...\n"
+        f"[bold]Idempotency[/bold]       fingerprint {packet.idempotency_fingerprint}, "
+        f"payload {packet.payload_hash[:23]}...\n"
         f"[bold]Compensation[/bold]      {packet.compensation}\n"
         f"[bold]If rejected[/bold]       {packet.rejection_path}\n"
         f"[bold]Requested by[/bold]      {packet.requested_by.user_id} via {packet.requested_by.agent_id} "
@@ -96,29 +127,45 @@ def decide(settings: Settings, approval_id: str, approver: str, approve: bool, r
     return client.decide(packet, approver_id=approver, key=key, approve=approve, reason=reason)
 
 
+REGISTER = """
+INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, groups) VALUES (%s, %s, %s, %s)
+ON CONFLICT (approver_id) DO UPDATE
+SET public_key = excluded.public_key, risk_classes = excluded.risk_classes, groups = excluded.groups,
+    status = 'active', revoked_at = NULL
+"""
+
+
+def register_approver(
+    conn: psycopg.Connection[Any], approver: str, key: Ed25519PrivateKey, risk_classes: list[str], groups: list[str]
+) -> None:
+    """Record an approver's public key (the private key never reaches Postgres)."""
+    conn.execute(REGISTER, (approver, public_bytes(key), risk_classes, groups))
+
+
 def add_approver(settings: Settings, approver: str, risk_classes: list[str], groups: list[str]) -> str:
-    keyring = Keyring(settings.home / "approvers")
     key = new_key()
-    path = keyring.store(approver, key)
+    path = Keyring(settings.home / "approvers").store(approver, key)
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, groups) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (approver_id) DO UPDATE SET public_key = excluded.public_key, risk_classes = excluded.risk_classes, "
-            "groups = excluded.groups, status = 'active', revoked_at = NULL",
-            (approver, public_bytes(key), risk_classes, groups),
-        )
+        register_approver(conn, approver, key, risk_classes, groups)
     return str(path)
 
 
 def list_approvers(settings: Settings) -> list[dict[str, Any]]:
     with psycopg.connect(settings.database_url) as conn:
-        rows = conn.execute("SELECT approver_id, status, risk_classes, groups, created_at FROM toolgate.approvers "
-                            "ORDER BY approver_id").fetchall()  # fmt: skip
-    return [{"approver": r[0], "status": r[1], "risk_classes": r[2], "groups": r[3], "created_at": _when(r[4])} for r in rows]
+        rows = conn.execute(
+            "SELECT approver_id, status, risk_classes, groups, created_at FROM toolgate.approvers ORDER BY approver_id"
+        ).fetchall()
+    return [
+        {"approver": r[0], "status": r[1], "risk_classes": r[2], "groups": r[3], "created_at": _when(r[4])}
+        for r in rows
+    ]
 
 
 def revoke_approver(settings: Settings, approver: str) -> bool:
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
-        cur = conn.execute("UPDATE toolgate.approvers SET status = 'revoked', revoked_at = now() "
-                           "WHERE approver_id = %s AND status = 'active'", (approver,))  # fmt: skip
+        cur = conn.execute(
+            "UPDATE toolgate.approvers SET status = 'revoked', revoked_at = now() "
+            "WHERE approver_id = %s AND status = 'active'",
+            (approver,),
+        )
         return cur.rowcount == 1

@@ -45,8 +45,14 @@ class _Collector(threading.Thread):
 
     def run(self) -> None:
         topic = self.client.topics.observations
-        consumer = Consumer({"bootstrap.servers": self.client.bootstrap, "group.id": f"toolgate-bench-{uuid.uuid4().hex[:8]}",
-                             "enable.auto.commit": False, "fetch.wait.max.ms": 10})  # fmt: skip
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.client.bootstrap,
+                "group.id": f"toolgate-bench-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+            }
+        )
         consumer.assign([TopicPartition(topic, p, o) for p, o in self.start_offsets])
         c = codec()
         run_key = self.run_id.encode()
@@ -69,8 +75,9 @@ class _Collector(threading.Thread):
             self.done.set()
 
 
-def run_bench(settings: Settings, *, tool: str, calls: int, rate: float, tenant: str, timeout: float,
-              progress: bool = True) -> dict[str, Any]:  # fmt: skip
+def run_bench(
+    settings: Settings, *, tool: str, calls: int, rate: float, tenant: str, timeout: float, progress: bool = True
+) -> dict[str, Any]:
     contract = load_registry(settings.contracts_dir).resolve(tool, "latest")
     example = json.dumps(contract.document["affordance"]["examples"][0]["arguments"])
     scopes = list(contract.required_scopes)
@@ -80,8 +87,13 @@ def run_bench(settings: Settings, *, tool: str, calls: int, rate: float, tenant:
     collector.start()
     sent: dict[str, float] = {}
     started = time.perf_counter()
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                   TimeElapsedColumn(), disable=not progress)  # fmt: skip
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        disable=not progress,
+    )
     with bar:
         published = bar.add_task("published", total=calls)
         observed = bar.add_task("observed ", total=calls)
@@ -92,8 +104,17 @@ def run_bench(settings: Settings, *, tool: str, calls: int, rate: float, tenant:
                     time.sleep(min(lag, 0.01))
             call_id = f"bench_{uuid.uuid4().hex}"
             sent[call_id] = time.perf_counter()
-            client.propose(tool, example, tenant_id=tenant, user_id="bench", agent_id="bench", scopes=scopes,
-                           run_id=run_id, call_id=call_id, flush=False)  # fmt: skip
+            client.propose(
+                tool,
+                example,
+                tenant_id=tenant,
+                user_id="bench",
+                agent_id="bench",
+                scopes=scopes,
+                run_id=run_id,
+                call_id=call_id,
+                flush=False,
+            )
             if i % 200 == 0:
                 bar.update(published, completed=i)
                 bar.update(observed, completed=len(collector.received))

@@ -28,8 +28,13 @@ from toolgate.workers.runtime.rounds import ATTEMPTS_HEADER
 
 def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[DeadLetter]:
     topic = Topics(settings.topic_prefix).deadletter
-    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": f"toolgate-dlq-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_bootstrap,
+            "group.id": f"toolgate-dlq-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+        }
+    )
     letters: list[DeadLetter] = []
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10.0).topics[topic].partitions)
@@ -99,7 +104,9 @@ def replay(settings: Settings, dead_letter_id: str, actor: str) -> dict[str, Any
         # One call out of a batch: it goes back as a batch of one, to its home partition.
         value = codec().encode(StageBatch(stage="dlq-replay", source_partition=letter.source_partition, items=[value]))
         headers = [(SCHEMA, codec().fingerprint_of(StageBatch).hex().encode()), *headers]
-    partition = letter.source_partition if (letter.payload_kind is PayloadKind.STAGE_ITEM or letter.key is None) else None
+    partition = (
+        letter.source_partition if (letter.payload_kind is PayloadKind.STAGE_ITEM or letter.key is None) else None
+    )
     client = ToolgateClient(settings.kafka_bootstrap, settings.topic_prefix, client_id="toolgate-dlq")
     client.publish_raw(target, letter.key, value, headers, partition)
     client.flush()

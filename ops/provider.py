@@ -40,6 +40,7 @@ class Faults:
     delay_before_ms: int = 0  # before the effect: the call times out with nothing done
     delay_after_ms: int = 0  # after the effect committed: the call times out, effect done
     fail_statuses: list[int] = field(default_factory=list)  # answered before any effect
+    status_query_status: int = 0  # when set, the status query answers this (e.g. 503)
 
 
 class Provider:
@@ -69,13 +70,17 @@ class Provider:
         if self.faults.delay_before_ms:
             await asyncio.sleep(self.faults.delay_before_ms / 1000)
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-        row = self.db.execute("SELECT request_hash, response FROM operations WHERE idempotency_key = ?", (key,)).fetchone()
+        row = self.db.execute(
+            "SELECT request_hash, response FROM operations WHERE idempotency_key = ?", (key,)
+        ).fetchone()
         if row is not None:
             if row[0] != digest:
                 return web.json_response({"error": "idempotency key reused with a different payload"}, status=422)
             return web.json_response(json.loads(row[1]), headers={"Idempotent-Replayed": "true"})
         response = self.effect(kind, body)
-        self.db.execute("INSERT INTO operations VALUES (?, ?, ?, ?, ?)", (key, kind, digest, json.dumps(response), time.time()))
+        self.db.execute(
+            "INSERT INTO operations VALUES (?, ?, ?, ?, ?)", (key, kind, digest, json.dumps(response), time.time())
+        )
         if self.faults.delay_after_ms:
             await asyncio.sleep(self.faults.delay_after_ms / 1000)
         return web.json_response(response, status=201)
@@ -83,8 +88,12 @@ class Provider:
     def effect(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
         if kind == "email":
             return {"message_id": f"msg_{secrets.token_hex(8)}", "status": "sent"}
-        return {"charge_id": f"ch_{secrets.token_hex(8)}", "status": "succeeded",
-                "amount_cents": body.get("amount_cents"), "currency": body.get("currency")}  # fmt: skip
+        return {
+            "charge_id": f"ch_{secrets.token_hex(8)}",
+            "status": "succeeded",
+            "amount_cents": body.get("amount_cents"),
+            "currency": body.get("currency"),
+        }
 
     async def emails(self, request: web.Request) -> web.Response:
         return await self.write(request, "email")
@@ -95,6 +104,8 @@ class Provider:
     async def operation(self, request: web.Request) -> web.Response:
         if not self.authorized(request):
             return web.json_response({"error": "unauthorized"}, status=401)
+        if self.faults.status_query_status:
+            return web.json_response({"error": "injected failure"}, status=self.faults.status_query_status)
         key = request.match_info["key"]
         row = self.db.execute("SELECT kind, response FROM operations WHERE idempotency_key = ?", (key,)).fetchone()
         if row is None:
@@ -105,8 +116,12 @@ class Provider:
         if not self.authorized(request):
             return web.json_response({"error": "unauthorized"}, status=401)
         body = await request.json()
-        self.faults = Faults(int(body.get("delay_before_ms", 0)), int(body.get("delay_after_ms", 0)),
-                             [int(s) for s in body.get("fail_statuses", [])])  # fmt: skip
+        self.faults = Faults(
+            int(body.get("delay_before_ms", 0)),
+            int(body.get("delay_after_ms", 0)),
+            [int(s) for s in body.get("fail_statuses", [])],
+            int(body.get("status_query_status", 0)),
+        )
         return web.json_response({"ok": True})
 
     async def control_ledger(self, request: web.Request) -> web.Response:
@@ -116,22 +131,30 @@ class Provider:
         counts: dict[str, int] = {}
         for _, kind, _ in rows:
             counts[kind] = counts.get(kind, 0) + 1
-        return web.json_response({"counts": counts, "operations": [
-            {"idempotency_key": k, "kind": kind, "response": json.loads(resp)} for k, kind, resp in rows]})  # fmt: skip
+        return web.json_response(
+            {
+                "counts": counts,
+                "operations": [
+                    {"idempotency_key": k, "kind": kind, "response": json.loads(resp)} for k, kind, resp in rows
+                ],
+            }
+        )
 
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
     def app(self) -> web.Application:
         app = web.Application()
-        app.add_routes([
-            web.post("/v1/emails", self.emails),
-            web.post("/v1/charges", self.charges),
-            web.get("/v1/operations/{key}", self.operation),
-            web.post("/_control/faults", self.control_faults),
-            web.get("/_control/ledger", self.control_ledger),
-            web.get("/healthz", self.health),
-        ])  # fmt: skip
+        app.add_routes(
+            [
+                web.post("/v1/emails", self.emails),
+                web.post("/v1/charges", self.charges),
+                web.get("/v1/operations/{key}", self.operation),
+                web.post("/_control/faults", self.control_faults),
+                web.get("/_control/ledger", self.control_ledger),
+                web.get("/healthz", self.health),
+            ]
+        )
         return app
 
 

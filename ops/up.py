@@ -25,11 +25,20 @@ from typing import Any, TextIO
 
 import psycopg
 
-from toolgate.ops.embedded import Broker, Postgres, die_with_parent, free_port, start_broker, start_postgres, stop_process
-from toolgate.ops.embedded import wait_for_port
+from toolgate.ops.approvals import register_approver
+from toolgate.ops.embedded import (
+    Broker,
+    Postgres,
+    die_with_parent,
+    free_port,
+    start_broker,
+    start_postgres,
+    stop_process,
+    wait_for_port,
+)
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.settings import Settings
-from toolgate.signing import Keyring, new_key, public_bytes
+from toolgate.signing import Keyring, new_key
 from toolgate.topics.catalog import provision
 from toolgate.workers.stages import STAGES
 
@@ -55,8 +64,9 @@ class Child:
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
-            self.process = subprocess.Popen(self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                            preexec_fn=die_with_parent)  # fmt: skip
+            self.process = subprocess.Popen(
+                self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+            )
 
     @property
     def pid(self) -> int:
@@ -111,14 +121,9 @@ class Supervisor:
             self.say(f"postgres   {database_url}  (embedded, data in {self.home / 'pgdata'})")
         else:
             self.say(f"postgres   {_mask(database_url)}")
-        applied = migrate(database_url)
-        self.say(f"migrations {', '.join(applied) if applied else 'up to date'}")
-        created = provision(bootstrap, self.settings.partitions, self.settings.topic_prefix)
-        self.say(f"topics     {len(created)} created, {self.settings.partitions} partitions each")
+        prepare(self.settings, bootstrap, database_url, self.demo, self.say)
         endpoints = dict(self.settings.endpoints)
         if self.demo:
-            seed_demo(database_url)
-            self._demo_approvers(database_url)
             endpoints["demo_provider"] = self._start_provider()
             self.say(f"provider   {endpoints['demo_provider']}  (demo email and payment service)")
         runtime = {
@@ -131,18 +136,30 @@ class Supervisor:
             "started_at": time.time(),
         }
         self._write_runtime(runtime)
-        env = {**os.environ, "TOOLGATE_HOME": str(self.home), "TOOLGATE_KAFKA_BOOTSTRAP": bootstrap,
-               "TOOLGATE_DATABASE_URL": database_url, "TOOLGATE_ENDPOINTS": json.dumps(endpoints),
-               "TOOLGATE_PARTITIONS": str(self.settings.partitions), "TOOLGATE_TOPIC_PREFIX": self.settings.topic_prefix}  # fmt: skip
+        env = {
+            **os.environ,
+            "TOOLGATE_HOME": str(self.home),
+            "TOOLGATE_KAFKA_BOOTSTRAP": bootstrap,
+            "TOOLGATE_DATABASE_URL": database_url,
+            "TOOLGATE_ENDPOINTS": json.dumps(endpoints),
+            "TOOLGATE_PARTITIONS": str(self.settings.partitions),
+            "TOOLGATE_TOPIC_PREFIX": self.settings.topic_prefix,
+        }
         for stage in STAGES:
-            child = Child(stage, [sys.executable, "-m", "toolgate.cli", "worker", stage], env,
-                          self.home / "logs" / f"{stage}.log")  # fmt: skip
+            child = Child(
+                stage, [sys.executable, "-m", "toolgate.cli", "worker", stage], env, self.home / "logs" / f"{stage}.log"
+            )
             child.start()
             self.children.append(child)
         runtime["workers"] = {c.name: c.pid for c in self.children}
-        runtime["infrastructure"] = {name: proc.pid for name, proc in
-                                     (("broker", self.broker and self.broker.process),
-                                      ("postgres", self.postgres and self.postgres.process)) if proc}  # fmt: skip
+        runtime["infrastructure"] = {
+            name: proc.pid
+            for name, proc in (
+                ("broker", self.broker and self.broker.process),
+                ("postgres", self.postgres and self.postgres.process),
+            )
+            if proc
+        }
         self._runtime = runtime
         self._write_runtime(runtime)
         self._wait_ready()
@@ -155,36 +172,26 @@ class Supervisor:
             json.dump(runtime, f, indent=2)
         tmp.replace(path)
 
-    def _demo_approvers(self, database_url: str) -> None:
-        keyring = Keyring(self.home / "approvers")
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            for name, (risk_classes, groups) in DEMO_APPROVERS.items():
-                if keyring.has(name):
-                    key = keyring.load(name)
-                else:
-                    key = new_key()
-                    keyring.store(name, key)
-                conn.execute(
-                    "INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, groups) VALUES (%s, %s, %s, %s) "
-                    "ON CONFLICT (approver_id) DO UPDATE SET public_key = excluded.public_key "
-                    "WHERE toolgate.approvers.status = 'active'",
-                    (name, public_bytes(key), risk_classes, groups),
-                )
-        self.say(f"approvers  {', '.join(DEMO_APPROVERS)}  (keys in {keyring.directory})")
-
     def _start_provider(self) -> str:
-        secrets_dir = self.settings.secrets_path
-        secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        token_file = secrets_dir / DEMO_TOKEN_REF
-        if not token_file.exists():
-            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_urlsafe(32))
+        token_file = self.settings.secrets_path / DEMO_TOKEN_REF
         port = free_port()
-        child = Child("provider", [sys.executable, "-m", "toolgate.cli", "provider", "--port", str(port),
-                                   "--ledger", str(self.home / "provider" / "ledger.sqlite3"),
-                                   "--token-file", str(token_file)],
-                      dict(os.environ), self.home / "logs" / "provider.log")  # fmt: skip
+        child = Child(
+            "provider",
+            [
+                sys.executable,
+                "-m",
+                "toolgate.cli",
+                "provider",
+                "--port",
+                str(port),
+                "--ledger",
+                str(self.home / "provider" / "ledger.sqlite3"),
+                "--token-file",
+                str(token_file),
+            ],
+            dict(os.environ),
+            self.home / "logs" / "provider.log",
+        )
         child.start()
         assert child.process is not None
         wait_for_port(port, 20.0, child.process)
@@ -196,7 +203,10 @@ class Supervisor:
         pending = {c.name for c in self.children if c.name in STAGES}
         while pending and time.monotonic() < deadline and not self._stop:
             for child in self.children:
-                if child.name in pending and (self.home / "ready" / f"{self.settings.topic_prefix}{child.name}.{child.pid}").exists():
+                if (
+                    child.name in pending
+                    and (self.home / "ready" / f"{self.settings.topic_prefix}{child.name}.{child.pid}").exists()
+                ):
                     pending.discard(child.name)
                 if child.process is not None and child.process.poll() is not None:
                     raise SystemExit(f"worker {child.name} exited with {child.process.returncode}; see {child.log}")
@@ -205,7 +215,9 @@ class Supervisor:
             raise SystemExit(f"workers not ready after {timeout}s: {', '.join(sorted(pending))}")
         self.say(f"workers    {', '.join(c.name for c in self.children if c.name in STAGES)}: ready")
         self.say(f"logs       {self.home / 'logs'}   telemetry {self.settings.telemetry_dir}")
-        self.say("toolgate is up. Try:  toolgate propose invoice.fetch --args '{\"invoice_id\": \"inv_acme0001\"}' --wait")
+        self.say(
+            'toolgate is up. Try:  toolgate propose invoice.fetch --args \'{"invoice_id": "inv_acme0001"}\' --wait'
+        )
 
     # --- supervise and stop ----------------------------------------------------------------
 
@@ -249,6 +261,42 @@ class Supervisor:
             stop_process(self.broker.process)
         self.settings.runtime_file.unlink(missing_ok=True)
         self.say("stopped")
+
+
+def prepare(settings: Settings, bootstrap: str, database_url: str, demo: bool, say: Any = print) -> None:
+    """Everything a deployment needs before its workers start: migrations, the topic
+    catalog, and (for the demo) tenants, approvers with keys, and the provider's token."""
+    applied = migrate(database_url)
+    say(f"migrations {', '.join(applied) if applied else 'up to date'}")
+    created = provision(bootstrap, settings.partitions, settings.topic_prefix)
+    say(f"topics     {len(created)} created, {settings.partitions} partitions each")
+    if demo:
+        seed_demo(database_url)
+        demo_approvers(settings, database_url, say)
+        ensure_secret(settings, DEMO_TOKEN_REF)
+
+
+def ensure_secret(settings: Settings, ref: str) -> Path:
+    """A random secret under the secrets directory (readable by the owner only), once."""
+    directory = settings.secrets_path
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = directory / ref
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32))
+    return path
+
+
+def demo_approvers(settings: Settings, database_url: str, say: Any = print) -> None:
+    """The demo approvers, each with a key in the local keyring (made once, then reused)."""
+    keyring = Keyring(settings.home / "approvers")
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for name, (risk_classes, groups) in DEMO_APPROVERS.items():
+            if not keyring.has(name):
+                keyring.store(name, new_key())
+            register_approver(conn, name, keyring.load(name), risk_classes, groups)
+    say(f"approvers  {', '.join(DEMO_APPROVERS)}  (keys in {keyring.directory})")
 
 
 def _mask(url: str) -> str:

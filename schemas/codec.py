@@ -87,9 +87,7 @@ class Codec:
         # fingerprint -> (model class, writer schema, reader schema)
         self._readers: dict[bytes, tuple[type[WireModel], Schema, Schema]] = {}
         documents = all_named_types()
-        self._json_paths = {
-            cls: _json_paths(documents, name, "toolgate") for name, cls in self._classes.items()
-        }
+        self._json_paths = {cls: _json_paths(documents, name, "toolgate") for name, cls in self._classes.items()}
         for path in sorted(avro_dir.glob("*.avsc")):
             cls = self._classes.get(path.name.removesuffix(".avsc"))
             if cls is None:  # an enum: not encoded on its own
@@ -151,7 +149,7 @@ class Codec:
         cls, record = self.decode_any(data)
         try:
             return cls.model_validate(record)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise DecodeError(f"invalid {cls.avro_name}: {exc}") from exc
 
 

@@ -102,7 +102,7 @@ class _Generator:
                 elif isinstance(value, str) and py in self.enum_names():
                     default = f" = {py}.{value}"
                 else:
-                    default = f" = {json.dumps(value) if isinstance(value, str) else value!r}"
+                    default = " = " + (json.dumps(value) if isinstance(value, str) else repr(value))
             body.append(f"    {f['name']}: {py}{default}")
         lines = [f"class {self.short(full)}(WireModel):", *self.docstring(doc)]
         lines.append(f'    avro_name: ClassVar[str] = "{full}"')

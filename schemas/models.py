@@ -324,7 +324,7 @@ class ToolProposal(WireModel):
     run_id: str
     logical_operation_id: str
     tool_name: str
-    tool_version: str = '"latest"'
+    tool_version: str = "latest"
     arguments: str
     idempotency_key: str | None = None
     deadline_ms: int | None = None

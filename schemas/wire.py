@@ -14,7 +14,6 @@ from typing import Annotated, Any
 import rfc8785
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
-
 MAX_SAFE_INTEGER = 2**53 - 1
 
 
@@ -27,7 +26,7 @@ def _plain(value: Any) -> bool:
     if isinstance(value, int):
         return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
     if isinstance(value, str):
-        return value.isascii() or max(value) <= "\uffff" and not any("\ud800" <= ch <= "\udfff" for ch in value)
+        return value.isascii() or (max(value) <= "\uffff" and not any("\ud800" <= ch <= "\udfff" for ch in value))
     if isinstance(value, list):
         return all(_plain(v) for v in value)
     if isinstance(value, dict):
@@ -47,9 +46,13 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _from_wire(value: Any) -> Any:
     if isinstance(value, str | bytes | bytearray):
-        return json.loads(value)
+        return json.loads(value, parse_constant=_not_json)
     return value
 
 

@@ -36,6 +36,7 @@ TEST_ENV = {
     "TOOLGATE_LEASE_SECONDS": "3",
     "TOOLGATE_RECONCILE_INTERVAL_SECONDS": "1",
     "TOOLGATE_APPROVAL_SWEEP_SECONDS": "0.5",
+    "TOOLGATE_VERIFICATION_WINDOW_SECONDS": "8",
     "TOOLGATE_LOG_LEVEL": "INFO",
 }
 
@@ -81,8 +82,12 @@ class Pipeline:
             return cur.fetchall() if cur.description else []
 
     def propose(self, tool: str, arguments: Any, **kwargs: Any) -> Proposed:
-        defaults = {"tenant_id": "acme", "user_id": "tester", "agent_id": "pytest",
-                    "scopes": ["invoices:read", "invoices:write", "notify:send", "payments:charge"]}  # fmt: skip
+        defaults = {
+            "tenant_id": "acme",
+            "user_id": "tester",
+            "agent_id": "pytest",
+            "scopes": ["invoices:read", "invoices:write", "notify:send", "payments:charge"],
+        }
         return self.client.propose(tool, arguments, watch=True, **{**defaults, **kwargs})
 
     def wait(self, sent: Proposed, timeout: float = 45.0, final: bool = True) -> dict[str, Any]:
@@ -91,18 +96,31 @@ class Pipeline:
         self.seen.append(document)
         return document
 
+    def first(self, sent: Proposed, predicate: Any, timeout: float = 45.0) -> dict[str, Any]:
+        """The first observation of a call that satisfies `predicate`."""
+        for seen in self.client.observations(
+            run_id=sent.run_id, call_ids=[sent.call_id], follow=True, start_offsets=sent.start_offsets, timeout=timeout
+        ):
+            document = assert_reference_observation(seen)
+            if predicate(document):
+                return document
+        raise TimeoutError(f"no matching observation for {sent.call_id} within {timeout}s")
+
     def call(self, tool: str, arguments: Any, **kwargs: Any) -> dict[str, Any]:
         return self.wait(self.propose(tool, arguments, **kwargs))
 
     def cli(self, *args: str, timeout: float = 90.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "toolgate.cli", *args], env=self.env, capture_output=True,
-                              text=True, timeout=timeout)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "toolgate.cli", *args], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
 
     def provider(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         token = (self.home / "secrets" / "demo-provider-token").read_text().strip()
-        request = urllib.request.Request(self.runtime["endpoints"]["demo_provider"] + path,
-                                         data=json.dumps(body).encode() if body is not None else None,
-                                         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})  # fmt: skip
+        request = urllib.request.Request(
+            self.runtime["endpoints"]["demo_provider"] + path,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())  # type: ignore[no-any-return]
 
@@ -137,8 +155,12 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     env.update(TEST_ENV, TOOLGATE_HOME=str(home))
     log = home / "up.out"
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "toolgate.cli", "up", "--partitions", "4"], env=env,
-                                   stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, "-m", "toolgate.cli", "up", "--partitions", "4"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         _wait_up(log, process, 180.0)
         runtime = json.loads((home / "runtime.json").read_text())

@@ -13,7 +13,9 @@ from rich.console import Console
 
 from toolgate.settings import load_settings
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="toolgate: the deterministic edge for agents' tool calls.")
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="toolgate: the deterministic edge for agents' tool calls."
+)
 approvals_app = typer.Typer(no_args_is_help=True, help="Held calls: list, show the confirmation card, approve, deny.")
 approvers_app = typer.Typer(no_args_is_help=True, help="Approvers and their signing keys.")
 dlq_app = typer.Typer(no_args_is_help=True, help="The dead-letter topic: list, show, replay, discard.")
@@ -53,7 +55,14 @@ def up(
 
 
 @app.command()
-def worker(stage: Annotated[str, typer.Argument(help="validation, policy, approval-wait, execution, outbox-relay, normalization or reconciliation")]) -> None:
+def worker(
+    stage: Annotated[
+        str,
+        typer.Argument(
+            help="validation, policy, approval-wait, execution, outbox-relay, normalization or reconciliation"
+        ),
+    ],
+) -> None:
     """Run one stage's worker (what `toolgate up` runs for each stage)."""
     from toolgate.telemetry import configure_logging
     from toolgate.workers.stages import run
@@ -63,16 +72,26 @@ def worker(stage: Annotated[str, typer.Argument(help="validation, policy, approv
     run(stage, settings)
 
 
-@app.command(hidden=True)
+@app.command()
 def provider(
     port: Annotated[int, typer.Option()],
-    ledger: Annotated[Path, typer.Option()],
-    token_file: Annotated[Path, typer.Option()],
+    ledger: Annotated[Path, typer.Option(help="SQLite file of the provider's own ledger")],
+    token_file: Annotated[Path, typer.Option(help="file holding the bearer token it accepts")],
+    host: Annotated[str, typer.Option()] = "127.0.0.1",
 ) -> None:
-    """Run the demo provider (started by `toolgate up`)."""
+    """Run the demo email and payment provider (`toolgate up` starts one for you)."""
     from toolgate.ops.provider import serve
 
-    serve(port, ledger, token_file.read_text().strip())
+    serve(port, ledger, token_file.read_text().strip(), host)
+
+
+@app.command()
+def setup(demo: Annotated[bool, typer.Option(help="demo tenants, approvers and provider token")] = False) -> None:
+    """Prepare a deployment: migrations, topics (and the demo). What `up` does before starting workers."""
+    from toolgate.ops.up import prepare
+
+    settings = _settings()
+    prepare(settings, settings.kafka_bootstrap, settings.database_url, demo, console.print)
 
 
 @app.command()
@@ -91,7 +110,9 @@ def topics(provision_: Annotated[bool, typer.Option("--provision", help="create 
 
     settings = load_settings()
     if provision_:
-        created = provision(settings.require_infrastructure().kafka_bootstrap, settings.partitions, settings.topic_prefix)
+        created = provision(
+            settings.require_infrastructure().kafka_bootstrap, settings.partitions, settings.topic_prefix
+        )
         console.print(f"created: {', '.join(created) or 'nothing, all present'}")
     for name, spec in describe(settings.topic_prefix):
         console.print(f"{name:32} {spec.shape:9} key={spec.key:12} {spec.doc}")
@@ -107,10 +128,14 @@ def propose(
     tenant: Annotated[str, typer.Option(help="tenant the call acts in")] = "acme",
     user: Annotated[str, typer.Option(help="user the agent acts for")] = "user-1",
     agent: Annotated[str, typer.Option(help="agent id")] = "cli",
-    scopes: Annotated[str, typer.Option(help="comma-separated scopes granted")] = "invoices:read,invoices:write,notify:send,payments:charge",
+    scopes: Annotated[
+        str, typer.Option(help="comma-separated scopes granted")
+    ] = "invoices:read,invoices:write,notify:send,payments:charge",
     run_id: Annotated[str | None, typer.Option("--run-id")] = None,
     workflow_id: Annotated[str | None, typer.Option("--workflow-id")] = None,
-    operation_id: Annotated[str | None, typer.Option("--operation-id", help="logical operation id (same id = same operation)")] = None,
+    operation_id: Annotated[
+        str | None, typer.Option("--operation-id", help="logical operation id (same id = same operation)")
+    ] = None,
     idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
     version: Annotated[str, typer.Option(help="exact, MAJOR.x or latest")] = "latest",
     deadline_s: Annotated[float | None, typer.Option("--deadline-s", help="answer within this many seconds")] = None,
@@ -124,10 +149,22 @@ def propose(
 
     client = ToolgateClient.from_settings()
     deadline_ms = int((time.time() + deadline_s) * 1000) if deadline_s else None
-    sent = client.propose(tool, args, tenant_id=tenant, user_id=user, agent_id=agent,
-                          scopes=[s for s in scopes.split(",") if s], run_id=run_id, workflow_id=workflow_id,
-                          logical_operation_id=operation_id, idempotency_key=idempotency_key, version=version,
-                          deadline_ms=deadline_ms, dry_run=dry_run, watch=wait)  # fmt: skip
+    sent = client.propose(
+        tool,
+        args,
+        tenant_id=tenant,
+        user_id=user,
+        agent_id=agent,
+        scopes=[s for s in scopes.split(",") if s],
+        run_id=run_id,
+        workflow_id=workflow_id,
+        logical_operation_id=operation_id,
+        idempotency_key=idempotency_key,
+        version=version,
+        deadline_ms=deadline_ms,
+        dry_run=dry_run,
+        watch=wait,
+    )
     if not wait:
         if as_json:
             _print_json({"call_id": sent.call_id, "run_id": sent.run_id, "traceparent": sent.traceparent})
@@ -162,8 +199,10 @@ def observe(
             _print_json({"run_id": seen.run_id, "call_id": seen.call_id, "observation": seen.as_json()})
         else:
             status = seen.observation.status
-            console.print(f"{seen.run_id}  {seen.call_id}  {seen.observation.tool_identity.name}  "
-                          f"{status.taxonomy_class} ({status.code})")  # fmt: skip
+            console.print(
+                f"{seen.run_id}  {seen.call_id}  {seen.observation.tool_identity.name}  "
+                f"{status.taxonomy_class} ({status.code})"
+            )
 
 
 # --- approvals -----------------------------------------------------------------------------
@@ -199,7 +238,9 @@ def _decide(approval_id: str, approver: str, approve: bool, reason: str | None, 
     decision = approvals.decide(_settings(), approval_id, approver, approve, reason)
     verb = "approved" if approve else "denied"
     if as_json:
-        _print_json({"decision_id": decision.decision_id, "approval_id": approval_id, "approver": approver, "verdict": verb})
+        _print_json(
+            {"decision_id": decision.decision_id, "approval_id": approval_id, "approver": approver, "verdict": verb}
+        )
     else:
         console.print(f"{approver} {verb} {approval_id} (decision {decision.decision_id}, signed)")
 
@@ -235,7 +276,9 @@ def approvers_add(
     """Register an approver: a new Ed25519 key (private in the local keyring, public in Postgres)."""
     from toolgate.ops import approvals
 
-    path = approvals.add_approver(_settings(), approver, [c for c in risk_classes.split(",") if c], [g for g in groups.split(",") if g])
+    path = approvals.add_approver(
+        _settings(), approver, [c for c in risk_classes.split(",") if c], [g for g in groups.split(",") if g]
+    )
     console.print(f"approver {approver} registered; private key at {path}")
 
 
@@ -248,7 +291,9 @@ def approvers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
         _print_json(rows)
         return
     for r in rows:
-        console.print(f"{r['approver']:12} {r['status']:8} {','.join(r['risk_classes'])}  groups={','.join(r['groups'])}")
+        console.print(
+            f"{r['approver']:12} {r['status']:8} {','.join(r['risk_classes'])}  groups={','.join(r['groups'])}"
+        )
 
 
 @approvers_app.command("revoke")
@@ -265,7 +310,10 @@ def approvers_revoke(approver: str) -> None:
 
 
 @dlq_app.command("list")
-def dlq_list(as_json: Annotated[bool, typer.Option("--json")] = False, all_: Annotated[bool, typer.Option("--all", help="include replayed and discarded")] = False) -> None:
+def dlq_list(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="include replayed and discarded")] = False,
+) -> None:
     """Dead letters on tool.deadletter (open ones unless --all)."""
     from toolgate.ops import dlq
 
@@ -277,7 +325,10 @@ def dlq_list(as_json: Annotated[bool, typer.Option("--json")] = False, all_: Ann
         _print_json(rows)
         return
     for r in rows:
-        console.print(f"{r['dead_letter_id']}  {r['state']:9} {r['stage']:14} {r['taxonomy_class']:22} call={r['call_id']}  {r['reason'][:80]}")
+        console.print(
+            f"{r['dead_letter_id']}  {r['state']:9} {r['stage']:14} {r['taxonomy_class']:22} "
+            f"call={r['call_id']}  {r['reason'][:80]}"
+        )
     console.print(f"{len(rows)} dead letter(s)")
 
 
@@ -302,7 +353,11 @@ def dlq_replay(dead_letter_id: str, actor: Annotated[str, typer.Option("--as")] 
 
 
 @dlq_app.command("discard")
-def dlq_discard(dead_letter_id: str, note: Annotated[str | None, typer.Option()] = None, actor: Annotated[str, typer.Option("--as")] = "operator") -> None:
+def dlq_discard(
+    dead_letter_id: str,
+    note: Annotated[str | None, typer.Option()] = None,
+    actor: Annotated[str, typer.Option("--as")] = "operator",
+) -> None:
     """Mark a dead letter handled without replaying it."""
     from toolgate.ops import dlq
 
@@ -362,7 +417,9 @@ def bench(
     """Drive N proposals through the running pipeline; report calls/s and latency percentiles."""
     from toolgate.ops.bench import run_bench
 
-    report = run_bench(_settings(), tool=tool, calls=calls, rate=rate, tenant=tenant, timeout=timeout, progress=not as_json)
+    report = run_bench(
+        _settings(), tool=tool, calls=calls, rate=rate, tenant=tenant, timeout=timeout, progress=not as_json
+    )
     if as_json:
         _print_json(report)
     else:

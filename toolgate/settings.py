@@ -36,6 +36,8 @@ class Settings:
     # reconciliation may resolve it.
     lease_seconds: float = 30.0
     reconcile_interval_seconds: float = 5.0
+    # How long an unknown outcome may stay unverified before reconciliation fails it closed.
+    verification_window_seconds: float = 600.0
     approval_sweep_seconds: float = 1.0
     # Named HTTP endpoints that contracts refer to (`base_url_ref`), JSON object.
     endpoints: dict[str, str] = field(default_factory=dict)
@@ -82,6 +84,7 @@ _ENV = {
     "batch_bytes": "TOOLGATE_BATCH_BYTES",
     "lease_seconds": "TOOLGATE_LEASE_SECONDS",
     "reconcile_interval_seconds": "TOOLGATE_RECONCILE_INTERVAL_SECONDS",
+    "verification_window_seconds": "TOOLGATE_VERIFICATION_WINDOW_SECONDS",
     "approval_sweep_seconds": "TOOLGATE_APPROVAL_SWEEP_SECONDS",
     "endpoints": "TOOLGATE_ENDPOINTS",
     "egress_allowlist": "TOOLGATE_EGRESS_ALLOWLIST",

@@ -148,18 +148,22 @@ def span_line(span: ReadableSpan) -> str:
     """One finished span as a compact JSON line (ids in hex, times in epoch nanoseconds)."""
     ctx = span.context
     parent = span.parent
-    return json.dumps({
-        "trace_id": f"{ctx.trace_id:032x}" if ctx else None,
-        "span_id": f"{ctx.span_id:016x}" if ctx else None,
-        "parent_id": f"{parent.span_id:016x}" if parent else None,
-        "name": span.name,
-        "kind": span.kind.name,
-        "start": span.start_time,
-        "end": span.end_time,
-        "status": span.status.status_code.name,
-        "service": span.resource.attributes.get("service.name"),
-        "attributes": dict(span.attributes or {}),
-    }, separators=(",", ":"), default=str)  # fmt: skip
+    return json.dumps(
+        {
+            "trace_id": f"{ctx.trace_id:032x}" if ctx else None,
+            "span_id": f"{ctx.span_id:016x}" if ctx else None,
+            "parent_id": f"{parent.span_id:016x}" if parent else None,
+            "name": span.name,
+            "kind": span.kind.name,
+            "start": span.start_time,
+            "end": span.end_time,
+            "status": span.status.status_code.name,
+            "service": span.resource.attributes.get("service.name"),
+            "attributes": dict(span.attributes or {}),
+        },
+        separators=(",", ":"),
+        default=str,
+    )
 
 
 class JsonLinesSpanExporter(SpanExporter):
@@ -212,14 +216,10 @@ def configure_telemetry(settings: Settings, service: str) -> None:
     if _configured:
         return
     resource = Resource.create({"service.name": f"toolgate-{service}", "service.instance.id": str(os.getpid())})
-    provider = TracerProvider(
-        resource=resource, sampler=ParentBased(TraceIdRatioBased(settings.trace_sample_ratio))
-    )
+    provider = TracerProvider(resource=resource, sampler=ParentBased(TraceIdRatioBased(settings.trace_sample_ratio)))
     span_exporter = _span_exporter(settings, service)
     if span_exporter is not None:
-        provider.add_span_processor(
-            BatchSpanProcessor(span_exporter, max_queue_size=65536, schedule_delay_millis=1000)
-        )
+        provider.add_span_processor(BatchSpanProcessor(span_exporter, max_queue_size=65536, schedule_delay_millis=1000))
     trace.set_tracer_provider(provider)
     readers = []
     metric_exporter = _metric_exporter(settings, service)

@@ -33,25 +33,69 @@ class TopicSpec:
 
 
 CATALOG: tuple[TopicSpec, ...] = (
-    TopicSpec("proposals", "tool.proposals", Shape.EDGE, 7 * DAY_MS, "run_id",
-              "ToolProposal, written by agents, read by validation"),
-    TopicSpec("validated", "tool.validated", Shape.INTERNAL, DAY_MS, "-",
-              "StageBatch of StageRecord, validation -> policy"),
-    TopicSpec("authorized", "tool.authorized", Shape.INTERNAL, DAY_MS, "-",
-              "StageBatch of StageRecord, policy -> approval-wait"),
-    TopicSpec("approvals_requested", "tool.approvals.requested", Shape.EDGE, 30 * DAY_MS, "approval_id",
-              "ApprovalRequest (confirmation packet), approval-wait -> approval services"),
-    TopicSpec("approvals_decisions", "tool.approvals.decisions", Shape.EDGE, 30 * DAY_MS, "approval_id",
-              "ApprovalDecision (signed), approval services -> approval-wait"),
-    TopicSpec("executable", "tool.executable", Shape.INTERNAL, DAY_MS, "-",
-              "StageBatch of StageRecord, approval-wait and reconciliation -> execution"),
-    TopicSpec("results", "tool.results", Shape.INTERNAL, DAY_MS, "-",
-              "StageBatch of ExecutionResult, outbox relay and rejecting stages -> normalization"),
-    TopicSpec("observations", "tool.observations", Shape.EDGE, 7 * DAY_MS, "run_id",
-              "Observation, normalization -> agents"),
-    TopicSpec("deadletter", "tool.deadletter", Shape.EDGE, 30 * DAY_MS, "call_id",
-              "DeadLetter (original bytes), any stage -> operators"),
-)  # fmt: skip
+    TopicSpec(
+        "proposals",
+        "tool.proposals",
+        Shape.EDGE,
+        7 * DAY_MS,
+        "run_id",
+        "ToolProposal, written by agents, read by validation",
+    ),
+    TopicSpec(
+        "validated", "tool.validated", Shape.INTERNAL, DAY_MS, "-", "StageBatch of StageRecord, validation -> policy"
+    ),
+    TopicSpec(
+        "authorized",
+        "tool.authorized",
+        Shape.INTERNAL,
+        DAY_MS,
+        "-",
+        "StageBatch of StageRecord, policy -> approval-wait",
+    ),
+    TopicSpec(
+        "approvals_requested",
+        "tool.approvals.requested",
+        Shape.EDGE,
+        30 * DAY_MS,
+        "approval_id",
+        "ApprovalRequest (confirmation packet), approval-wait -> approval services",
+    ),
+    TopicSpec(
+        "approvals_decisions",
+        "tool.approvals.decisions",
+        Shape.EDGE,
+        30 * DAY_MS,
+        "approval_id",
+        "ApprovalDecision (signed), approval services -> approval-wait",
+    ),
+    TopicSpec(
+        "executable",
+        "tool.executable",
+        Shape.INTERNAL,
+        DAY_MS,
+        "-",
+        "StageBatch of StageRecord, approval-wait and reconciliation -> execution",
+    ),
+    TopicSpec(
+        "results",
+        "tool.results",
+        Shape.INTERNAL,
+        DAY_MS,
+        "-",
+        "StageBatch of ExecutionResult, outbox relay and rejecting stages -> normalization",
+    ),
+    TopicSpec(
+        "observations", "tool.observations", Shape.EDGE, 7 * DAY_MS, "run_id", "Observation, normalization -> agents"
+    ),
+    TopicSpec(
+        "deadletter",
+        "tool.deadletter",
+        Shape.EDGE,
+        30 * DAY_MS,
+        "call_id",
+        "DeadLetter (original bytes), any stage -> operators",
+    ),
+)
 
 BY_LOGICAL = {t.logical: t for t in CATALOG}
 
@@ -118,8 +162,7 @@ def _verify(admin: AdminClient, topics: Topics, partitions: int, timeout: float)
         count = len(metadata[name].partitions)
         if (spec.shape is Shape.INTERNAL or spec.logical == "proposals") and count != partitions:
             raise ProvisioningError(
-                f"{name} has {count} partitions; internal topics need exactly {partitions}, "
-                "as many as tool.proposals"
+                f"{name} has {count} partitions; internal topics need exactly {partitions}, as many as tool.proposals"
             )
 
 

@@ -70,14 +70,16 @@ class ToolgateClient:
     def __init__(self, bootstrap: str, prefix: str = "", client_id: str = "toolgate-client") -> None:
         self.bootstrap = bootstrap
         self.topics = Topics(prefix)
-        self._producer = Producer({
-            "bootstrap.servers": bootstrap,
-            "client.id": client_id,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "partitioner": "murmur2_random",  # the Java client's partitioner, as Faust's
-        })  # fmt: skip
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": client_id,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "partitioner": "murmur2_random",  # the Java client's partitioner, as Faust's
+            }
+        )
         self._errors: list[str] = []
 
     @classmethod
@@ -130,14 +132,24 @@ class ToolgateClient:
             created_at_ms=now,
         )
         traceparent = _current_traceparent()
-        self.publish_raw(self.topics.proposals, run_id.encode(), codec().encode(proposal),
-                         edge_headers(traceparent, proposal.call_id, tenant_id, codec().fingerprint_of(ToolProposal)))  # fmt: skip
+        self.publish_raw(
+            self.topics.proposals,
+            run_id.encode(),
+            codec().encode(proposal),
+            edge_headers(traceparent, proposal.call_id, tenant_id, codec().fingerprint_of(ToolProposal)),
+        )
         if flush:
             self.flush()
         return Proposed(proposal.call_id, run_id, traceparent, now, start)
 
-    def publish_raw(self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | None = None,
-                    partition: int | None = None) -> None:  # fmt: skip
+    def publish_raw(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        headers: list[tuple[str, bytes]] | None = None,
+        partition: int | None = None,
+    ) -> None:
         kwargs: dict[str, Any] = {"key": key, "value": value, "headers": headers or [], "on_delivery": self._delivered}
         if partition is not None:
             kwargs["partition"] = partition
@@ -162,12 +174,14 @@ class ToolgateClient:
     # --- observing -------------------------------------------------------------------------
 
     def _consumer(self) -> Consumer:
-        return Consumer({
-            "bootstrap.servers": self.bootstrap,
-            "group.id": f"toolgate-observer-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        })  # fmt: skip
+        return Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"toolgate-observer-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
 
     def _partitions(self, consumer: Consumer, topic: str) -> list[int]:
         meta = consumer.list_topics(topic, timeout=10.0).topics[topic]
@@ -178,8 +192,10 @@ class ToolgateClient:
         try:
             topic = self.topics.observations
             # High watermarks can under-count on Tansu: starting early only re-reads a little.
-            return tuple((p, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10.0)[1])
-                         for p in self._partitions(consumer, topic))  # fmt: skip
+            return tuple(
+                (p, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10.0)[1])
+                for p in self._partitions(consumer, topic)
+            )
         finally:
             consumer.close()
 
@@ -191,18 +207,22 @@ class ToolgateClient:
         follow: bool = False,
         idle_timeout: float = 2.0,
         start_offsets: Sequence[tuple[int, int]] = (),
+        timeout: float | None = None,
     ) -> Iterator[Observed]:
         """Observations in arrival order, filtered by run and calls. Without `follow`, stops
-        once nothing new arrived for `idle_timeout` seconds."""
+        once nothing new arrived for `idle_timeout` seconds; with it, after `timeout` (if set)."""
         wanted = set(call_ids) if call_ids is not None else None
         consumer = self._consumer()
         topic = self.topics.observations
         starts = dict(start_offsets)
-        consumer.assign([TopicPartition(topic, p, starts.get(p, OFFSET_BEGINNING)) for p in self._partitions(consumer, topic)])
+        consumer.assign(
+            [TopicPartition(topic, p, starts.get(p, OFFSET_BEGINNING)) for p in self._partitions(consumer, topic)]
+        )
         c = codec()
+        stop_at = time.monotonic() + timeout if timeout is not None else float("inf")
         try:
             last = time.monotonic()
-            while follow or time.monotonic() - last < idle_timeout:
+            while (follow or time.monotonic() - last < idle_timeout) and time.monotonic() < stop_at:
                 msg = consumer.poll(0.2)
                 if msg is None or msg.error():
                     continue
@@ -221,13 +241,15 @@ class ToolgateClient:
 
     def wait(self, proposed: Proposed, timeout: float = 60.0, final: bool = True) -> Observed:
         """The observation of one proposed call (its final one unless `final` is False)."""
-        deadline = time.monotonic() + timeout
-        for seen in self.observations(run_id=proposed.run_id, call_ids=[proposed.call_id], follow=True,
-                                      start_offsets=proposed.start_offsets):  # fmt: skip
+        for seen in self.observations(
+            run_id=proposed.run_id,
+            call_ids=[proposed.call_id],
+            follow=True,
+            start_offsets=proposed.start_offsets,
+            timeout=timeout,
+        ):
             if seen.is_final or not final:
                 return seen
-            if time.monotonic() > deadline:
-                break
         raise TimeoutError(f"no observation for {proposed.call_id} within {timeout}s")
 
     def close(self) -> None:
@@ -269,25 +291,31 @@ class ApprovalClient(ToolgateClient):
         decision_id: str | None = None,
     ) -> ApprovalDecision:
         now = int(time.time() * 1000)
-        decision = sign(ApprovalDecision(
-            decision_id=decision_id or f"dec_{uuid.uuid4().hex}",
-            approval_id=packet.approval_id,
-            decision=Verdict.APPROVE if approve else Verdict.DENY,
-            approver_id=approver_id,
-            tool_name=packet.tool_name,
-            tool_version=packet.tool_version,
-            payload_hash=packet.payload_hash,
-            reason=reason,
-            decided_at_ms=now,
-            expires_at_ms=now + valid_for_s * 1000,
-            signature=b"",
-        ), key)  # fmt: skip
+        decision = sign(
+            ApprovalDecision(
+                decision_id=decision_id or f"dec_{uuid.uuid4().hex}",
+                approval_id=packet.approval_id,
+                decision=Verdict.APPROVE if approve else Verdict.DENY,
+                approver_id=approver_id,
+                tool_name=packet.tool_name,
+                tool_version=packet.tool_version,
+                payload_hash=packet.payload_hash,
+                reason=reason,
+                decided_at_ms=now,
+                expires_at_ms=now + valid_for_s * 1000,
+                signature=b"",
+            ),
+            key,
+        )
         self.publish_decision(decision, packet, traceparent)
         return decision
 
-    def publish_decision(self, decision: ApprovalDecision, packet: ApprovalRequest, traceparent: str | None = None) -> None:
+    def publish_decision(
+        self, decision: ApprovalDecision, packet: ApprovalRequest, traceparent: str | None = None
+    ) -> None:
         c = codec()
-        headers = edge_headers(traceparent or new_traceparent(), packet.call_id, packet.tenant_id,
-                               c.fingerprint_of(ApprovalDecision))  # fmt: skip
+        headers = edge_headers(
+            traceparent or new_traceparent(), packet.call_id, packet.tenant_id, c.fingerprint_of(ApprovalDecision)
+        )
         self.publish_raw(self.topics.approvals_decisions, decision.approval_id.encode(), c.encode(decision), headers)
         self.flush()

@@ -37,9 +37,13 @@ def test_read_only_fetch_succeeds(pipeline: Pipeline) -> None:
     assert taxonomy(observation) == "SUCCESS"
     assert observation["status"]["is_error"] is False
     assert observation["result_payload"]["data"] == {
-        "invoice_id": "inv_acme0001", "customer_id": "cust_acme01", "status": "open",
-        "currency": "USD", "amount_cents": 420000, "due_date": "2026-12-31",
-    }  # fmt: skip
+        "invoice_id": "inv_acme0001",
+        "customer_id": "cust_acme01",
+        "status": "open",
+        "currency": "USD",
+        "amount_cents": 420000,
+        "due_date": "2026-12-31",
+    }
     assert observation["tool_identity"]["version"] == "1.0.0"
 
 
@@ -49,14 +53,22 @@ def test_read_only_fetch_succeeds(pipeline: Pipeline) -> None:
         ("invoice.fetch", '{"invoice_id": "inv_acme0001"', "SYNTACTIC_PARSE_FAIL", [(None, "invalid_json")]),
         ("invoice.fetch", "{}", "STRUCTURAL_VIOLATION", [("invoice_id", "missing_field")]),
         ("invoice.fetch", '{"invoice_id": 42}', "TYPE_MISMATCH", [("invoice_id", "type_mismatch")]),
-        ("invoice.fetch", '{"invoice_id": "inv_acme0001", "as_admin": true}', "STRUCTURAL_VIOLATION",
-         [("as_admin", "unexpected_field")]),
+        (
+            "invoice.fetch",
+            '{"invoice_id": "inv_acme0001", "as_admin": true}',
+            "STRUCTURAL_VIOLATION",
+            [("as_admin", "unexpected_field")],
+        ),
         ("invoice.fetch", '{"invoice_id": "INV-1"}', "OUT_OF_BOUNDS", [("invoice_id", "out_of_bounds.pattern")]),
-        ("invoice.refund_everything", '{"invoice_id": "inv_acme0001"}', "STRUCTURAL_VIOLATION",
-         [("tool_name", "unknown_tool")]),
+        (
+            "invoice.refund_everything",
+            '{"invoice_id": "inv_acme0001"}',
+            "STRUCTURAL_VIOLATION",
+            [("tool_name", "unknown_tool")],
+        ),
     ],
     ids=["malformed-json", "missing-field", "wrong-type", "extra-field", "out-of-bounds", "unknown-tool"],
-)  # fmt: skip
+)
 def test_invalid_proposals_get_their_taxonomy_class(
     pipeline: Pipeline, tool: str, arguments: str, expected_class: str, expected_errors: list[tuple[str | None, str]]
 ) -> None:
@@ -68,10 +80,17 @@ def test_invalid_proposals_get_their_taxonomy_class(
 
 
 def test_wrong_type_reports_expected_and_actual(pipeline: Pipeline) -> None:
-    observation = pipeline.call("invoice.create_draft", json.dumps({
-        "customer_id": "cust_acme01", "currency": "USD", "due_date": "2026-12-31",
-        "lines": [{"description": "x", "quantity": "ten", "unit_amount_cents": 100}],
-    }))  # fmt: skip
+    observation = pipeline.call(
+        "invoice.create_draft",
+        json.dumps(
+            {
+                "customer_id": "cust_acme01",
+                "currency": "USD",
+                "due_date": "2026-12-31",
+                "lines": [{"description": "x", "quantity": "ten", "unit_amount_cents": 100}],
+            }
+        ),
+    )
     assert taxonomy(observation) == "TYPE_MISMATCH"
     [field_error] = observation["result_payload"]["data"]["feedback"]["field_errors"]
     assert field_error["field"] == "lines[0].quantity"
@@ -106,8 +125,11 @@ def _ledger_for(pipeline: Pipeline, key: str) -> list[dict[str, Any]]:
 
 def test_email_waits_for_approval_and_runs_once(pipeline: Pipeline) -> None:
     key = f"email-{uuid.uuid4().hex}"
-    sent = pipeline.propose("notify.send_email", {"to": "ap@coyote.example", "subject": "Invoice inv_acme0001",
-                                                  "body": "A friendly reminder."}, idempotency_key=key)  # fmt: skip
+    sent = pipeline.propose(
+        "notify.send_email",
+        {"to": "ap@coyote.example", "subject": "Invoice inv_acme0001", "body": "A friendly reminder."},
+        idempotency_key=key,
+    )
     approval_id = _approval_of(pipeline, sent)
     time.sleep(1.0)
     assert _ledger_for(pipeline, key) == []  # nothing happens while it waits
@@ -123,20 +145,29 @@ def test_email_waits_for_approval_and_runs_once(pipeline: Pipeline) -> None:
     assert again.returncode == 0, again.stderr
     time.sleep(2.0)
     assert len(_ledger_for(pipeline, key)) == 1
-    assert pipeline.sql("SELECT status FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,)) == [("COMPLETED",)]
-    actions = pipeline.sql("SELECT action, actor FROM toolgate.audit_log WHERE detail->>'approval_id' = %s ORDER BY id", (approval_id,))
+    assert pipeline.sql("SELECT status FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,)) == [
+        ("COMPLETED",)
+    ]
+    actions = pipeline.sql(
+        "SELECT action, actor FROM toolgate.audit_log WHERE detail->>'approval_id' = %s ORDER BY id", (approval_id,)
+    )
     assert ("decision_counted", "carol") in actions and ("decision_noop", "carol") in actions
 
 
 def test_charge_needs_two_distinct_approvers(pipeline: Pipeline) -> None:
     key = f"charge-{uuid.uuid4().hex}"
-    sent = pipeline.propose("payment.charge_card", {"invoice_id": "inv_acme0002", "amount_cents": 125000,
-                                                    "currency": "USD"}, idempotency_key=key)  # fmt: skip
+    sent = pipeline.propose(
+        "payment.charge_card",
+        {"invoice_id": "inv_acme0002", "amount_cents": 125000, "currency": "USD"},
+        idempotency_key=key,
+    )
     approval_id = _approval_of(pipeline, sent)
     for _ in range(2):
         assert pipeline.cli("approvals", "approve", approval_id, "--as", "alice").returncode == 0
     time.sleep(2.0)
-    assert pipeline.sql("SELECT status FROM toolgate.approvals WHERE approval_id = %s", (approval_id,)) == [("PENDING",)]
+    assert pipeline.sql("SELECT status FROM toolgate.approvals WHERE approval_id = %s", (approval_id,)) == [
+        ("PENDING",)
+    ]
     assert _ledger_for(pipeline, key) == []
     assert pipeline.cli("approvals", "approve", approval_id, "--as", "bob").returncode == 0
     observation = pipeline.wait(sent)
@@ -144,35 +175,51 @@ def test_charge_needs_two_distinct_approvers(pipeline: Pipeline) -> None:
     assert observation["result_payload"]["data"]["status"] == "succeeded"
     [charge] = _ledger_for(pipeline, key)
     assert charge["kind"] == "charge"
-    decided = pipeline.sql("SELECT approver_id FROM toolgate.approval_decisions WHERE approval_id = %s ORDER BY approver_id", (approval_id,))
+    decided = pipeline.sql(
+        "SELECT approver_id FROM toolgate.approval_decisions WHERE approval_id = %s ORDER BY approver_id",
+        (approval_id,),
+    )
     assert decided == [("alice",), ("bob",)]
 
 
 def test_charge_is_auto_denied_when_its_approval_expires(pipeline: Pipeline) -> None:
     key = f"charge-{uuid.uuid4().hex}"
     deadline = int((time.time() + 4) * 1000)
-    sent = pipeline.propose("payment.charge_card", {"invoice_id": "inv_acme0002", "amount_cents": 100, "currency": "USD"},
-                            idempotency_key=key, deadline_ms=deadline)  # fmt: skip
+    sent = pipeline.propose(
+        "payment.charge_card",
+        {"invoice_id": "inv_acme0002", "amount_cents": 100, "currency": "USD"},
+        idempotency_key=key,
+        deadline_ms=deadline,
+    )
     approval_id = _approval_of(pipeline, sent)
     assert pipeline.cli("approvals", "approve", approval_id, "--as", "alice").returncode == 0
     observation = pipeline.wait(sent, timeout=30)
     assert taxonomy(observation) == "CONFIRMATION_MISSING"
     assert errors_of(observation) == [("approval", "approval_expired")]
     assert observation["status"]["fail_closed"] is True
-    assert pipeline.sql("SELECT status FROM toolgate.approvals WHERE approval_id = %s", (approval_id,)) == [("AUTO_DENIED",)]
+    assert pipeline.sql("SELECT status FROM toolgate.approvals WHERE approval_id = %s", (approval_id,)) == [
+        ("AUTO_DENIED",)
+    ]
     assert _ledger_for(pipeline, key) == []
     late = pipeline.cli("approvals", "approve", approval_id, "--as", "bob")  # too late: refused, audited
     assert late.returncode == 0
     time.sleep(2.0)
     assert _ledger_for(pipeline, key) == []
-    refused = pipeline.sql("SELECT detail->>'code' FROM toolgate.audit_log WHERE action = 'decision_refused' "
-                           "AND detail->>'approval_id' = %s", (approval_id,))  # fmt: skip
+    refused = pipeline.sql(
+        "SELECT detail->>'code' FROM toolgate.audit_log WHERE action = 'decision_refused' "
+        "AND detail->>'approval_id' = %s",
+        (approval_id,),
+    )
     assert refused == [("approval_closed",)]
 
 
 def _draft(run_id: str, operation: str) -> dict[str, Any]:
-    return {"customer_id": "cust_acme01", "currency": "USD", "due_date": "2026-12-31",
-            "lines": [{"description": f"Work for {operation}", "quantity": 3, "unit_amount_cents": 2500}]}  # fmt: skip
+    return {
+        "customer_id": "cust_acme01",
+        "currency": "USD",
+        "due_date": "2026-12-31",
+        "lines": [{"description": f"Work for {operation}", "quantity": 3, "unit_amount_cents": 2500}],
+    }
 
 
 def test_same_draft_twice_creates_one_invoice(pipeline: Pipeline) -> None:
@@ -186,9 +233,16 @@ def test_same_draft_twice_creates_one_invoice(pipeline: Pipeline) -> None:
     assert two["execution_metadata"]["idempotency_hit"] is True
     assert one["result_payload"]["data"] == two["result_payload"]["data"]
     assert one["result_payload"]["data"]["amount_cents"] == 7500
-    key = derive_idempotency_key(workflow_id=run_id, run_id=run_id, tenant_id="acme", user_id="tester",
-                                 tool_name="invoice.create_draft", tool_version="1.0.0", logical_operation_id=operation,
-                                 payload_hash=payload_hash({**arguments, "memo": None}))  # fmt: skip
+    key = derive_idempotency_key(
+        workflow_id=run_id,
+        run_id=run_id,
+        tenant_id="acme",
+        user_id="tester",
+        tool_name="invoice.create_draft",
+        tool_version="1.0.0",
+        logical_operation_id=operation,
+        payload_hash=payload_hash({**arguments, "memo": None}),
+    )
     assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(1,)]
     assert one["verification"]["target_state_reference"] == f"invoice:{one['result_payload']['data']['invoice_id']}"
 
@@ -212,8 +266,14 @@ def test_random_bytes_are_dead_lettered_and_the_next_proposal_succeeds(pipeline:
     assert taxonomy(observation) == "SUCCESS"
     listed = pipeline.cli("dlq", "list", "--json")
     assert listed.returncode == 0, listed.stderr
-    [letter] = [r for r in json.loads(listed.stdout) if r["source"].startswith("proposals") and r["bytes"] == 64
-                and r["stage"] == "validation" and r["call_id"] is None]  # fmt: skip
+    [letter] = [
+        r
+        for r in json.loads(listed.stdout)
+        if r["source"].startswith("proposals")
+        and r["bytes"] == 64
+        and r["stage"] == "validation"
+        and r["call_id"] is None
+    ]
     shown = json.loads(pipeline.cli("dlq", "show", letter["dead_letter_id"]).stdout)
     assert shown["value_prefix_hex"] == garbage.hex()
     assert shown["taxonomy_class"] == "SYNTACTIC_PARSE_FAIL"
@@ -225,8 +285,12 @@ def test_random_bytes_are_dead_lettered_and_the_next_proposal_succeeds(pipeline:
 def test_undecodable_proposal_with_a_call_id_is_answered(pipeline: Pipeline) -> None:
     call_id, run_id = f"call_{uuid.uuid4().hex}", f"run_{uuid.uuid4().hex[:10]}"
     start = pipeline.client._end_offsets()
-    pipeline.client.publish_raw(Topics().proposals, run_id.encode(), b"\xc3\x01not avro at all",
-                                [("call_id", call_id.encode()), ("tenant_id", b"acme")])  # fmt: skip
+    pipeline.client.publish_raw(
+        Topics().proposals,
+        run_id.encode(),
+        b"\xc3\x01not avro at all",
+        [("call_id", call_id.encode()), ("tenant_id", b"acme")],
+    )
     pipeline.client.flush()
     from toolgate.topics.client import Proposed
 
@@ -244,11 +308,14 @@ def test_pending_key_of_a_killed_execution_worker_is_resolved_by_reconciliation(
     # blocks inside the transaction that would insert the invoice and record COMPLETED.
     blocker.execute("LOCK TABLE demo.invoices IN SHARE MODE")
     try:
-        sent = pipeline.propose("invoice.create_draft", _draft(run_id, operation), run_id=run_id,
-                                logical_operation_id=operation)  # fmt: skip
+        sent = pipeline.propose(
+            "invoice.create_draft", _draft(run_id, operation), run_id=run_id, logical_operation_id=operation
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            rows = pipeline.sql("SELECT idempotency_key, status FROM toolgate.idempotency_keys WHERE call_id = %s", (sent.call_id,))
+            rows = pipeline.sql(
+                "SELECT idempotency_key, status FROM toolgate.idempotency_keys WHERE call_id = %s", (sent.call_id,)
+            )
             if rows:
                 break
             time.sleep(0.1)
@@ -261,9 +328,13 @@ def test_pending_key_of_a_killed_execution_worker_is_resolved_by_reconciliation(
         blocker.close()
     observation = pipeline.wait(sent, timeout=60)
     assert taxonomy(observation) == "SUCCESS"
-    assert pipeline.sql("SELECT status FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,)) == [("COMPLETED",)]
+    assert pipeline.sql("SELECT status FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,)) == [
+        ("COMPLETED",)
+    ]
     assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(1,)]
-    decisions = pipeline.sql("SELECT action FROM toolgate.audit_log WHERE stage = 'reconciliation' AND call_id = %s", (sent.call_id,))
+    decisions = pipeline.sql(
+        "SELECT action FROM toolgate.audit_log WHERE stage = 'reconciliation' AND call_id = %s", (sent.call_id,)
+    )
     assert ("redriven",) in decisions
 
 
@@ -282,3 +353,48 @@ def test_one_trace_per_call_across_all_stages(pipeline: Pipeline) -> None:
                 if span["trace_id"] == trace_id:
                     stages.add(span["attributes"]["toolgate.stage"])
     assert stages == {"validation", "policy", "approval-wait", "execution", "normalization"}
+
+
+def test_unverifiable_outcome_fails_closed_and_replaying_its_dead_letter_never_executes_twice(
+    pipeline: Pipeline,
+) -> None:
+    key = f"email-{uuid.uuid4().hex}"
+    # The provider receives the email but answers only after the call's 5 s timeout, and
+    # its status query is down: the outcome is unknown and stays so.
+    pipeline.provider("/_control/faults", {"delay_before_ms": 7000, "status_query_status": 503})
+    try:
+        sent = pipeline.propose(
+            "notify.send_email",
+            {"to": "ap@coyote.example", "subject": "Reminder", "body": "Please pay."},
+            idempotency_key=key,
+        )
+        approval_id = _approval_of(pipeline, sent)
+        assert pipeline.cli("approvals", "approve", approval_id, "--as", "carol").returncode == 0
+        verifying = pipeline.first(sent, lambda o: taxonomy(o) == "TIMEOUT")  # the interim "being verified"
+        assert verifying["status"]["code"] == 202
+        assert verifying["status"]["retryable"] is False  # never retried blindly
+        final = pipeline.wait(sent, timeout=60)
+    finally:
+        pipeline.provider("/_control/faults", {})
+    assert taxonomy(final) == "UNKNOWN_ERROR"
+    assert final["status"]["fail_closed"] is True
+    assert errors_of(final) == [(None, "outcome_unverifiable")]
+    assert pipeline.sql("SELECT status FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,)) == [
+        ("FAILED_FINAL",)
+    ]
+    assert len(_ledger_for(pipeline, key)) == 1  # it did happen, late: exactly once
+    letters = json.loads(pipeline.cli("dlq", "list", "--json").stdout)
+    [letter] = [r for r in letters if r["call_id"] == sent.call_id]
+    assert (letter["stage"], letter["kind"], letter["taxonomy_class"]) == (
+        "reconciliation",
+        "STAGE_ITEM",
+        "UNKNOWN_ERROR",
+    )
+    for _ in range(2):
+        replayed = pipeline.cli("dlq", "replay", letter["dead_letter_id"])
+        assert replayed.returncode == 0, replayed.stderr
+        assert json.loads(replayed.stdout)["call_id"] == sent.call_id
+    time.sleep(3.0)
+    answers = [o for o in pipeline.client.observations(call_ids=[sent.call_id]) if o.is_final]
+    assert [o.observation.execution_metadata.idempotency_hit for o in answers] == [False, True, True]
+    assert len(_ledger_for(pipeline, key)) == 1

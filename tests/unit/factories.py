@@ -15,6 +15,7 @@ from toolgate.schemas.models import (
     ApprovalDecision,
     ApprovalRequest,
     DeadLetter,
+    ExecutionMetadata,
     ExecutionResult,
     FieldError,
     Header,
@@ -33,7 +34,6 @@ from toolgate.schemas.models import (
     ToolProposal,
     Verdict,
     Verification,
-    ExecutionMetadata,
 )
 
 # No example database: the unit run must not write outside tests/unit.
@@ -71,21 +71,37 @@ def principal(scopes: list[str] | None = None) -> Principal:
 def proposal(tool_name: str, arguments: Any, *, tool_version: str = "latest", **overrides: Any) -> ToolProposal:
     text = arguments if isinstance(arguments, str) else json.dumps(arguments)
     fields: dict[str, Any] = dict(
-        call_id="call_1", tenant_id="acme", principal=principal(), workflow_id="wf_1", run_id="run_1",
-        logical_operation_id="op_1", tool_name=tool_name, tool_version=tool_version, arguments=text,
+        call_id="call_1",
+        tenant_id="acme",
+        principal=principal(),
+        workflow_id="wf_1",
+        run_id="run_1",
+        logical_operation_id="op_1",
+        tool_name=tool_name,
+        tool_version=tool_version,
+        arguments=text,
         created_at_ms=1_700_000_000_000,
-    )  # fmt: skip
+    )
     fields.update(overrides)
     return ToolProposal(**fields)
 
 
 def stage_record(contract: Contract, arguments: dict[str, Any] | None = None, **overrides: Any) -> StageRecord:
     fields: dict[str, Any] = dict(
-        call_id="call_1", traceparent=TRACEPARENT, home_partition=0, tenant_id="acme", principal=principal(),
-        workflow_id="wf_1", run_id="run_1", logical_operation_id="op_1", tool_name=contract.name,
-        tool_version=contract.version, arguments=first_example(contract) if arguments is None else arguments,
-        payload_hash="sha256:" + "0" * 64, created_at_ms=1_700_000_000_000,
-    )  # fmt: skip
+        call_id="call_1",
+        traceparent=TRACEPARENT,
+        home_partition=0,
+        tenant_id="acme",
+        principal=principal(),
+        workflow_id="wf_1",
+        run_id="run_1",
+        logical_operation_id="op_1",
+        tool_name=contract.name,
+        tool_version=contract.version,
+        arguments=first_example(contract) if arguments is None else arguments,
+        payload_hash="sha256:" + "0" * 64,
+        created_at_ms=1_700_000_000_000,
+    )
     fields.update(overrides)
     return StageRecord(**fields)
 
@@ -93,70 +109,171 @@ def stage_record(contract: Contract, arguments: dict[str, Any] | None = None, **
 def sample_models() -> dict[type, Any]:
     """One fully populated instance of every top-level wire model (optional fields set)."""
     p = principal()
-    outcome = Outcome(taxonomy_class=TaxonomyClass.RATE_LIMITED, code=429, is_error=True, retryable=True,
-                      repairable=False, requires_approval=False, fail_closed=False, next_action="retry_after_delay",
-                      retry_after_ms=1500)  # fmt: skip
-    verification = Verification(post_action_verification_required=True, target_state_reference="invoice:inv_1",
-                                expected_state={"status": "draft", "nested": {"n": [1, 2.5, None, True]}}, delay_seconds=5)  # fmt: skip
+    outcome = Outcome(
+        taxonomy_class=TaxonomyClass.RATE_LIMITED,
+        code=429,
+        is_error=True,
+        retryable=True,
+        repairable=False,
+        requires_approval=False,
+        fail_closed=False,
+        next_action="retry_after_delay",
+        retry_after_ms=1500,
+    )
+    verification = Verification(
+        post_action_verification_required=True,
+        target_state_reference="invoice:inv_1",
+        expected_state={"status": "draft", "nested": {"n": [1, 2.5, None, True]}},
+        delay_seconds=5,
+    )
     record = StageRecord(
-        call_id="call_1", traceparent=TRACEPARENT, home_partition=3, tenant_id="acme", principal=p,
-        workflow_id="wf_1", run_id="run_1", logical_operation_id="op_1", tool_name="invoice.fetch",
-        tool_version="1.0.0", arguments={"invoice_id": "inv_acme0001", "unicode": "é✓😀", "n": [1, {"k": None}]},
-        payload_hash="sha256:" + "a" * 64, idempotency_key="idem-1", deadline_ms=1_800_000_000_000, repair_attempt=2,
-        dry_run=True, created_at_ms=1_700_000_000_000, required_approvals=2, approval_id="appr_1",
-        approvers=["alice", "bob"], attempt=3, warnings=["w1"],
-        decisions=[StageDecision(stage="validation", outcome="pass", detail="ok", at_ms=1),
-                   StageDecision(stage="policy", outcome="allow", at_ms=2)],
-    )  # fmt: skip
+        call_id="call_1",
+        traceparent=TRACEPARENT,
+        home_partition=3,
+        tenant_id="acme",
+        principal=p,
+        workflow_id="wf_1",
+        run_id="run_1",
+        logical_operation_id="op_1",
+        tool_name="invoice.fetch",
+        tool_version="1.0.0",
+        arguments={"invoice_id": "inv_acme0001", "unicode": "é✓😀", "n": [1, {"k": None}]},
+        payload_hash="sha256:" + "a" * 64,
+        idempotency_key="idem-1",
+        deadline_ms=1_800_000_000_000,
+        repair_attempt=2,
+        dry_run=True,
+        created_at_ms=1_700_000_000_000,
+        required_approvals=2,
+        approval_id="appr_1",
+        approvers=["alice", "bob"],
+        attempt=3,
+        warnings=["w1"],
+        decisions=[
+            StageDecision(stage="validation", outcome="pass", detail="ok", at_ms=1),
+            StageDecision(stage="policy", outcome="allow", at_ms=2),
+        ],
+    )
     return {
         ToolProposal: ToolProposal(
-            call_id="call_1", tenant_id="acme", principal=p, workflow_id="wf_1", run_id="run_1",
-            logical_operation_id="op_1", tool_name="invoice.fetch", tool_version="1.x",
-            arguments='{"invoice_id": "inv_acme0001"} not even json', idempotency_key="k", deadline_ms=123,
-            repair_attempt=1, dry_run=True, created_at_ms=1_700_000_000_000,
+            call_id="call_1",
+            tenant_id="acme",
+            principal=p,
+            workflow_id="wf_1",
+            run_id="run_1",
+            logical_operation_id="op_1",
+            tool_name="invoice.fetch",
+            tool_version="1.x",
+            arguments='{"invoice_id": "inv_acme0001"} not even json',
+            idempotency_key="k",
+            deadline_ms=123,
+            repair_attempt=1,
+            dry_run=True,
+            created_at_ms=1_700_000_000_000,
         ),
         StageRecord: record,
         ExecutionResult: ExecutionResult(
-            call_id="call_1", traceparent=TRACEPARENT, home_partition=1, tenant_id="acme", principal=p,
-            workflow_id="wf_1", run_id="run_1", tool_name="invoice.fetch", tool_version="1.0.0", stage="execution",
-            outcome=outcome, data={"x": 1, "y": [True, None]},
-            errors=[FieldError(field="a.b[0]", message="m", code="c", expected="e", actual="x"),
-                    FieldError(message="only message", code="c2")],
-            warnings=["careful"], idempotency_hit=True, attempt_number=4, verification=verification,
-            approval_id="appr_1", created_at_ms=1_700_000_000_000, completed_at_ms=1_700_000_000_500,
+            call_id="call_1",
+            traceparent=TRACEPARENT,
+            home_partition=1,
+            tenant_id="acme",
+            principal=p,
+            workflow_id="wf_1",
+            run_id="run_1",
+            tool_name="invoice.fetch",
+            tool_version="1.0.0",
+            stage="execution",
+            outcome=outcome,
+            data={"x": 1, "y": [True, None]},
+            errors=[
+                FieldError(field="a.b[0]", message="m", code="c", expected="e", actual="x"),
+                FieldError(message="only message", code="c2"),
+            ],
+            warnings=["careful"],
+            idempotency_hit=True,
+            attempt_number=4,
+            verification=verification,
+            approval_id="appr_1",
+            created_at_ms=1_700_000_000_000,
+            completed_at_ms=1_700_000_000_500,
         ),
         StageBatch: StageBatch(stage="validation", source_partition=7, items=[b"", b"\x00\xff", b"abc" * 100]),
         Observation: Observation(
             tool_identity=ToolIdentity(name="invoice.fetch", version="1.0.0", call_id="call_1"),
-            execution_metadata=ExecutionMetadata(timestamp="2024-01-01T00:00:00.000Z", latency_ms=5,
-                                                 idempotency_hit=False, trace_id="0" * 32, attempt_number=1),
-            status=ObservationStatus(code=200, is_error=False, taxonomy_class=TaxonomyClass.SUCCESS, retryable=False,
-                                     repairable=False, requires_approval=False, fail_closed=False),
-            result_payload=ResultPayload(data={"ok": True}, errors=[ObservationError(field=None, message="m", code="c")],
-                                         warnings=["w"]),
+            execution_metadata=ExecutionMetadata(
+                timestamp="2024-01-01T00:00:00.000Z",
+                latency_ms=5,
+                idempotency_hit=False,
+                trace_id="0" * 32,
+                attempt_number=1,
+            ),
+            status=ObservationStatus(
+                code=200,
+                is_error=False,
+                taxonomy_class=TaxonomyClass.SUCCESS,
+                retryable=False,
+                repairable=False,
+                requires_approval=False,
+                fail_closed=False,
+            ),
+            result_payload=ResultPayload(
+                data={"ok": True}, errors=[ObservationError(field=None, message="m", code="c")], warnings=["w"]
+            ),
             verification=verification,
-        ),  # fmt: skip
+        ),
         ApprovalRequest: ApprovalRequest(
-            approval_id="appr_1", call_id="call_1", trace_id="0" * 32, tenant_id="acme", run_id="run_1",
-            requested_by=p, tool_name="payment.charge_card", tool_version="1.0.0", action="Charge",
-            consequence="money moves", arguments={"invoice_id": "inv_acme0002", "amount_cents": 5, "currency": "USD"},
-            before_state={"status": "open"}, expected_after_state={"charge": "succeeded"},
-            risk_class="CRITICAL_MUTATION", payload_hash="sha256:" + "b" * 64, idempotency_fingerprint="f" * 16,
-            required_approvals=2, approver_groups=["finance"], compensation="refund", rejection_path="nothing runs",
-            created_at_ms=1, expires_at_ms=2,
+            approval_id="appr_1",
+            call_id="call_1",
+            trace_id="0" * 32,
+            tenant_id="acme",
+            run_id="run_1",
+            requested_by=p,
+            tool_name="payment.charge_card",
+            tool_version="1.0.0",
+            action="Charge",
+            consequence="money moves",
+            arguments={"invoice_id": "inv_acme0002", "amount_cents": 5, "currency": "USD"},
+            before_state={"status": "open"},
+            expected_after_state={"charge": "succeeded"},
+            risk_class="CRITICAL_MUTATION",
+            payload_hash="sha256:" + "b" * 64,
+            idempotency_fingerprint="f" * 16,
+            required_approvals=2,
+            approver_groups=["finance"],
+            compensation="refund",
+            rejection_path="nothing runs",
+            created_at_ms=1,
+            expires_at_ms=2,
         ),
         ApprovalDecision: ApprovalDecision(
-            decision_id="dec_1", approval_id="appr_1", decision=Verdict.DENY, approver_id="alice",
-            tool_name="payment.charge_card", tool_version="1.0.0", payload_hash="sha256:" + "b" * 64,
-            reason="no", decided_at_ms=1, expires_at_ms=2, signature=bytes(range(64)),
+            decision_id="dec_1",
+            approval_id="appr_1",
+            decision=Verdict.DENY,
+            approver_id="alice",
+            tool_name="payment.charge_card",
+            tool_version="1.0.0",
+            payload_hash="sha256:" + "b" * 64,
+            reason="no",
+            decided_at_ms=1,
+            expires_at_ms=2,
+            signature=bytes(range(64)),
         ),
         DeadLetter: DeadLetter(
-            dead_letter_id="dl_1", call_id="call_1", stage="policy", source_topic="tool.proposals",
-            source_partition=2, source_offset=2**40, payload_kind=PayloadKind.STAGE_ITEM, key=b"run_1",
-            value=b"\xc3\x01garbage", headers=[Header(key="traceparent", value=TRACEPARENT.encode()),
-                                               Header(key="empty")],
-            taxonomy_class=TaxonomyClass.UNKNOWN_ERROR, reason="boom", attempts=3, dead_lettered_at_ms=5,
-        ),  # fmt: skip
+            dead_letter_id="dl_1",
+            call_id="call_1",
+            stage="policy",
+            source_topic="tool.proposals",
+            source_partition=2,
+            source_offset=2**40,
+            payload_kind=PayloadKind.STAGE_ITEM,
+            key=b"run_1",
+            value=b"\xc3\x01garbage",
+            headers=[Header(key="traceparent", value=TRACEPARENT.encode()), Header(key="empty")],
+            taxonomy_class=TaxonomyClass.UNKNOWN_ERROR,
+            reason="boom",
+            attempts=3,
+            dead_lettered_at_ms=5,
+        ),
     }
 
 
@@ -164,17 +281,56 @@ def minimal_models() -> dict[type, Any]:
     """Instances with every optional field left at its default."""
     p = Principal(user_id="u", agent_id="a")
     return {
-        ToolProposal: ToolProposal(call_id="c", tenant_id="t", principal=p, workflow_id="w", run_id="r",
-                                   logical_operation_id="l", tool_name="x", tool_version="latest", arguments="",
-                                   created_at_ms=0),  # fmt: skip
-        StageRecord: StageRecord(call_id="c", traceparent="", home_partition=0, tenant_id="t", principal=p,
-                                 workflow_id="w", run_id="r", logical_operation_id="l", tool_name="x",
-                                 tool_version="1.0.0", arguments={}, payload_hash="h", created_at_ms=0),  # fmt: skip
+        ToolProposal: ToolProposal(
+            call_id="c",
+            tenant_id="t",
+            principal=p,
+            workflow_id="w",
+            run_id="r",
+            logical_operation_id="l",
+            tool_name="x",
+            tool_version="latest",
+            arguments="",
+            created_at_ms=0,
+        ),
+        StageRecord: StageRecord(
+            call_id="c",
+            traceparent="",
+            home_partition=0,
+            tenant_id="t",
+            principal=p,
+            workflow_id="w",
+            run_id="r",
+            logical_operation_id="l",
+            tool_name="x",
+            tool_version="1.0.0",
+            arguments={},
+            payload_hash="h",
+            created_at_ms=0,
+        ),
         StageBatch: StageBatch(stage="s", source_partition=0, items=[]),
-        DeadLetter: DeadLetter(dead_letter_id="d", stage="s", source_topic="t", source_partition=0, source_offset=0,
-                               payload_kind=PayloadKind.RECORD, value=b"", taxonomy_class=TaxonomyClass.SUCCESS,
-                               reason="r", dead_lettered_at_ms=0),  # fmt: skip
+        DeadLetter: DeadLetter(
+            dead_letter_id="d",
+            stage="s",
+            source_topic="t",
+            source_partition=0,
+            source_offset=0,
+            payload_kind=PayloadKind.RECORD,
+            value=b"",
+            taxonomy_class=TaxonomyClass.SUCCESS,
+            reason="r",
+            dead_lettered_at_ms=0,
+        ),
     }
 
 
-TOP_LEVEL = [ToolProposal, StageRecord, ExecutionResult, StageBatch, Observation, ApprovalRequest, ApprovalDecision, DeadLetter]
+TOP_LEVEL = [
+    ToolProposal,
+    StageRecord,
+    ExecutionResult,
+    StageBatch,
+    Observation,
+    ApprovalRequest,
+    ApprovalDecision,
+    DeadLetter,
+]

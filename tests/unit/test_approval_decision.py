@@ -32,23 +32,42 @@ HASH = "sha256:" + "c" * 64
 KEYS = {name: new_key() for name in ("alice", "bob", "carol", "mallory")}
 
 
-def approver(name: str, *, risk: tuple[str, ...] = ("CRITICAL_MUTATION", "HIGH_RISK_EXTERNAL"), active: bool = True) -> Approver:
+def approver(
+    name: str, *, risk: tuple[str, ...] = ("CRITICAL_MUTATION", "HIGH_RISK_EXTERNAL"), active: bool = True
+) -> Approver:
     return Approver(name, public_bytes(KEYS[name]), risk, active)
 
 
 def ticket(**overrides: object) -> Ticket:
-    base = Ticket(approval_id="appr_1", tool_name="payment.charge_card", tool_version="1.0.0", payload_hash=HASH,
-                  risk_class="CRITICAL_MUTATION", required_approvals=2, status=PENDING, expires_at_ms=NOW + 60_000)  # fmt: skip
+    base = Ticket(
+        approval_id="appr_1",
+        tool_name="payment.charge_card",
+        tool_version="1.0.0",
+        payload_hash=HASH,
+        risk_class="CRITICAL_MUTATION",
+        required_approvals=2,
+        status=PENDING,
+        expires_at_ms=NOW + 60_000,
+    )
     return replace(base, **overrides)  # type: ignore[arg-type]
 
 
-def decision(name: str = "alice", *, verdict: Verdict = Verdict.APPROVE, key: str | None = None,
-             **overrides: object) -> ApprovalDecision:  # fmt: skip
+def decision(
+    name: str = "alice", *, verdict: Verdict = Verdict.APPROVE, key: str | None = None, **overrides: object
+) -> ApprovalDecision:
     fields: dict[str, object] = dict(
-        decision_id=f"dec_{name}", approval_id="appr_1", decision=verdict, approver_id=name,
-        tool_name="payment.charge_card", tool_version="1.0.0", payload_hash=HASH, reason=None,
-        decided_at_ms=NOW - 1000, expires_at_ms=NOW + 30_000, signature=b"",
-    )  # fmt: skip
+        decision_id=f"dec_{name}",
+        approval_id="appr_1",
+        decision=verdict,
+        approver_id=name,
+        tool_name="payment.charge_card",
+        tool_version="1.0.0",
+        payload_hash=HASH,
+        reason=None,
+        decided_at_ms=NOW - 1000,
+        expires_at_ms=NOW + 30_000,
+        signature=b"",
+    )
     fields.update(overrides)
     return sign(ApprovalDecision(**fields), KEYS[key or name])  # type: ignore[arg-type]
 
@@ -80,10 +99,19 @@ def test_signed_by_another_key() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("payload_hash", "sha256:" + "d" * 64), ("decision", Verdict.DENY), ("expires_at_ms", NOW + 10**9),
-     ("reason", "changed"), ("approval_id", "appr_2"), ("decision_id", "dec_other"), ("tool_version", "2.0.0"),
-     ("decided_at_ms", NOW), ("approver_id", "bob"), ("signature", b"\x00" * 64)],
-)  # fmt: skip
+    [
+        ("payload_hash", "sha256:" + "d" * 64),
+        ("decision", Verdict.DENY),
+        ("expires_at_ms", NOW + 10**9),
+        ("reason", "changed"),
+        ("approval_id", "appr_2"),
+        ("decision_id", "dec_other"),
+        ("tool_version", "2.0.0"),
+        ("decided_at_ms", NOW),
+        ("approver_id", "bob"),
+        ("signature", b"\x00" * 64),
+    ],
+)
 def test_field_changed_after_signing(field: str, value: object) -> None:
     tampered = decision().model_copy(update={field: value})
     who = "bob" if field == "approver_id" else "alice"
@@ -92,7 +120,11 @@ def test_field_changed_after_signing(field: str, value: object) -> None:
 
 
 def test_payload_mismatch() -> None:
-    for overrides in ({"payload_hash": "sha256:" + "e" * 64}, {"tool_name": "notify.send_email"}, {"tool_version": "1.1.0"}):
+    for overrides in (
+        {"payload_hash": "sha256:" + "e" * 64},
+        {"tool_name": "notify.send_email"},
+        {"tool_version": "1.1.0"},
+    ):
         result = judge(decision(**overrides), ticket(), approver("alice"), NOW)
         assert isinstance(result, Refused) and result.code == "payload_mismatch", overrides
 
@@ -122,8 +154,12 @@ def test_ticket_not_pending(status: str) -> None:
 
 def test_same_decision_again_is_noop() -> None:
     d = decision()
-    result = judge(d, ticket(used_decisions=frozenset({d.decision_id}), decided_by=("alice",), approved_by=("alice",)),
-                   approver("alice"), NOW)  # fmt: skip
+    result = judge(
+        d,
+        ticket(used_decisions=frozenset({d.decision_id}), decided_by=("alice",), approved_by=("alice",)),
+        approver("alice"),
+        NOW,
+    )
     assert isinstance(result, NoOp) and result.code == "duplicate_decision"
 
 

@@ -12,6 +12,7 @@ from tests.unit.factories import FAST_FEW
 from toolgate.workers.runtime.audit import GENESIS, Entry, chain_hash, verify_rows
 
 Row = tuple[Any, ...]
+SAFE_INT = st.integers(-(2**53) + 1, 2**53 - 1)  # RFC 8785 refuses integers beyond IEEE 754 doubles
 
 
 def chain(entries: list[tuple[str, Entry]], first_id: int = 1) -> list[Row]:
@@ -52,14 +53,15 @@ def test_chain_hash_depends_on_every_part() -> None:
     at, e = ENTRIES[0]
     base = chain_hash(GENESIS, at, e)
     variants = [
-        chain_hash("1" * 64, at, e), chain_hash(GENESIS, at + "x", e),
+        chain_hash("1" * 64, at, e),
+        chain_hash(GENESIS, at + "x", e),
         chain_hash(GENESIS, at, Entry("x", e.action, e.actor, e.call_id, e.tenant_id, e.detail)),
         chain_hash(GENESIS, at, Entry(e.stage, "x", e.actor, e.call_id, e.tenant_id, e.detail)),
         chain_hash(GENESIS, at, Entry(e.stage, e.action, "x", e.call_id, e.tenant_id, e.detail)),
         chain_hash(GENESIS, at, Entry(e.stage, e.action, e.actor, None, e.tenant_id, e.detail)),
         chain_hash(GENESIS, at, Entry(e.stage, e.action, e.actor, e.call_id, "x", e.detail)),
         chain_hash(GENESIS, at, Entry(e.stage, e.action, e.actor, e.call_id, e.tenant_id, {"taxonomy": "X"})),
-    ]  # fmt: skip
+    ]
     assert base not in variants and len(set(variants)) == len(variants)
     assert len(base) == 64
 
@@ -72,8 +74,17 @@ def test_detail_key_order_does_not_matter() -> None:
 
 
 # A row: id, at, stage, action, actor, call_id, tenant_id, detail, prev_hash, hash
-EDITS = {1: "2024-01-01T00:00:00.999999Z", 2: "other-stage", 3: "other-action", 4: "mallory", 5: "call_other",
-         6: "tenant_other", 7: {"tampered": True}, 8: "f" * 64, 9: "e" * 64}  # fmt: skip
+EDITS = {
+    1: "2024-01-01T00:00:00.999999Z",
+    2: "other-stage",
+    3: "other-action",
+    4: "mallory",
+    5: "call_other",
+    6: "tenant_other",
+    7: {"tampered": True},
+    8: "f" * 64,
+    9: "e" * 64,
+}
 
 
 @pytest.mark.parametrize("index", sorted(EDITS))
@@ -120,8 +131,12 @@ def test_removing_the_last_row_is_not_detectable_by_the_chain_alone() -> None:
 
 
 @FAST_FEW
-@given(details=st.lists(st.dictionaries(st.text(max_size=5), st.integers(-(2**53) + 1, 2**53 - 1) | st.text(max_size=5), max_size=3),
-                        min_size=2, max_size=6), data=st.data())  # fmt: skip
+@given(
+    details=st.lists(
+        st.dictionaries(st.text(max_size=5), SAFE_INT | st.text(max_size=5), max_size=3), min_size=2, max_size=6
+    ),
+    data=st.data(),
+)
 def test_any_single_detail_edit_detected(details: list[dict[str, Any]], data: st.DataObject) -> None:
     rows = chain([(f"t{i}", Entry("s", "a", "x", None, None, d)) for i, d in enumerate(details)])
     assert verify_rows(rows) == (len(rows), None)

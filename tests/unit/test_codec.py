@@ -10,12 +10,12 @@ from typing import Any
 import avro.io
 import avro.schema
 import pytest
-from tests.unit.factories import FAST, FAST_FEW, JSON_VALUES, TOP_LEVEL, minimal_models, sample_models
 from fastavro import schemaless_writer
 from fastavro.schema import expand_schema, load_schema
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.unit.factories import FAST, FAST_FEW, JSON_VALUES, TOP_LEVEL, minimal_models, sample_models
 from toolgate.schemas import models
 from toolgate.schemas.codec import HEADER_LEN, MARKER, DecodeError, codec, schema_fingerprint
 from toolgate.schemas.models import ExecutionResult, StageBatch, StageRecord, ToolProposal
@@ -172,22 +172,12 @@ def test_json_field_that_is_not_an_object_refused(text: str) -> None:
         codec().decode(_stage_record_with_arguments(text), StageRecord)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Codec.model_of catches only ValueError; deeply nested JSON in a JSON field "
-    "raises RecursionError from json.loads (wire._from_wire) instead of DecodeError",
-)
 def test_deeply_nested_json_field_refused_with_decode_error() -> None:
     data = _stage_record_with_arguments("[" * 100_000 + "]" * 100_000)
     with pytest.raises(DecodeError):
         codec().decode(data, StageRecord)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: JSON fields accept the non-JSON constants NaN/Infinity on decode (wire._from_wire "
-    "uses plain json.loads), though validation refuses them and RFC 8785 cannot hash them",
-)
 @pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": Infinity}'])
 def test_non_json_constants_in_json_field_refused(text: str) -> None:
     with pytest.raises(DecodeError):
@@ -227,31 +217,63 @@ def _apache_encode(cls: type, datum: dict[str, Any]) -> bytes:
 
 def test_decode_record_written_by_apache_avro_tool_proposal() -> None:
     datum = {
-        "call_id": "call_apache", "tenant_id": "acme",
+        "call_id": "call_apache",
+        "tenant_id": "acme",
         "principal": {"user_id": "u", "agent_id": "a", "scopes": ["invoices:read"]},
-        "workflow_id": "wf", "run_id": "run", "logical_operation_id": "op", "tool_name": "invoice.fetch",
-        "tool_version": "1.x", "arguments": '{"invoice_id": "inv_acme0001"}', "idempotency_key": None,
-        "deadline_ms": 1_800_000_000_000, "repair_attempt": 1, "dry_run": True, "created_at_ms": 1_700_000_000_000,
-    }  # fmt: skip
+        "workflow_id": "wf",
+        "run_id": "run",
+        "logical_operation_id": "op",
+        "tool_name": "invoice.fetch",
+        "tool_version": "1.x",
+        "arguments": '{"invoice_id": "inv_acme0001"}',
+        "idempotency_key": None,
+        "deadline_ms": 1_800_000_000_000,
+        "repair_attempt": 1,
+        "dry_run": True,
+        "created_at_ms": 1_700_000_000_000,
+    }
     model = codec().decode(_apache_encode(ToolProposal, datum), ToolProposal)
     assert model.model_dump() == datum
 
 
 def test_decode_record_written_by_apache_avro_with_json_and_enums() -> None:
     datum = {
-        "call_id": "c", "traceparent": "tp", "home_partition": 2, "tenant_id": "acme",
-        "principal": {"user_id": "u", "agent_id": "a", "scopes": []}, "workflow_id": "w", "run_id": "r",
-        "tool_name": "invoice.fetch", "tool_version": "1.0.0", "stage": "execution",
-        "outcome": {"taxonomy_class": "TIMEOUT", "code": 504, "is_error": True, "retryable": True, "repairable": False,
-                    "requires_approval": False, "fail_closed": False, "next_action": "retry_with_same_key",
-                    "retry_after_ms": 250},
+        "call_id": "c",
+        "traceparent": "tp",
+        "home_partition": 2,
+        "tenant_id": "acme",
+        "principal": {"user_id": "u", "agent_id": "a", "scopes": []},
+        "workflow_id": "w",
+        "run_id": "r",
+        "tool_name": "invoice.fetch",
+        "tool_version": "1.0.0",
+        "stage": "execution",
+        "outcome": {
+            "taxonomy_class": "TIMEOUT",
+            "code": 504,
+            "is_error": True,
+            "retryable": True,
+            "repairable": False,
+            "requires_approval": False,
+            "fail_closed": False,
+            "next_action": "retry_with_same_key",
+            "retry_after_ms": 250,
+        },
         "data": '{"b": [1, 2], "a": null}',
         "errors": [{"field": "x", "message": "m", "code": "c", "expected": None, "actual": "y"}],
-        "warnings": ["w"], "idempotency_hit": True, "attempt_number": 2,
-        "verification": {"post_action_verification_required": True, "target_state_reference": None,
-                         "expected_state": '{"status": "draft"}', "delay_seconds": 3},
-        "approval_id": None, "created_at_ms": 1, "completed_at_ms": 2,
-    }  # fmt: skip
+        "warnings": ["w"],
+        "idempotency_hit": True,
+        "attempt_number": 2,
+        "verification": {
+            "post_action_verification_required": True,
+            "target_state_reference": None,
+            "expected_state": '{"status": "draft"}',
+            "delay_seconds": 3,
+        },
+        "approval_id": None,
+        "created_at_ms": 1,
+        "completed_at_ms": 2,
+    }
     model = codec().decode(_apache_encode(ExecutionResult, datum), ExecutionResult)
     assert model.data == {"a": None, "b": [1, 2]}
     assert model.outcome.taxonomy_class is models.TaxonomyClass.TIMEOUT

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from typing import Any
 
@@ -10,12 +11,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.factories import FAST, FAST_FEW, JSON_VALUES, registry, stage_record
+from tests.unit.factories import FAST, FAST_FEW, registry, stage_record
 from toolgate.hashing import derive_idempotency_key, fingerprint, idempotency_key_for, payload_hash
 from toolgate.schemas.wire import canonical_json
 
-FIELDS = ["workflow_id", "run_id", "tenant_id", "user_id", "tool_name", "tool_version", "logical_operation_id",
-          "payload_hash"]  # fmt: skip
+FIELDS = [
+    "workflow_id",
+    "run_id",
+    "tenant_id",
+    "user_id",
+    "tool_name",
+    "tool_version",
+    "logical_operation_id",
+    "payload_hash",
+]
 BASE = {f: f"{f}-value" for f in FIELDS}
 
 # JSON without floats: RFC 8785 number formatting is exercised separately
@@ -60,7 +69,10 @@ def test_payload_hash_equal_for_equal_json(value: dict[str, Any]) -> None:
 
 
 @FAST_FEW
-@given(a=st.dictionaries(st.text(max_size=4), INT_JSON, max_size=3), b=st.dictionaries(st.text(max_size=4), INT_JSON, max_size=3))
+@given(
+    a=st.dictionaries(st.text(max_size=4), INT_JSON, max_size=3),
+    b=st.dictionaries(st.text(max_size=4), INT_JSON, max_size=3),
+)
 def test_payload_hash_differs_for_different_json(a: dict[str, Any], b: dict[str, Any]) -> None:
     def same(x: Any, y: Any) -> bool:  # JSON equality: True is not 1
         return json.dumps(x, sort_keys=True) == json.dumps(y, sort_keys=True)
@@ -79,7 +91,7 @@ def test_derived_key_is_deterministic_and_prefixed() -> None:
     assert key.startswith("tg_") and len(key) == 3 + 64
 
 
-@pytest.mark.parametrize(("first", "second"), list(zip(FIELDS, FIELDS[1:], strict=False)))
+@pytest.mark.parametrize(("first", "second"), list(itertools.pairwise(FIELDS)))
 def test_derived_key_has_no_concatenation_ambiguity(first: str, second: str) -> None:
     a = derive_idempotency_key(**{**BASE, first: "ab", second: "c"})
     b = derive_idempotency_key(**{**BASE, first: "a", second: "bc"})
@@ -94,7 +106,10 @@ def test_derived_key_distinguishes_fields_swapped() -> None:
 
 
 @FAST
-@given(parts=st.lists(st.text(max_size=6), min_size=8, max_size=8), other=st.lists(st.text(max_size=6), min_size=8, max_size=8))
+@given(
+    parts=st.lists(st.text(max_size=6), min_size=8, max_size=8),
+    other=st.lists(st.text(max_size=6), min_size=8, max_size=8),
+)
 def test_derived_key_injective_on_samples(parts: list[str], other: list[str]) -> None:
     a = derive_idempotency_key(**dict(zip(FIELDS, parts, strict=True)))
     b = derive_idempotency_key(**dict(zip(FIELDS, other, strict=True)))
@@ -112,10 +127,15 @@ def test_idempotency_key_derived_without_callers_key() -> None:
     for given_key in (None, ""):
         record = stage_record(contract, idempotency_key=given_key)
         assert idempotency_key_for(record) == derive_idempotency_key(
-            workflow_id=record.workflow_id, run_id=record.run_id, tenant_id=record.tenant_id,
-            user_id=record.principal.user_id, tool_name=record.tool_name, tool_version=record.tool_version,
-            logical_operation_id=record.logical_operation_id, payload_hash=record.payload_hash,
-        )  # fmt: skip
+            workflow_id=record.workflow_id,
+            run_id=record.run_id,
+            tenant_id=record.tenant_id,
+            user_id=record.principal.user_id,
+            tool_name=record.tool_name,
+            tool_version=record.tool_version,
+            logical_operation_id=record.logical_operation_id,
+            payload_hash=record.payload_hash,
+        )
 
 
 def test_derived_key_ignores_incidental_fields() -> None:

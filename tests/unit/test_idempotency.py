@@ -27,8 +27,17 @@ RESPONSE = {"invoice_id": "inv_1", "status": "draft"}
 
 
 def row(status: str, **overrides: Any) -> KeyRow:
-    base = KeyRow(status=status, request_hash=HASH, call_id="call_1", attempt=1, lease_owner=None,
-                  lease_until_ms=None, response=RESPONSE, error_code=None, expires_at_ms=NOW + 86_400_000)  # fmt: skip
+    base = KeyRow(
+        status=status,
+        request_hash=HASH,
+        call_id="call_1",
+        attempt=1,
+        lease_owner=None,
+        lease_until_ms=None,
+        response=RESPONSE,
+        error_code=None,
+        expires_at_ms=NOW + 86_400_000,
+    )
     return replace(base, **overrides)
 
 
@@ -46,8 +55,12 @@ class Row:
 TABLE = [
     Row("no record", None, Execute(1)),
     Row("hash mismatch", row("COMPLETED"), Mismatch(), request_hash="sha256:" + "2" * 64),
-    Row("hash mismatch pending", row("PENDING", lease_owner=OTHER, lease_until_ms=NOW + 5000), Mismatch(),
-        request_hash="sha256:" + "2" * 64),
+    Row(
+        "hash mismatch pending",
+        row("PENDING", lease_owner=OTHER, lease_until_ms=NOW + 5000),
+        Mismatch(),
+        request_hash="sha256:" + "2" * 64,
+    ),
     Row("COMPLETED replay", row("COMPLETED"), Replay(RESPONSE, "COMPLETED")),
     Row("COMPLETED replay for another call", row("COMPLETED", call_id="call_0"), Replay(RESPONSE, "COMPLETED")),
     Row("FAILED_FINAL replay", row("FAILED_FINAL", error_code="E"), Replay(RESPONSE, "FAILED_FINAL")),
@@ -58,48 +71,106 @@ TABLE = [
     Row("FAILED_RETRYABLE beyond max", row("FAILED_RETRYABLE", attempt=5), Replay(RESPONSE, "FAILED_FINAL")),
     Row("PENDING own lease", row("PENDING", attempt=2, lease_owner=ME, lease_until_ms=NOW + 5000), Execute(2)),
     Row("PENDING own expired lease", row("PENDING", lease_owner=ME, lease_until_ms=NOW - 5000), Execute(1)),
-    Row("PENDING redrive owner", row("PENDING", attempt=2, lease_owner=REDRIVE_OWNER, lease_until_ms=NOW + 5000),
-        Execute(2, takeover=True)),
-    Row("PENDING expired lease resend-safe", row("PENDING", lease_owner=OTHER, lease_until_ms=NOW - 1),
-        Execute(1, takeover=True), resend_safe=True),
-    Row("PENDING lease ends now resend-safe", row("PENDING", lease_owner=OTHER, lease_until_ms=NOW),
-        Execute(1, takeover=True), resend_safe=True),
+    Row(
+        "PENDING redrive owner",
+        row("PENDING", attempt=2, lease_owner=REDRIVE_OWNER, lease_until_ms=NOW + 5000),
+        Execute(2, takeover=True),
+    ),
+    Row(
+        "PENDING expired lease resend-safe",
+        row("PENDING", lease_owner=OTHER, lease_until_ms=NOW - 1),
+        Execute(1, takeover=True),
+        resend_safe=True,
+    ),
+    Row(
+        "PENDING lease ends now resend-safe",
+        row("PENDING", lease_owner=OTHER, lease_until_ms=NOW),
+        Execute(1, takeover=True),
+        resend_safe=True,
+    ),
     Row("PENDING no lease resend-safe", row("PENDING"), Execute(1, takeover=True), resend_safe=True),
-    Row("PENDING expired lease not resend-safe same call", row("PENDING", lease_owner=OTHER, lease_until_ms=NOW - 1),
-        Hold()),
-    Row("PENDING expired lease not resend-safe other call", row("PENDING", call_id="call_0", lease_owner=OTHER,
-        lease_until_ms=NOW - 1), Conflict(1000), call_id="call_1"),
+    Row(
+        "PENDING expired lease not resend-safe same call",
+        row("PENDING", lease_owner=OTHER, lease_until_ms=NOW - 1),
+        Hold(),
+    ),
+    Row(
+        "PENDING expired lease not resend-safe other call",
+        row("PENDING", call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW - 1),
+        Conflict(1000),
+        call_id="call_1",
+    ),
     Row("PENDING same call leased", row("PENDING", lease_owner=OTHER, lease_until_ms=NOW + 5000), Hold()),
-    Row("PENDING same call leased resend-safe", row("PENDING", lease_owner=OTHER, lease_until_ms=NOW + 5000), Hold(),
-        resend_safe=True),
-    Row("PENDING other call leased", row("PENDING", call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW + 5000),
-        Conflict(5000)),
-    Row("PENDING other call short lease", row("PENDING", call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW + 10),
-        Conflict(1000)),
-    Row("PENDING past expiry still pending", row("PENDING", lease_owner=OTHER, lease_until_ms=NOW + 5000,
-        expires_at_ms=NOW - 1), Hold()),
+    Row(
+        "PENDING same call leased resend-safe",
+        row("PENDING", lease_owner=OTHER, lease_until_ms=NOW + 5000),
+        Hold(),
+        resend_safe=True,
+    ),
+    Row(
+        "PENDING other call leased",
+        row("PENDING", call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW + 5000),
+        Conflict(5000),
+    ),
+    Row(
+        "PENDING other call short lease",
+        row("PENDING", call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW + 10),
+        Conflict(1000),
+    ),
+    Row(
+        "PENDING past expiry still pending",
+        row("PENDING", lease_owner=OTHER, lease_until_ms=NOW + 5000, expires_at_ms=NOW - 1),
+        Hold(),
+    ),
     Row("EXPIRED", row("EXPIRED"), Execute(1)),
     Row("EXPIRED with another hash", row("EXPIRED"), Execute(1), request_hash="sha256:" + "2" * 64),
     Row("COMPLETED past its TTL", row("COMPLETED", expires_at_ms=NOW - 1), Execute(1)),
     Row("FAILED_RETRYABLE past its TTL", row("FAILED_RETRYABLE", attempt=3, expires_at_ms=NOW - 1), Execute(1)),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("case", TABLE, ids=[r.id for r in TABLE])
 def test_plan(case: Row) -> None:
-    got = plan(case.row, request_hash=case.request_hash, call_id=case.call_id, owner=ME, now_ms=NOW,
-               max_attempts=case.max_attempts, resend_safe=case.resend_safe)  # fmt: skip
+    got = plan(
+        case.row,
+        request_hash=case.request_hash,
+        call_id=case.call_id,
+        owner=ME,
+        now_ms=NOW,
+        max_attempts=case.max_attempts,
+        resend_safe=case.resend_safe,
+    )
     assert got == case.expected
 
 
 def test_conflict_retry_after_is_the_lease_left() -> None:
-    got = plan(row("PENDING", call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW + 7_250), request_hash=HASH,
-               call_id="call_1", owner=ME, now_ms=NOW, max_attempts=3, resend_safe=False)  # fmt: skip
+    got = plan(
+        row("PENDING", call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW + 7_250),
+        request_hash=HASH,
+        call_id="call_1",
+        owner=ME,
+        now_ms=NOW,
+        max_attempts=3,
+        resend_safe=False,
+    )
     assert isinstance(got, Conflict) and got.retry_after_ms == 7_250
 
 
 def test_docstring_rows_are_covered() -> None:
     ids = " ".join(r.id for r in TABLE)
-    for phrase in ("no record", "hash mismatch", "COMPLETED", "FAILED_FINAL", "COMPENSATED", "own lease", "redrive",
-                   "resend-safe", "same call leased", "other call leased", "attempts left", "none left", "EXPIRED"):  # fmt: skip
+    for phrase in (
+        "no record",
+        "hash mismatch",
+        "COMPLETED",
+        "FAILED_FINAL",
+        "COMPENSATED",
+        "own lease",
+        "redrive",
+        "resend-safe",
+        "same call leased",
+        "other call leased",
+        "attempts left",
+        "none left",
+        "EXPIRED",
+    ):
         assert phrase in ids

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from tests.unit.factories import FAST, FAST_FEW, JSON_VALUES, TRACEPARENT, registry, stage_record
+from tests.unit.factories import FAST_FEW, JSON_VALUES, TRACEPARENT, registry, stage_record
 from toolgate.schemas.models import ExecutionResult, FieldError, Observation, Verification
 from toolgate.taxonomy import Taxonomy, vector
 from toolgate.telemetry import SCRUBBER
@@ -23,18 +23,24 @@ VALIDATOR = Draft202012Validator(json.loads(REFERENCE.read_text()))
 NOW = 1_700_000_000_250
 
 GOOD_DATA: dict[str, dict[str, Any]] = {
-    "invoice.fetch": {"invoice_id": "inv_acme0001", "customer_id": "cust_acme01", "status": "open", "currency": "USD",
-                      "amount_cents": 150000, "due_date": "2026-12-31"},
+    "invoice.fetch": {
+        "invoice_id": "inv_acme0001",
+        "customer_id": "cust_acme01",
+        "status": "open",
+        "currency": "USD",
+        "amount_cents": 150000,
+        "due_date": "2026-12-31",
+    },
     "invoice.create_draft": {"invoice_id": "inv_x", "status": "draft", "currency": "USD", "amount_cents": 150000},
     "notify.send_email": {"message_id": "msg_1", "status": "sent"},
     "payment.charge_card": {"charge_id": "ch_1", "status": "succeeded", "amount_cents": 125000, "currency": "USD"},
-}  # fmt: skip
+}
 BAD_DATA: dict[str, dict[str, Any]] = {
     "invoice.fetch": {"invoice_id": "inv_acme0001"},
     "invoice.create_draft": {"invoice_id": "inv_x", "status": "sent", "currency": "USD", "amount_cents": 1},
     "notify.send_email": {"message_id": 5, "status": "sent"},
     "payment.charge_card": {"charge_id": "ch_1", "status": "succeeded", "amount_cents": 1, "currency": "USD", "x": 1},
-}  # fmt: skip
+}
 
 
 def reference_errors(observation: Observation) -> list[str]:
@@ -43,20 +49,40 @@ def reference_errors(observation: Observation) -> list[str]:
 
 def success(tool: str, data: dict[str, Any] | None, **kwargs: Any) -> ExecutionResult:
     record = stage_record(registry().resolve(tool, "latest"))
-    return result(record, stage="execution", result_outcome=outcome(Taxonomy.SUCCESS), traceparent=TRACEPARENT,
-                  home_partition=0, now_ms=NOW, data=data, **kwargs)  # fmt: skip
+    return result(
+        record,
+        stage="execution",
+        result_outcome=outcome(Taxonomy.SUCCESS),
+        traceparent=TRACEPARENT,
+        home_partition=0,
+        now_ms=NOW,
+        data=data,
+        **kwargs,
+    )
 
 
 def failure(taxonomy: Taxonomy, errors: list[FieldError] | None = None, **kwargs: Any) -> ExecutionResult:
     record = stage_record(registry().resolve("payment.charge_card", "latest"))
-    return reject(record, taxonomy, errors if errors is not None else [FieldError(field="amount_cents", code="c", message="m")],
-                  stage="policy", traceparent=TRACEPARENT, home_partition=1, now_ms=NOW, **kwargs)  # fmt: skip
+    return reject(
+        record,
+        taxonomy,
+        errors if errors is not None else [FieldError(field="amount_cents", code="c", message="m")],
+        stage="policy",
+        traceparent=TRACEPARENT,
+        home_partition=1,
+        now_ms=NOW,
+        **kwargs,
+    )
 
 
 @pytest.mark.parametrize("tool", sorted(GOOD_DATA))
 def test_success_matching_output_schema(tool: str) -> None:
-    verification = Verification(post_action_verification_required=True, target_state_reference="x:1",
-                                expected_state={"status": "ok"}, delay_seconds=2)  # fmt: skip
+    verification = Verification(
+        post_action_verification_required=True,
+        target_state_reference="x:1",
+        expected_state={"status": "ok"},
+        delay_seconds=2,
+    )
     res = success(tool, GOOD_DATA[tool], verification=verification, warnings=["careful"], attempt_number=2)
     normalized = normalize(res, registry())
     assert normalized.problem is None
@@ -102,8 +128,14 @@ def test_unknown_contract_version_is_not_checked() -> None:
 
 @pytest.mark.parametrize("taxonomy", list(Taxonomy), ids=[t.value for t in Taxonomy])
 def test_every_taxonomy_class_via_reject_validates(taxonomy: Taxonomy) -> None:
-    res = failure(taxonomy, [FieldError(field="amount_cents", code="x", message="m", expected="e", actual="a"),
-                             FieldError(field=None, code="y", message="n")], warnings=["w"])  # fmt: skip
+    res = failure(
+        taxonomy,
+        [
+            FieldError(field="amount_cents", code="x", message="m", expected="e", actual="a"),
+            FieldError(field=None, code="y", message="n"),
+        ],
+        warnings=["w"],
+    )
     normalized = normalize(res, registry())
     obs = normalized.observation
     assert reference_errors(obs) == []
@@ -114,8 +146,13 @@ def test_every_taxonomy_class_via_reject_validates(taxonomy: Taxonomy) -> None:
     v = vector(taxonomy)
     assert obs.status.taxonomy_class is taxonomy
     assert obs.status.is_error is True
-    assert (obs.status.code, obs.status.retryable, obs.status.repairable, obs.status.requires_approval,
-            obs.status.fail_closed) == (v.code, v.retryable, v.repairable, v.requires_approval, v.fail_closed)  # fmt: skip
+    assert (
+        obs.status.code,
+        obs.status.retryable,
+        obs.status.repairable,
+        obs.status.requires_approval,
+        obs.status.fail_closed,
+    ) == (v.code, v.retryable, v.repairable, v.requires_approval, v.fail_closed)
     assert [(e.field, e.code) for e in obs.result_payload.errors] == [("amount_cents", "x"), (None, "y")]
     feedback = obs.result_payload.data["feedback"]  # type: ignore[index]
     assert feedback["error_code"] == taxonomy.value and feedback["next_action"] == v.next_action
@@ -142,13 +179,25 @@ def test_bad_traceparent_gives_empty_trace_id() -> None:
 
 
 @FAST_FEW
-@given(data=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=5), taxonomy=st.sampled_from(list(Taxonomy)),
-       warnings=st.lists(st.text(max_size=10), max_size=3))  # fmt: skip
-def test_arbitrary_data_always_gives_a_reference_observation(data: dict[str, Any], taxonomy: Taxonomy,
-                                                              warnings: list[str]) -> None:  # fmt: skip
+@given(
+    data=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=5),
+    taxonomy=st.sampled_from(list(Taxonomy)),
+    warnings=st.lists(st.text(max_size=10), max_size=3),
+)
+def test_arbitrary_data_always_gives_a_reference_observation(
+    data: dict[str, Any], taxonomy: Taxonomy, warnings: list[str]
+) -> None:
     record = stage_record(registry().resolve("invoice.fetch", "latest"))
-    res = result(record, stage="execution", result_outcome=outcome(taxonomy), traceparent=TRACEPARENT,
-                 home_partition=0, now_ms=NOW, data=data, warnings=warnings)  # fmt: skip
+    res = result(
+        record,
+        stage="execution",
+        result_outcome=outcome(taxonomy),
+        traceparent=TRACEPARENT,
+        home_partition=0,
+        now_ms=NOW,
+        data=data,
+        warnings=warnings,
+    )
     normalized = normalize(res, registry())
     assert reference_errors(normalized.observation) == []
     if normalized.problem is not None:
@@ -175,8 +224,11 @@ def test_secret_in_success_data_is_scrubbed() -> None:
 
 
 def test_secret_in_error_messages_and_feedback_is_scrubbed() -> None:
-    errors = [FieldError(field="amount_cents", code="c", message=f"provider said {CANARY}", expected=CANARY,
-                         actual=f"x{CANARY}x")]  # fmt: skip
+    errors = [
+        FieldError(
+            field="amount_cents", code="c", message=f"provider said {CANARY}", expected=CANARY, actual=f"x{CANARY}x"
+        )
+    ]
     res = failure(Taxonomy.DEPENDENCY_UNAVAILABLE, errors)
     assert CANARY in json.dumps(res.model_dump(mode="json"))  # the raw result carries it
     obs = normalize(res, registry()).observation
@@ -189,11 +241,6 @@ def test_secret_in_nested_data_keys_and_lists_is_scrubbed() -> None:
     assert not _leaks(normalize(res, registry()).observation)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: normalize() scrubs error messages but copies FieldError.field unscrubbed into "
-    "result_payload.errors (workers/normalization/decision.py:78), while the same field inside data is redacted",
-)
 def test_secret_in_error_field_is_scrubbed() -> None:
     res = failure(Taxonomy.STRUCTURAL_VIOLATION, [FieldError(field=CANARY, code="unexpected_field", message="m")])
     assert not _leaks(normalize(res, registry()).observation)

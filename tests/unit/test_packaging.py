@@ -11,8 +11,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
 PACKAGE_DIR: dict[str, str] = SETUPTOOLS["package-dir"]
-TOP = {"toolgate": "toolgate", "contracts": "toolgate.contracts", "schemas": "toolgate.schemas",
-       "topics": "toolgate.topics", "workers": "toolgate.workers", "ops": "toolgate.ops"}  # fmt: skip
+TOP = {
+    "toolgate": "toolgate",
+    "contracts": "toolgate.contracts",
+    "schemas": "toolgate.schemas",
+    "topics": "toolgate.topics",
+    "workers": "toolgate.workers",
+    "ops": "toolgate.ops",
+}
 
 
 def mapped_name(init: Path) -> str:
@@ -24,7 +30,7 @@ INITS = sorted(p for top in TOP for p in (ROOT / top).rglob("__init__.py") if "_
 
 
 def test_package_dir_mapping() -> None:
-    assert PACKAGE_DIR == {name: folder for folder, name in TOP.items()}
+    assert {name: folder for folder, name in TOP.items()} == PACKAGE_DIR
     for name in SETUPTOOLS["packages"]:
         assert (package_folder(name) / "__init__.py").is_file(), name
 
@@ -73,20 +79,9 @@ CATEGORIES: dict[str, list[Path]] = {
     "ops/**/*.sql": sorted((ROOT / "ops").rglob("*.sql")),
 }
 
-# Files the runtime reads that the package-data globs miss: an installed wheel lacks them.
-MISSED = {
-    "schemas/avro/released/*/*.avsc": "BUG: pyproject.toml package-data 'avro/*.avsc' misses avro/released/<v>/*.avsc, "
-    "which schemas/codec.py reads to decode records written by older releases",
-    "contracts/reference/*.json": "BUG: pyproject.toml package-data '*.json' misses "
-    "contracts/reference/tool-contract.schema.json, which contracts/registry.py loads at import",
-    "schemas/reference/*.json": "BUG: pyproject.toml package-data has no 'reference/*.json' for toolgate.schemas; "
-    "workers/normalization/decision.py loads reference/observation.schema.json at import",
-}
-
 
 def _param(category: str) -> object:
-    marks = [pytest.mark.xfail(strict=True, reason=MISSED[category])] if category in MISSED else []
-    return pytest.param(category, id=category, marks=marks)
+    return pytest.param(category, id=category)
 
 
 @pytest.mark.parametrize("category", [_param(c) for c in CATEGORIES])
@@ -98,7 +93,11 @@ def test_data_files_in_package_data(category: str) -> None:
 
 
 def test_every_data_file_is_in_a_category() -> None:
-    data = [p for top in TOP for p in (ROOT / top).rglob("*")
-            if p.is_file() and p.suffix in (".avsc", ".json", ".sql") and "__pycache__" not in p.parts]  # fmt: skip
+    data = [
+        p
+        for top in TOP
+        for p in (ROOT / top).rglob("*")
+        if p.is_file() and p.suffix in (".avsc", ".json", ".sql") and "__pycache__" not in p.parts
+    ]
     categorized = {p for files in CATEGORIES.values() for p in files}
     assert set(data) == categorized

@@ -21,8 +21,13 @@ def contract(name: str) -> Contract:
     return registry().resolve(name, "latest")
 
 
-def variant(base: Contract, *, side_effect: str | None = None, binding: dict[str, Any] | None = None,
-            confirmation_required: bool | None = None) -> Contract:  # fmt: skip
+def variant(
+    base: Contract,
+    *,
+    side_effect: str | None = None,
+    binding: dict[str, Any] | None = None,
+    confirmation_required: bool | None = None,
+) -> Contract:
     document = copy.deepcopy(dict(base.document))
     if side_effect is not None:
         document["transactional"]["side_effect_class"] = side_effect
@@ -117,8 +122,10 @@ def test_side_effect_class_sets_a_floor(side_effect: str, floor: int) -> None:
 
 def test_contract_may_ask_for_more_approvals_than_the_floor() -> None:
     base = contract("invoice.fetch")
-    binding = {**copy.deepcopy(dict(base.binding)),
-               "approval": {"required_approvals": 3, "distinct_approvers": True, "expiry_seconds": 60}}  # fmt: skip
+    binding = {
+        **copy.deepcopy(dict(base.binding)),
+        "approval": {"required_approvals": 3, "distinct_approvers": True, "expiry_seconds": 60},
+    }
     c = variant(base, binding=binding)
     record = stage_record(c)
     assert decide(record, c, owners_for(c, record, "acme")) == Allow(3)

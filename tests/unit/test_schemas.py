@@ -31,13 +31,26 @@ RELEASED = sorted((AVRO_DIR / "released").glob("*/*.avsc"))
 SAMPLES: dict[type, WireModel] = {
     **sample_models(),
     FieldError: FieldError(field="f", message="m", code="c", expected="e", actual="a"),
-    Outcome: Outcome(taxonomy_class=TaxonomyClass.TIMEOUT, code=504, is_error=True, retryable=True, repairable=False,
-                     requires_approval=False, fail_closed=False, next_action="retry_with_same_key", retry_after_ms=9),
+    Outcome: Outcome(
+        taxonomy_class=TaxonomyClass.TIMEOUT,
+        code=504,
+        is_error=True,
+        retryable=True,
+        repairable=False,
+        requires_approval=False,
+        fail_closed=False,
+        next_action="retry_with_same_key",
+        retry_after_ms=9,
+    ),
     Principal: Principal(user_id="u", agent_id="a", scopes=["s1", "s2"]),
     StageDecision: StageDecision(stage="policy", outcome="allow", detail="d", at_ms=3),
-    Verification: Verification(post_action_verification_required=True, target_state_reference="x:1",
-                               expected_state={"k": [1, None]}, delay_seconds=2),
-}  # fmt: skip
+    Verification: Verification(
+        post_action_verification_required=True,
+        target_state_reference="x:1",
+        expected_state={"k": [1, None]},
+        delay_seconds=2,
+    ),
+}
 
 
 def test_models_are_fresh() -> None:
@@ -108,15 +121,21 @@ def test_released_tool_proposal_missing_a_field_is_filled_by_its_default(tmp_pat
         codec().decode(MARKER + schema_fingerprint(old) + buf.getvalue(), ToolProposal)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: codegen emits str defaults as repr(json.dumps(v)) (the !r applies to the whole conditional), "
-    "so ToolProposal.tool_version defaults to the 8-character '\"latest\"' instead of 'latest'",
-)
 def test_tool_proposal_default_version_is_latest() -> None:
-    proposal = ToolProposal(call_id="c", tenant_id="t", principal=Principal(user_id="u", agent_id="a"),
-                            workflow_id="w", run_id="r", logical_operation_id="l", tool_name="invoice.fetch",
-                            arguments="{}", created_at_ms=0)  # fmt: skip
-    avro_default = next(f["default"] for f in json.loads((AVRO_DIR / "toolgate.ToolProposal.avsc").read_text())["fields"]
-                        if f["name"] == "tool_version")  # fmt: skip
+    proposal = ToolProposal(
+        call_id="c",
+        tenant_id="t",
+        principal=Principal(user_id="u", agent_id="a"),
+        workflow_id="w",
+        run_id="r",
+        logical_operation_id="l",
+        tool_name="invoice.fetch",
+        arguments="{}",
+        created_at_ms=0,
+    )
+    avro_default = next(
+        f["default"]
+        for f in json.loads((AVRO_DIR / "toolgate.ToolProposal.avsc").read_text())["fields"]
+        if f["name"] == "tool_version"
+    )
     assert proposal.tool_version == avro_default == "latest"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, JSON_VALUES, contracts, first_example, proposal, registry
@@ -29,8 +29,14 @@ from toolgate.workers.validation.decision import (
 Path = tuple[str | int, ...]
 
 CANDIDATES: dict[str, Any] = {
-    "null": None, "boolean": True, "integer": 7, "number": 1.5, "string": "x", "array": [], "object": {},
-}  # fmt: skip
+    "null": None,
+    "boolean": True,
+    "integer": 7,
+    "number": 1.5,
+    "string": "x",
+    "array": [],
+    "object": {},
+}
 
 
 @dataclass(frozen=True)
@@ -127,12 +133,24 @@ def cases() -> Iterator[Case]:
             where = dotted(obj_path) or "root"
             for name in obj_schema.get("required", []):
                 path = (*obj_path, name)
-                yield Case(f"{tool}:missing:{dotted(path)}", tool, del_in(example, path),
-                           Taxonomy.STRUCTURAL_VIOLATION, dotted(path), "missing_field")  # fmt: skip
+                yield Case(
+                    f"{tool}:missing:{dotted(path)}",
+                    tool,
+                    del_in(example, path),
+                    Taxonomy.STRUCTURAL_VIOLATION,
+                    dotted(path),
+                    "missing_field",
+                )
             if obj_schema.get("additionalProperties") is False:
                 path = (*obj_path, "zz_unexpected")
-                yield Case(f"{tool}:unexpected:{where}", tool, set_in(example, path, "surprise"),
-                           Taxonomy.STRUCTURAL_VIOLATION, dotted(path), "unexpected_field")  # fmt: skip
+                yield Case(
+                    f"{tool}:unexpected:{where}",
+                    tool,
+                    set_in(example, path, "surprise"),
+                    Taxonomy.STRUCTURAL_VIOLATION,
+                    dotted(path),
+                    "unexpected_field",
+                )
             for name, sub in obj_schema.get("properties", {}).items():
                 path = (*obj_path, name)
                 field = dotted(path)
@@ -140,8 +158,16 @@ def cases() -> Iterator[Case]:
                 if allowed:
                     for kind, value in CANDIDATES.items():
                         if not is_allowed(value, allowed):
-                            yield Case(f"{tool}:wrong_type:{field}:{kind}", tool, set_in(example, path, value),
-                                       Taxonomy.TYPE_MISMATCH, field, "type_mismatch", frozenset(allowed), kind)  # fmt: skip
+                            yield Case(
+                                f"{tool}:wrong_type:{field}:{kind}",
+                                tool,
+                                set_in(example, path, value),
+                                Taxonomy.TYPE_MISMATCH,
+                                field,
+                                "type_mismatch",
+                                frozenset(allowed),
+                                kind,
+                            )
                 types = allowed or set()
                 if "string" in types and "maxLength" in sub:
                     top = sub["maxLength"]
@@ -151,41 +177,89 @@ def cases() -> Iterator[Case]:
                     if at_max is not None:
                         yield Case(f"{tool}:maxLength_ok:{field}", tool, set_in(example, path, at_max), None)
                     if over is not None:
-                        yield Case(f"{tool}:maxLength_over:{field}", tool, set_in(example, path, over),
-                                   Taxonomy.OUT_OF_BOUNDS, field, "out_of_bounds.maxLength")  # fmt: skip
+                        yield Case(
+                            f"{tool}:maxLength_over:{field}",
+                            tool,
+                            set_in(example, path, over),
+                            Taxonomy.OUT_OF_BOUNDS,
+                            field,
+                            "out_of_bounds.maxLength",
+                        )
                 if "string" in types and "minLength" in sub and sub["minLength"] > 0:
-                    yield Case(f"{tool}:minLength_under:{field}", tool, set_in(example, path, ""),
-                               Taxonomy.OUT_OF_BOUNDS, field, "out_of_bounds.minLength")  # fmt: skip
+                    yield Case(
+                        f"{tool}:minLength_under:{field}",
+                        tool,
+                        set_in(example, path, ""),
+                        Taxonomy.OUT_OF_BOUNDS,
+                        field,
+                        "out_of_bounds.minLength",
+                    )
                 if "string" in types and "pattern" in sub and not re.search(sub["pattern"], "!! no match !!"):
-                    yield Case(f"{tool}:pattern:{field}", tool, set_in(example, path, "!! no match !!"),
-                               Taxonomy.OUT_OF_BOUNDS, field, "out_of_bounds.pattern")  # fmt: skip
+                    yield Case(
+                        f"{tool}:pattern:{field}",
+                        tool,
+                        set_in(example, path, "!! no match !!"),
+                        Taxonomy.OUT_OF_BOUNDS,
+                        field,
+                        "out_of_bounds.pattern",
+                    )
                 if "integer" in types:
                     if "minimum" in sub:
                         low = sub["minimum"]
                         yield Case(f"{tool}:minimum_ok:{field}", tool, set_in(example, path, low), None)
-                        yield Case(f"{tool}:minimum_under:{field}", tool, set_in(example, path, low - 1),
-                                   Taxonomy.OUT_OF_BOUNDS, field, "out_of_bounds.minimum")  # fmt: skip
+                        yield Case(
+                            f"{tool}:minimum_under:{field}",
+                            tool,
+                            set_in(example, path, low - 1),
+                            Taxonomy.OUT_OF_BOUNDS,
+                            field,
+                            "out_of_bounds.minimum",
+                        )
                     if "maximum" in sub:
                         high = sub["maximum"]
                         yield Case(f"{tool}:maximum_ok:{field}", tool, set_in(example, path, high), None)
-                        yield Case(f"{tool}:maximum_over:{field}", tool, set_in(example, path, high + 1),
-                                   Taxonomy.OUT_OF_BOUNDS, field, "out_of_bounds.maximum")  # fmt: skip
+                        yield Case(
+                            f"{tool}:maximum_over:{field}",
+                            tool,
+                            set_in(example, path, high + 1),
+                            Taxonomy.OUT_OF_BOUNDS,
+                            field,
+                            "out_of_bounds.maximum",
+                        )
                 if "enum" in sub:
                     outsider = "ZZZ_NOT_IN_ENUM" if all(isinstance(v, str) for v in sub["enum"]) else -987654
-                    yield Case(f"{tool}:enum:{field}", tool, set_in(example, path, outsider),
-                               Taxonomy.OUT_OF_BOUNDS, field, "out_of_bounds.enum")  # fmt: skip
+                    yield Case(
+                        f"{tool}:enum:{field}",
+                        tool,
+                        set_in(example, path, outsider),
+                        Taxonomy.OUT_OF_BOUNDS,
+                        field,
+                        "out_of_bounds.enum",
+                    )
                     for member in sub["enum"]:
                         yield Case(f"{tool}:enum_ok:{field}:{member}", tool, set_in(example, path, member), None)
             array_props = [(n, s) for n, s in obj_schema.get("properties", {}).items() if s.get("type") == "array"]
             for name, sub in array_props:
                 path = (*obj_path, name)
                 if "minItems" in sub and sub["minItems"] > 0:
-                    yield Case(f"{tool}:minItems:{dotted(path)}", tool, set_in(example, path, []),
-                               Taxonomy.OUT_OF_BOUNDS, dotted(path), "out_of_bounds.minItems")  # fmt: skip
+                    yield Case(
+                        f"{tool}:minItems:{dotted(path)}",
+                        tool,
+                        set_in(example, path, []),
+                        Taxonomy.OUT_OF_BOUNDS,
+                        dotted(path),
+                        "out_of_bounds.minItems",
+                    )
                 if "maxItems" in sub and isinstance(get_in(example, path), list) and get_in(example, path):
                     items = [get_in(example, path)[0]] * (sub["maxItems"] + 1)
-                    yield Case(f"{tool}:maxItems:{dotted(path)}", tool, set_in(example, path, items),
-                               Taxonomy.OUT_OF_BOUNDS, dotted(path), "out_of_bounds.maxItems")  # fmt: skip
+                    yield Case(
+                        f"{tool}:maxItems:{dotted(path)}",
+                        tool,
+                        set_in(example, path, items),
+                        Taxonomy.OUT_OF_BOUNDS,
+                        dotted(path),
+                        "out_of_bounds.maxItems",
+                    )
                     items = [get_in(example, path)[0]] * sub["maxItems"]
                     yield Case(f"{tool}:maxItems_ok:{dotted(path)}", tool, set_in(example, path, items), None)
 
@@ -193,12 +267,6 @@ def cases() -> Iterator[Case]:
 CASES = list(cases())
 
 NUMERIC_BOUNDS = {"minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems"}
-BOUND_BUG = pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="BUG: _bound_expected (workers/validation/decision.py:127) builds every message eagerly; the enum "
-    "entry iterates validator_value, so any numeric bound other than 0 raises TypeError and decide() crashes",
-)
 
 
 def _bound_of(case: Case) -> Any:
@@ -209,27 +277,35 @@ def _bound_of(case: Case) -> Any:
     return schema[case.code.split(".", 1)[1]] if case.code else None
 
 
-def _crashes(case: Case) -> bool:
+def _numeric(case: Case) -> bool:
     kind = (case.code or "").removeprefix("out_of_bounds.")
     return case.taxonomy is Taxonomy.OUT_OF_BOUNDS and kind in NUMERIC_BOUNDS and _bound_of(case) != 0
 
 
-NUMERIC_CASES = [c for c in CASES if _crashes(c)]
+NUMERIC_CASES = [c for c in CASES if _numeric(c)]
 
 
 def test_table_covers_every_contract_and_kind() -> None:
     tools = {c.name for c in contracts()}
     assert {c.tool for c in CASES} == tools
     kinds = {c.id.split(":")[1] for c in CASES}
-    assert {"missing", "unexpected", "wrong_type", "maxLength_ok", "maxLength_over", "minimum_under",
-            "maximum_over", "enum"} <= kinds  # fmt: skip
+    assert {
+        "missing",
+        "unexpected",
+        "wrong_type",
+        "maxLength_ok",
+        "maxLength_over",
+        "minimum_under",
+        "maximum_over",
+        "enum",
+    } <= kinds
     for tool in tools:  # every required field of every tool has a case
         contract = registry().resolve(tool, "latest")
         for name in contract.input_schema.get("required", []):
             assert f"{tool}:missing:{name}" in {c.id for c in CASES}
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if not _crashes(c)], ids=lambda c: c.id)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_gate(case: Case) -> None:
     check_gate(case)
 
@@ -240,14 +316,6 @@ def test_numeric_bound_cases_exist() -> None:
     assert "payment.charge_card:maximum_over:amount_cents" in ids
     assert "notify.send_email:maxLength_over:to" in ids
     assert "invoice.create_draft:maxLength_over:memo" in ids
-
-
-@BOUND_BUG
-def test_gate_numeric_bounds() -> None:
-    """Every numeric-bound case of the table (minimum, maximum, min/maxLength, min/maxItems); one test
-    while the bug stands, so its report stays short. Fixing the bug turns this into XPASS."""
-    for case in NUMERIC_CASES:
-        check_gate(case)
 
 
 def check_gate(case: Case) -> None:
@@ -303,7 +371,8 @@ def test_payload_hash_ignores_key_order_and_whitespace() -> None:
     contract = registry().resolve("payment.charge_card", "latest")
     example = first_example(contract)
     a = decide(proposal(contract.name, example), registry())
-    b = decide(proposal(contract.name, "{\n " + ",".join(f'"{k}" : {json.dumps(v)}' for k, v in reversed(example.items())) + "}"), registry())  # fmt: skip
+    spaced = "{\n " + ",".join(f'"{k}" : {json.dumps(v)}' for k, v in reversed(example.items())) + "}"
+    b = decide(proposal(contract.name, spaced), registry())
     assert isinstance(a, Pass) and isinstance(b, Pass)
     assert a.payload_hash == b.payload_hash
     c = decide(proposal(contract.name, {**example, "amount_cents": example["amount_cents"] + 1}), registry())
@@ -317,10 +386,18 @@ VALID = '{"invoice_id": "inv_acme0001"}'
 
 @pytest.mark.parametrize(
     "text",
-    ["{", "", " ", "{'invoice_id': 'inv_acme0001'}", '{"invoice_id": "inv_acme0001",}', "undefined",
-     '{"a": 1} {"b": 2}', "[" * 100_000 + "]" * 100_000],
+    [
+        "{",
+        "",
+        " ",
+        "{'invoice_id': 'inv_acme0001'}",
+        '{"invoice_id": "inv_acme0001",}',
+        "undefined",
+        '{"a": 1} {"b": 2}',
+        "[" * 100_000 + "]" * 100_000,
+    ],
     ids=["open-brace", "empty", "blank", "single-quotes", "trailing-comma", "bare-word", "two-documents", "deep"],
-)  # fmt: skip
+)
 def test_malformed_json(text: str) -> None:
     decision = decide(proposal("invoice.fetch", text), registry())
     assert isinstance(decision, Reject)
@@ -331,9 +408,11 @@ def test_malformed_json(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "key"),
-    [('{"invoice_id": "inv_acme0001", "invoice_id": "inv_acme0002"}', "invoice_id"),
-     ('{"invoice_id": "inv_acme0001", "x": {"k": 1, "k": 1}}', "k")],
-)  # fmt: skip
+    [
+        ('{"invoice_id": "inv_acme0001", "invoice_id": "inv_acme0002"}', "invoice_id"),
+        ('{"invoice_id": "inv_acme0001", "x": {"k": 1, "k": 1}}', "k"),
+    ],
+)
 def test_duplicate_keys(text: str, key: str) -> None:
     decision = decide(proposal("invoice.fetch", text), registry())
     assert isinstance(decision, Reject)
@@ -352,9 +431,16 @@ def test_non_finite_literals(literal: str, template: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "actual"),
-    [("[]", "array"), ('[{"invoice_id": "inv_acme0001"}]', "array"), ("5", "integer"), ("2.5", "number"),
-     ('"inv_acme0001"', "string"), ("null", "null"), ("true", "boolean")],
-)  # fmt: skip
+    [
+        ("[]", "array"),
+        ('[{"invoice_id": "inv_acme0001"}]', "array"),
+        ("5", "integer"),
+        ("2.5", "number"),
+        ('"inv_acme0001"', "string"),
+        ("null", "null"),
+        ("true", "boolean"),
+    ],
+)
 def test_non_object(text: str, actual: str) -> None:
     decision = decide(proposal("invoice.fetch", text), registry())
     assert isinstance(decision, Reject)
@@ -390,10 +476,17 @@ def test_unknown_tool() -> None:
 
 @pytest.mark.parametrize(
     ("spec", "code"),
-    [("9.9.9", "unknown_version"), ("9.x", "unknown_version"), ("banana", "bad_version_spec"),
-     ("1.0", "bad_version_spec"), ("v1.0.0", "bad_version_spec"), ("01.0.0", "bad_version_spec"),
-     ("", "bad_version_spec"), ("LATEST", "bad_version_spec")],
-)  # fmt: skip
+    [
+        ("9.9.9", "unknown_version"),
+        ("9.x", "unknown_version"),
+        ("banana", "bad_version_spec"),
+        ("1.0", "bad_version_spec"),
+        ("v1.0.0", "bad_version_spec"),
+        ("01.0.0", "bad_version_spec"),
+        ("", "bad_version_spec"),
+        ("LATEST", "bad_version_spec"),
+    ],
+)
 def test_unresolvable_version(spec: str, code: str) -> None:
     decision = decide(proposal("invoice.fetch", VALID, tool_version=spec), registry())
     assert isinstance(decision, Reject)
@@ -420,17 +513,14 @@ def test_several_findings_name_the_earliest_gate_and_list_all() -> None:
     assert decision.taxonomy is Taxonomy.STRUCTURAL_VIOLATION
     codes = [e.code for e in decision.errors]
     assert {"missing_field", "unexpected_field", "type_mismatch", "out_of_bounds.pattern"} <= set(codes)
-    order = [GATE_ORDER.index(t) for t in (Taxonomy.STRUCTURAL_VIOLATION, Taxonomy.TYPE_MISMATCH, Taxonomy.OUT_OF_BOUNDS)]
+    order = [
+        GATE_ORDER.index(t) for t in (Taxonomy.STRUCTURAL_VIOLATION, Taxonomy.TYPE_MISMATCH, Taxonomy.OUT_OF_BOUNDS)
+    ]
     assert order == sorted(order)
     assert codes.index("type_mismatch") > codes.index("missing_field")
     assert codes.index("out_of_bounds.pattern") > codes.index("type_mismatch")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a lone UTF-16 surrogate escape (\\ud800) in a string argument passes the gates and then "
-    "payload_hash (rfc8785) raises CanonicalizationError: decide() crashes instead of rejecting",
-)
 @pytest.mark.parametrize("escape", ["\\ud800", "a\\udc00b"])
 def test_lone_surrogate_is_rejected_not_raised(escape: str) -> None:
     example = first_example(registry().resolve("notify.send_email", "latest"))
@@ -445,26 +535,7 @@ def test_lone_surrogate_is_rejected_not_raised(escape: str) -> None:
 TOOLS = [c.name for c in contracts()]
 
 
-def _hits_bound_bug(tool: str, text: str) -> bool:
-    """Whether the arguments violate a numeric bound, which crashes decide() (the _bound_expected bug, pinned
-    by test_gate_numeric_bounds). The totality properties skip such inputs so they stay deterministic;
-    drop this filter once the bug is fixed."""
-    arguments, error = parse_arguments(text)
-    if error is not None or not isinstance(arguments, dict):
-        return False
-    try:
-        contract = registry().resolve(tool, "latest")
-    except Exception:
-        return False
-
-    def bad(errors: Any) -> bool:
-        return any((str(e.validator) in NUMERIC_BOUNDS and e.validator_value != 0) or bad(e.context) for e in errors)
-
-    return bad(contract.input_validator.iter_errors(arguments))
-
-
 def _check_total(tool: str, text: str) -> None:
-    assume(not _hits_bound_bug(tool, text))
     decision = decide(proposal(tool, text), registry())
     assert isinstance(decision, Pass | Reject)
     if isinstance(decision, Reject):

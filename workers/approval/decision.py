@@ -67,7 +67,9 @@ class Refused:
     reason: str
 
 
-def judge(decision: ApprovalDecision, ticket: Ticket | None, approver: Approver | None, now_ms: int) -> Counted | NoOp | Refused:
+def judge(
+    decision: ApprovalDecision, ticket: Ticket | None, approver: Approver | None, now_ms: int
+) -> Counted | NoOp | Refused:
     if ticket is None:
         return Refused("unknown_approval", f"no approval {decision.approval_id} is waiting")
     if decision.decision_id in ticket.used_decisions:
@@ -77,11 +79,19 @@ def judge(decision: ApprovalDecision, ticket: Ticket | None, approver: Approver 
     if not verify(decision, approver.public_key):
         return Refused("bad_signature", f"the signature does not verify against {approver.approver_id}'s key")
     if decision.approver_id in ticket.decided_by:
-        return NoOp("already_decided", f"{decision.approver_id} already decided on {ticket.approval_id}; not counted twice")
+        return NoOp(
+            "already_decided", f"{decision.approver_id} already decided on {ticket.approval_id}; not counted twice"
+        )
     if ticket.status != PENDING:
         return Refused("approval_closed", f"approval {ticket.approval_id} is already {ticket.status}")
-    if (decision.payload_hash, decision.tool_name, decision.tool_version) != (ticket.payload_hash, ticket.tool_name, ticket.tool_version):
-        return Refused("payload_mismatch", "the decision names another payload hash, tool or version than the held call")
+    if (decision.payload_hash, decision.tool_name, decision.tool_version) != (
+        ticket.payload_hash,
+        ticket.tool_name,
+        ticket.tool_version,
+    ):
+        return Refused(
+            "payload_mismatch", "the decision names another payload hash, tool or version than the held call"
+        )
     if decision.expires_at_ms < now_ms:
         return Refused("decision_expired", "the decision expired before it arrived")
     if ticket.expires_at_ms < now_ms:
@@ -103,11 +113,20 @@ def _fill(template: str, values: dict[str, Any]) -> str:
     return re.sub(r"\{([A-Za-z0-9_]+)\}", lambda m: str(values.get(m.group(1), m.group(0))), template)
 
 
-def confirmation_packet(record: StageRecord, contract: Contract, approval_id: str, idempotency_key: str,
-                        now_ms: int, expires_at_ms: int, before_state: dict[str, Any] | None) -> ApprovalRequest:  # fmt: skip
+def confirmation_packet(
+    record: StageRecord,
+    contract: Contract,
+    approval_id: str,
+    idempotency_key: str,
+    now_ms: int,
+    expires_at_ms: int,
+    before_state: dict[str, Any] | None,
+) -> ApprovalRequest:
     confirmation = contract.binding.get("confirmation") or {}
     action = confirmation.get("action") or contract.name
-    consequence = _fill(confirmation.get("consequence") or contract.document["affordance"]["model_description"], record.arguments)
+    consequence = _fill(
+        confirmation.get("consequence") or contract.document["affordance"]["model_description"], record.arguments
+    )
     return ApprovalRequest(
         approval_id=approval_id,
         call_id=record.call_id,

@@ -82,15 +82,28 @@ class AuthorizedHandler(Handler[StageRecord]):
             approval_id = approval_id_for(record.call_id)
             expires = expiry_for(record, contract, now)
             pending = record.model_copy(update={"traceparent": call.traceparent, "approval_id": approval_id})
-            packet = confirmation_packet(pending, contract, approval_id, idempotency_key_for(record), now, expires, None)
-            held[approval_id] = (call, packet, {
-                "approval_id": approval_id, "call_id": record.call_id, "tenant_id": record.tenant_id,
-                "run_id": record.run_id, "tool_name": record.tool_name, "tool_version": record.tool_version,
-                "payload_hash": record.payload_hash, "risk_class": contract.side_effect_class,
-                "required_approvals": record.required_approvals, "home_partition": record.home_partition,
-                "request": _b64(codec().encode(pending)), "packet": packet.model_dump(mode="json"),
-                "expires_at_ms": expires,
-            })  # fmt: skip
+            packet = confirmation_packet(
+                pending, contract, approval_id, idempotency_key_for(record), now, expires, None
+            )
+            held[approval_id] = (
+                call,
+                packet,
+                {
+                    "approval_id": approval_id,
+                    "call_id": record.call_id,
+                    "tenant_id": record.tenant_id,
+                    "run_id": record.run_id,
+                    "tool_name": record.tool_name,
+                    "tool_version": record.tool_version,
+                    "payload_hash": record.payload_hash,
+                    "risk_class": contract.side_effect_class,
+                    "required_approvals": record.required_approvals,
+                    "home_partition": record.home_partition,
+                    "request": _b64(codec().encode(pending)),
+                    "packet": packet.model_dump(mode="json"),
+                    "expires_at_ms": expires,
+                },
+            )
         if not held:
             return
         async with self.pool.connection() as conn, conn.transaction():
@@ -101,19 +114,57 @@ class AuthorizedHandler(Handler[StageRecord]):
             for approval_id in created:
                 call, packet, _ = held[approval_id]
                 record = call.model
-                rows.append(outbox.record("approvals_requested", packet, key=approval_id, traceparent=call.traceparent,
-                                          call_id=record.call_id, tenant_id=record.tenant_id))  # fmt: skip
-                rows.append(outbox.item("results", record.home_partition, result(
-                    record, stage=STAGE, traceparent=call.traceparent, home_partition=record.home_partition, now_ms=now,
-                    result_outcome=outcome(Taxonomy.CONFIRMATION_MISSING, code=202, is_error=False, fail_closed=False),
-                    data={"approval": {"approval_id": approval_id, "required_approvals": record.required_approvals,
-                                       "expires_at_ms": packet.expires_at_ms, "status": "PENDING"}},
-                    warnings=record.warnings, approval_id=approval_id,
-                )))  # fmt: skip
-                entries.append(audit.Entry(STAGE, "approval_requested", "toolgate", record.call_id, record.tenant_id,
-                                           {"approval_id": approval_id, "risk_class": packet.risk_class,
-                                            "required_approvals": record.required_approvals,
-                                            "expires_at_ms": packet.expires_at_ms}))  # fmt: skip
+                rows.append(
+                    outbox.record(
+                        "approvals_requested",
+                        packet,
+                        key=approval_id,
+                        traceparent=call.traceparent,
+                        call_id=record.call_id,
+                        tenant_id=record.tenant_id,
+                    )
+                )
+                rows.append(
+                    outbox.item(
+                        "results",
+                        record.home_partition,
+                        result(
+                            record,
+                            stage=STAGE,
+                            traceparent=call.traceparent,
+                            home_partition=record.home_partition,
+                            now_ms=now,
+                            result_outcome=outcome(
+                                Taxonomy.CONFIRMATION_MISSING, code=202, is_error=False, fail_closed=False
+                            ),
+                            data={
+                                "approval": {
+                                    "approval_id": approval_id,
+                                    "required_approvals": record.required_approvals,
+                                    "expires_at_ms": packet.expires_at_ms,
+                                    "status": "PENDING",
+                                }
+                            },
+                            warnings=record.warnings,
+                            approval_id=approval_id,
+                        ),
+                    )
+                )
+                entries.append(
+                    audit.Entry(
+                        STAGE,
+                        "approval_requested",
+                        "toolgate",
+                        record.call_id,
+                        record.tenant_id,
+                        {
+                            "approval_id": approval_id,
+                            "risk_class": packet.risk_class,
+                            "required_approvals": record.required_approvals,
+                            "expires_at_ms": packet.expires_at_ms,
+                        },
+                    )
+                )
             await outbox.enqueue(conn, rows)
             await audit.append(conn, entries)
         for approval_id, (call, _, _) in held.items():
@@ -136,8 +187,19 @@ FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approva
 WHERE a.approval_id = ANY(%s)
 GROUP BY a.approval_id
 """
-LOCK_TICKETS = "SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%s) ORDER BY approval_id FOR UPDATE"
-LOAD_APPROVERS = "SELECT approver_id, public_key, risk_classes, status = 'active' FROM toolgate.approvers WHERE approver_id = ANY(%s)"
+LOCK_TICKETS = """
+SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%s) ORDER BY approval_id FOR UPDATE
+"""
+LOAD_APPROVERS = """
+SELECT approver_id, public_key, risk_classes, status = 'active' FROM toolgate.approvers WHERE approver_id = ANY(%s)
+"""
+RECORD_DECISIONS = """
+INSERT INTO toolgate.approval_decisions (decision_id, approval_id, approver_id, verdict, reason, decided_at)
+SELECT d.decision_id, d.approval_id, d.approver_id, d.verdict, d.reason, to_timestamp(d.decided_at_ms / 1000.0)
+FROM jsonb_to_recordset(%s::jsonb)
+     AS d(decision_id text, approval_id text, approver_id text, verdict text, reason text, decided_at_ms bigint)
+ON CONFLICT DO NOTHING
+"""
 
 
 class DecisionsHandler(Handler[ApprovalDecision]):
@@ -167,45 +229,87 @@ class DecisionsHandler(Handler[ApprovalDecision]):
                 decision = call.model
                 ticket = tickets.get(decision.approval_id)
                 verdict = judge(decision, ticket, approvers.get(decision.approver_id), now)
-                detail = {"approval_id": decision.approval_id, "decision_id": decision.decision_id,
-                          "verdict": str(decision.decision)}  # fmt: skip
+                detail = {
+                    "approval_id": decision.approval_id,
+                    "decision_id": decision.decision_id,
+                    "verdict": str(decision.decision),
+                }
                 call_id = requests[decision.approval_id][0].call_id if decision.approval_id in requests else None
                 if not isinstance(verdict, Counted):
                     kind = "noop" if isinstance(verdict, NoOp) else "refused"
-                    entries.append(audit.Entry(STAGE, f"decision_{kind}", decision.approver_id, call_id, None,
-                                               {**detail, "code": verdict.code, "reason": verdict.reason}))  # fmt: skip
+                    entries.append(
+                        audit.Entry(
+                            STAGE,
+                            f"decision_{kind}",
+                            decision.approver_id,
+                            call_id,
+                            None,
+                            {**detail, "code": verdict.code, "reason": verdict.reason},
+                        )
+                    )
                     out.outcomes[decision.approval_id] = f"{kind}:{verdict.code}"
                     continue
                 assert ticket is not None
-                accepted.append({"decision_id": decision.decision_id, "approval_id": decision.approval_id,
-                                 "approver_id": decision.approver_id, "verdict": str(decision.decision),
-                                 "reason": decision.reason, "decided_at_ms": decision.decided_at_ms})  # fmt: skip
+                accepted.append(
+                    {
+                        "decision_id": decision.decision_id,
+                        "approval_id": decision.approval_id,
+                        "approver_id": decision.approver_id,
+                        "verdict": str(decision.decision),
+                        "reason": decision.reason,
+                        "decided_at_ms": decision.decided_at_ms,
+                    }
+                )
                 tickets[ticket.approval_id] = Ticket(
-                    **{**ticket.__dict__, "status": verdict.status, "approved_by": verdict.approved_by,
-                       "decided_by": (*ticket.decided_by, decision.approver_id),
-                       "used_decisions": ticket.used_decisions | {decision.decision_id}})  # fmt: skip
-                entries.append(audit.Entry(STAGE, "decision_counted", decision.approver_id, call_id, None,
-                                           {**detail, "status_after": verdict.status}))  # fmt: skip
+                    **{
+                        **ticket.__dict__,
+                        "status": verdict.status,
+                        "approved_by": verdict.approved_by,
+                        "decided_by": (*ticket.decided_by, decision.approver_id),
+                        "used_decisions": ticket.used_decisions | {decision.decision_id},
+                    }
+                )
+                entries.append(
+                    audit.Entry(
+                        STAGE,
+                        "decision_counted",
+                        decision.approver_id,
+                        call_id,
+                        None,
+                        {**detail, "status_after": verdict.status},
+                    )
+                )
                 out.outcomes[decision.approval_id] = f"counted:{verdict.status}"
                 record, _ = requests[ticket.approval_id]
                 if verdict.status == APPROVED:
-                    released = record.model_copy(update={
-                        "approvers": list(verdict.approved_by),
-                        "decisions": [*record.decisions, StageDecision(stage=STAGE, outcome="approved",
-                                                                       detail=",".join(verdict.approved_by), at_ms=now)],
-                    })  # fmt: skip
+                    released = record.model_copy(
+                        update={
+                            "approvers": list(verdict.approved_by),
+                            "decisions": [
+                                *record.decisions,
+                                StageDecision(
+                                    stage=STAGE, outcome="approved", detail=",".join(verdict.approved_by), at_ms=now
+                                ),
+                            ],
+                        }
+                    )
                     rows.append(outbox.item("executable", record.home_partition, released))
                 elif verdict.status == DENIED:
-                    rows.append(outbox.item("results", record.home_partition, _closed(record, "approval_denied",
-                        f"{decision.approver_id} denied the approval" + (f": {decision.reason}" if decision.reason else ""), now)))  # fmt: skip
+                    rows.append(
+                        outbox.item(
+                            "results",
+                            record.home_partition,
+                            _closed(
+                                record,
+                                "approval_denied",
+                                f"{decision.approver_id} denied the approval"
+                                + (f": {decision.reason}" if decision.reason else ""),
+                                now,
+                            ),
+                        )
+                    )
             if accepted:
-                await conn.execute(
-                    "INSERT INTO toolgate.approval_decisions (decision_id, approval_id, approver_id, verdict, reason, decided_at) "
-                    "SELECT d.decision_id, d.approval_id, d.approver_id, d.verdict, d.reason, to_timestamp(d.decided_at_ms / 1000.0) "
-                    "FROM jsonb_to_recordset(%s::jsonb) AS d(decision_id text, approval_id text, approver_id text, verdict text, "
-                    "reason text, decided_at_ms bigint) ON CONFLICT DO NOTHING",
-                    (json.dumps(accepted),),
-                )  # fmt: skip
+                await conn.execute(RECORD_DECISIONS, (json.dumps(accepted),))
                 closed = [(t.approval_id, t.status) for t in tickets.values() if t.status in (APPROVED, DENIED)]
                 if closed:
                     await conn.execute(
@@ -221,23 +325,61 @@ class DecisionsHandler(Handler[ApprovalDecision]):
 def _closed(record: StageRecord, code: str, message: str, now: int) -> Any:
     """The call's end when its approval was denied or expired: fail closed, nothing ran."""
     return reject(
-        record, Taxonomy.CONFIRMATION_MISSING,
-        [FieldError(field="approval", code=code, message=message,
-                    expected="enough valid approvals before expiry", actual="denied" if code == "approval_denied" else "expired")],
-        stage=STAGE, traceparent=record.traceparent, home_partition=record.home_partition, now_ms=now,
-        warnings=record.warnings, approval_id=record.approval_id,
+        record,
+        Taxonomy.CONFIRMATION_MISSING,
+        [
+            FieldError(
+                field="approval",
+                code=code,
+                message=message,
+                expected="enough valid approvals before expiry",
+                actual="denied" if code == "approval_denied" else "expired",
+            )
+        ],
+        stage=STAGE,
+        traceparent=record.traceparent,
+        home_partition=record.home_partition,
+        now_ms=now,
+        warnings=record.warnings,
+        approval_id=record.approval_id,
         next_action="stop" if code == "approval_denied" else "repropose_or_escalate",
-    )  # fmt: skip
+    )
 
 
-async def _load_tickets(conn: AsyncConnection[Any], ids: list[str]) -> tuple[dict[str, Ticket], dict[str, tuple[StageRecord, int]]]:
+async def _load_tickets(
+    conn: AsyncConnection[Any], ids: list[str]
+) -> tuple[dict[str, Ticket], dict[str, tuple[StageRecord, int]]]:
     cur = await conn.execute(LOAD_TICKETS, (ids,))
     tickets: dict[str, Ticket] = {}
     requests: dict[str, tuple[StageRecord, int]] = {}
-    for (approval_id, tool, version, phash, risk, required, status, expires, request, home,
-         approved_by, decided_by, used) in await cur.fetchall():  # fmt: skip
-        tickets[approval_id] = Ticket(approval_id, tool, version, phash, risk, required, status, int(expires),
-                                      tuple(approved_by), tuple(decided_by), frozenset(used))  # fmt: skip
+    for (
+        approval_id,
+        tool,
+        version,
+        phash,
+        risk,
+        required,
+        status,
+        expires,
+        request,
+        home,
+        approved_by,
+        decided_by,
+        used,
+    ) in await cur.fetchall():
+        tickets[approval_id] = Ticket(
+            approval_id,
+            tool,
+            version,
+            phash,
+            risk,
+            required,
+            status,
+            int(expires),
+            tuple(approved_by),
+            tuple(decided_by),
+            frozenset(used),
+        )
         requests[approval_id] = (codec().decode(bytes(request), StageRecord), home)
     return tickets, requests
 
@@ -274,10 +416,28 @@ class ExpirySweeper:
             rows, entries = [], []
             for approval_id, call_id, tenant_id, request in expired:
                 record = codec().decode(bytes(request), StageRecord)
-                rows.append(outbox.item("results", record.home_partition, _closed(
-                    record, "approval_expired", f"approval {approval_id} expired without enough approvals: AUTO_DENIED", now)))  # fmt: skip
-                entries.append(audit.Entry(STAGE, "approval_auto_denied", "toolgate", call_id, tenant_id,
-                                           {"approval_id": approval_id, "status": AUTO_DENIED}))  # fmt: skip
+                rows.append(
+                    outbox.item(
+                        "results",
+                        record.home_partition,
+                        _closed(
+                            record,
+                            "approval_expired",
+                            f"approval {approval_id} expired without enough approvals: AUTO_DENIED",
+                            now,
+                        ),
+                    )
+                )
+                entries.append(
+                    audit.Entry(
+                        STAGE,
+                        "approval_auto_denied",
+                        "toolgate",
+                        call_id,
+                        tenant_id,
+                        {"approval_id": approval_id, "status": AUTO_DENIED},
+                    )
+                )
             await outbox.enqueue(conn, rows)
             await audit.append(conn, entries)
 

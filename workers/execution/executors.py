@@ -49,8 +49,14 @@ class Job:
     @property
     def context(self) -> dict[str, Any]:
         r = self.record
-        return {"tenant_id": r.tenant_id, "user_id": r.principal.user_id, "agent_id": r.principal.agent_id,
-                "call_id": r.call_id, "run_id": r.run_id, "idempotency_key": self.idempotency_key}  # fmt: skip
+        return {
+            "tenant_id": r.tenant_id,
+            "user_id": r.principal.user_id,
+            "agent_id": r.principal.agent_id,
+            "call_id": r.call_id,
+            "run_id": r.run_id,
+            "idempotency_key": self.idempotency_key,
+        }
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,9 @@ Effect = Done | Failed | Unknown
 
 
 def failed(taxonomy: Taxonomy, code: str, message: str, *, final: bool, retry_after_ms: int | None = None) -> Failed:
-    return Failed(taxonomy, (FieldError(field=None, code=code, message=SCRUBBER.text(message)[:500]),), final, retry_after_ms)
+    return Failed(
+        taxonomy, (FieldError(field=None, code=code, message=SCRUBBER.text(message)[:500]),), final, retry_after_ms
+    )
 
 
 def to_json_value(value: Any) -> Any:
@@ -124,9 +132,18 @@ async def run_postgres_batch(conn: AsyncConnection[Any], jobs: list[Job]) -> lis
     try:
         async with conn.transaction():
             async with conn.pipeline():
-                cursors = [await conn.execute(job.contract.executor["statement"], statement_params(job)) for job in jobs]
-            return [_effect(job, [c.name for c in cur.description or []], await cur.fetchall() if cur.description else [],
-                            cur.rowcount) for job, cur in zip(jobs, cursors, strict=True)]  # fmt: skip
+                cursors = [
+                    await conn.execute(job.contract.executor["statement"], statement_params(job)) for job in jobs
+                ]
+            return [
+                _effect(
+                    job,
+                    [c.name for c in cur.description or []],
+                    await cur.fetchall() if cur.description else [],
+                    cur.rowcount,
+                )
+                for job, cur in zip(jobs, cursors, strict=True)
+            ]
     except psycopg.OperationalError:
         raise  # the connection itself: transient, the whole transaction retries
     except psycopg.Error:
@@ -143,8 +160,12 @@ async def run_postgres(conn: AsyncConnection[Any], job: Job) -> Effect:
     except psycopg.OperationalError:
         raise
     except psycopg.Error as exc:
-        return failed(map_sqlstate(job.contract, exc), f"sqlstate_{exc.sqlstate}",
-                      f"the statement was refused: {exc.diag.message_primary or type(exc).__name__}", final=True)  # fmt: skip
+        return failed(
+            map_sqlstate(job.contract, exc),
+            f"sqlstate_{exc.sqlstate}",
+            f"the statement was refused: {exc.diag.message_primary or type(exc).__name__}",
+            final=True,
+        )
 
 
 def _effect(job: Job, columns: list[str], raw_rows: list[Any], affected: int) -> Effect:
@@ -232,12 +253,20 @@ class HttpExecutor:
         except SecretMissing as exc:
             return failed(Taxonomy.DEPENDENCY_UNAVAILABLE, "secret_unresolved", str(exc), final=True)
         try:
-            async with self.session.request(spec["method"], url, json=job.record.arguments, headers=headers,
-                                            timeout=self.timeout(job, now_ms), allow_redirects=False) as resp:  # fmt: skip
+            async with self.session.request(
+                spec["method"],
+                url,
+                json=job.record.arguments,
+                headers=headers,
+                timeout=self.timeout(job, now_ms),
+                allow_redirects=False,
+            ) as resp:
                 return await self._classify(resp)
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             # Never connected: the request was not sent, a retry is safe.
-            return failed(Taxonomy.DEPENDENCY_UNAVAILABLE, "connect_failed", f"cannot reach the provider: {exc}", final=False)
+            return failed(
+                Taxonomy.DEPENDENCY_UNAVAILABLE, "connect_failed", f"cannot reach the provider: {exc}", final=False
+            )
         except (TimeoutError, aiohttp.ClientError) as exc:
             # Sent, but no answer: the effect may or may not have happened.
             return Unknown(f"{type(exc).__name__} after the request was sent")
@@ -249,30 +278,61 @@ class HttpExecutor:
             try:
                 body = json.loads(text)
             except json.JSONDecodeError:
-                return failed(Taxonomy.OBSERVATION_NORMALIZATION_FAIL, "bad_provider_response",
-                              "the provider answered with something that is not JSON", final=True)  # fmt: skip
+                return failed(
+                    Taxonomy.OBSERVATION_NORMALIZATION_FAIL,
+                    "bad_provider_response",
+                    "the provider answered with something that is not JSON",
+                    final=True,
+                )
             return Done(body if isinstance(body, dict) else {"value": body})
         retry_after = _retry_after_ms(resp)
         if status == 429:
-            return failed(Taxonomy.RATE_LIMITED, "provider_429", "the provider rate-limited the call", final=False,
-                          retry_after_ms=retry_after)  # fmt: skip
+            return failed(
+                Taxonomy.RATE_LIMITED,
+                "provider_429",
+                "the provider rate-limited the call",
+                final=False,
+                retry_after_ms=retry_after,
+            )
         if status == 503:
-            return failed(Taxonomy.DEPENDENCY_UNAVAILABLE, "provider_503", "the provider is unavailable", final=False,
-                          retry_after_ms=retry_after)  # fmt: skip
+            return failed(
+                Taxonomy.DEPENDENCY_UNAVAILABLE,
+                "provider_503",
+                "the provider is unavailable",
+                final=False,
+                retry_after_ms=retry_after,
+            )
         if status == 409:
-            return failed(Taxonomy.IDEMPOTENCY_CONFLICT, "provider_409", "the provider is still processing this key",
-                          final=False, retry_after_ms=retry_after or 1000)  # fmt: skip
+            return failed(
+                Taxonomy.IDEMPOTENCY_CONFLICT,
+                "provider_409",
+                "the provider is still processing this key",
+                final=False,
+                retry_after_ms=retry_after or 1000,
+            )
         if status in (401, 403):
-            return failed(Taxonomy.DEPENDENCY_UNAVAILABLE, f"provider_{status}", "the provider refused toolgate's credentials",
-                          final=True)  # fmt: skip
+            return failed(
+                Taxonomy.DEPENDENCY_UNAVAILABLE,
+                f"provider_{status}",
+                "the provider refused toolgate's credentials",
+                final=True,
+            )
         if status == 404:
             return failed(Taxonomy.STALE_STATE, "provider_404", "the provider does not know the target", final=True)
         if status == 422 and "idempotency" in text.lower():
-            return failed(Taxonomy.SIGNATURE_MISMATCH, "provider_key_reuse", "the provider saw this key with another payload",
-                          final=True)  # fmt: skip
+            return failed(
+                Taxonomy.SIGNATURE_MISMATCH,
+                "provider_key_reuse",
+                "the provider saw this key with another payload",
+                final=True,
+            )
         if 400 <= status < 500:
-            return failed(Taxonomy.SEMANTIC_INVALIDITY, f"provider_{status}", f"the provider refused the call ({status})",
-                          final=True)  # fmt: skip
+            return failed(
+                Taxonomy.SEMANTIC_INVALIDITY,
+                f"provider_{status}",
+                f"the provider refused the call ({status})",
+                final=True,
+            )
         return Unknown(f"provider answered {status}")
 
     async def status(self, job: Job, now_ms: int) -> Effect:
@@ -284,11 +344,16 @@ class HttpExecutor:
         try:
             url = self.url(job, query["path"])
             headers = self.headers(job)
-            async with self.session.request(query["method"], url, headers=headers,
-                                            timeout=aiohttp.ClientTimeout(total=5.0)) as resp:  # fmt: skip
+            async with self.session.request(
+                query["method"], url, headers=headers, timeout=aiohttp.ClientTimeout(total=5.0)
+            ) as resp:
                 if resp.status == 404:
-                    return failed(Taxonomy.DEPENDENCY_UNAVAILABLE, "not_received",
-                                  "the provider never received the call", final=False)  # fmt: skip
+                    return failed(
+                        Taxonomy.DEPENDENCY_UNAVAILABLE,
+                        "not_received",
+                        "the provider never received the call",
+                        final=False,
+                    )
                 if resp.status != 200:
                     return Unknown(f"status query answered {resp.status}")
                 body = await resp.json()
@@ -298,7 +363,9 @@ class HttpExecutor:
         if state == "completed" and isinstance(body.get("response"), dict):
             return Done(body["response"])
         if state == "failed":
-            return failed(Taxonomy.DEPENDENCY_UNAVAILABLE, "provider_failed", "the provider reports the call failed", final=True)
+            return failed(
+                Taxonomy.DEPENDENCY_UNAVAILABLE, "provider_failed", "the provider reports the call failed", final=True
+            )
         return Unknown(f"provider reports {state!r}")
 
 

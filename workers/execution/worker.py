@@ -82,7 +82,8 @@ RETURNING tenant_id, idempotency_key
 """
 LOCK = """
 SELECT tenant_id, idempotency_key, status, request_hash, call_id, attempt, lease_owner,
-       (extract(epoch FROM lease_until) * 1000)::bigint, response, error_code, (extract(epoch FROM expires_at) * 1000)::bigint
+       (extract(epoch FROM lease_until) * 1000)::bigint, response, error_code,
+       (extract(epoch FROM expires_at) * 1000)::bigint
 FROM toolgate.idempotency_keys
 WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
 ORDER BY tenant_id, idempotency_key
@@ -162,7 +163,9 @@ class ExecutionHandler(Handler[StageRecord]):
         keyed = [a for a in attempts if a.result is None and a.key is not None]
         if keyed:
             await self._reserve(keyed, now)
-        await self._external_effects([a for a in attempts if self._runs(a) and a.job.contract.executor["kind"] != "postgres"])
+        await self._external_effects(
+            [a for a in attempts if self._runs(a) and a.job.contract.executor["kind"] != "postgres"]
+        )
         await self._record(attempts)
         for a in attempts:
             if a.result is not None:
@@ -177,15 +180,35 @@ class ExecutionHandler(Handler[StageRecord]):
         key = idempotency_key_for(record) if contract.is_mutation else None
         a = Attempt(call, Job(record, contract, key or "", deadline), key)
         if record.deadline_ms is not None and record.deadline_ms <= now:
-            a.result = self._refuse(a, Taxonomy.TIMEOUT, "deadline_passed",
-                                    "the proposal's deadline passed before it could run; nothing was executed", now,
-                                    retryable=False, next_action="repropose_with_new_deadline")  # fmt: skip
+            a.result = self._refuse(
+                a,
+                Taxonomy.TIMEOUT,
+                "deadline_passed",
+                "the proposal's deadline passed before it could run; nothing was executed",
+                now,
+                retryable=False,
+                next_action="repropose_with_new_deadline",
+            )
         elif record.dry_run:
-            a.result = result(record, stage=STAGE, result_outcome=outcome(Taxonomy.SUCCESS), traceparent=call.traceparent,
-                              home_partition=record.home_partition, now_ms=now, warnings=record.warnings,
-                              data={"dry_run": True, "would_execute": {"tool": contract.name, "version": contract.version,
-                                    "side_effect_class": contract.side_effect_class, "arguments": record.arguments,
-                                    "idempotency_fingerprint": fingerprint(key) if key else None}})  # fmt: skip
+            a.result = result(
+                record,
+                stage=STAGE,
+                result_outcome=outcome(Taxonomy.SUCCESS),
+                traceparent=call.traceparent,
+                home_partition=record.home_partition,
+                now_ms=now,
+                warnings=record.warnings,
+                data={
+                    "dry_run": True,
+                    "would_execute": {
+                        "tool": contract.name,
+                        "version": contract.version,
+                        "side_effect_class": contract.side_effect_class,
+                        "arguments": record.arguments,
+                        "idempotency_fingerprint": fingerprint(key) if key else None,
+                    },
+                },
+            )
         elif key is None:
             a.plan = idem.Execute(1)
         return a
@@ -193,11 +216,22 @@ class ExecutionHandler(Handler[StageRecord]):
     def _runs(self, a: Attempt) -> bool:
         return a.result is None and isinstance(a.plan, idem.Execute) and a.leader is None
 
-    def _refuse(self, a: Attempt, taxonomy: Taxonomy, code: str, message: str, now: int, **overrides: Any) -> ExecutionResult:
+    def _refuse(
+        self, a: Attempt, taxonomy: Taxonomy, code: str, message: str, now: int, **overrides: Any
+    ) -> ExecutionResult:
         r = a.record
-        return reject(r, taxonomy, [FieldError(field=None, code=code, message=message)], stage=STAGE,
-                      traceparent=a.call.traceparent, home_partition=r.home_partition, now_ms=now,
-                      warnings=r.warnings, approval_id=r.approval_id, **overrides)  # fmt: skip
+        return reject(
+            r,
+            taxonomy,
+            [FieldError(field=None, code=code, message=message)],
+            stage=STAGE,
+            traceparent=a.call.traceparent,
+            home_partition=r.home_partition,
+            now_ms=now,
+            warnings=r.warnings,
+            approval_id=r.approval_id,
+            **overrides,
+        )
 
     # --- A: reservation --------------------------------------------------------------------
 
@@ -209,29 +243,53 @@ class ExecutionHandler(Handler[StageRecord]):
                 a.leader = first[ident]
             else:
                 first[ident] = a
-        rows = [{
-            "tenant_id": a.record.tenant_id, "idempotency_key": a.key, "request_hash": a.record.payload_hash,
-            "tool_name": a.record.tool_name, "tool_version": a.record.tool_version,
-            "executor": a.job.contract.executor["kind"], "call_id": a.record.call_id,
-            "home_partition": a.record.home_partition, "request": _b64(codec().encode(a.record)),
-            "ttl": a.job.contract.idempotency_ttl_seconds,
-        } for a in first.values()]  # fmt: skip
+        rows = [
+            {
+                "tenant_id": a.record.tenant_id,
+                "idempotency_key": a.key,
+                "request_hash": a.record.payload_hash,
+                "tool_name": a.record.tool_name,
+                "tool_version": a.record.tool_version,
+                "executor": a.job.contract.executor["kind"],
+                "call_id": a.record.call_id,
+                "home_partition": a.record.home_partition,
+                "request": _b64(codec().encode(a.record)),
+                "ttl": a.job.contract.idempotency_ttl_seconds,
+            }
+            for a in first.values()
+        ]
         async with self.pool.connection() as conn, conn.transaction():
             cur = await conn.execute(RESERVE, {"rows": json.dumps(rows), "owner": self.owner, "lease": self.lease_s})
             fresh = {(r[0], r[1]) for r in await cur.fetchall()}
             cur = await conn.execute(LOCK, ([k[0] for k in first], [k[1] for k in first]))
-            existing = {(r[0], r[1]): idem.KeyRow(r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10])
-                        for r in await cur.fetchall()}  # fmt: skip
+            existing = {
+                (r[0], r[1]): idem.KeyRow(r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10])
+                for r in await cur.fetchall()
+            }
             redrive = []
             for ident, a in first.items():
                 row = None if ident in fresh else existing.get(ident)
-                a.plan = idem.plan(row, request_hash=a.record.payload_hash, call_id=a.record.call_id, owner=self.owner,
-                                   now_ms=now, max_attempts=a.job.contract.max_retries + 1,
-                                   resend_safe=self._resend_safe(a))  # fmt: skip
+                a.plan = idem.plan(
+                    row,
+                    request_hash=a.record.payload_hash,
+                    call_id=a.record.call_id,
+                    owner=self.owner,
+                    now_ms=now,
+                    max_attempts=a.job.contract.max_retries + 1,
+                    resend_safe=self._resend_safe(a),
+                )
                 if isinstance(a.plan, idem.Execute) and row is not None:
-                    redrive.append({"tenant_id": ident[0], "idempotency_key": ident[1], "attempt": a.plan.attempt,
-                                    "call_id": a.record.call_id, "request": _b64(codec().encode(a.record)),
-                                    "request_hash": a.record.payload_hash, "ttl": a.job.contract.idempotency_ttl_seconds})  # fmt: skip
+                    redrive.append(
+                        {
+                            "tenant_id": ident[0],
+                            "idempotency_key": ident[1],
+                            "attempt": a.plan.attempt,
+                            "call_id": a.record.call_id,
+                            "request": _b64(codec().encode(a.record)),
+                            "request_hash": a.record.payload_hash,
+                            "ttl": a.job.contract.idempotency_ttl_seconds,
+                        }
+                    )
             if redrive:
                 await conn.execute(REDRIVE, {"rows": json.dumps(redrive), "owner": self.owner, "lease": self.lease_s})
         for a in keyed:
@@ -248,25 +306,42 @@ class ExecutionHandler(Handler[StageRecord]):
         if isinstance(plan, idem.Replay):
             a.result = self._replay(a, plan.response, now)
         elif isinstance(plan, idem.Mismatch):
-            a.result = self._refuse(a, Taxonomy.SIGNATURE_MISMATCH, "key_reused",
-                                    "this idempotency key was used with different arguments; refusing (fail closed)", now)  # fmt: skip
+            a.result = self._refuse(
+                a,
+                Taxonomy.SIGNATURE_MISMATCH,
+                "key_reused",
+                "this idempotency key was used with different arguments; refusing (fail closed)",
+                now,
+            )
         elif isinstance(plan, idem.Conflict):
-            a.result = self._refuse(a, Taxonomy.IDEMPOTENCY_CONFLICT, "in_progress",
-                                    "the same operation is in progress; retry after the delay", now,
-                                    retry_after_ms=plan.retry_after_ms)  # fmt: skip
+            a.result = self._refuse(
+                a,
+                Taxonomy.IDEMPOTENCY_CONFLICT,
+                "in_progress",
+                "the same operation is in progress; retry after the delay",
+                now,
+                retry_after_ms=plan.retry_after_ms,
+            )
         elif isinstance(plan, idem.Hold):
             log.info("held: key in flight", extra={"stage": STAGE, "action": "hold", "call_id": r.call_id})
 
     def _replay(self, a: Attempt, stored: dict[str, Any], now: int) -> ExecutionResult:
         r = a.record
         return result(
-            r, stage=STAGE, result_outcome=Outcome.model_validate(stored["outcome"]), traceparent=a.call.traceparent,
-            home_partition=r.home_partition, now_ms=now, data=stored.get("data"),
-            errors=[FieldError.model_validate(e) for e in stored.get("errors", [])], warnings=r.warnings,
-            idempotency_hit=True, attempt_number=int(stored.get("attempt_number", 1)),
+            r,
+            stage=STAGE,
+            result_outcome=Outcome.model_validate(stored["outcome"]),
+            traceparent=a.call.traceparent,
+            home_partition=r.home_partition,
+            now_ms=now,
+            data=stored.get("data"),
+            errors=[FieldError.model_validate(e) for e in stored.get("errors", [])],
+            warnings=r.warnings,
+            idempotency_hit=True,
+            attempt_number=int(stored.get("attempt_number", 1)),
             verification=Verification.model_validate(stored["verification"]) if stored.get("verification") else None,
             approval_id=r.approval_id,
-        )  # fmt: skip
+        )
 
     # --- E: external effects ---------------------------------------------------------------
 
@@ -302,7 +377,9 @@ class ExecutionHandler(Handler[StageRecord]):
         for a, (res, status) in zip(attempts, concluded, strict=True):
             a.result, a.status = res, status
 
-    async def _record_once(self, conn: AsyncConnection[Any], attempts: list[Attempt]) -> list[tuple[ExecutionResult | None, str | None]]:
+    async def _record_once(
+        self, conn: AsyncConnection[Any], attempts: list[Attempt]
+    ) -> list[tuple[ExecutionResult | None, str | None]]:
         """Everything of phase B inside one transaction; returns each call's result and key
         status, which take effect only once the transaction committed."""
         now = now_ms()
@@ -316,10 +393,21 @@ class ExecutionHandler(Handler[StageRecord]):
             if self._runs(a):
                 res, status = self._conclude(a, local_effects.get(id(a), a.effect), now)
                 if a.key is not None:
-                    settle.append({"tenant_id": a.record.tenant_id, "idempotency_key": a.key, "status": status,
-                                   "response": stored_response(res) if status != "PENDING" else None,
-                                   "error_code": None if status == "COMPLETED" else str(res.outcome.taxonomy_class)})  # fmt: skip
-            elif res is None and a.leader is not None and id(a.leader) in by_attempt and not isinstance(a.plan, idem.Mismatch):
+                    settle.append(
+                        {
+                            "tenant_id": a.record.tenant_id,
+                            "idempotency_key": a.key,
+                            "status": status,
+                            "response": stored_response(res) if status != "PENDING" else None,
+                            "error_code": None if status == "COMPLETED" else str(res.outcome.taxonomy_class),
+                        }
+                    )
+            elif (
+                res is None
+                and a.leader is not None
+                and id(a.leader) in by_attempt
+                and not isinstance(a.plan, idem.Mismatch)
+            ):
                 res = self._replay(a, stored_response(by_attempt[id(a.leader)]), now)
             concluded.append((res, status))
             if res is None:
@@ -327,12 +415,24 @@ class ExecutionHandler(Handler[StageRecord]):
             by_attempt[id(a)] = res
             rows.append(outbox.item("results", a.record.home_partition, res))
             if a.job.contract.document["observability"]["audit_required"]:
-                entries.append(audit.Entry(STAGE, _action(res, status), a.record.principal.user_id, a.record.call_id,
-                                           a.record.tenant_id, {
-                    "tool": a.record.tool_name, "version": a.record.tool_version,
-                    "key": fingerprint(a.key) if a.key else None, "taxonomy": str(res.outcome.taxonomy_class),
-                    "status": status, "idempotency_hit": res.idempotency_hit, "approval_id": a.record.approval_id,
-                }))  # fmt: skip
+                entries.append(
+                    audit.Entry(
+                        STAGE,
+                        _action(res, status),
+                        a.record.principal.user_id,
+                        a.record.call_id,
+                        a.record.tenant_id,
+                        {
+                            "tool": a.record.tool_name,
+                            "version": a.record.tool_version,
+                            "key": fingerprint(a.key) if a.key else None,
+                            "taxonomy": str(res.outcome.taxonomy_class),
+                            "status": status,
+                            "idempotency_hit": res.idempotency_hit,
+                            "approval_id": a.record.approval_id,
+                        },
+                    )
+                )
         if settle:
             await conn.execute(SETTLE, {"rows": json.dumps(settle), "lease": self.lease_s})
         await outbox.enqueue(conn, rows)
@@ -342,21 +442,50 @@ class ExecutionHandler(Handler[StageRecord]):
     def _conclude(self, a: Attempt, effect: Effect | None, now: int) -> tuple[ExecutionResult, str]:
         r = a.record
         attempt = a.plan.attempt if isinstance(a.plan, idem.Execute) else 1
-        common = {"stage": STAGE, "traceparent": a.call.traceparent, "home_partition": r.home_partition, "now_ms": now,
-                  "warnings": r.warnings, "attempt_number": attempt, "approval_id": r.approval_id}  # fmt: skip
+        common = {
+            "stage": STAGE,
+            "traceparent": a.call.traceparent,
+            "home_partition": r.home_partition,
+            "now_ms": now,
+            "warnings": r.warnings,
+            "attempt_number": attempt,
+            "approval_id": r.approval_id,
+        }
         if isinstance(effect, Done):
-            return result(r, result_outcome=outcome(Taxonomy.SUCCESS), data=effect.data,
-                          verification=verification_for(a.job, effect.data), **common), "COMPLETED"  # fmt: skip
+            return result(
+                r,
+                result_outcome=outcome(Taxonomy.SUCCESS),
+                data=effect.data,
+                verification=verification_for(a.job, effect.data),
+                **common,
+            ), "COMPLETED"
         if isinstance(effect, Failed):
             status = "FAILED_FINAL" if effect.final else "FAILED_RETRYABLE"
-            res = result(r, result_outcome=outcome(effect.taxonomy, retryable=not effect.final,
-                                                   retry_after_ms=effect.retry_after_ms), errors=effect.errors, **common)  # fmt: skip
+            res = result(
+                r,
+                result_outcome=outcome(
+                    effect.taxonomy, retryable=not effect.final, retry_after_ms=effect.retry_after_ms
+                ),
+                errors=effect.errors,
+                **common,
+            )
             return res, status
         reason = effect.reason if isinstance(effect, Unknown) else "no outcome"
-        return result(r, result_outcome=outcome(Taxonomy.TIMEOUT, code=202, retryable=False, fail_closed=False,
-                                                next_action="await_verification"),
-                      errors=[FieldError(field=None, code="outcome_unknown", message=f"{reason}; the outcome is being "
-                                         "verified with the provider and will be reported on this call")], **common), "PENDING"  # fmt: skip
+        return result(
+            r,
+            result_outcome=outcome(
+                Taxonomy.TIMEOUT, code=202, retryable=False, fail_closed=False, next_action="await_verification"
+            ),
+            errors=[
+                FieldError(
+                    field=None,
+                    code="outcome_unknown",
+                    message=f"{reason}; the outcome is being "
+                    "verified with the provider and will be reported on this call",
+                )
+            ],
+            **common,
+        ), "PENDING"
 
 
 def _action(res: ExecutionResult, status: str | None) -> str:

@@ -58,16 +58,31 @@ def rfc3339(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def build(res: ExecutionResult, data: dict[str, Any] | None, errors: list[ObservationError], taxonomy: Taxonomy | None = None) -> Observation:
+def build(
+    res: ExecutionResult, data: dict[str, Any] | None, errors: list[ObservationError], taxonomy: Taxonomy | None = None
+) -> Observation:
     status = res.outcome
     if taxonomy is not None:
         v = vector(taxonomy)
-        status_model = ObservationStatus(code=v.code, is_error=True, taxonomy_class=taxonomy, retryable=v.retryable,
-                                         repairable=v.repairable, requires_approval=v.requires_approval, fail_closed=True)  # fmt: skip
+        status_model = ObservationStatus(
+            code=v.code,
+            is_error=True,
+            taxonomy_class=taxonomy,
+            retryable=v.retryable,
+            repairable=v.repairable,
+            requires_approval=v.requires_approval,
+            fail_closed=True,
+        )
     else:
-        status_model = ObservationStatus(code=status.code, is_error=status.is_error, taxonomy_class=status.taxonomy_class,
-                                         retryable=status.retryable, repairable=status.repairable,
-                                         requires_approval=status.requires_approval, fail_closed=status.fail_closed)  # fmt: skip
+        status_model = ObservationStatus(
+            code=status.code,
+            is_error=status.is_error,
+            taxonomy_class=status.taxonomy_class,
+            retryable=status.retryable,
+            repairable=status.repairable,
+            requires_approval=status.requires_approval,
+            fail_closed=status.fail_closed,
+        )
     return Observation(
         tool_identity=ToolIdentity(name=res.tool_name, version=res.tool_version, call_id=res.call_id),
         execution_metadata=ExecutionMetadata(
@@ -85,7 +100,14 @@ def build(res: ExecutionResult, data: dict[str, Any] | None, errors: list[Observ
 
 def normalize(res: ExecutionResult, registry: Registry) -> Normalized:
     data = SCRUBBER.obj(res.data) if res.data is not None else None
-    errors = [ObservationError(field=e.field, code=e.code, message=SCRUBBER.text(e.message)) for e in res.errors]
+    errors = [
+        ObservationError(
+            field=SCRUBBER.text(e.field) if e.field is not None else None,
+            code=SCRUBBER.text(e.code),
+            message=SCRUBBER.text(e.message),
+        )
+        for e in res.errors
+    ]
     problem = None
     if res.outcome.taxonomy_class is Taxonomy.SUCCESS and not (data or {}).get("dry_run"):
         try:
@@ -93,8 +115,10 @@ def normalize(res: ExecutionResult, registry: Registry) -> Normalized:
         except KeyError:
             contract = None
         if contract is not None and not contract.accepts_output(data or {}):
-            violations = [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
-                          for e in contract.output_validator.iter_errors(data or {})]  # fmt: skip
+            violations = [
+                f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+                for e in contract.output_validator.iter_errors(data or {})
+            ]
             if violations:
                 problem = "result does not satisfy the output schema: " + "; ".join(violations)[:1500]
     observation = build(res, data, errors)
@@ -104,7 +128,16 @@ def normalize(res: ExecutionResult, registry: Registry) -> Normalized:
             problem = "observation does not satisfy the reference schema: " + "; ".join(schema_errors)[:1500]
     if problem is None:
         return Normalized(observation)
-    failed = build(res, None, [ObservationError(field=None, code="normalization_failed",
-                   message="the tool's result could not be normalized; an operator has the raw result")],
-                   Taxonomy.OBSERVATION_NORMALIZATION_FAIL)  # fmt: skip
+    failed = build(
+        res,
+        None,
+        [
+            ObservationError(
+                field=None,
+                code="normalization_failed",
+                message="the tool's result could not be normalized; an operator has the raw result",
+            )
+        ],
+        Taxonomy.OBSERVATION_NORMALIZATION_FAIL,
+    )
     return Normalized(failed, problem)

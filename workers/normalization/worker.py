@@ -24,16 +24,39 @@ class NormalizationHandler(Handler[ExecutionResult]):
         for call in calls:
             res = call.model
             normalized = normalize(res, self.registry)
-            out.record("observations", normalized.observation, key=res.run_id, traceparent=call.traceparent,
-                       call_id=res.call_id, tenant_id=res.tenant_id)  # fmt: skip
+            out.record(
+                "observations",
+                normalized.observation,
+                key=res.run_id,
+                traceparent=call.traceparent,
+                call_id=res.call_id,
+                tenant_id=res.tenant_id,
+            )
             out.outcomes[res.call_id] = str(normalized.observation.status.taxonomy_class)
             if normalized.problem:
-                out.dead_letter(call.origin, call.raw, Taxonomy.OBSERVATION_NORMALIZATION_FAIL, normalized.problem, res.call_id)
+                out.dead_letter(
+                    call.origin, call.raw, Taxonomy.OBSERVATION_NORMALIZATION_FAIL, normalized.problem, res.call_id
+                )
 
     def on_failure(self, call: Inbound[ExecutionResult], error: str, out: Emit) -> None:
         res = call.model
-        observation = build(res, None, [ObservationError(field=None, code="internal_error",
-                            message="the result could not be normalized inside toolgate; an operator has it")],
-                            Taxonomy.OBSERVATION_NORMALIZATION_FAIL)  # fmt: skip
-        out.record("observations", observation, key=res.run_id, traceparent=call.traceparent, call_id=res.call_id,
-                   tenant_id=res.tenant_id)  # fmt: skip
+        observation = build(
+            res,
+            None,
+            [
+                ObservationError(
+                    field=None,
+                    code="internal_error",
+                    message="the result could not be normalized inside toolgate; an operator has it",
+                )
+            ],
+            Taxonomy.OBSERVATION_NORMALIZATION_FAIL,
+        )
+        out.record(
+            "observations",
+            observation,
+            key=res.run_id,
+            traceparent=call.traceparent,
+            call_id=res.call_id,
+            tenant_id=res.tenant_id,
+        )

@@ -12,6 +12,7 @@ sent rows after a retention period, so the table stays bounded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
@@ -59,10 +60,8 @@ class OutboxRelay:
                     continue
                 if moved < self.batch:
                     self.wakeup.clear()
-                    try:
+                    with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.wakeup.wait(), 1.0)
-                    except TimeoutError:
-                        pass
         finally:
             listener.cancel()
 
@@ -77,8 +76,15 @@ class OutboxRelay:
                 if kind == "item":
                     out.raw_item(topic, partition, bytes(payload))
                 else:
-                    out.records.append(EdgeRecord(topic, bytes(key) if key is not None else None, bytes(payload),
-                                                  [(k, v.encode()) for k, v in headers], partition))  # fmt: skip
+                    out.records.append(
+                        EdgeRecord(
+                            topic,
+                            bytes(key) if key is not None else None,
+                            bytes(payload),
+                            [(k, v.encode()) for k, v in headers],
+                            partition,
+                        )
+                    )
             await self.app.publish(out)
             await conn.execute(MARK_SENT, ([r[0] for r in rows],))
         return len(rows)

@@ -41,30 +41,59 @@ class Deny:
 def decide(record: StageRecord, contract: Contract, owners: Owners) -> Allow | Deny:
     missing = [s for s in contract.required_scopes if s not in set(record.principal.scopes)]
     if missing:
-        return Deny(Taxonomy.PERMISSION_DENIED, (FieldError(
-            field="principal.scopes", code="missing_scope",
-            message=f"{contract.name} needs scopes {', '.join(contract.required_scopes)}",
-            expected=", ".join(contract.required_scopes), actual="missing " + ", ".join(missing),
-        ),))  # fmt: skip
+        return Deny(
+            Taxonomy.PERMISSION_DENIED,
+            (
+                FieldError(
+                    field="principal.scopes",
+                    code="missing_scope",
+                    message=f"{contract.name} needs scopes {', '.join(contract.required_scopes)}",
+                    expected=", ".join(contract.required_scopes),
+                    actual="missing " + ", ".join(missing),
+                ),
+            ),
+        )
     for ref in resource_refs(record, contract):
         lookup, argument, value = ref
         owner = owners.get((lookup, value))
         if owner is None:
-            return Deny(Taxonomy.STALE_STATE, (FieldError(
-                field=argument, code="resource_missing", actual=value,
-                message=f"{argument} {value} does not exist; refresh state and re-plan",
-            ),))  # fmt: skip
+            return Deny(
+                Taxonomy.STALE_STATE,
+                (
+                    FieldError(
+                        field=argument,
+                        code="resource_missing",
+                        actual=value,
+                        message=f"{argument} {value} does not exist; refresh state and re-plan",
+                    ),
+                ),
+            )
         if owner != record.tenant_id:
-            return Deny(Taxonomy.PERMISSION_DENIED, (FieldError(
-                field=argument, code="cross_tenant", actual=value, expected=f"a resource of tenant {record.tenant_id}",
-                message=f"{argument} {value} is not a resource of your tenant",
-            ),))  # fmt: skip
+            return Deny(
+                Taxonomy.PERMISSION_DENIED,
+                (
+                    FieldError(
+                        field=argument,
+                        code="cross_tenant",
+                        actual=value,
+                        expected=f"a resource of tenant {record.tenant_id}",
+                        message=f"{argument} {value} is not a resource of your tenant",
+                    ),
+                ),
+            )
     side_effect = contract.side_effect_class
     if side_effect not in MIN_APPROVALS:
-        return Deny(Taxonomy.POLICY_VIOLATION, (FieldError(
-            field=None, code="unknown_side_effect_class", actual=side_effect,
-            message=f"no policy covers side-effect class {side_effect}; refusing (fail closed)",
-        ),))  # fmt: skip
+        return Deny(
+            Taxonomy.POLICY_VIOLATION,
+            (
+                FieldError(
+                    field=None,
+                    code="unknown_side_effect_class",
+                    actual=side_effect,
+                    message=f"no policy covers side-effect class {side_effect}; refusing (fail closed)",
+                ),
+            ),
+        )
     return Allow(max(MIN_APPROVALS[side_effect], contract.required_approvals))
 
 

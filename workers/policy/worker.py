@@ -56,14 +56,37 @@ class PolicyHandler(Handler[StageRecord]):
             contract = self.registry.get(record.tool_name, record.tool_version)
             decision = decide(record, contract, owners)
             if isinstance(decision, Deny):
-                out.item("results", record.home_partition, reject(
-                    record, decision.taxonomy, decision.errors, stage=STAGE, traceparent=call.traceparent,
-                    home_partition=record.home_partition, now_ms=now, warnings=record.warnings,
-                ))  # fmt: skip
+                out.item(
+                    "results",
+                    record.home_partition,
+                    reject(
+                        record,
+                        decision.taxonomy,
+                        decision.errors,
+                        stage=STAGE,
+                        traceparent=call.traceparent,
+                        home_partition=record.home_partition,
+                        now_ms=now,
+                        warnings=record.warnings,
+                    ),
+                )
                 continue
-            out.item("authorized", record.home_partition, record.model_copy(update={
-                "traceparent": call.traceparent,
-                "required_approvals": decision.required_approvals,
-                "decisions": [*record.decisions, StageDecision(
-                    stage=STAGE, outcome="allow", detail=f"approvals:{decision.required_approvals}", at_ms=now)],
-            }))  # fmt: skip
+            out.item(
+                "authorized",
+                record.home_partition,
+                record.model_copy(
+                    update={
+                        "traceparent": call.traceparent,
+                        "required_approvals": decision.required_approvals,
+                        "decisions": [
+                            *record.decisions,
+                            StageDecision(
+                                stage=STAGE,
+                                outcome="allow",
+                                detail=f"approvals:{decision.required_approvals}",
+                                at_ms=now,
+                            ),
+                        ],
+                    }
+                ),
+            )

@@ -69,8 +69,7 @@ class Reconciler:
         self.pool = make_pool(settings.database_url, STAGE, max_size=2)
         self.http = HttpExecutor(settings, SecretProvider(settings.secrets_path))
         self._opened = False
-        # How long an unknown outcome may stay unverified before it fails closed.
-        self.verification_window_ms = int(max(60.0, 10 * settings.lease_seconds) * 1000)
+        self.verification_window_ms = int(settings.verification_window_seconds * 1000)
 
     async def open(self) -> None:
         if not self._opened:
@@ -107,30 +106,70 @@ class Reconciler:
                         decision, detail = "unresolved", f"still unknown: {getattr(effect, 'reason', '')}"
                 counts[decision] += 1
                 key_fp = fingerprint(key)
-                entries.append(audit.Entry(STAGE, decision, "toolgate", call_id, tenant_id,
-                                           {"key": key_fp, "executor": executor, "detail": detail}))  # fmt: skip
+                entries.append(
+                    audit.Entry(
+                        STAGE,
+                        decision,
+                        "toolgate",
+                        call_id,
+                        tenant_id,
+                        {"key": key_fp, "executor": executor, "detail": detail},
+                    )
+                )
                 if decision == "redriven":
                     await conn.execute(HAND_OVER, (REDRIVE_OWNER, self.settings.lease_seconds, tenant_id, key))
                     rows.append(outbox.item("executable", record.home_partition, record))
                 elif decision == "completed":
-                    res = result(record, stage=STAGE, result_outcome=outcome(Taxonomy.SUCCESS), data=effect.data,
-                                 traceparent=record.traceparent, home_partition=record.home_partition, now_ms=now,
-                                 warnings=record.warnings, attempt_number=record.attempt, approval_id=record.approval_id,
-                                 verification=verification_for(job, effect.data))  # fmt: skip
+                    res = result(
+                        record,
+                        stage=STAGE,
+                        result_outcome=outcome(Taxonomy.SUCCESS),
+                        data=effect.data,
+                        traceparent=record.traceparent,
+                        home_partition=record.home_partition,
+                        now_ms=now,
+                        warnings=record.warnings,
+                        attempt_number=record.attempt,
+                        approval_id=record.approval_id,
+                        verification=verification_for(job, effect.data),
+                    )
                     await conn.execute(SETTLE, ("COMPLETED", Jsonb(stored_response(res)), None, tenant_id, key))
                     rows.append(outbox.item("results", record.home_partition, res))
                 elif decision == "failed_final":
-                    res = result(record, stage=STAGE, traceparent=record.traceparent, home_partition=record.home_partition,
-                                 now_ms=now, warnings=record.warnings, approval_id=record.approval_id,
-                                 result_outcome=outcome(Taxonomy.UNKNOWN_ERROR, fail_closed=True,
-                                                        next_action="escalate_to_operator"),
-                                 errors=[FieldError(field=None, code="outcome_unverifiable",
-                                                    message=f"{detail}; whether the effect happened is unknown and an "
-                                                    "operator must verify it. Do not retry.")])  # fmt: skip
-                    await conn.execute(SETTLE, ("FAILED_FINAL", Jsonb(stored_response(res)), "UNKNOWN_ERROR", tenant_id, key))
+                    res = result(
+                        record,
+                        stage=STAGE,
+                        traceparent=record.traceparent,
+                        home_partition=record.home_partition,
+                        now_ms=now,
+                        warnings=record.warnings,
+                        approval_id=record.approval_id,
+                        result_outcome=outcome(
+                            Taxonomy.UNKNOWN_ERROR, fail_closed=True, next_action="escalate_to_operator"
+                        ),
+                        errors=[
+                            FieldError(
+                                field=None,
+                                code="outcome_unverifiable",
+                                message=f"{detail}; whether the effect happened is unknown and an "
+                                "operator must verify it. Do not retry.",
+                            )
+                        ],
+                    )
+                    await conn.execute(
+                        SETTLE, ("FAILED_FINAL", Jsonb(stored_response(res)), "UNKNOWN_ERROR", tenant_id, key)
+                    )
                     rows.append(outbox.item("results", record.home_partition, res))
-                    rows.append(outbox.record("deadletter", _dead_letter(record, bytes(request), detail, now), key=call_id,
-                                              traceparent=record.traceparent, call_id=call_id, tenant_id=tenant_id))  # fmt: skip
+                    rows.append(
+                        outbox.record(
+                            "deadletter",
+                            _dead_letter(record, bytes(request), detail, now),
+                            key=call_id,
+                            traceparent=record.traceparent,
+                            call_id=call_id,
+                            tenant_id=tenant_id,
+                        )
+                    )
             cur = await conn.execute(EXPIRE)
             counts["expired"] = cur.rowcount
             await outbox.enqueue(conn, rows)
@@ -156,4 +195,3 @@ def _dead_letter(record: StageRecord, request: bytes, reason: str, now: int) -> 
         attempts=record.attempt,
         dead_lettered_at_ms=now,
     )
-

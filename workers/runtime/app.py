@@ -133,16 +133,21 @@ class StageApp:
             try:
                 await asyncio.wait_for(asyncio.shield(task), SHUTDOWN_GRACE_S)
             except BaseException:
-                log.critical("round unfinished at shutdown; exiting without commit",
-                             extra={"stage": self.name, "action": "abort"})  # fmt: skip
+                log.critical(
+                    "round unfinished at shutdown; exiting without commit",
+                    extra={"stage": self.name, "action": "abort"},
+                )
                 os._exit(EXIT_UNFINISHED_ROUND)
             raise
         except Exception:
             if tolerate:
                 log.exception("job failed", extra={"stage": self.name, "action": "job_failed"})
                 return
-            log.critical("round runtime failed; exiting without commit",
-                         extra={"stage": self.name, "action": "abort"}, exc_info=True)  # fmt: skip
+            log.critical(
+                "round runtime failed; exiting without commit",
+                extra={"stage": self.name, "action": "abort"},
+                exc_info=True,
+            )
             os._exit(EXIT_UNFINISHED_ROUND)
 
     # --- readiness and running -------------------------------------------------------------

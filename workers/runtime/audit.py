@@ -33,10 +33,17 @@ class Entry:
 
 
 def chain_hash(prev_hash: str, at: str, entry: Entry) -> str:
-    body = canonical_json({
-        "at": at, "stage": entry.stage, "action": entry.action, "actor": entry.actor,
-        "call_id": entry.call_id, "tenant_id": entry.tenant_id, "detail": entry.detail,
-    })  # fmt: skip
+    body = canonical_json(
+        {
+            "at": at,
+            "stage": entry.stage,
+            "action": entry.action,
+            "actor": entry.actor,
+            "call_id": entry.call_id,
+            "tenant_id": entry.tenant_id,
+            "detail": entry.detail,
+        }
+    )
     return hashlib.sha256((prev_hash + body).encode()).hexdigest()
 
 
@@ -54,11 +61,19 @@ async def append(conn: AsyncConnection[Any], entries: list[Entry]) -> None:
     rows = []
     for entry in entries:
         digest = chain_hash(prev, at, entry)
-        rows.append({
-            "at": at, "stage": entry.stage, "action": entry.action, "call_id": entry.call_id,
-            "tenant_id": entry.tenant_id, "actor": entry.actor, "detail": entry.detail,
-            "prev_hash": prev, "hash": digest,
-        })  # fmt: skip
+        rows.append(
+            {
+                "at": at,
+                "stage": entry.stage,
+                "action": entry.action,
+                "call_id": entry.call_id,
+                "tenant_id": entry.tenant_id,
+                "actor": entry.actor,
+                "detail": entry.detail,
+                "prev_hash": prev,
+                "hash": digest,
+            }
+        )
         prev = digest
     await conn.execute(
         "INSERT INTO toolgate.audit_log (at, stage, action, call_id, tenant_id, actor, detail, prev_hash, hash) "
@@ -69,7 +84,10 @@ async def append(conn: AsyncConnection[Any], entries: list[Entry]) -> None:
     )
 
 
-VERIFY = f"SELECT id, {AT_TEXT.format('at')}, stage, action, actor, call_id, tenant_id, detail, prev_hash, hash FROM toolgate.audit_log ORDER BY id"
+VERIFY = (
+    f"SELECT id, {AT_TEXT.format('at')}, stage, action, actor, call_id, tenant_id, detail, prev_hash, hash "
+    "FROM toolgate.audit_log ORDER BY id"
+)
 
 
 def verify_rows(rows: list[tuple[Any, ...]]) -> tuple[int, int | None]:

@@ -35,7 +35,9 @@ def item(topic: str, partition: int, model: StageRecord | ExecutionResult) -> Ou
 
 def record(topic: str, model: WireModel, *, key: str, traceparent: str, call_id: str, tenant_id: str) -> OutboxRow:
     c = codec()
-    headers = tuple((k, v.decode()) for k, v in edge_headers(traceparent, call_id, tenant_id, c.fingerprint_of(type(model))))
+    headers = tuple(
+        (k, v.decode()) for k, v in edge_headers(traceparent, call_id, tenant_id, c.fingerprint_of(type(model)))
+    )
     return OutboxRow(topic, None, "record", key.encode(), c.encode(model), headers)
 
 

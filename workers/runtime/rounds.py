@@ -27,10 +27,10 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import FieldError, PayloadKind, StageBatch, StageRecord, TaxonomyClass
 from toolgate.schemas.wire import WireModel
-from toolgate.telemetry import context_from_traceparent, meter, tracer, traceparent_of
+from toolgate.taxonomy import Taxonomy
+from toolgate.telemetry import context_from_traceparent, meter, traceparent_of, tracer
 from toolgate.topics.headers import CALL_ID, TRACEPARENT, Headers, as_pairs, header
 from toolgate.workers.runtime.db import is_transient
-from toolgate.taxonomy import Taxonomy
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.results import reject
 
@@ -72,12 +72,25 @@ class Handler(Generic[M]):
         """Answer one call that failed on its own: UNKNOWN_ERROR, fail closed."""
         model = call.model
         if isinstance(model, StageRecord):
-            out.item("results", model.home_partition, reject(
-                model, Taxonomy.UNKNOWN_ERROR,
-                [FieldError(field=None, code="internal_error", message="the call failed inside toolgate; an operator has it")],
-                stage=self.stage, traceparent=call.traceparent, home_partition=model.home_partition,
-                now_ms=now_ms(),
-            ))  # fmt: skip
+            out.item(
+                "results",
+                model.home_partition,
+                reject(
+                    model,
+                    Taxonomy.UNKNOWN_ERROR,
+                    [
+                        FieldError(
+                            field=None,
+                            code="internal_error",
+                            message="the call failed inside toolgate; an operator has it",
+                        )
+                    ],
+                    stage=self.stage,
+                    traceparent=call.traceparent,
+                    home_partition=model.home_partition,
+                    now_ms=now_ms(),
+                ),
+            )
 
     def on_undecodable(self, origin: Origin, value: bytes, out: Emit) -> None:
         """A record that does not decode: dead-letter it with its original bytes."""
@@ -123,15 +136,18 @@ class Rounds(Generic[M]):
         for rec in records:
             headers = as_pairs(rec.headers)
             attempts = int(header(headers, ATTEMPTS_HEADER) or 1)
-            origin = Origin(self.handler.source, rec.partition, rec.offset, rec.key, headers,
-                            PayloadKind.RECORD, attempts)  # fmt: skip
+            origin = Origin(
+                self.handler.source, rec.partition, rec.offset, rec.key, headers, PayloadKind.RECORD, attempts
+            )
             value = rec.value or b""
             if not self.internal:
                 try:
                     calls.append(Inbound(c.decode(value, self.handler.model), value, origin))
                 except DecodeError as exc:
-                    log.warning("undecodable record", extra={"stage": self.handler.stage,
-                                "action": "dead_letter", "error": str(exc)})  # fmt: skip
+                    log.warning(
+                        "undecodable record",
+                        extra={"stage": self.handler.stage, "action": "dead_letter", "error": str(exc)},
+                    )
                     self.handler.on_undecodable(origin, value, out)
                 continue
             try:
@@ -140,13 +156,24 @@ class Rounds(Generic[M]):
                 out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, f"undecodable StageBatch: {exc}")
                 continue
             for item in batch.items:
-                item_origin = Origin(origin.topic, origin.partition, origin.offset, origin.key,
-                                     origin.headers, PayloadKind.STAGE_ITEM, attempts)  # fmt: skip
+                item_origin = Origin(
+                    origin.topic,
+                    origin.partition,
+                    origin.offset,
+                    origin.key,
+                    origin.headers,
+                    PayloadKind.STAGE_ITEM,
+                    attempts,
+                )
                 try:
                     calls.append(Inbound(c.decode(item, self.handler.model), item, item_origin))
                 except DecodeError as exc:
-                    out.dead_letter(item_origin, item, TaxonomyClass.SYNTACTIC_PARSE_FAIL,
-                                    f"undecodable {self.handler.model.__name__}: {exc}")  # fmt: skip
+                    out.dead_letter(
+                        item_origin,
+                        item,
+                        TaxonomyClass.SYNTACTIC_PARSE_FAIL,
+                        f"undecodable {self.handler.model.__name__}: {exc}",
+                    )
         return calls
 
     # --- the round --------------------------------------------------------------------
@@ -180,8 +207,10 @@ class Rounds(Generic[M]):
                     attempt += 1
                     await self._backoff(attempt, exc)
                     continue
-                log.exception("round failed; deciding call by call",
-                              extra={"stage": self.handler.stage, "action": "isolate", "count": len(calls)})  # fmt: skip
+                log.exception(
+                    "round failed; deciding call by call",
+                    extra={"stage": self.handler.stage, "action": "isolate", "count": len(calls)},
+                )
                 return await self._one_by_one(calls)
 
     async def _one_by_one(self, calls: list[Inbound[M]]) -> Emit:
@@ -198,8 +227,10 @@ class Rounds(Generic[M]):
                         attempt += 1
                         await self._backoff(attempt, exc)
                         continue
-                    log.exception("call failed", extra={"stage": self.handler.stage,
-                                  "action": "fail_closed", "call_id": call.call_id})  # fmt: skip
+                    log.exception(
+                        "call failed",
+                        extra={"stage": self.handler.stage, "action": "fail_closed", "call_id": call.call_id},
+                    )
                     out = Emit(self.handler.stage)
                     reason = f"{type(exc).__name__}: {exc}"
                     self.handler.on_failure(call, reason, out)
@@ -210,8 +241,10 @@ class Rounds(Generic[M]):
 
     async def _backoff(self, attempt: int, exc: BaseException) -> None:
         delay = min(10.0, 0.1 * 2 ** min(attempt, 10)) * (0.5 + random.random())
-        log.warning("transient failure, retrying the round",
-                    extra={"stage": self.handler.stage, "action": "retry", "error": repr(exc), "count": attempt})  # fmt: skip
+        log.warning(
+            "transient failure, retrying the round",
+            extra={"stage": self.handler.stage, "action": "retry", "error": repr(exc), "count": attempt},
+        )
         await asyncio.sleep(delay)
 
     async def flush(self, out: Emit) -> None:
@@ -223,9 +256,15 @@ class Rounds(Generic[M]):
             pending.append((self.topic_name(rec.topic), rec.key, rec.value, rec.partition, rec.headers))
         codec_ = codec()
         for letter in out.dead_letters:
-            pending.append((self.topic_name("deadletter"),
-                            letter.call_id.encode() if letter.call_id else None,
-                            codec_.encode(letter), None, []))  # fmt: skip
+            pending.append(
+                (
+                    self.topic_name("deadletter"),
+                    letter.call_id.encode() if letter.call_id else None,
+                    codec_.encode(letter),
+                    None,
+                    [],
+                )
+            )
         attempt = 0
         while pending:
             futures = [await self.send(*msg) for msg in pending]

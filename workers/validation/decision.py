@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import rfc8785
 from jsonschema.exceptions import ValidationError
 
 from toolgate.contracts.registry import Contract, Registry, Resolution
@@ -23,11 +24,25 @@ from toolgate.taxonomy import GATE_ORDER, Taxonomy
 MAX_ARGUMENTS_BYTES = 256 * 1024
 
 BOUNDS = {
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    "minLength", "maxLength", "pattern", "format", "enum", "const",
-    "minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties",
-    "minContains", "maxContains",
-}  # fmt: skip
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "enum",
+    "const",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "minContains",
+    "maxContains",
+}
 
 
 @dataclass(frozen=True)
@@ -68,20 +83,31 @@ def _reject_constant(name: str) -> Any:
 
 def parse_arguments(text: str) -> tuple[Any, FieldError | None]:
     if len(text.encode("utf-8", "surrogatepass")) > MAX_ARGUMENTS_BYTES:
-        return None, FieldError(field=None, code="too_large", message=f"arguments exceed {MAX_ARGUMENTS_BYTES} bytes",
-                                expected=f"<= {MAX_ARGUMENTS_BYTES} bytes", actual=f"{len(text)} characters")  # fmt: skip
+        return None, FieldError(
+            field=None,
+            code="too_large",
+            message=f"arguments exceed {MAX_ARGUMENTS_BYTES} bytes",
+            expected=f"<= {MAX_ARGUMENTS_BYTES} bytes",
+            actual=f"{len(text)} characters",
+        )
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant), None
     except _DuplicateKey as exc:
-        return None, FieldError(field=str(exc), code="duplicate_key",
-                                message=f"key {exc} appears twice; the meaning would be ambiguous")  # fmt: skip
+        return None, FieldError(
+            field=str(exc), code="duplicate_key", message=f"key {exc} appears twice; the meaning would be ambiguous"
+        )
     except json.JSONDecodeError as exc:
-        return None, FieldError(field=None, code="invalid_json",
-                                message=f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                                expected="a JSON object", actual=_snippet(text, exc.pos))  # fmt: skip
+        return None, FieldError(
+            field=None,
+            code="invalid_json",
+            message=f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            expected="a JSON object",
+            actual=_snippet(text, exc.pos),
+        )
     except (ValueError, RecursionError) as exc:
-        return None, FieldError(field=None, code="invalid_json", message=f"arguments are not valid JSON: {exc}",
-                                expected="a JSON object")  # fmt: skip
+        return None, FieldError(
+            field=None, code="invalid_json", message=f"arguments are not valid JSON: {exc}", expected="a JSON object"
+        )
 
 
 def _snippet(text: str, pos: int) -> str:
@@ -117,17 +143,32 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+BOUND_TEXT = {
+    "minimum": ">= {}",
+    "maximum": "<= {}",
+    "exclusiveMinimum": "> {}",
+    "exclusiveMaximum": "< {}",
+    "multipleOf": "a multiple of {}",
+    "minLength": "at least {} characters",
+    "maxLength": "at most {} characters",
+    "pattern": "a string matching {}",
+    "format": "a {}",
+    "minItems": "at least {} items",
+    "maxItems": "at most {} items",
+    "minProperties": "at least {} properties",
+    "maxProperties": "at most {} properties",
+}
+
+
 def _bound_expected(error: ValidationError) -> str:
-    v, kind = error.validator_value, str(error.validator)
-    return {
-        "minimum": f">= {v}", "maximum": f"<= {v}", "exclusiveMinimum": f"> {v}",
-        "exclusiveMaximum": f"< {v}", "multipleOf": f"a multiple of {v}",
-        "minLength": f"at least {v} characters", "maxLength": f"at most {v} characters",
-        "pattern": f"a string matching {v}", "format": f"a {v}",
-        "enum": "one of " + ", ".join(json.dumps(x) for x in (v or [])), "const": f"exactly {json.dumps(v)}",
-        "minItems": f"at least {v} items", "maxItems": f"at most {v} items", "uniqueItems": "unique items",
-        "minProperties": f"at least {v} properties", "maxProperties": f"at most {v} properties",
-    }.get(kind, f"{kind} {v}")  # fmt: skip
+    value, kind = error.validator_value, str(error.validator)
+    if kind == "enum":
+        return "one of " + ", ".join(json.dumps(x) for x in value)
+    if kind == "const":
+        return f"exactly {json.dumps(value)}"
+    if kind == "uniqueItems":
+        return "unique items"
+    return BOUND_TEXT.get(kind, kind + " {}").format(value)
 
 
 def classify(error: ValidationError) -> list[tuple[Taxonomy, FieldError]]:
@@ -138,37 +179,89 @@ def classify(error: ValidationError) -> list[tuple[Taxonomy, FieldError]]:
     if kind == "required":
         missing = [p for p in error.validator_value if isinstance(instance, dict) and p not in instance]
         return [
-            (Taxonomy.STRUCTURAL_VIOLATION, FieldError(field=_path([*where, p]), code="missing_field",
-                                                       message=f"{_path([*where, p])} is required", expected="present", actual="missing"))
+            (
+                Taxonomy.STRUCTURAL_VIOLATION,
+                FieldError(
+                    field=_path([*where, p]),
+                    code="missing_field",
+                    message=f"{_path([*where, p])} is required",
+                    expected="present",
+                    actual="missing",
+                ),
+            )
             for p in missing
-        ]  # fmt: skip
+        ]
     if kind in ("additionalProperties", "unevaluatedProperties"):
         allowed = set(error.schema.get("properties", {}))
         extra = [p for p in instance if p not in allowed] if isinstance(instance, dict) else []
         return [
-            (Taxonomy.STRUCTURAL_VIOLATION, FieldError(field=_path([*where, p]), code="unexpected_field",
-                                                       message=f"{_path([*where, p])} is not a field of this tool",
-                                                       expected="absent", actual="present"))
+            (
+                Taxonomy.STRUCTURAL_VIOLATION,
+                FieldError(
+                    field=_path([*where, p]),
+                    code="unexpected_field",
+                    message=f"{_path([*where, p])} is not a field of this tool",
+                    expected="absent",
+                    actual="present",
+                ),
+            )
             for p in extra
-        ] or [(Taxonomy.STRUCTURAL_VIOLATION, FieldError(field=_path(where) or None, code="unexpected_field", message=error.message))]  # fmt: skip
+        ] or [
+            (
+                Taxonomy.STRUCTURAL_VIOLATION,
+                FieldError(field=_path(where) or None, code="unexpected_field", message=error.message),
+            )
+        ]
     if kind == "type":
-        expected = error.validator_value if isinstance(error.validator_value, str) else " or ".join(error.validator_value)
+        expected = (
+            error.validator_value if isinstance(error.validator_value, str) else " or ".join(error.validator_value)
+        )
         name = _path(where) or None
-        return [(Taxonomy.TYPE_MISMATCH, FieldError(field=name, code="type_mismatch", expected=expected, actual=json_type(instance),
-                                                    message=f"{name or 'arguments'} must be {expected}, not {json_type(instance)}"))]  # fmt: skip
+        return [
+            (
+                Taxonomy.TYPE_MISMATCH,
+                FieldError(
+                    field=name,
+                    code="type_mismatch",
+                    expected=expected,
+                    actual=json_type(instance),
+                    message=f"{name or 'arguments'} must be {expected}, not {json_type(instance)}",
+                ),
+            )
+        ]
     if kind in BOUNDS:
         name = _path(where) or None
         expected = _bound_expected(error)
-        return [(Taxonomy.OUT_OF_BOUNDS, FieldError(field=name, code=f"out_of_bounds.{kind}", expected=expected,
-                                                    actual=_short(instance), message=f"{name or 'arguments'} must be {expected}"))]  # fmt: skip
+        return [
+            (
+                Taxonomy.OUT_OF_BOUNDS,
+                FieldError(
+                    field=name,
+                    code=f"out_of_bounds.{kind}",
+                    expected=expected,
+                    actual=_short(instance),
+                    message=f"{name or 'arguments'} must be {expected}",
+                ),
+            )
+        ]
     if kind in ("anyOf", "oneOf") and error.context:
         subs = [classify(sub) for sub in error.context]
         flat = [pair for group in subs for pair in group]
         if all(t is Taxonomy.TYPE_MISMATCH for t, _ in flat):
             expected = " or ".join(sorted({e.expected or "" for _, e in flat}))
             name = _path(where) or None
-            return [(Taxonomy.TYPE_MISMATCH, FieldError(field=name, code="type_mismatch", expected=expected,
-                                                        actual=json_type(instance), message=f"{name or 'arguments'} must be {expected}, not {json_type(instance)}"))]  # fmt: skip
+            return [
+                (
+                    Taxonomy.TYPE_MISMATCH,
+                    FieldError(
+                        field=name,
+                        code="type_mismatch",
+                        expected=expected,
+                        actual=json_type(instance),
+                        message=f"{name or 'arguments'} must be {expected}, not {json_type(instance)}",
+                    ),
+                )
+            ]
         # Report the alternative that got furthest: the one whose worst finding is mildest.
         return max(subs, key=lambda group: min((GATE_ORDER.index(t) for t, _ in group), default=len(GATE_ORDER)))
     name = _path(where) or None
@@ -203,22 +296,59 @@ def decide(proposal: ToolProposal, registry: Registry) -> Decision:
     try:
         contract = registry.resolve(proposal.tool_name, proposal.tool_version)
     except Resolution as exc:
-        return Reject(Taxonomy.STRUCTURAL_VIOLATION, (FieldError(field=exc.field, code=exc.code, message=str(exc),
-                                                                 expected="a registered tool and version",
-                                                                 actual=f"{proposal.tool_name} {proposal.tool_version}"),))  # fmt: skip
+        return Reject(
+            Taxonomy.STRUCTURAL_VIOLATION,
+            (
+                FieldError(
+                    field=exc.field,
+                    code=exc.code,
+                    message=str(exc),
+                    expected="a registered tool and version",
+                    actual=f"{proposal.tool_name} {proposal.tool_version}",
+                ),
+            ),
+        )
     warnings = deprecation_warnings(contract)
     if not isinstance(arguments, dict):
-        return Reject(Taxonomy.STRUCTURAL_VIOLATION, (FieldError(field=None, code="not_an_object", expected="object",
-                                                                 actual=json_type(arguments), message="arguments must be a JSON object"),),
-                      contract.version, warnings)  # fmt: skip
-    findings = [] if contract.accepts_input(arguments) else [
-        pair for error in contract.input_validator.iter_errors(arguments) for pair in classify(error)
-    ]
+        return Reject(
+            Taxonomy.STRUCTURAL_VIOLATION,
+            (
+                FieldError(
+                    field=None,
+                    code="not_an_object",
+                    expected="object",
+                    actual=json_type(arguments),
+                    message="arguments must be a JSON object",
+                ),
+            ),
+            contract.version,
+            warnings,
+        )
+    findings = (
+        []
+        if contract.accepts_input(arguments)
+        else [pair for error in contract.input_validator.iter_errors(arguments) for pair in classify(error)]
+    )
     if findings:
         ordered = sorted(findings, key=lambda pair: (GATE_ORDER.index(pair[0]), pair[1].field or ""))
         return Reject(_worst(findings), tuple(e for _, e in ordered), contract.version, warnings)
     canonical = apply_defaults(contract.input_schema, arguments)
-    return Pass(contract, canonical, payload_hash(canonical), warnings)
+    try:
+        digest = payload_hash(canonical)
+    except rfc8785.CanonicalizationError as exc:  # e.g. a lone surrogate escape: not Unicode text
+        return Reject(
+            Taxonomy.SYNTACTIC_PARSE_FAIL,
+            (
+                FieldError(
+                    field=None,
+                    code="invalid_unicode",
+                    message=f"arguments contain text that is not valid Unicode: {exc}",
+                ),
+            ),
+            contract.version,
+            warnings,
+        )
+    return Pass(contract, canonical, digest, warnings)
 
 
 def deprecation_warnings(contract: Contract) -> tuple[str, ...]:

@@ -28,41 +28,69 @@ class ValidationHandler(Handler[ToolProposal]):
             proposal, home = call.model, call.origin.partition
             decision = decide(proposal, self.registry)
             if isinstance(decision, Reject):
-                out.item("results", home, reject(
-                    proposal, decision.taxonomy, decision.errors, stage=STAGE, traceparent=call.traceparent,
-                    home_partition=home, now_ms=now, warnings=decision.warnings,
-                    tool_version=decision.tool_version or proposal.tool_version,
-                ))  # fmt: skip
+                out.item(
+                    "results",
+                    home,
+                    reject(
+                        proposal,
+                        decision.taxonomy,
+                        decision.errors,
+                        stage=STAGE,
+                        traceparent=call.traceparent,
+                        home_partition=home,
+                        now_ms=now,
+                        warnings=decision.warnings,
+                        tool_version=decision.tool_version or proposal.tool_version,
+                    ),
+                )
                 continue
-            out.item("validated", home, StageRecord(
-                call_id=proposal.call_id,
-                traceparent=call.traceparent,
-                home_partition=home,
-                tenant_id=proposal.tenant_id,
-                principal=proposal.principal,
-                workflow_id=proposal.workflow_id,
-                run_id=proposal.run_id,
-                logical_operation_id=proposal.logical_operation_id,
-                tool_name=decision.contract.name,
-                tool_version=decision.contract.version,
-                arguments=decision.arguments,
-                payload_hash=decision.payload_hash,
-                idempotency_key=proposal.idempotency_key,
-                deadline_ms=proposal.deadline_ms,
-                repair_attempt=proposal.repair_attempt,
-                dry_run=proposal.dry_run,
-                created_at_ms=proposal.created_at_ms,
-                warnings=list(decision.warnings),
-                decisions=[StageDecision(stage=STAGE, outcome="pass", at_ms=now)],
-            ))  # fmt: skip
+            out.item(
+                "validated",
+                home,
+                StageRecord(
+                    call_id=proposal.call_id,
+                    traceparent=call.traceparent,
+                    home_partition=home,
+                    tenant_id=proposal.tenant_id,
+                    principal=proposal.principal,
+                    workflow_id=proposal.workflow_id,
+                    run_id=proposal.run_id,
+                    logical_operation_id=proposal.logical_operation_id,
+                    tool_name=decision.contract.name,
+                    tool_version=decision.contract.version,
+                    arguments=decision.arguments,
+                    payload_hash=decision.payload_hash,
+                    idempotency_key=proposal.idempotency_key,
+                    deadline_ms=proposal.deadline_ms,
+                    repair_attempt=proposal.repair_attempt,
+                    dry_run=proposal.dry_run,
+                    created_at_ms=proposal.created_at_ms,
+                    warnings=list(decision.warnings),
+                    decisions=[StageDecision(stage=STAGE, outcome="pass", at_ms=now)],
+                ),
+            )
 
     def on_failure(self, call: Inbound[ToolProposal], error: str, out: Emit) -> None:
         home = call.origin.partition
-        out.item("results", home, reject(
-            call.model, Taxonomy.UNKNOWN_ERROR,
-            [FieldError(field=None, code="internal_error", message="validation failed inside toolgate; an operator has it")],
-            stage=STAGE, traceparent=call.traceparent, home_partition=home, now_ms=now_ms(),
-        ))  # fmt: skip
+        out.item(
+            "results",
+            home,
+            reject(
+                call.model,
+                Taxonomy.UNKNOWN_ERROR,
+                [
+                    FieldError(
+                        field=None,
+                        code="internal_error",
+                        message="validation failed inside toolgate; an operator has it",
+                    )
+                ],
+                stage=STAGE,
+                traceparent=call.traceparent,
+                home_partition=home,
+                now_ms=now_ms(),
+            ),
+        )
 
     def on_undecodable(self, origin: Origin, value: bytes, out: Emit) -> None:
         """Dead-letter the original bytes; if the headers name the call, answer it too."""
@@ -73,11 +101,23 @@ class ValidationHandler(Handler[ToolProposal]):
         run_id = origin.key.decode("utf-8", "replace") if origin.key else ""
         proposal = anonymous_proposal(call_id, run_id, header(origin.headers, TENANT_ID) or "", now_ms())
 
-        out.item("results", origin.partition, reject(
-            proposal, Taxonomy.SYNTACTIC_PARSE_FAIL,
-            [FieldError(field=None, code="undecodable_proposal", expected="an Avro ToolProposal",
-                        message="the proposal record could not be decoded; republish it with the toolgate client")],
-            stage=STAGE, traceparent=header(origin.headers, TRACEPARENT) or new_traceparent(),
-            home_partition=origin.partition, now_ms=now_ms(),
-        ))  # fmt: skip
-
+        out.item(
+            "results",
+            origin.partition,
+            reject(
+                proposal,
+                Taxonomy.SYNTACTIC_PARSE_FAIL,
+                [
+                    FieldError(
+                        field=None,
+                        code="undecodable_proposal",
+                        expected="an Avro ToolProposal",
+                        message="the proposal record could not be decoded; republish it with the toolgate client",
+                    )
+                ],
+                stage=STAGE,
+                traceparent=header(origin.headers, TRACEPARENT) or new_traceparent(),
+                home_partition=origin.partition,
+                now_ms=now_ms(),
+            ),
+        )

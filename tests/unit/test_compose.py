@@ -1,0 +1,121 @@
+"""docker-compose.yml checked against the code (there is no compose engine here).
+
+The compose file is the shape of a real deployment; these tests keep it honest: every
+stage has a service that runs the real command, every environment variable is one the
+code reads, and the addresses it wires together point at the services it defines.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import typer.main
+import yaml
+
+from toolgate.cli import app
+from toolgate.contracts.registry import load_registry
+from toolgate.settings import ENV_VARS
+from toolgate.workers.stages import STAGES
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE: dict[str, Any] = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+SERVICES: dict[str, Any] = COMPOSE["services"]
+CLI = typer.main.get_command(app)
+
+
+def env_of(service: str) -> dict[str, str]:
+    return {k: str(v) for k, v in (SERVICES[service].get("environment") or {}).items()}
+
+
+def parse_cli(args: list[str]) -> None:
+    """Parse a container command exactly as the `toolgate` entrypoint would, without running it."""
+    group = CLI
+    command = group.commands[args[0]]  # type: ignore[attr-defined]
+    command.make_context(args[0], list(args[1:]))
+
+
+def test_infrastructure_is_apache_kafka_in_kraft_mode_and_postgres() -> None:
+    assert SERVICES["kafka"]["image"].startswith("apache/kafka:")
+    kafka_env = env_of("kafka")
+    assert "controller" in kafka_env["KAFKA_PROCESS_ROLES"] and "broker" in kafka_env["KAFKA_PROCESS_ROLES"]
+    assert kafka_env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"  # the catalog provisions topics
+    assert SERVICES["postgres"]["image"].startswith("postgres:")
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_stage_runs_as_its_own_service(stage: str) -> None:
+    service = SERVICES[stage]
+    assert service["command"] == ["worker", stage]
+    parse_cli(service["command"])
+    assert service["depends_on"]["setup"]["condition"] == "service_completed_successfully"
+
+
+def test_every_command_is_a_real_cli_invocation() -> None:
+    for service in SERVICES.values():
+        if service.get("image") == "toolgate:local" and "command" in service:
+            parse_cli(service["command"])
+    assert SERVICES["setup"]["command"] == ["setup", "--demo"]
+
+
+def test_only_settings_the_code_reads() -> None:
+    for name, service in SERVICES.items():
+        if service.get("image") != "toolgate:local":
+            continue
+        for key in env_of(name):
+            assert key in ENV_VARS or key.startswith("OTEL_"), f"{name} sets {key}, which toolgate never reads"
+
+
+def test_workers_point_at_the_compose_kafka_and_postgres() -> None:
+    env = env_of("validation")
+    host, port = env["TOOLGATE_KAFKA_BOOTSTRAP"].split(":")
+    assert host == "kafka" and f"PLAINTEXT://kafka:{port}" in env_of("kafka")["KAFKA_ADVERTISED_LISTENERS"]
+    db = urlsplit(env["TOOLGATE_DATABASE_URL"])
+    pg = env_of("postgres")
+    assert (db.hostname, db.username, db.password, db.path.lstrip("/")) == (
+        "postgres",
+        pg["POSTGRES_USER"],
+        pg["POSTGRES_PASSWORD"],
+        pg["POSTGRES_DB"],
+    )
+    assert env["TOOLGATE_TELEMETRY_EXPORTER"] == "otlp" and "otel-collector" in env["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert (REPO / "ops/compose/otel-collector.yaml").exists()
+
+
+def test_contract_endpoints_and_egress_resolve_to_the_demo_provider() -> None:
+    env = env_of("execution")
+    endpoints = json.loads(env["TOOLGATE_ENDPOINTS"])
+    command = SERVICES["demo-provider"]["command"]
+    port = command[command.index("--port") + 1]
+    url = urlsplit(endpoints["demo_provider"])
+    assert (url.hostname, str(url.port)) == ("demo-provider", port)
+    allowed = env["TOOLGATE_EGRESS_ALLOWLIST"].split(",")
+    for contract in load_registry():
+        executor = contract.executor
+        if executor["kind"] == "http":
+            assert executor["base_url_ref"] in endpoints
+            assert url.hostname in allowed and url.hostname in executor["egress_allowlist"]
+    token = command[command.index("--token-file") + 1]
+    assert Path(token).parent == Path(env["TOOLGATE_SECRETS_DIR"])
+
+
+def test_dependencies_and_volumes_exist() -> None:
+    declared = set(COMPOSE.get("volumes", {}))
+    for name, service in SERVICES.items():
+        for dependency in service.get("depends_on", {}):
+            assert dependency in SERVICES, f"{name} depends on unknown service {dependency}"
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            assert source in declared or (REPO / source).exists(), f"{name} mounts missing {source}"
+
+
+def test_the_image_carries_every_package_folder() -> None:
+    dockerfile = (REPO / "Dockerfile").read_text()
+    mapping = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for folder in set(mapping.values()):
+        assert f"COPY {folder} {folder}" in dockerfile
+    assert 'ENTRYPOINT ["toolgate"]' in dockerfile
