@@ -184,7 +184,7 @@ def test_charge_needs_two_distinct_approvers(pipeline: Pipeline) -> None:
 
 def test_charge_is_auto_denied_when_its_approval_expires(pipeline: Pipeline) -> None:
     key = f"charge-{uuid.uuid4().hex}"
-    deadline = int((time.time() + 4) * 1000)
+    deadline = int((time.time() + 6) * 1000)
     sent = pipeline.propose(
         "payment.charge_card",
         {"invoice_id": "inv_acme0002", "amount_cents": 100, "currency": "USD"},
@@ -206,11 +206,11 @@ def test_charge_is_auto_denied_when_its_approval_expires(pipeline: Pipeline) -> 
     time.sleep(2.0)
     assert _ledger_for(pipeline, key) == []
     refused = pipeline.sql(
-        "SELECT detail->>'code' FROM toolgate.audit_log WHERE action = 'decision_refused' "
+        "SELECT actor, detail->>'code' FROM toolgate.audit_log WHERE action = 'decision_refused' "
         "AND detail->>'approval_id' = %s",
         (approval_id,),
     )
-    assert refused == [("approval_closed",)]
+    assert ("bob", "approval_closed") in refused  # (alice's may also have come too late)
 
 
 def _draft(run_id: str, operation: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalDecision, FieldError, StageDecision, StageRecord, Verdict
 from toolgate.settings import Settings
 from toolgate.taxonomy import Taxonomy
+from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.decision import (
     APPROVED,
     AUTO_DENIED,
@@ -63,6 +64,7 @@ class AuthorizedHandler(Handler[StageRecord]):
 
     def __init__(self, registry: Registry, settings: Settings) -> None:
         self.registry = registry
+        self.topics = Topics(settings.topic_prefix)
         self.pool = make_pool(settings.database_url, STAGE)
 
     async def start(self) -> None:
@@ -165,7 +167,7 @@ class AuthorizedHandler(Handler[StageRecord]):
                         },
                     )
                 )
-            await outbox.enqueue(conn, rows)
+            await outbox.enqueue(conn, rows, self.topics)
             await audit.append(conn, entries)
         for approval_id, (call, _, _) in held.items():
             out.outcomes[call.model.call_id] = "held" if approval_id in created else "already_held"
@@ -209,6 +211,7 @@ class DecisionsHandler(Handler[ApprovalDecision]):
 
     def __init__(self, registry: Registry, settings: Settings) -> None:
         self.registry = registry
+        self.topics = Topics(settings.topic_prefix)
         self.pool = make_pool(settings.database_url, f"{STAGE}-decisions")
 
     async def start(self) -> None:
@@ -318,7 +321,7 @@ class DecisionsHandler(Handler[ApprovalDecision]):
                         "WHERE a.approval_id = c.approval_id AND a.status = 'PENDING'",
                         ([c[0] for c in closed], [c[1] for c in closed]),
                     )
-            await outbox.enqueue(conn, rows)
+            await outbox.enqueue(conn, rows, self.topics)
             await audit.append(conn, entries)
 
 
@@ -403,6 +406,7 @@ class ExpirySweeper:
 
     def __init__(self, settings: Settings) -> None:
         self.pool = make_pool(settings.database_url, f"{STAGE}-expiry", max_size=1)
+        self.topics = Topics(settings.topic_prefix)
         self._opened = False
 
     async def sweep(self) -> None:
@@ -438,7 +442,7 @@ class ExpirySweeper:
                         {"approval_id": approval_id, "status": AUTO_DENIED},
                     )
                 )
-            await outbox.enqueue(conn, rows)
+            await outbox.enqueue(conn, rows, self.topics)
             await audit.append(conn, entries)
 
 

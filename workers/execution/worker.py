@@ -32,6 +32,7 @@ from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageR
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.taxonomy import Taxonomy
+from toolgate.topics.catalog import Topics
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.executors import (
     Done,
@@ -146,6 +147,7 @@ class ExecutionHandler(Handler[StageRecord]):
     def __init__(self, registry: Registry, settings: Settings) -> None:
         self.registry = registry
         self.settings = settings
+        self.topics = Topics(settings.topic_prefix)
         self.pool = make_pool(settings.database_url, STAGE, max_size=4)
         self.http = HttpExecutor(settings, SecretProvider(settings.secrets_path))
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -435,7 +437,7 @@ class ExecutionHandler(Handler[StageRecord]):
                 )
         if settle:
             await conn.execute(SETTLE, {"rows": json.dumps(settle), "lease": self.lease_s})
-        await outbox.enqueue(conn, rows)
+        await outbox.enqueue(conn, rows, self.topics)
         await audit.append(conn, entries)
         return concluded
 

@@ -85,7 +85,7 @@ class OutboxRelay:
                             partition,
                         )
                     )
-            await self.app.publish(out)
+            await self.app.publish(out, physical=True)
             await conn.execute(MARK_SENT, ([r[0] for r in rows],))
         return len(rows)
 

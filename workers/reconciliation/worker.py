@@ -27,6 +27,7 @@ from toolgate.schemas.models import DeadLetter, FieldError, Header, PayloadKind,
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.taxonomy import Taxonomy
+from toolgate.topics.catalog import Topics
 from toolgate.workers.execution.executors import Done, Failed, HttpExecutor, Job
 from toolgate.workers.execution.idempotency import REDRIVE_OWNER
 from toolgate.workers.execution.worker import stored_response, verification_for
@@ -65,6 +66,7 @@ class Reconciler:
     def __init__(self, registry: Registry, settings: Settings, batch: int = 200) -> None:
         self.registry = registry
         self.settings = settings
+        self.topics = Topics(settings.topic_prefix)
         self.batch = batch
         self.pool = make_pool(settings.database_url, STAGE, max_size=2)
         self.http = HttpExecutor(settings, SecretProvider(settings.secrets_path))
@@ -172,7 +174,7 @@ class Reconciler:
                     )
             cur = await conn.execute(EXPIRE)
             counts["expired"] = cur.rowcount
-            await outbox.enqueue(conn, rows)
+            await outbox.enqueue(conn, rows, self.topics)
             await audit.append(conn, entries)
         if any(v for k, v in counts.items() if k != "unresolved"):
             log.info("reconciled", extra={"stage": STAGE, "action": "reconciled", "count": sum(counts.values())})

@@ -75,9 +75,11 @@ class StageApp:
         fut: Awaitable[Any] = await self.app.producer.send(topic, key, value, partition, None, headers)
         return fut
 
-    async def publish(self, out: Emit) -> None:
-        """Produce what a timer or task collected, waiting for acknowledgements."""
-        await Rounds(_Publisher(self.name), self.topics.name, self.send, self.settings.batch_bytes).flush(out)
+    async def publish(self, out: Emit, physical: bool = False) -> None:
+        """Produce what a timer or task collected, waiting for acknowledgements. With
+        `physical`, `out` already names topics as they are on the broker (outbox rows)."""
+        name: Callable[[str], str] = (lambda topic: topic) if physical else self.topics.name
+        await Rounds(_Publisher(self.name), name, self.send, self.settings.batch_bytes).flush(out)
 
     # --- consuming ---------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from psycopg import AsyncConnection
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, StageRecord
 from toolgate.schemas.wire import WireModel
+from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import edge_headers
 
 
@@ -49,12 +50,14 @@ FROM jsonb_to_recordset(%s::jsonb)
 """
 
 
-async def enqueue(conn: AsyncConnection[object], rows: list[OutboxRow]) -> None:
+async def enqueue(conn: AsyncConnection[object], rows: list[OutboxRow], topics: Topics) -> None:
+    """Insert rows inside the caller's transaction. Rows name physical topics (with the
+    deployment's prefix), so any relay publishes them where this deployment reads."""
     if not rows:
         return
     doc = [
         {
-            "topic": r.topic,
+            "topic": topics.name(r.topic),
             "partition": r.partition,
             "kind": r.kind,
             "key": base64.b64encode(r.key).decode() if r.key is not None else None,

@@ -1,0 +1,68 @@
+"""`toolgate up` pointed at existing Kafka and Postgres starts no broker or database of its own."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from toolgate.topics.client import ToolgateClient
+
+from ..conftest import Pipeline, _wait_up, assert_reference_observation
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _children(pid: int) -> list[str]:
+    out = subprocess.run(["ps", "-o", "args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def test_up_uses_the_configured_broker_and_database(pipeline: Pipeline, tmp_path: Path) -> None:
+    prefix = f"ext{uuid.uuid4().hex[:6]}."
+    database = f"tg_{uuid.uuid4().hex[:10]}"
+    pipeline.sql(f"CREATE DATABASE {database}")
+    database_url = pipeline.database_url.rsplit("/", 1)[0] + f"/{database}"
+    env = {
+        **pipeline.env,
+        "TOOLGATE_HOME": str(tmp_path),
+        "TOOLGATE_TOPIC_PREFIX": prefix,
+        "TOOLGATE_KAFKA_BOOTSTRAP": pipeline.runtime["kafka_bootstrap"],
+        "TOOLGATE_DATABASE_URL": database_url,
+    }
+    log = tmp_path / "up.out"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "toolgate.cli", "up", "--no-demo", "--partitions", "2"],
+                                   env=env, stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        _wait_up(log, process, 180.0)
+        runtime = json.loads((tmp_path / "runtime.json").read_text())
+        assert runtime["kafka_bootstrap"] == pipeline.runtime["kafka_bootstrap"]
+        assert runtime["database_url"] == database_url
+        assert runtime["infrastructure"] == {}
+        children = _children(process.pid)
+        assert not [c for c in children if "tansu" in c or "postgres" in c], children
+        assert len([c for c in children if " worker " in c]) == 7
+        client = ToolgateClient(runtime["kafka_bootstrap"], prefix=prefix, client_id="pytest-external")
+        sent = client.propose("invoice.fetch", {"invoice_id": "inv_acme0001"}, tenant_id="acme", user_id="u",
+                              scopes=["invoices:read"], watch=True)  # fmt: skip
+        observation = assert_reference_observation(client.wait(sent, timeout=60))
+        client.close()
+        # Without --demo nothing seeded the new database: the invoice is not there.
+        assert (observation["status"]["taxonomy_class"], observation["result_payload"]["errors"][0]["code"]) == (
+            "STALE_STATE",
+            "resource_missing",
+        )
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(90)
+        time.sleep(0.5)
+        pipeline.sql(f"DROP DATABASE {database} WITH (FORCE)")
+    assert not _children(process.pid)
+    assert "stopped" in log.read_text()
