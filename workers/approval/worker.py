@@ -355,34 +355,10 @@ async def _load_tickets(
     cur = await conn.execute(LOAD_TICKETS, (ids,))
     tickets: dict[str, Ticket] = {}
     requests: dict[str, tuple[StageRecord, int]] = {}
-    for (
-        approval_id,
-        tool,
-        version,
-        phash,
-        risk,
-        required,
-        status,
-        expires,
-        request,
-        home,
-        approved_by,
-        decided_by,
-        used,
-    ) in await cur.fetchall():
-        tickets[approval_id] = Ticket(
-            approval_id,
-            tool,
-            version,
-            phash,
-            risk,
-            required,
-            status,
-            int(expires),
-            tuple(approved_by),
-            tuple(decided_by),
-            frozenset(used),
-        )
+    for row in await cur.fetchall():
+        approval_id, home = row[0], row[9]
+        tickets[approval_id] = Ticket(*row[:7], int(row[7]), tuple(row[10]), tuple(row[11]), frozenset(row[12]))
+        request = row[8]
         requests[approval_id] = (codec().decode(bytes(request), StageRecord), home)
     return tickets, requests
 

@@ -63,8 +63,8 @@ class StageApp:
             stream_wait_empty=False,
             logging_config=logging_config(settings.log_level),
         )
-        self._readiness: set[str] = set()
-        self._expect_ready: set[str] = set()
+        self._ready = False
+        self._consumes = False
         self.app.on_partitions_assigned.connect(self._on_assigned)
 
     # --- producing ---------------------------------------------------------------------------
@@ -93,7 +93,7 @@ class StageApp:
         )
         rounds = Rounds(handler, self.topics.name, self.send, self.settings.batch_bytes)
         batch_max, within = self.settings.batch_max, self.settings.batch_ms / 1000.0
-        self._expect_ready.add(handler.source)
+        self._consumes = True
 
         async def agent(stream: StreamT[Any]) -> None:
             await handler.start()
@@ -155,14 +155,10 @@ class StageApp:
     # --- readiness and running -------------------------------------------------------------
 
     async def _on_assigned(self, app: Any, assigned: Any, **_: Any) -> None:
-        logicals = set()
-        for tp in assigned:
-            try:
-                logicals.add(self.topics.logical(tp.topic))
-            except KeyError:
-                continue
-        self._readiness |= logicals
-        if self._expect_ready <= self._readiness:
+        # Ready once the group has given this worker its share, which may be no partitions
+        # at all when a stage runs more workers than it has partitions.
+        if not self._ready:
+            self._ready = True
             self.mark_ready()
 
     def mark_ready(self) -> None:
@@ -173,7 +169,7 @@ class StageApp:
 
     def run(self) -> None:
         configure_telemetry(self.settings, self.name)
-        if not self._expect_ready:
+        if not self._consumes:
             # No topic to consume (outbox relay, reconciliation): run timers, tasks and the
             # producer, without a consumer group.
             self.app.producer_only = True

@@ -171,6 +171,15 @@ def _bound_expected(error: ValidationError) -> str:
     return BOUND_TEXT.get(kind, kind + " {}").format(value)
 
 
+def _type_mismatch(where: list[Any], expected: str, instance: Any) -> tuple[Taxonomy, FieldError]:
+    name = _path(where) or None
+    actual = json_type(instance)
+    return Taxonomy.TYPE_MISMATCH, FieldError(
+        field=name, code="type_mismatch", expected=expected, actual=actual,
+        message=f"{name or 'arguments'} must be {expected}, not {actual}",
+    )  # fmt: skip
+
+
 def classify(error: ValidationError) -> list[tuple[Taxonomy, FieldError]]:
     """One jsonschema finding as taxonomy classes with field errors."""
     where = list(error.absolute_path)
@@ -213,22 +222,8 @@ def classify(error: ValidationError) -> list[tuple[Taxonomy, FieldError]]:
             )
         ]
     if kind == "type":
-        expected = (
-            error.validator_value if isinstance(error.validator_value, str) else " or ".join(error.validator_value)
-        )
-        name = _path(where) or None
-        return [
-            (
-                Taxonomy.TYPE_MISMATCH,
-                FieldError(
-                    field=name,
-                    code="type_mismatch",
-                    expected=expected,
-                    actual=json_type(instance),
-                    message=f"{name or 'arguments'} must be {expected}, not {json_type(instance)}",
-                ),
-            )
-        ]
+        value = error.validator_value
+        return [_type_mismatch(where, value if isinstance(value, str) else " or ".join(value), instance)]
     if kind in BOUNDS:
         name = _path(where) or None
         expected = _bound_expected(error)
@@ -248,20 +243,7 @@ def classify(error: ValidationError) -> list[tuple[Taxonomy, FieldError]]:
         subs = [classify(sub) for sub in error.context]
         flat = [pair for group in subs for pair in group]
         if all(t is Taxonomy.TYPE_MISMATCH for t, _ in flat):
-            expected = " or ".join(sorted({e.expected or "" for _, e in flat}))
-            name = _path(where) or None
-            return [
-                (
-                    Taxonomy.TYPE_MISMATCH,
-                    FieldError(
-                        field=name,
-                        code="type_mismatch",
-                        expected=expected,
-                        actual=json_type(instance),
-                        message=f"{name or 'arguments'} must be {expected}, not {json_type(instance)}",
-                    ),
-                )
-            ]
+            return [_type_mismatch(where, " or ".join(sorted({e.expected or "" for _, e in flat})), instance)]
         # Report the alternative that got furthest: the one whose worst finding is mildest.
         return max(subs, key=lambda group: min((GATE_ORDER.index(t) for t, _ in group), default=len(GATE_ORDER)))
     name = _path(where) or None
