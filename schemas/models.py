@@ -309,6 +309,7 @@ class StageRecord(WireModel):
     attempt: int = 1
     warnings: list[str] = Field(default_factory=list)
     decisions: list[StageDecision] = Field(default_factory=list)
+    compensation_of: str | None = None
 
 
 class ToolProposal(WireModel):
@@ -331,6 +332,7 @@ class ToolProposal(WireModel):
     repair_attempt: int = 0
     dry_run: bool = False
     created_at_ms: int
+    compensation_of: str | None = None
 
 
 __all__ = [

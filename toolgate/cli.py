@@ -205,6 +205,29 @@ def observe(
             )
 
 
+@app.command()
+def compensate(
+    call_id: Annotated[str, typer.Argument(help="the call whose committed effect to undo")],
+    tenant: Annotated[str | None, typer.Option(help="the call's tenant, if its call_id is not unique")] = None,
+    wait: Annotated[bool, typer.Option(help="wait for the compensation's observation")] = True,
+    timeout: Annotated[float, typer.Option()] = 60.0,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Run the compensation tool of an earlier call through the pipeline (it is then COMPENSATED)."""
+    from toolgate.ops.compensate import compensate as run_compensation
+    from toolgate.topics.client import ToolgateClient
+
+    settings = _settings()
+    sent = run_compensation(settings, call_id, tenant)
+    observation = ToolgateClient.from_settings(settings).wait(sent, timeout=timeout).as_json() if wait else None
+    if as_json:
+        _print_json({"call_id": sent.call_id, "compensation_of": call_id, "observation": observation})
+    else:
+        console.print(f"compensation call_id {sent.call_id} for {call_id}")
+        if observation is not None:
+            console.print_json(data=observation)
+
+
 # --- approvals -----------------------------------------------------------------------------
 
 

@@ -107,6 +107,7 @@ class ToolgateClient:
         dry_run: bool = False,
         repair_attempt: int = 0,
         call_id: str | None = None,
+        compensation_of: str | None = None,
         watch: bool = False,
         flush: bool = True,
     ) -> Proposed:
@@ -130,6 +131,7 @@ class ToolgateClient:
             repair_attempt=repair_attempt,
             dry_run=dry_run,
             created_at_ms=now,
+            compensation_of=compensation_of,
         )
         traceparent = _current_traceparent()
         self.publish_raw(

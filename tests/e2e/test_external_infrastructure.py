@@ -38,8 +38,12 @@ def test_up_uses_the_configured_broker_and_database(pipeline: Pipeline, tmp_path
     }
     log = tmp_path / "up.out"
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "toolgate.cli", "up", "--no-demo", "--partitions", "2"],
-                                   env=env, stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, "-m", "toolgate.cli", "up", "--no-demo", "--partitions", "2"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         _wait_up(log, process, 180.0)
         runtime = json.loads((tmp_path / "runtime.json").read_text())
@@ -50,8 +54,14 @@ def test_up_uses_the_configured_broker_and_database(pipeline: Pipeline, tmp_path
         assert not [c for c in children if "tansu" in c or "postgres" in c], children
         assert len([c for c in children if " worker " in c]) == 7
         client = ToolgateClient(runtime["kafka_bootstrap"], prefix=prefix, client_id="pytest-external")
-        sent = client.propose("invoice.fetch", {"invoice_id": "inv_acme0001"}, tenant_id="acme", user_id="u",
-                              scopes=["invoices:read"], watch=True)  # fmt: skip
+        sent = client.propose(
+            "invoice.fetch",
+            {"invoice_id": "inv_acme0001"},
+            tenant_id="acme",
+            user_id="u",
+            scopes=["invoices:read"],
+            watch=True,
+        )
         observation = assert_reference_observation(client.wait(sent, timeout=60))
         client.close()
         # Without --demo nothing seeded the new database: the invoice is not there.

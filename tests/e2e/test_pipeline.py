@@ -398,3 +398,55 @@ def test_unverifiable_outcome_fails_closed_and_replaying_its_dead_letter_never_e
     answers = [o for o in pipeline.client.observations(call_ids=[sent.call_id]) if o.is_final]
     assert [o.observation.execution_metadata.idempotency_hit for o in answers] == [False, True, True]
     assert len(_ledger_for(pipeline, key)) == 1
+
+
+def test_compensation_undoes_a_draft_exactly_once(pipeline: Pipeline) -> None:
+    run_id, operation = f"run_{uuid.uuid4().hex[:10]}", f"op_{uuid.uuid4().hex[:10]}"
+    sent = pipeline.propose("invoice.create_draft", _draft(run_id, operation), run_id=run_id,
+                            logical_operation_id=operation)  # fmt: skip
+    created = pipeline.wait(sent)
+    invoice_id = created["result_payload"]["data"]["invoice_id"]
+    for attempt in range(2):  # compensating twice is one compensation
+        done = pipeline.cli("compensate", sent.call_id, "--json")
+        assert done.returncode == 0, done.stderr
+        observation = json.loads(done.stdout)["observation"]
+        assert taxonomy(observation) == "SUCCESS"
+        assert observation["result_payload"]["data"] == {"invoice_id": invoice_id, "status": "void"}
+        assert observation["execution_metadata"]["idempotency_hit"] is (attempt == 1)
+    assert pipeline.sql("SELECT status FROM demo.invoices WHERE invoice_id = %s", (invoice_id,)) == [("void",)]
+    [(status, by)] = pipeline.sql(
+        "SELECT status, compensated_by FROM toolgate.idempotency_keys WHERE call_id = %s", (sent.call_id,)
+    )
+    assert status == "COMPENSATED" and by is not None
+    again = pipeline.call("invoice.create_draft", _draft(run_id, operation), run_id=run_id,
+                          logical_operation_id=operation)  # fmt: skip
+    assert again["execution_metadata"]["idempotency_hit"] is True
+    assert again["verification"]["post_action_verification_required"] is True
+    assert any("compensated" in w for w in again["result_payload"]["warnings"])
+
+
+def test_a_failed_compensation_is_reported_and_dead_lettered(pipeline: Pipeline) -> None:
+    sent = pipeline.propose("invoice.create_draft", _draft("r", "x"))
+    invoice_id = pipeline.wait(sent)["result_payload"]["data"]["invoice_id"]
+    pipeline.sql("UPDATE demo.invoices SET status = 'open' WHERE invoice_id = %s", (invoice_id,))  # finalized meanwhile
+    done = pipeline.cli("compensate", sent.call_id, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    observation = result["observation"]
+    assert taxonomy(observation) == "COMPENSATION_FAILED"
+    assert observation["status"]["fail_closed"] is True and observation["status"]["requires_approval"] is True
+    assert pipeline.sql("SELECT status, error_code FROM toolgate.idempotency_keys WHERE call_id = %s",
+                        (sent.call_id,)) == [("COMPLETED", "COMPENSATION_FAILED")]  # fmt: skip
+    assert pipeline.sql("SELECT status FROM demo.invoices WHERE invoice_id = %s", (invoice_id,)) == [("open",)]
+    letters = json.loads(pipeline.cli("dlq", "list", "--json").stdout)
+    assert [(r["stage"], r["taxonomy_class"]) for r in letters if r["call_id"] == result["call_id"]] == [
+        ("execution", "COMPENSATION_FAILED")
+    ]
+
+
+def test_a_compensation_must_name_a_call_it_can_undo(pipeline: Pipeline) -> None:
+    fetched = pipeline.propose("invoice.fetch", {"invoice_id": "inv_acme0001"})
+    pipeline.wait(fetched)
+    refused = pipeline.call("invoice.void_draft", {"invoice_id": "inv_acme0001"}, compensation_of=fetched.call_id)
+    assert taxonomy(refused) == "STALE_STATE"  # a read has no committed effect
+    assert errors_of(refused) == [("compensation_of", "nothing_to_compensate")]

@@ -28,15 +28,26 @@ def test_migrations_build_the_schema_once(empty_database: str) -> None:
     assert migrate(empty_database) == [name for name, _ in migration_files()]
     assert migrate(empty_database) == []  # applied once, then recorded
     with psycopg.connect(empty_database) as conn:
-        tables = {r[0] for r in conn.execute(
-            "SELECT table_schema || '.' || table_name FROM information_schema.tables "
-            "WHERE table_schema IN ('toolgate', 'demo')")}  # fmt: skip
+        tables = {
+            r[0]
+            for r in conn.execute(
+                "SELECT table_schema || '.' || table_name FROM information_schema.tables "
+                "WHERE table_schema IN ('toolgate', 'demo')"
+            )
+        }
         triggers = {r[0] for r in conn.execute("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")}
     assert {
-        "toolgate.idempotency_keys", "toolgate.outbox", "toolgate.approvals", "toolgate.approval_decisions",
-        "toolgate.approvers", "toolgate.usage", "toolgate.audit_log", "toolgate.dead_letter_actions",
-        "demo.customers", "demo.invoices",
-    } <= tables  # fmt: skip
+        "toolgate.idempotency_keys",
+        "toolgate.outbox",
+        "toolgate.approvals",
+        "toolgate.approval_decisions",
+        "toolgate.approvers",
+        "toolgate.usage",
+        "toolgate.audit_log",
+        "toolgate.dead_letter_actions",
+        "demo.customers",
+        "demo.invoices",
+    } <= tables
     assert {"outbox_notify", "audit_log_append_only"} <= triggers
 
 

@@ -43,12 +43,21 @@ def test_a_foreign_client_proposes_and_reads_its_observation(pipeline: Pipeline)
     proposal_schema, observation_schema = apache_schema("ToolProposal"), apache_schema("Observation")
     call_id, run_id = f"call_{uuid.uuid4().hex}", f"run_{uuid.uuid4().hex[:10]}"
     record = {
-        "call_id": call_id, "tenant_id": "acme",
+        "call_id": call_id,
+        "tenant_id": "acme",
         "principal": {"user_id": "foreign", "agent_id": "kafka-python", "scopes": ["invoices:read"]},
-        "workflow_id": run_id, "run_id": run_id, "logical_operation_id": "op-1", "tool_name": "invoice.fetch",
-        "tool_version": "1.x", "arguments": '{"invoice_id": "inv_acme0002"}', "idempotency_key": None,
-        "deadline_ms": None, "repair_attempt": 0, "dry_run": False, "created_at_ms": int(time.time() * 1000),
-    }  # fmt: skip
+        "workflow_id": run_id,
+        "run_id": run_id,
+        "logical_operation_id": "op-1",
+        "tool_name": "invoice.fetch",
+        "tool_version": "1.x",
+        "arguments": '{"invoice_id": "inv_acme0002"}',
+        "idempotency_key": None,
+        "deadline_ms": None,
+        "repair_attempt": 0,
+        "dry_run": False,
+        "created_at_ms": int(time.time() * 1000),
+    }
     body = io.BytesIO()
     avro.io.DatumWriter(proposal_schema).write(record, avro.io.BinaryEncoder(body))
     value = b"\xc3\x01" + proposal_schema.fingerprint("CRC-64-AVRO") + body.getvalue()

@@ -231,6 +231,7 @@ def test_decode_record_written_by_apache_avro_tool_proposal() -> None:
         "repair_attempt": 1,
         "dry_run": True,
         "created_at_ms": 1_700_000_000_000,
+        "compensation_of": None,
     }
     model = codec().decode(_apache_encode(ToolProposal, datum), ToolProposal)
     assert model.model_dump() == datum

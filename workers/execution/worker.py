@@ -28,11 +28,13 @@ from psycopg import AsyncConnection
 from toolgate.contracts.registry import Registry
 from toolgate.hashing import fingerprint, idempotency_key_for
 from toolgate.schemas.codec import codec
-from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, Verification
+from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass, Verification
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.taxonomy import Taxonomy
+from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
+from toolgate.workers.execution import compensation
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.executors import (
     Done,
@@ -44,7 +46,8 @@ from toolgate.workers.execution.executors import (
     run_postgres_batch,
     run_python,
 )
-from toolgate.workers.runtime import audit, outbox
+from toolgate.workers.execution.retry import deadline_for, policy_for, with_retries
+from toolgate.workers.runtime import audit, deadletters, outbox
 from toolgate.workers.runtime.db import is_transient, make_pool
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.results import outcome, reject, result
@@ -64,6 +67,7 @@ class Attempt:
     effect: Effect | None = None
     result: ExecutionResult | None = None
     status: str | None = None  # the key's status after this round
+    original: compensation.Original | None = None  # the call this one compensates
 
     @property
     def record(self) -> StageRecord:
@@ -176,9 +180,7 @@ class ExecutionHandler(Handler[StageRecord]):
     def _prepare(self, call: Inbound[StageRecord], now: int) -> Attempt:
         record = call.model
         contract = self.registry.get(record.tool_name, record.tool_version)
-        deadline = now + contract.timeout_ms
-        if record.deadline_ms is not None:
-            deadline = min(deadline, record.deadline_ms)
+        deadline = deadline_for(contract, now, record.deadline_ms)
         key = idempotency_key_for(record) if contract.is_mutation else None
         a = Attempt(call, Job(record, contract, key or "", deadline), key)
         if record.deadline_ms is not None and record.deadline_ms <= now:
@@ -238,29 +240,34 @@ class ExecutionHandler(Handler[StageRecord]):
     # --- A: reservation --------------------------------------------------------------------
 
     async def _reserve(self, keyed: list[Attempt], now: int) -> None:
-        first: dict[tuple[str, str], Attempt] = {}
-        for a in keyed:
-            ident = (a.record.tenant_id, a.key or "")
-            if ident in first:
-                a.leader = first[ident]
-            else:
-                first[ident] = a
-        rows = [
-            {
-                "tenant_id": a.record.tenant_id,
-                "idempotency_key": a.key,
-                "request_hash": a.record.payload_hash,
-                "tool_name": a.record.tool_name,
-                "tool_version": a.record.tool_version,
-                "executor": a.job.contract.executor["kind"],
-                "call_id": a.record.call_id,
-                "home_partition": a.record.home_partition,
-                "request": _b64(codec().encode(a.record)),
-                "ttl": a.job.contract.idempotency_ttl_seconds,
-            }
-            for a in first.values()
-        ]
         async with self.pool.connection() as conn, conn.transaction():
+            await self._check_compensations(conn, keyed, now)
+            first: dict[tuple[str, str], Attempt] = {}
+            for a in keyed:
+                if a.result is not None:
+                    continue
+                ident = (a.record.tenant_id, a.key or "")
+                if ident in first:
+                    a.leader = first[ident]
+                else:
+                    first[ident] = a
+            if not first:
+                return
+            rows = [
+                {
+                    "tenant_id": a.record.tenant_id,
+                    "idempotency_key": a.key,
+                    "request_hash": a.record.payload_hash,
+                    "tool_name": a.record.tool_name,
+                    "tool_version": a.record.tool_version,
+                    "executor": a.job.contract.executor["kind"],
+                    "call_id": a.record.call_id,
+                    "home_partition": a.record.home_partition,
+                    "request": _b64(codec().encode(a.record)),
+                    "ttl": a.job.contract.idempotency_ttl_seconds,
+                }
+                for a in first.values()
+            ]
             cur = await conn.execute(RESERVE, {"rows": json.dumps(rows), "owner": self.owner, "lease": self.lease_s})
             fresh = {(r[0], r[1]) for r in await cur.fetchall()}
             cur = await conn.execute(LOCK, ([k[0] for k in first], [k[1] for k in first]))
@@ -295,9 +302,31 @@ class ExecutionHandler(Handler[StageRecord]):
             if redrive:
                 await conn.execute(REDRIVE, {"rows": json.dumps(redrive), "owner": self.owner, "lease": self.lease_s})
         for a in keyed:
+            if a.result is not None:
+                continue
             if a.leader is not None:
                 a.plan = idem.Mismatch() if a.leader.record.payload_hash != a.record.payload_hash else a.leader.plan
             self._settle_without_effect(a, now)
+
+    async def _check_compensations(self, conn: AsyncConnection[Any], keyed: list[Attempt], now: int) -> None:
+        """Lock the earlier calls that compensations undo, and refuse those that may not run."""
+        compensating = [a for a in keyed if a.record.compensation_of]
+        originals = await compensation.load(conn, [a.record for a in compensating])
+        for a in compensating:
+            a.original = originals.get((a.record.tenant_id, a.record.compensation_of or ""))
+            refusal = compensation.check(a.record, a.key or "", a.original, self.registry)
+            if refusal is not None:
+                taxonomy, error = refusal
+                a.result = reject(
+                    a.record,
+                    taxonomy,
+                    [error],
+                    stage=STAGE,
+                    traceparent=a.call.traceparent,
+                    home_partition=a.record.home_partition,
+                    now_ms=now,
+                    warnings=a.record.warnings,
+                )
 
     def _resend_safe(self, a: Attempt) -> bool:
         kind = a.job.contract.executor["kind"]
@@ -306,7 +335,7 @@ class ExecutionHandler(Handler[StageRecord]):
     def _settle_without_effect(self, a: Attempt, now: int) -> None:
         plan, r = a.plan, a.record
         if isinstance(plan, idem.Replay):
-            a.result = self._replay(a, plan.response, now)
+            a.result = self._replay(a, plan.response, now, compensated=plan.status == "COMPENSATED")
         elif isinstance(plan, idem.Mismatch):
             a.result = self._refuse(
                 a,
@@ -327,8 +356,16 @@ class ExecutionHandler(Handler[StageRecord]):
         elif isinstance(plan, idem.Hold):
             log.info("held: key in flight", extra={"stage": STAGE, "action": "hold", "call_id": r.call_id})
 
-    def _replay(self, a: Attempt, stored: dict[str, Any], now: int) -> ExecutionResult:
+    def _replay(self, a: Attempt, stored: dict[str, Any], now: int, compensated: bool = False) -> ExecutionResult:
         r = a.record
+        warnings = list(r.warnings)
+        verification = Verification.model_validate(stored["verification"]) if stored.get("verification") else None
+        if compensated:
+            # Seeds: return the compensated state and require post-action verification.
+            warnings.append("this call's effect was compensated (undone) by a later call; verify the target's state")
+            verification = (verification or Verification()).model_copy(
+                update={"post_action_verification_required": True}
+            )
         return result(
             r,
             stage=STAGE,
@@ -338,10 +375,10 @@ class ExecutionHandler(Handler[StageRecord]):
             now_ms=now,
             data=stored.get("data"),
             errors=[FieldError.model_validate(e) for e in stored.get("errors", [])],
-            warnings=r.warnings,
+            warnings=warnings,
             idempotency_hit=True,
             attempt_number=int(stored.get("attempt_number", 1)),
-            verification=Verification.model_validate(stored["verification"]) if stored.get("verification") else None,
+            verification=verification,
             approval_id=r.approval_id,
         )
 
@@ -349,15 +386,18 @@ class ExecutionHandler(Handler[StageRecord]):
 
     async def _external_effects(self, attempts: list[Attempt]) -> None:
         async def one(a: Attempt) -> None:
-            now = now_ms()
+            policy = policy_for(a.job.contract)
             if a.job.contract.executor["kind"] == "http":
-                a.effect = await self.http.run(a.job, now)
-                if isinstance(a.effect, Unknown):
+                effect = await with_retries(lambda: self.http.run(a.job, now_ms()), policy, a.job.deadline_ms)
+                if isinstance(effect, Unknown):
                     checked = await self.http.status(a.job, now_ms())
                     if not isinstance(checked, Unknown):
-                        a.effect = checked
+                        effect = checked
             else:
-                a.effect = await run_python(a.job, now)
+                effect = await with_retries(lambda: run_python(a.job, now_ms()), policy, a.job.deadline_ms)
+            # Whatever a provider or tool answered may echo a credential: scrub it here, in the
+            # only process that resolved one, before it is stored or published.
+            a.effect = Done(SCRUBBER.obj(effect.data)) if isinstance(effect, Done) else effect
 
         await asyncio.gather(*(one(a) for a in attempts))
 
@@ -390,10 +430,33 @@ class ExecutionHandler(Handler[StageRecord]):
         settle, rows, entries = [], [], []
         local = [a for a in attempts if self._runs(a) and a.job.contract.executor["kind"] == "postgres"]
         local_effects = dict(zip(map(id, local), await run_postgres_batch(conn, [a.job for a in local]), strict=True))
+        compensated, compensation_failed = [], []
         for a in attempts:
             res, status = a.result, a.status
             if self._runs(a):
                 res, status = self._conclude(a, local_effects.get(id(a), a.effect), now)
+                if a.original is not None and status == "COMPLETED":
+                    compensated.append((a.key, a.original.tenant_id, a.original.key))
+                elif a.original is not None and status in ("FAILED_FINAL", "FAILED_RETRYABLE"):
+                    compensation_failed.append((a.original.tenant_id, a.original.key))
+                    letter = deadletters.for_request(
+                        a.record,
+                        codec().encode(a.record),
+                        stage=STAGE,
+                        taxonomy=TaxonomyClass.COMPENSATION_FAILED,
+                        now_ms=now,
+                        reason=f"compensation of {a.record.compensation_of} failed",
+                    )
+                    rows.append(
+                        outbox.record(
+                            "deadletter",
+                            letter,
+                            key=a.record.call_id,
+                            traceparent=a.call.traceparent,
+                            call_id=a.record.call_id,
+                            tenant_id=a.record.tenant_id,
+                        )
+                    )
                 if a.key is not None:
                     settle.append(
                         {
@@ -437,6 +500,10 @@ class ExecutionHandler(Handler[StageRecord]):
                 )
         if settle:
             await conn.execute(SETTLE, {"rows": json.dumps(settle), "lease": self.lease_s})
+        if compensated:
+            await conn.cursor().executemany(compensation.MARK_COMPENSATED, compensated)
+        if compensation_failed:
+            await conn.cursor().executemany(compensation.MARK_FAILED, compensation_failed)
         await outbox.enqueue(conn, rows, self.topics)
         await audit.append(conn, entries)
         return concluded
@@ -461,6 +528,10 @@ class ExecutionHandler(Handler[StageRecord]):
                 verification=verification_for(a.job, effect.data),
                 **common,
             ), "COMPLETED"
+        if isinstance(effect, Failed) and a.original is not None:
+            # A failed compensation leaves the earlier effect in place: an operator decides.
+            res = result(r, result_outcome=outcome(Taxonomy.COMPENSATION_FAILED), errors=effect.errors, **common)
+            return res, "FAILED_FINAL" if effect.final else "FAILED_RETRYABLE"
         if isinstance(effect, Failed):
             status = "FAILED_FINAL" if effect.final else "FAILED_RETRYABLE"
             res = result(

@@ -2,11 +2,13 @@
 
 Claims unsent rows in id order with FOR UPDATE SKIP LOCKED (so several relays can run side
 by side without publishing a row twice), groups item rows into one StageBatch per topic and
-partition, produces everything and waits for the broker's acknowledgements, then marks the
-rows sent in the same transaction that locked them. A crash between produce and commit
-re-publishes the rows: downstream consumers are idempotent. The relay sleeps on
-LISTEN toolgate_outbox (a trigger notifies on insert) instead of polling tightly, and prunes
-sent rows after a retention period, so the table stays bounded.
+partition, produces everything with an idempotent producer (confluent-kafka: sequence
+numbers per partition, so a send retried after a lost acknowledgement is written once) and
+waits for every delivery report, then marks the rows sent in the same transaction that
+locked them. A crash between produce and commit re-publishes the rows: downstream consumers
+are idempotent. The relay sleeps on LISTEN toolgate_outbox (a trigger notifies on insert)
+instead of polling tightly, and prunes sent rows after a retention period, so the table
+stays bounded.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
 import psycopg
+from confluent_kafka import KafkaError, Producer
 
 from toolgate.settings import Settings
 from toolgate.workers.runtime.app import StageApp
 from toolgate.workers.runtime.db import is_transient, make_pool
-from toolgate.workers.runtime.emit import EdgeRecord, Emit
+from toolgate.workers.runtime.emit import EdgeRecord, Emit, Message
 
 log = logging.getLogger("toolgate.outbox")
 STAGE = "outbox-relay"
@@ -41,6 +45,7 @@ class OutboxRelay:
         self.batch = batch
         self.retention_s = retention_s
         self.pool = make_pool(settings.database_url, STAGE, max_size=2)
+        self.producer = IdempotentProducer(settings.kafka_bootstrap)
         self.wakeup = asyncio.Event()
         self._last_prune = 0.0
 
@@ -85,7 +90,7 @@ class OutboxRelay:
                             partition,
                         )
                     )
-            await self.app.publish(out, physical=True)
+            await self.producer.deliver(out.messages(lambda topic: topic, self.settings.batch_bytes))
             await conn.execute(MARK_SENT, ([r[0] for r in rows],))
         return len(rows)
 
@@ -110,6 +115,45 @@ class OutboxRelay:
             except Exception as exc:
                 log.warning("listen connection lost", extra={"stage": STAGE, "action": "relisten", "error": repr(exc)})
                 await asyncio.sleep(1.0)
+
+
+class IdempotentProducer:
+    """confluent-kafka's idempotent producer, awaited: `deliver` returns once every record
+    has its delivery report, and raises if any failed (the rows stay unsent)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": "toolgate-outbox-relay",
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 2,
+                "partitioner": "murmur2_random",  # the same partition for a key as Faust's producer
+                "message.timeout.ms": 30_000,
+            }
+        )
+
+    async def deliver(self, messages: list[Message]) -> None:
+        errors: list[str] = []
+
+        def report(err: KafkaError | None, _msg: Any) -> None:
+            if err is not None:
+                errors.append(str(err))
+
+        for m in messages:
+            kwargs: dict[str, Any] = {"key": m.key, "value": m.value, "headers": m.headers, "on_delivery": report}
+            if m.partition is not None:
+                kwargs["partition"] = m.partition
+            while True:
+                try:
+                    self._producer.produce(m.topic, **kwargs)
+                    break
+                except BufferError:
+                    await asyncio.to_thread(self._producer.poll, 0.05)
+        remaining = await asyncio.to_thread(self._producer.flush, 30.0)
+        if remaining or errors:
+            raise ConnectionError(f"{remaining} records undelivered, errors: {errors[:3]}")
 
 
 def attach(app: StageApp, settings: Settings) -> OutboxRelay:

@@ -23,15 +23,16 @@ from psycopg.types.json import Jsonb
 from toolgate.contracts.registry import Registry
 from toolgate.hashing import fingerprint
 from toolgate.schemas.codec import codec
-from toolgate.schemas.models import DeadLetter, FieldError, Header, PayloadKind, StageRecord, TaxonomyClass
+from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.taxonomy import Taxonomy
+from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution.executors import Done, Failed, HttpExecutor, Job
 from toolgate.workers.execution.idempotency import REDRIVE_OWNER
 from toolgate.workers.execution.worker import stored_response, verification_for
-from toolgate.workers.runtime import audit, outbox
+from toolgate.workers.runtime import audit, deadletters, outbox
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.results import outcome, result
 
@@ -99,6 +100,7 @@ class Reconciler:
                 elif executor == "http" and contract.executor.get("status_query"):
                     effect = await self.http.status(job, now)
                     if isinstance(effect, Done):
+                        effect = Done(SCRUBBER.obj(effect.data))
                         decision, detail = "completed", "the provider reports the call completed"
                     elif isinstance(effect, Failed) and not effect.final:
                         decision, detail = "redriven", "the provider never received the call: re-driven"
@@ -162,10 +164,18 @@ class Reconciler:
                         SETTLE, ("FAILED_FINAL", Jsonb(stored_response(res)), "UNKNOWN_ERROR", tenant_id, key)
                     )
                     rows.append(outbox.item("results", record.home_partition, res))
+                    letter = deadletters.for_request(
+                        record,
+                        bytes(request),
+                        stage=STAGE,
+                        taxonomy=TaxonomyClass.UNKNOWN_ERROR,
+                        reason=detail,
+                        now_ms=now,
+                    )
                     rows.append(
                         outbox.record(
                             "deadletter",
-                            _dead_letter(record, bytes(request), detail, now),
+                            letter,
                             key=call_id,
                             traceparent=record.traceparent,
                             call_id=call_id,
@@ -179,21 +189,3 @@ class Reconciler:
         if any(v for k, v in counts.items() if k != "unresolved"):
             log.info("reconciled", extra={"stage": STAGE, "action": "reconciled", "count": sum(counts.values())})
         return counts
-
-
-def _dead_letter(record: StageRecord, request: bytes, reason: str, now: int) -> DeadLetter:
-    return DeadLetter(
-        dead_letter_id=f"dl_{fingerprint(record.call_id + str(now), 24)}",
-        call_id=record.call_id,
-        stage=STAGE,
-        source_topic="executable",
-        source_partition=record.home_partition,
-        source_offset=-1,
-        payload_kind=PayloadKind.STAGE_ITEM,
-        value=request,
-        headers=[Header(key="traceparent", value=record.traceparent.encode())],
-        taxonomy_class=TaxonomyClass.UNKNOWN_ERROR,
-        reason=reason,
-        attempts=record.attempt,
-        dead_lettered_at_ms=now,
-    )

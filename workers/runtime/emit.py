@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import (
@@ -24,6 +26,14 @@ from toolgate.schemas.models import (
 from toolgate.schemas.wire import WireModel
 from toolgate.telemetry import SCRUBBER
 from toolgate.topics.headers import CALL_ID, SCHEMA, Headers, edge_headers, header
+
+
+class Message(NamedTuple):
+    topic: str  # physical
+    key: bytes | None
+    value: bytes
+    partition: int | None
+    headers: Headers
 
 
 @dataclass
@@ -141,6 +151,16 @@ class Emit:
     ) -> tuple[str, int, bytes, Headers]:
         batch = StageBatch(stage=self.stage, source_partition=partition, items=items)
         return topic, partition, codec().encode(batch), [(SCHEMA, fingerprint), ("toolgate-stage", self.stage.encode())]
+
+    def messages(self, topic_name: Callable[[str], str], max_bytes: int) -> list[Message]:
+        """Everything collected, as Kafka records addressed to physical topics."""
+        pending = [Message(topic_name(t), None, v, p, h) for t, p, v, h in self.batches(max_bytes)]
+        pending += [Message(topic_name(r.topic), r.key, r.value, r.partition, r.headers) for r in self.records]
+        c = codec()
+        for letter in self.dead_letters:
+            key = letter.call_id.encode() if letter.call_id else None
+            pending.append(Message(topic_name("deadletter"), key, c.encode(letter), None, []))
+        return pending
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.items.values()) + len(self.records) + len(self.dead_letters)

@@ -249,22 +249,7 @@ class Rounds(Generic[M]):
 
     async def flush(self, out: Emit) -> None:
         """Produce everything `out` holds and wait until the broker acknowledged all of it."""
-        pending: list[tuple[str, bytes | None, bytes, int | None, Headers]] = []
-        for topic, partition, value, headers in out.batches(self.batch_bytes):
-            pending.append((self.topic_name(topic), None, value, partition, headers))
-        for rec in out.records:
-            pending.append((self.topic_name(rec.topic), rec.key, rec.value, rec.partition, rec.headers))
-        codec_ = codec()
-        for letter in out.dead_letters:
-            pending.append(
-                (
-                    self.topic_name("deadletter"),
-                    letter.call_id.encode() if letter.call_id else None,
-                    codec_.encode(letter),
-                    None,
-                    [],
-                )
-            )
+        pending = out.messages(self.topic_name, self.batch_bytes)
         attempt = 0
         while pending:
             futures = [await self.send(*msg) for msg in pending]

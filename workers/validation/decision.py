@@ -175,9 +175,12 @@ def _type_mismatch(where: list[Any], expected: str, instance: Any) -> tuple[Taxo
     name = _path(where) or None
     actual = json_type(instance)
     return Taxonomy.TYPE_MISMATCH, FieldError(
-        field=name, code="type_mismatch", expected=expected, actual=actual,
+        field=name,
+        code="type_mismatch",
+        expected=expected,
+        actual=actual,
         message=f"{name or 'arguments'} must be {expected}, not {actual}",
-    )  # fmt: skip
+    )
 
 
 def classify(error: ValidationError) -> list[tuple[Taxonomy, FieldError]]:

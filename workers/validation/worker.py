@@ -65,6 +65,7 @@ class ValidationHandler(Handler[ToolProposal]):
                     repair_attempt=proposal.repair_attempt,
                     dry_run=proposal.dry_run,
                     created_at_ms=proposal.created_at_ms,
+                    compensation_of=proposal.compensation_of,
                     warnings=list(decision.warnings),
                     decisions=[StageDecision(stage=STAGE, outcome="pass", at_ms=now)],
                 ),

@@ -1,0 +1,61 @@
+"""`toolgate compensate CALL_ID`: undo the committed effect of an earlier call.
+
+Reads the earlier call's idempotency record (its request and result), builds the call of
+the compensation tool its contract names, with the arguments its binding's template
+derives, and proposes it through the pipeline like any call: validation, policy and
+execution gates apply, it has its own idempotency key (so compensating twice is one
+compensation), and execution marks the earlier key COMPENSATED when it succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+
+from toolgate.contracts.registry import load_registry
+from toolgate.schemas.codec import codec
+from toolgate.schemas.models import StageRecord
+from toolgate.settings import Settings
+from toolgate.topics.client import Proposed, ToolgateClient
+from toolgate.workers.execution.compensation import arguments_for
+
+FIND = """
+SELECT tenant_id, status, tool_name, tool_version, request, response
+FROM toolgate.idempotency_keys WHERE call_id = %s AND (%s::text IS NULL OR tenant_id = %s)
+"""
+
+
+def compensate(settings: Settings, call_id: str, tenant: str | None = None) -> Proposed:
+    with psycopg.connect(settings.database_url) as conn:
+        rows = conn.execute(FIND, (call_id, tenant, tenant)).fetchall()
+    if not rows:
+        raise SystemExit(f"no executed call {call_id}" + (f" of tenant {tenant}" if tenant else ""))
+    if len(rows) > 1:
+        raise SystemExit(f"call {call_id} exists in several tenants; name one with --tenant")
+    tenant_id, status, tool_name, tool_version, request, response = rows[0]
+    if status not in ("COMPLETED", "COMPENSATED"):  # COMPENSATED: the same compensation again replays
+        raise SystemExit(f"call {call_id} is {status}: there is no committed effect to compensate")
+    registry = load_registry(settings.contracts_dir)
+    contract = registry.get(tool_name, tool_version)
+    tool = contract.document["transactional"]["compensation_tool"]
+    template = (contract.binding.get("compensation") or {}).get("arguments")
+    if not tool or template is None:
+        raise SystemExit(f"{tool_name} {tool_version} names no compensation tool and arguments")
+    original = codec().decode(bytes(request), StageRecord)
+    arguments = arguments_for(template, original.arguments, (response or {}).get("data") or {})
+    scopes = list(registry.resolve(tool, "latest").required_scopes)
+    client = ToolgateClient(settings.kafka_bootstrap, settings.topic_prefix, client_id="toolgate-compensate")
+    return client.propose(
+        tool,
+        json.dumps(arguments),
+        tenant_id=tenant_id,
+        user_id=original.principal.user_id,
+        agent_id="toolgate-compensate",
+        scopes=scopes,
+        run_id=original.run_id,
+        workflow_id=original.workflow_id,
+        logical_operation_id=f"compensate:{call_id}",
+        compensation_of=call_id,
+        watch=True,
+    )

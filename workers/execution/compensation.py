@@ -1,0 +1,111 @@
+"""Compensation: a call that undoes the committed effect of an earlier call.
+
+A proposal names the call it compensates (`compensation_of`, the earlier call's call_id).
+Before it runs, execution checks under the earlier key's row lock that there is a committed
+effect to undo, that the earlier tool's contract names this tool as its compensation, and
+that no other operation compensated it already (the same compensation, re-sent, replays
+its result). The compensation runs like any call, with its own
+idempotency key; in the same transaction as its own result the earlier key becomes
+COMPENSATED, or, when the compensation fails, stays COMPLETED marked COMPENSATION_FAILED,
+and the compensation's request is dead-lettered for an operator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from toolgate.contracts.registry import Registry
+from toolgate.schemas.models import FieldError, StageRecord
+from toolgate.taxonomy import Taxonomy
+
+LOAD = """
+SELECT tenant_id, call_id, idempotency_key, status, tool_name, tool_version, compensated_by
+FROM toolgate.idempotency_keys
+WHERE (tenant_id, call_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+ORDER BY tenant_id, idempotency_key
+FOR UPDATE
+"""
+MARK_COMPENSATED = """
+UPDATE toolgate.idempotency_keys SET status = 'COMPENSATED', compensated_by = %s, error_code = NULL
+WHERE tenant_id = %s AND idempotency_key = %s
+"""
+MARK_FAILED = """
+UPDATE toolgate.idempotency_keys SET error_code = 'COMPENSATION_FAILED'
+WHERE tenant_id = %s AND idempotency_key = %s
+"""
+
+
+@dataclass(frozen=True)
+class Original:
+    tenant_id: str
+    key: str
+    status: str
+    tool_name: str
+    tool_version: str
+    compensated_by: str | None
+
+
+def check(
+    record: StageRecord, key: str, original: Original | None, registry: Registry
+) -> tuple[Taxonomy, FieldError] | None:
+    """Why this compensation (idempotency key `key`) may not run (None: it may)."""
+    target = record.compensation_of
+    if original is None or original.status not in ("COMPLETED", "COMPENSATED"):
+        return Taxonomy.STALE_STATE, FieldError(
+            field="compensation_of",
+            code="nothing_to_compensate",
+            actual=target,
+            message=f"call {target} has no committed effect of this tenant to undo",
+        )
+    named = registry.get(original.tool_name, original.tool_version).document["transactional"]["compensation_tool"]
+    if named != record.tool_name:
+        return Taxonomy.POLICY_VIOLATION, FieldError(
+            field="tool_name",
+            code="not_its_compensation",
+            actual=record.tool_name,
+            expected=str(named),
+            message=f"{record.tool_name} is not the compensation of {original.tool_name}",
+        )
+    if original.status == "COMPENSATED" and original.compensated_by != key:
+        return Taxonomy.STALE_STATE, FieldError(
+            field="compensation_of",
+            code="already_compensated",
+            actual=target,
+            message=f"call {target} was already compensated by another operation",
+        )
+    return None
+
+
+async def load(conn: AsyncConnection[Any], records: list[StageRecord]) -> dict[tuple[str, str], Original]:
+    """The earlier calls' key rows, locked for this transaction, by (tenant, call_id)."""
+    if not records:
+        return {}
+    tenants = [r.tenant_id for r in records]
+    calls = [r.compensation_of or "" for r in records]
+    cur = await conn.execute(LOAD, (tenants, calls))
+    return {(row[0], row[1]): Original(row[0], *row[2:]) for row in await cur.fetchall()}
+
+
+def arguments_for(
+    template: dict[str, Any], original_arguments: dict[str, Any], result: dict[str, Any]
+) -> dict[str, Any]:
+    """The compensation call's arguments from the binding's template: {NAME} is an argument of
+    the original call, {result.NAME} a field of its result; a template that is exactly one
+    placeholder keeps the value's type."""
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fill(v) for v in value]
+        if isinstance(value, str) and value.startswith("{") and value.endswith("}") and value.count("{") == 1:
+            name = value[1:-1]
+            return (
+                result.get(name.removeprefix("result.")) if name.startswith("result.") else original_arguments.get(name)
+            )
+        return value
+
+    return fill(template)  # type: ignore[no-any-return]
