@@ -41,6 +41,7 @@ class Faults:
     delay_after_ms: int = 0  # after the effect committed: the call times out, effect done
     fail_statuses: list[int] = field(default_factory=list)  # answered before any effect
     status_query_status: int = 0  # when set, the status query answers this (e.g. 503)
+    echo_credentials: bool = False  # a leaky provider: put the Authorization header in answers
 
 
 class Provider:
@@ -78,6 +79,8 @@ class Provider:
                 return web.json_response({"error": "idempotency key reused with a different payload"}, status=422)
             return web.json_response(json.loads(row[1]), headers={"Idempotent-Replayed": "true"})
         response = self.effect(kind, body)
+        if self.faults.echo_credentials:
+            response["debug"] = {"authorization": request.headers.get("Authorization", "")}
         self.db.execute(
             "INSERT INTO operations VALUES (?, ?, ?, ?, ?)", (key, kind, digest, json.dumps(response), time.time())
         )
@@ -121,6 +124,7 @@ class Provider:
             int(body.get("delay_after_ms", 0)),
             [int(s) for s in body.get("fail_statuses", [])],
             int(body.get("status_query_status", 0)),
+            bool(body.get("echo_credentials", False)),
         )
         return web.json_response({"ok": True})
 

@@ -450,3 +450,36 @@ def test_a_compensation_must_name_a_call_it_can_undo(pipeline: Pipeline) -> None
     refused = pipeline.call("invoice.void_draft", {"invoice_id": "inv_acme0001"}, compensation_of=fetched.call_id)
     assert taxonomy(refused) == "STALE_STATE"  # a read has no committed effect
     assert errors_of(refused) == [("compensation_of", "nothing_to_compensate")]
+
+
+def test_a_canary_secret_appears_in_no_observation_log_span_or_dead_letter(pipeline: Pipeline) -> None:
+    # The canary is the provider's real bearer token, resolved only inside the executors.
+    canary = (pipeline.home / "secrets" / "demo-provider-token").read_text().strip()
+    key = f"email-{uuid.uuid4().hex}"
+    pipeline.provider("/_control/faults", {"echo_credentials": True})  # a provider that leaks it back
+    try:
+        sent = pipeline.propose("notify.send_email", {"to": "ap@coyote.example", "subject": "Hello", "body": canary},
+                                idempotency_key=key)  # fmt: skip
+        approval_id = _approval_of(pipeline, sent)
+        assert pipeline.cli("approvals", "approve", approval_id, "--as", "carol").returncode == 0
+        observation = pipeline.wait(sent)
+    finally:
+        pipeline.provider("/_control/faults", {})
+    # The leaked field breaks the output contract: the agent gets a typed failure, not the payload.
+    assert taxonomy(observation) == "OBSERVATION_NORMALIZATION_FAIL"
+    time.sleep(2.0)  # let spans and logs flush
+    observations = [o.as_json() for o in pipeline.client.observations(call_ids=[sent.call_id])]
+    assert observations and canary not in json.dumps(observations)
+    letters = json.loads(pipeline.cli("dlq", "list", "--json", "--all").stdout)
+    mine = [r for r in letters if r["call_id"] == sent.call_id]
+    assert mine, "the unnormalizable result is dead-lettered for an operator"
+    for letter in mine:
+        shown = pipeline.cli("dlq", "show", letter["dead_letter_id"]).stdout
+        assert canary not in shown
+    from toolgate.ops.dlq import read_all
+
+    assert all(canary.encode() not in letter.value for letter in read_all(pipeline.settings))
+    for path in [*(pipeline.home / "logs").glob("*.log"), *(pipeline.home / "telemetry").glob("*.jsonl")]:
+        assert canary not in path.read_text(errors="replace"), f"the canary leaked into {path.name}"
+    stored = pipeline.sql("SELECT response::text FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,))
+    assert stored and canary not in stored[0][0] and "[REDACTED]" in stored[0][0]

@@ -74,6 +74,9 @@ async def with_retries(attempt_once: Callable[[], Awaitable[Effect]], policy: Re
     def last_effect(state: RetryCallState) -> Any:
         return state.outcome.result() if state.outcome else None
 
+    async def attempt() -> Effect:
+        return await attempt_once()
+
     retrying = AsyncRetrying(retry=retry_if_result(retryable), stop=stop, wait=wait, retry_error_callback=last_effect)
-    effect: Effect = await retrying(attempt_once)
+    effect: Effect = await retrying(attempt)
     return effect

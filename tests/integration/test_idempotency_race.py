@@ -1,0 +1,73 @@
+"""Two execution workers, one idempotency key, one effect: the race at the database boundary.
+
+Two ExecutionHandlers (each with its own connection pool and lease owner, as two worker
+processes would have) handle calls that carry the same key at the same moment, against the
+real Postgres. Exactly one invoice is written; the other call is told the operation is in
+progress (IDEMPOTENCY_CONFLICT) or gets the stored result (idempotency_hit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from toolgate.contracts.registry import load_registry
+from toolgate.hashing import payload_hash
+from toolgate.schemas.models import PayloadKind, Principal, StageRecord
+from toolgate.workers.execution.worker import ExecutionHandler
+from toolgate.workers.runtime.emit import Emit, Origin
+from toolgate.workers.runtime.rounds import Inbound
+
+from ..conftest import Pipeline
+
+TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def draft_call(key: str, tenant: str) -> Inbound[StageRecord]:
+    arguments = {"customer_id": "cust_acme01", "currency": "USD", "due_date": "2026-12-31", "memo": None,
+                 "lines": [{"description": "race", "quantity": 1, "unit_amount_cents": 100}]}  # fmt: skip
+    record = StageRecord(
+        call_id=f"call_{uuid.uuid4().hex}", traceparent=TRACE, home_partition=0, tenant_id=tenant,
+        principal=Principal(user_id="u", agent_id="a"), workflow_id="w", run_id="r", logical_operation_id="op",
+        tool_name="invoice.create_draft", tool_version="1.0.0", arguments=arguments,
+        payload_hash=payload_hash(arguments), idempotency_key=key, created_at_ms=int(time.time() * 1000),
+    )  # fmt: skip
+    return Inbound(record, b"", Origin("executable", 0, 0, None, [], PayloadKind.STAGE_ITEM), traceparent=TRACE)
+
+
+def test_two_workers_one_key_one_effect(pipeline: Pipeline) -> None:
+    registry = load_registry()
+    seen: list[tuple[str, ...]] = []
+
+    async def race() -> None:
+        one, two = ExecutionHandler(registry, pipeline.settings), ExecutionHandler(registry, pipeline.settings)
+        await one.start()
+        await two.start()
+        try:
+            for _ in range(25):
+                key = f"race-{uuid.uuid4().hex}"
+                a, b = draft_call(key, "acme"), draft_call(key, "acme")
+                out_a, out_b = Emit("execution"), Emit("execution")
+                await asyncio.gather(one.handle([a], out_a), two.handle([b], out_b))
+                rows = pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,))
+                assert rows == [(1,)], f"{key}: {rows[0][0]} invoices"
+                [(status, winner)] = pipeline.sql(
+                    "SELECT status, call_id FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,)
+                )
+                assert status == "COMPLETED" and winner in (a.call_id, b.call_id)
+                loser = out_b if winner == a.call_id else out_a
+                winner_out = out_a if winner == a.call_id else out_b
+                assert winner_out.outcomes[winner] == "SUCCESS"
+                # The loser either saw the reservation in progress or, arriving after, the stored result.
+                [loser_outcome] = loser.outcomes.values()
+                assert loser_outcome in ("IDEMPOTENCY_CONFLICT", "SUCCESS")
+                seen.append((loser_outcome,))
+        finally:
+            for handler in (one, two):
+                await handler.http.close()
+                await handler.pool.close()
+
+    asyncio.run(race())
+    print(f"losers: {sum(1 for s in seen if s == ('IDEMPOTENCY_CONFLICT',))} conflicts, "
+          f"{sum(1 for s in seen if s == ('SUCCESS',))} replays of the stored result")  # fmt: skip
