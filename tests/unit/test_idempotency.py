@@ -11,6 +11,7 @@ from toolgate.workers.execution.idempotency import (
     REDRIVE_OWNER,
     Conflict,
     Execute,
+    Expired,
     Hold,
     KeyRow,
     Mismatch,
@@ -174,3 +175,14 @@ def test_docstring_rows_are_covered() -> None:
         "EXPIRED",
     ):
         assert phrase in ids
+
+
+@pytest.mark.parametrize("status", ["EXPIRED", "COMPLETED"])
+def test_an_expired_key_is_refused_when_the_contract_says_reject(status: str) -> None:
+    expired = row(status, expires_at_ms=NOW - 1)
+    kwargs: dict[str, Any] = {"request_hash": HASH, "call_id": "call_1", "owner": ME, "now_ms": NOW,
+                              "max_attempts": 3, "resend_safe": True}  # fmt: skip
+    assert plan(expired, reject_expired=True, **kwargs) == Expired()
+    assert plan(expired, reject_expired=False, **kwargs) == Execute(1)
+    if status == "COMPLETED":  # within its window, a completed key replays
+        assert plan(row(status), reject_expired=True, **kwargs) != Expired()

@@ -15,8 +15,8 @@ transaction, so the database, not this function, is the boundary of truth.
     PENDING, another call, leased  -> Conflict (IDEMPOTENCY_CONFLICT, retry after the lease)
     FAILED_RETRYABLE, retries left -> Execute (attempt + 1)
     FAILED_RETRYABLE, none left    -> Replay the failure as final
-    EXPIRED                        -> Execute as a new operation (the deduplication window
-                                      closed; the contract's TTL is the window)
+    EXPIRED (or past its window)   -> per contract: Execute as a new operation, or Expired
+                                      (refused: the agent must name a new logical operation)
 """
 
 from __future__ import annotations
@@ -69,7 +69,12 @@ class Mismatch:
     pass
 
 
-Plan = Execute | Replay | Hold | Conflict | Mismatch
+@dataclass(frozen=True)
+class Expired:
+    pass
+
+
+Plan = Execute | Replay | Hold | Conflict | Mismatch | Expired
 
 
 def plan(
@@ -81,11 +86,12 @@ def plan(
     now_ms: int,
     max_attempts: int,
     resend_safe: bool,
+    reject_expired: bool = False,
 ) -> Plan:
     if row is None:
         return Execute(1)
     if row.status == "EXPIRED" or (row.expires_at_ms < now_ms and row.status != "PENDING"):
-        return Execute(1)
+        return Expired() if reject_expired else Execute(1)
     if row.request_hash != request_hash:
         return Mismatch()
     if row.status in ("COMPLETED", "FAILED_FINAL", "COMPENSATED"):

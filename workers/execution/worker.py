@@ -286,6 +286,7 @@ class ExecutionHandler(Handler[StageRecord]):
                     now_ms=now,
                     max_attempts=a.job.contract.max_retries + 1,
                     resend_safe=self._resend_safe(a),
+                    reject_expired=a.job.contract.binding.get("expired_key") == "reject",
                 )
                 if isinstance(a.plan, idem.Execute) and row is not None:
                     redrive.append(
@@ -342,6 +343,15 @@ class ExecutionHandler(Handler[StageRecord]):
                 Taxonomy.SIGNATURE_MISMATCH,
                 "key_reused",
                 "this idempotency key was used with different arguments; refusing (fail closed)",
+                now,
+            )
+        elif isinstance(plan, idem.Expired):
+            a.result = self._refuse(
+                a,
+                Taxonomy.STALE_STATE,
+                "key_expired",
+                "this operation's idempotency key outlived its deduplication window; propose it as a new "
+                "logical operation if it should still happen",
                 now,
             )
         elif isinstance(plan, idem.Conflict):
