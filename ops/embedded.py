@@ -29,7 +29,10 @@ PG_SYSTEM_USER = "embedded_postgres"
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
-    """Ask Linux to send `sig` to this process when its parent dies (no orphans)."""
+    """Ask Linux to send `sig` to this process when its parent dies (no orphans).
+
+    Linux ties this to the *thread* that forked the child: spawn children from a thread that
+    lives as long as they should (the main thread), or they get `sig` when it ends."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, sig)
 

@@ -43,6 +43,7 @@ from toolgate.topics.catalog import provision
 from toolgate.workers.stages import STAGES
 
 DEMO_TOKEN_REF = "demo-provider-token"
+STABLE_AFTER_S = 30.0
 # Demo approvers: who may approve what. Two finance controllers for dual control.
 DEMO_APPROVERS = {
     "alice": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers", "billing-leads"]),
@@ -60,8 +61,10 @@ class Child:
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     next_start: float = 0.0
+    started_at: float = 0.0
 
     def start(self) -> None:
+        self.started_at = time.monotonic()
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
@@ -230,8 +233,9 @@ class Supervisor:
                 if child.process is None or child.process.poll() is None or now < child.next_start:
                     continue
                 code = child.process.returncode
-                child.restarts += 1
-                backoff = min(30.0, 0.5 * 2 ** min(child.restarts, 6))
+                # Crash loops back off; a worker that ran a while before dying starts afresh.
+                child.restarts = 1 if now - child.started_at > STABLE_AFTER_S else child.restarts + 1
+                backoff = min(30.0, 0.5 * 2 ** min(child.restarts - 1, 6))
                 self.say(f"{child.name} exited with {code}; restarting (restart {child.restarts})")
                 child.start()
                 child.next_start = now + backoff

@@ -73,6 +73,9 @@ class Reconciler:
         self.http = HttpExecutor(settings, SecretProvider(settings.secrets_path))
         self._opened = False
         self.verification_window_ms = int(settings.verification_window_seconds * 1000)
+        # A re-driven call waits this long for an execution worker before it is re-driven
+        # again: longer than a worker's restart and group rejoin.
+        self.redrive_grace_s = max(settings.lease_seconds, 30.0)
 
     async def open(self) -> None:
         if not self._opened:
@@ -121,7 +124,7 @@ class Reconciler:
                     )
                 )
                 if decision == "redriven":
-                    await conn.execute(HAND_OVER, (REDRIVE_OWNER, self.settings.lease_seconds, tenant_id, key))
+                    await conn.execute(HAND_OVER, (REDRIVE_OWNER, self.redrive_grace_s, tenant_id, key))
                     rows.append(outbox.item("executable", record.home_partition, record))
                 elif decision == "completed":
                     res = result(
