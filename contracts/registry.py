@@ -196,6 +196,8 @@ class Resolution(Exception):
 class Registry:
     def __init__(self, contracts: Iterable[Contract]) -> None:
         self._by_name: dict[str, dict[str, Contract]] = {}
+        # Resolutions are pure functions of the (immutable) registry: remembered, boundedly.
+        self._resolved: dict[tuple[str, str], Contract | Resolution] = {}
         for contract in contracts:
             versions = self._by_name.setdefault(contract.name, {})
             if contract.version in versions:
@@ -214,6 +216,23 @@ class Registry:
 
     def resolve(self, name: str, spec: str) -> Contract:
         """Exact `1.2.0`, `1.x` (newest active of major 1) or `latest` (newest active)."""
+        key = (name, spec)
+        outcome = self._resolved.get(key)
+        if outcome is None:
+            outcome = self._resolve(name, spec)
+            if len(self._resolved) < 10_000:  # agents choose the names: do not grow without bound
+                self._resolved[key] = outcome
+        if isinstance(outcome, Resolution):
+            raise outcome
+        return outcome
+
+    def _resolve(self, name: str, spec: str) -> Contract | Resolution:
+        try:
+            return self._resolve_or_raise(name, spec)
+        except Resolution as refused:
+            return refused
+
+    def _resolve_or_raise(self, name: str, spec: str) -> Contract:
         versions = self._by_name.get(name)
         if not versions:
             raise Resolution("unknown_tool", f"no tool named {name!r} is registered", "tool_name")

@@ -9,9 +9,11 @@ before the run. Latency is publish-to-final-observation, measured on this client
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -23,6 +25,40 @@ from toolgate.schemas.models import Observation
 from toolgate.settings import Settings
 from toolgate.topics.client import INTERIM_CODE, ToolgateClient
 from toolgate.topics.headers import CALL_ID, header
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU of a process and its reaped children (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")
+
+
+def _tree(pid: int) -> list[int]:
+    """A process and its live descendants (Postgres serves each connection in a child)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    found = [pid]
+    if children.exists():
+        for child in children.read_text().split():
+            found += _tree(int(child))
+    return found
+
+
+class CpuMeter:
+    """CPU seconds per local toolgate process (workers, broker, Postgres) over a run."""
+
+    def __init__(self, runtime: dict[str, Any]) -> None:
+        self.processes = {**runtime.get("workers", {}), **runtime.get("infrastructure", {})}
+        self.start = self.sample()
+
+    def sample(self) -> dict[str, float]:
+        return {name: sum(_cpu_seconds(p) for p in _tree(pid)) for name, pid in self.processes.items()}
+
+    def per_call_us(self, calls: int) -> dict[str, int]:
+        end = self.sample()
+        return {name: round(1e6 * (end[name] - self.start[name]) / max(calls, 1)) for name in self.processes}
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -76,16 +112,33 @@ class _Collector(threading.Thread):
 
 
 def run_bench(
-    settings: Settings, *, tool: str, calls: int, rate: float, tenant: str, timeout: float, progress: bool = True
+    settings: Settings,
+    *,
+    tool: str,
+    calls: int,
+    rate: float,
+    tenant: str,
+    timeout: float,
+    progress: bool = True,
+    cpu: bool = False,
 ) -> dict[str, Any]:
     contract = load_registry(settings.contracts_dir).resolve(tool, "latest")
     example = json.dumps(contract.document["affordance"]["examples"][0]["arguments"])
     scopes = list(contract.required_scopes)
-    client = ToolgateClient(settings.kafka_bootstrap, settings.topic_prefix, client_id="toolgate-bench")
+    client = ToolgateClient(
+        settings.kafka_bootstrap,
+        settings.topic_prefix,
+        client_id="toolgate-bench",
+        trace_sample_ratio=settings.trace_sample_ratio,
+    )
     run_id = f"bench_{uuid.uuid4().hex[:10]}"
     collector = _Collector(client, run_id, calls)
     collector.start()
     sent: dict[str, float] = {}
+    meter = None
+    if cpu and settings.runtime_file.exists():
+        meter = CpuMeter(json.loads(settings.runtime_file.read_text()))
+    client_cpu = time.process_time()
     started = time.perf_counter()
     bar = Progress(
         TextColumn("{task.description}"),
@@ -132,7 +185,7 @@ def run_bench(
     latencies = sorted((received[c][0] - t) * 1000 for c, t in sent.items() if c in received)
     last = max((v[0] for v in received.values()), default=publish_done)
     elapsed = max(1e-9, last - started)
-    return {
+    report: dict[str, Any] = {
         "tool": tool,
         "calls": calls,
         "offered_rate": rate or None,
@@ -147,3 +200,10 @@ def run_bench(
         "p99_ms": round(percentile(latencies, 99), 1),
         "max_ms": round(latencies[-1], 1) if latencies else 0.0,
     }
+    if meter is not None:
+        report["cpu_us_per_call"] = {
+            **meter.per_call_us(calls),
+            "bench client": round(1e6 * (time.process_time() - client_cpu) / calls),
+        }
+        report["cpu_us_per_call_total"] = sum(report["cpu_us_per_call"].values())
+    return report

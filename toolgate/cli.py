@@ -435,13 +435,25 @@ def bench(
     rate: Annotated[float, typer.Option(help="offered calls per second; 0 = as fast as possible")] = 0.0,
     tenant: Annotated[str, typer.Option()] = "acme",
     timeout: Annotated[float, typer.Option(help="seconds to wait for the last observation")] = 120.0,
+    cpu: Annotated[bool, typer.Option("--cpu", help="also report each local process's CPU per call")] = False,
+    postgres_only: Annotated[
+        bool, typer.Option("--postgres-only", help="measure only the execution stage's SQL, in a scratch database")
+    ] = False,
+    connections: Annotated[int, typer.Option(help="with --postgres-only: connections side by side")] = 2,
+    batch: Annotated[int, typer.Option(help="with --postgres-only: calls per round")] = 200,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Drive N proposals through the running pipeline; report calls/s and latency percentiles."""
     from toolgate.ops.bench import run_bench
 
+    settings = _settings()
+    if postgres_only:
+        from toolgate.ops.pgceiling import measure
+
+        _print_json(measure(settings.database_url, batch=batch, connections=connections))
+        return
     report = run_bench(
-        _settings(), tool=tool, calls=calls, rate=rate, tenant=tenant, timeout=timeout, progress=not as_json
+        settings, tool=tool, calls=calls, rate=rate, tenant=tenant, timeout=timeout, progress=not as_json, cpu=cpu
     )
     if as_json:
         _print_json(report)

@@ -39,13 +39,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-from opentelemetry.trace import Span, SpanContext, TraceFlags, Tracer
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, TraceFlags, Tracer
 
 from toolgate.settings import Settings
-
-_PROPAGATOR = TraceContextTextMapPropagator()
-
 
 # --- secrets scrubbing -------------------------------------------------------------------
 
@@ -245,8 +241,20 @@ def meter() -> Meter:
     return metrics.get_meter("toolgate")
 
 
-def context_from_traceparent(traceparent: str | None) -> Any:
-    return _PROPAGATOR.extract({"traceparent": traceparent} if traceparent else {})
+def parse_traceparent(traceparent: str | None) -> SpanContext | None:
+    """A W3C traceparent as a remote SpanContext, or None if it is missing or malformed."""
+    if not traceparent or len(traceparent) != 55:
+        return None
+    version, trace_id, span_id, flags = traceparent.split("-") if traceparent.count("-") == 3 else ("", "", "", "")
+    try:
+        ctx = SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(int(flags, 16)))
+    except ValueError:
+        return None
+    return ctx if version == "00" and ctx.is_valid else None
+
+
+def parent_context(span_context: SpanContext) -> Any:
+    return trace.set_span_in_context(NonRecordingSpan(span_context))
 
 
 def traceparent_of(span: Span) -> str:

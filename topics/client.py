@@ -13,6 +13,7 @@ observation (status code 202); `wait` returns the final one unless asked otherwi
 from __future__ import annotations
 
 import json
+import random
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -59,17 +60,22 @@ class Observed:
         return self.observation.model_dump(mode="json")
 
 
-def _current_traceparent() -> str:
+def _current_traceparent(sample_ratio: float) -> str:
+    """The agent's current span, if it traces; else a new trace, sampled at `sample_ratio`
+    (every stage follows this decision: a call is traced end to end or not at all)."""
     ctx = trace.get_current_span().get_span_context()
     if ctx.is_valid:
         return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{'01' if ctx.trace_flags.sampled else '00'}"
-    return new_traceparent()
+    return new_traceparent(sampled=random.random() < sample_ratio)
 
 
 class ToolgateClient:
-    def __init__(self, bootstrap: str, prefix: str = "", client_id: str = "toolgate-client") -> None:
+    def __init__(
+        self, bootstrap: str, prefix: str = "", client_id: str = "toolgate-client", trace_sample_ratio: float = 1.0
+    ) -> None:
         self.bootstrap = bootstrap
         self.topics = Topics(prefix)
+        self.trace_sample_ratio = trace_sample_ratio
         self._producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -85,7 +91,7 @@ class ToolgateClient:
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> ToolgateClient:
         s = (settings or load_settings()).require_infrastructure()
-        return cls(s.kafka_bootstrap, s.topic_prefix)
+        return cls(s.kafka_bootstrap, s.topic_prefix, trace_sample_ratio=s.trace_sample_ratio)
 
     # --- proposing -------------------------------------------------------------------------
 
@@ -133,7 +139,7 @@ class ToolgateClient:
             created_at_ms=now,
             compensation_of=compensation_of,
         )
-        traceparent = _current_traceparent()
+        traceparent = _current_traceparent(self.trace_sample_ratio)
         self.publish_raw(
             self.topics.proposals,
             run_id.encode(),

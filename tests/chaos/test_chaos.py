@@ -46,8 +46,12 @@ pytestmark = pytest.mark.timeout(900)
 
 CALLS = 5000
 CHARGE_SHARE = 0.2
-DRAFT = {"customer_id": "cust_acme01", "currency": "USD", "due_date": "2026-12-31",
-         "lines": [{"description": "chaos", "quantity": 1, "unit_amount_cents": 100}]}  # fmt: skip
+DRAFT = {
+    "customer_id": "cust_acme01",
+    "currency": "USD",
+    "due_date": "2026-12-31",
+    "lines": [{"description": "chaos", "quantity": 1, "unit_amount_cents": 100}],
+}
 CHARGE = {"invoice_id": "inv_acme0002", "amount_cents": 100, "currency": "USD"}
 SCOPES = ["invoices:write", "payments:charge"]
 
@@ -63,8 +67,14 @@ class Observer(threading.Thread):
 
     def run(self) -> None:
         topic = Topics().observations
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"chaos-{uuid.uuid4().hex[:6]}",
-                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"chaos-{uuid.uuid4().hex[:6]}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         while not self.stop.is_set():
@@ -102,8 +112,9 @@ class Approver(threading.Thread):
 
 def _provider_ledger(home: Path, runtime: dict[str, Any]) -> list[dict[str, Any]]:
     token = (home / "secrets" / "demo-provider-token").read_text().strip()
-    request = urllib.request.Request(runtime["endpoints"]["demo_provider"] + "/_control/ledger",
-                                     headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    request = urllib.request.Request(
+        runtime["endpoints"]["demo_provider"] + "/_control/ledger", headers={"Authorization": f"Bearer {token}"}
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())["operations"]  # type: ignore[no-any-return]
 
@@ -113,13 +124,22 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
     pg = start_postgres(tmp_path / "pgdata", tmp_path / "postgres.log")
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
-    env.update(TEST_ENV, TOOLGATE_HOME=str(home), TOOLGATE_KAFKA_BOOTSTRAP=broker.bootstrap,
-               TOOLGATE_DATABASE_URL=pg.url, TOOLGATE_LOG_LEVEL="WARNING")  # fmt: skip
+    env.update(
+        TEST_ENV,
+        TOOLGATE_HOME=str(home),
+        TOOLGATE_KAFKA_BOOTSTRAP=broker.bootstrap,
+        TOOLGATE_DATABASE_URL=pg.url,
+        TOOLGATE_LOG_LEVEL="WARNING",
+    )
     home.mkdir()
     log = home / "up.out"
     with open(log, "wb") as out:
-        up = subprocess.Popen([sys.executable, "-m", "toolgate.cli", "up", "--partitions", "4"], env=env,
-                              stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        up = subprocess.Popen(
+            [sys.executable, "-m", "toolgate.cli", "up", "--partitions", "4"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     observer = approver = None
     kills: Counter[str] = Counter()
     try:
@@ -138,8 +158,16 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
                 charge = traffic.random() < CHARGE_SHARE
                 tool, arguments = ("payment.charge_card", CHARGE) if charge else ("invoice.create_draft", DRAFT)
                 key = f"chaos-{uuid.uuid4().hex}"
-                sent = client.propose(tool, arguments, tenant_id="acme", user_id="chaos", scopes=SCOPES,
-                                      run_id=f"chaos-{i % 97}", idempotency_key=key, flush=False)  # fmt: skip
+                sent = client.propose(
+                    tool,
+                    arguments,
+                    tenant_id="acme",
+                    user_id="chaos",
+                    scopes=SCOPES,
+                    run_id=f"chaos-{i % 97}",
+                    idempotency_key=key,
+                    flush=False,
+                )
                 operations[sent.call_id] = (tool, key)
                 if i % 250 == 0:
                     client.flush()
@@ -177,21 +205,34 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
         while time.monotonic() < pending_deadline:
             with psycopg.connect(pg.url) as conn:
                 [(pending,)] = conn.execute(
-                    "SELECT count(*) FROM toolgate.idempotency_keys WHERE status = 'PENDING'").fetchall()  # fmt: skip
+                    "SELECT count(*) FROM toolgate.idempotency_keys WHERE status = 'PENDING'"
+                ).fetchall()
             if pending == 0:
                 break
             time.sleep(1.0)
         elapsed = time.monotonic() - started
         with psycopg.connect(pg.url) as conn:
-            invoices = dict(conn.execute(
-                "SELECT idempotency_key, count(*) FROM demo.invoices WHERE idempotency_key LIKE 'chaos-%' "
-                "GROUP BY idempotency_key").fetchall())  # fmt: skip
-            statuses = Counter(dict(conn.execute(
-                "SELECT status, count(*) FROM toolgate.idempotency_keys WHERE idempotency_key LIKE 'chaos-%' "
-                "GROUP BY status").fetchall()))  # fmt: skip
-            reconciled = Counter(dict(conn.execute(
-                "SELECT action, count(*) FROM toolgate.audit_log WHERE stage = 'reconciliation' GROUP BY action"
-            ).fetchall()))  # fmt: skip
+            invoices = dict(
+                conn.execute(
+                    "SELECT idempotency_key, count(*) FROM demo.invoices WHERE idempotency_key LIKE 'chaos-%' "
+                    "GROUP BY idempotency_key"
+                ).fetchall()
+            )
+            statuses = Counter(
+                dict(
+                    conn.execute(
+                        "SELECT status, count(*) FROM toolgate.idempotency_keys WHERE idempotency_key LIKE 'chaos-%' "
+                        "GROUP BY status"
+                    ).fetchall()
+                )
+            )
+            reconciled = Counter(
+                dict(
+                    conn.execute(
+                        "SELECT action, count(*) FROM toolgate.audit_log WHERE stage = 'reconciliation' GROUP BY action"
+                    ).fetchall()
+                )
+            )
         ledger = Counter(op["idempotency_key"] for op in _provider_ledger(home, runtime) if op["kind"] == "charge")
         drafts = {k for t, k in operations.values() if t == "invoice.create_draft"}
         charges = {k for t, k in operations.values() if t == "payment.charge_card"}
@@ -231,8 +272,9 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
 def _republish_all(bootstrap: str, client: ToolgateClient) -> int:
     """Publish every record on tool.proposals a second time: same key, value and headers."""
     topic = Topics().proposals
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-dup-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False})  # fmt: skip
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"chaos-dup-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False}
+    )
     partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     seen: set[str] = set()

@@ -402,8 +402,9 @@ def test_unverifiable_outcome_fails_closed_and_replaying_its_dead_letter_never_e
 
 def test_compensation_undoes_a_draft_exactly_once(pipeline: Pipeline) -> None:
     run_id, operation = f"run_{uuid.uuid4().hex[:10]}", f"op_{uuid.uuid4().hex[:10]}"
-    sent = pipeline.propose("invoice.create_draft", _draft(run_id, operation), run_id=run_id,
-                            logical_operation_id=operation)  # fmt: skip
+    sent = pipeline.propose(
+        "invoice.create_draft", _draft(run_id, operation), run_id=run_id, logical_operation_id=operation
+    )
     created = pipeline.wait(sent)
     invoice_id = created["result_payload"]["data"]["invoice_id"]
     for attempt in range(2):  # compensating twice is one compensation
@@ -418,8 +419,9 @@ def test_compensation_undoes_a_draft_exactly_once(pipeline: Pipeline) -> None:
         "SELECT status, compensated_by FROM toolgate.idempotency_keys WHERE call_id = %s", (sent.call_id,)
     )
     assert status == "COMPENSATED" and by is not None
-    again = pipeline.call("invoice.create_draft", _draft(run_id, operation), run_id=run_id,
-                          logical_operation_id=operation)  # fmt: skip
+    again = pipeline.call(
+        "invoice.create_draft", _draft(run_id, operation), run_id=run_id, logical_operation_id=operation
+    )
     assert again["execution_metadata"]["idempotency_hit"] is True
     assert again["verification"]["post_action_verification_required"] is True
     assert any("compensated" in w for w in again["result_payload"]["warnings"])
@@ -435,8 +437,9 @@ def test_a_failed_compensation_is_reported_and_dead_lettered(pipeline: Pipeline)
     observation = result["observation"]
     assert taxonomy(observation) == "COMPENSATION_FAILED"
     assert observation["status"]["fail_closed"] is True and observation["status"]["requires_approval"] is True
-    assert pipeline.sql("SELECT status, error_code FROM toolgate.idempotency_keys WHERE call_id = %s",
-                        (sent.call_id,)) == [("COMPLETED", "COMPENSATION_FAILED")]  # fmt: skip
+    assert pipeline.sql(
+        "SELECT status, error_code FROM toolgate.idempotency_keys WHERE call_id = %s", (sent.call_id,)
+    ) == [("COMPLETED", "COMPENSATION_FAILED")]
     assert pipeline.sql("SELECT status FROM demo.invoices WHERE invoice_id = %s", (invoice_id,)) == [("open",)]
     letters = json.loads(pipeline.cli("dlq", "list", "--json").stdout)
     assert [(r["stage"], r["taxonomy_class"]) for r in letters if r["call_id"] == result["call_id"]] == [
@@ -458,8 +461,9 @@ def test_a_canary_secret_appears_in_no_observation_log_span_or_dead_letter(pipel
     key = f"email-{uuid.uuid4().hex}"
     pipeline.provider("/_control/faults", {"echo_credentials": True})  # a provider that leaks it back
     try:
-        sent = pipeline.propose("notify.send_email", {"to": "ap@coyote.example", "subject": "Hello", "body": canary},
-                                idempotency_key=key)  # fmt: skip
+        sent = pipeline.propose(
+            "notify.send_email", {"to": "ap@coyote.example", "subject": "Hello", "body": canary}, idempotency_key=key
+        )
         approval_id = _approval_of(pipeline, sent)
         assert pipeline.cli("approvals", "approve", approval_id, "--as", "carol").returncode == 0
         observation = pipeline.wait(sent)

@@ -14,6 +14,7 @@ import uuid
 
 from toolgate.contracts.registry import load_registry
 from toolgate.hashing import payload_hash
+from toolgate.schemas.codec import codec
 from toolgate.schemas.models import PayloadKind, Principal, StageRecord
 from toolgate.workers.execution.worker import ExecutionHandler
 from toolgate.workers.runtime.emit import Emit, Origin
@@ -25,15 +26,31 @@ TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
 def draft_call(key: str, tenant: str) -> Inbound[StageRecord]:
-    arguments = {"customer_id": "cust_acme01", "currency": "USD", "due_date": "2026-12-31", "memo": None,
-                 "lines": [{"description": "race", "quantity": 1, "unit_amount_cents": 100}]}  # fmt: skip
+    arguments = {
+        "customer_id": "cust_acme01",
+        "currency": "USD",
+        "due_date": "2026-12-31",
+        "memo": None,
+        "lines": [{"description": "race", "quantity": 1, "unit_amount_cents": 100}],
+    }
     record = StageRecord(
-        call_id=f"call_{uuid.uuid4().hex}", traceparent=TRACE, home_partition=0, tenant_id=tenant,
-        principal=Principal(user_id="u", agent_id="a"), workflow_id="w", run_id="r", logical_operation_id="op",
-        tool_name="invoice.create_draft", tool_version="1.0.0", arguments=arguments,
-        payload_hash=payload_hash(arguments), idempotency_key=key, created_at_ms=int(time.time() * 1000),
-    )  # fmt: skip
-    return Inbound(record, b"", Origin("executable", 0, 0, None, [], PayloadKind.STAGE_ITEM), traceparent=TRACE)
+        call_id=f"call_{uuid.uuid4().hex}",
+        traceparent=TRACE,
+        home_partition=0,
+        tenant_id=tenant,
+        principal=Principal(user_id="u", agent_id="a"),
+        workflow_id="w",
+        run_id="r",
+        logical_operation_id="op",
+        tool_name="invoice.create_draft",
+        tool_version="1.0.0",
+        arguments=arguments,
+        payload_hash=payload_hash(arguments),
+        idempotency_key=key,
+        created_at_ms=int(time.time() * 1000),
+    )
+    origin = Origin("executable", 0, 0, None, [], PayloadKind.STAGE_ITEM)
+    return Inbound(record, codec().encode(record), origin, traceparent=TRACE)
 
 
 def test_two_workers_one_key_one_effect(pipeline: Pipeline) -> None:
@@ -69,5 +86,7 @@ def test_two_workers_one_key_one_effect(pipeline: Pipeline) -> None:
                 await handler.pool.close()
 
     asyncio.run(race())
-    print(f"losers: {sum(1 for s in seen if s == ('IDEMPOTENCY_CONFLICT',))} conflicts, "
-          f"{sum(1 for s in seen if s == ('SUCCESS',))} replays of the stored result")  # fmt: skip
+    print(
+        f"losers: {sum(1 for s in seen if s == ('IDEMPOTENCY_CONFLICT',))} conflicts, "
+        f"{sum(1 for s in seen if s == ('SUCCESS',))} replays of the stored result"
+    )

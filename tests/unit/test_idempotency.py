@@ -180,8 +180,14 @@ def test_docstring_rows_are_covered() -> None:
 @pytest.mark.parametrize("status", ["EXPIRED", "COMPLETED"])
 def test_an_expired_key_is_refused_when_the_contract_says_reject(status: str) -> None:
     expired = row(status, expires_at_ms=NOW - 1)
-    kwargs: dict[str, Any] = {"request_hash": HASH, "call_id": "call_1", "owner": ME, "now_ms": NOW,
-                              "max_attempts": 3, "resend_safe": True}  # fmt: skip
+    kwargs: dict[str, Any] = {
+        "request_hash": HASH,
+        "call_id": "call_1",
+        "owner": ME,
+        "now_ms": NOW,
+        "max_attempts": 3,
+        "resend_safe": True,
+    }
     assert plan(expired, reject_expired=True, **kwargs) == Expired()
     assert plan(expired, reject_expired=False, **kwargs) == Execute(1)
     if status == "COMPLETED":  # within its window, a completed key replays

@@ -45,8 +45,12 @@ def registry_of(*docs: dict[str, Any]) -> Registry:
 
 def test_shipped_contracts() -> None:
     assert registry().names() == [
-        "invoice.create_draft", "invoice.fetch", "invoice.void_draft", "notify.send_email", "payment.charge_card",
-    ]  # fmt: skip
+        "invoice.create_draft",
+        "invoice.fetch",
+        "invoice.void_draft",
+        "notify.send_email",
+        "payment.charge_card",
+    ]
     for c in contracts():
         assert Path(c.source).parent.name == c.name and Path(c.source).stem == c.version
 

@@ -263,7 +263,7 @@ class ExecutionHandler(Handler[StageRecord]):
                     "executor": a.job.contract.executor["kind"],
                     "call_id": a.record.call_id,
                     "home_partition": a.record.home_partition,
-                    "request": _b64(codec().encode(a.record)),
+                    "request": _b64(a.call.raw),  # the bytes as received: no re-encoding
                     "ttl": a.job.contract.idempotency_ttl_seconds,
                 }
                 for a in first.values()
@@ -295,7 +295,7 @@ class ExecutionHandler(Handler[StageRecord]):
                             "idempotency_key": ident[1],
                             "attempt": a.plan.attempt,
                             "call_id": a.record.call_id,
-                            "request": _b64(codec().encode(a.record)),
+                            "request": _b64(a.call.raw),  # the bytes as received: no re-encoding
                             "request_hash": a.record.payload_hash,
                             "ttl": a.job.contract.idempotency_ttl_seconds,
                         }

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import faust
-from faust.types import EventT, StreamT
+from faust.types import EventT
 
 from toolgate.settings import Settings
 from toolgate.telemetry import configure_telemetry, logging_config, shutdown_telemetry
@@ -94,14 +94,36 @@ class StageApp:
         rounds = Rounds(handler, self.topics.name, self.send, self.settings.batch_bytes)
         batch_max, within = self.settings.batch_max, self.settings.batch_ms / 1000.0
         self._consumes = True
+        # The topic is one of the app's channels: Faust's consumer subscribes to it, fetches,
+        # applies flow control and commits acked offsets. Rounds are drained from the
+        # channel's queue directly rather than through a Stream, whose per-event bookkeeping
+        # (a task, processors and context per record) cost more than the stage's own work.
+        self.app.topics.add(topic)
 
-        async def agent(stream: StreamT[Any]) -> None:
+        async def drain() -> None:
             await handler.start()
-            async for events in stream.take_events(batch_max, within=within):
+            queue = topic.queue
+            loop = asyncio.get_running_loop()
+            while True:
+                events = [await queue.get()]
+                deadline = loop.time() + within
+                while len(events) < batch_max:
+                    try:
+                        events.append(queue.get_nowait())
+                        continue
+                    except asyncio.QueueEmpty:
+                        pass
+                    left = deadline - loop.time()
+                    if left <= 0:
+                        break
+                    await asyncio.sleep(min(left, 0.002))  # cheaper than a wait_for task per record
                 await self._guarded(rounds.run([_raw(e) for e in events]))
+                # Only now, with every output acknowledged by the broker, may the offsets go.
+                for event in events:
+                    event.ack()
 
-        agent.__name__ = f"{self.name}_{handler.source}"
-        self.app.agent(topic, name=f"{self.name}.{handler.source}", concurrency=1)(agent)
+        drain.__name__ = f"{self.name}_{handler.source}"
+        self.app.task(drain)
 
     def every(self, seconds: float, job: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
         """Run `job` every `seconds`; a failing run is logged and the next one still comes."""

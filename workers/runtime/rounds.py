@@ -18,6 +18,7 @@ import asyncio
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -28,7 +29,7 @@ from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import FieldError, PayloadKind, StageBatch, StageRecord, TaxonomyClass
 from toolgate.schemas.wire import WireModel
 from toolgate.taxonomy import Taxonomy
-from toolgate.telemetry import context_from_traceparent, meter, traceparent_of, tracer
+from toolgate.telemetry import meter, parent_context, parse_traceparent, traceparent_of, tracer
 from toolgate.topics.headers import CALL_ID, TRACEPARENT, Headers, as_pairs, header
 from toolgate.workers.runtime.db import is_transient
 from toolgate.workers.runtime.emit import Emit, Origin
@@ -263,12 +264,18 @@ class Rounds(Generic[M]):
     # --- telemetry ----------------------------------------------------------------------
 
     def _open_spans(self, calls: list[Inbound[M]]) -> None:
+        """One span per call, a child of the trace it carries. A call whose trace the agent
+        did not sample keeps its traceparent and costs no span."""
         t = tracer()
         for call in calls:
             parent = getattr(call.model, "traceparent", None) or header(call.origin.headers, TRACEPARENT)
+            remote = parse_traceparent(parent)
+            if remote is not None and not remote.trace_flags.sampled:
+                call.traceparent = str(parent)
+                continue
             span = t.start_span(
                 f"toolgate.{self.handler.stage}",
-                context=context_from_traceparent(parent),
+                context=parent_context(remote) if remote is not None else None,
                 kind=SpanKind.CONSUMER,
                 attributes={
                     "toolgate.stage": self.handler.stage,
@@ -283,15 +290,18 @@ class Rounds(Generic[M]):
             call.traceparent = traceparent_of(span)
 
     def _close_spans(self, calls: list[Inbound[M]], out: Emit) -> None:
+        labels: Counter[str] = Counter()
         for call in calls:
             label = out.outcomes.get(call.call_id, "held")
-            self._calls.add(1, {**self._attrs, "outcome": label})
+            labels[label] += 1
             if call.span is None:
                 continue
             call.span.set_attribute("toolgate.outcome", label)
             if label in ("UNKNOWN_ERROR", "dead_lettered"):
                 call.span.set_status(Status(StatusCode.ERROR, label))
             call.span.end()
+        for label, count in labels.items():
+            self._calls.add(count, {**self._attrs, "outcome": label})
 
 
 def _merge(into: Emit, other: Emit) -> None:

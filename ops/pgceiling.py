@@ -1,0 +1,114 @@
+"""`toolgate bench --postgres-only`: the ceiling Postgres alone puts on execution.
+
+Runs exactly the SQL of the execution stage's rounds for invoice.create_draft, in a scratch
+database on the same server (created, migrated and dropped here, so the running pipeline
+never sees its rows), with no Kafka, no decoding and no stage logic: transaction A reserves
+a round's keys (one multi-row INSERT and one SELECT ... FOR UPDATE), transaction B runs the
+effects in one pipeline, settles the keys and writes the outbox rows. Several connections
+run rounds side by side, as several execution workers would.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from toolgate.contracts.registry import load_registry
+from toolgate.ops.migrate import migrate, seed_demo
+from toolgate.workers.execution.worker import LOCK, RESERVE, SETTLE
+from toolgate.workers.runtime.outbox import INSERT as OUTBOX_INSERT
+
+TENANT = "acme"
+REQUEST = base64.b64encode(b"\x00" * 400).decode()  # about an encoded StageRecord
+PAYLOAD = base64.b64encode(b"\x00" * 450).decode()  # about an encoded ExecutionResult
+
+
+def _round(conn: psycopg.Connection[Any], statement: str, arguments: dict[str, Any], batch: int) -> None:
+    keys = [f"pg-{uuid.uuid4().hex}" for _ in range(batch)]
+    reserve = [
+        {
+            "tenant_id": TENANT,
+            "idempotency_key": k,
+            "request_hash": "sha256:x",
+            "tool_name": "invoice.create_draft",
+            "tool_version": "1.0.0",
+            "executor": "postgres",
+            "call_id": k,
+            "home_partition": 0,
+            "request": REQUEST,
+            "ttl": 86400,
+        }
+        for k in keys
+    ]
+    with conn.transaction():
+        conn.execute(RESERVE, {"rows": json.dumps(reserve), "owner": "pgceiling", "lease": 30}).fetchall()
+        conn.execute(LOCK, ([TENANT] * batch, keys)).fetchall()
+    with conn.transaction():
+        with conn.pipeline():
+            cursors = [conn.execute(statement, {**arguments, "ctx.idempotency_key": k, "ctx.call_id": k}) for k in keys]
+        for cur in cursors:
+            cur.fetchall()
+        settle = [
+            {
+                "tenant_id": TENANT,
+                "idempotency_key": k,
+                "status": "COMPLETED",
+                "response": {"data": {"ok": 1}},
+                "error_code": None,
+            }
+            for k in keys
+        ]
+        conn.execute(SETTLE, {"rows": json.dumps(settle), "lease": 30})
+        outbox = [
+            {"topic": "tool.results", "partition": 0, "kind": "item", "key": None, "payload": PAYLOAD, "headers": []}
+            for _ in keys
+        ]
+        conn.execute(OUTBOX_INSERT, (json.dumps(outbox),))
+
+
+def measure(database_url: str, *, batch: int = 200, connections: int = 2, seconds: float = 10.0) -> dict[str, Any]:
+    scratch = f"toolgate_pgceiling_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {scratch}")
+    url = database_url.rsplit("/", 1)[0] + f"/{scratch}"
+    try:
+        migrate(url)
+        seed_demo(url)
+        contract = load_registry().resolve("invoice.create_draft", "latest")
+        example = dict(contract.document["affordance"]["examples"][0]["arguments"], memo=None)
+        arguments = {f"args.{k}": Jsonb(v) if isinstance(v, dict | list) else v for k, v in example.items()}
+        arguments.update({"ctx.tenant_id": TENANT, "ctx.user_id": "bench", "ctx.agent_id": "bench", "ctx.run_id": "r"})
+        done = [0] * connections
+        stop = time.monotonic() + seconds
+
+        def worker(i: int) -> None:
+            with psycopg.connect(url) as conn:
+                while time.monotonic() < stop:
+                    _round(conn, contract.executor["statement"], arguments, batch)
+                    done[i] += batch
+
+        started = time.monotonic()
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(connections)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.monotonic() - started
+    finally:
+        with psycopg.connect(database_url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {scratch} WITH (FORCE)")
+    return {
+        "postgres_only": True,
+        "batch": batch,
+        "connections": connections,
+        "seconds": round(elapsed, 1),
+        "calls": sum(done),
+        "calls_per_second": round(sum(done) / elapsed, 1),
+    }
