@@ -487,3 +487,16 @@ def test_a_canary_secret_appears_in_no_observation_log_span_or_dead_letter(pipel
         assert canary not in path.read_text(errors="replace"), f"the canary leaked into {path.name}"
     stored = pipeline.sql("SELECT response::text FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,))
     assert stored and canary not in stored[0][0] and "[REDACTED]" in stored[0][0]
+
+
+def test_a_python_executed_tool(pipeline: Pipeline) -> None:
+    observation = pipeline.call(
+        "invoice.tax_estimate", {"amount_cents": 100000, "country": "DE"}, scopes=["invoices:read"]
+    )
+    assert taxonomy(observation) == "SUCCESS"
+    assert observation["result_payload"]["data"] == {
+        "country": "DE",
+        "rate_basis_points": 1900,
+        "tax_cents": 19000,
+        "total_cents": 119000,
+    }

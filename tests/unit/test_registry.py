@@ -47,6 +47,7 @@ def test_shipped_contracts() -> None:
     assert registry().names() == [
         "invoice.create_draft",
         "invoice.fetch",
+        "invoice.tax_estimate",
         "invoice.void_draft",
         "notify.send_email",
         "payment.charge_card",

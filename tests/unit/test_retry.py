@@ -56,8 +56,9 @@ def test_final_failures_and_unknown_outcomes_are_never_retried() -> None:
 
 
 def test_no_retry_can_start_past_the_deadline() -> None:
-    effect, calls = run([NO_EFFECT], RetryPolicy(10, base_ms=400, cap_ms=400), deadline_in_ms=100)
-    assert calls == 1 and effect == NO_EFFECT
+    busy = failed(Taxonomy.RATE_LIMITED, "provider_429", "busy", final=False, retry_after_ms=400)
+    effect, calls = run([busy], RetryPolicy(10, base_ms=1), deadline_in_ms=100)  # retry-after > time left
+    assert calls == 1 and effect == busy
 
 
 def test_backoff_is_exponential_capped_jittered_and_respects_retry_after() -> None:

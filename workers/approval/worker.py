@@ -377,8 +377,34 @@ RETURNING approval_id, call_id, tenant_id, request
 """
 
 
+async def expire_approvals(conn: AsyncConnection[Any], topics: Topics, stage: str) -> int:
+    """AUTO_DENY tickets past their expiry, inside the caller's transaction: the agent hears
+    it as an expiry (approval_expired), never as a denial, and never gets an approval."""
+    now = now_ms()
+    cur = await conn.execute(EXPIRE)
+    expired = await cur.fetchall()
+    rows, entries = [], []
+    for approval_id, call_id, tenant_id, request in expired:
+        record = codec().decode(bytes(request), StageRecord)
+        reason = f"approval {approval_id} expired without enough approvals: AUTO_DENIED"
+        rows.append(outbox.item("results", record.home_partition, _closed(record, "approval_expired", reason, now)))
+        entries.append(
+            audit.Entry(
+                stage,
+                "approval_auto_denied",
+                "toolgate",
+                call_id,
+                tenant_id,
+                {"approval_id": approval_id, "status": AUTO_DENIED},
+            )
+        )
+    await outbox.enqueue(conn, rows, topics)
+    await audit.append(conn, entries)
+    return len(expired)
+
+
 class ExpirySweeper:
-    """AUTO_DENIES tickets past their expiry; the agent hears it as an expiry, not a denial."""
+    """Runs expire_approvals every sweep interval."""
 
     def __init__(self, settings: Settings) -> None:
         self.pool = make_pool(settings.database_url, f"{STAGE}-expiry", max_size=1)
@@ -389,37 +415,8 @@ class ExpirySweeper:
         if not self._opened:
             await self.pool.open()
             self._opened = True
-        now = now_ms()
         async with self.pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(EXPIRE)
-            expired = await cur.fetchall()
-            rows, entries = [], []
-            for approval_id, call_id, tenant_id, request in expired:
-                record = codec().decode(bytes(request), StageRecord)
-                rows.append(
-                    outbox.item(
-                        "results",
-                        record.home_partition,
-                        _closed(
-                            record,
-                            "approval_expired",
-                            f"approval {approval_id} expired without enough approvals: AUTO_DENIED",
-                            now,
-                        ),
-                    )
-                )
-                entries.append(
-                    audit.Entry(
-                        STAGE,
-                        "approval_auto_denied",
-                        "toolgate",
-                        call_id,
-                        tenant_id,
-                        {"approval_id": approval_id, "status": AUTO_DENIED},
-                    )
-                )
-            await outbox.enqueue(conn, rows, self.topics)
-            await audit.append(conn, entries)
+            await expire_approvals(conn, self.topics, STAGE)
 
 
 __all__ = ["AuthorizedHandler", "DecisionsHandler", "ExpirySweeper", "Verdict"]

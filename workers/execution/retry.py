@@ -61,15 +61,19 @@ def retryable(effect: Effect) -> bool:
 
 
 async def with_retries(attempt_once: Callable[[], Awaitable[Effect]], policy: RetryPolicy, deadline_ms: int) -> Effect:
-    def wait(state: RetryCallState) -> float:
-        last = state.outcome.result() if state.outcome else None
-        hint = last.retry_after_ms if isinstance(last, Failed) else None
-        return next_delay_ms(policy, state.attempt_number, random.random(), hint) / 1000.0
+    delays: dict[int, float] = {}  # the delay chosen after each attempt, in seconds
+
+    def delay(state: RetryCallState) -> float:
+        if state.attempt_number not in delays:
+            last = state.outcome.result() if state.outcome else None
+            hint = last.retry_after_ms if isinstance(last, Failed) else None
+            delays[state.attempt_number] = next_delay_ms(policy, state.attempt_number, random.random(), hint) / 1000
+        return delays[state.attempt_number]
 
     def stop(state: RetryCallState) -> bool:
         if stop_after_attempt(policy.max_attempts)(state):
             return True
-        return time.time() * 1000 + wait(state) * 1000 >= deadline_ms
+        return time.time() + delay(state) >= deadline_ms / 1000  # no retry may start past the deadline
 
     def last_effect(state: RetryCallState) -> Any:
         return state.outcome.result() if state.outcome else None
@@ -77,6 +81,6 @@ async def with_retries(attempt_once: Callable[[], Awaitable[Effect]], policy: Re
     async def attempt() -> Effect:
         return await attempt_once()
 
-    retrying = AsyncRetrying(retry=retry_if_result(retryable), stop=stop, wait=wait, retry_error_callback=last_effect)
+    retrying = AsyncRetrying(retry=retry_if_result(retryable), stop=stop, wait=delay, retry_error_callback=last_effect)
     effect: Effect = await retrying(attempt)
     return effect

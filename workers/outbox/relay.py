@@ -39,7 +39,9 @@ PRUNE = "DELETE FROM toolgate.outbox WHERE sent_at < now() - make_interval(secs 
 
 
 class OutboxRelay:
-    def __init__(self, app: StageApp, settings: Settings, batch: int = 2000, retention_s: float = 3600.0) -> None:
+    def __init__(
+        self, app: StageApp | None, settings: Settings, batch: int = 2000, retention_s: float = 3600.0
+    ) -> None:
         self.app = app
         self.settings = settings
         self.batch = batch
@@ -52,7 +54,8 @@ class OutboxRelay:
     async def run(self) -> None:
         await self.pool.open()
         listener = asyncio.ensure_future(self._listen())
-        self.app.mark_ready()
+        if self.app is not None:
+            self.app.mark_ready()
         try:
             while True:
                 try:
@@ -95,11 +98,15 @@ class OutboxRelay:
         return len(rows)
 
     async def _prune(self) -> None:
-        if time.monotonic() - self._last_prune < 60.0:
-            return
-        self._last_prune = time.monotonic()
+        if time.monotonic() - self._last_prune >= 60.0:
+            self._last_prune = time.monotonic()
+            await self.prune()
+
+    async def prune(self) -> int:
+        """Delete rows sent longer than the retention ago; returns how many."""
         async with self.pool.connection() as conn:
-            await conn.execute(PRUNE, (self.retention_s,))
+            cur = await conn.execute(PRUNE, (self.retention_s,))
+            return cur.rowcount
 
     async def _listen(self) -> None:
         """Set `wakeup` whenever a transaction inserts outbox rows; reconnect if Postgres goes away."""

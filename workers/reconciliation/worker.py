@@ -9,7 +9,8 @@ Every pass, for keys whose lease expired (FOR UPDATE SKIP LOCKED, so passes neve
                      pass, until the verification window closes.
   no status query, or the window closed  -> FAILED_FINAL: the agent gets a fail-closed
                      observation and the request is dead-lettered for an operator.
-It also marks keys past their deduplication window EXPIRED. Every decision is audited.
+It also marks keys past their deduplication window EXPIRED and, as a backstop for
+approval-wait, AUTO_DENIES approvals past their expiry. Every decision is audited.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from toolgate.settings import Settings
 from toolgate.taxonomy import Taxonomy
 from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
+from toolgate.workers.approval.worker import expire_approvals
 from toolgate.workers.execution.executors import Done, Failed, HttpExecutor, Job
 from toolgate.workers.execution.idempotency import REDRIVE_OWNER
 from toolgate.workers.execution.worker import stored_response, verification_for
@@ -86,7 +88,14 @@ class Reconciler:
     async def reconcile_once(self) -> dict[str, int]:
         """One pass; returns how many keys it resolved each way."""
         await self.open()
-        counts = {"redriven": 0, "completed": 0, "failed_final": 0, "unresolved": 0, "expired": 0}
+        counts = {
+            "redriven": 0,
+            "completed": 0,
+            "failed_final": 0,
+            "unresolved": 0,
+            "expired": 0,
+            "approvals_expired": 0,
+        }
         now = int(time.time() * 1000)
         async with self.pool.connection() as conn, conn.transaction():
             cur = await conn.execute(STUCK, (self.batch,))
@@ -187,6 +196,8 @@ class Reconciler:
                     )
             cur = await conn.execute(EXPIRE)
             counts["expired"] = cur.rowcount
+            # A backstop for approval-wait's own sweep: expired tickets AUTO_DENY even while it is down.
+            counts["approvals_expired"] = await expire_approvals(conn, self.topics, STAGE)
             await outbox.enqueue(conn, rows, self.topics)
             await audit.append(conn, entries)
         if any(v for k, v in counts.items() if k != "unresolved"):

@@ -1,0 +1,105 @@
+"""The HTTP executor's request shaping: auth profiles from secret references, the egress
+allowlist, the idempotency key header. (The calls themselves are tested end to end against
+the demo provider.)"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolgate.contracts.registry import Contract, load_registry
+from toolgate.schemas.models import Principal, StageRecord
+from toolgate.secrets import SecretMissing, SecretProvider
+from toolgate.settings import Settings
+from toolgate.telemetry import SCRUBBER
+from toolgate.workers.execution.executors import EgressDenied, HttpExecutor, Job
+
+
+def job(auth: dict[str, Any] | None, allow: list[str] | None = None) -> Job:
+    email = load_registry().resolve("notify.send_email", "latest")
+    binding = copy.deepcopy(dict(email.binding))
+    if auth is None:
+        binding["executor"].pop("auth")
+    else:
+        binding["executor"]["auth"] = auth
+    if allow is not None:
+        binding["executor"]["egress_allowlist"] = allow
+    contract = Contract(email.document, binding, "test")
+    record = StageRecord(
+        call_id="c1",
+        traceparent="",
+        home_partition=0,
+        tenant_id="acme",
+        principal=Principal(user_id="u", agent_id="a"),
+        workflow_id="w",
+        run_id="r",
+        logical_operation_id="op",
+        tool_name=contract.name,
+        tool_version=contract.version,
+        arguments={},
+        payload_hash="sha256:x",
+        created_at_ms=0,
+    )
+    return Job(record, contract, "key-123", 0)
+
+
+def executor(tmp_path: Path, endpoints: dict[str, str] | None = None) -> HttpExecutor:
+    default = {"demo_provider": "http://127.0.0.1:9"}
+    settings = Settings(home=tmp_path, endpoints=default if endpoints is None else endpoints)
+    return HttpExecutor(settings, SecretProvider(tmp_path / "secrets"))
+
+
+@pytest.mark.parametrize(
+    ("auth", "secret", "header", "value"),
+    [
+        ({"profile": "bearer", "secret_ref": "tok-a"}, "s3cret-bearer", "Authorization", "Bearer s3cret-bearer"),
+        (
+            {"profile": "api_key_header", "secret_ref": "tok-b", "header_name": "X-Api-Key"},
+            "s3cret-key",
+            "X-Api-Key",
+            "s3cret-key",
+        ),
+        (
+            {"profile": "basic", "secret_ref": "tok-c"},
+            "user:s3cret-pass",
+            "Authorization",
+            "Basic " + base64.b64encode(b"user:s3cret-pass").decode(),
+        ),
+    ],
+)
+def test_auth_profiles_resolve_their_secret_at_call_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, auth: dict[str, Any], secret: str, header: str, value: str
+) -> None:
+    monkeypatch.setenv("TOOLGATE_SECRET_" + auth["secret_ref"].upper().replace("-", "_"), secret)
+    headers = executor(tmp_path).headers(job(auth))
+    assert headers[header] == value
+    assert headers["Idempotency-Key"] == "key-123"
+    # Resolved values (and the basic-auth token built from one) are scrubbed wherever they go.
+    assert secret not in SCRUBBER.text(f"leaked {value}") and value.split()[-1] not in SCRUBBER.text(value)
+
+
+def test_a_secret_file_is_a_reference_too(tmp_path: Path) -> None:
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "file-token").write_text("from-a-file-123\n")
+    assert executor(tmp_path).headers(job({"profile": "bearer", "secret_ref": "file-token"}))["Authorization"] == (
+        "Bearer from-a-file-123"
+    )
+
+
+def test_an_unresolvable_secret_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SecretMissing):
+        executor(tmp_path).headers(job({"profile": "bearer", "secret_ref": "nowhere"}))
+
+
+def test_egress_is_the_intersection_of_settings_and_contract(tmp_path: Path) -> None:
+    assert executor(tmp_path).url(job(None), "/v1/emails") == "http://127.0.0.1:9/v1/emails"
+    with pytest.raises(EgressDenied):
+        executor(tmp_path, {"demo_provider": "http://evil.example/"}).url(job(None), "/v1/emails")
+    with pytest.raises(EgressDenied):  # allowed by settings, not by the contract
+        executor(tmp_path).url(job(None, allow=["localhost"]), "/v1/emails")
+    with pytest.raises(EgressDenied):  # an endpoint the deployment never configured
+        executor(tmp_path, {}).url(job(None), "/v1/emails")
