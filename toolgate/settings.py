@@ -45,6 +45,9 @@ class Settings:
     egress_allowlist: tuple[str, ...] = ("127.0.0.1", "localhost")
     secrets_dir: Path | None = None
     contracts_dir: Path | None = None
+    policy_file: Path | None = None
+    # The deployment's environment, as policy rules see it (dev, staging, prod, ...).
+    environment: str = "dev"
     trace_sample_ratio: float = 1.0
     telemetry_exporter: str = "file"  # file | otlp | none
     log_level: str = "INFO"
@@ -90,6 +93,8 @@ _ENV = {
     "egress_allowlist": "TOOLGATE_EGRESS_ALLOWLIST",
     "secrets_dir": "TOOLGATE_SECRETS_DIR",
     "contracts_dir": "TOOLGATE_CONTRACTS_DIR",
+    "policy_file": "TOOLGATE_POLICY_FILE",
+    "environment": "TOOLGATE_ENVIRONMENT",
     "trace_sample_ratio": "TOOLGATE_TRACE_SAMPLE_RATIO",
     "telemetry_exporter": "TOOLGATE_TELEMETRY_EXPORTER",
     "log_level": "TOOLGATE_LOG_LEVEL",

@@ -1,159 +1,227 @@
-"""The policy gates (workers/policy/decision.py)."""
+"""The policy gates, in order (workers/policy/decision.py): scopes, tenant binding, policy
+rules, state consistency, approvals, budgets, rate limits. Table-driven, no I/O."""
 
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from typing import Any
 
 import pytest
 
 from tests.unit.factories import ALL_SCOPES, contracts, principal, registry, stage_record
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.policy import Policy, admit, dimensions, load_policy
+from toolgate.contracts.registry import Contract, ContractRefused
+from toolgate.schemas.models import StageRecord
 from toolgate.taxonomy import Taxonomy
-from toolgate.workers.policy.decision import MIN_APPROVALS, Allow, Deny, decide, resource_refs
+from toolgate.workers.policy.decision import MIN_APPROVALS, Allow, Deny, Usage, decide, refs
 
-
-def owners_for(contract: Contract, record: Any, tenant: str) -> dict[tuple[str, str], str]:
-    return {(lookup, value): tenant for lookup, _, value in resource_refs(record, contract)}
+NOON = int(dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC).timestamp() * 1000)
+NIGHT = int(dt.datetime(2026, 11, 23, 2, 0, tzinfo=dt.UTC).timestamp() * 1000)
 
 
 def contract(name: str) -> Contract:
     return registry().resolve(name, "latest")
 
 
-def variant(
-    base: Contract,
+def facts_for(c: Contract, record: StageRecord, tenant: str = "acme", **columns: Any) -> dict[Any, Any]:
+    """Every resource the call names exists, belongs to `tenant` and has `columns`."""
+    row = {"tenant_id": tenant, "status": "open", "currency": "USD", "amount_cents": 125000, **columns}
+    return {(lookup, value): {"id": value, **row} for lookup, value in refs(record, c) if isinstance(value, str)}
+
+
+def run(
+    c: Contract,
+    record: StageRecord | None = None,
     *,
-    side_effect: str | None = None,
-    binding: dict[str, Any] | None = None,
-    confirmation_required: bool | None = None,
-) -> Contract:
-    document = copy.deepcopy(dict(base.document))
-    if side_effect is not None:
-        document["transactional"]["side_effect_class"] = side_effect
-    if confirmation_required is not None:
-        document["transactional"]["confirmation_required"] = confirmation_required
-    return Contract(document, copy.deepcopy(dict(base.binding)) if binding is None else binding, "test")
+    policy: Policy | None = None,
+    usage: Usage | None = None,
+    facts: dict[Any, Any] | None = None,
+    now: int = NOON,
+    environment: str = "dev",
+) -> Allow | Deny:
+    record = record or stage_record(c)
+    known = facts_for(c, record) if facts is None else facts
+    return decide(record, c, policy or load_policy(), known, usage or Usage(), "event-1", now, environment)
+
+
+def codes(decision: Allow | Deny) -> tuple[Taxonomy, str]:
+    assert isinstance(decision, Deny), decision
+    return decision.taxonomy, decision.errors[0].code
+
+
+def policy_with(**changes: Any) -> Policy:
+    document = copy.deepcopy(load_policy().document)
+    for key, value in changes.items():
+        document[key] = value
+    return admit(document, "test")
 
 
 @pytest.mark.parametrize(
     ("name", "approvals"),
-    [("invoice.fetch", 0), ("invoice.create_draft", 0), ("notify.send_email", 1), ("payment.charge_card", 2)],
+    [
+        ("invoice.fetch", 0),
+        ("invoice.create_draft", 0),
+        ("notify.send_email", 1),
+        ("payment.charge_card", 2),
+        ("invoice.tax_estimate", 0),
+        ("invoice.void_draft", 0),
+    ],
 )
-def test_shipped_contracts_allowed_with_their_approvals(name: str, approvals: int) -> None:
-    c = contract(name)
-    record = stage_record(c)
-    assert decide(record, c, owners_for(c, record, "acme")) == Allow(approvals)
+def test_shipped_contracts_pass_with_their_approvals(name: str, approvals: int) -> None:
+    decision = run(contract(name))
+    assert isinstance(decision, Allow) and decision.required_approvals == approvals
+    assert decision.spends == dimensions(contract(name))
 
 
-def test_side_effect_classes_of_shipped_contracts() -> None:
-    classes = {c.name: c.side_effect_class for c in contracts()}
-    assert classes["invoice.fetch"] == "READ_ONLY"
-    assert classes["notify.send_email"] == "HIGH_RISK_EXTERNAL"
-    assert classes["payment.charge_card"] == "CRITICAL_MUTATION"
+def test_side_effect_classes_spend_their_budget_dimensions() -> None:
+    assert dimensions(contract("invoice.fetch")) == ("read",)
+    assert dimensions(contract("invoice.create_draft")) == ("write",)
+    assert dimensions(contract("notify.send_email")) == ("external_action",)
+    assert dimensions(contract("payment.charge_card")) == ("critical_mutation", "financial")
 
 
 @pytest.mark.parametrize("c", contracts(), ids=lambda c: c.name)
-def test_missing_scope(c: Contract) -> None:
-    scopes = [s for s in ALL_SCOPES if s not in c.required_scopes]
-    record = stage_record(c, principal=principal(scopes))
-    decision = decide(record, c, owners_for(c, record, "acme"))
-    assert isinstance(decision, Deny)
-    assert decision.taxonomy is Taxonomy.PERMISSION_DENIED
-    assert [(e.field, e.code) for e in decision.errors] == [("principal.scopes", "missing_scope")]
-    assert all(s in (decision.errors[0].actual or "") for s in c.required_scopes)
+def test_missing_scope_is_permission_denied(c: Contract) -> None:
+    record = stage_record(c, principal=principal([s for s in ALL_SCOPES if s not in c.required_scopes]))
+    assert codes(run(c, record)) == (Taxonomy.PERMISSION_DENIED, "missing_scope")
 
 
-def test_missing_scope_checked_before_resources() -> None:
+def test_another_tenants_resource_is_denied_and_a_missing_one_is_stale() -> None:
+    c = contract("invoice.fetch")
+    record = stage_record(c)
+    assert codes(run(c, record, facts=facts_for(c, record, tenant="globex"))) == (
+        Taxonomy.PERMISSION_DENIED,
+        "cross_tenant",
+    )
+    assert codes(run(c, record, facts={})) == (Taxonomy.STALE_STATE, "resource_missing")
+
+
+def test_state_checks_find_wrong_state_and_changed_targets() -> None:
     c = contract("payment.charge_card")
-    record = stage_record(c, principal=principal([]))
-    decision = decide(record, c, {})
-    assert isinstance(decision, Deny) and decision.errors[0].code == "missing_scope"
-
-
-BOUND = [c for c in contracts() if c.binding.get("tenant_binding")]
-
-
-@pytest.mark.parametrize("c", BOUND, ids=lambda c: c.name)
-def test_cross_tenant(c: Contract) -> None:
     record = stage_record(c)
-    decision = decide(record, c, owners_for(c, record, "globex"))
-    assert isinstance(decision, Deny)
-    assert decision.taxonomy is Taxonomy.PERMISSION_DENIED
-    argument = c.binding["tenant_binding"][0]["argument"]
-    assert [(e.field, e.code) for e in decision.errors] == [(argument, "cross_tenant")]
-    assert decision.errors[0].actual == record.arguments[argument]
+    assert codes(run(c, record, facts=facts_for(c, record, status="paid"))) == (Taxonomy.STALE_STATE, "wrong_state")
+    assert codes(run(c, record, facts=facts_for(c, record, amount_cents=99))) == (Taxonomy.STALE_STATE, "changed")
 
 
-@pytest.mark.parametrize("c", BOUND, ids=lambda c: c.name)
-def test_resource_missing(c: Contract) -> None:
-    record = stage_record(c)
-    decision = decide(record, c, {})
-    assert isinstance(decision, Deny)
-    assert decision.taxonomy is Taxonomy.STALE_STATE
-    argument = c.binding["tenant_binding"][0]["argument"]
-    assert [(e.field, e.code) for e in decision.errors] == [(argument, "resource_missing")]
+def test_policy_rules_deny_and_require_approvals_by_environment_class_and_time() -> None:
+    charge, draft = contract("payment.charge_card"), contract("invoice.create_draft")
+    assert isinstance(run(charge, now=NIGHT), Allow)  # outside business hours, but not in prod
+    assert codes(run(charge, now=NIGHT, environment="prod")) == (
+        Taxonomy.POLICY_VIOLATION,
+        "policy.prod-money-in-business-hours",
+    )
+    assert isinstance(run(charge, now=NOON, environment="prod"), Allow)
+    assert run(draft, environment="prod") == Allow(1, ("write",))  # prod writes need an approval
+    secret = copy.deepcopy(dict(draft.document))
+    secret["security"]["data_classification"] = "secret"
+    denied = run(Contract(secret, draft.binding, "test"))
+    assert codes(denied) == (Taxonomy.POLICY_VIOLATION, "policy.no-secret-data")
+    assert isinstance(denied, Deny) and denied.rule == "no-secret-data"
 
 
-def test_owners_are_keyed_by_lookup_and_id() -> None:
-    c = contract("invoice.fetch")
-    record = stage_record(c)
-    ((lookup, argument, value),) = resource_refs(record, c)
-    assert (lookup, argument, value) == (c.binding["tenant_binding"][0]["lookup"], "invoice_id", "inv_acme0001")
-    # the same id under another lookup does not count as ownership
-    assert isinstance(decide(record, c, {("SELECT something else", value): "acme"}), Deny)
-    assert decide(record, c, {(lookup, value): "acme"}) == Allow(0)
+def test_a_tenant_rule_applies_to_that_tenant_only() -> None:
+    rules = [{"id": "freeze-globex", "effect": "deny", "when": {"tenant": ["globex"]}, "message": "frozen"}]
+    policy = policy_with(rules=rules)
+    fetch = contract("invoice.fetch")
+    assert isinstance(run(fetch, policy=policy), Allow)
+    globex = stage_record(fetch, tenant_id="globex")
+    assert codes(run(fetch, globex, policy=policy, facts=facts_for(fetch, globex, tenant="globex"))) == (
+        Taxonomy.POLICY_VIOLATION,
+        "policy.freeze-globex",
+    )
 
 
-def test_non_string_reference_is_not_looked_up() -> None:
-    c = contract("invoice.fetch")
-    record = stage_record(c, arguments={"invoice_id": None})
-    assert resource_refs(record, c) == []
-
-
-@pytest.mark.parametrize(("side_effect", "floor"), sorted(MIN_APPROVALS.items()))
-def test_side_effect_class_sets_a_floor(side_effect: str, floor: int) -> None:
-    base = contract("invoice.fetch")
-    binding = {k: v for k, v in base.binding.items() if k != "approval"}
-    c = variant(base, side_effect=side_effect, binding=binding, confirmation_required=False)
-    record = stage_record(c)
-    assert decide(record, c, owners_for(c, record, "acme")) == Allow(floor)
-
-
-def test_contract_may_ask_for_more_approvals_than_the_floor() -> None:
-    base = contract("invoice.fetch")
-    binding = {
-        **copy.deepcopy(dict(base.binding)),
-        "approval": {"required_approvals": 3, "distinct_approvers": True, "expiry_seconds": 60},
+def test_an_unknown_side_effect_class_fails_closed() -> None:
+    fetch = contract("invoice.fetch")
+    odd = copy.deepcopy(dict(fetch.document))
+    odd["transactional"]["side_effect_class"] = "TELEPORTATION"
+    assert codes(run(Contract(odd, fetch.binding, "test"))) == (Taxonomy.POLICY_VIOLATION, "unknown_side_effect_class")
+    assert set(MIN_APPROVALS) == {
+        "READ_ONLY",
+        "EPHEMERAL_WRITE",
+        "LOW_RISK_INTERNAL",
+        "MEDIUM_RISK_WRITE",
+        "HIGH_RISK_EXTERNAL",
+        "CRITICAL_MUTATION",
     }
-    c = variant(base, binding=binding)
-    record = stage_record(c)
-    assert decide(record, c, owners_for(c, record, "acme")) == Allow(3)
 
 
-def test_high_risk_external_needs_one_even_if_contract_says_zero() -> None:
-    base = contract("notify.send_email")
-    binding = copy.deepcopy(dict(base.binding))
-    binding["approval"]["required_approvals"] = 0
-    c = variant(base, binding=binding)
-    decision = decide(stage_record(c), c, {})
-    assert isinstance(decision, Allow) and decision.required_approvals >= 1
+def test_the_eleventh_email_of_a_run_exceeds_a_budget_of_ten() -> None:
+    email = contract("notify.send_email")
+    usage = Usage(per_run={("acme", "run_1", "external_action"): 9})
+    assert isinstance(run(email, usage=usage), Allow)
+    usage.per_run[("acme", "run_1", "external_action")] = 10
+    assert codes(run(email, usage=usage)) == (Taxonomy.BUDGET_EXHAUSTED, "budget.external_action")
+    other_run = stage_record(email, run_id="run_2")
+    assert isinstance(run(email, other_run, usage=usage), Allow)  # budgets are per run
 
 
-def test_critical_mutation_needs_two_even_if_contract_says_one() -> None:
-    base = contract("payment.charge_card")
-    binding = copy.deepcopy(dict(base.binding))
-    binding["approval"]["required_approvals"] = 1
-    c = variant(base, binding=binding)
-    record = stage_record(c)
-    decision = decide(record, c, owners_for(c, record, "acme"))
-    assert isinstance(decision, Allow) and decision.required_approvals >= 2
+def test_critical_mutations_have_no_budget_unless_granted() -> None:
+    charge = contract("payment.charge_card")
+    globex = stage_record(charge, tenant_id="globex")
+    denied = run(charge, globex, facts=facts_for(charge, globex, tenant="globex"))
+    assert codes(denied) == (Taxonomy.BUDGET_EXHAUSTED, "budget.critical_mutation")
+    assert isinstance(denied, Deny) and "none is granted" in denied.errors[0].message
+    assert isinstance(run(charge), Allow)  # acme is granted
 
 
-def test_unknown_side_effect_class_fails_closed() -> None:
-    c = variant(contract("invoice.fetch"), side_effect="SOMETHING_NEW")
-    record = stage_record(c)
-    decision = decide(record, c, owners_for(c, record, "acme"))
-    assert isinstance(decision, Deny)
-    assert decision.taxonomy is Taxonomy.POLICY_VIOLATION
-    assert decision.errors[0].code == "unknown_side_effect_class"
+def test_a_tenants_daily_budget_spans_runs() -> None:
+    draft = contract("invoice.create_draft")
+    policy = policy_with(budgets={"per_run": {"write": 100}, "per_tenant_per_day": {"write": 5}})
+    assert codes(run(draft, policy=policy, usage=Usage(per_day={("acme", "write"): 5}))) == (
+        Taxonomy.BUDGET_EXHAUSTED,
+        "budget.write",
+    )
+
+
+def test_a_retried_operation_and_a_dry_run_spend_nothing() -> None:
+    email = contract("notify.send_email")
+    spent = Usage(per_run={("acme", "run_1", "external_action"): 10}, counted={"event-1"})
+    assert run(email, usage=spent) == Allow(1, ())  # the same operation again: counted once
+    dry = stage_record(email, dry_run=True)
+    assert run(email, dry, usage=Usage(per_run={("acme", "run_1", "external_action"): 10})) == Allow(1, ())
+
+
+def test_a_burst_beyond_the_rate_limit_is_told_when_to_retry() -> None:
+    tax = contract("invoice.tax_estimate")  # 5 calls per 10 s per tenant
+    window = tax.document["runtime"]["rate_limits"]
+    recent = [NOON - 9_000, NOON - 5_000, NOON - 3_000, NOON - 2_000, NOON - 1_000]
+    usage = Usage(rate={("acme", tax.name): recent[1:]})
+    assert isinstance(run(tax, usage=usage), Allow)
+    usage = Usage(rate={("acme", tax.name): recent})
+    denied = run(tax, usage=usage)
+    assert codes(denied) == (Taxonomy.RATE_LIMITED, "rate_limited")
+    assert isinstance(denied, Deny) and denied.retry_after_ms == recent[0] + window["window_sec"] * 1000 - NOON
+    old = Usage(rate={("acme", tax.name): [NOON - 60_000] * 10})  # outside the window
+    assert isinstance(run(tax, usage=old), Allow)
+
+
+def test_usage_records_spends_and_rate_events() -> None:
+    c = contract("notify.send_email")
+    usage = Usage()
+    usage.record(stage_record(c), "event-9", ("external_action",), NOON)
+    assert usage.per_run == {("acme", "run_1", "external_action"): 1}
+    assert usage.per_day == {("acme", "external_action"): 1}
+    assert usage.rate == {("acme", c.name): [NOON]} and usage.counted == {"event-9"}
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"rules": []},
+        {
+            "rules": [{"id": "x", "effect": "deny", "when": {"planet": ["mars"]}, "message": "m"}],
+            "budgets": {"per_run": {}, "per_tenant_per_day": {}},
+        },
+        {
+            "rules": [{"id": "x", "effect": "require_approvals", "when": {"tool": ["t"]}, "message": "m"}],
+            "budgets": {"per_run": {}, "per_tenant_per_day": {}},
+        },
+        {"rules": [], "budgets": {"per_run": {"read": -1}, "per_tenant_per_day": {}}},
+    ],
+    ids=["no-budgets", "unknown-condition", "approvals-without-number", "negative-budget"],
+)
+def test_a_policy_that_fails_admission_is_refused(document: dict[str, Any]) -> None:
+    with pytest.raises(ContractRefused):
+        admit(document, "test")

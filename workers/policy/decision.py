@@ -1,18 +1,23 @@
-"""The policy gates: scopes, tenant binding, and the side-effect class's approval posture.
+"""The policy gates, in the seeds' order: IAM and tenant scope, policy rules, state
+consistency, confirmation, budgets and rate limits.
 
-A pure function of the call, its contract and the ownership of the resources its arguments
-name (read by the worker in one batched round). Fail-closed: a call passes only when every
-gate explicitly allows it.
+A pure function of the call, its contract, the policy document, the facts read about the
+resources the call names, the usage counted so far, the time and the environment. It is
+fail-closed: a call passes only when every gate lets it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from toolgate.contracts.policy import Policy, dimensions
 from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import FieldError, StageRecord
 from toolgate.taxonomy import Taxonomy
+from toolgate.workers.runtime.facts import Facts
 
 # The least approval each side-effect class needs, whatever its contract says.
 MIN_APPROVALS = {
@@ -24,84 +29,208 @@ MIN_APPROVALS = {
     "CRITICAL_MUTATION": 2,
 }
 
-Owners = Mapping[tuple[str, str], str]  # (lookup, id) -> owning tenant; absent: no such resource
+
+@dataclass
+class Usage:
+    """Counts of usage events, kept current through a round as calls are allowed."""
+
+    per_run: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (tenant, run, dimension)
+    per_day: dict[tuple[str, str], int] = field(default_factory=dict)  # (tenant, dimension)
+    rate: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (tenant, tool) -> event times, ms
+    counted: set[str] = field(default_factory=set)  # operations (event ids) already counted
+
+    def record(self, record: StageRecord, event_id: str, spends: tuple[str, ...], now_ms: int) -> None:
+        for dim in spends:
+            key = (record.tenant_id, record.run_id, dim)
+            self.per_run[key] = self.per_run.get(key, 0) + 1
+            self.per_day[(record.tenant_id, dim)] = self.per_day.get((record.tenant_id, dim), 0) + 1
+        self.rate.setdefault((record.tenant_id, record.tool_name), []).append(now_ms)
+        self.counted.add(event_id)
 
 
 @dataclass(frozen=True)
 class Allow:
     required_approvals: int
+    spends: tuple[str, ...]  # budget dimensions this call spends (empty: counted before, or dry run)
 
 
 @dataclass(frozen=True)
 class Deny:
     taxonomy: Taxonomy
     errors: tuple[FieldError, ...]
+    retry_after_ms: int | None = None
+    rule: str | None = None
 
 
-def decide(record: StageRecord, contract: Contract, owners: Owners) -> Allow | Deny:
+def _deny(taxonomy: Taxonomy, code: str, message: str, **kw: Any) -> Deny:
+    retry = kw.pop("retry_after_ms", None)
+    rule = kw.pop("rule", None)
+    return Deny(taxonomy, (FieldError(code=code, message=message, **kw),), retry, rule)
+
+
+def decide(
+    record: StageRecord,
+    contract: Contract,
+    policy: Policy,
+    facts: Facts,
+    usage: Usage,
+    event_id: str,
+    now_ms: int,
+    environment: str,
+) -> Allow | Deny:
+    # 6. IAM: the caller's scopes must cover the tool's (caller scopes ∩ required = required).
     missing = [s for s in contract.required_scopes if s not in set(record.principal.scopes)]
     if missing:
-        return Deny(
+        return _deny(
             Taxonomy.PERMISSION_DENIED,
-            (
-                FieldError(
-                    field="principal.scopes",
-                    code="missing_scope",
-                    message=f"{contract.name} needs scopes {', '.join(contract.required_scopes)}",
-                    expected=", ".join(contract.required_scopes),
-                    actual="missing " + ", ".join(missing),
-                ),
-            ),
+            "missing_scope",
+            f"{contract.name} needs scopes {', '.join(contract.required_scopes)}",
+            field="principal.scopes",
+            expected=", ".join(contract.required_scopes),
+            actual="missing " + ", ".join(missing),
         )
-    for ref in resource_refs(record, contract):
-        lookup, argument, value = ref
-        owner = owners.get((lookup, value))
-        if owner is None:
-            return Deny(
-                Taxonomy.STALE_STATE,
-                (
-                    FieldError(
-                        field=argument,
-                        code="resource_missing",
-                        actual=value,
-                        message=f"{argument} {value} does not exist; refresh state and re-plan",
-                    ),
-                ),
-            )
-        if owner != record.tenant_id:
-            return Deny(
-                Taxonomy.PERMISSION_DENIED,
-                (
-                    FieldError(
-                        field=argument,
-                        code="cross_tenant",
-                        actual=value,
-                        expected=f"a resource of tenant {record.tenant_id}",
-                        message=f"{argument} {value} is not a resource of your tenant",
-                    ),
-                ),
-            )
-    side_effect = contract.side_effect_class
-    if side_effect not in MIN_APPROVALS:
-        return Deny(
-            Taxonomy.POLICY_VIOLATION,
-            (
-                FieldError(
-                    field=None,
-                    code="unknown_side_effect_class",
-                    actual=side_effect,
-                    message=f"no policy covers side-effect class {side_effect}; refusing (fail closed)",
-                ),
-            ),
-        )
-    return Allow(max(MIN_APPROVALS[side_effect], contract.required_approvals))
-
-
-def resource_refs(record: StageRecord, contract: Contract) -> list[tuple[str, str, str]]:
-    """(lookup, argument, id) for every tenant-owned resource the arguments name."""
-    refs = []
+    # 6. Tenant scope: every resource the arguments name must be this tenant's.
     for binding in contract.binding.get("tenant_binding", []):
         value = record.arguments.get(binding["argument"])
-        if isinstance(value, str):
-            refs.append((binding["lookup"], binding["argument"], value))
-    return refs
+        if not isinstance(value, str):
+            continue
+        row = facts.get((binding["lookup"], value))
+        if row is None:
+            return _deny(
+                Taxonomy.STALE_STATE,
+                "resource_missing",
+                f"{binding['argument']} {value} does not exist; refresh state and re-plan",
+                field=binding["argument"],
+                actual=value,
+            )
+        if row.get("tenant_id") != record.tenant_id:
+            return _deny(
+                Taxonomy.PERMISSION_DENIED,
+                "cross_tenant",
+                f"{binding['argument']} {value} is not a resource of your tenant",
+                field=binding["argument"],
+                actual=value,
+                expected=f"a resource of tenant {record.tenant_id}",
+            )
+    # 7. Policy rules, fail closed.
+    side_effect = contract.side_effect_class
+    if side_effect not in MIN_APPROVALS:
+        return _deny(
+            Taxonomy.POLICY_VIOLATION,
+            "unknown_side_effect_class",
+            f"no policy covers side-effect class {side_effect}; refusing",
+            actual=side_effect,
+        )
+    approvals = max(MIN_APPROVALS[side_effect], contract.required_approvals)
+    for rule in policy.rules:
+        if not _applies(rule["when"], record, contract, environment, now_ms):
+            continue
+        if rule["effect"] == "deny":
+            return _deny(Taxonomy.POLICY_VIOLATION, f"policy.{rule['id']}", rule["message"], rule=rule["id"])
+        approvals = max(approvals, int(rule["approvals"]))
+    # 8. State consistency: the target exists, is in a state the call may act on, and has not
+    # changed since the agent saw it.
+    for check in contract.binding.get("state_checks", []):
+        argument = check["fact"]["argument"]
+        value = record.arguments.get(argument)
+        row = facts.get((check["fact"]["lookup"], value)) if isinstance(value, str) else None
+        if row is None:
+            return _deny(
+                Taxonomy.STALE_STATE,
+                "resource_missing",
+                f"{argument} {value} does not exist; refresh state",
+                field=argument,
+                actual=str(value),
+            )
+        for column, allowed in check.get("require", {}).items():
+            if row.get(column) not in allowed:
+                return _deny(
+                    Taxonomy.STALE_STATE,
+                    "wrong_state",
+                    f"{argument} {value} is {row.get(column)}; {contract.name} needs {column} in {allowed}",
+                    field=argument,
+                    expected=f"{column} in {allowed}",
+                    actual=f"{column} {row.get(column)}",
+                )
+        for arg, column in check.get("match", {}).items():
+            if record.arguments.get(arg) != row.get(column):
+                return _deny(
+                    Taxonomy.STALE_STATE,
+                    "changed",
+                    f"{argument} {value} has {column} {row.get(column)} now, "
+                    f"not {record.arguments.get(arg)}: refresh state and re-plan",
+                    field=arg,
+                    expected=str(row.get(column)),
+                    actual=str(record.arguments.get(arg)),
+                )
+    # 9. Confirmation: decided above (approvals); the approval-wait stage collects them.
+    # 10. Budgets and rate limits (a dry run spends nothing; a retried operation is counted once).
+    if record.dry_run or event_id in usage.counted:
+        return Allow(approvals, ())
+    spends = dimensions(contract)
+    for dim in spends:
+        for scope, used in (
+            ("per_run", usage.per_run.get((record.tenant_id, record.run_id, dim), 0)),
+            ("per_tenant_per_day", usage.per_day.get((record.tenant_id, dim), 0)),
+        ):
+            limit = policy.limit(record.tenant_id, scope, dim)
+            if used >= limit:
+                granted = "" if limit or dim != "critical_mutation" else " (none is granted to this tenant)"
+                return _deny(
+                    Taxonomy.BUDGET_EXHAUSTED,
+                    f"budget.{dim}",
+                    f"the {dim.replace('_', ' ')} budget "
+                    f"{scope.replace('_', ' ')} is spent: {used} of {limit}{granted}",
+                    field=None,
+                    expected=f"at most {limit}",
+                    actual=str(used + 1),
+                )
+    window = contract.document["runtime"]["rate_limits"]
+    recent = [
+        t for t in usage.rate.get((record.tenant_id, record.tool_name), []) if t > now_ms - window["window_sec"] * 1000
+    ]
+    if len(recent) >= window["max_requests"]:
+        retry_after = min(recent) + window["window_sec"] * 1000 - now_ms
+        return _deny(
+            Taxonomy.RATE_LIMITED,
+            "rate_limited",
+            f"{contract.name} allows {window['max_requests']} calls per "
+            f"{window['window_sec']} s per tenant; retry in {retry_after} ms",
+            retry_after_ms=max(retry_after, 1),
+        )
+    return Allow(approvals, spends)
+
+
+def _applies(when: Mapping[str, Any], record: StageRecord, contract: Contract, environment: str, now_ms: int) -> bool:
+    security = contract.document["security"]
+    checks = {
+        "tool": record.tool_name,
+        "side_effect_class": contract.side_effect_class,
+        "data_classification": security["data_classification"],
+        "egress_policy": security["egress_policy"],
+        "environment": environment,
+        "tenant": record.tenant_id,
+    }
+    for key, allowed in when.items():
+        if key == "outside_hours_utc":
+            if not _outside(str(allowed), now_ms):
+                return False
+        elif checks[key] not in allowed:
+            return False
+    return True
+
+
+def _outside(window: str, now_ms: int) -> bool:
+    start, end = window.split("-")
+    now = dt.datetime.fromtimestamp(now_ms / 1000, dt.UTC).strftime("%H:%M")
+    return not (start <= now < end)
+
+
+def refs(record: StageRecord, contract: Contract) -> list[tuple[str, Any]]:
+    """(lookup, id) for every fact the policy gates need about this call."""
+    binding = contract.binding
+    found = [(b["lookup"], record.arguments.get(b["argument"])) for b in binding.get("tenant_binding", [])]
+    found += [
+        (c["fact"]["lookup"], record.arguments.get(c["fact"]["argument"])) for c in binding.get("state_checks", [])
+    ]
+    return found

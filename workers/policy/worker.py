@@ -1,17 +1,26 @@
 """The policy worker: tool.validated -> tool.authorized (or a typed refusal on tool.results).
 
-One Postgres round per batch: every resource id the batch's arguments name is looked up
-with one query per lookup kind.
+One Postgres transaction per round: the facts every call needs about the resources it
+names (one query per lookup kind), the usage counted so far (budgets per run and per tenant
+and day, each tool's rate window) under a per-tenant advisory lock so concurrent policy
+workers cannot both spend the last unit of a budget, the decisions, the usage events of
+the allowed calls, and an audit entry for every refusal.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import json
+from typing import Any
 
+from psycopg import AsyncConnection
+
+from toolgate.contracts.policy import Policy, load_policy
 from toolgate.contracts.registry import Registry
+from toolgate.hashing import idempotency_key_for
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
-from toolgate.workers.policy.decision import Deny, Owners, decide, resource_refs
+from toolgate.workers.policy.decision import Allow, Deny, Usage, decide, refs
+from toolgate.workers.runtime import audit, facts
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.results import reject
@@ -19,47 +28,58 @@ from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
 
 STAGE = "policy"
 
+PER_RUN = """
+SELECT tenant_id, run_id, dimension, count(*) FROM toolgate.usage_events
+WHERE (tenant_id, run_id) IN (SELECT * FROM unnest(%s::text[], %s::text[])) GROUP BY 1, 2, 3
+"""
+PER_DAY = """
+SELECT tenant_id, dimension, count(*) FROM toolgate.usage_events
+WHERE tenant_id = ANY(%s) AND at > now() - interval '1 day' AND dimension <> 'call' GROUP BY 1, 2
+"""
+RATE = """
+SELECT u.tenant_id, u.tool_name, (extract(epoch FROM u.at) * 1000)::bigint
+FROM toolgate.usage_events u
+JOIN unnest(%s::text[], %s::text[], %s::int[]) AS w(tenant_id, tool_name, window_sec)
+  ON u.tenant_id = w.tenant_id AND u.tool_name = w.tool_name
+WHERE u.dimension = 'call' AND u.at > now() - make_interval(secs => w.window_sec)
+"""
+COUNTED = "SELECT event_id FROM toolgate.usage_events WHERE dimension = 'call' AND event_id = ANY(%s)"
+RECORD = """
+INSERT INTO toolgate.usage_events (event_id, dimension, tenant_id, run_id, tool_name)
+SELECT e.event_id, e.dimension, e.tenant_id, e.run_id, e.tool_name
+FROM jsonb_to_recordset(%s::jsonb) AS e(event_id text, dimension text, tenant_id text, run_id text, tool_name text)
+ON CONFLICT DO NOTHING
+"""
+
 
 class PolicyHandler(Handler[StageRecord]):
     stage = STAGE
     source = "validated"
     model = StageRecord
 
-    def __init__(self, registry: Registry, settings: Settings) -> None:
+    def __init__(self, registry: Registry, settings: Settings, policy: Policy | None = None) -> None:
         self.registry = registry
+        self.policy = policy or load_policy(settings.policy_file)
+        self.environment = settings.environment
         self.pool = make_pool(settings.database_url, STAGE)
 
     async def start(self) -> None:
         await self.pool.open()
 
-    async def owners(self, calls: list[Inbound[StageRecord]]) -> Owners:
-        wanted: dict[str, set[str]] = defaultdict(set)
-        for call in calls:
-            contract = self.registry.get(call.model.tool_name, call.model.tool_version)
-            for lookup, _, value in resource_refs(call.model, contract):
-                wanted[lookup].add(value)
-        found: dict[tuple[str, str], str] = {}
-        if not wanted:
-            return found
-        async with self.pool.connection() as conn:
-            for lookup, ids in wanted.items():
-                cur = await conn.execute(lookup, {"ids": sorted(ids)})  # type: ignore[arg-type]
-                for row in await cur.fetchall():
-                    found[(lookup, str(row[0]))] = str(row[1])
-        return found
-
     async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
-        owners = await self.owners(calls)
-        now = now_ms()
-        for call in calls:
-            record = call.model
-            contract = self.registry.get(record.tool_name, record.tool_version)
-            decision = decide(record, contract, owners)
-            if isinstance(decision, Deny):
-                out.item(
-                    "results",
-                    record.home_partition,
-                    reject(
+        contracts = {id(c): self.registry.get(c.model.tool_name, c.model.tool_version) for c in calls}
+        events = {id(c): idempotency_key_for(c.model) for c in calls}
+        async with self.pool.connection() as conn, conn.transaction():
+            known = await facts.fetch(conn, facts.needed(r for c in calls for r in refs(c.model, contracts[id(c)])))
+            usage = await self._usage(conn, calls, contracts, list(events.values()))
+            now = now_ms()
+            spent: list[dict[str, str]] = []
+            refused: list[audit.Entry] = []
+            for call in calls:
+                record, contract = call.model, contracts[id(call)]
+                decision = decide(record, contract, self.policy, known, usage, events[id(call)], now, self.environment)
+                if isinstance(decision, Deny):
+                    result = reject(
                         record,
                         decision.taxonomy,
                         decision.errors,
@@ -68,25 +88,90 @@ class PolicyHandler(Handler[StageRecord]):
                         home_partition=record.home_partition,
                         now_ms=now,
                         warnings=record.warnings,
-                    ),
-                )
-                continue
-            out.item(
-                "authorized",
-                record.home_partition,
-                record.model_copy(
-                    update={
-                        "traceparent": call.traceparent,
-                        "required_approvals": decision.required_approvals,
-                        "decisions": [
-                            *record.decisions,
-                            StageDecision(
-                                stage=STAGE,
-                                outcome="allow",
-                                detail=f"approvals:{decision.required_approvals}",
-                                at_ms=now,
-                            ),
-                        ],
-                    }
-                ),
-            )
+                        retry_after_ms=decision.retry_after_ms,
+                    )
+                    out.item("results", record.home_partition, result)
+                    refused.append(_refusal(record, decision))
+                    continue
+                self._allow(call, decision, now, out)
+                if decision.spends:  # a new operation (not a dry run, not a retry counted before)
+                    usage.record(record, events[id(call)], decision.spends, now)
+                    spent += [_event(events[id(call)], dim, record) for dim in (*decision.spends, "call")]
+            if spent:
+                await conn.execute(RECORD, (json.dumps(spent),))
+            await audit.append(conn, refused)
+
+    def _allow(self, call: Inbound[StageRecord], decision: Allow, now: int, out: Emit) -> None:
+        record = call.model
+        detail = f"approvals:{decision.required_approvals};spends:{','.join(decision.spends) or '-'}"
+        out.item(
+            "authorized",
+            record.home_partition,
+            record.model_copy(
+                update={
+                    "traceparent": call.traceparent,
+                    "required_approvals": decision.required_approvals,
+                    "decisions": [
+                        *record.decisions,
+                        StageDecision(stage=STAGE, outcome="allow", detail=detail, at_ms=now),
+                    ],
+                }
+            ),
+        )
+
+    async def _usage(
+        self,
+        conn: AsyncConnection[Any],
+        calls: list[Inbound[StageRecord]],
+        contracts: dict[int, Any],
+        event_ids: list[str],
+    ) -> Usage:
+        tenants = sorted({c.model.tenant_id for c in calls})
+        for tenant in tenants:  # sorted: two workers lock tenants in the same order
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('toolgate-usage'), hashtext(%s))", (tenant,))
+        runs = sorted({(c.model.tenant_id, c.model.run_id) for c in calls})
+        usage = Usage()
+        cur = await conn.execute(PER_RUN, ([t for t, _ in runs], [r for _, r in runs]))
+        usage.per_run = {(t, r, d): n for t, r, d, n in await cur.fetchall()}
+        cur = await conn.execute(PER_DAY, (tenants,))
+        usage.per_day = {(t, d): n for t, d, n in await cur.fetchall()}
+        windows = {
+            (c.model.tenant_id, c.model.tool_name): contracts[id(c)].document["runtime"]["rate_limits"]["window_sec"]
+            for c in calls
+        }
+        cur = await conn.execute(RATE, ([k[0] for k in windows], [k[1] for k in windows], list(windows.values())))
+        for tenant, tool, at in await cur.fetchall():
+            usage.rate.setdefault((tenant, tool), []).append(int(at))
+        cur = await conn.execute(COUNTED, (event_ids,))
+        usage.counted = {row[0] for row in await cur.fetchall()}
+        return usage
+
+
+def _event(event_id: str, dimension: str, record: StageRecord) -> dict[str, str]:
+    return {
+        "event_id": event_id,
+        "dimension": dimension,
+        "tenant_id": record.tenant_id,
+        "run_id": record.run_id,
+        "tool_name": record.tool_name,
+    }
+
+
+def _refusal(record: StageRecord, decision: Deny) -> audit.Entry:
+    error = decision.errors[0]
+    return audit.Entry(
+        STAGE,
+        "refused",
+        record.principal.user_id,
+        record.call_id,
+        record.tenant_id,
+        {
+            "tool": record.tool_name,
+            "version": record.tool_version,
+            "taxonomy": str(decision.taxonomy),
+            "code": error.code,
+            "field": error.field,
+            "agent": record.principal.agent_id,
+            "rule": decision.rule,
+        },
+    )

@@ -1,0 +1,80 @@
+"""The policy document: rules and budgets as data, admitted at start, evaluated fail-closed.
+
+`contracts/policy.json` ships with toolgate; TOOLGATE_POLICY_FILE replaces it. A document
+that does not validate against `policy.schema.json` stops the worker at start. A call is
+allowed only when no rule denies it; a rule whose conditions all hold applies. Budgets are
+per side-effect dimension, per run and per tenant per day; critical mutations have none
+unless a tenant is granted some.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from toolgate.contracts.registry import Contract, ContractRefused
+
+DIMENSIONS = ("read", "write", "external_action", "financial", "critical_mutation")
+
+# What each side-effect class spends; a contract's binding may name more (`budget`).
+CLASS_DIMENSIONS = {
+    "READ_ONLY": ("read",),
+    "EPHEMERAL_WRITE": ("write",),
+    "LOW_RISK_INTERNAL": ("write",),
+    "MEDIUM_RISK_WRITE": ("write",),
+    "HIGH_RISK_EXTERNAL": ("external_action",),
+    "CRITICAL_MUTATION": ("critical_mutation",),
+}
+
+_SCHEMA = Draft202012Validator(
+    json.loads(resources.files("toolgate.contracts").joinpath("policy.schema.json").read_text())
+)
+
+
+@dataclass(frozen=True)
+class Policy:
+    document: dict[str, Any]
+
+    @property
+    def rules(self) -> list[dict[str, Any]]:
+        return list(self.document["rules"])
+
+    def limit(self, tenant: str, scope: str, dimension: str) -> int:
+        """The budget of `dimension` for `scope` ('per_run' or 'per_tenant_per_day')."""
+        granted = self.document["budgets"].get("grants", {}).get(tenant, {}).get(scope, {})
+        if dimension in granted:
+            return int(granted[dimension])
+        return int(self.document["budgets"][scope].get(dimension, 0))
+
+    @property
+    def repair(self) -> dict[str, int]:
+        return {"max_attempts_per_operation": 3, "budget_per_run": 50, **self.document.get("repair", {})}
+
+
+def dimensions(contract: Contract) -> tuple[str, ...]:
+    named = tuple(contract.binding.get("budget", ()))
+    return tuple(dict.fromkeys((*CLASS_DIMENSIONS.get(contract.side_effect_class, ()), *named)))
+
+
+def admit(document: Any, source: str) -> Policy:
+    problems = [
+        f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in _SCHEMA.iter_errors(document)
+    ]
+    if problems:
+        raise ContractRefused(f"{source}: policy refused: " + "; ".join(problems))
+    for rule in document["rules"]:
+        if rule["effect"] == "require_approvals" and "approvals" not in rule:
+            raise ContractRefused(f"{source}: rule {rule['id']} requires approvals but says not how many")
+    return Policy(document)
+
+
+def load_policy(path: Path | None = None) -> Policy:
+    if path is None:
+        text = resources.files("toolgate.contracts").joinpath("policy.json").read_text()
+        return admit(json.loads(text), "contracts/policy.json")
+    return admit(json.loads(path.read_text()), str(path))

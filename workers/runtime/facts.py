@@ -1,0 +1,38 @@
+"""Facts about the resources a batch of calls names, read in one round.
+
+A contract names its lookups (tenant binding, state checks, semantic rules, before state):
+one parameterized query per lookup, returning `id` and the columns the rules use, for the
+ids in `%(ids)s`. A round collects every (lookup, id) its calls need and runs each distinct
+lookup once.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+
+Facts = Mapping[tuple[str, str], Mapping[str, Any]]  # (lookup, id) -> row; absent: no such resource
+
+
+def needed(refs: Iterable[tuple[str, Any]]) -> dict[str, set[str]]:
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for lookup, value in refs:
+        if isinstance(value, str):
+            wanted[lookup].add(value)
+    return wanted
+
+
+async def fetch(conn: AsyncConnection[Any], wanted: Mapping[str, set[str]]) -> dict[tuple[str, str], dict[str, Any]]:
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for lookup, ids in wanted.items():
+        if not ids:
+            continue
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(lookup, {"ids": sorted(ids)})  # type: ignore[arg-type]
+            for row in await cur.fetchall():
+                found[(lookup, str(row["id"]))] = row
+    return found
