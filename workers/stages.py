@@ -25,7 +25,7 @@ def build(name: str, settings: Settings) -> StageApp:
     if name == "validation":
         from toolgate.workers.validation.worker import ValidationHandler
 
-        app.consume(ValidationHandler(registry))
+        app.consume(ValidationHandler(registry, settings))
     elif name == "policy":
         from toolgate.workers.policy.worker import PolicyHandler
 

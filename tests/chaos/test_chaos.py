@@ -49,10 +49,10 @@ CHARGE_SHARE = 0.2
 DRAFT = {
     "customer_id": "cust_acme01",
     "currency": "USD",
-    "due_date": "2026-12-31",
+    "due_date": "2030-12-31",
     "lines": [{"description": "chaos", "quantity": 1, "unit_amount_cents": 100}],
 }
-CHARGE = {"invoice_id": "inv_acme0002", "amount_cents": 100, "currency": "USD"}
+CHARGE = {"invoice_id": "inv_acme0002", "amount_cents": 125000, "currency": "USD"}
 SCOPES = ["invoices:write", "payments:charge"]
 
 

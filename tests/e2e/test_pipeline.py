@@ -86,7 +86,7 @@ def test_wrong_type_reports_expected_and_actual(pipeline: Pipeline) -> None:
             {
                 "customer_id": "cust_acme01",
                 "currency": "USD",
-                "due_date": "2026-12-31",
+                "due_date": "2030-12-31",
                 "lines": [{"description": "x", "quantity": "ten", "unit_amount_cents": 100}],
             }
         ),
@@ -187,7 +187,7 @@ def test_charge_is_auto_denied_when_its_approval_expires(pipeline: Pipeline) -> 
     deadline = int((time.time() + 6) * 1000)
     sent = pipeline.propose(
         "payment.charge_card",
-        {"invoice_id": "inv_acme0002", "amount_cents": 100, "currency": "USD"},
+        {"invoice_id": "inv_acme0002", "amount_cents": 125000, "currency": "USD"},
         idempotency_key=key,
         deadline_ms=deadline,
     )
@@ -217,7 +217,7 @@ def _draft(run_id: str, operation: str) -> dict[str, Any]:
     return {
         "customer_id": "cust_acme01",
         "currency": "USD",
-        "due_date": "2026-12-31",
+        "due_date": "2030-12-31",
         "lines": [{"description": f"Work for {operation}", "quantity": 3, "unit_amount_cents": 2500}],
     }
 

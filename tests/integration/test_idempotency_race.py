@@ -29,7 +29,7 @@ def draft_call(key: str, tenant: str) -> Inbound[StageRecord]:
     arguments = {
         "customer_id": "cust_acme01",
         "currency": "USD",
-        "due_date": "2026-12-31",
+        "due_date": "2030-12-31",
         "memo": None,
         "lines": [{"description": "race", "quantity": 1, "unit_amount_cents": 100}],
     }
