@@ -90,6 +90,9 @@ def card(packet: ApprovalRequest, state: dict[str, Any]) -> Panel:
         return _when(dt.datetime.fromtimestamp(v / 1000, dt.UTC))
 
     args = "\n".join(f"    {k}: {v}" for k, v in packet.arguments.items())
+    groups = ", ".join(packet.approver_groups) or "any approver allowed for the risk class"
+    if packet.escalation_level:
+        groups += f"  (escalated {packet.escalation_level}x)"
     votes = (
         "\n".join(
             f"    {d['approver']}: {d['verdict']} at {d['at']}" + (f" ({d['reason']})" if d["reason"] else "")
@@ -106,6 +109,7 @@ def card(packet: ApprovalRequest, state: dict[str, Any]) -> Panel:
         f"[bold]Expected after[/bold]    {packet.expected_after_state or 'not declared'}\n"
         f"[bold]Risk class[/bold]        {packet.risk_class}  (needs {packet.required_approvals} approval(s)"
         f"{', from different approvers' if packet.required_approvals > 1 else ''})\n"
+        f"[bold]Who may decide[/bold]    {groups}\n"
         f"[bold]Idempotency[/bold]       fingerprint {packet.idempotency_fingerprint}, "
         f"payload {packet.payload_hash[:23]}...\n"
         f"[bold]Compensation[/bold]      {packet.compensation}\n"

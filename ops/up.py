@@ -49,6 +49,7 @@ DEMO_APPROVERS = {
     "alice": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers", "billing-leads"]),
     "bob": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers"]),
     "carol": (["HIGH_RISK_EXTERNAL", "MEDIUM_RISK_WRITE"], ["billing-leads"]),
+    "dave": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-directors"]),
 }
 
 

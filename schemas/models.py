@@ -73,6 +73,7 @@ class ApprovalRequest(WireModel):
     idempotency_fingerprint: str
     required_approvals: int
     approver_groups: list[str] = Field(default_factory=list)
+    escalation_level: int = 0
     compensation: str
     rejection_path: str
     created_at_ms: int

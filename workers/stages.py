@@ -35,7 +35,7 @@ def build(name: str, settings: Settings) -> StageApp:
 
         app.consume(AuthorizedHandler(registry, settings))
         app.consume(DecisionsHandler(registry, settings))
-        app.every(settings.approval_sweep_seconds, ExpirySweeper(settings).sweep, "approval_expiry")
+        app.every(settings.approval_sweep_seconds, ExpirySweeper(registry, settings).sweep, "approval_expiry")
     elif name == "execution":
         from toolgate.workers.execution.worker import ExecutionHandler
 

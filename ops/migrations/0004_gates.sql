@@ -27,7 +27,9 @@ CREATE TABLE toolgate.repair_attempts (
 );
 CREATE INDEX repair_attempts_op_idx ON toolgate.repair_attempts (tenant_id, run_id, logical_operation_id);
 
--- Escalation: the approver groups a ticket has reached so far.
+-- Escalation: the approver groups a ticket has reached so far, and when it reaches the next.
 ALTER TABLE toolgate.approvals ADD COLUMN escalation_level integer NOT NULL DEFAULT 0;
 ALTER TABLE toolgate.approvals ADD COLUMN approver_groups text[] NOT NULL DEFAULT '{}';
 ALTER TABLE toolgate.approvals ADD COLUMN escalated_at timestamptz;
+ALTER TABLE toolgate.approvals ADD COLUMN escalate_at timestamptz;
+CREATE INDEX approvals_escalation_idx ON toolgate.approvals (escalate_at) WHERE status = 'PENDING';

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import pytest
@@ -9,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, registry, stage_record
+from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import ApprovalDecision, Verdict
 from toolgate.signing import new_key, public_bytes, sign, verify
 from toolgate.workers.approval.decision import (
@@ -23,8 +25,10 @@ from toolgate.workers.approval.decision import (
     Ticket,
     approval_id_for,
     confirmation_packet,
+    escalated,
     expiry_for,
     judge,
+    next_escalation_ms,
 )
 
 NOW = 1_700_000_000_000
@@ -33,9 +37,13 @@ KEYS = {name: new_key() for name in ("alice", "bob", "carol", "mallory")}
 
 
 def approver(
-    name: str, *, risk: tuple[str, ...] = ("CRITICAL_MUTATION", "HIGH_RISK_EXTERNAL"), active: bool = True
+    name: str,
+    *,
+    risk: tuple[str, ...] = ("CRITICAL_MUTATION", "HIGH_RISK_EXTERNAL"),
+    active: bool = True,
+    groups: tuple[str, ...] = (),
 ) -> Approver:
-    return Approver(name, public_bytes(KEYS[name]), risk, active)
+    return Approver(name, public_bytes(KEYS[name]), risk, active, groups)
 
 
 def ticket(**overrides: object) -> Ticket:
@@ -239,3 +247,40 @@ def test_confirmation_packet() -> None:
     assert "{" not in packet.consequence
     assert packet.trace_id == "0123456789abcdef0123456789abcdef"
     assert packet.idempotency_fingerprint != "idem-key" and len(packet.idempotency_fingerprint) == 16
+
+
+def test_only_approvers_in_a_reached_group_count() -> None:
+    held = ticket(groups=("finance-controllers",))
+    director = approver("carol", groups=("finance-directors",))
+    refused = judge(decision("carol"), held, director, NOW)
+    assert isinstance(refused, Refused) and refused.code == "approver_not_in_group"
+    assert "finance-controllers" in refused.reason
+    escalated_ticket = replace(held, groups=("finance-controllers", "finance-directors"))
+    assert judge(decision("carol"), escalated_ticket, director, NOW) == Counted(PENDING, ("carol",))
+    ungrouped = ticket()  # a contract without groups: any approver allowed for the risk class
+    assert isinstance(judge(decision("carol"), ungrouped, director, NOW), Counted)
+
+
+def test_escalation_comes_at_the_fraction_of_the_time_left() -> None:
+    charge = registry().resolve("payment.charge_card", "latest")  # two groups, fraction 0.5
+    assert next_escalation_ms(charge, NOW, NOW + 600_000, 0) == NOW + 300_000
+    assert next_escalation_ms(charge, NOW, NOW + 600_000, 1) is None  # no third group
+    three = replace_binding(charge, approver_groups=["a", "b", "c"], escalate_at_fraction=0.5)
+    assert next_escalation_ms(three, NOW, NOW + 600_000, 1) == NOW + 450_000
+    fetch = registry().resolve("invoice.fetch", "latest")  # no approval at all
+    assert next_escalation_ms(fetch, NOW, NOW + 600_000, 0) is None
+
+
+def test_an_escalated_packet_opens_to_the_next_group() -> None:
+    charge = registry().resolve("payment.charge_card", "latest")
+    packet = confirmation_packet(stage_record(charge, required_approvals=2), charge, "appr_x", "k", NOW, NOW + 1, None)
+    assert (packet.escalation_level, packet.approver_groups) == (0, ["finance-controllers"])
+    up = escalated(packet, charge)
+    assert (up.escalation_level, up.approver_groups) == (1, ["finance-controllers", "finance-directors"])
+    assert up.model_copy(update={"escalation_level": 0, "approver_groups": packet.approver_groups}) == packet
+
+
+def replace_binding(contract: Contract, **approval: object) -> Contract:
+    binding = copy.deepcopy(dict(contract.binding))
+    binding["approval"] = {**binding["approval"], **approval}
+    return Contract(contract.document, binding, "test")

@@ -2,9 +2,10 @@
 
 Pure: the ticket, the approver's registered key and the time come in; a verdict comes out.
 A decision counts only when it is signed by a registered, active approver allowed for the
-ticket's risk class, names the same payload hash, tool and version, is within its own
-expiry and the ticket's, and has not been used before. The same approver deciding twice is
-a no-op with a clear answer, never a second vote.
+ticket's risk class and in one of the approver groups the ticket has reached, names the
+same payload hash, tool and version, is within its own expiry and the ticket's, and has
+not been used before. The same approver deciding twice is a no-op with a clear answer,
+never a second vote.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Ticket:
     approved_by: tuple[str, ...] = ()
     decided_by: tuple[str, ...] = ()
     used_decisions: frozenset[str] = field(default_factory=frozenset)
+    groups: tuple[str, ...] = ()  # the approver groups reached so far; empty: any allowed approver
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Approver:
     public_key: bytes
     risk_classes: tuple[str, ...]
     active: bool
+    groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,11 @@ def judge(
         return Refused("approval_expired", f"approval {ticket.approval_id} expired")
     if ticket.risk_class not in approver.risk_classes:
         return Refused("approver_not_allowed", f"{approver.approver_id} may not approve {ticket.risk_class} calls")
+    if ticket.groups and not set(ticket.groups) & set(approver.groups):
+        return Refused(
+            "approver_not_in_group",
+            f"{approver.approver_id} is in none of the groups this approval has reached: {', '.join(ticket.groups)}",
+        )
     if decision.decision is Verdict.DENY:
         return Counted(DENIED, ticket.approved_by)
     approved_by = (*ticket.approved_by, decision.approver_id)
@@ -113,6 +121,12 @@ def _fill(template: str, values: dict[str, Any]) -> str:
     return re.sub(r"\{([A-Za-z0-9_]+)\}", lambda m: str(values.get(m.group(1), m.group(0))), template)
 
 
+def consequence_of(arguments: dict[str, Any], contract: Contract) -> str:
+    """The contract's plain-language consequence with this call's arguments filled in."""
+    confirmation = contract.binding.get("confirmation") or {}
+    return _fill(confirmation.get("consequence") or contract.document["affordance"]["model_description"], arguments)
+
+
 def confirmation_packet(
     record: StageRecord,
     contract: Contract,
@@ -122,11 +136,10 @@ def confirmation_packet(
     expires_at_ms: int,
     before_state: dict[str, Any] | None,
 ) -> ApprovalRequest:
+    """The packet an approver sees; it goes first to the first of the contract's groups."""
     confirmation = contract.binding.get("confirmation") or {}
     action = confirmation.get("action") or contract.name
-    consequence = _fill(
-        confirmation.get("consequence") or contract.document["affordance"]["model_description"], record.arguments
-    )
+    consequence = consequence_of(record.arguments, contract)
     return ApprovalRequest(
         approval_id=approval_id,
         call_id=record.call_id,
@@ -145,7 +158,7 @@ def confirmation_packet(
         payload_hash=record.payload_hash,
         idempotency_fingerprint=fingerprint(idempotency_key, 16),
         required_approvals=record.required_approvals,
-        approver_groups=list(contract.approval.get("approver_groups", [])),
+        approver_groups=list(contract.approval.get("approver_groups", []))[:1],
         compensation=confirmation.get("compensation") or "none declared",
         rejection_path=confirmation.get("rejection_path") or "the call ends with CONFIRMATION_MISSING; nothing runs",
         created_at_ms=now_ms,
@@ -159,3 +172,24 @@ def expiry_for(record: StageRecord, contract: Contract, now_ms: int) -> int:
     if record.deadline_ms is not None:
         expiry = min(expiry, record.deadline_ms)
     return expiry
+
+
+def next_escalation_ms(contract: Contract, created_ms: int, expires_ms: int, level: int) -> int | None:
+    """When the approval goes on to its next approver group, or None when no group is left.
+
+    Each escalation comes after the contract's fraction of the time that was left: with 0.5
+    and a ten-minute window, the second group is asked after five minutes, a third after
+    seven and a half. Expiry still AUTO_DENIES; escalation only widens who may decide.
+    """
+    groups = contract.approval.get("approver_groups", [])
+    if level + 1 >= len(groups):
+        return None
+    fraction = float(contract.approval.get("escalate_at_fraction", 0.5))
+    return created_ms + round((expires_ms - created_ms) * (1 - (1 - fraction) ** (level + 1)))
+
+
+def escalated(packet: ApprovalRequest, contract: Contract) -> ApprovalRequest:
+    """The packet again, open to one more approver group."""
+    groups = list(contract.approval.get("approver_groups", []))
+    level = packet.escalation_level + 1
+    return packet.model_copy(update={"escalation_level": level, "approver_groups": groups[: level + 1]})

@@ -5,7 +5,10 @@ get a ticket in Postgres and a confirmation packet on tool.approvals.requested (
 outbox, with the ticket), and the agent hears that its call awaits approval.
 tool.approvals.decisions -> each signed decision is judged against its ticket; enough
 approvals release the call to tool.executable, a denial ends it, all through the outbox.
-A sweep AUTO_DENIES tickets past their expiry: never auto-approves.
+A sweep escalates tickets to the next approver group at the contract's fraction of their
+window and AUTO_DENIES tickets past their expiry: never auto-approves.
+A dry run needs no approval to be previewed: it goes on to tool.executable, which only
+describes what would happen (the preview says how many approvals the real call needs).
 """
 
 from __future__ import annotations
@@ -15,10 +18,10 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from toolgate.contracts.registry import Registry
+from toolgate.contracts.registry import Contract, Registry
 from toolgate.hashing import idempotency_key_for
 from toolgate.schemas.codec import codec
-from toolgate.schemas.models import ApprovalDecision, FieldError, StageDecision, StageRecord, Verdict
+from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, FieldError, StageDecision, StageRecord, Verdict
 from toolgate.settings import Settings
 from toolgate.taxonomy import Taxonomy
 from toolgate.topics.catalog import Topics
@@ -32,10 +35,12 @@ from toolgate.workers.approval.decision import (
     Ticket,
     approval_id_for,
     confirmation_packet,
+    escalated,
     expiry_for,
     judge,
+    next_escalation_ms,
 )
-from toolgate.workers.runtime import audit, outbox
+from toolgate.workers.runtime import audit, facts, outbox
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.results import outcome, reject, result
@@ -45,13 +50,14 @@ STAGE = "approval-wait"
 
 INSERT_TICKETS = """
 INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, payload_hash,
-    risk_class, required_approvals, distinct_approvers, status, home_partition, request, packet, expires_at)
+    risk_class, required_approvals, distinct_approvers, status, home_partition, request, packet, expires_at,
+    approver_groups, escalate_at)
 SELECT t.approval_id, t.call_id, t.tenant_id, t.run_id, t.tool_name, t.tool_version, t.payload_hash, t.risk_class,
     t.required_approvals, true, 'PENDING', t.home_partition, decode(t.request, 'base64'), t.packet,
-    to_timestamp(t.expires_at_ms / 1000.0)
+    to_timestamp(t.expires_at_ms / 1000.0), t.approver_groups, to_timestamp(t.escalate_at_ms / 1000.0)
 FROM jsonb_to_recordset(%s::jsonb) AS t(approval_id text, call_id text, tenant_id text, run_id text, tool_name text,
     tool_version text, payload_hash text, risk_class text, required_approvals int, home_partition int,
-    request text, packet jsonb, expires_at_ms bigint)
+    request text, packet jsonb, expires_at_ms bigint, approver_groups text[], escalate_at_ms bigint)
 ON CONFLICT (approval_id) DO NOTHING
 RETURNING approval_id
 """
@@ -72,21 +78,30 @@ class AuthorizedHandler(Handler[StageRecord]):
 
     async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
         now = now_ms()
-        held: dict[str, tuple[Inbound[StageRecord], Any, dict[str, Any]]] = {}
+        waiting: list[tuple[Inbound[StageRecord], Contract]] = []
         for call in calls:
             record = call.model
-            if record.required_approvals == 0:
+            if record.required_approvals == 0 or record.dry_run:
                 # Nothing to decide: forward the item's bytes as they came (no re-encoding).
                 out.raw_item("executable", record.home_partition, call.raw)
                 out.outcomes[record.call_id] = "forwarded"
                 continue
-            contract = self.registry.get(record.tool_name, record.tool_version)
+            waiting.append((call, self.registry.get(record.tool_name, record.tool_version)))
+        if not waiting:
+            return
+        async with self.pool.connection() as conn:
+            wanted = facts.needed(ref for call, contract in waiting for ref in _before_refs(call.model, contract))
+            found = await facts.fetch(conn, wanted)
+        held: dict[str, tuple[Inbound[StageRecord], Any, dict[str, Any]]] = {}
+        for call, contract in waiting:
+            record = call.model
             approval_id = approval_id_for(record.call_id)
             expires = expiry_for(record, contract, now)
             pending = record.model_copy(update={"traceparent": call.traceparent, "approval_id": approval_id})
-            packet = confirmation_packet(
-                pending, contract, approval_id, idempotency_key_for(record), now, expires, None
-            )
+            before = _before(record, contract, found)
+            key = idempotency_key_for(record)
+            packet = confirmation_packet(pending, contract, approval_id, key, now, expires, before)
+            escalate_at = next_escalation_ms(contract, now, expires, 0)
             held[approval_id] = (
                 call,
                 packet,
@@ -104,6 +119,8 @@ class AuthorizedHandler(Handler[StageRecord]):
                     "request": _b64(codec().encode(pending)),
                     "packet": packet.model_dump(mode="json"),
                     "expires_at_ms": expires,
+                    "approver_groups": packet.approver_groups,
+                    "escalate_at_ms": escalate_at,
                 },
             )
         if not held:
@@ -173,6 +190,22 @@ class AuthorizedHandler(Handler[StageRecord]):
             out.outcomes[call.model.call_id] = "held" if approval_id in created else "already_held"
 
 
+def _before_refs(record: StageRecord, contract: Contract) -> list[tuple[str, Any]]:
+    spec = (contract.binding.get("confirmation") or {}).get("before_state")
+    return [(spec["lookup"], record.arguments.get(spec["argument"]))] if spec else []
+
+
+def _before(record: StageRecord, contract: Contract, found: facts.Facts) -> dict[str, Any] | None:
+    """The target resource as it is now, for the approver to compare with the expected after."""
+    for lookup, value in _before_refs(record, contract):
+        row = found.get((lookup, str(value)))
+        if row is None or row.get("tenant_id", record.tenant_id) != record.tenant_id:
+            return None
+        shown = {k: v for k, v in row.items() if k not in ("id", "tenant_id")}
+        return dict(json.loads(json.dumps(shown, default=str)))
+    return None
+
+
 def _b64(data: bytes) -> str:
     import base64
 
@@ -184,7 +217,7 @@ SELECT a.approval_id, a.tool_name, a.tool_version, a.payload_hash, a.risk_class,
        (extract(epoch FROM a.expires_at) * 1000)::bigint, a.request, a.home_partition,
        coalesce(array_agg(d.approver_id) FILTER (WHERE d.verdict = 'APPROVE'), '{}'),
        coalesce(array_agg(d.approver_id) FILTER (WHERE d.approver_id IS NOT NULL), '{}'),
-       coalesce(array_agg(d.decision_id) FILTER (WHERE d.decision_id IS NOT NULL), '{}')
+       coalesce(array_agg(d.decision_id) FILTER (WHERE d.decision_id IS NOT NULL), '{}'), a.approver_groups
 FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
 WHERE a.approval_id = ANY(%s)
 GROUP BY a.approval_id
@@ -193,7 +226,8 @@ LOCK_TICKETS = """
 SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%s) ORDER BY approval_id FOR UPDATE
 """
 LOAD_APPROVERS = """
-SELECT approver_id, public_key, risk_classes, status = 'active' FROM toolgate.approvers WHERE approver_id = ANY(%s)
+SELECT approver_id, public_key, risk_classes, status = 'active', groups FROM toolgate.approvers
+WHERE approver_id = ANY(%s)
 """
 RECORD_DECISIONS = """
 INSERT INTO toolgate.approval_decisions (decision_id, approval_id, approver_id, verdict, reason, decided_at)
@@ -357,7 +391,9 @@ async def _load_tickets(
     requests: dict[str, tuple[StageRecord, int]] = {}
     for row in await cur.fetchall():
         approval_id, home = row[0], row[9]
-        tickets[approval_id] = Ticket(*row[:7], int(row[7]), tuple(row[10]), tuple(row[11]), frozenset(row[12]))
+        tickets[approval_id] = Ticket(
+            *row[:7], int(row[7]), tuple(row[10]), tuple(row[11]), frozenset(row[12]), tuple(row[13])
+        )
         request = row[8]
         requests[approval_id] = (codec().decode(bytes(request), StageRecord), home)
     return tickets, requests
@@ -365,7 +401,7 @@ async def _load_tickets(
 
 async def _load_approvers(conn: AsyncConnection[Any], ids: list[str]) -> dict[str, Approver]:
     cur = await conn.execute(LOAD_APPROVERS, (ids,))
-    return {r[0]: Approver(r[0], bytes(r[1]), tuple(r[2]), bool(r[3])) for r in await cur.fetchall()}
+    return {r[0]: Approver(r[0], bytes(r[1]), tuple(r[2]), bool(r[3]), tuple(r[4])) for r in await cur.fetchall()}
 
 
 EXPIRE = """
@@ -403,10 +439,73 @@ async def expire_approvals(conn: AsyncConnection[Any], topics: Topics, stage: st
     return len(expired)
 
 
-class ExpirySweeper:
-    """Runs expire_approvals every sweep interval."""
+ESCALATE = """
+SELECT approval_id, call_id, tenant_id, tool_name, tool_version, escalation_level, packet, request,
+       (extract(epoch FROM created_at) * 1000)::bigint, (extract(epoch FROM expires_at) * 1000)::bigint
+FROM toolgate.approvals
+WHERE status = 'PENDING' AND escalate_at <= now() AND expires_at > now()
+ORDER BY escalate_at LIMIT 500 FOR UPDATE SKIP LOCKED
+"""
+RECORD_ESCALATIONS = """
+UPDATE toolgate.approvals a SET escalation_level = e.level, approver_groups = e.groups, packet = e.packet,
+    escalated_at = now(), escalate_at = to_timestamp(e.next_ms / 1000.0)
+FROM jsonb_to_recordset(%s::jsonb) AS e(approval_id text, level int, groups text[], packet jsonb, next_ms bigint)
+WHERE a.approval_id = e.approval_id
+"""
 
-    def __init__(self, settings: Settings) -> None:
+
+async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, topics: Topics, stage: str) -> int:
+    """Open tickets that reached their escalation time to the next approver group: the packet
+    is published again (same approval_id, one more group) and the escalation is audited."""
+    cur = await conn.execute(ESCALATE)
+    due = await cur.fetchall()
+    rows, entries, updates = [], [], []
+    for approval_id, call_id, tenant_id, tool, version, level, packet_json, request, created_ms, expires_ms in due:
+        contract = registry.get(tool, version)
+        current = ApprovalRequest.model_validate(packet_json).model_copy(update={"escalation_level": level})
+        packet = escalated(current, contract)
+        traceparent = codec().decode(bytes(request), StageRecord).traceparent
+        updates.append(
+            {
+                "approval_id": approval_id,
+                "level": packet.escalation_level,
+                "groups": packet.approver_groups,
+                "packet": packet.model_dump(mode="json"),
+                "next_ms": next_escalation_ms(contract, created_ms, expires_ms, packet.escalation_level),
+            }
+        )
+        rows.append(
+            outbox.record(
+                "approvals_requested",
+                packet,
+                key=approval_id,
+                traceparent=traceparent,
+                call_id=call_id,
+                tenant_id=tenant_id,
+            )
+        )
+        entries.append(
+            audit.Entry(
+                stage,
+                "approval_escalated",
+                "toolgate",
+                call_id,
+                tenant_id,
+                {"approval_id": approval_id, "level": packet.escalation_level, "groups": packet.approver_groups},
+            )
+        )
+    if updates:
+        await conn.execute(RECORD_ESCALATIONS, (json.dumps(updates),))
+    await outbox.enqueue(conn, rows, topics)
+    await audit.append(conn, entries)
+    return len(due)
+
+
+class ExpirySweeper:
+    """Escalates due tickets and AUTO_DENIES expired ones, every sweep interval."""
+
+    def __init__(self, registry: Registry, settings: Settings) -> None:
+        self.registry = registry
         self.pool = make_pool(settings.database_url, f"{STAGE}-expiry", max_size=1)
         self.topics = Topics(settings.topic_prefix)
         self._opened = False
@@ -416,6 +515,7 @@ class ExpirySweeper:
             await self.pool.open()
             self._opened = True
         async with self.pool.connection() as conn, conn.transaction():
+            await escalate_approvals(conn, self.registry, self.topics, STAGE)
             await expire_approvals(conn, self.topics, STAGE)
 
 
