@@ -180,7 +180,16 @@ def test_a_retried_operation_and_a_dry_run_spend_nothing() -> None:
     spent = Usage(per_run={("acme", "run_1", "external_action"): 10}, counted={"event-1"})
     assert run(email, usage=spent) == Allow(1, ())  # the same operation again: counted once
     dry = stage_record(email, dry_run=True)
-    assert run(email, dry, usage=Usage(per_run={("acme", "run_1", "external_action"): 10})) == Allow(1, ())
+    allowed = run(email, dry, usage=Usage(per_run={("acme", "run_1", "external_action"): 3}))
+    assert isinstance(allowed, Allow) and allowed.spends == ()
+    assert "external_action per_run: 4 of 10" in allowed.standing
+
+
+def test_a_dry_run_is_refused_where_the_real_call_would_be() -> None:
+    email = contract("notify.send_email")
+    dry = stage_record(email, dry_run=True)
+    denied = run(email, dry, usage=Usage(per_run={("acme", "run_1", "external_action"): 10}))
+    assert codes(denied) == (Taxonomy.BUDGET_EXHAUSTED, "budget.external_action")
 
 
 def test_a_burst_beyond_the_rate_limit_is_told_when_to_retry() -> None:

@@ -46,6 +46,7 @@ from toolgate.workers.execution.executors import (
     run_postgres_batch,
     run_python,
 )
+from toolgate.workers.execution.preview import preview
 from toolgate.workers.execution.retry import deadline_for, policy_for, with_retries
 from toolgate.workers.runtime import audit, deadletters, outbox
 from toolgate.workers.runtime.db import is_transient, make_pool
@@ -202,16 +203,7 @@ class ExecutionHandler(Handler[StageRecord]):
                 home_partition=record.home_partition,
                 now_ms=now,
                 warnings=record.warnings,
-                data={
-                    "dry_run": True,
-                    "would_execute": {
-                        "tool": contract.name,
-                        "version": contract.version,
-                        "side_effect_class": contract.side_effect_class,
-                        "arguments": record.arguments,
-                        "idempotency_fingerprint": fingerprint(key) if key else None,
-                    },
-                },
+                data=preview(record, contract, key),
             )
         elif key is None:
             a.plan = idem.Execute(1)

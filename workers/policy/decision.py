@@ -52,6 +52,7 @@ class Usage:
 class Allow:
     required_approvals: int
     spends: tuple[str, ...]  # budget dimensions this call spends (empty: counted before, or dry run)
+    standing: tuple[str, ...] = field(default=(), compare=False)  # where the call leaves each budget
 
 
 @dataclass(frozen=True)
@@ -164,10 +165,12 @@ def decide(
                     actual=str(record.arguments.get(arg)),
                 )
     # 9. Confirmation: decided above (approvals); the approval-wait stage collects them.
-    # 10. Budgets and rate limits (a dry run spends nothing; a retried operation is counted once).
-    if record.dry_run or event_id in usage.counted:
+    # 10. Budgets and rate limits. A retried operation was counted when it first passed; a
+    # dry run is checked like the real call would be, and spends nothing.
+    if event_id in usage.counted:
         return Allow(approvals, ())
     spends = dimensions(contract)
+    standing = []
     for dim in spends:
         for scope, used in (
             ("per_run", usage.per_run.get((record.tenant_id, record.run_id, dim), 0)),
@@ -185,6 +188,7 @@ def decide(
                     expected=f"at most {limit}",
                     actual=str(used + 1),
                 )
+            standing.append(f"{dim} {scope}: {used + 1} of {limit}")
     window = contract.document["runtime"]["rate_limits"]
     recent = [
         t for t in usage.rate.get((record.tenant_id, record.tool_name), []) if t > now_ms - window["window_sec"] * 1000
@@ -198,7 +202,7 @@ def decide(
             f"{window['window_sec']} s per tenant; retry in {retry_after} ms",
             retry_after_ms=max(retry_after, 1),
         )
-    return Allow(approvals, spends)
+    return Allow(approvals, () if record.dry_run else spends, tuple(standing))
 
 
 def _applies(when: Mapping[str, Any], record: StageRecord, contract: Contract, environment: str, now_ms: int) -> bool:

@@ -104,6 +104,8 @@ class PolicyHandler(Handler[StageRecord]):
     def _allow(self, call: Inbound[StageRecord], decision: Allow, now: int, out: Emit) -> None:
         record = call.model
         detail = f"approvals:{decision.required_approvals};spends:{','.join(decision.spends) or '-'}"
+        if record.dry_run:  # the preview tells where the real call would leave each budget
+            detail += ";budgets:" + ",".join(decision.standing)
         out.item(
             "authorized",
             record.home_partition,
