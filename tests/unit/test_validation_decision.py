@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 import re
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from tests.unit.factories import FAST, JSON_VALUES, contracts, first_example, pr
 from toolgate.contracts.registry import Contract
 from toolgate.hashing import payload_hash
 from toolgate.taxonomy import GATE_ORDER, Taxonomy
+from toolgate.workers.validation import semantic
 from toolgate.workers.validation.decision import (
     MAX_ARGUMENTS_BYTES,
     Pass,
@@ -546,6 +548,9 @@ def _check_total(tool: str, text: str) -> None:
     else:
         assert not list(decision.contract.input_validator.iter_errors(decision.arguments))
         assert decision.payload_hash == payload_hash(decision.arguments)
+        # the semantic gate after it is total too, whatever the facts say
+        for finding in semantic.findings(decision.arguments, decision.contract, {}, dt.date(2026, 11, 22)):
+            assert finding.code.startswith("semantic.") and finding.message
 
 
 @FAST
@@ -558,6 +563,13 @@ def test_arbitrary_text_never_raises(tool: str, text: str) -> None:
 @given(tool=st.sampled_from(TOOLS), value=JSON_VALUES)
 def test_arbitrary_json_never_raises(tool: str, value: Any) -> None:
     _check_total(tool, json.dumps(value))
+
+
+@FAST
+@given(tool=st.sampled_from(TOOLS), data=st.binary(max_size=300))
+def test_arbitrary_bytes_never_raise(tool: str, data: bytes) -> None:
+    # bytes that are not UTF-8 stay in the string as lone surrogates, as a lenient decoder would leave them
+    _check_total(tool, data.decode("utf-8", errors="surrogateescape"))
 
 
 @st.composite
