@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from toolgate.cli_contracts import contracts_app
 from toolgate.settings import load_settings
 
 app = typer.Typer(
@@ -24,6 +25,7 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(approvers_app, name="approvers")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(audit_app, name="audit")
+app.add_typer(contracts_app, name="contracts")
 
 console = Console()
 
@@ -255,17 +257,37 @@ def approvals_show(approval_id: str, as_json: Annotated[bool, typer.Option("--js
         console.print(approvals.card(packet, state))
 
 
-def _decide(approval_id: str, approver: str, approve: bool, reason: str | None, as_json: bool) -> None:
+def _decide(approval_id: str, approver: str, approve: bool, reason: str | None, as_json: bool, wait: float) -> None:
     from toolgate.ops import approvals
 
-    decision = approvals.decide(_settings(), approval_id, approver, approve, reason)
+    settings = _settings()
+    decision = approvals.decide(settings, approval_id, approver, approve, reason)
     verb = "approved" if approve else "denied"
+    judged = approvals.judgment(settings, decision.decision_id, wait) if wait > 0 else None
     if as_json:
         _print_json(
-            {"decision_id": decision.decision_id, "approval_id": approval_id, "approver": approver, "verdict": verb}
+            {
+                "decision_id": decision.decision_id,
+                "approval_id": approval_id,
+                "approver": approver,
+                "verdict": verb,
+                "judgment": judged,
+            }
         )
     else:
         console.print(f"{approver} {verb} {approval_id} (decision {decision.decision_id}, signed)")
+        if judged is None and wait > 0:
+            console.print(f"[yellow]not judged within {wait:g} s; see toolgate approvals show {approval_id}[/yellow]")
+        elif judged is not None and judged["outcome"] == "counted":
+            console.print(f"counted: the approval is now {judged['status_after']}")
+        elif judged is not None:
+            color = "yellow" if judged["outcome"] == "noop" else "red"
+            console.print(f"[{color}]{judged['outcome']}: {judged['code']}: {judged['reason']}[/{color}]")
+    if judged is not None and judged["outcome"] == "refused":
+        raise typer.Exit(1)
+
+
+WAIT_OPTION = typer.Option("--wait", help="seconds to wait for the judgment of the decision (0: do not wait)")
 
 
 @approvals_app.command("approve")
@@ -274,9 +296,10 @@ def approvals_approve(
     approver: Annotated[str, typer.Option("--as", help="approver id (its key must be in the local keyring)")],
     reason: Annotated[str | None, typer.Option()] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    wait: Annotated[float, WAIT_OPTION] = 15.0,
 ) -> None:
-    """Sign and publish an approval."""
-    _decide(approval_id, approver, True, reason, as_json)
+    """Sign and publish an approval; say whether it counted (exit 1 when it was refused)."""
+    _decide(approval_id, approver, True, reason, as_json, wait)
 
 
 @approvals_app.command("deny")
@@ -285,9 +308,10 @@ def approvals_deny(
     approver: Annotated[str, typer.Option("--as", help="approver id")],
     reason: Annotated[str | None, typer.Option()] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    wait: Annotated[float, WAIT_OPTION] = 15.0,
 ) -> None:
     """Sign and publish a denial: the call ends, nothing runs."""
-    _decide(approval_id, approver, False, reason, as_json)
+    _decide(approval_id, approver, False, reason, as_json, wait)
 
 
 @approvers_app.command("add")

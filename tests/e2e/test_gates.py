@@ -208,11 +208,11 @@ def test_the_repair_loop_ends_when_the_same_invalid_arguments_come_back(pipeline
 
 
 def test_a_deprecated_version_answers_with_a_warning(pipeline: Pipeline) -> None:
-    observation = pipeline.call("invoice.fetch", {"invoice_id": "inv_acme0001"}, version="0.x")
+    observation = pipeline.call("invoice.fetch", {"invoice_id": "inv_acme0001"}, version="0.9.0")
     assert taxonomy(observation) == "SUCCESS"
-    assert any("deprecated" in w for w in observation["warnings"])
+    assert any("deprecated" in w for w in observation["result_payload"]["warnings"])
     current = pipeline.call("invoice.fetch", {"invoice_id": "inv_acme0001"})
-    assert not any("deprecated" in w for w in current["warnings"])
+    assert not any("deprecated" in w for w in current["result_payload"]["warnings"])
 
 
 # --- approvals -------------------------------------------------------------------------------

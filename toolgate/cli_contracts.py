@@ -1,0 +1,155 @@
+"""`toolgate contracts`: list the registered contracts, check version bumps, export tool definitions.
+
+Offline commands: they read the shipped contracts plus `TOOLGATE_CONTRACTS_DIR` (or the runtime
+file's contracts_dir) and need no broker or database.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from toolgate.contracts.compat import Report, check, check_registry, document
+from toolgate.contracts.export import export_document
+from toolgate.contracts.registry import VERSION, ContractRefused, Registry, Resolution, admit, load_registry
+from toolgate.settings import load_settings
+
+contracts_app = typer.Typer(
+    no_args_is_help=True,
+    help="Tool contracts: list the registered versions, check version bumps, export model-facing definitions.",
+)
+console = Console()
+
+
+def _registry() -> Registry:
+    return load_registry(load_settings().contracts_dir)
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    console.print(f"[red]{escape(message)}[/red]", soft_wrap=True)
+    return typer.Exit(code)
+
+
+@contracts_app.command("list")
+def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print one JSON array")] = False) -> None:
+    """Every registered tool version: lifecycle, side-effect class, approvals required."""
+    contracts = sorted(_registry(), key=lambda c: (c.name, c.version_tuple))
+    rows = [
+        {
+            "name": c.name,
+            "version": c.version,
+            "lifecycle": c.lifecycle,
+            "side_effect_class": c.side_effect_class,
+            "required_approvals": c.required_approvals,
+            "source": c.source,
+        }
+        for c in contracts
+    ]
+    if as_json:
+        _print_json(rows)
+        return
+    table = Table(title="contracts")
+    for column in ("tool", "version", "lifecycle", "side-effect class", "approvals"):
+        table.add_column(column)
+    for row in rows:
+        color = {"deprecated": "yellow", "sunsetted": "red"}.get(row["lifecycle"], "green")
+        table.add_row(
+            row["name"],
+            row["version"],
+            f"[{color}]{row['lifecycle']}[/{color}]",
+            row["side_effect_class"],
+            str(row["required_approvals"]),
+        )
+    console.print(table)
+
+
+def _document(reference: str, registry: Registry | None) -> dict[str, Any]:
+    """A contract document from a file path or a `name@version` reference (exact, MAJOR.x, latest)."""
+    path = Path(reference)
+    if path.is_file():
+        try:
+            loaded = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise _fail(f"{path}: not JSON: {exc}") from exc
+        try:
+            return document(admit(loaded, str(path)))
+        except ContractRefused as exc:
+            raise _fail(str(exc)) from exc
+    name, at, spec = reference.rpartition("@")
+    if not at or not name or registry is None:
+        raise _fail(f"{reference}: neither a contract file nor a name@version reference")
+    try:
+        contract = registry.get(name, spec) if VERSION.match(spec) else registry.resolve(name, spec)
+    except KeyError as exc:
+        raise _fail(f"{reference}: no such registered contract") from exc
+    except Resolution as exc:
+        raise _fail(f"{reference}: {exc}") from exc
+    return document(contract)
+
+
+def _print_report(report: Report) -> None:
+    color = "green" if report.ok else "red"
+    console.print(f"[{color}]{'ok' if report.ok else 'FAIL'}[/{color}] {escape(report.message)}", soft_wrap=True)
+    for finding in report.findings:
+        severity = "[red]breaking[/red]  " if finding.severity == "breaking" else "[cyan]compatible[/cyan]"
+        line = f"  {severity} {escape(finding.rule)}  {escape(finding.path)}: {escape(finding.message)}"
+        console.print(line, soft_wrap=True)
+
+
+@contracts_app.command("check")
+def check_contracts(
+    old: Annotated[str | None, typer.Argument(help="old version: a contract file or name@version")] = None,
+    new: Annotated[str | None, typer.Argument(help="new version: a contract file or name@version")] = None,
+    check_all: Annotated[
+        bool, typer.Option("--all", help="every pair of consecutive versions of every registered tool")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the reports as JSON")] = False,
+) -> None:
+    """Is the new version's number right for what changed? Exit 1 when it is not."""
+    if check_all:
+        if old is not None or new is not None:
+            raise _fail("give either OLD and NEW or --all, not both")
+        reports = check_registry(_registry())
+    elif old is None or new is None:
+        raise _fail("give OLD and NEW (contract files or name@version), or --all")
+    else:
+        registry = None if Path(old).is_file() and Path(new).is_file() else _registry()
+        reports = [check(_document(old, registry), _document(new, registry))]
+    if as_json:
+        _print_json([r.to_dict() for r in reports] if check_all else reports[0].to_dict())
+    else:
+        for report in reports:
+            _print_report(report)
+        if check_all:
+            failed = sum(not r.ok for r in reports)
+            console.print(f"{len(reports)} version pair(s) checked, {failed} failed")
+    if not all(r.ok for r in reports):
+        raise typer.Exit(1)
+
+
+@contracts_app.command("export")
+def export_contracts(
+    include_deprecated: Annotated[
+        bool, typer.Option("--include-deprecated", help="also the deprecated versions (never sunsetted ones)")
+    ] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="write the JSON to this file instead of stdout")] = None,
+) -> None:
+    """Model-facing tool definitions (advisory: enforcement uses the system-facing contracts)."""
+    exported = export_document(_registry(), include_deprecated)
+    if out is None:
+        _print_json(exported)
+        return
+    out.write_text(json.dumps(exported, indent=2) + "\n")
+    console.print(f"wrote {len(exported['tools'])} tool definition(s) to {escape(str(out))}", soft_wrap=True)
