@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 import psycopg
@@ -129,6 +130,27 @@ def decide(settings: Settings, approval_id: str, approver: str, approve: bool, r
     key = Keyring(settings.home / "approvers").load(approver)
     client = ApprovalClient(settings.kafka_bootstrap, settings.topic_prefix, client_id=f"toolgate-approver-{approver}")
     return client.decide(packet, approver_id=approver, key=key, approve=approve, reason=reason)
+
+
+JUDGMENT = """
+SELECT action, detail FROM toolgate.audit_log WHERE action LIKE 'decision_%%' AND detail->>'decision_id' = %s
+ORDER BY id DESC LIMIT 1
+"""
+
+
+def judgment(settings: Settings, decision_id: str, timeout: float = 15.0) -> dict[str, Any] | None:
+    """How the approval-wait stage judged a decision (counted, no-op or refused, and why), read
+    from the audit log; None when it has not been judged within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        while True:
+            row = conn.execute(JUDGMENT, (decision_id,)).fetchone()
+            if row is not None:
+                action, detail = row
+                return {"outcome": action.removeprefix("decision_"), **detail}
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.2)
 
 
 REGISTER = """

@@ -143,6 +143,7 @@ def test_email_waits_for_approval_and_runs_once(pipeline: Pipeline) -> None:
     assert observation["result_payload"]["data"]["status"] == "sent"
     again = pipeline.cli("approvals", "approve", approval_id, "--as", "carol")  # a double click
     assert again.returncode == 0, again.stderr
+    assert "noop: already_decided" in again.stdout  # a clear answer, not an error, not a second vote
     time.sleep(2.0)
     assert len(_ledger_for(pipeline, key)) == 1
     assert pipeline.sql("SELECT status FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,)) == [
@@ -192,7 +193,7 @@ def test_charge_is_auto_denied_when_its_approval_expires(pipeline: Pipeline) -> 
         deadline_ms=deadline,
     )
     approval_id = _approval_of(pipeline, sent)
-    assert pipeline.cli("approvals", "approve", approval_id, "--as", "alice").returncode == 0
+    assert pipeline.cli("approvals", "approve", approval_id, "--as", "alice", "--wait", "0").returncode == 0
     observation = pipeline.wait(sent, timeout=30)
     assert taxonomy(observation) == "CONFIRMATION_MISSING"
     assert errors_of(observation) == [("approval", "approval_expired")]
@@ -202,7 +203,7 @@ def test_charge_is_auto_denied_when_its_approval_expires(pipeline: Pipeline) -> 
     ]
     assert _ledger_for(pipeline, key) == []
     late = pipeline.cli("approvals", "approve", approval_id, "--as", "bob")  # too late: refused, audited
-    assert late.returncode == 0
+    assert late.returncode == 1 and "refused: approval_closed" in late.stdout
     time.sleep(2.0)
     assert _ledger_for(pipeline, key) == []
     refused = pipeline.sql(
