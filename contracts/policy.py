@@ -4,7 +4,8 @@
 that does not validate against `policy.schema.json` stops the worker at start. A call is
 allowed only when no rule denies it; a rule whose conditions all hold applies. Budgets are
 per side-effect dimension, per run and per tenant per day; critical mutations have none
-unless a tenant is granted some.
+unless a tenant is granted some. Rate limits are the contract's own (per tenant and tool)
+unless the policy grants a tenant another window for a tool.
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ class Policy:
         if dimension in granted:
             return int(granted[dimension])
         return int(self.document["budgets"][scope].get(dimension, 0))
+
+    def rate_limit(self, tenant: str, contract: Contract) -> dict[str, int]:
+        """The rate window for `tenant` calling `contract`: a grant in the policy, else the contract's own."""
+        granted = self.document.get("rate_limits", {}).get("grants", {}).get(tenant, {}).get(contract.name)
+        return dict(granted or contract.document["runtime"]["rate_limits"])
 
     @property
     def repair(self) -> dict[str, int]:

@@ -32,6 +32,7 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from toolgate.contracts.policy import load_policy
 from toolgate.ops.embedded import start_broker, start_postgres
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import Observation
@@ -119,6 +120,14 @@ def _provider_ledger(home: Path, runtime: dict[str, Any]) -> list[dict[str, Any]
         return json.loads(response.read())["operations"]  # type: ignore[no-any-return]
 
 
+def _policy_granting_charges(path: Path) -> Path:
+    """The shipped policy, with acme granted the charge rate this test offers (the contract allows 100 a minute)."""
+    document = load_policy().document
+    document["rate_limits"] = {"grants": {"acme": {"payment.charge_card": {"window_sec": 60, "max_requests": CALLS}}}}
+    path.write_text(json.dumps(document))
+    return path
+
+
 def test_exactly_once_under_chaos(tmp_path: Path) -> None:
     broker = start_broker(tmp_path / "broker.log")
     pg = start_postgres(tmp_path / "pgdata", tmp_path / "postgres.log")
@@ -127,6 +136,7 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
     env.update(
         TEST_ENV,
         TOOLGATE_HOME=str(home),
+        TOOLGATE_POLICY_FILE=str(_policy_granting_charges(tmp_path / "policy.json")),
         TOOLGATE_KAFKA_BOOTSTRAP=broker.bootstrap,
         TOOLGATE_DATABASE_URL=pg.url,
         TOOLGATE_LOG_LEVEL="WARNING",

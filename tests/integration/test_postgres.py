@@ -42,12 +42,14 @@ def test_migrations_build_the_schema_once(empty_database: str) -> None:
         "toolgate.approvals",
         "toolgate.approval_decisions",
         "toolgate.approvers",
-        "toolgate.usage",
+        "toolgate.usage_events",
+        "toolgate.repair_attempts",
         "toolgate.audit_log",
         "toolgate.dead_letter_actions",
         "demo.customers",
         "demo.invoices",
     } <= tables
+    assert "toolgate.usage" not in tables  # 0004 replaced the counters with usage events
     assert {"outbox_notify", "audit_log_append_only"} <= triggers
 
 

@@ -206,6 +206,18 @@ def test_a_burst_beyond_the_rate_limit_is_told_when_to_retry() -> None:
     assert isinstance(run(tax, usage=old), Allow)
 
 
+def test_a_tenant_granted_another_rate_window_is_held_to_it_and_others_to_the_contract() -> None:
+    tax = contract("invoice.tax_estimate")  # 5 calls per 10 s per tenant, by contract
+    granted = policy_with(rate_limits={"grants": {"acme": {tax.name: {"window_sec": 10, "max_requests": 50}}}})
+    assert granted.rate_limit("acme", tax) == {"window_sec": 10, "max_requests": 50}
+    assert granted.rate_limit("globex", tax) == tax.document["runtime"]["rate_limits"]
+    busy = Usage(rate={("acme", tax.name): [NOON - 1_000] * 49})
+    assert isinstance(run(tax, usage=busy, policy=granted), Allow)
+    assert codes(run(tax, usage=busy)) == (Taxonomy.RATE_LIMITED, "rate_limited")
+    full = Usage(rate={("acme", tax.name): [NOON - 1_000] * 50})
+    assert codes(run(tax, usage=full, policy=granted)) == (Taxonomy.RATE_LIMITED, "rate_limited")
+
+
 def test_usage_records_spends_and_rate_events() -> None:
     c = contract("notify.send_email")
     usage = Usage()
@@ -228,8 +240,13 @@ def test_usage_records_spends_and_rate_events() -> None:
             "budgets": {"per_run": {}, "per_tenant_per_day": {}},
         },
         {"rules": [], "budgets": {"per_run": {"read": -1}, "per_tenant_per_day": {}}},
+        {
+            "rules": [],
+            "budgets": {"per_run": {}, "per_tenant_per_day": {}},
+            "rate_limits": {"grants": {"acme": {"payment.charge_card": {"max_requests": 10}}}},
+        },
     ],
-    ids=["no-budgets", "unknown-condition", "approvals-without-number", "negative-budget"],
+    ids=["no-budgets", "unknown-condition", "approvals-without-number", "negative-budget", "rate-grant-without-window"],
 )
 def test_a_policy_that_fails_admission_is_refused(document: dict[str, Any]) -> None:
     with pytest.raises(ContractRefused):

@@ -189,7 +189,7 @@ def decide(
                     actual=str(used + 1),
                 )
             standing.append(f"{dim} {scope}: {used + 1} of {limit}")
-    window = contract.document["runtime"]["rate_limits"]
+    window = policy.rate_limit(record.tenant_id, contract)
     recent = [
         t for t in usage.rate.get((record.tenant_id, record.tool_name), []) if t > now_ms - window["window_sec"] * 1000
     ]

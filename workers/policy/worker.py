@@ -137,10 +137,10 @@ class PolicyHandler(Handler[StageRecord]):
         usage.per_run = {(t, r, d): n for t, r, d, n in await cur.fetchall()}
         cur = await conn.execute(PER_DAY, (tenants,))
         usage.per_day = {(t, d): n for t, d, n in await cur.fetchall()}
-        windows = {
-            (c.model.tenant_id, c.model.tool_name): contracts[id(c)].document["runtime"]["rate_limits"]["window_sec"]
-            for c in calls
-        }
+        windows = {}
+        for c in calls:
+            limit = self.policy.rate_limit(c.model.tenant_id, contracts[id(c)])
+            windows[(c.model.tenant_id, c.model.tool_name)] = limit["window_sec"]
         cur = await conn.execute(RATE, ([k[0] for k in windows], [k[1] for k in windows], list(windows.values())))
         for tenant, tool, at in await cur.fetchall():
             usage.rate.setdefault((tenant, tool), []).append(int(at))
