@@ -3,7 +3,7 @@
 `contracts/policy.json` ships with toolgate; TOOLGATE_POLICY_FILE replaces it. A document
 that does not validate against `policy.schema.json` stops the worker at start. A call is
 allowed only when no rule denies it; a rule whose conditions all hold applies. Budgets are
-per side-effect dimension, per run and per tenant per day; critical mutations have none
+per side-effect dimension, per run and per tenant per UTC day; critical mutations have none
 unless a tenant is granted some. Rate limits are the contract's own (per tenant and tool)
 unless the policy grants a tenant another window for a tool.
 """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from collections.abc import Iterator
 
@@ -9,6 +11,8 @@ import psycopg
 import pytest
 
 from toolgate.ops.migrate import migrate, migration_files
+from toolgate.workers.policy.decision import Recent
+from toolgate.workers.policy.worker import PER_DAY, RECORD, recent_calls
 
 from ..conftest import Pipeline
 
@@ -44,6 +48,7 @@ def test_migrations_build_the_schema_once(empty_database: str) -> None:
         "toolgate.approvers",
         "toolgate.usage_events",
         "toolgate.repair_attempts",
+        "toolgate.usage_daily",
         "toolgate.audit_log",
         "toolgate.dead_letter_actions",
         "demo.customers",
@@ -86,3 +91,50 @@ def test_idempotency_status_is_constrained(empty_database: str) -> None:
             "tool_version, executor, call_id, home_partition, request, expires_at) "
             "VALUES ('t', 'k', 'h', 'DONE-ISH', 'x', '1', 'postgres', 'c', 0, '\\x00', now())"
         )
+
+
+def test_recent_calls_counts_only_inside_each_window(empty_database: str) -> None:
+    migrate(empty_database)
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        for i, (tenant, tool, ago_s) in enumerate(
+            [("acme", "t.a", 1), ("acme", "t.a", 8), ("acme", "t.a", 30), ("acme", "t.b", 2), ("globex", "t.a", 3)]
+        ):
+            conn.execute(
+                "INSERT INTO toolgate.usage_events (event_id, dimension, tenant_id, run_id, tool_name, at) "
+                "VALUES (%s, 'call', %s, 'r', %s, now() - make_interval(secs => %s))",
+                (f"e{i}", tenant, tool, ago_s),
+            )
+        conn.execute(  # a budget dimension of the same operation is not a call
+            "INSERT INTO toolgate.usage_events (event_id, dimension, tenant_id, run_id, tool_name) "
+            "VALUES ('e0', 'write', 'acme', 'r', 't.a')"
+        )
+        now_ms = conn.execute("SELECT (extract(epoch FROM now()) * 1000)::bigint").fetchone()[0]
+
+    async def read() -> dict[tuple[str, str], Recent]:
+        async with await psycopg.AsyncConnection.connect(empty_database) as aconn:
+            return await recent_calls(aconn, {("acme", "t.a"): 10, ("acme", "t.b"): 1, ("globex", "t.a"): 60})
+
+    recent = asyncio.run(read())
+    assert set(recent) == {("acme", "t.a"), ("globex", "t.a")}  # t.b's one call is older than its 1 s window
+    assert recent[("acme", "t.a")].count == 2  # the call 30 s ago is outside the 10 s window
+    assert abs(recent[("acme", "t.a")].oldest_ms - (now_ms - 8_000)) < 1_000
+    assert recent[("globex", "t.a")].count == 1
+
+
+def test_usage_is_recorded_once_per_operation_and_counted_per_utc_day(empty_database: str) -> None:
+    migrate(empty_database)
+
+    def event(event_id: str, dimension: str, tenant: str = "acme") -> dict[str, str]:
+        return {"event_id": event_id, "dimension": dimension, "tenant_id": tenant, "run_id": "r", "tool_name": "t"}
+
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        conn.execute(RECORD, (json.dumps([event("op1", "write"), event("op1", "call"), event("op2", "write")]),))
+        conn.execute(RECORD, (json.dumps([event("op1", "write"), event("op1", "call")]),))  # a retry: no new spend
+        conn.execute(RECORD, (json.dumps([event("op3", "financial", "globex"), event("op3", "call", "globex")]),))
+        conn.execute(  # yesterday's spend does not count today
+            "INSERT INTO toolgate.usage_daily VALUES ('acme', 'write', (now() AT TIME ZONE 'UTC')::date - 1, 500)"
+        )
+        today = {(t, d): n for t, d, n in conn.execute(PER_DAY, (["acme", "globex"],))}
+        events = conn.execute("SELECT count(*) FROM toolgate.usage_events").fetchone()[0]
+    assert today == {("acme", "write"): 2, ("globex", "financial"): 1}
+    assert events == 5

@@ -14,7 +14,7 @@ from toolgate.contracts.policy import Policy, admit, dimensions, load_policy
 from toolgate.contracts.registry import Contract, ContractRefused
 from toolgate.schemas.models import StageRecord
 from toolgate.taxonomy import Taxonomy
-from toolgate.workers.policy.decision import MIN_APPROVALS, Allow, Deny, Usage, decide, refs
+from toolgate.workers.policy.decision import MIN_APPROVALS, Allow, Deny, Recent, Usage, decide, refs
 
 NOON = int(dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC).timestamp() * 1000)
 NIGHT = int(dt.datetime(2026, 11, 23, 2, 0, tzinfo=dt.UTC).timestamp() * 1000)
@@ -195,15 +195,11 @@ def test_a_dry_run_is_refused_where_the_real_call_would_be() -> None:
 def test_a_burst_beyond_the_rate_limit_is_told_when_to_retry() -> None:
     tax = contract("invoice.tax_estimate")  # 5 calls per 10 s per tenant
     window = tax.document["runtime"]["rate_limits"]
-    recent = [NOON - 9_000, NOON - 5_000, NOON - 3_000, NOON - 2_000, NOON - 1_000]
-    usage = Usage(rate={("acme", tax.name): recent[1:]})
-    assert isinstance(run(tax, usage=usage), Allow)
-    usage = Usage(rate={("acme", tax.name): recent})
-    denied = run(tax, usage=usage)
+    assert isinstance(run(tax, usage=Usage(rate={("acme", tax.name): Recent(4, NOON - 9_000)})), Allow)
+    denied = run(tax, usage=Usage(rate={("acme", tax.name): Recent(5, NOON - 9_000)}))
     assert codes(denied) == (Taxonomy.RATE_LIMITED, "rate_limited")
-    assert isinstance(denied, Deny) and denied.retry_after_ms == recent[0] + window["window_sec"] * 1000 - NOON
-    old = Usage(rate={("acme", tax.name): [NOON - 60_000] * 10})  # outside the window
-    assert isinstance(run(tax, usage=old), Allow)
+    assert isinstance(denied, Deny) and denied.retry_after_ms == NOON - 9_000 + window["window_sec"] * 1000 - NOON
+    assert isinstance(run(tax, usage=Usage(rate={("globex", tax.name): Recent(5, NOON)})), Allow)  # its own window
 
 
 def test_a_tenant_granted_another_rate_window_is_held_to_it_and_others_to_the_contract() -> None:
@@ -211,10 +207,10 @@ def test_a_tenant_granted_another_rate_window_is_held_to_it_and_others_to_the_co
     granted = policy_with(rate_limits={"grants": {"acme": {tax.name: {"window_sec": 10, "max_requests": 50}}}})
     assert granted.rate_limit("acme", tax) == {"window_sec": 10, "max_requests": 50}
     assert granted.rate_limit("globex", tax) == tax.document["runtime"]["rate_limits"]
-    busy = Usage(rate={("acme", tax.name): [NOON - 1_000] * 49})
+    busy = Usage(rate={("acme", tax.name): Recent(49, NOON - 1_000)})
     assert isinstance(run(tax, usage=busy, policy=granted), Allow)
     assert codes(run(tax, usage=busy)) == (Taxonomy.RATE_LIMITED, "rate_limited")
-    full = Usage(rate={("acme", tax.name): [NOON - 1_000] * 50})
+    full = Usage(rate={("acme", tax.name): Recent(50, NOON - 1_000)})
     assert codes(run(tax, usage=full, policy=granted)) == (Taxonomy.RATE_LIMITED, "rate_limited")
 
 
@@ -222,9 +218,10 @@ def test_usage_records_spends_and_rate_events() -> None:
     c = contract("notify.send_email")
     usage = Usage()
     usage.record(stage_record(c), "event-9", ("external_action",), NOON)
-    assert usage.per_run == {("acme", "run_1", "external_action"): 1}
-    assert usage.per_day == {("acme", "external_action"): 1}
-    assert usage.rate == {("acme", c.name): [NOON]} and usage.counted == {"event-9"}
+    usage.record(stage_record(c), "event-10", ("external_action",), NOON + 5)
+    assert usage.per_run == {("acme", "run_1", "external_action"): 2}
+    assert usage.per_day == {("acme", "external_action"): 2}
+    assert usage.rate == {("acme", c.name): Recent(2, NOON)} and usage.counted == {"event-9", "event-10"}
 
 
 @pytest.mark.parametrize(

@@ -31,12 +31,20 @@ MIN_APPROVALS = {
 
 
 @dataclass
+class Recent:
+    """The calls inside a tenant's rate window for a tool: how many, and when the oldest was made."""
+
+    count: int = 0
+    oldest_ms: int | None = None
+
+
+@dataclass
 class Usage:
     """Counts of usage events, kept current through a round as calls are allowed."""
 
     per_run: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (tenant, run, dimension)
     per_day: dict[tuple[str, str], int] = field(default_factory=dict)  # (tenant, dimension)
-    rate: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (tenant, tool) -> event times, ms
+    rate: dict[tuple[str, str], Recent] = field(default_factory=dict)  # (tenant, tool)
     counted: set[str] = field(default_factory=set)  # operations (event ids) already counted
 
     def record(self, record: StageRecord, event_id: str, spends: tuple[str, ...], now_ms: int) -> None:
@@ -44,7 +52,9 @@ class Usage:
             key = (record.tenant_id, record.run_id, dim)
             self.per_run[key] = self.per_run.get(key, 0) + 1
             self.per_day[(record.tenant_id, dim)] = self.per_day.get((record.tenant_id, dim), 0) + 1
-        self.rate.setdefault((record.tenant_id, record.tool_name), []).append(now_ms)
+        recent = self.rate.setdefault((record.tenant_id, record.tool_name), Recent())
+        recent.count += 1
+        recent.oldest_ms = now_ms if recent.oldest_ms is None else recent.oldest_ms
         self.counted.add(event_id)
 
 
@@ -190,11 +200,9 @@ def decide(
                 )
             standing.append(f"{dim} {scope}: {used + 1} of {limit}")
     window = policy.rate_limit(record.tenant_id, contract)
-    recent = [
-        t for t in usage.rate.get((record.tenant_id, record.tool_name), []) if t > now_ms - window["window_sec"] * 1000
-    ]
-    if len(recent) >= window["max_requests"]:
-        retry_after = min(recent) + window["window_sec"] * 1000 - now_ms
+    recent = usage.rate.get((record.tenant_id, record.tool_name), Recent())
+    if recent.count >= window["max_requests"]:  # the oldest call leaving the window frees a place
+        retry_after = (recent.oldest_ms or now_ms) + window["window_sec"] * 1000 - now_ms
         return _deny(
             Taxonomy.RATE_LIMITED,
             "rate_limited",

@@ -19,7 +19,7 @@ from toolgate.contracts.registry import Registry
 from toolgate.hashing import idempotency_key_for
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
-from toolgate.workers.policy.decision import Allow, Deny, Usage, decide, refs
+from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, decide, refs
 from toolgate.workers.runtime import audit, facts
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
@@ -33,22 +33,32 @@ SELECT tenant_id, run_id, dimension, count(*) FROM toolgate.usage_events
 WHERE (tenant_id, run_id) IN (SELECT * FROM unnest(%s::text[], %s::text[])) GROUP BY 1, 2, 3
 """
 PER_DAY = """
-SELECT tenant_id, dimension, count(*) FROM toolgate.usage_events
-WHERE tenant_id = ANY(%s) AND at > now() - interval '1 day' AND dimension <> 'call' GROUP BY 1, 2
+SELECT tenant_id, dimension, used FROM toolgate.usage_daily
+WHERE tenant_id = ANY(%s) AND day = (now() AT TIME ZONE 'UTC')::date
 """
+# Counted in the database: a round reads one row per tenant and tool, however busy the window.
 RATE = """
-SELECT u.tenant_id, u.tool_name, (extract(epoch FROM u.at) * 1000)::bigint
+SELECT u.tenant_id, u.tool_name, count(*), (extract(epoch FROM min(u.at)) * 1000)::bigint
 FROM toolgate.usage_events u
 JOIN unnest(%s::text[], %s::text[], %s::int[]) AS w(tenant_id, tool_name, window_sec)
   ON u.tenant_id = w.tenant_id AND u.tool_name = w.tool_name
 WHERE u.dimension = 'call' AND u.at > now() - make_interval(secs => w.window_sec)
+GROUP BY 1, 2
 """
 COUNTED = "SELECT event_id FROM toolgate.usage_events WHERE dimension = 'call' AND event_id = ANY(%s)"
+# Only the events inserted now (not those of an operation counted before) add to the day's counters.
 RECORD = """
-INSERT INTO toolgate.usage_events (event_id, dimension, tenant_id, run_id, tool_name)
-SELECT e.event_id, e.dimension, e.tenant_id, e.run_id, e.tool_name
-FROM jsonb_to_recordset(%s::jsonb) AS e(event_id text, dimension text, tenant_id text, run_id text, tool_name text)
-ON CONFLICT DO NOTHING
+WITH counted AS (
+    INSERT INTO toolgate.usage_events (event_id, dimension, tenant_id, run_id, tool_name)
+    SELECT e.event_id, e.dimension, e.tenant_id, e.run_id, e.tool_name
+    FROM jsonb_to_recordset(%s::jsonb) AS e(event_id text, dimension text, tenant_id text, run_id text, tool_name text)
+    ON CONFLICT DO NOTHING
+    RETURNING tenant_id, dimension, at
+)
+INSERT INTO toolgate.usage_daily AS d (tenant_id, dimension, day, used)
+SELECT tenant_id, dimension, (at AT TIME ZONE 'UTC')::date, count(*) FROM counted WHERE dimension <> 'call'
+GROUP BY 1, 2, 3
+ON CONFLICT (tenant_id, dimension, day) DO UPDATE SET used = d.used + EXCLUDED.used
 """
 
 
@@ -137,16 +147,23 @@ class PolicyHandler(Handler[StageRecord]):
         usage.per_run = {(t, r, d): n for t, r, d, n in await cur.fetchall()}
         cur = await conn.execute(PER_DAY, (tenants,))
         usage.per_day = {(t, d): n for t, d, n in await cur.fetchall()}
-        windows = {}
+        windows: Windows = {}
         for c in calls:
             limit = self.policy.rate_limit(c.model.tenant_id, contracts[id(c)])
             windows[(c.model.tenant_id, c.model.tool_name)] = limit["window_sec"]
-        cur = await conn.execute(RATE, ([k[0] for k in windows], [k[1] for k in windows], list(windows.values())))
-        for tenant, tool, at in await cur.fetchall():
-            usage.rate.setdefault((tenant, tool), []).append(int(at))
+        usage.rate = await recent_calls(conn, windows)
         cur = await conn.execute(COUNTED, (event_ids,))
         usage.counted = {row[0] for row in await cur.fetchall()}
         return usage
+
+
+Windows = dict[tuple[str, str], int]  # (tenant, tool) -> window, seconds
+
+
+async def recent_calls(conn: AsyncConnection[Any], windows: Windows) -> dict[tuple[str, str], Recent]:
+    """The calls each (tenant, tool) made within its window of so many seconds, from usage events."""
+    cur = await conn.execute(RATE, ([k[0] for k in windows], [k[1] for k in windows], list(windows.values())))
+    return {(tenant, tool): Recent(count, oldest) for tenant, tool, count, oldest in await cur.fetchall()}
 
 
 def _event(event_id: str, dimension: str, record: StageRecord) -> dict[str, str]:
