@@ -517,11 +517,8 @@ def document(contract: Contract) -> dict[str, Any]:
 
 def check_registry(registry: Registry) -> list[Report]:
     """`check` on every pair of consecutive versions (by version number) of each tool."""
-    by_name: dict[str, list[Contract]] = {}
-    for contract in registry:
-        by_name.setdefault(contract.name, []).append(contract)
-    reports = []
-    for name in sorted(by_name):
-        versions = sorted(by_name[name], key=lambda c: c.version_tuple)
-        reports += [check(document(old), document(new)) for old, new in pairwise(versions)]
-    return reports
+    return [
+        check(document(old), document(new))
+        for name in registry.names()
+        for old, new in pairwise(registry.versions(name))
+    ]

@@ -106,13 +106,10 @@ def definition(contract: Contract, name: str) -> dict[str, Any]:
 
 def export(registry: Registry, include_deprecated: bool = False) -> list[dict[str, Any]]:
     """Model-facing definitions of the registry's tools (advisory: see `NOTE`)."""
-    by_name: dict[str, list[Contract]] = {}
-    for contract in registry:
-        by_name.setdefault(contract.name, []).append(contract)
     definitions: list[dict[str, Any]] = []
     taken: set[str] = set()
-    for tool in sorted(by_name):
-        for contract in _selected(by_name[tool], include_deprecated):
+    for tool in registry.names():
+        for contract in _selected(registry.versions(tool), include_deprecated):
             name = model_name(tool, contract.version_tuple[0])
             if name in taken:  # e.g. "a.b" and "a_b": both would be a_b_v1
                 name = model_name(tool, contract.version_tuple[0], disambiguate=True)

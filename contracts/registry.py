@@ -211,6 +211,10 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self._by_name)
 
+    def versions(self, name: str) -> list[Contract]:
+        """Every registered version of `name`, oldest first."""
+        return sorted(self._by_name.get(name, {}).values(), key=lambda c: c.version_tuple)
+
     def get(self, name: str, version: str) -> Contract:
         return self._by_name[name][version]
 
