@@ -2,8 +2,10 @@
 
 Each call uses the tool contract's first example as arguments and a fresh logical operation
 (so every call is a new effect, never an idempotency replay). Proposals are published at full
-speed or at an offered rate; a consumer thread reads tool.observations from where it ended
-before the run. Latency is publish-to-final-observation, measured on this client's clock.
+speed or at an offered rate, signed as a registered agent, as agents do; a consumer thread
+reads the tenant's observation topic from where it ended before the run and checks each
+observation's signature, as clients do. Latency is publish-to-final-observation, measured on
+this client's clock.
 """
 
 from __future__ import annotations
@@ -72,20 +74,23 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 class _Collector(threading.Thread):
-    def __init__(self, client: ToolgateClient, run_prefix: str, expected: int) -> None:
+    def __init__(self, client: ToolgateClient, tenant: str, run_prefix: str, expected: int) -> None:
         super().__init__(daemon=True)
         self.client = client
+        self.tenant = tenant
         self.run_prefix = run_prefix
         self.expected = expected
         self.received: dict[str, tuple[float, bool]] = {}
-        self.start_offsets = client._end_offsets()
+        self.forged = 0
+        self.start_offsets = client._end_offsets(tenant)
         self.stop = threading.Event()
         self.done = threading.Event()
 
     def run(self) -> None:
-        topic = self.client.topics.observations
+        topic = self.client.topics.name("observations", self.tenant)
         consumer = Consumer(
             {
+                **self.client.kafka_config,
                 "bootstrap.servers": self.client.bootstrap,
                 "group.id": f"toolgate-bench-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
@@ -99,6 +104,9 @@ class _Collector(threading.Thread):
             while not self.stop.is_set() and len(self.received) < self.expected:
                 for msg in consumer.consume(500, 0.1):
                     if msg.error() or not (msg.key() or b"").startswith(run_prefix):
+                        continue
+                    if not self.client.genuine(msg):
+                        self.forged += 1
                         continue
                     now = time.perf_counter()
                     call_id = header(msg.headers(), CALL_ID) or ""
@@ -120,7 +128,7 @@ def run_bench(
     tool: str,
     calls: int,
     rate: float,
-    tenant: str,
+    agent: str,
     timeout: float,
     progress: bool = True,
     cpu: bool = False,
@@ -128,16 +136,13 @@ def run_bench(
     contract = load_registry(settings.contracts_dir).resolve(tool, "latest")
     example = json.dumps(contract.document["affordance"]["examples"][0]["arguments"])
     scopes = list(contract.required_scopes)
-    client = ToolgateClient(
-        settings.kafka_bootstrap,
-        settings.topic_prefix,
-        client_id="toolgate-bench",
-        trace_sample_ratio=settings.trace_sample_ratio,
-    )
+    client = ToolgateClient.from_settings(settings, client_id="toolgate-bench")
+    signer = client.signer(agent)
+    tenant = signer.tenant_id
     # A run's write budget (contracts/policy.json) is a few thousand calls; the benchmark
     # measures throughput, not the budget gate, so it spreads its calls over many runs.
     run_prefix = f"bench_{uuid.uuid4().hex[:10]}_"
-    collector = _Collector(client, run_prefix, calls)
+    collector = _Collector(client, tenant, run_prefix, calls)
     collector.start()
     sent: dict[str, float] = {}
     meter = None
@@ -165,9 +170,8 @@ def run_bench(
             client.propose(
                 tool,
                 example,
-                tenant_id=tenant,
+                signer=signer,
                 user_id="bench",
-                agent_id="bench",
                 scopes=scopes,
                 run_id=f"{run_prefix}{i // CALLS_PER_RUN}",
                 call_id=call_id,
@@ -197,6 +201,7 @@ def run_bench(
         "observed": len(received),
         "missing": calls - len(received),
         "errors": sum(1 for _, is_error in received.values() if is_error) + (calls - len(received)),
+        "unsigned_observations": collector.forged,
         "calls_per_second": round(len(received) / elapsed, 1),
         "publish_seconds": round(publish_done - started, 2),
         "elapsed_seconds": round(elapsed, 2),

@@ -2,9 +2,10 @@
 
 Reads the earlier call's idempotency record (its request and result), builds the call of
 the compensation tool its contract names, with the arguments its binding's template
-derives, and proposes it through the pipeline like any call: validation, policy and
-execution gates apply, it has its own idempotency key (so compensating twice is one
-compensation), and execution marks the earlier key COMPENSATED when it succeeds.
+derives, and proposes it through the pipeline like any call, signed by an agent of the
+call's tenant (by default the agent that made the call, if its key is on this machine):
+validation, policy and execution gates apply, it has its own idempotency key (so compensating
+twice is one compensation), and execution marks the earlier key COMPENSATED when it succeeds.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ FROM toolgate.idempotency_keys WHERE call_id = %s AND (%s::text IS NULL OR tenan
 """
 
 
-def compensate(settings: Settings, call_id: str, tenant: str | None = None) -> Proposed:
+def compensate(settings: Settings, call_id: str, tenant: str | None = None, agent: str | None = None) -> Proposed:
     with psycopg.connect(settings.database_url) as conn:
         rows = conn.execute(FIND, (call_id, tenant, tenant)).fetchall()
     if not rows:
@@ -45,13 +46,20 @@ def compensate(settings: Settings, call_id: str, tenant: str | None = None) -> P
     original = codec().decode(bytes(request), StageRecord)
     arguments = arguments_for(template, original.arguments, (response or {}).get("data") or {})
     scopes = list(registry.resolve(tool, "latest").required_scopes)
-    client = ToolgateClient(settings.kafka_bootstrap, settings.topic_prefix, client_id="toolgate-compensate")
+    client = ToolgateClient.from_settings(settings, client_id="toolgate-compensate")
+    agent = agent or original.principal.agent_id
+    try:
+        signer = client.signer(agent)
+    except KeyError:
+        raise SystemExit(
+            f"agent {agent} has no key on this machine; name an agent of {tenant_id} with --agent"
+        ) from None
     return client.propose(
         tool,
         json.dumps(arguments),
+        signer=signer,
         tenant_id=tenant_id,
         user_id=original.principal.user_id,
-        agent_id="toolgate-compensate",
         scopes=scopes,
         run_id=original.run_id,
         workflow_id=original.workflow_id,

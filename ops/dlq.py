@@ -1,33 +1,49 @@
 """Operator commands for the dead-letter topic: list, show, replay, discard.
 
 The letters live on tool.deadletter; what operators did with them lives in
-`toolgate.dead_letter_actions`. The topic is read to its end by consuming it (never by
-trusting high watermarks, which Tansu under-reports). A replay republishes the original
-bytes to the topic they came from with their key and headers, so the call keeps its identity
-and idempotency key: replaying twice never executes twice.
+`toolgate.dead_letter_actions` and the audit log. The topic is read to its end by consuming it
+(never by trusting high watermarks, which Tansu under-reports). Every letter a toolgate stage
+wrote carries its stage MAC; a letter without a valid one is shown as forged and is never
+replayed (the refusal is audited). A replay republishes the original bytes to the topic they
+came from with their key and headers, sealed again for that topic, so the call keeps its
+identity and idempotency key: replaying twice never executes twice, and whatever is replayed
+meets every check a first delivery meets.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from toolgate.integrity import Sealer, deployment_keys
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import DeadLetter, PayloadKind, StageBatch
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
 from toolgate.topics.client import ToolgateClient
 from toolgate.topics.headers import REPLAY_OF, SCHEMA
+from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.rounds import ATTEMPTS_HEADER
 
+STAGE = "operator"
 
-def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[DeadLetter]:
+
+@dataclass(frozen=True)
+class Letter:
+    letter: DeadLetter
+    genuine: bool  # its stage MAC verifies: a toolgate stage wrote it
+
+
+def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[Letter]:
     topic = Topics(settings.topic_prefix).deadletter
+    sealer = Sealer(deployment_keys(settings), Topics(settings.topic_prefix))
     consumer = Consumer(
         {
             "bootstrap.servers": settings.kafka_bootstrap,
@@ -35,7 +51,7 @@ def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[DeadLetter]:
             "enable.auto.commit": False,
         }
     )
-    letters: list[DeadLetter] = []
+    letters: list[Letter] = []
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10.0).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
@@ -45,10 +61,12 @@ def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[DeadLetter]:
             if msg is None or msg.error():
                 continue
             last = time.monotonic()
+            value = msg.value() or b""
             try:
-                letters.append(codec().decode(msg.value() or b"", DeadLetter))
+                letter = codec().decode(value, DeadLetter)
             except DecodeError:
                 continue
+            letters.append(Letter(letter, sealer.mac_ok(topic, value, msg.headers())))
     finally:
         consumer.close()
     return letters
@@ -60,7 +78,8 @@ def actions(settings: Settings) -> dict[str, tuple[str, str]]:
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
-def summary(letter: DeadLetter, state: tuple[str, str] | None) -> dict[str, Any]:
+def summary(found: Letter, state: tuple[str, str] | None) -> dict[str, Any]:
+    letter = found.letter
     return {
         "dead_letter_id": letter.dead_letter_id,
         "call_id": letter.call_id,
@@ -71,30 +90,53 @@ def summary(letter: DeadLetter, state: tuple[str, str] | None) -> dict[str, Any]
         "reason": letter.reason,
         "attempts": letter.attempts,
         "at": dt.datetime.fromtimestamp(letter.dead_lettered_at_ms / 1000, dt.UTC).isoformat(timespec="seconds"),
-        "state": state[0] if state else "open",
+        "state": state[0] if state else ("open" if found.genuine else "forged"),
+        "genuine": found.genuine,
         "bytes": len(letter.value),
     }
 
 
-def find(settings: Settings, dead_letter_id: str) -> DeadLetter:
-    for letter in read_all(settings):
-        if letter.dead_letter_id == dead_letter_id:
-            return letter
+def find(settings: Settings, dead_letter_id: str) -> Letter:
+    for found in read_all(settings):
+        if found.letter.dead_letter_id == dead_letter_id:
+            return found
     raise SystemExit(f"no dead letter {dead_letter_id} on {Topics(settings.topic_prefix).deadletter}")
 
 
-def _record(settings: Settings, dead_letter_id: str, action: str, actor: str, note: str | None) -> None:
-    with psycopg.connect(settings.database_url, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO toolgate.dead_letter_actions (dead_letter_id, action, actor, note) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (dead_letter_id) DO UPDATE SET action = excluded.action, actor = excluded.actor, "
-            "note = excluded.note, at = now()",
-            (dead_letter_id, action, actor, note),
-        )
+RECORD = """
+INSERT INTO toolgate.dead_letter_actions (dead_letter_id, action, actor, note) VALUES (%s, %s, %s, %s)
+ON CONFLICT (dead_letter_id) DO UPDATE SET action = excluded.action, actor = excluded.actor, note = excluded.note,
+    at = now()
+"""
+
+
+async def _audited(settings: Settings, letter: DeadLetter, action: str, actor: str, note: str | None) -> None:
+    entry = audit.Entry(
+        STAGE,
+        f"dead_letter_{action}",
+        actor,
+        letter.call_id,
+        None,
+        {"dead_letter_id": letter.dead_letter_id, "source": letter.source_topic, "note": note},
+    )
+    async with await psycopg.AsyncConnection.connect(settings.database_url) as conn, conn.transaction():
+        if action in ("replayed", "discarded"):
+            await conn.execute(RECORD, (letter.dead_letter_id, action, actor, note))
+        await audit.append(conn, [entry])
+
+
+def _record(settings: Settings, letter: DeadLetter, action: str, actor: str, note: str | None = None) -> None:
+    asyncio.run(_audited(settings, letter, action, actor, note))
 
 
 def replay(settings: Settings, dead_letter_id: str, actor: str) -> dict[str, Any]:
-    letter = find(settings, dead_letter_id)
+    found = find(settings, dead_letter_id)
+    letter = found.letter
+    if not found.genuine:
+        _record(settings, letter, "replay_refused", actor, "its stage MAC does not verify")
+        raise SystemExit(
+            f"dead letter {dead_letter_id} carries no valid stage MAC: no toolgate stage wrote it. Not replayed."
+        )
     topics = Topics(settings.topic_prefix)
     target = topics.name(letter.source_topic)
     headers = [(h.key, h.value or b"") for h in letter.headers if h.key not in (ATTEMPTS_HEADER, REPLAY_OF)]
@@ -107,13 +149,13 @@ def replay(settings: Settings, dead_letter_id: str, actor: str) -> dict[str, Any
     partition = (
         letter.source_partition if (letter.payload_kind is PayloadKind.STAGE_ITEM or letter.key is None) else None
     )
+    sealer = Sealer(deployment_keys(settings), topics)
     client = ToolgateClient(settings.kafka_bootstrap, settings.topic_prefix, client_id="toolgate-dlq")
-    client.publish_raw(target, letter.key, value, headers, partition)
+    client.publish_raw(target, letter.key, value, sealer.seal(target, letter.key, value, headers), partition)
     client.flush()
-    _record(settings, dead_letter_id, "replayed", actor, None)
+    _record(settings, letter, "replayed", actor)
     return {"dead_letter_id": dead_letter_id, "replayed_to": target, "partition": partition, "call_id": letter.call_id}
 
 
 def discard(settings: Settings, dead_letter_id: str, actor: str, note: str | None) -> None:
-    find(settings, dead_letter_id)
-    _record(settings, dead_letter_id, "discarded", actor, note)
+    _record(settings, find(settings, dead_letter_id).letter, "discarded", actor, note)

@@ -1,8 +1,9 @@
 """`toolgate up`: the whole pipeline from one command.
 
 Starts (unless TOOLGATE_KAFKA_BOOTSTRAP / TOOLGATE_DATABASE_URL point elsewhere) the embedded
-broker and Postgres, applies migrations, provisions the topic catalog, prepares the demo
-(tenants, approvers and their keys, the provider's token), starts the demo provider and one
+broker and Postgres, applies migrations, provisions the topic catalog, makes sure the
+deployment secret exists, prepares the demo (tenants and their topics, agents and approvers
+with their keys, the provider's token), starts the demo provider and one
 process per stage, writes `$TOOLGATE_HOME/runtime.json` for the other commands, restarts a
 worker that dies, and on Ctrl-C or SIGTERM stops everything it started. Every child also
 gets a parent-death signal, so even a SIGKILLed `toolgate up` leaves no orphans.
@@ -19,12 +20,15 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import psycopg
 
+from toolgate.agent_keys import AgentKeyring
+from toolgate.integrity import deployment_keys
+from toolgate.ops.agents import add_tenant, list_agents, register_agent, registered_tenants
 from toolgate.ops.approvals import register_approver
 from toolgate.ops.embedded import (
     Broker,
@@ -37,12 +41,17 @@ from toolgate.ops.embedded import (
     wait_for_port,
 )
 from toolgate.ops.migrate import migrate, seed_demo
+from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
-from toolgate.signing import Keyring, new_key
+from toolgate.signing import Keyring, new_key, public_bytes
 from toolgate.topics.catalog import provision
 from toolgate.workers.stages import STAGES
 
 DEMO_TOKEN_REF = "demo-provider-token"
+DEMO_TENANTS = ("acme", "globex")
+DEMO_SCOPES = ["invoices:read", "invoices:write", "notify:send", "payments:charge"]
+# Demo agents, each with a key in the local keyring: `cli` is who `toolgate propose` signs as.
+DEMO_AGENTS = {"cli": "acme", "globex-cli": "globex"}
 STABLE_AFTER_S = 30.0
 # Demo approvers: who may approve what. Two finance controllers for dual control.
 DEMO_APPROVERS = {
@@ -133,6 +142,7 @@ class Supervisor:
         runtime = {
             "kafka_bootstrap": bootstrap,
             "database_url": database_url,
+            "deployment_public_key": deployment_keys(self.settings).public_key.hex(),
             "endpoints": endpoints,
             "partitions": self.settings.partitions,
             "topic_prefix": self.settings.topic_prefix,
@@ -269,14 +279,22 @@ class Supervisor:
 
 
 def prepare(settings: Settings, bootstrap: str, database_url: str, demo: bool, say: Any = print) -> None:
-    """Everything a deployment needs before its workers start: migrations, the topic
-    catalog, and (for the demo) tenants, approvers with keys, and the provider's token."""
+    """Everything a deployment needs before its workers start: migrations, the topic catalog
+    (each registered tenant's topics too), the deployment secret, and (for the demo) tenants,
+    agents and approvers with keys, and the provider's token."""
+    settings = replace(settings, kafka_bootstrap=bootstrap, database_url=database_url)
     applied = migrate(database_url)
     say(f"migrations {', '.join(applied) if applied else 'up to date'}")
-    created = provision(bootstrap, settings.partitions, settings.topic_prefix)
+    tenants = registered_tenants(database_url)
+    created = provision(bootstrap, settings.partitions, settings.topic_prefix, tenants=tenants)
     say(f"topics     {len(created)} created, {settings.partitions} partitions each")
+    if not SecretProvider(settings.secrets_path).has(settings.deployment_secret_ref):
+        path = ensure_secret(settings, settings.deployment_secret_ref)
+        say(f"secret     deployment secret generated at {path}; give it to every worker host")
+    say(f"signing    deployment public key {deployment_keys(settings).public_key.hex()}")
     if demo:
         seed_demo(database_url)
+        demo_agents(settings, say)
         demo_approvers(settings, database_url, say)
         ensure_secret(settings, DEMO_TOKEN_REF)
 
@@ -291,6 +309,22 @@ def ensure_secret(settings: Settings, ref: str) -> Path:
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(32))
     return path
+
+
+def demo_agents(settings: Settings, say: Any = print) -> None:
+    """The demo tenants (with their topics) and an agent for each, with a key in the local
+    keyring (made once; an agent already registered is left as the operator left it)."""
+    for tenant in DEMO_TENANTS:
+        add_tenant(settings, tenant, actor="toolgate-up")
+    keyring = AgentKeyring(settings.agents_dir)
+    registered = {a["agent"] for a in list_agents(settings)}
+    for agent, tenant in DEMO_AGENTS.items():
+        if agent in registered:
+            continue
+        key = new_key()
+        register_agent(settings, agent, tenant, DEMO_SCOPES, public_bytes(key), actor="toolgate-up")
+        keyring.store(agent, tenant, DEMO_SCOPES, key)
+    say(f"agents     {', '.join(f'{a} ({t})' for a, t in DEMO_AGENTS.items())}  (keys in {keyring.directory})")
 
 
 def demo_approvers(settings: Settings, database_url: str, say: Any = print) -> None:

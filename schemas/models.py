@@ -36,6 +36,7 @@ class ApprovalDecision(WireModel):
     reason: str | None = None
     decided_at_ms: int
     expires_at_ms: int
+    state_version: str | None = None
     signature: bytes
 
 
@@ -78,6 +79,7 @@ class ApprovalRequest(WireModel):
     rejection_path: str
     created_at_ms: int
     expires_at_ms: int
+    state_version: str | None = None
 
 
 class PayloadKind(StrEnum):
@@ -212,6 +214,7 @@ class ExecutionResult(WireModel):
     approval_id: str | None = None
     created_at_ms: int
     completed_at_ms: int
+    proposal_digest: str = ""
 
 
 class ToolIdentity(WireModel):
@@ -311,6 +314,7 @@ class StageRecord(WireModel):
     warnings: list[str] = Field(default_factory=list)
     decisions: list[StageDecision] = Field(default_factory=list)
     compensation_of: str | None = None
+    proposal_digest: str = ""
 
 
 class ToolProposal(WireModel):
@@ -334,6 +338,8 @@ class ToolProposal(WireModel):
     dry_run: bool = False
     created_at_ms: int
     compensation_of: str | None = None
+    key_id: str | None = None
+    signature: bytes | None = None
 
 
 __all__ = [

@@ -25,6 +25,7 @@ import psycopg
 import pytest
 from jsonschema import Draft202012Validator
 
+from toolgate.agent_keys import AgentKeyring
 from toolgate.settings import Settings
 from toolgate.topics.client import Observed, Proposed, ToolgateClient
 
@@ -39,6 +40,8 @@ TEST_ENV = {
     "TOOLGATE_VERIFICATION_WINDOW_SECONDS": "8",
     "TOOLGATE_LOG_LEVEL": "INFO",
 }
+# The agents `toolgate up` registers for the demo tenants (keys in $TOOLGATE_HOME/agents).
+AGENTS = {"acme": "cli", "globex": "globex-cli"}
 
 
 def assert_reference_observation(seen: Observed) -> dict[str, Any]:
@@ -66,6 +69,7 @@ class Pipeline:
             home=self.home,
             endpoints=self.runtime["endpoints"],
             partitions=self.runtime["partitions"],
+            deployment_public_key=self.runtime["deployment_public_key"],
         )
 
     @property
@@ -82,10 +86,10 @@ class Pipeline:
             return cur.fetchall() if cur.description else []
 
     def propose(self, tool: str, arguments: Any, **kwargs: Any) -> Proposed:
+        """Propose as the demo agent of `tenant_id` (acme unless given), signed with its key."""
         defaults = {
-            "tenant_id": "acme",
+            "agent_id": AGENTS[kwargs.get("tenant_id", "acme")],
             "user_id": "tester",
-            "agent_id": "pytest",
             "scopes": ["invoices:read", "invoices:write", "notify:send", "payments:charge"],
         }
         return self.client.propose(tool, arguments, watch=True, **{**defaults, **kwargs})
@@ -99,7 +103,12 @@ class Pipeline:
     def first(self, sent: Proposed, predicate: Any, timeout: float = 45.0) -> dict[str, Any]:
         """The first observation of a call that satisfies `predicate`."""
         for seen in self.client.observations(
-            run_id=sent.run_id, call_ids=[sent.call_id], follow=True, start_offsets=sent.start_offsets, timeout=timeout
+            tenant_id=sent.tenant_id,
+            run_id=sent.run_id,
+            call_ids=[sent.call_id],
+            follow=True,
+            start_offsets=sent.start_offsets,
+            timeout=timeout,
         ):
             document = assert_reference_observation(seen)
             if predicate(document):
@@ -164,7 +173,12 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     try:
         _wait_up(log, process, 180.0)
         runtime = json.loads((home / "runtime.json").read_text())
-        client = ToolgateClient(runtime["kafka_bootstrap"], client_id="pytest")
+        client = ToolgateClient(
+            runtime["kafka_bootstrap"],
+            client_id="pytest",
+            keyring=AgentKeyring(home / "agents"),
+            deployment_public_key=bytes.fromhex(runtime["deployment_public_key"]),
+        )
         yield Pipeline(home, env, process, runtime, client)
         client.close()
     finally:

@@ -19,10 +19,14 @@ app = typer.Typer(
 )
 approvals_app = typer.Typer(no_args_is_help=True, help="Held calls: list, show the confirmation card, approve, deny.")
 approvers_app = typer.Typer(no_args_is_help=True, help="Approvers and their signing keys.")
+tenants_app = typer.Typer(no_args_is_help=True, help="Tenants: registered once, each with its own edge topics.")
+agents_app = typer.Typer(no_args_is_help=True, help="Agents: who may propose, for which tenant, with which keys.")
 dlq_app = typer.Typer(no_args_is_help=True, help="The dead-letter topic: list, show, replay, discard.")
 audit_app = typer.Typer(no_args_is_help=True, help="The hash-chained audit log.")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(approvers_app, name="approvers")
+app.add_typer(tenants_app, name="tenants")
+app.add_typer(agents_app, name="agents")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(audit_app, name="audit")
 app.add_typer(contracts_app, name="contracts")
@@ -123,16 +127,26 @@ def topics(provision_: Annotated[bool, typer.Option("--provision", help="create 
 # --- agents --------------------------------------------------------------------------------
 
 
+def _agent_tenant(agent: str) -> str:
+    """The tenant an agent in the local keyring was registered for."""
+    from toolgate.agent_keys import AgentKeyring
+
+    try:
+        return str(AgentKeyring(_settings().agents_dir).meta(agent)["tenant_id"])
+    except KeyError as exc:
+        raise SystemExit(f"{exc.args[0]}; or name the tenant with --tenant") from None
+
+
 @app.command()
 def propose(
     tool: Annotated[str, typer.Argument(help="tool name, e.g. invoice.fetch")],
     args: Annotated[str, typer.Option("--args", help="the arguments as the model wrote them (JSON text)")] = "{}",
-    tenant: Annotated[str, typer.Option(help="tenant the call acts in")] = "acme",
+    agent: Annotated[str, typer.Option(help="the agent that signs (its key must be in the local keyring)")] = "cli",
+    tenant: Annotated[str | None, typer.Option(help="tenant the call claims (default: the agent's own)")] = None,
     user: Annotated[str, typer.Option(help="user the agent acts for")] = "user-1",
-    agent: Annotated[str, typer.Option(help="agent id")] = "cli",
     scopes: Annotated[
-        str, typer.Option(help="comma-separated scopes granted")
-    ] = "invoices:read,invoices:write,notify:send,payments:charge",
+        str | None, typer.Option(help="comma-separated scopes requested (default: all the agent was granted)")
+    ] = None,
     run_id: Annotated[str | None, typer.Option("--run-id")] = None,
     workflow_id: Annotated[str | None, typer.Option("--workflow-id")] = None,
     operation_id: Annotated[
@@ -146,7 +160,7 @@ def propose(
     timeout: Annotated[float, typer.Option(help="seconds to wait")] = 60.0,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
-    """Publish a tool-call proposal; print its call_id (with --wait, its observation)."""
+    """Publish a tool-call proposal, signed as the agent; print its call_id (with --wait, its observation)."""
     from toolgate.topics.client import ToolgateClient
 
     client = ToolgateClient.from_settings()
@@ -154,10 +168,10 @@ def propose(
     sent = client.propose(
         tool,
         args,
+        agent_id=agent,
         tenant_id=tenant,
         user_id=user,
-        agent_id=agent,
-        scopes=[s for s in scopes.split(",") if s],
+        scopes=[s for s in scopes.split(",") if s] if scopes is not None else None,
         run_id=run_id,
         workflow_id=workflow_id,
         logical_operation_id=operation_id,
@@ -189,14 +203,22 @@ def propose(
 def observe(
     run_id: Annotated[str | None, typer.Option("--run-id")] = None,
     call_id: Annotated[str | None, typer.Option("--call-id")] = None,
+    tenant: Annotated[str | None, typer.Option(help="whose observations (default: the agent's tenant)")] = None,
+    agent: Annotated[str, typer.Option(help="the local agent whose tenant to read")] = "cli",
     follow: Annotated[bool, typer.Option(help="keep waiting for new observations")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
-    """Print observations (all, one run's, or one call's)."""
+    """Print a tenant's observations (all, one run's, or one call's), each checked against the
+    deployment's signature."""
     from toolgate.topics.client import ToolgateClient
 
     client = ToolgateClient.from_settings()
-    for seen in client.observations(run_id=run_id, call_ids=[call_id] if call_id else None, follow=follow):
+    for seen in client.observations(
+        tenant_id=tenant or _agent_tenant(agent),
+        run_id=run_id,
+        call_ids=[call_id] if call_id else None,
+        follow=follow,
+    ):
         if as_json:
             _print_json({"run_id": seen.run_id, "call_id": seen.call_id, "observation": seen.as_json()})
         else:
@@ -211,6 +233,9 @@ def observe(
 def compensate(
     call_id: Annotated[str, typer.Argument(help="the call whose committed effect to undo")],
     tenant: Annotated[str | None, typer.Option(help="the call's tenant, if its call_id is not unique")] = None,
+    agent: Annotated[
+        str | None, typer.Option(help="agent of the tenant that signs (default: the agent that made the call)")
+    ] = None,
     wait: Annotated[bool, typer.Option(help="wait for the compensation's observation")] = True,
     timeout: Annotated[float, typer.Option()] = 60.0,
     as_json: Annotated[bool, typer.Option("--json")] = False,
@@ -220,7 +245,7 @@ def compensate(
     from toolgate.topics.client import ToolgateClient
 
     settings = _settings()
-    sent = run_compensation(settings, call_id, tenant)
+    sent = run_compensation(settings, call_id, tenant, agent)
     observation = ToolgateClient.from_settings(settings).wait(sent, timeout=timeout).as_json() if wait else None
     if as_json:
         _print_json({"call_id": sent.call_id, "compensation_of": call_id, "observation": observation})
@@ -353,6 +378,105 @@ def approvers_revoke(approver: str) -> None:
     console.print(f"approver {approver} revoked")
 
 
+# --- tenants and agents ---------------------------------------------------------------------
+
+
+def _registry_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    from toolgate.ops.agents import RegistryError
+
+    try:
+        return fn(*args, **kwargs)
+    except (RegistryError, ValueError) as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+
+
+@tenants_app.command("add")
+def tenants_add(tenant: str, actor: Annotated[str, typer.Option("--as")] = "operator") -> None:
+    """Register a tenant and create its edge topics (observations, confirmation packets)."""
+    from toolgate.ops.agents import add_tenant
+
+    created = _registry_call(add_tenant, _settings(), tenant, actor)
+    console.print(f"tenant {tenant} registered; topics created: {', '.join(created) or 'none, all present'}")
+
+
+@tenants_app.command("list")
+def tenants_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    from toolgate.ops.agents import registered_tenants
+
+    tenants = registered_tenants(_settings().database_url)
+    _print_json(tenants) if as_json else console.print("\n".join(tenants) or "no tenants")
+
+
+SCOPES_OPTION = typer.Option(help="comma-separated scopes granted, e.g. invoices:read,invoices:write")
+PUBLIC_KEY_OPTION = typer.Option(
+    "--public-key", help="the agent's Ed25519 public key (PEM or hex); its private key never leaves the agent's host"
+)
+
+
+@agents_app.command("add")
+def agents_add(
+    agent: str,
+    tenant: Annotated[str, typer.Option(help="the tenant the agent acts for (registered)")],
+    scopes: Annotated[str, SCOPES_OPTION] = "",
+    public_key: Annotated[Path | None, PUBLIC_KEY_OPTION] = None,
+    actor: Annotated[str, typer.Option("--as")] = "operator",
+) -> None:
+    """Register an agent: its tenant, its granted scopes and an Ed25519 key (a new pair, the
+    private key into the local keyring, or the public key of one kept elsewhere)."""
+    from toolgate.ops.agents import add_agent
+
+    key_id, path = _registry_call(
+        add_agent, _settings(), agent, tenant, [s for s in scopes.split(",") if s], public_key, actor
+    )
+    where = f"private key at {path}" if path else "public key registered"
+    console.print(f"agent {agent} registered for tenant {tenant}: key {key_id}, {where}")
+
+
+@agents_app.command("rotate")
+def agents_rotate(
+    agent: str,
+    public_key: Annotated[Path | None, PUBLIC_KEY_OPTION] = None,
+    actor: Annotated[str, typer.Option("--as")] = "operator",
+) -> None:
+    """Add a key to an agent; its other keys stay active until revoked."""
+    from toolgate.ops.agents import rotate
+
+    key_id, path = _registry_call(rotate, _settings(), agent, public_key, actor)
+    console.print(f"agent {agent}: new key {key_id}" + (f", private key at {path}" if path else ""))
+
+
+@agents_app.command("revoke")
+def agents_revoke(
+    agent: str,
+    key: Annotated[str | None, typer.Option("--key", help="revoke only this key id")] = None,
+    actor: Annotated[str, typer.Option("--as")] = "operator",
+) -> None:
+    """Revoke an agent (or one of its keys): its proposals are refused from now on."""
+    from toolgate.agent_keys import AgentKeyring
+    from toolgate.ops.agents import revoke
+
+    settings = _settings()
+    count = _registry_call(revoke, settings, agent, key, actor)
+    AgentKeyring(settings.agents_dir).forget(agent, key)
+    console.print(f"agent {agent}: " + (f"key {key} revoked" if key else f"revoked with its {count} active key(s)"))
+
+
+@agents_app.command("list")
+def agents_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    from toolgate.ops.agents import list_agents
+
+    rows = list_agents(_settings())
+    if as_json:
+        _print_json(rows)
+        return
+    for r in rows:
+        console.print(
+            f"{r['agent']:16} {r['tenant']:10} {r['status']:8} keys={','.join(r['active_keys']) or '-'}  "
+            f"scopes={','.join(r['scopes'])}"
+        )
+
+
 # --- dead letters --------------------------------------------------------------------------
 
 
@@ -361,13 +485,13 @@ def dlq_list(
     as_json: Annotated[bool, typer.Option("--json")] = False,
     all_: Annotated[bool, typer.Option("--all", help="include replayed and discarded")] = False,
 ) -> None:
-    """Dead letters on tool.deadletter (open ones unless --all)."""
+    """Dead letters on tool.deadletter (open and forged ones unless --all)."""
     from toolgate.ops import dlq
 
     settings = _settings()
     states = dlq.actions(settings)
-    rows = [dlq.summary(letter, states.get(letter.dead_letter_id)) for letter in dlq.read_all(settings)]
-    rows = [r for r in rows if all_ or r["state"] == "open"]
+    rows = [dlq.summary(found, states.get(found.letter.dead_letter_id)) for found in dlq.read_all(settings)]
+    rows = [r for r in rows if all_ or r["state"] in ("open", "forged")]
     if as_json:
         _print_json(rows)
         return
@@ -384,8 +508,9 @@ def dlq_show(dead_letter_id: str) -> None:
     from toolgate.ops import dlq
 
     settings = _settings()
-    letter = dlq.find(settings, dead_letter_id)
-    info = dlq.summary(letter, dlq.actions(settings).get(dead_letter_id))
+    found = dlq.find(settings, dead_letter_id)
+    letter = found.letter
+    info = dlq.summary(found, dlq.actions(settings).get(dead_letter_id))
     info["headers"] = {h.key: (h.value or b"").decode("utf-8", "replace") for h in letter.headers}
     info["value_prefix_hex"] = letter.value[:64].hex()
     _print_json(info)
@@ -457,7 +582,7 @@ def bench(
     tool: Annotated[str, typer.Option(help="tool to drive")] = "invoice.create_draft",
     calls: Annotated[int, typer.Option(help="number of proposals")] = 2000,
     rate: Annotated[float, typer.Option(help="offered calls per second; 0 = as fast as possible")] = 0.0,
-    tenant: Annotated[str, typer.Option()] = "acme",
+    agent: Annotated[str, typer.Option(help="the agent that signs (its key in the local keyring)")] = "cli",
     timeout: Annotated[float, typer.Option(help="seconds to wait for the last observation")] = 120.0,
     cpu: Annotated[bool, typer.Option("--cpu", help="also report each local process's CPU per call")] = False,
     postgres_only: Annotated[
@@ -477,7 +602,7 @@ def bench(
         _print_json(measure(settings.database_url, batch=batch, connections=connections))
         return
     report = run_bench(
-        settings, tool=tool, calls=calls, rate=rate, tenant=tenant, timeout=timeout, progress=not as_json, cpu=cpu
+        settings, tool=tool, calls=calls, rate=rate, agent=agent, timeout=timeout, progress=not as_json, cpu=cpu
     )
     if as_json:
         _print_json(report)

@@ -28,6 +28,12 @@ class SecretProvider:
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
 
+    def has(self, ref: str) -> bool:
+        """Whether a reference resolves, without reading (or registering) its value."""
+        if os.environ.get(env_name(ref)):
+            return True
+        return self.directory is not None and (self.directory / ref).is_file()
+
     def resolve(self, ref: str) -> str:
         value = os.environ.get(env_name(ref))
         if value is None and self.directory is not None:

@@ -51,6 +51,14 @@ class Settings:
     trace_sample_ratio: float = 1.0
     telemetry_exporter: str = "file"  # file | otlp | none
     log_level: str = "INFO"
+    # The secret reference of the deployment secret: the root of stage MACs and of the
+    # deployment's Ed25519 key (toolgate.integrity). Every stage and operator command needs it.
+    deployment_secret_ref: str = "deployment-secret"
+    # The deployment's Ed25519 public key (hex): clients verify observations with it.
+    deployment_public_key: str = ""
+    # A proposal is refused when its created_at is older than this, or this far in the future.
+    proposal_max_age_seconds: float = 900.0
+    proposal_future_skew_seconds: float = 60.0
     # Short group timeouts: Tansu's JoinGroup waits for them (NOTES.md).
     session_timeout_s: float = 6.0
     heartbeat_interval_s: float = 1.0
@@ -67,6 +75,10 @@ class Settings:
     @property
     def telemetry_dir(self) -> Path:
         return self.home / "telemetry"
+
+    @property
+    def agents_dir(self) -> Path:
+        return self.home / "agents"
 
     def require_infrastructure(self) -> Settings:
         if not self.kafka_bootstrap or not self.database_url:
@@ -98,6 +110,10 @@ _ENV = {
     "trace_sample_ratio": "TOOLGATE_TRACE_SAMPLE_RATIO",
     "telemetry_exporter": "TOOLGATE_TELEMETRY_EXPORTER",
     "log_level": "TOOLGATE_LOG_LEVEL",
+    "deployment_secret_ref": "TOOLGATE_DEPLOYMENT_SECRET_REF",
+    "deployment_public_key": "TOOLGATE_DEPLOYMENT_PUBLIC_KEY",
+    "proposal_max_age_seconds": "TOOLGATE_PROPOSAL_MAX_AGE_SECONDS",
+    "proposal_future_skew_seconds": "TOOLGATE_PROPOSAL_FUTURE_SKEW_SECONDS",
 }
 
 ENV_VARS: tuple[str, ...] = ("TOOLGATE_HOME", *_ENV.values())

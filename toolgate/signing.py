@@ -1,7 +1,8 @@
 """Approval decisions are signed with the approver's Ed25519 key.
 
 The signed bytes are the RFC 8785 canonical JSON of every field of the ApprovalDecision
-except `signature`, so any approval service in any language can produce them. toolgate holds
+except `signature` (and `state_version` when it is null, so decisions signed before that field
+existed still verify), so any approval service in any language can produce them. toolgate holds
 only public keys (table `toolgate.approvers`); private keys stay with approvers. For the
 embedded default and the CLI, a local keyring under `$TOOLGATE_HOME/approvers/` holds the
 demo approvers' private keys, one PEM file each, readable by the owner only.
@@ -21,7 +22,8 @@ from toolgate.schemas.wire import canonical_json
 
 
 def signed_bytes(decision: ApprovalDecision) -> bytes:
-    fields = decision.model_dump(mode="json", exclude={"signature"})
+    excluded = {"signature"} if decision.state_version is not None else {"signature", "state_version"}
+    fields = decision.model_dump(mode="json", exclude=excluded)
     return canonical_json(fields).encode()
 
 

@@ -4,6 +4,10 @@ Internal topics carry StageBatches and must have exactly as many partitions as
 tool.proposals: a stage that consumed a round from partition p writes its batch to partition
 p of the next topic, so a run's calls stay in order end to end without keys. The catalog
 enforces it when it provisions.
+
+The edge topics that carry a tenant's data exist once per tenant (`tool.observations.acme`,
+`tool.approvals.requested.acme`), created when the tenant is registered, so that a tenant's
+agents and approval services read only their own and Kafka ACLs can say so.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class TopicSpec:
     retention_ms: int
     key: str
     doc: str
+    per_tenant: bool = False  # one topic per tenant: `<name>.<tenant>`
 
 
 CATALOG: tuple[TopicSpec, ...] = (
@@ -59,6 +64,7 @@ CATALOG: tuple[TopicSpec, ...] = (
         30 * DAY_MS,
         "approval_id",
         "ApprovalRequest (confirmation packet), approval-wait -> approval services",
+        per_tenant=True,
     ),
     TopicSpec(
         "approvals_decisions",
@@ -85,7 +91,13 @@ CATALOG: tuple[TopicSpec, ...] = (
         "StageBatch of ExecutionResult, outbox relay and rejecting stages -> normalization",
     ),
     TopicSpec(
-        "observations", "tool.observations", Shape.EDGE, 7 * DAY_MS, "run_id", "Observation, normalization -> agents"
+        "observations",
+        "tool.observations",
+        Shape.EDGE,
+        7 * DAY_MS,
+        "run_id",
+        "Observation, normalization -> the tenant's agents",
+        per_tenant=True,
     ),
     TopicSpec(
         "deadletter",
@@ -106,17 +118,34 @@ class Topics:
     def __init__(self, prefix: str = "") -> None:
         self.prefix = prefix
 
-    def name(self, logical: str) -> str:
-        return f"{self.prefix}{BY_LOGICAL[logical].name}"
+    def name(self, logical: str, tenant: str | None = None) -> str:
+        spec = BY_LOGICAL[logical]
+        if spec.per_tenant != (tenant is not None):
+            raise KeyError(f"{spec.name} is {'per tenant' if spec.per_tenant else 'shared'}: tenant={tenant!r}")
+        return f"{self.prefix}{spec.name}" + (f".{tenant}" if tenant is not None else "")
+
+    def parse(self, name: str) -> tuple[str, str | None]:
+        """(logical name, tenant) of a physical topic name; ("", None) for a foreign topic."""
+        if name.startswith(self.prefix):
+            rest = name[len(self.prefix) :]
+            for spec in CATALOG:
+                if rest == spec.name and not spec.per_tenant:
+                    return spec.logical, None
+                if spec.per_tenant and rest.startswith(spec.name + ".") and len(rest) > len(spec.name) + 1:
+                    return spec.logical, rest[len(spec.name) + 1 :]
+        return "", None
 
     def logical(self, name: str) -> str:
-        for spec in CATALOG:
-            if f"{self.prefix}{spec.name}" == name:
-                return spec.logical
-        raise KeyError(name)
+        logical = self.parse(name)[0]
+        if not logical:
+            raise KeyError(name)
+        return logical
+
+    def tenant_topics(self, tenant: str) -> list[str]:
+        return [self.name(spec.logical, tenant) for spec in CATALOG if spec.per_tenant]
 
     def __getattr__(self, logical: str) -> str:
-        if logical in BY_LOGICAL:
+        if logical in BY_LOGICAL and not BY_LOGICAL[logical].per_tenant:
             return self.name(logical)
         raise AttributeError(logical)
 
@@ -125,20 +154,34 @@ class ProvisioningError(RuntimeError):
     pass
 
 
-def provision(bootstrap: str, partitions: int, prefix: str = "", timeout: float = 30.0) -> list[str]:
-    """Create the catalog's missing topics; verify the existing ones. Returns those created."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def _names(topics: Topics, tenants: Iterable[str]) -> list[tuple[str, TopicSpec]]:
+    shared = [(topics.name(spec.logical), spec) for spec in CATALOG if not spec.per_tenant]
+    return shared + [
+        (topics.name(spec.logical, tenant), spec)
+        for tenant in sorted(set(tenants))
+        for spec in CATALOG
+        if spec.per_tenant
+    ]
+
+
+def provision(
+    bootstrap: str,
+    partitions: int,
+    prefix: str = "",
+    timeout: float = 30.0,
+    tenants: Iterable[str] = (),
+    client_config: dict[str, str] | None = None,
+) -> list[str]:
+    """Create the catalog's missing topics (the shared ones, and each tenant's); verify the
+    existing ones. Returns those created."""
+    admin = AdminClient({**(client_config or {}), "bootstrap.servers": bootstrap})
     topics = Topics(prefix)
+    tenants = list(tenants)
     existing = admin.list_topics(timeout=timeout).topics
     wanted = [
-        NewTopic(
-            topics.name(spec.logical),
-            num_partitions=partitions,
-            replication_factor=1,
-            config={"retention.ms": str(spec.retention_ms)},
-        )
-        for spec in CATALOG
-        if topics.name(spec.logical) not in existing
+        NewTopic(name, num_partitions=partitions, replication_factor=1, config={"retention.ms": str(spec.retention_ms)})
+        for name, spec in _names(topics, tenants)
+        if name not in existing
     ]
     created: list[str] = []
     if wanted:
@@ -149,14 +192,13 @@ def provision(bootstrap: str, partitions: int, prefix: str = "", timeout: float 
             except Exception as exc:  # confluent_kafka raises KafkaException wrapping KafkaError
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):
                     raise ProvisioningError(f"cannot create {name}: {exc}") from exc
-    _verify(admin, topics, partitions, timeout)
+    _verify(admin, topics, partitions, timeout, tenants)
     return created
 
 
-def _verify(admin: AdminClient, topics: Topics, partitions: int, timeout: float) -> None:
+def _verify(admin: AdminClient, topics: Topics, partitions: int, timeout: float, tenants: list[str]) -> None:
     metadata = admin.list_topics(timeout=timeout).topics
-    for spec in CATALOG:
-        name = topics.name(spec.logical)
+    for name, spec in _names(topics, tenants):
         if name not in metadata:
             raise ProvisioningError(f"topic {name} is missing after provisioning")
         count = len(metadata[name].partitions)
@@ -166,7 +208,5 @@ def _verify(admin: AdminClient, topics: Topics, partitions: int, timeout: float)
             )
 
 
-def describe(prefix: str = "") -> Iterable[tuple[str, TopicSpec]]:
-    topics = Topics(prefix)
-    for spec in CATALOG:
-        yield topics.name(spec.logical), spec
+def describe(prefix: str = "", tenants: Iterable[str] = ()) -> Iterable[tuple[str, TopicSpec]]:
+    yield from _names(Topics(prefix), tenants)

@@ -2,12 +2,17 @@
 
     client = ToolgateClient.from_settings()
     sent = client.propose("invoice.fetch", {"invoice_id": "inv_acme0001"},
-                          tenant_id="acme", user_id="u1", scopes=["invoices:read"])
+                          agent_id="billing-agent", user_id="u1", scopes=["invoices:read"])
     obs = client.wait(sent)            # the final Observation of that call
 
-Proposals are keyed by run_id (one run stays in order); observations come back keyed by
-run_id with the call_id in a header. A call that waits for approval first gets an interim
-observation (status code 202); `wait` returns the final one unless asked otherwise.
+Every proposal is signed with the agent's key (from the local keyring, or an AgentSigner the
+caller holds); toolgate takes the tenant and the granted scopes from its registry, never from
+the record. Proposals are keyed by run_id (one run stays in order); observations come back on
+the tenant's own topic, keyed by run_id, with the call_id and the digest of the proposal they
+answer in headers, signed by the deployment. The client checks that signature (by default) and
+the digest, so only toolgate's answer to what it proposed is accepted. A call that waits for
+approval first gets an interim observation (status code 202); `wait` returns the final one
+unless asked otherwise.
 """
 
 from __future__ import annotations
@@ -24,12 +29,15 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Pro
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from opentelemetry import trace
 
+from toolgate.agent_keys import AgentKeyring, AgentSigner
+from toolgate.integrity import EdgeVerifier
+from toolgate.proposal_signing import digest
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Observation, Principal, ToolProposal, Verdict
 from toolgate.settings import Settings, load_settings
 from toolgate.signing import sign
 from toolgate.topics.catalog import Topics
-from toolgate.topics.headers import CALL_ID, TRACEPARENT, edge_headers, header, new_traceparent
+from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, TRACEPARENT, edge_headers, header, new_traceparent
 
 INTERIM_CODE = 202
 
@@ -41,6 +49,8 @@ class Proposed:
     traceparent: str
     created_at_ms: int
     start_offsets: tuple[tuple[int, int], ...] = ()  # observation offsets before publishing
+    tenant_id: str = ""  # where the answer comes: the agent's own tenant
+    proposal_digest: str = ""  # what toolgate's answer must name
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,7 @@ class Observed:
     partition: int
     offset: int
     received_at: float
+    proposal_digest: str = ""
 
     @property
     def is_final(self) -> bool:
@@ -71,13 +82,31 @@ def _current_traceparent(sample_ratio: float) -> str:
 
 class ToolgateClient:
     def __init__(
-        self, bootstrap: str, prefix: str = "", client_id: str = "toolgate-client", trace_sample_ratio: float = 1.0
+        self,
+        bootstrap: str,
+        prefix: str = "",
+        client_id: str = "toolgate-client",
+        trace_sample_ratio: float = 1.0,
+        *,
+        keyring: AgentKeyring | None = None,
+        deployment_public_key: bytes | None = None,
+        verify: bool = True,
+        kafka_config: dict[str, str] | None = None,
     ) -> None:
+        """`keyring`: where agents' private keys are (for `propose(agent_id=...)`);
+        `deployment_public_key`: what observations must be signed with (`verify=False` reads
+        them unchecked, for tools that only count); `kafka_config`: SASL/TLS settings."""
         self.bootstrap = bootstrap
         self.topics = Topics(prefix)
         self.trace_sample_ratio = trace_sample_ratio
+        self.keyring = keyring
+        self.verifier = EdgeVerifier(deployment_public_key) if deployment_public_key else None
+        self.verify = verify
+        self.kafka_config = dict(kafka_config or {})
+        self._signers: dict[str, AgentSigner] = {}
         self._producer = Producer(
             {
+                **self.kafka_config,
                 "bootstrap.servers": bootstrap,
                 "client.id": client_id,
                 "enable.idempotence": True,
@@ -89,9 +118,24 @@ class ToolgateClient:
         self._errors: list[str] = []
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None) -> ToolgateClient:
+    def from_settings(cls, settings: Settings | None = None, client_id: str = "toolgate-client") -> ToolgateClient:
         s = (settings or load_settings()).require_infrastructure()
-        return cls(s.kafka_bootstrap, s.topic_prefix, trace_sample_ratio=s.trace_sample_ratio)
+        return cls(
+            s.kafka_bootstrap,
+            s.topic_prefix,
+            client_id,
+            s.trace_sample_ratio,
+            keyring=AgentKeyring(s.agents_dir),
+            deployment_public_key=bytes.fromhex(s.deployment_public_key) if s.deployment_public_key else None,
+        )
+
+    def signer(self, agent_id: str) -> AgentSigner:
+        """The agent's signer from the keyring (its newest key), loaded once."""
+        if agent_id not in self._signers:
+            if self.keyring is None:
+                raise KeyError(f"no keyring to sign as {agent_id}: pass keyring= or signer=")
+            self._signers[agent_id] = self.keyring.signer(agent_id)
+        return self._signers[agent_id]
 
     # --- proposing -------------------------------------------------------------------------
 
@@ -100,10 +144,11 @@ class ToolgateClient:
         tool: str,
         arguments: dict[str, Any] | str,
         *,
-        tenant_id: str,
+        agent_id: str | None = None,
         user_id: str,
-        agent_id: str = "agent",
-        scopes: Sequence[str] = (),
+        tenant_id: str | None = None,
+        scopes: Sequence[str] | None = None,
+        signer: AgentSigner | None = None,
         run_id: str | None = None,
         workflow_id: str | None = None,
         logical_operation_id: str | None = None,
@@ -117,15 +162,25 @@ class ToolgateClient:
         watch: bool = False,
         flush: bool = True,
     ) -> Proposed:
-        """Publish one proposal. With `watch`, remember where tool.observations ends now, so
-        `wait` cannot miss the answer however fast it comes."""
-        start = self._end_offsets() if watch else ()
+        """Publish one proposal, signed as the agent (`signer`, or `agent_id`'s key from the
+        keyring). `tenant_id` and `scopes` default to the agent's own; asking for another tenant
+        or more scopes than granted is refused by toolgate, not here. With `watch`, remember
+        where the tenant's observation topic ends now, so `wait` cannot miss the answer however
+        fast it comes."""
+        if signer is None:
+            if agent_id is None:
+                raise ValueError("propose needs agent_id (a key in the keyring) or signer")
+            signer = self.signer(agent_id)
+        # Answers come back on the agent's own tenant's topic, whatever tenant the call claims.
+        start = self._end_offsets(signer.tenant_id) if watch else ()
         now = int(time.time() * 1000)
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         proposal = ToolProposal(
             call_id=call_id or f"call_{uuid.uuid4().hex}",
-            tenant_id=tenant_id,
-            principal=Principal(user_id=user_id, agent_id=agent_id, scopes=list(scopes)),
+            tenant_id=tenant_id or signer.tenant_id,
+            principal=Principal(
+                user_id=user_id, agent_id=signer.agent_id, scopes=list(signer.scopes if scopes is None else scopes)
+            ),
             workflow_id=workflow_id or run_id,
             run_id=run_id,
             logical_operation_id=logical_operation_id or f"op_{uuid.uuid4().hex[:12]}",
@@ -139,16 +194,17 @@ class ToolgateClient:
             created_at_ms=now,
             compensation_of=compensation_of,
         )
+        proposal = signer.sign(proposal)
         traceparent = _current_traceparent(self.trace_sample_ratio)
         self.publish_raw(
             self.topics.proposals,
             run_id.encode(),
             codec().encode(proposal),
-            edge_headers(traceparent, proposal.call_id, tenant_id, codec().fingerprint_of(ToolProposal)),
+            edge_headers(traceparent, proposal.call_id, proposal.tenant_id, codec().fingerprint_of(ToolProposal)),
         )
         if flush:
             self.flush()
-        return Proposed(proposal.call_id, run_id, traceparent, now, start)
+        return Proposed(proposal.call_id, run_id, traceparent, now, start, signer.tenant_id, digest(proposal))
 
     def publish_raw(
         self,
@@ -184,6 +240,7 @@ class ToolgateClient:
     def _consumer(self) -> Consumer:
         return Consumer(
             {
+                **self.kafka_config,
                 "bootstrap.servers": self.bootstrap,
                 "group.id": f"toolgate-observer-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
@@ -193,12 +250,14 @@ class ToolgateClient:
 
     def _partitions(self, consumer: Consumer, topic: str) -> list[int]:
         meta = consumer.list_topics(topic, timeout=10.0).topics[topic]
+        if meta.error is not None:
+            raise LookupError(f"topic {topic}: {meta.error.str()}; is the tenant registered?")
         return sorted(meta.partitions)
 
-    def _end_offsets(self) -> tuple[tuple[int, int], ...]:
+    def _end_offsets(self, tenant_id: str) -> tuple[tuple[int, int], ...]:
         consumer = self._consumer()
         try:
-            topic = self.topics.observations
+            topic = self.topics.name("observations", tenant_id)
             # High watermarks can under-count on Tansu: starting early only re-reads a little.
             return tuple(
                 (p, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10.0)[1])
@@ -207,9 +266,21 @@ class ToolgateClient:
         finally:
             consumer.close()
 
+    def genuine(self, msg: Message) -> bool:
+        """Whether a record on a tenant's edge topic carries the deployment's signature."""
+        if not self.verify:
+            return True
+        if self.verifier is None:
+            raise RuntimeError(
+                "cannot verify toolgate's records: no deployment public key "
+                "(set TOOLGATE_DEPLOYMENT_PUBLIC_KEY, or pass verify=False to read them unchecked)"
+            )
+        return self.verifier.ok(msg.topic() or "", msg.key(), msg.headers() or [], msg.value() or b"")
+
     def observations(
         self,
         *,
+        tenant_id: str,
         run_id: str | None = None,
         call_ids: Iterable[str] | None = None,
         follow: bool = False,
@@ -217,11 +288,12 @@ class ToolgateClient:
         start_offsets: Sequence[tuple[int, int]] = (),
         timeout: float | None = None,
     ) -> Iterator[Observed]:
-        """Observations in arrival order, filtered by run and calls. Without `follow`, stops
-        once nothing new arrived for `idle_timeout` seconds; with it, after `timeout` (if set)."""
+        """A tenant's observations in arrival order, filtered by run and calls; a record without
+        the deployment's signature is skipped. Without `follow`, stops once nothing new
+        arrived for `idle_timeout` seconds; with it, after `timeout` (if set)."""
         wanted = set(call_ids) if call_ids is not None else None
         consumer = self._consumer()
-        topic = self.topics.observations
+        topic = self.topics.name("observations", tenant_id)
         starts = dict(start_offsets)
         consumer.assign(
             [TopicPartition(topic, p, starts.get(p, OFFSET_BEGINNING)) for p in self._partitions(consumer, topic)]
@@ -237,25 +309,30 @@ class ToolgateClient:
                 last = time.monotonic()
                 key = (msg.key() or b"").decode("utf-8", "replace")
                 cid = header(msg.headers(), CALL_ID) or ""
-                if (run_id and key != run_id) or (wanted is not None and cid not in wanted):
+                if (run_id and key != run_id) or (wanted is not None and cid not in wanted) or not self.genuine(msg):
                     continue
                 try:
                     observation = c.decode(msg.value() or b"", Observation)
                 except DecodeError:
                     continue
-                yield Observed(key, cid, observation, msg.partition(), msg.offset(), time.time())
+                proposal_digest = header(msg.headers(), PROPOSAL_DIGEST) or ""
+                yield Observed(key, cid, observation, msg.partition(), msg.offset(), time.time(), proposal_digest)
         finally:
             consumer.close()
 
     def wait(self, proposed: Proposed, timeout: float = 60.0, final: bool = True) -> Observed:
-        """The observation of one proposed call (its final one unless `final` is False)."""
+        """The observation of one proposed call (its final one unless `final` is False): signed
+        by the deployment and naming the digest of exactly what was proposed."""
         for seen in self.observations(
+            tenant_id=proposed.tenant_id,
             run_id=proposed.run_id,
             call_ids=[proposed.call_id],
             follow=True,
             start_offsets=proposed.start_offsets,
             timeout=timeout,
         ):
+            if seen.proposal_digest != proposed.proposal_digest:
+                continue  # an answer to another proposal that reused this call_id
             if seen.is_final or not final:
                 return seen
         raise TimeoutError(f"no observation for {proposed.call_id} within {timeout}s")
@@ -268,10 +345,17 @@ class ToolgateClient:
 class ApprovalClient(ToolgateClient):
     """For approval services: read confirmation packets, publish signed decisions."""
 
-    def requests(self, *, follow: bool = False, idle_timeout: float = 2.0) -> Iterator[tuple[ApprovalRequest, str]]:
+    def requests(
+        self, tenants: Iterable[str], *, follow: bool = False, idle_timeout: float = 2.0
+    ) -> Iterator[tuple[ApprovalRequest, str]]:
+        """Confirmation packets of the given tenants, each signed by the deployment (a packet
+        without that signature is skipped: an approver must only ever see what toolgate holds)."""
         consumer = self._consumer()
-        topic = self.topics.approvals_requested
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in self._partitions(consumer, topic)])
+        assigned = []
+        for tenant in tenants:
+            topic = self.topics.name("approvals_requested", tenant)
+            assigned += [TopicPartition(topic, p, OFFSET_BEGINNING) for p in self._partitions(consumer, topic)]
+        consumer.assign(assigned)
         try:
             last = time.monotonic()
             while follow or time.monotonic() - last < idle_timeout:
@@ -279,6 +363,8 @@ class ApprovalClient(ToolgateClient):
                 if msg is None or msg.error():
                     continue
                 last = time.monotonic()
+                if not self.genuine(msg):
+                    continue
                 try:
                     yield codec().decode(msg.value() or b"", ApprovalRequest), header(msg.headers(), TRACEPARENT) or ""
                 except DecodeError:
@@ -311,6 +397,7 @@ class ApprovalClient(ToolgateClient):
                 reason=reason,
                 decided_at_ms=now,
                 expires_at_ms=now + valid_for_s * 1000,
+                state_version=packet.state_version,
                 signature=b"",
             ),
             key,

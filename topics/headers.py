@@ -11,17 +11,23 @@ CALL_ID = "call_id"
 TENANT_ID = "tenant_id"
 SCHEMA = "toolgate-schema"
 REPLAY_OF = "toolgate-replay-of"
+PROPOSAL_DIGEST = "toolgate-proposal"  # the digest of the signed proposal an observation answers
 
 Headers = list[tuple[str, bytes]]
 
 
-def edge_headers(traceparent: str, call_id: str, tenant_id: str, fingerprint: bytes) -> Headers:
-    return [
+def edge_headers(
+    traceparent: str, call_id: str, tenant_id: str, fingerprint: bytes, proposal_digest: str = ""
+) -> Headers:
+    headers = [
         (TRACEPARENT, traceparent.encode()),
         (CALL_ID, call_id.encode()),
         (TENANT_ID, tenant_id.encode()),
         (SCHEMA, fingerprint.hex().encode()),
     ]
+    if proposal_digest:
+        headers.append((PROPOSAL_DIGEST, proposal_digest.encode()))
+    return headers
 
 
 def header(headers: Iterable[tuple[str, bytes | None]] | None, name: str) -> str | None:

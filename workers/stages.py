@@ -47,7 +47,7 @@ def build(name: str, settings: Settings) -> StageApp:
     elif name == "normalization":
         from toolgate.workers.normalization.worker import NormalizationHandler
 
-        app.consume(NormalizationHandler(registry))
+        app.consume(NormalizationHandler(registry, settings))
     else:
         from toolgate.workers.reconciliation.worker import Reconciler
 

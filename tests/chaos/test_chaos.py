@@ -32,7 +32,9 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from toolgate.agent_keys import AgentKeyring
 from toolgate.contracts.policy import load_policy
+from toolgate.integrity import EdgeVerifier
 from toolgate.ops.embedded import start_broker, start_postgres
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import Observation
@@ -58,16 +60,19 @@ SCOPES = ["invoices:write", "payments:charge"]
 
 
 class Observer(threading.Thread):
-    """Collects every final observation on tool.observations, by call_id."""
+    """Collects every final observation on acme's observation topic, by call_id; each must carry
+    the deployment's signature."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, public_key: bytes) -> None:
         super().__init__(daemon=True)
         self.bootstrap = bootstrap
+        self.verifier = EdgeVerifier(public_key)
         self.final: dict[str, list[str]] = {}
+        self.unsigned = 0
         self.stop = threading.Event()
 
     def run(self) -> None:
-        topic = Topics().observations
+        topic = Topics().name("observations", "acme")
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
@@ -82,6 +87,9 @@ class Observer(threading.Thread):
             for msg in consumer.consume(500, 0.2):
                 if msg.error():
                     continue
+                if not self.verifier.ok(topic, msg.key(), msg.headers() or [], msg.value() or b""):
+                    self.unsigned += 1
+                    continue
                 status = codec().decode(msg.value() or b"", Observation).status
                 if status.code != 202:
                     self.final.setdefault(header(msg.headers(), CALL_ID) or "", []).append(str(status.taxonomy_class))
@@ -91,16 +99,16 @@ class Observer(threading.Thread):
 class Approver(threading.Thread):
     """An approval service: both finance controllers approve every chaos charge."""
 
-    def __init__(self, bootstrap: str, home: Path) -> None:
+    def __init__(self, bootstrap: str, home: Path, public_key: bytes) -> None:
         super().__init__(daemon=True)
-        self.client = ApprovalClient(bootstrap, client_id="chaos-approver")
+        self.client = ApprovalClient(bootstrap, client_id="chaos-approver", deployment_public_key=public_key)
         self.keys = {name: Keyring(home / "approvers").load(name) for name in ("alice", "bob")}
         self.decided = 0
         self.stop = threading.Event()
 
     def run(self) -> None:
         seen: set[str] = set()
-        for packet, traceparent in self.client.requests(follow=True):
+        for packet, traceparent in self.client.requests(["acme"], follow=True):
             if self.stop.is_set():
                 break
             if not packet.run_id.startswith("chaos-") or packet.approval_id in seen:
@@ -155,10 +163,13 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
     try:
         _wait_up(log, up, 180.0)
         runtime = json.loads((home / "runtime.json").read_text())
-        observer, approver = Observer(broker.bootstrap), Approver(broker.bootstrap, home)
+        public_key = bytes.fromhex(runtime["deployment_public_key"])
+        observer, approver = Observer(broker.bootstrap, public_key), Approver(broker.bootstrap, home, public_key)
         observer.start()
         approver.start()
-        client = ToolgateClient(broker.bootstrap, client_id="chaos")
+        client = ToolgateClient(
+            broker.bootstrap, client_id="chaos", keyring=AgentKeyring(home / "agents"), deployment_public_key=public_key
+        )
         traffic, monkey = random.Random(20261122), random.Random(1122)
         operations: dict[str, tuple[str, str]] = {}  # call_id -> (tool, idempotency key)
         started = time.monotonic()
@@ -171,7 +182,7 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
                 sent = client.propose(
                     tool,
                     arguments,
-                    tenant_id="acme",
+                    agent_id="cli",
                     user_id="chaos",
                     scopes=SCOPES,
                     run_id=f"chaos-{i % 97}",
@@ -261,6 +272,7 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
             f"approvals decided: {approver.decided}"
         )
         assert answered == set(operations), f"{len(set(operations) - answered)} proposals without an observation"
+        assert observer.unsigned == 0, "an observation without the deployment's signature"
         assert all(invoices.get(k) == 1 for k in drafts), "a draft operation without exactly one invoice"
         assert set(invoices) <= drafts
         assert all(ledger[k] == 1 for k in charges), "a charge operation without exactly one charge"

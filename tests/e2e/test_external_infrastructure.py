@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from toolgate.agent_keys import AgentKeyring
 from toolgate.topics.client import ToolgateClient
 
 from ..conftest import Pipeline, _wait_up, assert_reference_observation
@@ -53,15 +54,23 @@ def test_up_uses_the_configured_broker_and_database(pipeline: Pipeline, tmp_path
         children = _children(process.pid)
         assert not [c for c in children if "tansu" in c or "postgres" in c], children
         assert len([c for c in children if " worker " in c]) == 7
-        client = ToolgateClient(runtime["kafka_bootstrap"], prefix=prefix, client_id="pytest-external")
-        sent = client.propose(
-            "invoice.fetch",
-            {"invoice_id": "inv_acme0001"},
-            tenant_id="acme",
-            user_id="u",
-            scopes=["invoices:read"],
-            watch=True,
+        # A deployment without the demo registers its own tenants and agents.
+        for command in (
+            ["tenants", "add", "acme"],
+            ["agents", "add", "ext", "--tenant", "acme", "--scopes", "invoices:read"],
+        ):
+            done = subprocess.run(
+                [sys.executable, "-m", "toolgate.cli", *command], env=env, capture_output=True, text=True, timeout=60
+            )
+            assert done.returncode == 0, done.stderr
+        client = ToolgateClient(
+            runtime["kafka_bootstrap"],
+            prefix=prefix,
+            client_id="pytest-external",
+            keyring=AgentKeyring(tmp_path / "agents"),
+            deployment_public_key=bytes.fromhex(runtime["deployment_public_key"]),
         )
+        sent = client.propose("invoice.fetch", {"invoice_id": "inv_acme0001"}, agent_id="ext", user_id="u", watch=True)
         observation = assert_reference_observation(client.wait(sent, timeout=60))
         client.close()
         # Without --demo nothing seeded the new database: the invoice is not there.

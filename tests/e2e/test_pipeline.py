@@ -283,9 +283,10 @@ def test_random_bytes_are_dead_lettered_and_the_next_proposal_succeeds(pipeline:
     assert letter["dead_letter_id"] not in {r["dead_letter_id"] for r in remaining}
 
 
-def test_undecodable_proposal_with_a_call_id_is_answered(pipeline: Pipeline) -> None:
+def test_undecodable_bytes_naming_a_call_are_dead_lettered_audited_and_never_answered(pipeline: Pipeline) -> None:
+    # Headers prove nothing: bytes that are no signed proposal get no answer on any tenant's topic.
     call_id, run_id = f"call_{uuid.uuid4().hex}", f"run_{uuid.uuid4().hex[:10]}"
-    start = pipeline.client._end_offsets()
+    start = pipeline.client._end_offsets("acme")
     pipeline.client.publish_raw(
         Topics().proposals,
         run_id.encode(),
@@ -293,11 +294,28 @@ def test_undecodable_proposal_with_a_call_id_is_answered(pipeline: Pipeline) -> 
         [("call_id", call_id.encode()), ("tenant_id", b"acme")],
     )
     pipeline.client.flush()
-    from toolgate.topics.client import Proposed
+    audited = _wait_for(
+        lambda: pipeline.sql(
+            "SELECT detail->>'code' FROM toolgate.audit_log WHERE call_id = %s AND action = 'refused'", (call_id,)
+        )
+    )
+    assert audited == [("undecodable_proposal",)]
+    letters = json.loads(pipeline.cli("dlq", "list", "--json").stdout)
+    assert [(r["stage"], r["taxonomy_class"]) for r in letters if r["call_id"] == call_id] == [
+        ("validation", "SYNTACTIC_PARSE_FAIL")
+    ]
+    seen = list(pipeline.client.observations(tenant_id="acme", call_ids=[call_id], start_offsets=start))
+    assert seen == []
 
-    observation = pipeline.wait(Proposed(call_id, run_id, "", 0, start))
-    assert taxonomy(observation) == "SYNTACTIC_PARSE_FAIL"
-    assert errors_of(observation) == [(None, "undecodable_proposal")]
+
+def _wait_for(query: Any, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = query()
+        if rows:
+            return rows
+        time.sleep(0.2)
+    raise TimeoutError("nothing arrived")
 
 
 def test_pending_key_of_a_killed_execution_worker_is_resolved_by_reconciliation(pipeline: Pipeline) -> None:
@@ -396,7 +414,7 @@ def test_unverifiable_outcome_fails_closed_and_replaying_its_dead_letter_never_e
         assert replayed.returncode == 0, replayed.stderr
         assert json.loads(replayed.stdout)["call_id"] == sent.call_id
     time.sleep(3.0)
-    answers = [o for o in pipeline.client.observations(call_ids=[sent.call_id]) if o.is_final]
+    answers = [o for o in pipeline.client.observations(tenant_id="acme", call_ids=[sent.call_id]) if o.is_final]
     assert [o.observation.execution_metadata.idempotency_hit for o in answers] == [False, True, True]
     assert len(_ledger_for(pipeline, key)) == 1
 
@@ -473,7 +491,7 @@ def test_a_canary_secret_appears_in_no_observation_log_span_or_dead_letter(pipel
     # The leaked field breaks the output contract: the agent gets a typed failure, not the payload.
     assert taxonomy(observation) == "OBSERVATION_NORMALIZATION_FAIL"
     time.sleep(2.0)  # let spans and logs flush
-    observations = [o.as_json() for o in pipeline.client.observations(call_ids=[sent.call_id])]
+    observations = [o.as_json() for o in pipeline.client.observations(tenant_id="acme", call_ids=[sent.call_id])]
     assert observations and canary not in json.dumps(observations)
     letters = json.loads(pipeline.cli("dlq", "list", "--json", "--all").stdout)
     mine = [r for r in letters if r["call_id"] == sent.call_id]
@@ -483,9 +501,12 @@ def test_a_canary_secret_appears_in_no_observation_log_span_or_dead_letter(pipel
         assert canary not in shown
     from toolgate.ops.dlq import read_all
 
-    assert all(canary.encode() not in letter.value for letter in read_all(pipeline.settings))
+    assert all(canary.encode() not in found.letter.value for found in read_all(pipeline.settings))
+    deployment_secret = (pipeline.home / "secrets" / "deployment-secret").read_text().strip()
     for path in [*(pipeline.home / "logs").glob("*.log"), *(pipeline.home / "telemetry").glob("*.jsonl")]:
-        assert canary not in path.read_text(errors="replace"), f"the canary leaked into {path.name}"
+        text = path.read_text(errors="replace")
+        assert canary not in text, f"the canary leaked into {path.name}"
+        assert deployment_secret not in text, f"the deployment secret leaked into {path.name}"
     stored = pipeline.sql("SELECT response::text FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,))
     assert stored and canary not in stored[0][0] and "[REDACTED]" in stored[0][0]
 

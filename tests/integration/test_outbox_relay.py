@@ -16,6 +16,7 @@ from collections import Counter
 import psycopg
 from confluent_kafka import Consumer, TopicPartition
 
+from toolgate.integrity import Sealer, deployment_keys
 from toolgate.ops.migrate import migrate
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import StageBatch
@@ -53,7 +54,8 @@ def test_two_relays_publish_each_row_once_and_prune(pipeline: Pipeline) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
             for chunk in range(0, ROWS, 500):
                 conn.execute(INSERT, (json.dumps(rows[chunk : chunk + 500]),))
-        settings = Settings(kafka_bootstrap=bootstrap, database_url=url, topic_prefix=prefix)
+        settings = Settings(kafka_bootstrap=bootstrap, database_url=url, topic_prefix=prefix, home=pipeline.home)
+        sealer = Sealer(deployment_keys(settings), Topics(prefix))
 
         async def drain() -> list[int]:
             relays = [OutboxRelay(None, settings, batch=400, retention_s=0.0) for _ in range(2)]
@@ -84,6 +86,7 @@ def test_two_relays_publish_each_row_once_and_prune(pipeline: Pipeline) -> None:
             for msg in consumer.consume(500, 0.2):
                 if not msg.error():
                     idle = time.monotonic()
+                    assert sealer.mac_ok(topic, msg.value() or b"", msg.headers()), "the relay seals what it publishes"
                     batch = codec().decode(msg.value() or b"", StageBatch)
                     assert all(int(item.split(b"-")[1]) % 2 == msg.partition() for item in batch.items)
                     items.update(batch.items)

@@ -1,12 +1,17 @@
-"""The topics and the wire format are usable from outside toolgate.
+"""The topics, the wire format and the signatures are usable from outside toolgate.
 
 A producer written with kafka-python (pure Python, no librdkafka) and the Apache `avro`
-package (a second Avro implementation) publishes a proposal using only the .avsc files;
-it reads the observation back and decodes it from the fingerprint in its header.
+package (a second Avro implementation) publishes a proposal using only the .avsc files, signed
+with a key whose private half never reaches toolgate (registered with `agents add
+--public-key`): the signing document is built from its documented fields, made canonical by
+the `rfc8785` package and signed with `cryptography`'s Ed25519. It reads the observation back
+from its tenant's topic, checks the deployment's signature from the documented layout, and
+decodes it from the fingerprint in its header.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import time
@@ -16,10 +21,11 @@ from typing import Any
 
 import avro.io
 import avro.schema
+import rfc8785
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from fastavro.schema import expand_schema, load_schema
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
-from toolgate.topics.catalog import Topics
 
 from ..conftest import Pipeline
 
@@ -39,46 +45,92 @@ def _public(value: Any) -> Any:
     return value
 
 
-def test_a_foreign_client_proposes_and_reads_its_observation(pipeline: Pipeline) -> None:
+def _register_foreign_agent(pipeline: Pipeline, tmp_path: Path) -> tuple[str, Ed25519PrivateKey, str]:
+    """A key pair made on the agent's side; toolgate only ever sees the public key file."""
+    key = Ed25519PrivateKey.generate()
+    public_pem = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    (tmp_path / "agent.pub").write_bytes(public_pem)
+    agent = f"foreign-{uuid.uuid4().hex[:8]}"
+    added = pipeline.cli(
+        "agents",
+        "add",
+        agent,
+        "--tenant",
+        "acme",
+        "--scopes",
+        "invoices:read",
+        "--public-key",
+        str(tmp_path / "agent.pub"),
+    )
+    assert added.returncode == 0, added.stderr
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return agent, key, "k_" + hashlib.sha256(raw).hexdigest()[:16]
+
+
+def _edge_signed(topic: str, key: bytes, call_id: bytes, digest: bytes, value: bytes) -> bytes:
+    fields = [b"toolgate.edge.v1", topic.encode(), key, call_id, digest, hashlib.sha256(value).digest()]
+    return b"".join(len(f).to_bytes(4, "big") + f for f in fields)
+
+
+def test_a_foreign_client_proposes_and_reads_its_observation(pipeline: Pipeline, tmp_path: Path) -> None:
+    agent, signing_key, key_id = _register_foreign_agent(pipeline, tmp_path)
     proposal_schema, observation_schema = apache_schema("ToolProposal"), apache_schema("Observation")
     call_id, run_id = f"call_{uuid.uuid4().hex}", f"run_{uuid.uuid4().hex[:10]}"
+    arguments = '{"invoice_id": "inv_acme0002"}'
     record = {
         "call_id": call_id,
         "tenant_id": "acme",
-        "principal": {"user_id": "foreign", "agent_id": "kafka-python", "scopes": ["invoices:read"]},
+        "principal": {"user_id": "foreign", "agent_id": agent, "scopes": ["invoices:read"]},
         "workflow_id": run_id,
         "run_id": run_id,
         "logical_operation_id": "op-1",
         "tool_name": "invoice.fetch",
         "tool_version": "1.x",
-        "arguments": '{"invoice_id": "inv_acme0002"}',
+        "arguments": arguments,
         "idempotency_key": None,
         "deadline_ms": None,
         "repair_attempt": 0,
         "dry_run": False,
         "created_at_ms": int(time.time() * 1000),
+        "compensation_of": None,
+        "key_id": key_id,
     }
+    document = {
+        "purpose": "toolgate.proposal.v1",
+        **{k: v for k, v in record.items() if k != "arguments"},
+        "arguments_sha256": hashlib.sha256(arguments.encode()).hexdigest(),
+    }
+    record["signature"] = signing_key.sign(rfc8785.dumps(document))
     body = io.BytesIO()
     avro.io.DatumWriter(proposal_schema).write(record, avro.io.BinaryEncoder(body))
     value = b"\xc3\x01" + proposal_schema.fingerprint("CRC-64-AVRO") + body.getvalue()
-    topics = Topics()
+    observations = "tool.observations.acme"
     bootstrap = pipeline.runtime["kafka_bootstrap"]
+    deployment = Ed25519PublicKey.from_public_bytes(bytes.fromhex(pipeline.runtime["deployment_public_key"]))
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=1000)
-    partitions = [TopicPartition(topics.observations, p) for p in consumer.partitions_for_topic(topics.observations)]
+    partitions = [TopicPartition(observations, p) for p in consumer.partitions_for_topic(observations)]
     consumer.assign(partitions)
     consumer.seek_to_end()
     ends = {tp: consumer.position(tp) for tp in partitions}
     for tp, offset in ends.items():
         consumer.seek(tp, offset)
     producer = KafkaProducer(bootstrap_servers=bootstrap)
-    producer.send(topics.proposals, key=run_id.encode(), value=value, headers=[("call_id", call_id.encode())]).get(30)
+    producer.send("tool.proposals", key=run_id.encode(), value=value, headers=[("call_id", call_id.encode())]).get(30)
     producer.close()
     decoded = None
     deadline = time.monotonic() + 45
     while decoded is None and time.monotonic() < deadline:
         for message in consumer:
-            if dict(message.headers).get("call_id") == call_id.encode():
+            headers = dict(message.headers)
+            if headers.get("call_id") == call_id.encode():
                 assert message.key == run_id.encode()
+                digest = headers["toolgate-proposal"]
+                content = {k: v for k, v in document.items() if k not in ("created_at_ms", "key_id")}
+                assert digest == b"sha256:" + hashlib.sha256(rfc8785.dumps(content)).hexdigest().encode()
+                signed = _edge_signed(observations, message.key, headers["call_id"], digest, message.value)
+                deployment.verify(headers["toolgate-signature"], signed)  # raises unless toolgate wrote it
                 assert message.value[:2] == b"\xc3\x01"
                 assert message.value[2:10] == observation_schema.fingerprint("CRC-64-AVRO")
                 reader = avro.io.DatumReader(observation_schema)

@@ -232,6 +232,8 @@ def test_decode_record_written_by_apache_avro_tool_proposal() -> None:
         "dry_run": True,
         "created_at_ms": 1_700_000_000_000,
         "compensation_of": None,
+        "key_id": "k_0123456789abcdef",
+        "signature": b"\x00" * 64,
     }
     model = codec().decode(_apache_encode(ToolProposal, datum), ToolProposal)
     assert model.model_dump() == datum
@@ -274,6 +276,7 @@ def test_decode_record_written_by_apache_avro_with_json_and_enums() -> None:
         "approval_id": None,
         "created_at_ms": 1,
         "completed_at_ms": 2,
+        "proposal_digest": "sha256:" + "ab" * 32,
     }
     model = codec().decode(_apache_encode(ExecutionResult, datum), ExecutionResult)
     assert model.data == {"a": None, "b": [1, 2]}

@@ -3,8 +3,8 @@
 Pure: the ticket, the approver's registered key and the time come in; a verdict comes out.
 A decision counts only when it is signed by a registered, active approver allowed for the
 ticket's risk class and in one of the approver groups the ticket has reached, names the
-same payload hash, tool and version, is within its own expiry and the ticket's, and has
-not been used before. The same approver deciding twice is a no-op with a clear answer,
+same payload hash, tool, version and target state, is within its own expiry and the
+ticket's, and has not been used before. The same approver deciding twice is a no-op with a clear answer,
 never a second vote.
 """
 
@@ -37,6 +37,7 @@ class Ticket:
     decided_by: tuple[str, ...] = ()
     used_decisions: frozenset[str] = field(default_factory=frozenset)
     groups: tuple[str, ...] = ()  # the approver groups reached so far; empty: any allowed approver
+    state_version: str | None = None  # the target's state the approver was shown
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,10 @@ def judge(
         return Refused(
             "payload_mismatch", "the decision names another payload hash, tool or version than the held call"
         )
+    if ticket.state_version is not None and decision.state_version != ticket.state_version:
+        return Refused(
+            "state_mismatch", "the decision names another state of the target than the one the approver was shown"
+        )
     if decision.expires_at_ms < now_ms:
         return Refused("decision_expired", "the decision expired before it arrived")
     if ticket.expires_at_ms < now_ms:
@@ -135,6 +140,7 @@ def confirmation_packet(
     now_ms: int,
     expires_at_ms: int,
     before_state: dict[str, Any] | None,
+    state_version: str | None = None,
 ) -> ApprovalRequest:
     """The packet an approver sees; it goes first to the first of the contract's groups."""
     confirmation = contract.binding.get("confirmation") or {}
@@ -163,6 +169,7 @@ def confirmation_packet(
         rejection_path=confirmation.get("rejection_path") or "the call ends with CONFIRMATION_MISSING; nothing runs",
         created_at_ms=now_ms,
         expires_at_ms=expires_at_ms,
+        state_version=state_version,
     )
 
 

@@ -40,7 +40,7 @@ from toolgate.workers.approval.decision import (
     judge,
     next_escalation_ms,
 )
-from toolgate.workers.runtime import audit, facts, outbox
+from toolgate.workers.runtime import audit, facts, outbox, target_state
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.results import outcome, reject, result
@@ -51,13 +51,15 @@ STAGE = "approval-wait"
 INSERT_TICKETS = """
 INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, payload_hash,
     risk_class, required_approvals, distinct_approvers, status, home_partition, request, packet, expires_at,
-    approver_groups, escalate_at)
+    approver_groups, escalate_at, state_version)
 SELECT t.approval_id, t.call_id, t.tenant_id, t.run_id, t.tool_name, t.tool_version, t.payload_hash, t.risk_class,
     t.required_approvals, true, 'PENDING', t.home_partition, decode(t.request, 'base64'), t.packet,
-    to_timestamp(t.expires_at_ms / 1000.0), t.approver_groups, to_timestamp(t.escalate_at_ms / 1000.0)
+    to_timestamp(t.expires_at_ms / 1000.0), t.approver_groups, to_timestamp(t.escalate_at_ms / 1000.0),
+    t.state_version
 FROM jsonb_to_recordset(%s::jsonb) AS t(approval_id text, call_id text, tenant_id text, run_id text, tool_name text,
     tool_version text, payload_hash text, risk_class text, required_approvals int, home_partition int,
-    request text, packet jsonb, expires_at_ms bigint, approver_groups text[], escalate_at_ms bigint)
+    request text, packet jsonb, expires_at_ms bigint, approver_groups text[], escalate_at_ms bigint,
+    state_version text)
 ON CONFLICT (approval_id) DO NOTHING
 RETURNING approval_id
 """
@@ -90,7 +92,7 @@ class AuthorizedHandler(Handler[StageRecord]):
         if not waiting:
             return
         async with self.pool.connection() as conn:
-            wanted = facts.needed(ref for call, contract in waiting for ref in _before_refs(call.model, contract))
+            wanted = facts.needed(ref for call, contract in waiting for ref in target_state.refs(call.model, contract))
             found = await facts.fetch(conn, wanted)
         held: dict[str, tuple[Inbound[StageRecord], Any, dict[str, Any]]] = {}
         for call, contract in waiting:
@@ -98,9 +100,12 @@ class AuthorizedHandler(Handler[StageRecord]):
             approval_id = approval_id_for(record.call_id)
             expires = expiry_for(record, contract, now)
             pending = record.model_copy(update={"traceparent": call.traceparent, "approval_id": approval_id})
-            before = _before(record, contract, found)
+            target = target_state.current(record, contract, found)
+            state_version = target_state.bound_version(record, contract, found)
             key = idempotency_key_for(record)
-            packet = confirmation_packet(pending, contract, approval_id, key, now, expires, before)
+            packet = confirmation_packet(
+                pending, contract, approval_id, key, now, expires, target_state.shown(target), state_version
+            )
             escalate_at = next_escalation_ms(contract, now, expires, 0)
             held[approval_id] = (
                 call,
@@ -121,6 +126,7 @@ class AuthorizedHandler(Handler[StageRecord]):
                     "expires_at_ms": expires,
                     "approver_groups": packet.approver_groups,
                     "escalate_at_ms": escalate_at,
+                    "state_version": state_version,
                 },
             )
         if not held:
@@ -141,6 +147,7 @@ class AuthorizedHandler(Handler[StageRecord]):
                         traceparent=call.traceparent,
                         call_id=record.call_id,
                         tenant_id=record.tenant_id,
+                        tenant_topic=True,
                     )
                 )
                 rows.append(
@@ -190,22 +197,6 @@ class AuthorizedHandler(Handler[StageRecord]):
             out.outcomes[call.model.call_id] = "held" if approval_id in created else "already_held"
 
 
-def _before_refs(record: StageRecord, contract: Contract) -> list[tuple[str, Any]]:
-    spec = (contract.binding.get("confirmation") or {}).get("before_state")
-    return [(spec["lookup"], record.arguments.get(spec["argument"]))] if spec else []
-
-
-def _before(record: StageRecord, contract: Contract, found: facts.Facts) -> dict[str, Any] | None:
-    """The target resource as it is now, for the approver to compare with the expected after."""
-    for lookup, value in _before_refs(record, contract):
-        row = found.get((lookup, str(value)))
-        if row is None or row.get("tenant_id", record.tenant_id) != record.tenant_id:
-            return None
-        shown = {k: v for k, v in row.items() if k not in ("id", "tenant_id")}
-        return dict(json.loads(json.dumps(shown, default=str)))
-    return None
-
-
 def _b64(data: bytes) -> str:
     import base64
 
@@ -217,7 +208,8 @@ SELECT a.approval_id, a.tool_name, a.tool_version, a.payload_hash, a.risk_class,
        (extract(epoch FROM a.expires_at) * 1000)::bigint, a.request, a.home_partition,
        coalesce(array_agg(d.approver_id) FILTER (WHERE d.verdict = 'APPROVE'), '{}'),
        coalesce(array_agg(d.approver_id) FILTER (WHERE d.approver_id IS NOT NULL), '{}'),
-       coalesce(array_agg(d.decision_id) FILTER (WHERE d.decision_id IS NOT NULL), '{}'), a.approver_groups
+       coalesce(array_agg(d.decision_id) FILTER (WHERE d.decision_id IS NOT NULL), '{}'), a.approver_groups,
+       a.state_version
 FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
 WHERE a.approval_id = ANY(%s)
 GROUP BY a.approval_id
@@ -392,7 +384,7 @@ async def _load_tickets(
     for row in await cur.fetchall():
         approval_id, home = row[0], row[9]
         tickets[approval_id] = Ticket(
-            *row[:7], int(row[7]), tuple(row[10]), tuple(row[11]), frozenset(row[12]), tuple(row[13])
+            *row[:7], int(row[7]), tuple(row[10]), tuple(row[11]), frozenset(row[12]), tuple(row[13]), row[14]
         )
         request = row[8]
         requests[approval_id] = (codec().decode(bytes(request), StageRecord), home)
@@ -482,6 +474,7 @@ async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, top
                 traceparent=traceparent,
                 call_id=call_id,
                 tenant_id=tenant_id,
+                tenant_topic=True,
             )
         )
         entries.append(

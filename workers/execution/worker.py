@@ -1,11 +1,16 @@
 """The execution worker: tool.executable -> effects, exactly once -> outbox -> tool.results.
 
 A round, for all its calls at once:
-  A. reserve: one transaction inserts PENDING keys (leased to this process) and reads the
+  0. clearance (clearance.py), before anything: the arguments must hash to the validated
+     payload hash; a call that needs approvals needs an APPROVED ticket in Postgres for exactly
+     it, with enough valid approvers, not consumed by another operation.
+  A. reserve: one transaction locks and consumes those tickets (checking the target's state
+     for effects outside Postgres), inserts PENDING keys (leased to this process) and reads the
      existing ones under SELECT ... FOR UPDATE; the idempotency plan decides each call.
   E. external effects (http, python) run concurrently, outside any transaction; an unknown
      outcome is checked with the provider's status query at once.
-  B. record: one transaction runs the Postgres effects (each in a savepoint), writes
+  B. record: one transaction re-reads approved targets under FOR UPDATE (STALE_STATE if
+     they moved since approval), runs the Postgres effects (each in a savepoint), writes
      COMPLETED / FAILED / still-PENDING, every call's result as an outbox row, and the audit
      entries. A co-located effect therefore commits with its COMPLETED record and outbox row
      or not at all. B is retried on transient failures without re-running E.
@@ -34,7 +39,7 @@ from toolgate.settings import Settings
 from toolgate.taxonomy import Taxonomy
 from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
-from toolgate.workers.execution import compensation
+from toolgate.workers.execution import clearance, compensation, tickets
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.executors import (
     Done,
@@ -43,6 +48,7 @@ from toolgate.workers.execution.executors import (
     HttpExecutor,
     Job,
     Unknown,
+    failed,
     run_postgres_batch,
     run_python,
 )
@@ -69,10 +75,20 @@ class Attempt:
     result: ExecutionResult | None = None
     status: str | None = None  # the key's status after this round
     original: compensation.Original | None = None  # the call this one compensates
+    ticket: clearance.Ticket | None = None  # the approval it runs under
 
     @property
     def record(self) -> StageRecord:
         return self.call.model
+
+    @property
+    def operation(self) -> str:
+        """What an approval ticket is consumed by: the idempotency key (a read: the call)."""
+        return self.key or f"call:{self.record.call_id}"
+
+    @property
+    def in_postgres(self) -> bool:
+        return self.job.contract.executor["kind"] == "postgres"
 
 
 RESERVE = """
@@ -167,12 +183,16 @@ class ExecutionHandler(Handler[StageRecord]):
     async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
         now = now_ms()
         attempts = [self._prepare(call, now) for call in calls]
-        keyed = [a for a in attempts if a.result is None and a.key is not None]
-        if keyed:
-            await self._reserve(keyed, now)
-        await self._external_effects(
-            [a for a in attempts if self._runs(a) and a.job.contract.executor["kind"] != "postgres"]
-        )
+        held = [a for a in attempts if a.result is None and clearance.approvals_needed(a.record, a.job.contract)]
+        keyed: list[Attempt] = []
+        if held or any(a.result is None and a.key is not None for a in attempts):
+            async with self.pool.connection() as conn, conn.transaction():
+                await self._clear(conn, held, now)
+                keyed = [a for a in attempts if a.result is None and a.key is not None]
+                await self._reserve(conn, keyed, now)
+            for a in keyed:
+                self._settle_without_effect(a, now)
+        await self._external_effects([a for a in attempts if self._runs(a) and not a.in_postgres])
         await self._record(attempts)
         for a in attempts:
             if a.result is not None:
@@ -184,7 +204,10 @@ class ExecutionHandler(Handler[StageRecord]):
         deadline = deadline_for(contract, now, record.deadline_ms)
         key = idempotency_key_for(record) if contract.is_mutation else None
         a = Attempt(call, Job(record, contract, key or "", deadline), key)
-        if record.deadline_ms is not None and record.deadline_ms <= now:
+        tampered = clearance.hash_intact(record)
+        if tampered is not None:
+            a.result = self._refuse(a, tampered.taxonomy, tampered.code, tampered.message, now)
+        elif record.deadline_ms is not None and record.deadline_ms <= now:
             a.result = self._refuse(
                 a,
                 Taxonomy.TIMEOUT,
@@ -231,75 +254,93 @@ class ExecutionHandler(Handler[StageRecord]):
 
     # --- A: reservation --------------------------------------------------------------------
 
-    async def _reserve(self, keyed: list[Attempt], now: int) -> None:
-        async with self.pool.connection() as conn, conn.transaction():
-            await self._check_compensations(conn, keyed, now)
-            first: dict[tuple[str, str], Attempt] = {}
-            for a in keyed:
-                if a.result is not None:
-                    continue
-                ident = (a.record.tenant_id, a.key or "")
-                if ident in first:
-                    a.leader = first[ident]
-                else:
-                    first[ident] = a
-            if not first:
-                return
-            rows = [
-                {
-                    "tenant_id": a.record.tenant_id,
-                    "idempotency_key": a.key,
-                    "request_hash": a.record.payload_hash,
-                    "tool_name": a.record.tool_name,
-                    "tool_version": a.record.tool_version,
-                    "executor": a.job.contract.executor["kind"],
-                    "call_id": a.record.call_id,
-                    "home_partition": a.record.home_partition,
-                    "request": _b64(a.call.raw),  # the bytes as received: no re-encoding
-                    "ttl": a.job.contract.idempotency_ttl_seconds,
-                }
-                for a in first.values()
-            ]
-            cur = await conn.execute(RESERVE, {"rows": json.dumps(rows), "owner": self.owner, "lease": self.lease_s})
-            fresh = {(r[0], r[1]) for r in await cur.fetchall()}
-            cur = await conn.execute(LOCK, ([k[0] for k in first], [k[1] for k in first]))
-            existing = {
-                (r[0], r[1]): idem.KeyRow(r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10])
-                for r in await cur.fetchall()
-            }
-            redrive = []
-            for ident, a in first.items():
-                row = None if ident in fresh else existing.get(ident)
-                a.plan = idem.plan(
-                    row,
-                    request_hash=a.record.payload_hash,
-                    call_id=a.record.call_id,
-                    owner=self.owner,
-                    now_ms=now,
-                    max_attempts=a.job.contract.max_retries + 1,
-                    resend_safe=self._resend_safe(a),
-                    reject_expired=a.job.contract.binding.get("expired_key") == "reject",
-                )
-                if isinstance(a.plan, idem.Execute) and row is not None:
-                    redrive.append(
-                        {
-                            "tenant_id": ident[0],
-                            "idempotency_key": ident[1],
-                            "attempt": a.plan.attempt,
-                            "call_id": a.record.call_id,
-                            "request": _b64(a.call.raw),  # the bytes as received: no re-encoding
-                            "request_hash": a.record.payload_hash,
-                            "ttl": a.job.contract.idempotency_ttl_seconds,
-                        }
-                    )
-            if redrive:
-                await conn.execute(REDRIVE, {"rows": json.dumps(redrive), "owner": self.owner, "lease": self.lease_s})
+    async def _clear(self, conn: AsyncConnection[Any], held: list[Attempt], now: int) -> None:
+        """Calls that need approvals run only under an APPROVED ticket they consume now; an
+        effect outside Postgres also needs its target as the approver saw it (checked now,
+        since it cannot be locked across the effect)."""
+        if not held:
+            return
+        found = await tickets.load(conn, [clearance.ticket_id(a.record) for a in held])
+        for a in held:
+            verdict = clearance.clear(a.record, a.job.contract, a.operation, found.get(clearance.ticket_id(a.record)))
+            if isinstance(verdict, clearance.Blocked):
+                a.result = self._refuse(a, verdict.taxonomy, verdict.code, verdict.message, now)
+            else:
+                a.ticket = verdict.ticket
+        remote = [a for a in held if a.result is None and not a.in_postgres]
+        versions = await tickets.state_now(conn, [(a.record, a.job.contract) for a in remote], for_update=False)
+        for a, version in zip(remote, versions, strict=True):
+            moved = clearance.stale(a.ticket, version)
+            if moved is not None:
+                a.result = self._refuse(a, moved.taxonomy, moved.code, moved.message, now)
+        released = {a.ticket.approval_id: a.operation for a in held if a.result is None and a.ticket}
+        await tickets.consume(conn, released)
+
+    async def _reserve(self, conn: AsyncConnection[Any], keyed: list[Attempt], now: int) -> None:
+        """Inside the round's first transaction: reserve keys, lock the existing ones, plan."""
+        if not keyed:
+            return
+        await self._check_compensations(conn, keyed, now)
+        first: dict[tuple[str, str], Attempt] = {}
         for a in keyed:
             if a.result is not None:
                 continue
-            if a.leader is not None:
-                a.plan = idem.Mismatch() if a.leader.record.payload_hash != a.record.payload_hash else a.leader.plan
-            self._settle_without_effect(a, now)
+            ident = (a.record.tenant_id, a.key or "")
+            if ident in first:
+                a.leader = first[ident]
+            else:
+                first[ident] = a
+        if not first:
+            return
+        rows = [
+            {
+                "tenant_id": a.record.tenant_id,
+                "idempotency_key": a.key,
+                "request_hash": a.record.payload_hash,
+                "tool_name": a.record.tool_name,
+                "tool_version": a.record.tool_version,
+                "executor": a.job.contract.executor["kind"],
+                "call_id": a.record.call_id,
+                "home_partition": a.record.home_partition,
+                "request": _b64(a.call.raw),  # the bytes as received: no re-encoding
+                "ttl": a.job.contract.idempotency_ttl_seconds,
+            }
+            for a in first.values()
+        ]
+        cur = await conn.execute(RESERVE, {"rows": json.dumps(rows), "owner": self.owner, "lease": self.lease_s})
+        fresh = {(r[0], r[1]) for r in await cur.fetchall()}
+        cur = await conn.execute(LOCK, ([k[0] for k in first], [k[1] for k in first]))
+        existing = {
+            (r[0], r[1]): idem.KeyRow(r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10])
+            for r in await cur.fetchall()
+        }
+        redrive = []
+        for ident, a in first.items():
+            row = None if ident in fresh else existing.get(ident)
+            a.plan = idem.plan(
+                row,
+                request_hash=a.record.payload_hash,
+                call_id=a.record.call_id,
+                owner=self.owner,
+                now_ms=now,
+                max_attempts=a.job.contract.max_retries + 1,
+                resend_safe=self._resend_safe(a),
+                reject_expired=a.job.contract.binding.get("expired_key") == "reject",
+            )
+            if isinstance(a.plan, idem.Execute) and row is not None:
+                redrive.append(
+                    {
+                        "tenant_id": ident[0],
+                        "idempotency_key": ident[1],
+                        "attempt": a.plan.attempt,
+                        "call_id": a.record.call_id,
+                        "request": _b64(a.call.raw),  # the bytes as received: no re-encoding
+                        "request_hash": a.record.payload_hash,
+                        "ttl": a.job.contract.idempotency_ttl_seconds,
+                    }
+                )
+        if redrive:
+            await conn.execute(REDRIVE, {"rows": json.dumps(redrive), "owner": self.owner, "lease": self.lease_s})
 
     async def _check_compensations(self, conn: AsyncConnection[Any], keyed: list[Attempt], now: int) -> None:
         """Lock the earlier calls that compensations undo, and refuse those that may not run."""
@@ -326,6 +367,11 @@ class ExecutionHandler(Handler[StageRecord]):
         return kind == "postgres" or (kind == "http" and bool(a.job.contract.document["idempotency"].get("key_header")))
 
     def _settle_without_effect(self, a: Attempt, now: int) -> None:
+        """After the reservation committed: answer what runs no effect (replays, conflicts)."""
+        if a.result is not None:
+            return
+        if a.leader is not None:
+            a.plan = idem.Mismatch() if a.leader.record.payload_hash != a.record.payload_hash else a.leader.plan
         plan, r = a.plan, a.record
         if isinstance(plan, idem.Replay):
             a.result = self._replay(a, plan.response, now, compensated=plan.status == "COMPENSATED")
@@ -430,8 +476,7 @@ class ExecutionHandler(Handler[StageRecord]):
         concluded: list[tuple[ExecutionResult | None, str | None]] = []
         by_attempt: dict[int, ExecutionResult] = {}
         settle, rows, entries = [], [], []
-        local = [a for a in attempts if self._runs(a) and a.job.contract.executor["kind"] == "postgres"]
-        local_effects = dict(zip(map(id, local), await run_postgres_batch(conn, [a.job for a in local]), strict=True))
+        local_effects = await self._local_effects(conn, [a for a in attempts if self._runs(a) and a.in_postgres])
         compensated, compensation_failed = [], []
         for a in attempts:
             res, status = a.result, a.status
@@ -481,7 +526,7 @@ class ExecutionHandler(Handler[StageRecord]):
                 continue
             by_attempt[id(a)] = res
             rows.append(outbox.item("results", a.record.home_partition, res))
-            if a.job.contract.document["observability"]["audit_required"]:
+            if a.job.contract.document["observability"]["audit_required"] or _action(res, status) == "refused":
                 entries.append(
                     audit.Entry(
                         STAGE,
@@ -509,6 +554,20 @@ class ExecutionHandler(Handler[StageRecord]):
         await outbox.enqueue(conn, rows, self.topics)
         await audit.append(conn, entries)
         return concluded
+
+    async def _local_effects(self, conn: AsyncConnection[Any], local: list[Attempt]) -> dict[int, Effect]:
+        """Run the Postgres effects in the recording transaction; an approved one only while its
+        target, locked now, is still in the state the approver saw."""
+        bound = [a for a in local if a.ticket is not None and a.ticket.state_version is not None]
+        versions = await tickets.state_now(conn, [(a.record, a.job.contract) for a in bound], for_update=True)
+        effects: dict[int, Effect] = {}
+        for a, version in zip(bound, versions, strict=True):
+            moved = clearance.stale(a.ticket, version)
+            if moved is not None:
+                effects[id(a)] = failed(moved.taxonomy, moved.code, moved.message, final=True)
+        run = [a for a in local if id(a) not in effects]
+        effects.update(zip(map(id, run), await run_postgres_batch(conn, [a.job for a in run]), strict=True))
+        return effects
 
     def _conclude(self, a: Attempt, effect: Effect | None, now: int) -> tuple[ExecutionResult, str]:
         r = a.record

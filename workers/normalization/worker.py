@@ -1,15 +1,27 @@
-"""The normalization worker: tool.results -> tool.observations (one record per call, keyed by run_id)."""
+"""The normalization worker: tool.results -> tool.observations.<tenant> (one record per call,
+keyed by run_id, carrying the digest of the proposal it answers; sealed with the deployment's
+signature on the way out).
+
+Only registered tenants have an observation topic; a result for any other tenant (which no
+toolgate stage should ever write) is dead-lettered instead of produced into the void.
+"""
 
 from __future__ import annotations
 
+import time
+
 from toolgate.contracts.registry import Registry
-from toolgate.schemas.models import ExecutionResult, ObservationError
+from toolgate.schemas.models import ExecutionResult, Observation, ObservationError
+from toolgate.settings import Settings
 from toolgate.taxonomy import Taxonomy
 from toolgate.workers.normalization.decision import build, normalize
+from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.rounds import Handler, Inbound
 
 STAGE = "normalization"
+TENANTS = "SELECT tenant_id FROM toolgate.tenants"
+REFRESH_S = 1.0  # at most this often, and only when a result names a tenant not known yet
 
 
 class NormalizationHandler(Handler[ExecutionResult]):
@@ -17,31 +29,62 @@ class NormalizationHandler(Handler[ExecutionResult]):
     source = "results"
     model = ExecutionResult
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, settings: Settings) -> None:
         self.registry = registry
+        self.pool = make_pool(settings.database_url, STAGE, max_size=1)
+        self.tenants: frozenset[str] = frozenset()
+        self._loaded_at = 0.0
+
+    async def start(self) -> None:
+        await self.pool.open()
+
+    async def _know(self, tenants: set[str]) -> None:
+        if tenants <= self.tenants or time.monotonic() - self._loaded_at < REFRESH_S:
+            return
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(TENANTS)
+            self.tenants = frozenset(r[0] for r in await cur.fetchall())
+        self._loaded_at = time.monotonic()
 
     async def handle(self, calls: list[Inbound[ExecutionResult]], out: Emit) -> None:
+        await self._know({c.model.tenant_id for c in calls})
         for call in calls:
             res = call.model
+            if res.tenant_id not in self.tenants:
+                out.dead_letter(
+                    call.origin,
+                    call.raw,
+                    Taxonomy.OBSERVATION_NORMALIZATION_FAIL,
+                    f"tenant {res.tenant_id!r} is not registered: it has no observation topic",
+                    res.call_id,
+                )
+                continue
             normalized = normalize(res, self.registry)
-            out.record(
-                "observations",
-                normalized.observation,
-                key=res.run_id,
-                traceparent=call.traceparent,
-                call_id=res.call_id,
-                tenant_id=res.tenant_id,
-            )
+            self._observe(call, normalized.observation, out)
             out.outcomes[res.call_id] = str(normalized.observation.status.taxonomy_class)
             if normalized.problem:
                 out.dead_letter(
                     call.origin, call.raw, Taxonomy.OBSERVATION_NORMALIZATION_FAIL, normalized.problem, res.call_id
                 )
 
-    def on_failure(self, call: Inbound[ExecutionResult], error: str, out: Emit) -> None:
+    def _observe(self, call: Inbound[ExecutionResult], observation: Observation, out: Emit) -> None:
         res = call.model
+        out.record(
+            "observations",
+            observation,
+            key=res.run_id,
+            traceparent=call.traceparent,
+            call_id=res.call_id,
+            tenant_id=res.tenant_id,
+            tenant_topic=True,
+            proposal_digest=res.proposal_digest,
+        )
+
+    def on_failure(self, call: Inbound[ExecutionResult], error: str, out: Emit) -> None:
+        if call.model.tenant_id not in self.tenants:
+            return
         observation = build(
-            res,
+            call.model,
             None,
             [
                 ObservationError(
@@ -52,11 +95,4 @@ class NormalizationHandler(Handler[ExecutionResult]):
             ],
             Taxonomy.OBSERVATION_NORMALIZATION_FAIL,
         )
-        out.record(
-            "observations",
-            observation,
-            key=res.run_id,
-            traceparent=call.traceparent,
-            call_id=res.call_id,
-            tenant_id=res.tenant_id,
-        )
+        self._observe(call, observation, out)

@@ -5,10 +5,11 @@ by side without publishing a row twice), groups item rows into one StageBatch pe
 partition, produces everything with an idempotent producer (confluent-kafka: sequence
 numbers per partition, so a send retried after a lost acknowledgement is written once) and
 waits for every delivery report, then marks the rows sent in the same transaction that
-locked them. A crash between produce and commit re-publishes the rows: downstream consumers
-are idempotent. The relay sleeps on LISTEN toolgate_outbox (a trigger notifies on insert)
-instead of polling tightly, and prunes sent rows after a retention period, so the table
-stays bounded.
+locked them. Each record leaves sealed like any stage's output: a MAC on internal topics and
+dead letters, the deployment's signature on a tenant's edge topics (toolgate.integrity). A
+crash between produce and commit re-publishes the rows: downstream consumers are idempotent.
+The relay sleeps on LISTEN toolgate_outbox (a trigger notifies on insert) instead of polling
+tightly, and prunes sent rows after a retention period, so the table stays bounded.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from typing import Any
 import psycopg
 from confluent_kafka import KafkaError, Producer
 
+from toolgate.integrity import Sealer, deployment_keys
 from toolgate.settings import Settings
+from toolgate.topics.catalog import Topics
 from toolgate.workers.runtime.app import StageApp
 from toolgate.workers.runtime.db import is_transient, make_pool
 from toolgate.workers.runtime.emit import EdgeRecord, Emit, Message
@@ -48,6 +51,7 @@ class OutboxRelay:
         self.retention_s = retention_s
         self.pool = make_pool(settings.database_url, STAGE, max_size=2)
         self.producer = IdempotentProducer(settings.kafka_bootstrap)
+        self.sealer = Sealer(deployment_keys(settings), Topics(settings.topic_prefix))
         self.wakeup = asyncio.Event()
         self._last_prune = 0.0
 
@@ -93,7 +97,7 @@ class OutboxRelay:
                             partition,
                         )
                     )
-            await self.producer.deliver(out.messages(lambda topic: topic, self.settings.batch_bytes))
+            await self.producer.deliver(out.messages(None, self.settings.batch_bytes, self.sealer))
             await conn.execute(MARK_SENT, ([r[0] for r in rows],))
         return len(rows)
 

@@ -17,11 +17,12 @@ from typing import Any
 import faust
 from faust.types import EventT
 
+from toolgate.integrity import Sealer, deployment_keys
 from toolgate.settings import Settings
 from toolgate.telemetry import configure_telemetry, logging_config, shutdown_telemetry
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import Headers
-from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.audit import AuditSink
 from toolgate.workers.runtime.rounds import Handler, RawRecord, Rounds
 from toolgate.workers.runtime.transport import App
 
@@ -42,6 +43,9 @@ class StageApp:
         self.name = name
         self.settings = settings.require_infrastructure()
         self.topics = Topics(settings.topic_prefix)
+        # Holding the deployment secret is what makes this process a stage (toolgate.integrity).
+        self.sealer = Sealer(deployment_keys(settings), self.topics)
+        self.audits = AuditSink(settings.database_url, name)
         # Faust keeps table state here; stages use no tables, so workers of a stage can share it.
         datadir = settings.home / "faust" / f"{settings.topic_prefix}{name}"
         datadir.parent.mkdir(parents=True, exist_ok=True)
@@ -75,12 +79,6 @@ class StageApp:
         fut: Awaitable[Any] = await self.app.producer.send(topic, key, value, partition, None, headers)
         return fut
 
-    async def publish(self, out: Emit, physical: bool = False) -> None:
-        """Produce what a timer or task collected, waiting for acknowledgements. With
-        `physical`, `out` already names topics as they are on the broker (outbox rows)."""
-        name: Callable[[str], str] = (lambda topic: topic) if physical else self.topics.name
-        await Rounds(_Publisher(self.name), name, self.send, self.settings.batch_bytes).flush(out)
-
     # --- consuming ---------------------------------------------------------------------------
 
     def consume(self, handler: Handler[Any]) -> None:
@@ -91,7 +89,7 @@ class StageApp:
             key_serializer="raw",
             value_serializer="raw",
         )
-        rounds = Rounds(handler, self.topics.name, self.send, self.settings.batch_bytes)
+        rounds = Rounds(handler, self.topics, self.send, self.settings.batch_bytes, self.sealer, self.audits)
         batch_max, within = self.settings.batch_max, self.settings.batch_ms / 1000.0
         self._consumes = True
         # The topic is one of the app's channels: Faust's consumer subscribes to it, fetches,
@@ -204,16 +202,6 @@ class StageApp:
 
     async def _ready_now(self) -> None:
         self.mark_ready()
-
-
-class _Publisher(Handler[Any]):
-    """The identity a timer's or task's output is produced under."""
-
-    source = "-"
-    model = faust.Record  # unused: publishers only flush
-
-    def __init__(self, stage: str) -> None:
-        self.stage = stage
 
 
 def _raw(event: EventT[Any]) -> RawRecord:

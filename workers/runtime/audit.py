@@ -15,6 +15,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.schemas.wire import canonical_json
+from toolgate.workers.runtime.db import make_pool
 
 LOCK_ID = 0x61_75_64_74  # "audt"
 GENESIS = "0" * 64
@@ -82,6 +83,22 @@ async def append(conn: AsyncConnection[Any], entries: list[Entry]) -> None:
         "actor text, detail jsonb, prev_hash text, hash text) ",
         (json.dumps(rows),),
     )
+
+
+class AuditSink:
+    """Where a stage audits what it refused outside a handler's own transaction (a forged record,
+    bytes that prove nobody): a one-connection pool of its own, opened on first use."""
+
+    def __init__(self, database_url: str, stage: str) -> None:
+        self.pool = make_pool(database_url, f"{stage}-audit", max_size=1)
+        self._opened = False
+
+    async def write(self, entries: list[Entry]) -> None:
+        if not self._opened:
+            await self.pool.open()
+            self._opened = True
+        async with self.pool.connection() as conn, conn.transaction():
+            await append(conn, entries)
 
 
 VERIFY = (

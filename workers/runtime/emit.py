@@ -2,17 +2,19 @@
 
 A stage never writes to Kafka in the middle of its decision: it adds items, edge records and
 dead letters to an `Emit`, and the runtime produces them all, waits for the broker's
-acknowledgements, and only then lets Faust ack the round's input.
+acknowledgements, and only then lets Faust ack the round's input. Every record leaves sealed
+(toolgate.integrity): a MAC on internal topics and dead letters, the deployment's signature on a
+tenant's edge topics.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from toolgate.integrity import Sealer
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import (
     DeadLetter,
@@ -25,7 +27,9 @@ from toolgate.schemas.models import (
 )
 from toolgate.schemas.wire import WireModel
 from toolgate.telemetry import SCRUBBER
+from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, SCHEMA, Headers, edge_headers, header
+from toolgate.workers.runtime.audit import Entry
 
 
 class Message(NamedTuple):
@@ -38,11 +42,12 @@ class Message(NamedTuple):
 
 @dataclass
 class EdgeRecord:
-    topic: str  # logical name
+    topic: str  # logical name (physical when the producer's topics are None: outbox rows)
     key: bytes | None
     value: bytes
     headers: Headers
     partition: int | None = None
+    tenant: str | None = None  # for a per-tenant topic
 
 
 @dataclass
@@ -65,6 +70,7 @@ class Emit:
     records: list[EdgeRecord] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     outcomes: dict[str, str] = field(default_factory=dict)
+    audits: list[Entry] = field(default_factory=list)  # written before anything is produced
 
     def item(self, topic: str, partition: int, model: StageRecord | ExecutionResult) -> None:
         self.items.setdefault((topic, partition), []).append(codec().encode(model))
@@ -86,15 +92,19 @@ class Emit:
         call_id: str,
         tenant_id: str,
         partition: int | None = None,
+        tenant_topic: bool = False,
+        proposal_digest: str = "",
     ) -> None:
+        """An edge record; with `tenant_topic`, to the topic of `tenant_id` itself."""
         c = codec()
         self.records.append(
             EdgeRecord(
                 topic,
                 key.encode() if key is not None else None,
                 c.encode(model),
-                edge_headers(traceparent, call_id, tenant_id, c.fingerprint_of(type(model))),
+                edge_headers(traceparent, call_id, tenant_id, c.fingerprint_of(type(model)), proposal_digest),
                 partition,
+                tenant_id if tenant_topic else None,
             )
         )
 
@@ -152,15 +162,20 @@ class Emit:
         batch = StageBatch(stage=self.stage, source_partition=partition, items=items)
         return topic, partition, codec().encode(batch), [(SCHEMA, fingerprint), ("toolgate-stage", self.stage.encode())]
 
-    def messages(self, topic_name: Callable[[str], str], max_bytes: int) -> list[Message]:
-        """Everything collected, as Kafka records addressed to physical topics."""
-        pending = [Message(topic_name(t), None, v, p, h) for t, p, v, h in self.batches(max_bytes)]
-        pending += [Message(topic_name(r.topic), r.key, r.value, r.partition, r.headers) for r in self.records]
+    def messages(self, topics: Topics | None, max_bytes: int, sealer: Sealer) -> list[Message]:
+        """Everything collected, sealed, as Kafka records addressed to physical topics (`topics`
+        names them; None: they already are physical)."""
+
+        def name(logical: str, tenant: str | None = None) -> str:
+            return topics.name(logical, tenant) if topics is not None else logical
+
+        pending = [(name(t), None, v, p, h) for t, p, v, h in self.batches(max_bytes)]
+        pending += [(name(r.topic, r.tenant), r.key, r.value, r.partition, r.headers) for r in self.records]
         c = codec()
         for letter in self.dead_letters:
             key = letter.call_id.encode() if letter.call_id else None
-            pending.append(Message(topic_name("deadletter"), key, c.encode(letter), None, []))
-        return pending
+            pending.append((name("deadletter"), key, c.encode(letter), None, []))
+        return [Message(t, k, v, p, sealer.seal(t, k, v, h)) for t, k, v, p, h in pending]
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.items.values()) + len(self.records) + len(self.dead_letters)

@@ -26,13 +26,18 @@ def needed(refs: Iterable[tuple[str, Any]]) -> dict[str, set[str]]:
     return wanted
 
 
-async def fetch(conn: AsyncConnection[Any], wanted: Mapping[str, set[str]]) -> dict[tuple[str, str], dict[str, Any]]:
+async def fetch(
+    conn: AsyncConnection[Any], wanted: Mapping[str, set[str]], for_update: bool = False
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Run each lookup once for its ids (`for_update`: locking the rows, ids in sorted order, so
+    two transactions lock them in the same order)."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
-    for lookup, ids in wanted.items():
+    for lookup, ids in sorted(wanted.items()):
         if not ids:
             continue
+        query = lookup.rstrip().rstrip(";") + " ORDER BY 1 FOR UPDATE" if for_update else lookup
         async with conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(lookup, {"ids": sorted(ids)})  # type: ignore[arg-type]
+            await cur.execute(query, {"ids": sorted(ids)})  # type: ignore[arg-type]
             for row in await cur.fetchall():
                 found[(lookup, str(row["id"]))] = row
     return found

@@ -28,18 +28,29 @@ class OutboxRow:
     key: bytes | None
     payload: bytes
     headers: tuple[tuple[str, str], ...] = ()
+    tenant: str | None = None  # for a per-tenant topic
 
 
 def item(topic: str, partition: int, model: StageRecord | ExecutionResult) -> OutboxRow:
     return OutboxRow(topic, partition, "item", None, codec().encode(model))
 
 
-def record(topic: str, model: WireModel, *, key: str, traceparent: str, call_id: str, tenant_id: str) -> OutboxRow:
+def record(
+    topic: str,
+    model: WireModel,
+    *,
+    key: str,
+    traceparent: str,
+    call_id: str,
+    tenant_id: str,
+    tenant_topic: bool = False,
+) -> OutboxRow:
+    """An edge record; with `tenant_topic`, to the topic of `tenant_id` itself."""
     c = codec()
     headers = tuple(
         (k, v.decode()) for k, v in edge_headers(traceparent, call_id, tenant_id, c.fingerprint_of(type(model)))
     )
-    return OutboxRow(topic, None, "record", key.encode(), c.encode(model), headers)
+    return OutboxRow(topic, None, "record", key.encode(), c.encode(model), headers, tenant_id if tenant_topic else None)
 
 
 INSERT = """
@@ -57,7 +68,7 @@ async def enqueue(conn: AsyncConnection[object], rows: list[OutboxRow], topics: 
         return
     doc = [
         {
-            "topic": topics.name(r.topic),
+            "topic": topics.name(r.topic, r.tenant),
             "partition": r.partition,
             "kind": r.kind,
             "key": base64.b64encode(r.key).decode() if r.key is not None else None,

@@ -9,14 +9,11 @@ from toolgate.schemas.models import (
     ExecutionResult,
     FieldError,
     Outcome,
-    Principal,
     StageRecord,
     ToolProposal,
     Verification,
 )
 from toolgate.taxonomy import Taxonomy, vector
-
-UNKNOWN = "unknown"
 
 
 def outcome(
@@ -76,7 +73,10 @@ def result(
     attempt_number: int = 1,
     verification: Verification | None = None,
     approval_id: str | None = None,
+    proposal_digest: str | None = None,
 ) -> ExecutionResult:
+    """How `call` ended. A StageRecord carries its proposal's digest; a proposal refused at
+    validation is given the digest its signature proved (`proposal_digest`)."""
     if data is None and result_outcome.is_error:
         data = feedback(result_outcome, errors)
     if tool_version is None:
@@ -102,6 +102,11 @@ def result(
         approval_id=approval_id,
         created_at_ms=call.created_at_ms,
         completed_at_ms=now_ms,
+        proposal_digest=(
+            proposal_digest
+            if proposal_digest is not None
+            else (call.proposal_digest if isinstance(call, StageRecord) else "")
+        ),
     )
 
 
@@ -117,6 +122,7 @@ def reject(
     warnings: Sequence[str] = (),
     tool_version: str | None = None,
     approval_id: str | None = None,
+    proposal_digest: str | None = None,
     **vector_overrides: Any,
 ) -> ExecutionResult:
     return result(
@@ -130,21 +136,5 @@ def reject(
         warnings=warnings,
         tool_version=tool_version,
         approval_id=approval_id,
-    )
-
-
-def anonymous_proposal(call_id: str, run_id: str, tenant_id: str, now_ms: int) -> ToolProposal:
-    """Stand-in identity for a proposal whose bytes could not be decoded but whose headers
-    name it: enough to answer the agent with a typed observation."""
-    return ToolProposal(
-        call_id=call_id,
-        tenant_id=tenant_id or UNKNOWN,
-        principal=Principal(user_id=UNKNOWN, agent_id=UNKNOWN),
-        workflow_id=UNKNOWN,
-        run_id=run_id or UNKNOWN,
-        logical_operation_id=UNKNOWN,
-        tool_name=UNKNOWN,
-        tool_version=UNKNOWN,
-        arguments="",
-        created_at_ms=now_ms,
+        proposal_digest=proposal_digest,
     )

@@ -1,7 +1,9 @@
 """One round of a stage: decode, decide, produce, and only then let Faust ack.
 
-The order is fixed: take up to N records or T ms from the stream; decode each item on its
-own (an undecodable one is dead-lettered with its original bytes); open one span per call,
+The order is fixed: take up to N records or T ms from the stream; check the MAC of each
+record from an internal topic before anything else (a record no toolgate stage wrote is
+dead-lettered, audited and never decoded); decode each item on its own (an undecodable one is
+dead-lettered with its original bytes); open one span per call,
 a child of the trace the call carries; run the stage's batch decision (one round of
 Postgres work for all calls); produce every output and wait for the broker's
 acknowledgements; then return, so Faust acks the input records.
@@ -25,12 +27,15 @@ from typing import Any, Generic, TypeVar
 
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from toolgate.integrity import Sealer
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import FieldError, PayloadKind, StageBatch, StageRecord, TaxonomyClass
 from toolgate.schemas.wire import WireModel
 from toolgate.taxonomy import Taxonomy
 from toolgate.telemetry import meter, parent_context, parse_traceparent, traceparent_of, tracer
+from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, TRACEPARENT, Headers, as_pairs, header
+from toolgate.workers.runtime.audit import AuditSink, Entry
 from toolgate.workers.runtime.db import is_transient
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.results import reject
@@ -115,12 +120,23 @@ Send = Callable[[str, bytes | None, bytes, int | None, Headers], Awaitable[Await
 
 
 class Rounds(Generic[M]):
-    def __init__(self, handler: Handler[M], topic_name: Callable[[str], str], send: Send, batch_bytes: int) -> None:
+    def __init__(
+        self,
+        handler: Handler[M],
+        topics: Topics | None,
+        send: Send,
+        batch_bytes: int,
+        sealer: Sealer,
+        audits: AuditSink | None = None,
+    ) -> None:
         self.handler = handler
-        self.topic_name = topic_name
+        self.topics = topics  # None: outputs already name physical topics (outbox rows)
         self.send = send
         self.batch_bytes = batch_bytes
+        self.sealer = sealer
+        self.audits = audits
         self.internal = handler.source in ("validated", "authorized", "executable", "results")
+        self.source_topic = topics.name(handler.source) if topics is not None and handler.source != "-" else ""
         m = meter()
         attrs = {"stage": handler.stage}
         self._attrs = attrs
@@ -141,6 +157,9 @@ class Rounds(Generic[M]):
                 self.handler.source, rec.partition, rec.offset, rec.key, headers, PayloadKind.RECORD, attempts
             )
             value = rec.value or b""
+            if self.internal and not self.sealer.mac_ok(self.source_topic, value, rec.headers):
+                self._forged(origin, value, out)
+                continue
             if not self.internal:
                 try:
                     calls.append(Inbound(c.decode(value, self.handler.model), value, origin))
@@ -177,6 +196,23 @@ class Rounds(Generic[M]):
                     )
         return calls
 
+    def _forged(self, origin: Origin, value: bytes, out: Emit) -> None:
+        """A record on an internal topic whose MAC does not verify: no toolgate stage wrote it."""
+        reason = f"the stage MAC of this {origin.topic} record does not verify: it was not written by a toolgate stage"
+        log.warning("forged record", extra={"stage": self.handler.stage, "action": "dead_letter", "error": reason})
+        out.dead_letter(origin, value, TaxonomyClass.SIGNATURE_MISMATCH, reason)
+        call_id = header(origin.headers, CALL_ID)
+        out.audits.append(
+            Entry(
+                self.handler.stage,
+                "forged_record",
+                "unknown",
+                call_id,
+                None,
+                {"topic": origin.topic, "partition": origin.partition, "offset": origin.offset, "bytes": len(value)},
+            )
+        )
+
     # --- the round --------------------------------------------------------------------
 
     async def run(self, records: Sequence[RawRecord]) -> None:
@@ -185,6 +221,7 @@ class Rounds(Generic[M]):
         calls = self.decode(records, out)
         self._open_spans(calls)
         decided = await self._decide(calls)
+        await self._audit([*out.audits, *decided.audits])
         for call_out in (out, decided):
             await self.flush(call_out)
         self._close_spans(calls, decided)
@@ -248,9 +285,23 @@ class Rounds(Generic[M]):
         )
         await asyncio.sleep(delay)
 
+    async def _audit(self, entries: list[Entry]) -> None:
+        """Audit what the round refused outside a handler's transaction, before producing."""
+        attempt = 0
+        while entries and self.audits is not None:
+            try:
+                await self.audits.write(entries)
+                return
+            except Exception as exc:
+                if not is_transient(exc):
+                    log.exception("audit write failed", extra={"stage": self.handler.stage, "action": "audit_failed"})
+                    return
+                attempt += 1
+                await self._backoff(attempt, exc)
+
     async def flush(self, out: Emit) -> None:
         """Produce everything `out` holds and wait until the broker acknowledged all of it."""
-        pending = out.messages(self.topic_name, self.batch_bytes)
+        pending = out.messages(self.topics, self.batch_bytes, self.sealer)
         attempt = 0
         while pending:
             futures = [await self.send(*msg) for msg in pending]
@@ -310,3 +361,4 @@ def _merge(into: Emit, other: Emit) -> None:
     into.records.extend(other.records)
     into.dead_letters.extend(other.dead_letters)
     into.outcomes.update(other.outcomes)
+    into.audits.extend(other.audits)

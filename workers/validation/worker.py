@@ -1,78 +1,138 @@
-"""The validation worker: tool.proposals -> tool.validated (or a typed refusal on tool.results)."""
+"""The validation worker: tool.proposals -> tool.validated (or a typed refusal on tool.results).
+
+One transaction per round: the registered agents the round's proposals name (the signature
+is checked before anything else: identity.py), the call_ids they use (callers.py), the facts
+semantic rules compare against, the repair-loop record (repair_log.py), and an audit entry
+for every proposal refused at the door.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any
 
 from toolgate.contracts.policy import Policy, load_policy
-from toolgate.contracts.registry import Registry, Resolution
-from toolgate.schemas.models import FieldError, StageDecision, StageRecord, ToolProposal
+from toolgate.contracts.registry import Registry
+from toolgate.schemas.models import FieldError, Principal, StageDecision, StageRecord, ToolProposal
 from toolgate.settings import Settings
 from toolgate.taxonomy import Taxonomy
-from toolgate.topics.headers import CALL_ID, TENANT_ID, TRACEPARENT, header, new_traceparent
-from toolgate.workers.runtime import facts
+from toolgate.topics.headers import CALL_ID, header
+from toolgate.workers.runtime import audit, facts
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit, Origin
-from toolgate.workers.runtime.results import anonymous_proposal, reject
+from toolgate.workers.runtime.results import reject
 from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
-from toolgate.workers.validation import repair, semantic
+from toolgate.workers.validation import callers, repair_log, semantic
 from toolgate.workers.validation.decision import Decision, Pass, Reject, decide
+from toolgate.workers.validation.identity import Proven, Refused, Unproven, Window, authenticate
 
 STAGE = "validation"
 
 
-REPAIRS = """
-SELECT tenant_id, run_id, logical_operation_id, call_id, payload_fingerprint, error_fingerprint
-FROM toolgate.repair_attempts
-WHERE (tenant_id, run_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
-"""
-RECORD_REPAIRS = """
-INSERT INTO toolgate.repair_attempts (tenant_id, run_id, logical_operation_id, call_id, payload_fingerprint,
-    error_fingerprint)
-SELECT r.tenant_id, r.run_id, r.logical_operation_id, r.call_id, r.payload_fingerprint, r.error_fingerprint
-FROM jsonb_to_recordset(%s::jsonb) AS r(tenant_id text, run_id text, logical_operation_id text, call_id text,
-    payload_fingerprint text, error_fingerprint text)
-ON CONFLICT DO NOTHING
-"""
-
-
 class ValidationHandler(Handler[ToolProposal]):
-    """The pure gates first (parse, structure, types, bounds, date and cross-field rules);
-    then, only when some call needs it, one Postgres round: the facts semantic rules compare
-    against, and the repair-loop record of the round's invalid proposals."""
+    """Who asked, first: a signature by a registered agent. Then the pure gates (parse,
+    structure, types, bounds, date and cross-field rules), the facts semantic rules compare
+    against, and the repair loop."""
 
     stage = STAGE
     source = "proposals"
     model = ToolProposal
 
-    def __init__(self, registry: Registry, settings: Settings | None = None, policy: Policy | None = None) -> None:
+    def __init__(self, registry: Registry, settings: Settings, policy: Policy | None = None) -> None:
         self.registry = registry
-        self.policy = policy or load_policy(settings.policy_file if settings else None)
-        self.pool = make_pool(settings.database_url, STAGE) if settings and settings.database_url else None
+        self.policy = policy or load_policy(settings.policy_file)
+        self.pool = make_pool(settings.database_url, STAGE)
+        self.window = Window(
+            int(settings.proposal_max_age_seconds * 1000), int(settings.proposal_future_skew_seconds * 1000)
+        )
+        # This round's proven calls (id of the Inbound -> proposal digest): only they are answered.
+        self._proven: dict[int, str] = {}
 
     async def start(self) -> None:
-        if self.pool is not None:
-            await self.pool.open()
+        await self.pool.open()
 
     async def handle(self, calls: list[Inbound[ToolProposal]], out: Emit) -> None:
+        self._proven = {}
         now = now_ms()
         today = dt.datetime.fromtimestamp(now / 1000, dt.UTC).date()
-        decisions = [decide(call.model, self.registry) for call in calls]
-        wanted = facts.needed(
-            r for d in decisions if isinstance(d, Pass) for r in semantic.refs(d.arguments, d.contract)
-        )
-        rejected = any(isinstance(d, Reject) and d.taxonomy in repair.REPAIRABLE for d in decisions)
-        if self.pool is None or not (wanted or rejected):
-            decisions = [self._semantic(d, {}, today) for d in decisions]
-            self._emit(calls, decisions, now, out)
-            return
         async with self.pool.connection() as conn, conn.transaction():
-            known = await facts.fetch(conn, wanted)
+            entries: list[audit.Entry] = []
+            admitted = await self._admit(conn, calls, now, out, entries)
+            decisions = [decide(call.model, self.registry) for call in admitted]
+            wanted = facts.needed(
+                r for d in decisions if isinstance(d, Pass) for r in semantic.refs(d.arguments, d.contract)
+            )
+            known = await facts.fetch(conn, wanted) if wanted else {}
             decisions = [self._semantic(d, known, today) for d in decisions]
-            decisions = await self._repair_loop(conn, calls, decisions)
-        self._emit(calls, decisions, now, out)
+            decisions = await repair_log.apply(
+                conn, [c.model for c in admitted], decisions, self.policy.repair, self.registry
+            )
+            await audit.append(conn, entries)
+        self._emit(admitted, decisions, now, out)
+
+    async def _admit(
+        self, conn: Any, calls: list[Inbound[ToolProposal]], now: int, out: Emit, entries: list[audit.Entry]
+    ) -> list[Inbound[ToolProposal]]:
+        """The calls whose signature proves who asked, each made to say what the registry says
+        (tenant, effective scopes) and bound to its call_id; every other call is refused here."""
+        agents = await callers.load_agents(conn, (c.model.principal.agent_id for c in calls))
+        proven: list[tuple[Inbound[ToolProposal], Proven]] = []
+        for call in calls:
+            identity = authenticate(call.model, agents.get(call.model.principal.agent_id), now, self.window)
+            if isinstance(identity, Proven):
+                proven.append((call, identity))
+                continue
+            entries.append(_refusal_entry(call.model, identity))
+            if isinstance(identity, Unproven):  # nobody proven to answer: the operator gets the bytes
+                out.dead_letter(call.origin, call.raw, Taxonomy.PERMISSION_DENIED, identity.reason, call.model.call_id)
+                continue
+            own = call.model.model_copy(update={"tenant_id": identity.tenant_id})
+            self._refuse(call, own, Taxonomy.PERMISSION_DENIED, "principal", identity, now, out)
+        bound = await callers.register_calls(
+            conn, [(i.tenant_id, c.model.call_id, i.digest, c.model.principal.agent_id) for c, i in proven]
+        )
+        admitted = []
+        for call, identity in proven:
+            call.model = _as_registered(call.model, identity)
+            self._proven[id(call)] = identity.digest
+            if bound.get((identity.tenant_id, call.model.call_id), identity.digest) != identity.digest:
+                reused = Refused(
+                    identity.tenant_id,
+                    "call_id_reused",
+                    f"call_id {call.model.call_id} already names another proposal of this tenant; use a new call_id",
+                    identity.digest,
+                )
+                entries.append(_refusal_entry(call.model, reused, Taxonomy.SIGNATURE_MISMATCH))
+                self._refuse(call, call.model, Taxonomy.SIGNATURE_MISMATCH, "call_id", reused, now, out)
+                continue
+            admitted.append(call)
+        return admitted
+
+    def _refuse(
+        self,
+        call: Inbound[ToolProposal],
+        proposal: ToolProposal,
+        taxonomy: Taxonomy,
+        field: str,
+        refused: Refused,
+        now: int,
+        out: Emit,
+    ) -> None:
+        home = call.origin.partition
+        out.item(
+            "results",
+            home,
+            reject(
+                proposal,
+                taxonomy,
+                [FieldError(field=field, code=refused.code, message=refused.reason)],
+                stage=STAGE,
+                traceparent=call.traceparent,
+                home_partition=home,
+                now_ms=now,
+                proposal_digest=refused.digest,
+            ),
+        )
 
     def _semantic(self, decision: Decision, known: facts.Facts, today: dt.date) -> Decision:
         if not isinstance(decision, Pass):
@@ -82,77 +142,9 @@ class ValidationHandler(Handler[ToolProposal]):
             return decision
         return Reject(Taxonomy.SEMANTIC_INVALIDITY, tuple(found), decision.contract.version, decision.warnings)
 
-    async def _repair_loop(
-        self, conn: Any, calls: list[Inbound[ToolProposal]], decisions: list[Decision]
-    ) -> list[Decision]:
-        failing = [
-            (c, d)
-            for c, d in zip(calls, decisions, strict=True)
-            if isinstance(d, Reject) and d.taxonomy in repair.REPAIRABLE
-        ]
-        if not failing:
-            return decisions
-        runs = sorted({(c.model.tenant_id, c.model.run_id) for c, _ in failing})
-        cur = await conn.execute(REPAIRS, ([t for t, _ in runs], [r for _, r in runs]))
-        history = await cur.fetchall()
-        limits = self.policy.repair
-        recorded, updated = [], {}
-        for call, decision in failing:
-            p = call.model
-            payload_fp = repair.payload_fingerprint(p)
-            error_fp = repair.error_fingerprint(decision.errors)
-            in_run = [h for h in history if (h[0], h[1]) == (p.tenant_id, p.run_id) and h[3] != p.call_id]
-            in_op = [h for h in in_run if h[2] == p.logical_operation_id]
-            earlier = repair.Earlier(
-                frozenset(h[4] for h in in_op), frozenset(h[5] for h in in_op), len(in_op), len(in_run)
-            )
-            contract_limit = self._contract_limit(p)
-            reason = repair.exhausted(
-                payload_fp,
-                error_fp,
-                earlier,
-                contract_limit or limits["max_attempts_per_operation"],
-                limits["budget_per_run"],
-            )
-            if reason is not None:
-                updated[id(call)] = Reject(
-                    Taxonomy.BUDGET_EXHAUSTED,
-                    repair.exhaustion_errors(reason, decision.errors),
-                    decision.tool_version,
-                    decision.warnings,
-                )
-            row = (p.tenant_id, p.run_id, p.logical_operation_id, p.call_id, payload_fp, error_fp)
-            history.append(row)
-            recorded.append(
-                dict(
-                    zip(
-                        (
-                            "tenant_id",
-                            "run_id",
-                            "logical_operation_id",
-                            "call_id",
-                            "payload_fingerprint",
-                            "error_fingerprint",
-                        ),
-                        row,
-                        strict=True,
-                    )
-                )
-            )
-        await conn.execute(RECORD_REPAIRS, (json.dumps(recorded),))
-        return [updated.get(id(c), d) for c, d in zip(calls, decisions, strict=True)]
-
-    def _contract_limit(self, proposal: ToolProposal) -> int | None:
-        try:
-            contract = self.registry.resolve(proposal.tool_name, proposal.tool_version)
-        except Resolution:
-            return None
-        limit = contract.binding.get("repair", {}).get("max_attempts_per_operation")
-        return int(limit) if limit else None
-
     def _emit(self, calls: list[Inbound[ToolProposal]], decisions: list[Decision], now: int, out: Emit) -> None:
         for call, decision in zip(calls, decisions, strict=True):
-            proposal, home = call.model, call.origin.partition
+            proposal, home, digest = call.model, call.origin.partition, self._proven[id(call)]
             if isinstance(decision, Reject):
                 exhausted = decision.taxonomy is Taxonomy.BUDGET_EXHAUSTED
                 out.item(
@@ -168,6 +160,7 @@ class ValidationHandler(Handler[ToolProposal]):
                         now_ms=now,
                         warnings=decision.warnings,
                         tool_version=decision.tool_version or proposal.tool_version,
+                        proposal_digest=digest,
                         **({"next_action": "escalate_to_human"} if exhausted else {}),
                     ),
                 )
@@ -196,14 +189,18 @@ class ValidationHandler(Handler[ToolProposal]):
                     compensation_of=proposal.compensation_of,
                     warnings=list(decision.warnings),
                     decisions=[StageDecision(stage=STAGE, outcome="pass", at_ms=now)],
+                    proposal_digest=digest,
                 ),
             )
 
     def on_failure(self, call: Inbound[ToolProposal], error: str, out: Emit) -> None:
-        home = call.origin.partition
+        """UNKNOWN_ERROR, fail closed; but only to a caller whose signature was proven."""
+        digest = self._proven.get(id(call))
+        if digest is None:
+            return
         out.item(
             "results",
-            home,
+            call.origin.partition,
             reject(
                 call.model,
                 Taxonomy.UNKNOWN_ERROR,
@@ -216,37 +213,52 @@ class ValidationHandler(Handler[ToolProposal]):
                 ],
                 stage=STAGE,
                 traceparent=call.traceparent,
-                home_partition=home,
+                home_partition=call.origin.partition,
                 now_ms=now_ms(),
+                proposal_digest=digest,
             ),
         )
 
     def on_undecodable(self, origin: Origin, value: bytes, out: Emit) -> None:
-        """Dead-letter the original bytes; if the headers name the call, answer it too."""
+        """Bytes that are no ToolProposal prove nobody: dead-letter them and audit it."""
         call_id = header(origin.headers, CALL_ID)
         out.dead_letter(origin, value, Taxonomy.SYNTACTIC_PARSE_FAIL, "not a ToolProposal", call_id)
-        if not call_id:
-            return
-        run_id = origin.key.decode("utf-8", "replace") if origin.key else ""
-        proposal = anonymous_proposal(call_id, run_id, header(origin.headers, TENANT_ID) or "", now_ms())
-
-        out.item(
-            "results",
-            origin.partition,
-            reject(
-                proposal,
-                Taxonomy.SYNTACTIC_PARSE_FAIL,
-                [
-                    FieldError(
-                        field=None,
-                        code="undecodable_proposal",
-                        expected="an Avro ToolProposal",
-                        message="the proposal record could not be decoded; republish it with the toolgate client",
-                    )
-                ],
-                stage=STAGE,
-                traceparent=header(origin.headers, TRACEPARENT) or new_traceparent(),
-                home_partition=origin.partition,
-                now_ms=now_ms(),
-            ),
+        out.audits.append(
+            audit.Entry(
+                STAGE,
+                "refused",
+                "unknown",
+                call_id,
+                None,
+                {"taxonomy": str(Taxonomy.SYNTACTIC_PARSE_FAIL), "code": "undecodable_proposal", "proven": False},
+            )
         )
+
+
+def _as_registered(proposal: ToolProposal, identity: Proven) -> ToolProposal:
+    """The proposal as the registry vouches for it: its agent's tenant, the scopes it asked for
+    within those it was granted."""
+    p = proposal.principal
+    principal = Principal(user_id=p.user_id, agent_id=p.agent_id, scopes=list(identity.scopes))
+    return proposal.model_copy(update={"tenant_id": identity.tenant_id, "principal": principal})
+
+
+def _refusal_entry(
+    proposal: ToolProposal, identity: Refused | Unproven, taxonomy: Taxonomy = Taxonomy.PERMISSION_DENIED
+) -> audit.Entry:
+    return audit.Entry(
+        STAGE,
+        "refused",
+        f"agent:{proposal.principal.agent_id}",
+        proposal.call_id,
+        identity.tenant_id if isinstance(identity, Refused) else None,
+        {
+            "taxonomy": str(taxonomy),
+            "code": identity.code,
+            "agent": proposal.principal.agent_id,
+            "key_id": proposal.key_id,
+            "claimed_tenant": proposal.tenant_id,
+            "tool": proposal.tool_name,
+            "proven": isinstance(identity, Refused),
+        },
+    )

@@ -1,0 +1,196 @@
+"""Operator commands for tenants and agents: who may propose, for which tenant, with which scopes.
+
+A tenant is registered once (`toolgate tenants add`); its edge topics are created then. An
+agent belongs to one tenant, is granted scopes, and proves itself with Ed25519 keys: `agents
+add` makes a key pair (the private key goes to the local keyring, the public key to Postgres)
+or takes the public key of a key that never leaves the agent's host; `agents rotate` adds a
+key beside the active ones; `agents revoke` retires one key or the whole agent at once. Every
+change is written to the hash-chained audit log, in the same transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from toolgate.agent_keys import AgentKeyring, check_name, key_id_of, read_public_key
+from toolgate.settings import Settings
+from toolgate.signing import new_key, public_bytes
+from toolgate.topics.catalog import provision
+from toolgate.workers.runtime import audit
+
+STAGE = "registry"
+
+
+class RegistryError(Exception):
+    """An operator's request the registry refuses (said plainly, not a stack trace)."""
+
+
+async def _audited(database_url: str, statements: Sequence[tuple[str, Any]], entries: list[audit.Entry]) -> list[Any]:
+    """Run statements and append their audit entries in one transaction; each statement's rows."""
+    async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
+        results = []
+        for sql, params in statements:
+            cur = await conn.execute(sql, params)
+            results.append(await cur.fetchall() if cur.description else cur.rowcount)
+        await audit.append(conn, entries)
+    return results
+
+
+def _run(database_url: str, statements: Sequence[tuple[str, Any]], entries: list[audit.Entry]) -> list[Any]:
+    return asyncio.run(_audited(database_url, statements, entries))
+
+
+# --- tenants ---------------------------------------------------------------------------------
+
+
+def registered_tenants(database_url: str) -> list[str]:
+    with psycopg.connect(database_url) as conn:
+        return [r[0] for r in conn.execute("SELECT tenant_id FROM toolgate.tenants ORDER BY tenant_id")]
+
+
+async def _insert_tenant(database_url: str, tenant: str, actor: str) -> None:
+    async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
+        cur = await conn.execute(
+            "INSERT INTO toolgate.tenants (tenant_id) VALUES (%s) ON CONFLICT DO NOTHING RETURNING tenant_id", (tenant,)
+        )
+        if await cur.fetchone() is not None:
+            await audit.append(conn, [audit.Entry(STAGE, "tenant_registered", actor, None, tenant, {})])
+
+
+def add_tenant(settings: Settings, tenant: str, actor: str = "operator") -> list[str]:
+    """Register a tenant (once) and create its edge topics; returns the topics created."""
+    check_name("tenant", tenant)
+    asyncio.run(_insert_tenant(settings.database_url, tenant, actor))
+    return provision(settings.kafka_bootstrap, settings.partitions, settings.topic_prefix, tenants=[tenant])
+
+
+# --- agents ----------------------------------------------------------------------------------
+
+AGENT = "SELECT tenant_id, status FROM toolgate.agents WHERE agent_id = %s"
+INSERT_AGENT = """
+INSERT INTO toolgate.agents (agent_id, tenant_id, scopes) VALUES (%s, %s, %s)
+ON CONFLICT (agent_id) DO UPDATE SET scopes = excluded.scopes, status = 'active', revoked_at = NULL
+WHERE toolgate.agents.tenant_id = excluded.tenant_id
+"""
+INSERT_KEY = """
+INSERT INTO toolgate.agent_keys (agent_id, key_id, public_key) VALUES (%s, %s, %s)
+ON CONFLICT (agent_id, key_id) DO UPDATE SET status = 'active', revoked_at = NULL
+"""
+
+
+def _agent(database_url: str, agent_id: str) -> tuple[str, str] | None:
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(AGENT, (agent_id,)).fetchone()
+    return (str(row[0]), str(row[1])) if row else None
+
+
+def register_agent(
+    settings: Settings, agent_id: str, tenant: str, scopes: list[str], public_key: bytes, actor: str = "operator"
+) -> str:
+    """Record an agent, its granted scopes and one public key; returns the key id. Registering
+    the same agent and key again changes nothing but the grant."""
+    check_name("agent", agent_id)
+    if tenant not in registered_tenants(settings.database_url):
+        raise RegistryError(f"tenant {tenant} is not registered; run `toolgate tenants add {tenant}` first")
+    existing = _agent(settings.database_url, agent_id)
+    if existing is not None and existing[0] != tenant:
+        raise RegistryError(f"agent {agent_id} belongs to tenant {existing[0]}; an agent never changes tenant")
+    key_id = key_id_of(public_key)
+    detail = {"agent": agent_id, "scopes": sorted(scopes), "key_id": key_id}
+    _run(
+        settings.database_url,
+        [(INSERT_AGENT, (agent_id, tenant, sorted(scopes))), (INSERT_KEY, (agent_id, key_id, public_key))],
+        [audit.Entry(STAGE, "agent_registered", actor, None, tenant, detail)],
+    )
+    return key_id
+
+
+def add_agent(
+    settings: Settings,
+    agent_id: str,
+    tenant: str,
+    scopes: list[str],
+    public_key_file: Path | None = None,
+    actor: str = "operator",
+) -> tuple[str, Path | None]:
+    """Register an agent with a new key pair (private key into the local keyring) or with the
+    public key in `public_key_file`. Returns the key id and where the private key is, if here."""
+    if public_key_file is not None:
+        public_key = read_public_key(public_key_file.read_bytes())
+        return register_agent(settings, agent_id, tenant, scopes, public_key, actor), None
+    key = new_key()
+    key_id = register_agent(settings, agent_id, tenant, scopes, public_bytes(key), actor)
+    _, path = AgentKeyring(settings.agents_dir).store(agent_id, tenant, scopes, key)
+    return key_id, path
+
+
+def rotate(
+    settings: Settings, agent_id: str, public_key_file: Path | None = None, actor: str = "operator"
+) -> tuple[str, Path | None]:
+    """Add a key to an active agent; its other keys stay active until revoked."""
+    agent = _agent(settings.database_url, agent_id)
+    if agent is None or agent[1] != "active":
+        raise RegistryError(f"no active agent {agent_id}")
+    with psycopg.connect(settings.database_url) as conn:
+        [(scopes,)] = conn.execute("SELECT scopes FROM toolgate.agents WHERE agent_id = %s", (agent_id,)).fetchall()
+    return add_agent(settings, agent_id, agent[0], list(scopes), public_key_file, actor)
+
+
+REVOKE_KEYS = (
+    "UPDATE toolgate.agent_keys SET status = 'revoked', revoked_at = now() WHERE agent_id = %s AND status = 'active'"
+)
+REVOKE_AGENT = "UPDATE toolgate.agents SET status = 'revoked', revoked_at = now() WHERE agent_id = %s"
+
+
+def revoke(settings: Settings, agent_id: str, key_id: str | None = None, actor: str = "operator") -> int:
+    """Revoke one key, or the agent and every key it has: its proposals stop verifying at once.
+    Returns how many keys were revoked."""
+    agent = _agent(settings.database_url, agent_id)
+    if agent is None:
+        raise RegistryError(f"no agent {agent_id}")
+    statements: list[tuple[str, Any]] = (
+        [(REVOKE_KEYS + " AND key_id = %s", (agent_id, key_id))]
+        if key_id
+        else [(REVOKE_KEYS, (agent_id,)), (REVOKE_AGENT, (agent_id,))]
+    )
+    action = "agent_key_revoked" if key_id else "agent_revoked"
+    results = _run(
+        settings.database_url,
+        statements,
+        [audit.Entry(STAGE, action, actor, None, agent[0], {"agent": agent_id, "key_id": key_id})],
+    )
+    if key_id is not None and results[0] == 0:
+        raise RegistryError(f"agent {agent_id} has no active key {key_id}")
+    return int(results[0])
+
+
+LIST = """
+SELECT a.agent_id, a.tenant_id, a.scopes, a.status, a.created_at,
+       coalesce(array_agg(k.key_id ORDER BY k.created_at) FILTER (WHERE k.status = 'active'), '{}'),
+       coalesce(array_agg(k.key_id ORDER BY k.created_at) FILTER (WHERE k.status = 'revoked'), '{}')
+FROM toolgate.agents a LEFT JOIN toolgate.agent_keys k USING (agent_id)
+GROUP BY a.agent_id ORDER BY a.tenant_id, a.agent_id
+"""
+
+
+def list_agents(settings: Settings) -> list[dict[str, Any]]:
+    with psycopg.connect(settings.database_url) as conn:
+        rows = conn.execute(LIST).fetchall()
+    return [
+        {
+            "agent": r[0],
+            "tenant": r[1],
+            "scopes": list(r[2]),
+            "status": r[3],
+            "created_at": r[4].astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "active_keys": list(r[5]),
+            "revoked_keys": list(r[6]),
+        }
+        for r in rows
+    ]

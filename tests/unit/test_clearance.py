@@ -1,0 +1,113 @@
+"""Execution's own check that a call may run, every row of clearance.py's table."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from tests.unit.factories import registry, stage_record
+from toolgate.hashing import payload_hash
+from toolgate.schemas.models import StageRecord
+from toolgate.taxonomy import Taxonomy
+from toolgate.workers.approval.decision import approval_id_for
+from toolgate.workers.execution.clearance import (
+    Blocked,
+    Cleared,
+    Ticket,
+    approvals_needed,
+    clear,
+    hash_intact,
+    stale,
+    ticket_id,
+)
+
+CHARGE = registry().get("payment.charge_card", "1.0.0")
+DRAFT = registry().get("invoice.create_draft", "1.0.0")
+KEY = "tg_operation"
+
+
+def charge(**overrides: Any) -> StageRecord:
+    record = stage_record(CHARGE)
+    return record.model_copy(update={"payload_hash": payload_hash(record.arguments), **overrides})
+
+
+def ticket(record: StageRecord, **overrides: Any) -> Ticket:
+    base = Ticket(
+        approval_id=approval_id_for(record.call_id),
+        status="APPROVED",
+        call_id=record.call_id,
+        tenant_id=record.tenant_id,
+        tool_name=record.tool_name,
+        tool_version=record.tool_version,
+        payload_hash=record.payload_hash,
+        required_approvals=2,
+        state_version="sha256:before",
+        consumed_by=None,
+        approvers=2,
+    )
+    return replace(base, **overrides)
+
+
+def test_arguments_must_hash_to_the_validated_payload_hash() -> None:
+    assert hash_intact(charge()) is None
+    tampered = charge(arguments={**charge().arguments, "amount_cents": 1})
+    blocked = hash_intact(tampered)
+    assert blocked is not None and blocked.taxonomy is Taxonomy.SIGNATURE_MISMATCH
+
+
+def test_a_record_cannot_claim_fewer_approvals_than_its_class_and_contract_demand() -> None:
+    assert approvals_needed(charge(required_approvals=0), CHARGE) == 2
+    assert approvals_needed(stage_record(DRAFT, required_approvals=0), DRAFT) == 0
+    assert approvals_needed(stage_record(DRAFT, required_approvals=1), DRAFT) == 1  # a policy rule asked for one
+
+
+def test_the_ticket_is_found_by_the_calls_own_id() -> None:
+    assert ticket_id(charge(approval_id="appr_someone_elses")) == approval_id_for("call_1")
+
+
+def test_a_call_that_needs_no_approval_is_cleared_without_a_ticket() -> None:
+    assert clear(stage_record(DRAFT), DRAFT, KEY, None) == Cleared(None)
+
+
+BLOCKED = [
+    ("no_approval", None),
+    ("approval_not_granted", {"status": "PENDING"}),
+    ("approval_not_granted", {"status": "DENIED"}),
+    ("approval_not_granted", {"status": "AUTO_DENIED"}),
+    ("approval_mismatch", {"call_id": "call_2"}),
+    ("approval_mismatch", {"tenant_id": "globex"}),
+    ("approval_mismatch", {"tool_name": "notify.send_email"}),
+    ("approval_mismatch", {"tool_version": "0.9.0"}),
+    ("approval_mismatch", {"payload_hash": "sha256:" + "1" * 64}),
+    ("approval_consumed", {"consumed_by": "tg_another_operation"}),
+    ("too_few_approvers", {"approvers": 1}),
+    ("too_few_approvers", {"approvers": 2, "required_approvals": 3}),
+]
+
+
+@pytest.mark.parametrize(("code", "change"), BLOCKED, ids=[f"{c}-{i}" for i, (c, _) in enumerate(BLOCKED)])
+def test_what_blocks_a_held_call(code: str, change: dict[str, Any] | None) -> None:
+    record = charge()
+    found = None if change is None else ticket(record, **change)
+    verdict = clear(record, CHARGE, KEY, found)
+    assert isinstance(verdict, Blocked) and verdict.code == code
+    assert verdict.taxonomy is Taxonomy.CONFIRMATION_MISSING
+
+
+def test_an_approved_ticket_clears_its_operation_again_and_again() -> None:
+    record = charge()
+    assert clear(record, CHARGE, KEY, ticket(record)) == Cleared(ticket(record))
+    assert clear(record, CHARGE, KEY, ticket(record, consumed_by=KEY)) == Cleared(ticket(record, consumed_by=KEY))
+
+
+def test_a_target_that_moved_since_approval_is_stale_state() -> None:
+    found = ticket(charge())
+    assert stale(found, "sha256:before") is None
+    assert stale(replace(found, state_version=None), "sha256:anything") is None
+    assert stale(None, "sha256:after") is None
+    moved = stale(found, "sha256:after")
+    assert moved is not None and moved.taxonomy is Taxonomy.STALE_STATE and moved.code == "state_changed"
+    gone = stale(found, "absent")
+    assert gone is not None and gone.taxonomy is Taxonomy.STALE_STATE

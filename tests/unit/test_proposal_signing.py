@@ -1,0 +1,103 @@
+"""Proposal signatures: every field that decides what runs is signed; the digest names the content."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import rfc8785
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.unit.factories import FAST, principal, proposal
+from toolgate.proposal_signing import arguments_sha256, digest, sign, signed_bytes, signing_document, verify
+from toolgate.schemas.models import Principal
+from toolgate.signing import new_key
+
+KEY = new_key()
+SIGNED = sign(proposal("invoice.fetch", {"invoice_id": "inv_acme0001"}), "k_1", KEY)
+
+# What an attacker who cannot sign would like to change, field by field.
+TAMPERED: list[tuple[str, dict[str, Any]]] = [
+    ("call_id", {"call_id": "call_2"}),
+    ("tenant_id", {"tenant_id": "globex"}),
+    ("user", {"principal": principal().model_copy(update={"user_id": "someone"})}),
+    ("agent", {"principal": principal().model_copy(update={"agent_id": "agent_2"})}),
+    ("scopes", {"principal": Principal(user_id="user_1", agent_id="agent_1", scopes=["payments:charge"])}),
+    ("workflow_id", {"workflow_id": "wf_2"}),
+    ("run_id", {"run_id": "run_2"}),
+    ("logical_operation_id", {"logical_operation_id": "op_2"}),
+    ("tool_name", {"tool_name": "payment.charge_card"}),
+    ("tool_version", {"tool_version": "0.9.0"}),
+    ("arguments", {"arguments": '{"invoice_id": "inv_globex0001"}'}),
+    ("arguments whitespace", {"arguments": '{"invoice_id":"inv_acme0001"}'}),
+    ("idempotency_key", {"idempotency_key": "k"}),
+    ("deadline_ms", {"deadline_ms": 1}),
+    ("repair_attempt", {"repair_attempt": 1}),
+    ("dry_run", {"dry_run": True}),
+    ("created_at_ms", {"created_at_ms": 1}),
+    ("compensation_of", {"compensation_of": "call_0"}),
+    ("key_id", {"key_id": "k_2"}),
+]
+
+
+def test_a_signed_proposal_verifies_with_its_key_only() -> None:
+    assert verify(SIGNED, KEY.public_key())
+    assert not verify(SIGNED, new_key().public_key())
+
+
+@pytest.mark.parametrize(("field", "change"), TAMPERED, ids=[f for f, _ in TAMPERED])
+def test_changing_any_signed_field_breaks_the_signature(field: str, change: dict[str, Any]) -> None:
+    assert not verify(SIGNED.model_copy(update=change), KEY.public_key())
+
+
+def test_unsigned_and_empty_signatures_do_not_verify() -> None:
+    assert not verify(SIGNED.model_copy(update={"signature": None}), KEY.public_key())
+    assert not verify(SIGNED.model_copy(update={"signature": b""}), KEY.public_key())
+    assert not verify(SIGNED.model_copy(update={"signature": b"\x00" * 64}), KEY.public_key())
+
+
+def test_a_field_canonical_json_cannot_hold_fails_verification_instead_of_raising() -> None:
+    huge = SIGNED.model_copy(update={"deadline_ms": 2**60})
+    assert not verify(huge, KEY.public_key())
+
+
+def test_the_signing_document_is_canonical_json_of_documented_fields() -> None:
+    document = signing_document(SIGNED)
+    assert set(document) == {
+        "purpose",
+        "call_id",
+        "tenant_id",
+        "principal",
+        "workflow_id",
+        "run_id",
+        "logical_operation_id",
+        "tool_name",
+        "tool_version",
+        "arguments_sha256",
+        "idempotency_key",
+        "deadline_ms",
+        "repair_attempt",
+        "dry_run",
+        "compensation_of",
+        "created_at_ms",
+        "key_id",
+    }
+    assert document["purpose"] == "toolgate.proposal.v1"
+    assert document["arguments_sha256"] == arguments_sha256(SIGNED.arguments)
+    assert signed_bytes(SIGNED) == rfc8785.dumps(document)
+
+
+def test_the_digest_names_the_content_not_when_or_with_which_key() -> None:
+    again = sign(SIGNED.model_copy(update={"created_at_ms": 5}), "k_other", new_key())
+    assert digest(again) == digest(SIGNED)
+    assert digest(SIGNED.model_copy(update={"arguments": "{}"})) != digest(SIGNED)
+    assert digest(SIGNED.model_copy(update={"tenant_id": "globex"})) != digest(SIGNED)
+    assert digest(SIGNED).startswith("sha256:") and len(digest(SIGNED)) == 7 + 64
+
+
+@FAST
+@given(st.text(max_size=200), st.text(max_size=40))
+def test_any_arguments_and_ids_sign_and_verify(arguments: str, call_id: str) -> None:
+    signed = sign(proposal("invoice.fetch", arguments, call_id=call_id), "k_1", KEY)
+    assert verify(signed, KEY.public_key())

@@ -1,0 +1,89 @@
+"""Proposal signatures: who asked is proven by an Ed25519 signature, never by the topic.
+
+An agent signs the RFC 8785 canonical JSON of the *signing document* of its proposal: every
+field that decides what runs, with the model's argument text by the SHA-256 of its bytes (so
+the signature can be checked before, and whether or not, the arguments parse):
+
+    {"purpose": "toolgate.proposal.v1", "call_id", "tenant_id",
+     "principal": {"user_id", "agent_id", "scopes"}, "workflow_id", "run_id",
+     "logical_operation_id", "tool_name", "tool_version", "arguments_sha256",
+     "idempotency_key", "deadline_ms", "repair_attempt", "dry_run", "compensation_of",
+     "created_at_ms", "key_id"}
+
+Any language can produce it: canonical JSON, then Ed25519 with the agent's registered key.
+
+The *proposal digest* is the SHA-256 of the same document without `created_at_ms` and
+`key_id`: what the call asks for, whenever and with whichever of the agent's keys it was
+signed. A call_id is bound to one digest per tenant (a re-publication of the same call is
+the same call; other content under the same call_id is refused), and every observation
+carries its call's digest, so a client accepts only the answer to what it proposed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from toolgate.schemas.models import ToolProposal
+from toolgate.schemas.wire import canonical_json
+
+PURPOSE = "toolgate.proposal.v1"
+DIGEST_PREFIX = "sha256:"
+
+
+def arguments_sha256(arguments: str) -> str:
+    """SHA-256 (hex) of the argument text's bytes as they travel (UTF-8)."""
+    return hashlib.sha256(arguments.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _content(proposal: ToolProposal) -> dict[str, Any]:
+    p = proposal.principal
+    return {
+        "purpose": PURPOSE,
+        "call_id": proposal.call_id,
+        "tenant_id": proposal.tenant_id,
+        "principal": {"user_id": p.user_id, "agent_id": p.agent_id, "scopes": list(p.scopes)},
+        "workflow_id": proposal.workflow_id,
+        "run_id": proposal.run_id,
+        "logical_operation_id": proposal.logical_operation_id,
+        "tool_name": proposal.tool_name,
+        "tool_version": proposal.tool_version,
+        "arguments_sha256": arguments_sha256(proposal.arguments),
+        "idempotency_key": proposal.idempotency_key,
+        "deadline_ms": proposal.deadline_ms,
+        "repair_attempt": proposal.repair_attempt,
+        "dry_run": proposal.dry_run,
+        "compensation_of": proposal.compensation_of,
+    }
+
+
+def signing_document(proposal: ToolProposal) -> dict[str, Any]:
+    return {**_content(proposal), "created_at_ms": proposal.created_at_ms, "key_id": proposal.key_id}
+
+
+def signed_bytes(proposal: ToolProposal) -> bytes:
+    return canonical_json(signing_document(proposal)).encode()
+
+
+def digest(proposal: ToolProposal) -> str:
+    """What the call asks for, independent of when and with which key it was signed."""
+    return DIGEST_PREFIX + hashlib.sha256(canonical_json(_content(proposal)).encode()).hexdigest()
+
+
+def sign(proposal: ToolProposal, key_id: str, key: Ed25519PrivateKey) -> ToolProposal:
+    unsigned = proposal.model_copy(update={"key_id": key_id, "signature": None})
+    return unsigned.model_copy(update={"signature": key.sign(signed_bytes(unsigned))})
+
+
+def verify(proposal: ToolProposal, public_key: Ed25519PublicKey) -> bool:
+    """True only for a signature by `public_key` over exactly this proposal's document."""
+    if not proposal.signature:
+        return False
+    try:
+        public_key.verify(proposal.signature, signed_bytes(proposal))
+    except (InvalidSignature, ValueError):  # ValueError: a field RFC 8785 cannot represent
+        return False
+    return True

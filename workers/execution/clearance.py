@@ -1,0 +1,125 @@
+"""Execution's own check that a call may run: Postgres decides, not the message.
+
+Pure: the call, its contract, the operation key it would run under, and the approval ticket
+read from Postgres (under FOR UPDATE) come in; a verdict comes out.
+
+| what execution finds                                             | verdict                               |
+|------------------------------------------------------------------|---------------------------------------|
+| the arguments do not hash to the record's payload hash           | Blocked SIGNATURE_MISMATCH            |
+| the call needs no approval (contract, side-effect class, policy) | Cleared, nothing to consume           |
+| it needs approvals and no ticket exists for its call_id          | Blocked CONFIRMATION_MISSING          |
+| the ticket is not APPROVED                                       | Blocked CONFIRMATION_MISSING          |
+| the ticket is for another call, tenant, tool, version or payload | Blocked CONFIRMATION_MISSING          |
+| the ticket was consumed by another operation                     | Blocked CONFIRMATION_MISSING          |
+| fewer distinct, active approvers approved than the call needs    | Blocked CONFIRMATION_MISSING          |
+| otherwise                                                        | Cleared: consume the ticket (its key) |
+
+The number of approvals a call needs is the most of what its side-effect class demands,
+its contract says and the policy stage decided (`record.required_approvals`): a record that
+claims fewer gains nothing. A ticket releases one operation: the worker consumes it under the
+operation's idempotency key in the reservation's transaction, so a retry or re-drive of that
+operation (same key) runs under it again and anything else finds it consumed. A ticket bound
+to the target's state is then checked against the state read now (`stale`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toolgate.contracts.registry import Contract
+from toolgate.hashing import payload_hash
+from toolgate.schemas.models import StageRecord
+from toolgate.taxonomy import Taxonomy
+from toolgate.workers.approval.decision import APPROVED, approval_id_for
+from toolgate.workers.policy.decision import MIN_APPROVALS
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """An approval ticket as Postgres has it, with the approvals that still count."""
+
+    approval_id: str
+    status: str
+    call_id: str
+    tenant_id: str
+    tool_name: str
+    tool_version: str
+    payload_hash: str
+    required_approvals: int
+    state_version: str | None
+    consumed_by: str | None
+    approvers: int  # distinct approvers, still active, who approved
+
+
+@dataclass(frozen=True)
+class Cleared:
+    ticket: Ticket | None  # to consume (and whose state to check); None: no approval needed
+
+
+@dataclass(frozen=True)
+class Blocked:
+    taxonomy: Taxonomy
+    code: str
+    message: str
+
+
+def approvals_needed(record: StageRecord, contract: Contract) -> int:
+    return max(MIN_APPROVALS.get(contract.side_effect_class, 0), contract.required_approvals, record.required_approvals)
+
+
+def ticket_id(record: StageRecord) -> str:
+    """The ticket a call's approval lives in: derived from its call_id, never read from the record."""
+    return approval_id_for(record.call_id)
+
+
+def hash_intact(record: StageRecord) -> Blocked | None:
+    """The arguments about to run must hash to what validation hashed (and approvers signed)."""
+    if payload_hash(record.arguments) == record.payload_hash:
+        return None
+    return Blocked(
+        Taxonomy.SIGNATURE_MISMATCH,
+        "payload_hash_mismatch",
+        "the arguments do not match the payload hash they were validated and approved under; nothing ran",
+    )
+
+
+def clear(record: StageRecord, contract: Contract, operation: str, ticket: Ticket | None) -> Cleared | Blocked:
+    needed = approvals_needed(record, contract)
+    if needed == 0:
+        return Cleared(None)
+
+    def missing(code: str, message: str) -> Blocked:
+        return Blocked(Taxonomy.CONFIRMATION_MISSING, code, message)
+
+    if ticket is None:
+        return missing("no_approval", f"{contract.name} needs {needed} approval(s) and none was given for this call")
+    if ticket.status != APPROVED:
+        return missing("approval_not_granted", f"approval {ticket.approval_id} is {ticket.status}, not APPROVED")
+    if (ticket.call_id, ticket.tenant_id, ticket.tool_name, ticket.tool_version, ticket.payload_hash) != (
+        record.call_id,
+        record.tenant_id,
+        record.tool_name,
+        record.tool_version,
+        record.payload_hash,
+    ):
+        return missing("approval_mismatch", f"approval {ticket.approval_id} was given for another call or payload")
+    if ticket.consumed_by not in (None, operation):
+        return missing("approval_consumed", f"approval {ticket.approval_id} already released another operation")
+    if ticket.approvers < max(needed, ticket.required_approvals):
+        return missing(
+            "too_few_approvers",
+            f"approval {ticket.approval_id} has {ticket.approvers} valid approver(s); "
+            f"{max(needed, ticket.required_approvals)} are needed",
+        )
+    return Cleared(ticket)
+
+
+def stale(ticket: Ticket | None, state_now: str | None) -> Blocked | None:
+    """STALE_STATE when the target moved since the approver saw it (`state_now`: its version)."""
+    if ticket is None or ticket.state_version is None or state_now == ticket.state_version:
+        return None
+    return Blocked(
+        Taxonomy.STALE_STATE,
+        "state_changed",
+        "the target changed after it was approved; nothing ran. Refresh state and propose again",
+    )

@@ -1,0 +1,57 @@
+"""Execution's reads and writes of approval tickets and target state (clearance.py decides).
+
+All inside the caller's transaction: tickets are read under FOR UPDATE and consumed there; a
+target's state is read under FOR UPDATE too when the effect commits in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from toolgate.contracts.registry import Contract
+from toolgate.schemas.models import StageRecord
+from toolgate.workers.execution.clearance import Ticket
+from toolgate.workers.runtime import facts, target_state
+
+LOCK = "SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%s) ORDER BY approval_id FOR UPDATE"
+LOAD = """
+SELECT a.approval_id, a.status, a.call_id, a.tenant_id, a.tool_name, a.tool_version, a.payload_hash,
+       a.required_approvals, a.state_version, a.consumed_by,
+       count(DISTINCT d.approver_id) FILTER (WHERE d.verdict = 'APPROVE' AND p.status = 'active')
+FROM toolgate.approvals a
+LEFT JOIN toolgate.approval_decisions d USING (approval_id)
+LEFT JOIN toolgate.approvers p ON p.approver_id = d.approver_id
+WHERE a.approval_id = ANY(%s)
+GROUP BY a.approval_id
+"""
+CONSUME = """
+UPDATE toolgate.approvals a SET consumed_by = c.operation, consumed_at = now()
+FROM unnest(%s::text[], %s::text[]) AS c(approval_id, operation)
+WHERE a.approval_id = c.approval_id AND a.consumed_by IS NULL
+"""
+
+
+async def load(conn: AsyncConnection[Any], approval_ids: Sequence[str]) -> dict[str, Ticket]:
+    """The tickets, locked until the transaction ends."""
+    ids = sorted(set(approval_ids))
+    await conn.execute(LOCK, (ids,))
+    cur = await conn.execute(LOAD, (ids,))
+    return {row[0]: Ticket(*row[:10], int(row[10])) for row in await cur.fetchall()}
+
+
+async def consume(conn: AsyncConnection[Any], released: dict[str, str]) -> None:
+    """Mark tickets as having released their operation (approval_id -> operation key)."""
+    if released:
+        await conn.execute(CONSUME, (list(released), list(released.values())))
+
+
+async def state_now(
+    conn: AsyncConnection[Any], calls: Sequence[tuple[StageRecord, Contract]], for_update: bool
+) -> list[str | None]:
+    """Each call's target state version as it is now (None: its contract binds no state)."""
+    wanted = facts.needed(ref for record, contract in calls for ref in target_state.refs(record, contract))
+    rows = await facts.fetch(conn, wanted, for_update=for_update) if wanted else {}
+    return [target_state.bound_version(record, contract, rows) for record, contract in calls]

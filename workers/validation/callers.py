@@ -1,0 +1,63 @@
+"""Validation's reads and writes about callers: the registered agents a round's proposals name,
+and the call_ids they use (one proposal digest per tenant and call_id).
+
+Both run inside the round's transaction, one statement each for the whole round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from psycopg import AsyncConnection
+
+from toolgate.workers.validation.identity import AgentKey, RegisteredAgent
+
+AGENTS = """
+SELECT a.agent_id, a.tenant_id, a.scopes, a.status = 'active', k.key_id, k.public_key, k.status = 'active'
+FROM toolgate.agents a LEFT JOIN toolgate.agent_keys k USING (agent_id)
+WHERE a.agent_id = ANY(%s)
+"""
+REGISTER = """
+INSERT INTO toolgate.calls (tenant_id, call_id, proposal_digest, agent_id)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])
+ON CONFLICT (tenant_id, call_id) DO NOTHING
+"""
+DIGESTS = """
+SELECT tenant_id, call_id, proposal_digest FROM toolgate.calls
+WHERE (tenant_id, call_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+"""
+
+_KEYS: dict[bytes, Ed25519PublicKey] = {}  # parsed once per process: a key's bytes never change meaning
+
+
+def _public_key(raw: bytes) -> Ed25519PublicKey:
+    key = _KEYS.get(raw)
+    if key is None:
+        key = _KEYS[raw] = Ed25519PublicKey.from_public_bytes(raw)
+    return key
+
+
+async def load_agents(conn: AsyncConnection[Any], agent_ids: Iterable[str]) -> dict[str, RegisteredAgent]:
+    cur = await conn.execute(AGENTS, (sorted(set(agent_ids)),))
+    heads: dict[str, tuple[str, frozenset[str], bool]] = {}
+    keys: dict[str, dict[str, AgentKey]] = {}
+    for agent_id, tenant_id, scopes, active, key_id, public_key, key_active in await cur.fetchall():
+        heads[agent_id] = (tenant_id, frozenset(scopes), bool(active))
+        if key_id is not None:
+            keys.setdefault(agent_id, {})[key_id] = AgentKey(_public_key(bytes(public_key)), bool(key_active))
+    return {a: RegisteredAgent(a, t, s, active, keys.get(a, {})) for a, (t, s, active) in heads.items()}
+
+
+async def register_calls(
+    conn: AsyncConnection[Any], calls: list[tuple[str, str, str, str]]
+) -> dict[tuple[str, str], str]:
+    """Record (tenant, call_id, digest, agent) for calls seen the first time; return the digest
+    each (tenant, call_id) is bound to, the first one recorded winning."""
+    if not calls:
+        return {}
+    columns = [list(column) for column in zip(*calls, strict=True)]
+    await conn.execute(REGISTER, columns)
+    cur = await conn.execute(DIGESTS, columns[:2])
+    return {(tenant, call_id): digest for tenant, call_id, digest in await cur.fetchall()}
