@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 
 from toolgate.agent_keys import AgentKeyring, check_name, key_id_of, read_public_key
+from toolgate.kafka_security import client_config
 from toolgate.settings import Settings
 from toolgate.signing import new_key, public_bytes
 from toolgate.topics.catalog import provision
@@ -67,7 +68,13 @@ def add_tenant(settings: Settings, tenant: str, actor: str = "operator") -> list
     """Register a tenant (once) and create its edge topics; returns the topics created."""
     check_name("tenant", tenant)
     asyncio.run(_insert_tenant(settings.database_url, tenant, actor))
-    return provision(settings.kafka_bootstrap, settings.partitions, settings.topic_prefix, tenants=[tenant])
+    return provision(
+        settings.kafka_bootstrap,
+        settings.partitions,
+        settings.topic_prefix,
+        tenants=[tenant],
+        client_config=client_config(settings),
+    )
 
 
 # --- agents ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
+from toolgate.kafka_security import client_config
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
 from toolgate.signing import Keyring, new_key, public_bytes
@@ -128,7 +129,12 @@ def card(packet: ApprovalRequest, state: dict[str, Any]) -> Panel:
 def decide(settings: Settings, approval_id: str, approver: str, approve: bool, reason: str | None) -> ApprovalDecision:
     packet, _ = load(settings, approval_id)
     key = Keyring(settings.home / "approvers").load(approver)
-    client = ApprovalClient(settings.kafka_bootstrap, settings.topic_prefix, client_id=f"toolgate-approver-{approver}")
+    client = ApprovalClient(
+        settings.kafka_bootstrap,
+        settings.topic_prefix,
+        client_id=f"toolgate-approver-{approver}",
+        kafka_config=client_config(settings),
+    )
     return client.decide(packet, approver_id=approver, key=key, approve=approve, reason=reason)
 
 

@@ -22,7 +22,8 @@ from typing import Any
 import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from toolgate.integrity import Sealer, deployment_keys
+from toolgate.integrity import MACED, Sealer, deployment_keys
+from toolgate.kafka_security import client_config
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import DeadLetter, PayloadKind, StageBatch
 from toolgate.settings import Settings
@@ -33,6 +34,8 @@ from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.rounds import ATTEMPTS_HEADER
 
 STAGE = "operator"
+# The topics stages consume: the only places a replay may go.
+CONSUMED = frozenset({"proposals", "validated", "authorized", "approvals_decisions", "executable", "results"})
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[Letter]:
     sealer = Sealer(deployment_keys(settings), Topics(settings.topic_prefix))
     consumer = Consumer(
         {
+            **client_config(settings),
             "bootstrap.servers": settings.kafka_bootstrap,
             "group.id": f"toolgate-dlq-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
@@ -132,12 +136,12 @@ def _record(settings: Settings, letter: DeadLetter, action: str, actor: str, not
 def replay(settings: Settings, dead_letter_id: str, actor: str) -> dict[str, Any]:
     found = find(settings, dead_letter_id)
     letter = found.letter
-    if not found.genuine:
-        _record(settings, letter, "replay_refused", actor, "its stage MAC does not verify")
-        raise SystemExit(
-            f"dead letter {dead_letter_id} carries no valid stage MAC: no toolgate stage wrote it. Not replayed."
-        )
     topics = Topics(settings.topic_prefix)
+    sealer = Sealer(deployment_keys(settings), topics)
+    refusal = _unreplayable(found, sealer, topics)
+    if refusal is not None:
+        _record(settings, letter, "replay_refused", actor, refusal)
+        raise SystemExit(f"dead letter {dead_letter_id}: {refusal}. Not replayed.")
     target = topics.name(letter.source_topic)
     headers = [(h.key, h.value or b"") for h in letter.headers if h.key not in (ATTEMPTS_HEADER, REPLAY_OF)]
     headers += [(ATTEMPTS_HEADER, str(letter.attempts + 1).encode()), (REPLAY_OF, letter.dead_letter_id.encode())]
@@ -149,12 +153,31 @@ def replay(settings: Settings, dead_letter_id: str, actor: str) -> dict[str, Any
     partition = (
         letter.source_partition if (letter.payload_kind is PayloadKind.STAGE_ITEM or letter.key is None) else None
     )
-    sealer = Sealer(deployment_keys(settings), topics)
-    client = ToolgateClient(settings.kafka_bootstrap, settings.topic_prefix, client_id="toolgate-dlq")
+    client = ToolgateClient.from_settings(settings, client_id="toolgate-dlq")
     client.publish_raw(target, letter.key, value, sealer.seal(target, letter.key, value, headers), partition)
     client.flush()
     _record(settings, letter, "replayed", actor)
     return {"dead_letter_id": dead_letter_id, "replayed_to": target, "partition": partition, "call_id": letter.call_id}
+
+
+def _unreplayable(found: Letter, sealer: Sealer, topics: Topics) -> str | None:
+    """Why a letter must not go back where it came from, if it must not.
+
+    A replay is sealed anew, so it must never launder what no stage wrote: the letter itself
+    must carry its stage MAC, and a whole record from an internal topic must still carry the
+    MAC it arrived with (a record dead-lettered *because* its MAC failed stays a forgery).
+    Items of a batch were checked before they were decoded; proposals and decisions are
+    checked again by their signatures."""
+    letter = found.letter
+    if not found.genuine:
+        return "it carries no valid stage MAC: no toolgate stage wrote it"
+    if letter.source_topic not in CONSUMED:
+        return f"{letter.source_topic!r} is no topic a stage reads"
+    if letter.payload_kind is PayloadKind.RECORD and letter.source_topic in MACED:
+        original = [(h.key, h.value) for h in letter.headers]
+        if not sealer.mac_ok(topics.name(letter.source_topic), letter.value, original):
+            return f"the original {letter.source_topic} record never carried a valid stage MAC"
+    return None
 
 
 def discard(settings: Settings, dead_letter_id: str, actor: str, note: str | None) -> None:

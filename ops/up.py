@@ -28,6 +28,7 @@ import psycopg
 
 from toolgate.agent_keys import AgentKeyring
 from toolgate.integrity import deployment_keys
+from toolgate.kafka_security import client_config
 from toolgate.ops.agents import add_tenant, list_agents, register_agent, registered_tenants
 from toolgate.ops.approvals import register_approver
 from toolgate.ops.embedded import (
@@ -286,7 +287,9 @@ def prepare(settings: Settings, bootstrap: str, database_url: str, demo: bool, s
     applied = migrate(database_url)
     say(f"migrations {', '.join(applied) if applied else 'up to date'}")
     tenants = registered_tenants(database_url)
-    created = provision(bootstrap, settings.partitions, settings.topic_prefix, tenants=tenants)
+    created = provision(
+        bootstrap, settings.partitions, settings.topic_prefix, tenants=tenants, client_config=client_config(settings)
+    )
     say(f"topics     {len(created)} created, {settings.partitions} partitions each")
     if not SecretProvider(settings.secrets_path).has(settings.deployment_secret_ref):
         path = ensure_secret(settings, settings.deployment_secret_ref)

@@ -92,12 +92,42 @@ def provider(
 
 
 @app.command()
-def setup(demo: Annotated[bool, typer.Option(help="demo tenants, approvers and provider token")] = False) -> None:
-    """Prepare a deployment: migrations, topics (and the demo). What `up` does before starting workers."""
+def setup(
+    demo: Annotated[bool, typer.Option(help="demo tenants, agents, approvers and provider token")] = False,
+    acls: Annotated[bool, typer.Option("--acls", help="create the Kafka ACL bindings of every principal")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="with --acls: print the bindings, create none")] = False,
+    approval_service: Annotated[
+        list[str] | None,
+        typer.Option(help="an approval service's principal, e.g. User:approvals (=acme,globex to limit its tenants)"),
+    ] = None,
+    operator: Annotated[list[str] | None, typer.Option(help="an operator's principal")] = None,
+) -> None:
+    """Prepare a deployment: migrations, topics, the deployment secret (and the demo); with
+    --acls, the ACL bindings a real Kafka needs (agents as User:<agent_id>, stages as
+    User:toolgate-<stage>)."""
     from toolgate.ops.up import prepare
 
     settings = _settings()
     prepare(settings, settings.kafka_bootstrap, settings.database_url, demo, console.print)
+    if not acls:
+        return
+    from toolgate.ops import acls as acl
+
+    plan = acl.plan_from_registry(settings, approval_service or [], operator or ["User:toolgate-operator"])
+    bindings = acl.bindings(plan)
+    if dry_run:
+        sys.stdout.write("\n".join(acl.format_lines(bindings)) + "\n")
+        return
+    if settings.runtime_file.exists() and "broker" in json.loads(settings.runtime_file.read_text()).get(
+        "infrastructure", {}
+    ):
+        console.print(
+            "[red]the embedded broker has no authorizer (and its CreateAcls answer crashes "
+            "librdkafka): nothing to apply. Use --dry-run to see the bindings.[/red]"
+        )
+        raise typer.Exit(1)
+    created = acl.apply_to(settings, bindings)
+    console.print(f"ACL bindings created: {len(created)}")
 
 
 @app.command()
@@ -116,8 +146,16 @@ def topics(provision_: Annotated[bool, typer.Option("--provision", help="create 
 
     settings = load_settings()
     if provision_:
+        from toolgate.kafka_security import client_config
+        from toolgate.ops.agents import registered_tenants
+
+        infra = settings.require_infrastructure()
         created = provision(
-            settings.require_infrastructure().kafka_bootstrap, settings.partitions, settings.topic_prefix
+            infra.kafka_bootstrap,
+            settings.partitions,
+            settings.topic_prefix,
+            tenants=registered_tenants(infra.database_url),
+            client_config=client_config(settings),
         )
         console.print(f"created: {', '.join(created) or 'nothing, all present'}")
     for name, spec in describe(settings.topic_prefix):

@@ -31,6 +31,7 @@ from opentelemetry import trace
 
 from toolgate.agent_keys import AgentKeyring, AgentSigner
 from toolgate.integrity import EdgeVerifier
+from toolgate.kafka_security import client_config
 from toolgate.proposal_signing import digest
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Observation, Principal, ToolProposal, Verdict
@@ -127,6 +128,7 @@ class ToolgateClient:
             s.trace_sample_ratio,
             keyring=AgentKeyring(s.agents_dir),
             deployment_public_key=bytes.fromhex(s.deployment_public_key) if s.deployment_public_key else None,
+            kafka_config=client_config(s),
         )
 
     def signer(self, agent_id: str) -> AgentSigner:

@@ -24,6 +24,7 @@ import psycopg
 from confluent_kafka import KafkaError, Producer
 
 from toolgate.integrity import Sealer, deployment_keys
+from toolgate.kafka_security import client_config
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
 from toolgate.workers.runtime.app import StageApp
@@ -50,7 +51,7 @@ class OutboxRelay:
         self.batch = batch
         self.retention_s = retention_s
         self.pool = make_pool(settings.database_url, STAGE, max_size=2)
-        self.producer = IdempotentProducer(settings.kafka_bootstrap)
+        self.producer = IdempotentProducer(settings.kafka_bootstrap, client_config(settings))
         self.sealer = Sealer(deployment_keys(settings), Topics(settings.topic_prefix))
         self.wakeup = asyncio.Event()
         self._last_prune = 0.0
@@ -132,9 +133,10 @@ class IdempotentProducer:
     """confluent-kafka's idempotent producer, awaited: `deliver` returns once every record
     has its delivery report, and raises if any failed (the rows stay unsent)."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, config: dict[str, str] | None = None) -> None:
         self._producer = Producer(
             {
+                **(config or {}),
                 "bootstrap.servers": bootstrap,
                 "client.id": "toolgate-outbox-relay",
                 "enable.idempotence": True,

@@ -18,6 +18,7 @@ import faust
 from faust.types import EventT
 
 from toolgate.integrity import Sealer, deployment_keys
+from toolgate.kafka_security import broker_credentials
 from toolgate.settings import Settings
 from toolgate.telemetry import configure_telemetry, logging_config, shutdown_telemetry
 from toolgate.topics.catalog import Topics
@@ -52,6 +53,7 @@ class StageApp:
         self.app = App(
             f"{settings.topic_prefix}toolgate-{name}",
             broker=broker_urls(settings.kafka_bootstrap),
+            broker_credentials=broker_credentials(settings),
             web_enabled=False,
             datadir=str(datadir),
             topic_allow_declare=False,

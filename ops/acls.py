@@ -1,0 +1,332 @@
+"""The Kafka ACL bindings a secured deployment needs: who may read and write which topic.
+
+toolgate's trust boundary on a real Kafka (with an authorizer) is drawn by these bindings:
+an agent may propose and read its own tenant's observations, an approval service reads the
+confirmation packets of the tenants it serves and writes decisions, each stage reads exactly
+its inputs and writes exactly its outputs, and operators work the dead letters. `bindings()`
+is a pure function of an `AclPlan`; `format_lines()` prints them for `--dry-run`; `apply()`
+creates them through an AdminClient (the caller needs ALTER on the cluster, i.e. a super
+user or an admin principal).
+
+| principal        | topics (LITERAL unless noted)                                  | groups (`*`: PREFIXED)    |
+|------------------|----------------------------------------------------------------|---------------------------|
+| agent of T       | WRITE+DESCRIBE proposals; READ+DESCRIBE observations.T         | READ toolgate-observer-*  |
+| approval service | READ approvals.requested.T of its tenants (all tenants: the    | READ toolgate-observer-*  |
+|                  | PREFIXED family); WRITE approvals.decisions                    |                           |
+| stage            | READ its inputs, WRITE its outputs (STAGE_RIGHTS); per-tenant  | READ P+toolgate-<stage>   |
+|                  | families PREFIXED                                              |                           |
+| operator         | READ+WRITE deadletter, proposals and the internal topics       | READ toolgate-dlq-*       |
+
+Every principal that writes also gets IDEMPOTENT_WRITE on the cluster: toolgate's
+confluent-kafka producers (agents' `ToolgateClient`, approval services, `dlq replay`, the
+outbox relay) are idempotent, and brokers before Kafka 3.0 (KIP-679) require that right.
+
+Why the patterns are what they are:
+* A tenant's own topic is named LITERAL: a PREFIXED `tool.observations.acme` would also
+  match `tool.observations.acme2`, another tenant's topic.
+* A stage or an unrestricted approval service serves every tenant, so it gets the family
+  PREFIXED with its trailing dot (`tool.observations.`): a tenant added later needs new
+  bindings for its agents only.
+* Clients that read with `assign()` (agents, approval services and `dlq`) still carry a
+  group id with a random suffix, never prefixed by the deployment (topics/client.py,
+  ops/dlq.py), hence PREFIXED group bindings on `toolgate-observer-` and `toolgate-dlq-`.
+
+Topic names come from the catalog (toolgate.topics.catalog), under the deployment prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from toolgate.kafka_security import client_config
+from toolgate.ops.agents import list_agents, registered_tenants
+from toolgate.settings import Settings
+from toolgate.topics.catalog import BY_LOGICAL, Topics
+
+OBSERVER_GROUP_PREFIX = "toolgate-observer-"
+DLQ_GROUP_PREFIX = "toolgate-dlq-"
+CLUSTER = "kafka-cluster"  # the name of the cluster resource (ResourceType.BROKER in librdkafka)
+
+READ, WRITE, DESCRIBE = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE
+LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
+
+
+@dataclass(frozen=True)
+class StageRights:
+    """A stage's topics by logical catalog name; per-tenant ones mean every tenant's."""
+
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    consumes_with_group: bool = True
+
+
+STAGE_RIGHTS: Mapping[str, StageRights] = {
+    "validation": StageRights(reads=("proposals",), writes=("validated", "results", "deadletter")),
+    "policy": StageRights(reads=("validated",), writes=("authorized", "results", "deadletter")),
+    # Calls that need no approval go straight on to executable; a call that fails alone is
+    # answered on results; held calls, packets and releases go through the outbox.
+    "approval-wait": StageRights(
+        reads=("authorized", "approvals_decisions"), writes=("executable", "results", "deadletter")
+    ),
+    # Results go through the outbox, except the answer to a call that failed on its own.
+    "execution": StageRights(reads=("executable",), writes=("results", "deadletter")),
+    # Publishes what the other stages put in the outbox; reads Postgres, not Kafka.
+    "outbox-relay": StageRights(
+        writes=("executable", "results", "deadletter", "approvals_requested"), consumes_with_group=False
+    ),
+    "normalization": StageRights(reads=("results",), writes=("observations", "deadletter")),
+    # Reads Postgres and the tools; its output goes through the outbox.
+    "reconciliation": StageRights(consumes_with_group=False),
+}
+
+OPERATOR_TOPICS = ("deadletter", "proposals", "validated", "authorized", "executable", "results")
+
+
+@dataclass(frozen=True)
+class ApprovalService:
+    """An approval service's principal; `tenants=None` serves every tenant."""
+
+    principal: str
+    tenants: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class AclPlan:
+    """Who is who in one deployment: the inputs of `bindings()`."""
+
+    tenants: tuple[str, ...]
+    agents: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # tenant -> principals
+    approval_services: tuple[ApprovalService, ...] = ()
+    operators: tuple[str, ...] = ()
+    prefix: str = ""  # the deployment's topic prefix (TOOLGATE_TOPIC_PREFIX)
+    stage_principals: Mapping[str, str] = field(default_factory=dict)  # stage -> principal overrides
+
+    def __post_init__(self) -> None:
+        problems = [f"agents of unknown tenant {t!r}" for t in self.agents if t not in self.tenants]
+        problems += [
+            f"approval service {s.principal} limited to unknown tenant {t!r}"
+            for s in self.approval_services
+            for t in s.tenants or ()
+            if t not in self.tenants
+        ]
+        problems += [
+            f"principal override for unknown stage {s!r}" for s in self.stage_principals if s not in STAGE_RIGHTS
+        ]
+        principals = [p for ps in self.agents.values() for p in ps]
+        principals += [s.principal for s in self.approval_services] + list(self.operators)
+        principals += list(self.stage_principals.values())
+        problems += [f"principal {p!r} is not of the form Type:name" for p in principals if ":" not in p]
+        if problems:
+            raise ValueError("ACL plan: " + "; ".join(problems))
+
+    def stage_principal(self, stage: str) -> str:
+        return self.stage_principals.get(stage, f"User:toolgate-{stage}")
+
+
+def _topic(principal: str, name: str, pattern: ResourcePatternType, operation: AclOperation) -> AclBinding:
+    return AclBinding(ResourceType.TOPIC, name, pattern, principal, "*", operation, AclPermissionType.ALLOW)
+
+
+def _group(principal: str, name: str, pattern: ResourcePatternType) -> AclBinding:
+    return AclBinding(ResourceType.GROUP, name, pattern, principal, "*", READ, AclPermissionType.ALLOW)
+
+
+def _idempotent_write(principal: str) -> AclBinding:
+    return AclBinding(
+        ResourceType.BROKER, CLUSTER, LITERAL, principal, "*", AclOperation.IDEMPOTENT_WRITE, AclPermissionType.ALLOW
+    )
+
+
+def _every_tenant(topics: Topics, logical: str) -> tuple[str, ResourcePatternType]:
+    """The name and pattern of a topic, or of a per-tenant family (`tool.observations.`)."""
+    if BY_LOGICAL[logical].per_tenant:
+        return f"{topics.prefix}{BY_LOGICAL[logical].name}.", PREFIXED
+    return topics.name(logical), LITERAL
+
+
+def _stage(plan: AclPlan, topics: Topics, stage: str, rights: StageRights) -> list[AclBinding]:
+    principal = plan.stage_principal(stage)
+    out = [_topic(principal, *_every_tenant(topics, logical), READ) for logical in rights.reads]
+    out += [_topic(principal, *_every_tenant(topics, logical), WRITE) for logical in rights.writes]
+    if rights.consumes_with_group:
+        out.append(_group(principal, f"{plan.prefix}toolgate-{stage}", LITERAL))
+    if rights.writes:
+        out.append(_idempotent_write(principal))
+    return out
+
+
+def _agent(topics: Topics, tenant: str, principal: str) -> list[AclBinding]:
+    observations = topics.name("observations", tenant)
+    return [
+        _topic(principal, topics.name("proposals"), LITERAL, WRITE),
+        _topic(principal, topics.name("proposals"), LITERAL, DESCRIBE),
+        _topic(principal, observations, LITERAL, READ),
+        _topic(principal, observations, LITERAL, DESCRIBE),
+        _group(principal, OBSERVER_GROUP_PREFIX, PREFIXED),
+        _idempotent_write(principal),
+    ]
+
+
+def _approval_service(topics: Topics, service: ApprovalService) -> list[AclBinding]:
+    p = service.principal
+    if service.tenants is None:
+        out = [_topic(p, *_every_tenant(topics, "approvals_requested"), READ)]
+    else:
+        out = [_topic(p, topics.name("approvals_requested", t), LITERAL, READ) for t in service.tenants]
+    return [
+        *out,
+        _topic(p, topics.name("approvals_decisions"), LITERAL, WRITE),
+        _group(p, OBSERVER_GROUP_PREFIX, PREFIXED),
+        _idempotent_write(p),
+    ]
+
+
+def _operator(topics: Topics, principal: str) -> list[AclBinding]:
+    out = [_topic(principal, topics.name(t), LITERAL, op) for t in OPERATOR_TOPICS for op in (READ, WRITE)]
+    return [*out, _group(principal, DLQ_GROUP_PREFIX, PREFIXED), _idempotent_write(principal)]
+
+
+def _key(b: AclBinding) -> tuple[str, int, str, int, int, str]:
+    return (
+        b.principal,
+        int(b.restype.value),
+        b.name,
+        int(b.resource_pattern_type.value),
+        int(b.operation.value),
+        b.host,
+    )
+
+
+def bindings(plan: AclPlan) -> list[AclBinding]:
+    """Every ALLOW binding of the deployment, without duplicates, sorted by principal,
+    resource type, resource name, pattern type and operation."""
+    topics = Topics(plan.prefix)
+    out: list[AclBinding] = []
+    for stage, rights in STAGE_RIGHTS.items():
+        out += _stage(plan, topics, stage, rights)
+    for tenant, principals in plan.agents.items():
+        for principal in principals:
+            out += _agent(topics, tenant, principal)
+    for service in plan.approval_services:
+        out += _approval_service(topics, service)
+    for principal in plan.operators:
+        out += _operator(topics, principal)
+    return sorted(set(out), key=_key)
+
+
+def format_line(b: AclBinding) -> str:
+    """One binding as `ALLOW <principal> <OPERATION> <TYPE> <PATTERN> <name> from <host>`."""
+    return (
+        f"{b.permission_type.name} {b.principal} {b.operation.name} {b.restype.name} "
+        f"{b.resource_pattern_type.name} {b.name} from {b.host}"
+    )
+
+
+def format_lines(acls: Iterable[AclBinding]) -> list[str]:
+    """Readable lines, one per binding, in columns (for `--dry-run`)."""
+    rows = [
+        (b.permission_type.name, b.principal, b.operation.name, b.restype.name, b.resource_pattern_type.name, b.name)
+        for b in acls
+    ]
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    return [
+        " ".join(cell.ljust(width) for cell, width in zip(row[:5], widths, strict=True)) + " " + row[5] for row in rows
+    ]
+
+
+class AclApplyError(RuntimeError):
+    """Some bindings were not created; the message lists each with the broker's reason."""
+
+    def __init__(self, failures: list[str], created: list[str]) -> None:
+        self.failures = failures
+        self.created = created
+        super().__init__(
+            f"{len(failures)} of {len(failures) + len(created)} ACL bindings failed:\n" + "\n".join(failures)
+        )
+
+
+def apply(admin: AdminClient, acls: list[AclBinding], timeout: float = 30.0) -> list[str]:
+    """Create the bindings (creating an existing one is a no-op in Kafka); returns the lines
+    of those created. Raises AclApplyError naming every failure.
+
+    Not for the embedded Tansu broker: Tansu 0.6.0 has no authorizer and answers CreateAcls
+    with an empty response, on which librdkafka 2.16 aborts the whole process (SIGABRT, an
+    assertion in rd_kafka_admin_response_parse) before any Python error can be raised."""
+    if not acls:
+        return []
+    futures = admin.create_acls(list(acls), request_timeout=timeout)
+    created: list[str] = []
+    failures: list[str] = []
+    for binding in acls:
+        future = futures.get(binding)
+        try:
+            if future is None:
+                raise LookupError("the broker's answer does not mention it")
+            future.result(timeout)
+            created.append(format_line(binding))
+        except Exception as exc:  # confluent-kafka raises KafkaException wrapping a KafkaError
+            failures.append(f"{format_line(binding)}: {exc}")
+    if failures:
+        raise AclApplyError(failures, created)
+    return created
+
+
+def agent_principal(agent_id: str) -> str:
+    """The Kafka principal an agent authenticates as (its SASL user is its agent id)."""
+    return f"User:{agent_id}"
+
+
+def plan_from_registry(settings: Settings, approval_services: Iterable[str], operators: Iterable[str]) -> AclPlan:
+    """The plan for the tenants and active agents registered in Postgres. An approval service
+    is given as `Type:name` or `Type:name=tenant1,tenant2` (limited to those tenants)."""
+    agents: dict[str, list[str]] = {}
+    for agent in list_agents(settings):
+        if agent["status"] == "active":
+            agents.setdefault(agent["tenant"], []).append(agent_principal(agent["agent"]))
+    services = []
+    for spec in approval_services:
+        principal, _, limited = spec.partition("=")
+        services.append(ApprovalService(principal, tuple(t for t in limited.split(",") if t) or None))
+    return AclPlan(
+        tenants=tuple(registered_tenants(settings.database_url)),
+        agents={tenant: tuple(principals) for tenant, principals in agents.items()},
+        approval_services=tuple(services),
+        operators=tuple(operators),
+        prefix=settings.topic_prefix,
+    )
+
+
+def apply_to(settings: Settings, acls: list[AclBinding]) -> list[str]:
+    """Create the bindings on the deployment's Kafka (as this process's principal)."""
+    admin = AdminClient({**client_config(settings), "bootstrap.servers": settings.kafka_bootstrap})
+    return apply(admin, acls)
+
+
+__all__ = [
+    "DLQ_GROUP_PREFIX",
+    "OBSERVER_GROUP_PREFIX",
+    "STAGE_RIGHTS",
+    "AclApplyError",
+    "AclPlan",
+    "ApprovalService",
+    "StageRights",
+    "agent_principal",
+    "apply",
+    "apply_to",
+    "bindings",
+    "format_line",
+    "format_lines",
+    "plan_from_registry",
+]

@@ -1,0 +1,242 @@
+"""How every toolgate Kafka client authenticates and encrypts: SASL and TLS from the environment.
+
+toolgate talks to Kafka through two clients: confluent-kafka (librdkafka: the outbox relay,
+`ToolgateClient`, the admin client that provisions topics and ACLs) and Faust on aiokafka
+(the stages). Both must present the same identity to the same listener, so the settings live
+here once, as frozen data, and each client gets them in its own dialect:
+
+| environment variable                | field               | librdkafka key             | aiokafka kwarg        |
+|-------------------------------------|---------------------|----------------------------|-----------------------|
+| `TOOLGATE_KAFKA_SECURITY_PROTOCOL`  | `protocol`          | `security.protocol`        | `security_protocol`   |
+| `TOOLGATE_KAFKA_SASL_MECHANISM`     | `sasl_mechanism`    | `sasl.mechanism`           | `sasl_mechanism`      |
+| `TOOLGATE_KAFKA_SASL_USERNAME`      | `sasl_username`     | `sasl.username`            | `sasl_plain_username` |
+| `TOOLGATE_KAFKA_SASL_PASSWORD_REF`  | `sasl_password_ref` | `sasl.password` (resolved) | `sasl_plain_password` |
+| `TOOLGATE_KAFKA_SSL_CAFILE`         | `ssl_cafile`        | `ssl.ca.location`          | `ssl_context`         |
+| `TOOLGATE_KAFKA_SSL_CERTFILE`       | `ssl_certfile`      | `ssl.certificate.location` | `ssl_context`         |
+| `TOOLGATE_KAFKA_SSL_KEYFILE`        | `ssl_keyfile`       | `ssl.key.location`         | `ssl_context`         |
+
+Nothing set means PLAINTEXT, and every builder returns nothing to add. The password is never
+held here: `sasl_password_ref` is a secret reference (toolgate.secrets), resolved by the
+`SecretProvider` passed in at the moment a client is built, so the value is registered with
+the log scrubber and never sits in settings, reprs or runtime files.
+
+Combinations that cannot work are refused when the settings are read, with a `ValueError`
+naming the variable, rather than as an authentication failure at the first connect: a SASL
+protocol without a mechanism, username or password reference; SASL or TLS settings under a
+protocol that would ignore them (a typo in the protocol must not silently drop the
+credentials); a client certificate without its key, or a key without its certificate.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from toolgate.secrets import SecretProvider
+from toolgate.settings import Settings
+
+
+class SecurityProtocol(StrEnum):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
+
+    @property
+    def uses_tls(self) -> bool:
+        return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
+
+
+class SaslMechanism(StrEnum):
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+
+ENV_PROTOCOL = "TOOLGATE_KAFKA_SECURITY_PROTOCOL"
+ENV_MECHANISM = "TOOLGATE_KAFKA_SASL_MECHANISM"
+ENV_USERNAME = "TOOLGATE_KAFKA_SASL_USERNAME"
+ENV_PASSWORD_REF = "TOOLGATE_KAFKA_SASL_PASSWORD_REF"
+ENV_CAFILE = "TOOLGATE_KAFKA_SSL_CAFILE"
+ENV_CERTFILE = "TOOLGATE_KAFKA_SSL_CERTFILE"
+ENV_KEYFILE = "TOOLGATE_KAFKA_SSL_KEYFILE"
+
+ENV_VARS: tuple[str, ...] = (
+    ENV_PROTOCOL,
+    ENV_MECHANISM,
+    ENV_USERNAME,
+    ENV_PASSWORD_REF,
+    ENV_CAFILE,
+    ENV_CERTFILE,
+    ENV_KEYFILE,
+)
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def _choice(kind: type[E], raw: str, variable: str) -> E:
+    try:
+        return kind(raw.strip().upper())
+    except ValueError:
+        allowed = ", ".join(member.value for member in kind)
+        raise ValueError(f"{variable}={raw!r} is not one of {allowed}") from None
+
+
+@dataclass(frozen=True)
+class KafkaSecurity:
+    """One deployment's Kafka security settings; validated on construction."""
+
+    protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_username: str | None = None
+    sasl_password_ref: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+
+    def __post_init__(self) -> None:
+        # Accept plain strings from callers that build it by hand, as from_env does.
+        object.__setattr__(self, "protocol", _choice(SecurityProtocol, str(self.protocol), ENV_PROTOCOL))
+        if self.sasl_mechanism is not None:
+            mechanism = _choice(SaslMechanism, str(self.sasl_mechanism), ENV_MECHANISM)
+            object.__setattr__(self, "sasl_mechanism", mechanism)
+        problems = self._problems()
+        if problems:
+            raise ValueError("Kafka security settings: " + "; ".join(problems))
+
+    def _problems(self) -> list[str]:
+        p = self.protocol
+        sasl = {
+            ENV_MECHANISM: self.sasl_mechanism,
+            ENV_USERNAME: self.sasl_username,
+            ENV_PASSWORD_REF: self.sasl_password_ref,
+        }
+        tls = {ENV_CAFILE: self.ssl_cafile, ENV_CERTFILE: self.ssl_certfile, ENV_KEYFILE: self.ssl_keyfile}
+        problems: list[str] = []
+        if p.uses_sasl:
+            problems += [f"{ENV_PROTOCOL}={p} needs {name}" for name, value in sasl.items() if not value]
+        else:
+            problems += [f"{name} is set but {ENV_PROTOCOL}={p} does not use SASL" for name, v in sasl.items() if v]
+        if not p.uses_tls:
+            problems += [f"{name} is set but {ENV_PROTOCOL}={p} does not use TLS" for name, v in tls.items() if v]
+        if bool(self.ssl_certfile) != bool(self.ssl_keyfile):
+            problems.append(f"a client certificate needs both {ENV_CERTFILE} and {ENV_KEYFILE}")
+        return problems
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> KafkaSecurity:
+        """The settings in `environ` (pass `os.environ`); an empty variable counts as unset."""
+
+        def get(name: str) -> str | None:
+            value = environ.get(name, "").strip()
+            return value or None
+
+        mechanism = get(ENV_MECHANISM)
+        return cls(
+            protocol=_choice(SecurityProtocol, get(ENV_PROTOCOL) or "PLAINTEXT", ENV_PROTOCOL),
+            sasl_mechanism=_choice(SaslMechanism, mechanism, ENV_MECHANISM) if mechanism else None,
+            sasl_username=get(ENV_USERNAME),
+            sasl_password_ref=get(ENV_PASSWORD_REF),
+            ssl_cafile=get(ENV_CAFILE),
+            ssl_certfile=get(ENV_CERTFILE),
+            ssl_keyfile=get(ENV_KEYFILE),
+        )
+
+    def _password(self, secrets: SecretProvider) -> str:
+        assert self.sasl_password_ref is not None  # guaranteed by validation for SASL protocols
+        return secrets.resolve(self.sasl_password_ref)
+
+    def confluent_config(self, secrets: SecretProvider) -> dict[str, str]:
+        """librdkafka settings to merge into a Producer, Consumer or AdminClient config;
+        empty for PLAINTEXT."""
+        if self.protocol is SecurityProtocol.PLAINTEXT:
+            return {}
+        config = {"security.protocol": self.protocol.value}
+        if self.protocol.uses_sasl:
+            assert self.sasl_mechanism is not None and self.sasl_username is not None
+            config |= {
+                "sasl.mechanism": self.sasl_mechanism.value,
+                "sasl.username": self.sasl_username,
+                "sasl.password": self._password(secrets),
+            }
+        files = {
+            "ssl.ca.location": self.ssl_cafile,
+            "ssl.certificate.location": self.ssl_certfile,
+            "ssl.key.location": self.ssl_keyfile,
+        }
+        config |= {key: path for key, path in files.items() if path}
+        return config
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context for aiokafka and Faust (reads the files now); None without TLS.
+        Verifies the broker's certificate and host name, against `ssl_cafile` or else the
+        system's CAs, as librdkafka does."""
+        if not self.protocol.uses_tls:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.ssl_cafile)
+        if self.ssl_certfile:
+            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
+        return context
+
+    def aiokafka_kwargs(self, secrets: SecretProvider) -> dict[str, Any]:
+        """Keyword arguments for AIOKafkaProducer / AIOKafkaConsumer / AIOKafkaAdminClient;
+        empty for PLAINTEXT. The same mapping Faust makes from `faust_credentials`."""
+        if self.protocol is SecurityProtocol.PLAINTEXT:
+            return {}
+        kwargs: dict[str, Any] = {"security_protocol": self.protocol.value, "ssl_context": self.ssl_context()}
+        if self.protocol.uses_sasl:
+            assert self.sasl_mechanism is not None
+            kwargs |= {
+                "sasl_mechanism": self.sasl_mechanism.value,
+                "sasl_plain_username": self.sasl_username,
+                "sasl_plain_password": self._password(secrets),
+            }
+        return kwargs
+
+    def faust_credentials(self, secrets: SecretProvider) -> Any:
+        """The value for Faust's `broker_credentials` setting: None for PLAINTEXT,
+        `faust.SSLCredentials(context)` for SSL, `faust.SASLCredentials` for SASL (with the
+        TLS context for SASL_SSL, which is how faust-streaming 0.15 selects SASL_SSL)."""
+        if self.protocol is SecurityProtocol.PLAINTEXT:
+            return None
+        import faust  # imported here: the confluent-only tools need not load Faust
+
+        context = self.ssl_context()
+        if not self.protocol.uses_sasl:
+            return faust.SSLCredentials(context)
+        assert self.sasl_mechanism is not None
+        return faust.SASLCredentials(
+            username=self.sasl_username,
+            password=self._password(secrets),
+            ssl_context=context,
+            mechanism=self.sasl_mechanism.value,
+        )
+
+
+def client_config(settings: Settings) -> dict[str, str]:
+    """librdkafka settings for this process's confluent-kafka clients (from the environment)."""
+    return KafkaSecurity.from_env(os.environ).confluent_config(SecretProvider(settings.secrets_path))
+
+
+def broker_credentials(settings: Settings) -> Any:
+    """Faust's `broker_credentials` for this process's stages (from the environment)."""
+    return KafkaSecurity.from_env(os.environ).faust_credentials(SecretProvider(settings.secrets_path))
+
+
+__all__ = [
+    "ENV_VARS",
+    "KafkaSecurity",
+    "SaslMechanism",
+    "SecurityProtocol",
+    "broker_credentials",
+    "client_config",
+]
