@@ -24,6 +24,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from toolgate.ed25519 import PrivateKey
 from toolgate.proposal_signing import sign
 from toolgate.schemas.models import ToolProposal
 from toolgate.signing import public_bytes
@@ -65,7 +66,7 @@ class AgentSigner:
     tenant_id: str
     scopes: tuple[str, ...]
     key_id: str
-    key: Ed25519PrivateKey
+    key: PrivateKey
 
     def sign(self, proposal: ToolProposal) -> ToolProposal:
         return sign(proposal, self.key_id, self.key)
@@ -119,4 +120,4 @@ class AgentKeyring:
             raise ValueError(f"{keys[-1]} is not an Ed25519 key")
         scopes = meta.get("scopes") or []
         assert isinstance(scopes, list)
-        return AgentSigner(agent_id, str(meta["tenant_id"]), tuple(map(str, scopes)), keys[-1].stem, key)
+        return AgentSigner(agent_id, str(meta["tenant_id"]), tuple(map(str, scopes)), keys[-1].stem, PrivateKey.of(key))

@@ -25,14 +25,12 @@ import hmac
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from toolgate.ed25519 import PrivateKey, PublicKey
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
-from toolgate.signing import public_bytes
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, Headers, header
 
@@ -86,12 +84,12 @@ class DeploymentKeys:
         return mac is not None and hmac.compare_digest(self.mac(topic, value), mac)
 
     @cached_property
-    def signing_key(self) -> Ed25519PrivateKey:
-        return Ed25519PrivateKey.from_private_bytes(derive(self._secret, "toolgate deployment signing v1"))
+    def signing_key(self) -> PrivateKey:
+        return PrivateKey(derive(self._secret, "toolgate deployment signing v1"))
 
     @cached_property
     def public_key(self) -> bytes:
-        return public_bytes(self.signing_key)
+        return self.signing_key.public.raw
 
 
 def deployment_keys(settings: Settings) -> DeploymentKeys:
@@ -132,14 +130,8 @@ class EdgeVerifier:
     """A client's check that a record on a tenant's edge topic was written by toolgate."""
 
     def __init__(self, public_key: bytes) -> None:
-        self._key = Ed25519PublicKey.from_public_bytes(public_key)
+        self._key = PublicKey(public_key)
 
     def ok(self, topic: str, key: bytes | None, headers: Sequence[tuple[str, bytes | None]], value: bytes) -> bool:
         signature = raw_header(headers, SIGNATURE_HEADER)
-        if not signature:
-            return False
-        try:
-            self._key.verify(signature, edge_signed_bytes(topic, key, headers, value))
-        except InvalidSignature:
-            return False
-        return True
+        return self._key.ok(signature, edge_signed_bytes(topic, key, headers, value))

@@ -30,11 +30,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from opentelemetry import trace
 
 from toolgate.agent_keys import AgentKeyring, AgentSigner
-from toolgate.integrity import EdgeVerifier
+from toolgate.integrity import EdgeVerifier, deployment_keys
 from toolgate.kafka_security import client_config
 from toolgate.proposal_signing import digest
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Observation, Principal, ToolProposal, Verdict
+from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings, load_settings
 from toolgate.signing import sign
 from toolgate.topics.catalog import Topics
@@ -70,6 +71,16 @@ class Observed:
 
     def as_json(self) -> dict[str, Any]:
         return self.observation.model_dump(mode="json")
+
+
+def deployment_public_key(settings: Settings) -> bytes | None:
+    """The key toolgate's records are signed with: as configured (TOOLGATE_DEPLOYMENT_PUBLIC_KEY,
+    runtime.json), or derived on a host that holds the deployment secret itself."""
+    if settings.deployment_public_key:
+        return bytes.fromhex(settings.deployment_public_key)
+    if SecretProvider(settings.secrets_path).has(settings.deployment_secret_ref):
+        return deployment_keys(settings).public_key
+    return None
 
 
 def _current_traceparent(sample_ratio: float) -> str:
@@ -127,7 +138,7 @@ class ToolgateClient:
             client_id,
             s.trace_sample_ratio,
             keyring=AgentKeyring(s.agents_dir),
-            deployment_public_key=bytes.fromhex(s.deployment_public_key) if s.deployment_public_key else None,
+            deployment_public_key=deployment_public_key(s),
             kafka_config=client_config(s),
         )
 

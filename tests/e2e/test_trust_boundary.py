@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from toolgate.agent_keys import AgentKeyring, AgentSigner
+from toolgate.ed25519 import PrivateKey
 from toolgate.hashing import payload_hash
 from toolgate.integrity import Sealer, deployment_keys
 from toolgate.proposal_signing import sign
@@ -154,7 +155,9 @@ def test_a_bad_signature_and_an_unknown_agent_prove_nobody(pipeline: Pipeline) -
     signer = pipeline.client.signer("cli")
     tampered = signer.sign(raw_proposal()).model_copy(update={"arguments": '{"invoice_id": "inv_acme0002"}'})
     stranger = sign(
-        raw_proposal(principal=Principal(user_id="m", agent_id="nobody", scopes=ALL_SCOPES)), "k_0", new_key()
+        raw_proposal(principal=Principal(user_id="m", agent_id="nobody", scopes=ALL_SCOPES)),
+        "k_0",
+        PrivateKey.of(new_key()),
     )
     for proposal, code in ((tampered, "bad_signature"), (stranger, "unknown_agent")):
         publish_proposal(pipeline, proposal)

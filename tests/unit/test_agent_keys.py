@@ -10,6 +10,7 @@ from cryptography.hazmat.primitives import serialization
 
 from tests.unit.factories import proposal
 from toolgate.agent_keys import AgentKeyring, check_name, key_id_of, read_public_key
+from toolgate.ed25519 import PublicKey
 from toolgate.proposal_signing import verify
 from toolgate.signing import new_key, public_bytes
 from toolgate.topics.catalog import Topics
@@ -50,7 +51,7 @@ def test_the_keyring_signs_with_the_newest_key_and_keeps_it_private(tmp_path: Pa
         ("invoices:read",),
         new_id,
     )
-    assert verify(signer.sign(proposal("invoice.fetch", "{}")), new.public_key())
+    assert verify(signer.sign(proposal("invoice.fetch", "{}")), PublicKey(public_bytes(new)))
     assert old_path.stat().st_mode & 0o077 == 0
     ring.forget("billing", new_id)
     assert ring.signer("billing").key_id == old_id

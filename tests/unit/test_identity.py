@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from tests.unit.factories import proposal
+from toolgate.ed25519 import PrivateKey
 from toolgate.proposal_signing import digest, sign
 from toolgate.schemas.models import Principal, ToolProposal
 from toolgate.signing import new_key
@@ -22,7 +23,7 @@ from toolgate.workers.validation.identity import (
 
 NOW = 1_700_000_000_000
 WINDOW = Window(max_age_ms=900_000, future_ms=60_000)
-KEY, OTHER = new_key(), new_key()
+KEY, OTHER = PrivateKey.of(new_key()), PrivateKey.of(new_key())
 
 
 def agent(active: bool = True, key_active: bool = True, tenant: str = "acme") -> RegisteredAgent:
@@ -31,7 +32,7 @@ def agent(active: bool = True, key_active: bool = True, tenant: str = "acme") ->
         tenant,
         frozenset({"invoices:read", "invoices:write"}),
         active,
-        {"k_1": AgentKey(KEY.public_key(), key_active), "k_old": AgentKey(OTHER.public_key(), False)},
+        {"k_1": AgentKey(KEY.public, key_active), "k_old": AgentKey(OTHER.public, False)},
     )
 
 
@@ -94,13 +95,13 @@ def test_proven_takes_tenant_from_the_registry_and_scopes_within_the_grant() -> 
 
 
 def test_a_rotated_agent_may_sign_with_any_active_key() -> None:
-    newer = new_key()
+    newer = PrivateKey.of(new_key())
     registered = RegisteredAgent(
         "agent_1",
         "acme",
         frozenset({"invoices:read"}),
         True,
-        {"k_1": AgentKey(KEY.public_key(), True), "k_2": AgentKey(newer.public_key(), True)},
+        {"k_1": AgentKey(KEY.public, True), "k_2": AgentKey(newer.public, True)},
     )
     assert isinstance(authenticate(signed(), registered, NOW, WINDOW), Proven)
     assert isinstance(authenticate(signed(newer, "k_2"), registered, NOW, WINDOW), Proven)

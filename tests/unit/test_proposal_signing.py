@@ -10,11 +10,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, principal, proposal
+from toolgate.ed25519 import PrivateKey
 from toolgate.proposal_signing import arguments_sha256, digest, sign, signed_bytes, signing_document, verify
 from toolgate.schemas.models import Principal
 from toolgate.signing import new_key
 
-KEY = new_key()
+
+def new_signing_key() -> PrivateKey:
+    return PrivateKey.of(new_key())
+
+
+KEY = new_signing_key()
 SIGNED = sign(proposal("invoice.fetch", {"invoice_id": "inv_acme0001"}), "k_1", KEY)
 
 # What an attacker who cannot sign would like to change, field by field.
@@ -42,24 +48,24 @@ TAMPERED: list[tuple[str, dict[str, Any]]] = [
 
 
 def test_a_signed_proposal_verifies_with_its_key_only() -> None:
-    assert verify(SIGNED, KEY.public_key())
-    assert not verify(SIGNED, new_key().public_key())
+    assert verify(SIGNED, KEY.public)
+    assert not verify(SIGNED, new_signing_key().public)
 
 
 @pytest.mark.parametrize(("field", "change"), TAMPERED, ids=[f for f, _ in TAMPERED])
 def test_changing_any_signed_field_breaks_the_signature(field: str, change: dict[str, Any]) -> None:
-    assert not verify(SIGNED.model_copy(update=change), KEY.public_key())
+    assert not verify(SIGNED.model_copy(update=change), KEY.public)
 
 
 def test_unsigned_and_empty_signatures_do_not_verify() -> None:
-    assert not verify(SIGNED.model_copy(update={"signature": None}), KEY.public_key())
-    assert not verify(SIGNED.model_copy(update={"signature": b""}), KEY.public_key())
-    assert not verify(SIGNED.model_copy(update={"signature": b"\x00" * 64}), KEY.public_key())
+    assert not verify(SIGNED.model_copy(update={"signature": None}), KEY.public)
+    assert not verify(SIGNED.model_copy(update={"signature": b""}), KEY.public)
+    assert not verify(SIGNED.model_copy(update={"signature": b"\x00" * 64}), KEY.public)
 
 
 def test_a_field_canonical_json_cannot_hold_fails_verification_instead_of_raising() -> None:
     huge = SIGNED.model_copy(update={"deadline_ms": 2**60})
-    assert not verify(huge, KEY.public_key())
+    assert not verify(huge, KEY.public)
 
 
 def test_the_signing_document_is_canonical_json_of_documented_fields() -> None:
@@ -89,7 +95,7 @@ def test_the_signing_document_is_canonical_json_of_documented_fields() -> None:
 
 
 def test_the_digest_names_the_content_not_when_or_with_which_key() -> None:
-    again = sign(SIGNED.model_copy(update={"created_at_ms": 5}), "k_other", new_key())
+    again = sign(SIGNED.model_copy(update={"created_at_ms": 5}), "k_other", new_signing_key())
     assert digest(again) == digest(SIGNED)
     assert digest(SIGNED.model_copy(update={"arguments": "{}"})) != digest(SIGNED)
     assert digest(SIGNED.model_copy(update={"tenant_id": "globex"})) != digest(SIGNED)
@@ -100,4 +106,28 @@ def test_the_digest_names_the_content_not_when_or_with_which_key() -> None:
 @given(st.text(max_size=200), st.text(max_size=40))
 def test_any_arguments_and_ids_sign_and_verify(arguments: str, call_id: str) -> None:
     signed = sign(proposal("invoice.fetch", arguments, call_id=call_id), "k_1", KEY)
-    assert verify(signed, KEY.public_key())
+    assert verify(signed, KEY.public)
+
+
+FIELD_TEXT = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=30)
+
+
+@FAST
+@given(
+    FIELD_TEXT, FIELD_TEXT, st.lists(FIELD_TEXT, max_size=3), st.one_of(st.none(), st.integers(-(2**53) + 1, 2**53 - 1))
+)
+def test_the_signed_bytes_are_exactly_rfc8785(call_id: str, user: str, scopes: list[str], deadline: int | None) -> None:
+    p = proposal(
+        "invoice.fetch",
+        "{}",
+        call_id=call_id,
+        principal=Principal(user_id=user, agent_id="a", scopes=scopes),
+        deadline_ms=deadline,
+        idempotency_key=user or None,
+    )
+    assert signed_bytes(p) == rfc8785.dumps(signing_document(p))
+
+
+def test_a_lone_surrogate_cannot_be_signed() -> None:
+    with pytest.raises(ValueError):
+        signed_bytes(proposal("invoice.fetch", "{}", call_id="\ud800"))

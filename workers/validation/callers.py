@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from psycopg import AsyncConnection
 
+from toolgate.ed25519 import PublicKey
 from toolgate.workers.validation.identity import AgentKey, RegisteredAgent
 
 AGENTS = """
@@ -23,19 +23,20 @@ REGISTER = """
 INSERT INTO toolgate.calls (tenant_id, call_id, proposal_digest, agent_id)
 SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])
 ON CONFLICT (tenant_id, call_id) DO NOTHING
+RETURNING tenant_id, call_id, proposal_digest
 """
 DIGESTS = """
 SELECT tenant_id, call_id, proposal_digest FROM toolgate.calls
 WHERE (tenant_id, call_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
 """
 
-_KEYS: dict[bytes, Ed25519PublicKey] = {}  # parsed once per process: a key's bytes never change meaning
+_KEYS: dict[bytes, PublicKey] = {}  # parsed once per process: a key's bytes never change meaning
 
 
-def _public_key(raw: bytes) -> Ed25519PublicKey:
+def _public_key(raw: bytes) -> PublicKey:
     key = _KEYS.get(raw)
     if key is None:
-        key = _KEYS[raw] = Ed25519PublicKey.from_public_bytes(raw)
+        key = _KEYS[raw] = PublicKey(raw)
     return key
 
 
@@ -54,10 +55,15 @@ async def register_calls(
     conn: AsyncConnection[Any], calls: list[tuple[str, str, str, str]]
 ) -> dict[tuple[str, str], str]:
     """Record (tenant, call_id, digest, agent) for calls seen the first time; return the digest
-    each (tenant, call_id) is bound to, the first one recorded winning."""
+    each (tenant, call_id) is bound to, the first one recorded winning. One statement when
+    every call is new (the common case); a second only for call_ids seen before."""
     if not calls:
         return {}
     columns = [list(column) for column in zip(*calls, strict=True)]
-    await conn.execute(REGISTER, columns)
-    cur = await conn.execute(DIGESTS, columns[:2])
-    return {(tenant, call_id): digest for tenant, call_id, digest in await cur.fetchall()}
+    cur = await conn.execute(REGISTER, columns)
+    bound = {(tenant, call_id): digest for tenant, call_id, digest in await cur.fetchall()}
+    seen = sorted({(tenant, call_id) for tenant, call_id, _, _ in calls} - bound.keys())
+    if seen:
+        cur = await conn.execute(DIGESTS, ([t for t, _ in seen], [c for _, c in seen]))
+        bound.update({(tenant, call_id): digest for tenant, call_id, digest in await cur.fetchall()})
+    return bound

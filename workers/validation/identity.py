@@ -25,15 +25,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
+from toolgate.ed25519 import PublicKey
 from toolgate.proposal_signing import digest, verify
 from toolgate.schemas.models import ToolProposal
 
 
 @dataclass(frozen=True)
 class AgentKey:
-    public_key: Ed25519PublicKey
+    public_key: PublicKey
     active: bool
 
 

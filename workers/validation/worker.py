@@ -9,6 +9,7 @@ for every proposal refused at the door.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 from toolgate.contracts.policy import Policy, load_policy
@@ -29,6 +30,17 @@ from toolgate.workers.validation.identity import Proven, Refused, Unproven, Wind
 STAGE = "validation"
 
 
+@dataclass(frozen=True)
+class Admitted:
+    """A call whose signature proved who asked, as the registry vouches for it (its agent's
+    tenant, the scopes it asked for within those granted). The record as it arrived stays as
+    it was: a round that is retried checks the same signed bytes again."""
+
+    call: Inbound[ToolProposal]
+    proposal: ToolProposal
+    digest: str
+
+
 class ValidationHandler(Handler[ToolProposal]):
     """Who asked, first: a signature by a registered agent. Then the pure gates (parse,
     structure, types, bounds, date and cross-field rules), the facts semantic rules compare
@@ -45,8 +57,8 @@ class ValidationHandler(Handler[ToolProposal]):
         self.window = Window(
             int(settings.proposal_max_age_seconds * 1000), int(settings.proposal_future_skew_seconds * 1000)
         )
-        # This round's proven calls (id of the Inbound -> proposal digest): only they are answered.
-        self._proven: dict[int, str] = {}
+        # This round's proven calls (by id of their Inbound): only they are answered.
+        self._proven: dict[int, Admitted] = {}
 
     async def start(self) -> None:
         await self.pool.open()
@@ -58,23 +70,23 @@ class ValidationHandler(Handler[ToolProposal]):
         async with self.pool.connection() as conn, conn.transaction():
             entries: list[audit.Entry] = []
             admitted = await self._admit(conn, calls, now, out, entries)
-            decisions = [decide(call.model, self.registry) for call in admitted]
+            decisions = [decide(a.proposal, self.registry) for a in admitted]
             wanted = facts.needed(
                 r for d in decisions if isinstance(d, Pass) for r in semantic.refs(d.arguments, d.contract)
             )
             known = await facts.fetch(conn, wanted) if wanted else {}
             decisions = [self._semantic(d, known, today) for d in decisions]
             decisions = await repair_log.apply(
-                conn, [c.model for c in admitted], decisions, self.policy.repair, self.registry
+                conn, [a.proposal for a in admitted], decisions, self.policy.repair, self.registry
             )
             await audit.append(conn, entries)
         self._emit(admitted, decisions, now, out)
 
     async def _admit(
         self, conn: Any, calls: list[Inbound[ToolProposal]], now: int, out: Emit, entries: list[audit.Entry]
-    ) -> list[Inbound[ToolProposal]]:
-        """The calls whose signature proves who asked, each made to say what the registry says
-        (tenant, effective scopes) and bound to its call_id; every other call is refused here."""
+    ) -> list[Admitted]:
+        """The calls whose signature proves who asked, as the registry vouches for them and
+        bound to their call_id; every other call is refused here."""
         agents = await callers.load_agents(conn, (c.model.principal.agent_id for c in calls))
         proven: list[tuple[Inbound[ToolProposal], Proven]] = []
         for call in calls:
@@ -93,19 +105,18 @@ class ValidationHandler(Handler[ToolProposal]):
         )
         admitted = []
         for call, identity in proven:
-            call.model = _as_registered(call.model, identity)
-            self._proven[id(call)] = identity.digest
-            if bound.get((identity.tenant_id, call.model.call_id), identity.digest) != identity.digest:
+            a = self._proven[id(call)] = Admitted(call, _as_registered(call.model, identity), identity.digest)
+            if bound.get((identity.tenant_id, a.proposal.call_id), identity.digest) != identity.digest:
                 reused = Refused(
                     identity.tenant_id,
                     "call_id_reused",
-                    f"call_id {call.model.call_id} already names another proposal of this tenant; use a new call_id",
+                    f"call_id {a.proposal.call_id} already names another proposal of this tenant; use a new call_id",
                     identity.digest,
                 )
-                entries.append(_refusal_entry(call.model, reused, Taxonomy.SIGNATURE_MISMATCH))
-                self._refuse(call, call.model, Taxonomy.SIGNATURE_MISMATCH, "call_id", reused, now, out)
+                entries.append(_refusal_entry(a.proposal, reused, Taxonomy.SIGNATURE_MISMATCH))
+                self._refuse(call, a.proposal, Taxonomy.SIGNATURE_MISMATCH, "call_id", reused, now, out)
                 continue
-            admitted.append(call)
+            admitted.append(a)
         return admitted
 
     def _refuse(
@@ -142,9 +153,10 @@ class ValidationHandler(Handler[ToolProposal]):
             return decision
         return Reject(Taxonomy.SEMANTIC_INVALIDITY, tuple(found), decision.contract.version, decision.warnings)
 
-    def _emit(self, calls: list[Inbound[ToolProposal]], decisions: list[Decision], now: int, out: Emit) -> None:
-        for call, decision in zip(calls, decisions, strict=True):
-            proposal, home, digest = call.model, call.origin.partition, self._proven[id(call)]
+    def _emit(self, admitted: list[Admitted], decisions: list[Decision], now: int, out: Emit) -> None:
+        for a, decision in zip(admitted, decisions, strict=True):
+            call, proposal, digest = a.call, a.proposal, a.digest
+            home = call.origin.partition
             if isinstance(decision, Reject):
                 exhausted = decision.taxonomy is Taxonomy.BUDGET_EXHAUSTED
                 out.item(
@@ -195,14 +207,14 @@ class ValidationHandler(Handler[ToolProposal]):
 
     def on_failure(self, call: Inbound[ToolProposal], error: str, out: Emit) -> None:
         """UNKNOWN_ERROR, fail closed; but only to a caller whose signature was proven."""
-        digest = self._proven.get(id(call))
-        if digest is None:
+        admitted = self._proven.get(id(call))
+        if admitted is None:
             return
         out.item(
             "results",
             call.origin.partition,
             reject(
-                call.model,
+                admitted.proposal,
                 Taxonomy.UNKNOWN_ERROR,
                 [
                     FieldError(
@@ -215,7 +227,7 @@ class ValidationHandler(Handler[ToolProposal]):
                 traceparent=call.traceparent,
                 home_partition=call.origin.partition,
                 now_ms=now_ms(),
-                proposal_digest=digest,
+                proposal_digest=admitted.digest,
             ),
         )
 
