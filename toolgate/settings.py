@@ -32,6 +32,9 @@ class Settings:
     batch_ms: int = 20
     # A StageBatch record is split when it would exceed this many bytes.
     batch_bytes: int = 512 * 1024
+    # Records a stage's consumer holds fetched but not yet taken into a round; beyond it the
+    # fetch waits (back-pressure), never drops.
+    stream_buffer: int = 4096
     # How long an execution worker owns a PENDING idempotency key before
     # reconciliation may resolve it.
     lease_seconds: float = 30.0
@@ -97,6 +100,7 @@ _ENV = {
     "batch_max": "TOOLGATE_BATCH_MAX",
     "batch_ms": "TOOLGATE_BATCH_MS",
     "batch_bytes": "TOOLGATE_BATCH_BYTES",
+    "stream_buffer": "TOOLGATE_STREAM_BUFFER",
     "lease_seconds": "TOOLGATE_LEASE_SECONDS",
     "reconcile_interval_seconds": "TOOLGATE_RECONCILE_INTERVAL_SECONDS",
     "verification_window_seconds": "TOOLGATE_VERIFICATION_WINDOW_SECONDS",

@@ -65,7 +65,7 @@ class StageApp:
             broker_commit_interval=1.0,
             producer_linger_ms=2,
             producer_acks=-1,
-            stream_buffer_maxsize=max(4 * settings.batch_max, 4096),
+            stream_buffer_maxsize=max(settings.stream_buffer, settings.batch_max),
             stream_wait_empty=False,
             logging_config=logging_config(settings.log_level),
         )
@@ -84,21 +84,24 @@ class StageApp:
     # --- consuming ---------------------------------------------------------------------------
 
     def consume(self, handler: Handler[Any]) -> None:
+        # Iterated, as a Stream would: the conductor hands a record it cannot queue at once
+        # (the buffer is full) to the channel's `put`, which a Topic accepts only from an
+        # iterated channel; the non-iterated one raised there and the record was lost.
         topic = self.app.topic(
             self.topics.name(handler.source),
             key_type=bytes,
             value_type=bytes,
             key_serializer="raw",
             value_serializer="raw",
-        )
+        ).__aiter__()
         rounds = Rounds(handler, self.topics, self.send, self.settings.batch_bytes, self.sealer, self.audits)
         batch_max, within = self.settings.batch_max, self.settings.batch_ms / 1000.0
         self._consumes = True
-        # The topic is one of the app's channels: Faust's consumer subscribes to it, fetches,
-        # applies flow control and commits acked offsets. Rounds are drained from the
-        # channel's queue directly rather than through a Stream, whose per-event bookkeeping
-        # (a task, processors and context per record) cost more than the stage's own work.
-        self.app.topics.add(topic)
+        # The topic is one of the app's channels (iterating it added it to app.topics): Faust's
+        # consumer subscribes to it, fetches, applies flow control and commits acked offsets.
+        # Rounds are drained from the channel's queue directly rather than through a Stream,
+        # whose per-event bookkeeping (a task, processors and context per record) cost more
+        # than the stage's own work.
 
         async def drain() -> None:
             await handler.start()
