@@ -1,7 +1,9 @@
 """Execution's reads and writes of approval tickets and target state (clearance.py decides).
 
-All inside the caller's transaction: tickets are read under FOR UPDATE and consumed there; a
-target's state is read under FOR UPDATE too when the effect commits in the same transaction.
+All inside the caller's transaction: tickets are read under FOR UPDATE; a ticket is consumed
+in the transaction of its effect (the reservation's, for an effect outside Postgres, which
+cannot share one); a target's state is read under FOR UPDATE when the effect commits in the
+same transaction.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ WHERE a.approval_id = ANY(%s)
 GROUP BY a.approval_id
 """
 CONSUME = """
-UPDATE toolgate.approvals a SET consumed_by = c.operation, consumed_at = now()
+UPDATE toolgate.approvals a SET consumed_by = c.operation, consumed_at = coalesce(a.consumed_at, now())
 FROM unnest(%s::text[], %s::text[]) AS c(approval_id, operation)
-WHERE a.approval_id = c.approval_id AND a.consumed_by IS NULL
+WHERE a.approval_id = c.approval_id AND a.status = 'APPROVED'
+  AND (a.consumed_by IS NULL OR a.consumed_by = c.operation)
+RETURNING a.approval_id
 """
 
 
@@ -42,10 +46,13 @@ async def load(conn: AsyncConnection[Any], approval_ids: Sequence[str]) -> dict[
     return {row[0]: Ticket(*row[:10], int(row[10])) for row in await cur.fetchall()}
 
 
-async def consume(conn: AsyncConnection[Any], released: dict[str, str]) -> None:
-    """Mark tickets as having released their operation (approval_id -> operation key)."""
-    if released:
-        await conn.execute(CONSUME, (list(released), list(released.values())))
+async def consume(conn: AsyncConnection[Any], released: dict[str, str]) -> set[str]:
+    """Mark tickets as having released their operation (approval_id -> operation key); returns
+    those that did (a ticket another operation consumed meanwhile is not among them)."""
+    if not released:
+        return set()
+    cur = await conn.execute(CONSUME, (list(released), list(released.values())))
+    return {row[0] for row in await cur.fetchall()}
 
 
 async def state_now(

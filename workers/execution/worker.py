@@ -273,7 +273,8 @@ class ExecutionHandler(Handler[StageRecord]):
             moved = clearance.stale(a.ticket, version)
             if moved is not None:
                 a.result = self._refuse(a, moved.taxonomy, moved.code, moved.message, now)
-        released = {a.ticket.approval_id: a.operation for a in held if a.result is None and a.ticket}
+        # A Postgres effect consumes its ticket in its own transaction (phase B).
+        released = {a.ticket.approval_id: a.operation for a in remote if a.result is None and a.ticket}
         await tickets.consume(conn, released)
 
     async def _reserve(self, conn: AsyncConnection[Any], keyed: list[Attempt], now: int) -> None:
@@ -557,7 +558,7 @@ class ExecutionHandler(Handler[StageRecord]):
 
     async def _local_effects(self, conn: AsyncConnection[Any], local: list[Attempt]) -> dict[int, Effect]:
         """Run the Postgres effects in the recording transaction; an approved one only while its
-        target, locked now, is still in the state the approver saw."""
+        target, locked now, is still in the state the approver saw, consuming its ticket here."""
         bound = [a for a in local if a.ticket is not None and a.ticket.state_version is not None]
         versions = await tickets.state_now(conn, [(a.record, a.job.contract) for a in bound], for_update=True)
         effects: dict[int, Effect] = {}
@@ -565,6 +566,16 @@ class ExecutionHandler(Handler[StageRecord]):
             moved = clearance.stale(a.ticket, version)
             if moved is not None:
                 effects[id(a)] = failed(moved.taxonomy, moved.code, moved.message, final=True)
+        approved = {a.ticket.approval_id: a for a in local if a.ticket is not None and id(a) not in effects}
+        consumed = await tickets.consume(conn, {ticket: a.operation for ticket, a in approved.items()})
+        for ticket, a in approved.items():
+            if ticket not in consumed:
+                effects[id(a)] = failed(
+                    Taxonomy.CONFIRMATION_MISSING,
+                    "approval_consumed",
+                    f"approval {ticket} released another operation meanwhile",
+                    final=True,
+                )
         run = [a for a in local if id(a) not in effects]
         effects.update(zip(map(id, run), await run_postgres_batch(conn, [a.job for a in run]), strict=True))
         return effects
