@@ -137,6 +137,17 @@ class Pipeline:
         return int(self.refresh_runtime()["workers"][stage])
 
 
+def eventually(query: Any, timeout: float = 20.0) -> Any:
+    """What `query()` returns once it returns something (polled); TimeoutError if it never does."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = query()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise TimeoutError("nothing arrived")
+
+
 def _wait_up(log: Path, process: subprocess.Popen[bytes], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

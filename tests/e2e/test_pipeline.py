@@ -19,7 +19,7 @@ import pytest
 from toolgate.hashing import derive_idempotency_key, payload_hash
 from toolgate.topics.catalog import Topics
 
-from ..conftest import Pipeline
+from ..conftest import Pipeline, eventually
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -294,7 +294,7 @@ def test_undecodable_bytes_naming_a_call_are_dead_lettered_audited_and_never_ans
         [("call_id", call_id.encode()), ("tenant_id", b"acme")],
     )
     pipeline.client.flush()
-    audited = _wait_for(
+    audited = eventually(
         lambda: pipeline.sql(
             "SELECT detail->>'code' FROM toolgate.audit_log WHERE call_id = %s AND action = 'refused'", (call_id,)
         )
@@ -306,16 +306,6 @@ def test_undecodable_bytes_naming_a_call_are_dead_lettered_audited_and_never_ans
     ]
     seen = list(pipeline.client.observations(tenant_id="acme", call_ids=[call_id], start_offsets=start))
     assert seen == []
-
-
-def _wait_for(query: Any, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rows = query()
-        if rows:
-            return rows
-        time.sleep(0.2)
-    raise TimeoutError("nothing arrived")
 
 
 def test_pending_key_of_a_killed_execution_worker_is_resolved_by_reconciliation(pipeline: Pipeline) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -34,7 +33,7 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.client import Proposed
 from toolgate.topics.headers import CALL_ID, SCHEMA, edge_headers, new_traceparent
 
-from ..conftest import Pipeline
+from ..conftest import Pipeline, eventually
 from .test_gates import Approvers, packet_of
 from .test_pipeline import _approval_of, _ledger_for, errors_of, taxonomy
 
@@ -42,16 +41,6 @@ pytestmark = pytest.mark.timeout(180)
 
 TOPICS = Topics()
 ALL_SCOPES = ["invoices:read", "invoices:write", "notify:send", "payments:charge"]
-
-
-def eventually(query: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = query()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise TimeoutError("nothing arrived")
 
 
 def audit_rows(pipeline: Pipeline, call_id: str) -> list[tuple[str, str, str, str | None]]:

@@ -4,13 +4,15 @@ A round, for all its calls at once:
   0. clearance (clearance.py), before anything: the arguments must hash to the validated
      payload hash; a call that needs approvals needs an APPROVED ticket in Postgres for exactly
      it, with enough valid approvers, not consumed by another operation.
-  A. reserve: one transaction locks and consumes those tickets (checking the target's state
-     for effects outside Postgres), inserts PENDING keys (leased to this process) and reads the
+  A. reserve: one transaction checks those tickets under FOR UPDATE (and, for an effect
+     outside Postgres, its target's state, and consumes its ticket: the last transaction
+     before that effect), inserts PENDING keys (leased to this process) and reads the
      existing ones under SELECT ... FOR UPDATE; the idempotency plan decides each call.
   E. external effects (http, python) run concurrently, outside any transaction; an unknown
      outcome is checked with the provider's status query at once.
   B. record: one transaction re-reads approved targets under FOR UPDATE (STALE_STATE if
-     they moved since approval), runs the Postgres effects (each in a savepoint), writes
+     they moved since approval) and consumes their tickets, runs the Postgres effects (each
+     in a savepoint), writes
      COMPLETED / FAILED / still-PENDING, every call's result as an outbox row, and the audit
      entries. A co-located effect therefore commits with its COMPLETED record and outbox row
      or not at all. B is retried on transient failures without re-running E.

@@ -123,20 +123,20 @@ class Rounds(Generic[M]):
     def __init__(
         self,
         handler: Handler[M],
-        topics: Topics | None,
+        topics: Topics,
         send: Send,
         batch_bytes: int,
         sealer: Sealer,
-        audits: AuditSink | None = None,
+        audits: AuditSink,
     ) -> None:
         self.handler = handler
-        self.topics = topics  # None: outputs already name physical topics (outbox rows)
+        self.topics = topics
         self.send = send
         self.batch_bytes = batch_bytes
         self.sealer = sealer
         self.audits = audits
         self.internal = handler.source in ("validated", "authorized", "executable", "results")
-        self.source_topic = topics.name(handler.source) if topics is not None and handler.source != "-" else ""
+        self.source_topic = topics.name(handler.source)
         m = meter()
         attrs = {"stage": handler.stage}
         self._attrs = attrs
@@ -288,7 +288,7 @@ class Rounds(Generic[M]):
     async def _audit(self, entries: list[Entry]) -> None:
         """Audit what the round refused outside a handler's transaction, before producing."""
         attempt = 0
-        while entries and self.audits is not None:
+        while entries:
             try:
                 await self.audits.write(entries)
                 return
