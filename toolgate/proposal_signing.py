@@ -89,8 +89,8 @@ def digest(proposal: ToolProposal) -> str:
 
 
 def sign(proposal: ToolProposal, key_id: str, key: PrivateKey) -> ToolProposal:
-    unsigned = proposal.model_copy(update={"key_id": key_id, "signature": None})
-    return unsigned.model_copy(update={"signature": key.sign(signed_bytes(unsigned))})
+    document = {**_content(proposal), "created_at_ms": proposal.created_at_ms, "key_id": key_id}
+    return proposal.model_copy(update={"key_id": key_id, "signature": key.sign(_canonical(document))})
 
 
 def verify(proposal: ToolProposal, public_key: PublicKey) -> bool:
