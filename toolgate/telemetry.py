@@ -241,16 +241,17 @@ def meter() -> Meter:
     return metrics.get_meter("toolgate")
 
 
+TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+
+
 def parse_traceparent(traceparent: str | None) -> SpanContext | None:
     """A W3C traceparent as a remote SpanContext, or None if it is missing or malformed."""
-    if not traceparent or len(traceparent) != 55:
+    found = TRACEPARENT.fullmatch(traceparent) if isinstance(traceparent, str) else None
+    if found is None:
         return None
-    version, trace_id, span_id, flags = traceparent.split("-") if traceparent.count("-") == 3 else ("", "", "", "")
-    try:
-        ctx = SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(int(flags, 16)))
-    except ValueError:
-        return None
-    return ctx if version == "00" and ctx.is_valid else None
+    trace_id, span_id, flags = (int(part, 16) for part in found.groups())
+    ctx = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags))
+    return ctx if ctx.is_valid else None
 
 
 def parent_context(span_context: SpanContext) -> Any:

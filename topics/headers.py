@@ -40,6 +40,18 @@ def header(headers: Iterable[tuple[str, bytes | None]] | None, name: str) -> str
     return None
 
 
+def header_int(
+    headers: Iterable[tuple[str, bytes | None]] | None, name: str, *, default: int, low: int, high: int
+) -> int:
+    """An integer header, or `default` when it is missing, not a decimal integer or out of range:
+    a header is whatever its producer wrote."""
+    text = header(headers, name)
+    if text is None or not text.isascii() or not text.strip().isdigit() or len(text) > 20:
+        return default
+    value = int(text)
+    return value if low <= value <= high else default
+
+
 def new_traceparent(sampled: bool = True) -> str:
     """A fresh W3C traceparent for a call that arrives without one."""
     return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-{'01' if sampled else '00'}"

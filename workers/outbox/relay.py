@@ -10,6 +10,11 @@ dead letters, the deployment's signature on a tenant's edge topics (toolgate.int
 crash between produce and commit re-publishes the rows: downstream consumers are idempotent.
 The relay sleeps on LISTEN toolgate_outbox (a trigger notifies on insert) instead of polling
 tightly, and prunes sent rows after a retention period, so the table stays bounded.
+
+A row the broker can never take (too large, malformed), or that keeps failing past
+MAX_ATTEMPTS, is given up: marked failed and dead-lettered (its payload and why), so it never
+blocks the rows behind it. When a round's batched delivery fails, its rows are sent one by one
+to tell which.
 """
 
 from __future__ import annotations
@@ -18,27 +23,51 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 
 from toolgate.integrity import Sealer, deployment_keys
 from toolgate.kafka_security import client_config
+from toolgate.schemas.models import PayloadKind, TaxonomyClass
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
+from toolgate.workers.outbox.producer import IdempotentProducer, undeliverable
 from toolgate.workers.runtime.app import StageApp
 from toolgate.workers.runtime.db import is_transient, make_pool
-from toolgate.workers.runtime.emit import EdgeRecord, Emit, Message
+from toolgate.workers.runtime.emit import EdgeRecord, Emit, Message, Origin
 
 log = logging.getLogger("toolgate.outbox")
 STAGE = "outbox-relay"
 
 CLAIM = """
 SELECT id, topic, partition, kind, key, payload, headers FROM toolgate.outbox
-WHERE sent_at IS NULL ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
+WHERE sent_at IS NULL AND (retry_at IS NULL OR retry_at <= now()) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
 """
 MARK_SENT = "UPDATE toolgate.outbox SET sent_at = now() WHERE id = ANY(%s)"
+COUNT_ATTEMPT = """
+UPDATE toolgate.outbox SET attempts = attempts + 1,
+    retry_at = now() + make_interval(secs => least(60, 2 ^ least(attempts, 10)))
+WHERE id = ANY(%s) RETURNING id, attempts
+"""
+MARK_FAILED = """
+UPDATE toolgate.outbox o SET sent_at = now(), failed_at = now(), error = f.error
+FROM unnest(%s::bigint[], %s::text[]) AS f(id, error) WHERE o.id = f.id
+"""
+MAX_ATTEMPTS = 20  # with a backoff of up to a minute between them: about a quarter of an hour
+
+
+class Row(NamedTuple):
+    id: int
+    topic: str
+    partition: int | None
+    kind: str
+    key: bytes | None
+    payload: bytes
+    headers: list[list[str]]
+
+
 PRUNE = "DELETE FROM toolgate.outbox WHERE sent_at < now() - make_interval(secs => %s)"
 
 
@@ -52,7 +81,8 @@ class OutboxRelay:
         self.retention_s = retention_s
         self.pool = make_pool(settings.database_url, STAGE, max_size=2)
         self.producer = IdempotentProducer(settings.kafka_bootstrap, client_config(settings))
-        self.sealer = Sealer(deployment_keys(settings), Topics(settings.topic_prefix))
+        self.topics = Topics(settings.topic_prefix)
+        self.sealer = Sealer(deployment_keys(settings), self.topics)
         self.wakeup = asyncio.Event()
         self._last_prune = 0.0
 
@@ -79,28 +109,62 @@ class OutboxRelay:
             listener.cancel()
 
     async def relay_once(self) -> int:
+        """One round: claim rows, publish them, mark them sent (or failed); how many moved."""
         async with self.pool.connection() as conn, conn.transaction():
             cur = await conn.execute(CLAIM, (self.batch,))
-            rows = await cur.fetchall()
+            rows = [Row(*r) for r in await cur.fetchall()]
             if not rows:
                 return 0
-            out = Emit(STAGE)
-            for _id, topic, partition, kind, key, payload, headers in rows:
-                if kind == "item":
-                    out.raw_item(topic, partition, bytes(payload))
-                else:
-                    out.records.append(
-                        EdgeRecord(
-                            topic,
-                            bytes(key) if key is not None else None,
-                            bytes(payload),
-                            [(k, v.encode()) for k, v in headers],
-                            partition,
-                        )
-                    )
-            await self.producer.deliver(out.messages(None, self.settings.batch_bytes, self.sealer))
-            await conn.execute(MARK_SENT, ([r[0] for r in rows],))
-        return len(rows)
+            errors = await self.producer.deliver(self._messages(rows))
+            if not any(errors):
+                await conn.execute(MARK_SENT, ([r.id for r in rows],))
+                return len(rows)
+            # Which rows? One message each: what was delivered in the batched try goes again
+            # (consumers are idempotent), what fails now fails for a reason of its own.
+            alone = await self.producer.deliver([m for row in rows for m in self._messages([row])])
+            sent = [row.id for row, error in zip(rows, alone, strict=True) if error is None]
+            failing = [(row, error) for row, error in zip(rows, alone, strict=True) if error is not None]
+            given_up = await self._give_up(conn, failing)
+            await conn.execute(MARK_SENT, (sent,))
+        log.warning(
+            "outbox rows not delivered",
+            extra={"stage": STAGE, "action": "relay_partial", "count": len(failing) - len(given_up)},
+        )
+        return len(sent) + len(given_up)
+
+    def _messages(self, rows: list[Row]) -> list[Message]:
+        out = Emit(STAGE)
+        for row in rows:
+            if row.kind == "item":
+                out.raw_item(row.topic, row.partition, bytes(row.payload))
+            else:
+                key = bytes(row.key) if row.key is not None else None
+                headers = [(k, v.encode()) for k, v in row.headers]
+                out.records.append(EdgeRecord(row.topic, key, bytes(row.payload), headers, row.partition))
+        return out.messages(None, self.settings.batch_bytes, self.sealer)
+
+    async def _give_up(self, conn: Any, failing: list[tuple[Row, KafkaError]]) -> list[int]:
+        """Rows the broker refused for good, or that failed MAX_ATTEMPTS times: dead-lettered
+        and marked failed. Returns their ids; the others stay unsent, their attempts counted."""
+        if not failing:
+            return []
+        cur = await conn.execute(COUNT_ATTEMPT, ([row.id for row, _ in failing],))
+        attempts = dict(await cur.fetchall())
+        doomed = [(row, e) for row, e in failing if undeliverable(e) or attempts[row.id] >= MAX_ATTEMPTS]
+        if not doomed:
+            return []
+        letters = Emit(STAGE)
+        for row, error in doomed:
+            logical = self.topics.parse(row.topic)[0] or row.topic
+            kind = PayloadKind.STAGE_ITEM if row.kind == "item" else PayloadKind.RECORD
+            origin = Origin(logical, row.partition if row.partition is not None else -1, -1, row.key, [], kind)
+            reason = f"outbox row {row.id} was not delivered after {attempts[row.id]} attempt(s): {error.str()}"
+            letters.dead_letter(origin, bytes(row.payload), TaxonomyClass.UNKNOWN_ERROR, reason)
+        if any(await self.producer.deliver(letters.messages(None, self.settings.batch_bytes, self.sealer))):
+            raise ConnectionError("dead letters for undeliverable outbox rows were not delivered")
+        ids = [row.id for row, _ in doomed]
+        await conn.execute(MARK_FAILED, (ids, [e.str() for _, e in doomed]))
+        return ids
 
     async def _prune(self) -> None:
         if time.monotonic() - self._last_prune >= 60.0:
@@ -127,46 +191,6 @@ class OutboxRelay:
             except Exception as exc:
                 log.warning("listen connection lost", extra={"stage": STAGE, "action": "relisten", "error": repr(exc)})
                 await asyncio.sleep(1.0)
-
-
-class IdempotentProducer:
-    """confluent-kafka's idempotent producer, awaited: `deliver` returns once every record
-    has its delivery report, and raises if any failed (the rows stay unsent)."""
-
-    def __init__(self, bootstrap: str, config: dict[str, str] | None = None) -> None:
-        self._producer = Producer(
-            {
-                **(config or {}),
-                "bootstrap.servers": bootstrap,
-                "client.id": "toolgate-outbox-relay",
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 2,
-                "partitioner": "murmur2_random",  # the same partition for a key as Faust's producer
-                "message.timeout.ms": 30_000,
-            }
-        )
-
-    async def deliver(self, messages: list[Message]) -> None:
-        errors: list[str] = []
-
-        def report(err: KafkaError | None, _msg: Any) -> None:
-            if err is not None:
-                errors.append(str(err))
-
-        for m in messages:
-            kwargs: dict[str, Any] = {"key": m.key, "value": m.value, "headers": m.headers, "on_delivery": report}
-            if m.partition is not None:
-                kwargs["partition"] = m.partition
-            while True:
-                try:
-                    self._producer.produce(m.topic, **kwargs)
-                    break
-                except BufferError:
-                    await asyncio.to_thread(self._producer.poll, 0.05)
-        remaining = await asyncio.to_thread(self._producer.flush, 30.0)
-        if remaining or errors:
-            raise ConnectionError(f"{remaining} records undelivered, errors: {errors[:3]}")
 
 
 def attach(app: StageApp, settings: Settings) -> OutboxRelay:

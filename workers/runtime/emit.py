@@ -9,6 +9,7 @@ tenant's edge topics.
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -29,7 +30,14 @@ from toolgate.schemas.wire import WireModel
 from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, SCHEMA, Headers, edge_headers, header
+from toolgate.workers.runtime import results
 from toolgate.workers.runtime.audit import Entry
+
+# A dead letter must be deliverable whatever it holds: what came in may already be at the
+# broker's limit (1 MiB by default), so the original value is cut to fit when it must.
+MAX_LETTER_BYTES = 900 * 1024
+MAX_HEADER = 16 * 1024
+MAX_CALL_ID = 128
 
 
 class Message(NamedTuple):
@@ -73,7 +81,8 @@ class Emit:
     audits: list[Entry] = field(default_factory=list)  # written before anything is produced
 
     def item(self, topic: str, partition: int, model: StageRecord | ExecutionResult) -> None:
-        self.items.setdefault((topic, partition), []).append(codec().encode(model))
+        data = results.encoded(model) if isinstance(model, ExecutionResult) else codec().encode(model)
+        self.items.setdefault((topic, partition), []).append(data)
         if isinstance(model, ExecutionResult):
             self.outcomes[model.call_id] = str(model.outcome.taxonomy_class)
         else:
@@ -117,6 +126,15 @@ class Emit:
         call_id: str | None = None,
     ) -> None:
         call_id = call_id or header(origin.headers, CALL_ID)
+        if call_id is not None and len(call_id) > MAX_CALL_ID:
+            call_id = None
+        headers = [Header(key=k[:MAX_HEADER], value=SCRUBBER.bytes(v)[:MAX_HEADER]) for k, v in origin.headers[:64]]
+        value = SCRUBBER.bytes(value)
+        key = origin.key[:MAX_HEADER] if origin.key is not None else None
+        room = MAX_LETTER_BYTES - len(key or b"") - sum(len(h.key) + len(h.value or b"") for h in headers)
+        if len(value) > room:  # it came in at the broker's limit: a letter must still go out
+            reason += f" (value truncated from {len(value)} bytes, sha256 {hashlib.sha256(value).hexdigest()})"
+            value = value[: max(room, 0)]
         self.dead_letters.append(
             DeadLetter(
                 dead_letter_id=str(uuid.uuid4()),
@@ -126,9 +144,9 @@ class Emit:
                 source_partition=origin.partition,
                 source_offset=origin.offset,
                 payload_kind=origin.kind,
-                key=origin.key,
-                value=SCRUBBER.bytes(value),
-                headers=[Header(key=k, value=SCRUBBER.bytes(v)) for k, v in origin.headers],
+                key=key,
+                value=value,
+                headers=headers,
                 taxonomy_class=taxonomy,
                 reason=SCRUBBER.text(reason)[:2000],
                 attempts=origin.attempts,

@@ -18,6 +18,7 @@ from toolgate.schemas.models import ExecutionResult, StageRecord
 from toolgate.schemas.wire import WireModel
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import edge_headers
+from toolgate.workers.runtime import results
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,8 @@ class OutboxRow:
 
 
 def item(topic: str, partition: int, model: StageRecord | ExecutionResult) -> OutboxRow:
-    return OutboxRow(topic, partition, "item", None, codec().encode(model))
+    data = results.encoded(model) if isinstance(model, ExecutionResult) else codec().encode(model)
+    return OutboxRow(topic, partition, "item", None, data)
 
 
 def record(

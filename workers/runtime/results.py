@@ -1,10 +1,17 @@
-"""Building ExecutionResults: how one call ended, at whichever stage ended it."""
+"""Building ExecutionResults: how one call ended, at whichever stage ended it.
+
+A result must always be deliverable: `encoded` bounds the bytes of every result a stage or
+the outbox writes. A result beyond the bound (a provider's huge answer, a dry run's preview of
+huge arguments, thousands of field errors) keeps its identity and outcome but withholds its
+data, and an effect that did happen is reported as PARTIAL_SUCCESS: done, result withheld.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from toolgate.schemas.codec import codec
 from toolgate.schemas.models import (
     ExecutionResult,
     FieldError,
@@ -14,6 +21,9 @@ from toolgate.schemas.models import (
     Verification,
 )
 from toolgate.taxonomy import Taxonomy, vector
+
+MAX_RESULT_BYTES = 512 * 1024
+MAX_ERRORS = 50
 
 
 def outcome(
@@ -137,4 +147,32 @@ def reject(
         tool_version=tool_version,
         approval_id=approval_id,
         proposal_digest=proposal_digest,
+    )
+
+
+def encoded(res: ExecutionResult) -> bytes:
+    """The result's wire bytes, within MAX_RESULT_BYTES (see the module's docstring)."""
+    data = codec().encode(res)
+    return data if len(data) <= MAX_RESULT_BYTES else codec().encode(withheld(res, len(data)))
+
+
+def withheld(res: ExecutionResult, size: int) -> ExecutionResult:
+    note = f"the result was {size} bytes, beyond the {MAX_RESULT_BYTES} an observation may carry; it was withheld"
+    errors = list(res.errors[:MAX_ERRORS])
+    if len(res.errors) > MAX_ERRORS:
+        errors.append(
+            FieldError(field=None, code="more_errors", message=f"{len(res.errors) - MAX_ERRORS} more errors not shown")
+        )
+    succeeded = res.outcome.taxonomy_class is Taxonomy.SUCCESS
+    result_outcome = outcome(Taxonomy.PARTIAL_SUCCESS) if succeeded else res.outcome
+    data = {"withheld": {"reason": "result_too_large", "bytes": size}}
+    if not succeeded:
+        data = {**feedback(result_outcome, errors), **data}
+    return res.model_copy(
+        update={
+            "outcome": result_outcome,
+            "data": data,
+            "errors": [e.model_copy(update={"actual": (e.actual or "")[:200] or None}) for e in errors],
+            "warnings": [w[:500] for w in res.warnings[:MAX_ERRORS]] + [note],
+        }
     )

@@ -21,8 +21,8 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -34,9 +34,10 @@ from toolgate.schemas.wire import WireModel
 from toolgate.taxonomy import Taxonomy
 from toolgate.telemetry import meter, parent_context, parse_traceparent, traceparent_of, tracer
 from toolgate.topics.catalog import Topics
-from toolgate.topics.headers import CALL_ID, TRACEPARENT, Headers, as_pairs, header
+from toolgate.topics.headers import CALL_ID, TRACEPARENT, Headers, as_pairs, header, header_int
 from toolgate.workers.runtime.audit import AuditSink, Entry
 from toolgate.workers.runtime.db import is_transient
+from toolgate.workers.runtime.delivery import Delivery, Send
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.results import reject
 
@@ -44,6 +45,7 @@ log = logging.getLogger("toolgate.round")
 
 M = TypeVar("M", bound=WireModel)
 ATTEMPTS_HEADER = "toolgate-attempts"
+MAX_ATTEMPTS = 1_000_000
 
 
 @dataclass
@@ -98,6 +100,10 @@ class Handler(Generic[M]):
                 ),
             )
 
+    def decode(self, value: bytes) -> M:
+        """One record (or batch item) of the source topic; DecodeError if it is none."""
+        return codec().decode(value, self.model)
+
     def on_undecodable(self, origin: Origin, value: bytes, out: Emit) -> None:
         """A record that does not decode: dead-letter it with its original bytes."""
         out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, "undecodable record")
@@ -116,9 +122,6 @@ class RawRecord:
     headers: Headers = field(default_factory=list)
 
 
-Send = Callable[[str, bytes | None, bytes, int | None, Headers], Awaitable[Awaitable[Any]]]
-
-
 class Rounds(Generic[M]):
     def __init__(
         self,
@@ -131,10 +134,9 @@ class Rounds(Generic[M]):
     ) -> None:
         self.handler = handler
         self.topics = topics
-        self.send = send
-        self.batch_bytes = batch_bytes
         self.sealer = sealer
         self.audits = audits
+        self.delivery = Delivery(handler.stage, topics, send, batch_bytes, sealer, self._backoff)
         self.internal = handler.source in ("validated", "authorized", "executable", "results")
         self.source_topic = topics.name(handler.source)
         m = meter()
@@ -148,52 +150,62 @@ class Rounds(Generic[M]):
     # --- decoding -------------------------------------------------------------------
 
     def decode(self, records: Sequence[RawRecord], out: Emit) -> list[Inbound[M]]:
+        """The calls in these records. A record that cannot be read, whatever is wrong with it,
+        is dead-lettered with its original bytes; it never stops the round."""
         calls: list[Inbound[M]] = []
-        c = codec()
         for rec in records:
             headers = as_pairs(rec.headers)
-            attempts = int(header(headers, ATTEMPTS_HEADER) or 1)
             origin = Origin(
-                self.handler.source, rec.partition, rec.offset, rec.key, headers, PayloadKind.RECORD, attempts
+                self.handler.source,
+                rec.partition,
+                rec.offset,
+                rec.key,
+                headers,
+                PayloadKind.RECORD,
+                header_int(headers, ATTEMPTS_HEADER, default=1, low=1, high=MAX_ATTEMPTS),
             )
             value = rec.value or b""
-            if self.internal and not self.sealer.mac_ok(self.source_topic, value, rec.headers):
-                self._forged(origin, value, out)
-                continue
-            if not self.internal:
-                try:
-                    calls.append(Inbound(c.decode(value, self.handler.model), value, origin))
-                except DecodeError as exc:
-                    log.warning(
-                        "undecodable record",
-                        extra={"stage": self.handler.stage, "action": "dead_letter", "error": str(exc)},
-                    )
-                    self.handler.on_undecodable(origin, value, out)
-                continue
             try:
-                batch = c.decode(value, StageBatch)
-            except DecodeError as exc:
-                out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, f"undecodable StageBatch: {exc}")
-                continue
-            for item in batch.items:
-                item_origin = Origin(
-                    origin.topic,
-                    origin.partition,
-                    origin.offset,
-                    origin.key,
-                    origin.headers,
-                    PayloadKind.STAGE_ITEM,
-                    attempts,
+                calls += self._decode_record(rec, origin, value, out)
+            except Exception as exc:  # nothing a record holds may stop a stage
+                log.exception(
+                    "unreadable record",
+                    extra={"stage": self.handler.stage, "action": "dead_letter", "error": repr(exc)},
                 )
-                try:
-                    calls.append(Inbound(c.decode(item, self.handler.model), item, item_origin))
-                except DecodeError as exc:
-                    out.dead_letter(
-                        item_origin,
-                        item,
-                        TaxonomyClass.SYNTACTIC_PARSE_FAIL,
-                        f"undecodable {self.handler.model.__name__}: {exc}",
-                    )
+                out.dead_letter(origin, value, TaxonomyClass.UNKNOWN_ERROR, f"unreadable record: {type(exc).__name__}")
+        return calls
+
+    def _decode_record(self, rec: RawRecord, origin: Origin, value: bytes, out: Emit) -> list[Inbound[M]]:
+        if self.internal and not self.sealer.mac_ok(self.source_topic, value, rec.headers):
+            self._forged(origin, value, out)
+            return []
+        if not self.internal:
+            try:
+                return [Inbound(self.handler.decode(value), value, origin)]
+            except DecodeError as exc:
+                log.warning(
+                    "undecodable record",
+                    extra={"stage": self.handler.stage, "action": "dead_letter", "error": str(exc)},
+                )
+                self.handler.on_undecodable(origin, value, out)
+                return []
+        try:
+            batch = codec().decode(value, StageBatch)
+        except DecodeError as exc:
+            out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, f"undecodable StageBatch: {exc}")
+            return []
+        calls: list[Inbound[M]] = []
+        for item in batch.items:
+            item_origin = replace(origin, kind=PayloadKind.STAGE_ITEM)
+            try:
+                calls.append(Inbound(self.handler.decode(item), item, item_origin))
+            except DecodeError as exc:
+                out.dead_letter(
+                    item_origin,
+                    item,
+                    TaxonomyClass.SYNTACTIC_PARSE_FAIL,
+                    f"undecodable {self.handler.model.__name__}: {exc}",
+                )
         return calls
 
     def _forged(self, origin: Origin, value: bytes, out: Emit) -> None:
@@ -223,7 +235,7 @@ class Rounds(Generic[M]):
         decided = await self._decide(calls)
         await self._audit([*out.audits, *decided.audits])
         for call_out in (out, decided):
-            await self.flush(call_out)
+            await self.delivery.flush(call_out)
         self._close_spans(calls, decided)
         dead = len(out.dead_letters) + len(decided.dead_letters)
         if dead:
@@ -298,19 +310,6 @@ class Rounds(Generic[M]):
                     return
                 attempt += 1
                 await self._backoff(attempt, exc)
-
-    async def flush(self, out: Emit) -> None:
-        """Produce everything `out` holds and wait until the broker acknowledged all of it."""
-        pending = out.messages(self.topics, self.batch_bytes, self.sealer)
-        attempt = 0
-        while pending:
-            futures = [await self.send(*msg) for msg in pending]
-            results = await asyncio.gather(*futures, return_exceptions=True)
-            failed = [msg for msg, res in zip(pending, results, strict=True) if isinstance(res, BaseException)]
-            if failed:
-                attempt += 1
-                await self._backoff(attempt, next(r for r in results if isinstance(r, BaseException)))
-            pending = failed
 
     # --- telemetry ----------------------------------------------------------------------
 

@@ -82,7 +82,17 @@ def _reject_constant(name: str) -> Any:
 
 
 def parse_arguments(text: str) -> tuple[Any, FieldError | None]:
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_ARGUMENTS_BYTES:
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:  # bytes that were not UTF-8, kept as lone surrogates
+        return None, FieldError(
+            field=None,
+            code="invalid_utf8",
+            message=f"the argument text is not valid UTF-8 (at character {exc.start}); send UTF-8 JSON",
+            expected="UTF-8 text",
+            actual="invalid byte sequence",
+        )
+    if size > MAX_ARGUMENTS_BYTES:
         return None, FieldError(
             field=None,
             code="too_large",

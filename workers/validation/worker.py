@@ -14,6 +14,7 @@ from typing import Any
 
 from toolgate.contracts.policy import Policy, load_policy
 from toolgate.contracts.registry import Registry
+from toolgate.schemas.codec import codec
 from toolgate.schemas.models import FieldError, Principal, StageDecision, StageRecord, ToolProposal
 from toolgate.settings import Settings
 from toolgate.taxonomy import Taxonomy
@@ -23,11 +24,12 @@ from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.results import reject
 from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
-from toolgate.workers.validation import callers, repair_log, semantic
+from toolgate.workers.validation import callers, limits, repair_log, semantic
 from toolgate.workers.validation.decision import Decision, Pass, Reject, decide
 from toolgate.workers.validation.identity import Proven, Refused, Unproven, Window, authenticate
 
 STAGE = "validation"
+LENIENT = frozenset({"arguments"})  # the model's text; every identity field must be UTF-8
 
 
 @dataclass(frozen=True)
@@ -90,16 +92,32 @@ class ValidationHandler(Handler[ToolProposal]):
         agents = await callers.load_agents(conn, (c.model.principal.agent_id for c in calls))
         proven: list[tuple[Inbound[ToolProposal], Proven]] = []
         for call in calls:
+            oversized = limits.check(call.model, len(call.raw))
+            call_id = limits.routable(call.model.call_id)
+            if oversized is not None and not oversized.answerable:  # names no call to answer
+                entries.append(
+                    _refusal_entry(call.model, Unproven(oversized.errors[0].code, "oversized"), Taxonomy.OUT_OF_BOUNDS)
+                )
+                reason = "the proposal is beyond toolgate's size limits and names no call that can be answered"
+                out.dead_letter(call.origin, call.raw, Taxonomy.OUT_OF_BOUNDS, reason, call_id)
+                continue
             identity = authenticate(call.model, agents.get(call.model.principal.agent_id), now, self.window)
-            if isinstance(identity, Proven):
-                proven.append((call, identity))
-                continue
-            entries.append(_refusal_entry(call.model, identity))
             if isinstance(identity, Unproven):  # nobody proven to answer: the operator gets the bytes
-                out.dead_letter(call.origin, call.raw, Taxonomy.PERMISSION_DENIED, identity.reason, call.model.call_id)
+                entries.append(_refusal_entry(call.model, identity))
+                out.dead_letter(call.origin, call.raw, Taxonomy.PERMISSION_DENIED, identity.reason, call_id)
                 continue
-            own = call.model.model_copy(update={"tenant_id": identity.tenant_id})
-            self._refuse(call, own, Taxonomy.PERMISSION_DENIED, "principal", identity, now, out)
+            own = limits.trimmed(call.model).model_copy(update={"tenant_id": identity.tenant_id})
+            if isinstance(identity, Refused):
+                entries.append(_refusal_entry(call.model, identity))
+                error = FieldError(field="principal", code=identity.code, message=identity.reason)
+                self._refuse(call, own, Taxonomy.PERMISSION_DENIED, [error], identity.digest, now, out)
+                continue
+            if oversized is not None:
+                too_big = Refused(identity.tenant_id, oversized.errors[0].code, "oversized", identity.digest)
+                entries.append(_refusal_entry(call.model, too_big, Taxonomy.OUT_OF_BOUNDS))
+                self._refuse(call, own, Taxonomy.OUT_OF_BOUNDS, list(oversized.errors), identity.digest, now, out)
+                continue
+            proven.append((call, identity))
         bound = await callers.register_calls(
             conn, [(i.tenant_id, c.model.call_id, i.digest, c.model.principal.agent_id) for c, i in proven]
         )
@@ -114,7 +132,8 @@ class ValidationHandler(Handler[ToolProposal]):
                     identity.digest,
                 )
                 entries.append(_refusal_entry(a.proposal, reused, Taxonomy.SIGNATURE_MISMATCH))
-                self._refuse(call, a.proposal, Taxonomy.SIGNATURE_MISMATCH, "call_id", reused, now, out)
+                error = FieldError(field="call_id", code=reused.code, message=reused.reason)
+                self._refuse(call, a.proposal, Taxonomy.SIGNATURE_MISMATCH, [error], identity.digest, now, out)
                 continue
             admitted.append(a)
         return admitted
@@ -124,8 +143,8 @@ class ValidationHandler(Handler[ToolProposal]):
         call: Inbound[ToolProposal],
         proposal: ToolProposal,
         taxonomy: Taxonomy,
-        field: str,
-        refused: Refused,
+        errors: list[FieldError],
+        digest: str,
         now: int,
         out: Emit,
     ) -> None:
@@ -136,12 +155,12 @@ class ValidationHandler(Handler[ToolProposal]):
             reject(
                 proposal,
                 taxonomy,
-                [FieldError(field=field, code=refused.code, message=refused.reason)],
+                errors,
                 stage=STAGE,
                 traceparent=call.traceparent,
                 home_partition=home,
                 now_ms=now,
-                proposal_digest=refused.digest,
+                proposal_digest=digest,
             ),
         )
 
@@ -205,6 +224,11 @@ class ValidationHandler(Handler[ToolProposal]):
                 ),
             )
 
+    def decode(self, value: bytes) -> ToolProposal:
+        """Argument text that is not UTF-8 does not hide the call: it is read leniently, so the
+        signature can still prove who asked and the answer say what was wrong."""
+        return codec().decode_lenient(value, ToolProposal, LENIENT)
+
     def on_failure(self, call: Inbound[ToolProposal], error: str, out: Emit) -> None:
         """UNKNOWN_ERROR, fail closed; but only to a caller whose signature was proven."""
         admitted = self._proven.get(id(call))
@@ -258,11 +282,13 @@ def _as_registered(proposal: ToolProposal, identity: Proven) -> ToolProposal:
 def _refusal_entry(
     proposal: ToolProposal, identity: Refused | Unproven, taxonomy: Taxonomy = Taxonomy.PERMISSION_DENIED
 ) -> audit.Entry:
+    call_id = limits.routable(proposal.call_id)
+    proposal = limits.trimmed(proposal)
     return audit.Entry(
         STAGE,
         "refused",
         f"agent:{proposal.principal.agent_id}",
-        proposal.call_id,
+        call_id,
         identity.tenant_id if isinstance(identity, Refused) else None,
         {
             "taxonomy": str(taxonomy),

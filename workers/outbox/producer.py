@@ -1,0 +1,80 @@
+"""The outbox relay's producer: confluent-kafka's idempotent producer, awaited, with an answer
+for every record.
+
+Sequence numbers per partition make a send retried after a lost acknowledgement land once.
+`deliver` returns, for each record, None once the broker acknowledged it or the error it
+failed with; `undeliverable` tells the errors no retry can cure (a record too large for the
+broker, a malformed one) from those that pass (the broker unreachable, a leader moving).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from toolgate.workers.runtime.emit import Message
+
+UNDELIVERABLE = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.INVALID_MSG_SIZE,
+        KafkaError.INVALID_MSG,
+        KafkaError.INVALID_RECORD,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.TOPIC_EXCEPTION,
+    }
+)
+NOT_ACKNOWLEDGED = KafkaError(KafkaError._TIMED_OUT, "no delivery report before the flush timed out")
+
+
+def undeliverable(error: KafkaError | None) -> bool:
+    return error is not None and error.code() in UNDELIVERABLE
+
+
+class IdempotentProducer:
+    def __init__(self, bootstrap: str, config: dict[str, str] | None = None) -> None:
+        self._producer = Producer(
+            {
+                **(config or {}),
+                "bootstrap.servers": bootstrap,
+                "client.id": "toolgate-outbox-relay",
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 2,
+                "partitioner": "murmur2_random",  # the same partition for a key as Faust's producer
+                "message.timeout.ms": 30_000,
+            }
+        )
+
+    async def deliver(self, messages: list[Message]) -> list[KafkaError | None]:
+        """Produce every message; return each one's error (None: acknowledged)."""
+        outcome: list[KafkaError | None] = [NOT_ACKNOWLEDGED] * len(messages)
+
+        def report_for(index: int) -> Any:
+            def report(err: KafkaError | None, _msg: Any) -> None:
+                outcome[index] = err
+
+            return report
+
+        for index, m in enumerate(messages):
+            kwargs: dict[str, Any] = {
+                "key": m.key,
+                "value": m.value,
+                "headers": m.headers,
+                "on_delivery": report_for(index),
+            }
+            if m.partition is not None:
+                kwargs["partition"] = m.partition
+            while True:
+                try:
+                    self._producer.produce(m.topic, **kwargs)
+                    break
+                except BufferError:
+                    await asyncio.to_thread(self._producer.poll, 0.05)
+                except KafkaException as exc:  # refused before it was queued (too large, ...)
+                    outcome[index] = exc.args[0]
+                    break
+        await asyncio.to_thread(self._producer.flush, 30.0)
+        return outcome

@@ -1,0 +1,89 @@
+"""Delivering what a round produced: every record acknowledged by the broker, or replaced.
+
+A transient failure (the broker unreachable, a leader moving) is retried until it goes
+through, since the round's input is acked only after its outputs are. A record the broker can
+never take (too large for it, malformed) is not retried forever, blocking the partition: it is
+replaced by a dead letter holding its beginning and digest, and the round goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from toolgate.integrity import Sealer
+from toolgate.schemas.models import PayloadKind, TaxonomyClass
+from toolgate.topics.catalog import Topics
+from toolgate.topics.headers import CALL_ID, Headers, header
+from toolgate.workers.runtime.emit import Emit, Message, Origin
+
+log = logging.getLogger("toolgate.delivery")
+
+Send = Callable[[str, bytes | None, bytes, int | None, Headers], Awaitable[Awaitable[Any]]]
+Backoff = Callable[[int, BaseException], Awaitable[None]]
+
+UNDELIVERABLE = ("MessageSizeTooLargeError", "RecordTooLargeError", "RecordListTooLargeError", "InvalidTopicError")
+
+
+def is_undeliverable(exc: BaseException | None) -> bool:
+    """A produce error no retry can cure (Faust wraps aiokafka's errors: look at the cause too)."""
+    while exc is not None:
+        if type(exc).__name__ in UNDELIVERABLE:
+            return True
+        exc = exc.__cause__
+    return False
+
+
+class Delivery:
+    def __init__(
+        self, stage: str, topics: Topics, send: Send, batch_bytes: int, sealer: Sealer, backoff: Backoff
+    ) -> None:
+        self.stage = stage
+        self.topics = topics
+        self.send = send
+        self.batch_bytes = batch_bytes
+        self.sealer = sealer
+        self.backoff = backoff
+
+    async def flush(self, out: Emit) -> None:
+        """Produce everything `out` holds and wait until the broker acknowledged all of it."""
+        pending = out.messages(self.topics, self.batch_bytes, self.sealer)
+        attempt = 0
+        while pending:
+            results = await asyncio.gather(*[self._send(msg) for msg in pending], return_exceptions=True)
+            retry: list[Message] = []
+            transient: BaseException | None = None
+            for msg, res in zip(pending, results, strict=True):
+                if not isinstance(res, BaseException):
+                    continue
+                if is_undeliverable(res):
+                    retry += self._replacement(msg, res)
+                else:
+                    retry.append(msg)
+                    transient = res
+            if transient is not None:
+                attempt += 1
+                await self.backoff(attempt, transient)
+            pending = retry
+
+    async def _send(self, msg: Message) -> Any:
+        return await (await self.send(*msg))
+
+    def _replacement(self, msg: Message, error: BaseException) -> list[Message]:
+        """A dead letter in place of a record the broker will never take (nothing in place of a
+        dead letter itself: that is logged, the only place left)."""
+        logical = self.topics.parse(msg.topic)[0]
+        log.critical(
+            "undeliverable record",
+            extra={"stage": self.stage, "action": "dead_letter", "error": repr(error), "count": len(msg.value)},
+        )
+        if logical == "deadletter":
+            return []
+        letter = Emit(self.stage)
+        partition = msg.partition if msg.partition is not None else -1
+        origin = Origin(logical, partition, -1, msg.key, [], PayloadKind.RECORD)
+        reason = f"an output of {len(msg.value)} bytes the broker refused for good ({type(error).__name__})"
+        letter.dead_letter(origin, msg.value, TaxonomyClass.UNKNOWN_ERROR, reason, header(msg.headers, CALL_ID))
+        return letter.messages(self.topics, self.batch_bytes, self.sealer)
