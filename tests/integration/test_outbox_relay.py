@@ -94,3 +94,63 @@ def test_two_relays_publish_each_row_once_and_prune(pipeline: Pipeline) -> None:
         assert len(items) == ROWS and max(items.values()) == 1
     finally:
         pipeline.sql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+
+
+def test_a_row_the_broker_will_never_take_is_dead_lettered_and_blocks_nothing(pipeline: Pipeline) -> None:
+    database = f"tg_relay_{uuid.uuid4().hex[:8]}"
+    pipeline.sql(f"CREATE DATABASE {database}")
+    url = pipeline.database_url.rsplit("/", 1)[0] + f"/{database}"
+    prefix = f"relay{uuid.uuid4().hex[:6]}."
+    try:
+        migrate(url)
+        bootstrap = pipeline.runtime["kafka_bootstrap"]
+        provision(bootstrap, 2, prefix)
+        topics = Topics(prefix)
+        rows = [
+            {
+                "topic": topics.results,
+                "partition": 0,
+                "kind": "item",
+                "key": None,
+                "payload": base64.b64encode(payload).decode(),
+                "headers": [],
+            }
+            for payload in (b"before", b"x" * 2_000_000, b"after")  # the middle one is beyond any broker's limit
+        ]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(INSERT, (json.dumps(rows),))
+        settings = Settings(kafka_bootstrap=bootstrap, database_url=url, topic_prefix=prefix, home=pipeline.home)
+
+        async def relay() -> int:
+            relay = OutboxRelay(None, settings)
+            await relay.pool.open()
+            try:
+                return await relay.relay_once()
+            finally:
+                await relay.pool.close()
+
+        assert asyncio.run(relay()) == 3
+        with psycopg.connect(url) as conn:
+            states = conn.execute(
+                "SELECT length(payload), sent_at IS NOT NULL, failed_at IS NOT NULL FROM toolgate.outbox ORDER BY id"
+            ).fetchall()
+        assert states == [(6, True, False), (2_000_000, True, True), (5, True, False)]
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"relay-test-{uuid.uuid4().hex[:6]}"})
+        consumer.assign([TopicPartition(topics.results, 0, 0)])
+        delivered: list[bytes] = []
+        idle = time.monotonic()
+        while time.monotonic() - idle < 3.0:
+            for msg in consumer.consume(500, 0.2):
+                if not msg.error():
+                    idle = time.monotonic()
+                    delivered += codec().decode(msg.value() or b"", StageBatch).items
+        consumer.close()
+        assert set(delivered) == {b"before", b"after"}  # at least once (consumers are idempotent), nothing lost
+        from toolgate.ops.dlq import read_all
+
+        letters = [f.letter for f in read_all(settings) if f.genuine and f.letter.stage == "outbox-relay"]
+        assert [(d.source_topic, len(d.value) > 500_000, "not delivered" in d.reason) for d in letters] == [
+            ("results", True, True)
+        ]
+    finally:
+        pipeline.sql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")

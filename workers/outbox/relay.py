@@ -141,7 +141,7 @@ class OutboxRelay:
                 key = bytes(row.key) if row.key is not None else None
                 headers = [(k, v.encode()) for k, v in row.headers]
                 out.records.append(EdgeRecord(row.topic, key, bytes(row.payload), headers, row.partition))
-        return out.messages(None, self.settings.batch_bytes, self.sealer)
+        return out.messages(self.topics, self.settings.batch_bytes, self.sealer, physical=True)
 
     async def _give_up(self, conn: Any, failing: list[tuple[Row, KafkaError]]) -> list[int]:
         """Rows the broker refused for good, or that failed MAX_ATTEMPTS times: dead-lettered
@@ -160,7 +160,7 @@ class OutboxRelay:
             origin = Origin(logical, row.partition if row.partition is not None else -1, -1, row.key, [], kind)
             reason = f"outbox row {row.id} was not delivered after {attempts[row.id]} attempt(s): {error.str()}"
             letters.dead_letter(origin, bytes(row.payload), TaxonomyClass.UNKNOWN_ERROR, reason)
-        if any(await self.producer.deliver(letters.messages(None, self.settings.batch_bytes, self.sealer))):
+        if any(await self.producer.deliver(letters.messages(self.topics, self.settings.batch_bytes, self.sealer))):
             raise ConnectionError("dead letters for undeliverable outbox rows were not delivered")
         ids = [row.id for row, _ in doomed]
         await conn.execute(MARK_FAILED, (ids, [e.str() for _, e in doomed]))

@@ -50,7 +50,7 @@ class Message(NamedTuple):
 
 @dataclass
 class EdgeRecord:
-    topic: str  # logical name (physical when the producer's topics are None: outbox rows)
+    topic: str  # logical name (physical for outbox rows: see `messages`)
     key: bytes | None
     value: bytes
     headers: Headers
@@ -180,19 +180,19 @@ class Emit:
         batch = StageBatch(stage=self.stage, source_partition=partition, items=items)
         return topic, partition, codec().encode(batch), [(SCHEMA, fingerprint), ("toolgate-stage", self.stage.encode())]
 
-    def messages(self, topics: Topics | None, max_bytes: int, sealer: Sealer) -> list[Message]:
-        """Everything collected, sealed, as Kafka records addressed to physical topics (`topics`
-        names them; None: they already are physical)."""
+    def messages(self, topics: Topics, max_bytes: int, sealer: Sealer, physical: bool = False) -> list[Message]:
+        """Everything collected, sealed, as Kafka records addressed to physical topics (with
+        `physical`, items and edge records already name them: outbox rows)."""
 
         def name(logical: str, tenant: str | None = None) -> str:
-            return topics.name(logical, tenant) if topics is not None else logical
+            return logical if physical else topics.name(logical, tenant)
 
         pending = [(name(t), None, v, p, h) for t, p, v, h in self.batches(max_bytes)]
         pending += [(name(r.topic, r.tenant), r.key, r.value, r.partition, r.headers) for r in self.records]
         c = codec()
         for letter in self.dead_letters:
             key = letter.call_id.encode() if letter.call_id else None
-            pending.append((name("deadletter"), key, c.encode(letter), None, []))
+            pending.append((topics.name("deadletter"), key, c.encode(letter), None, []))
         return [Message(t, k, v, p, sealer.seal(t, k, v, h)) for t, k, v, p, h in pending]
 
     def __len__(self) -> int:
