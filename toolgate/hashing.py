@@ -5,19 +5,36 @@ payload_hash   sha256 over the RFC 8785 canonical JSON of the validated argument
                hashes the same and any change of what would be executed does not.
 idempotency key  SHA256(workflow_id, run_id, tenant_id, user_id, tool_name, tool_version,
                logical_operation_id, payload_hash), or the caller's own key, which is then
-               bound to the payload hash (reusing it with other arguments is a
+               bound to its request hash (reusing it for anything else is a
                SIGNATURE_MISMATCH).
+request hash   SHA256(tenant, tool, version, payload_hash): what a key is bound to, so the same
+               key on another tool or version with the same arguments is not the same request.
+provider key   SHA256(tenant, tool, version, key): the key a provider sees (header and status
+               query path), so tenants never share a provider's key space and a caller's key
+               never reaches a URL as it was written.
+usage event    what budgets and rate limits count: an operation by (tenant, tool, version,
+               payload hash, key), counted once however often it is retried; a call without a
+               key (a read) counts every time it passes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from toolgate.schemas.wire import canonical_json
 
 PREFIX = "sha256:"
+# A caller's idempotency key: printable, no separators a URL or a header could misread.
+CALLER_KEY = re.compile(r"[A-Za-z0-9._:@+=-]{1,255}")
+
+
+def _digest(*parts: str) -> str:
+    # Length-prefixed, so no two different tuples can concatenate to the same bytes.
+    material = b"".join(len(p.encode()).to_bytes(4, "big") + p.encode() for p in parts)
+    return hashlib.sha256(material).hexdigest()
 
 
 def payload_hash(arguments: Mapping[str, Any]) -> str:
@@ -36,9 +53,7 @@ def derive_idempotency_key(
     payload_hash: str,
 ) -> str:
     parts = [workflow_id, run_id, tenant_id, user_id, tool_name, tool_version, logical_operation_id, payload_hash]
-    # Length-prefixed, so no two different tuples can concatenate to the same bytes.
-    material = b"".join(len(p.encode()).to_bytes(4, "big") + p.encode() for p in parts)
-    return "tg_" + hashlib.sha256(material).hexdigest()
+    return "tg_" + _digest(*parts)
 
 
 def fingerprint(value: str, length: int = 12) -> str:
@@ -59,4 +74,21 @@ def idempotency_key_for(record: Any) -> str:
         tool_version=record.tool_version,
         logical_operation_id=record.logical_operation_id,
         payload_hash=record.payload_hash,
+    )
+
+
+def request_hash(record: Any) -> str:
+    """What an idempotency key is bound to (a StageRecord)."""
+    return PREFIX + _digest(record.tenant_id, record.tool_name, record.tool_version, record.payload_hash)
+
+
+def provider_key(tenant_id: str, tool_name: str, tool_version: str, key: str) -> str:
+    """The idempotency key a provider is given for a call's key."""
+    return "tgk_" + _digest(tenant_id, tool_name, tool_version, key)
+
+
+def operation_event(record: Any) -> str:
+    """A mutation's usage event: the same operation retried is counted once."""
+    return "op_" + _digest(
+        record.tenant_id, record.tool_name, record.tool_version, record.payload_hash, idempotency_key_for(record)
     )

@@ -34,6 +34,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from toolgate.agent_keys import AgentKeyring
 from toolgate.contracts.policy import load_policy
+from toolgate.hashing import provider_key
 from toolgate.integrity import EdgeVerifier
 from toolgate.ops.embedded import start_broker, start_postgres
 from toolgate.schemas.codec import codec
@@ -254,7 +255,11 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
                     ).fetchall()
                 )
             )
-        ledger = Counter(op["idempotency_key"] for op in _provider_ledger(home, runtime) if op["kind"] == "charge")
+        charged = Counter(op["idempotency_key"] for op in _provider_ledger(home, runtime) if op["kind"] == "charge")
+        # The provider sees each caller's key bound to its tenant, tool and version.
+        ledger = {
+            key: charged[provider_key("acme", "payment.charge_card", "1.0.0", key)] for _, key in operations.values()
+        }
         drafts = {k for t, k in operations.values() if t == "invoice.create_draft"}
         charges = {k for t, k in operations.values() if t == "payment.charge_card"}
         outcomes = Counter(t for call in answered for t in set(observer.final[call]))

@@ -110,11 +110,15 @@ def held_charge(pipeline: Pipeline, **kwargs: Any) -> tuple[Any, str, str]:
 # --- policy ----------------------------------------------------------------------------------
 
 
-def test_a_cross_tenant_invoice_is_refused_and_audited(pipeline: Pipeline) -> None:
+def test_a_cross_tenant_invoice_is_refused_as_missing_and_audited_as_cross_tenant(pipeline: Pipeline) -> None:
     sent = pipeline.propose("invoice.fetch", {"invoice_id": "inv_globex0001"}, tenant_id="acme")
     observation = pipeline.wait(sent)
-    assert (taxonomy(observation), errors_of(observation)) == ("PERMISSION_DENIED", [("invoice_id", "cross_tenant")])
-    assert refusal_audit(pipeline, sent.call_id) == [("PERMISSION_DENIED", "cross_tenant")]
+    assert (taxonomy(observation), errors_of(observation)) == ("STALE_STATE", [("invoice_id", "resource_missing")])
+    assert refusal_audit(pipeline, sent.call_id) == [("STALE_STATE", "resource_missing")]
+    [(finding,)] = pipeline.sql(
+        "SELECT detail->>'finding' FROM toolgate.audit_log WHERE call_id = %s AND action = 'refused'", (sent.call_id,)
+    )
+    assert finding == "cross_tenant"
 
 
 def test_a_missing_scope_is_refused_and_audited(pipeline: Pipeline) -> None:
@@ -329,4 +333,4 @@ def test_a_dry_run_passes_every_gate_and_previews_without_executing(pipeline: Pi
     time.sleep(1.0)
     assert _ledger_for(pipeline, key) == []
     refused = pipeline.call("invoice.fetch", {"invoice_id": "inv_globex0001"}, dry_run=True)
-    assert taxonomy(refused) == "PERMISSION_DENIED"  # a dry run meets every gate the real call would
+    assert taxonomy(refused) == "STALE_STATE"  # a dry run meets every gate the real call would

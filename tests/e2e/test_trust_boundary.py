@@ -137,7 +137,7 @@ def test_a_signed_proposal_claiming_another_tenant_is_refused_to_its_own(pipelin
     assert list(observation["result_payload"]["data"]) == ["feedback"]  # nothing of globex's invoice
     assert audit_rows(pipeline, claims.call_id) == [("validation", "refused", "tenant_mismatch", "acme")]
     assert nothing_answered(pipeline, claims.call_id, ("globex",))
-    assert taxonomy(pipeline.wait(sent)) == "PERMISSION_DENIED"  # acme's own claim on globex's invoice: cross_tenant
+    assert taxonomy(pipeline.wait(sent)) == "STALE_STATE"  # acme's own claim on globex's invoice: as if missing
 
 
 def test_a_bad_signature_and_an_unknown_agent_prove_nobody(pipeline: Pipeline) -> None:

@@ -54,7 +54,7 @@ def held_draft(operation: str, call_id: str | None = None, amount: int = 100) ->
 
 
 def approve(pipeline: Pipeline, record: StageRecord, approvers: tuple[str, ...] = ("carol",)) -> str:
-    approval_id = approval_id_for(record.call_id)
+    approval_id = approval_id_for(record.tenant_id, record.call_id)
     pipeline.sql(
         "INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, "
         "payload_hash, risk_class, required_approvals, status, home_partition, request, packet, expires_at) "

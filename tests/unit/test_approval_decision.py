@@ -223,16 +223,17 @@ def test_expiry_for_default_window() -> None:
 
 
 def test_approval_id_is_deterministic() -> None:
-    assert approval_id_for("call_1") == approval_id_for("call_1")
-    assert approval_id_for("call_1") != approval_id_for("call_2")
-    assert approval_id_for("call_1").startswith("appr_")
-    assert len(approval_id_for("call_1")) == len("appr_") + 24
+    assert approval_id_for("acme", "call_1") == approval_id_for("acme", "call_1")
+    assert approval_id_for("acme", "call_1") != approval_id_for("acme", "call_2")
+    assert approval_id_for("acme", "call_1") != approval_id_for("globex", "call_1")  # call_ids are per tenant
+    assert approval_id_for("acme", "call_1").startswith("appr_")
+    assert len(approval_id_for("acme", "call_1")) == len("appr_") + 24
 
 
 @FAST
-@given(a=st.text(), b=st.text())
-def test_approval_id_injective_on_samples(a: str, b: str) -> None:
-    assert (approval_id_for(a) == approval_id_for(b)) == (a == b)
+@given(a=st.tuples(st.text(), st.text()), b=st.tuples(st.text(), st.text()))
+def test_approval_id_injective_on_samples(a: tuple[str, str], b: tuple[str, str]) -> None:
+    assert (approval_id_for(*a) == approval_id_for(*b)) == (a == b)
 
 
 def test_confirmation_packet() -> None:

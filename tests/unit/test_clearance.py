@@ -35,7 +35,7 @@ def charge(**overrides: Any) -> StageRecord:
 
 def ticket(record: StageRecord, **overrides: Any) -> Ticket:
     base = Ticket(
-        approval_id=approval_id_for(record.call_id),
+        approval_id=approval_id_for(record.tenant_id, record.call_id),
         status="APPROVED",
         call_id=record.call_id,
         tenant_id=record.tenant_id,
@@ -64,7 +64,7 @@ def test_a_record_cannot_claim_fewer_approvals_than_its_class_and_contract_deman
 
 
 def test_the_ticket_is_found_by_the_calls_own_id() -> None:
-    assert ticket_id(charge(approval_id="appr_someone_elses")) == approval_id_for("call_1")
+    assert ticket_id(charge(approval_id="appr_someone_elses")) == approval_id_for("acme", "call_1")
 
 
 def test_a_call_that_needs_no_approval_is_cleared_without_a_ticket() -> None:

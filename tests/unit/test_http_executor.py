@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from toolgate.contracts.registry import Contract, load_registry
+from toolgate.hashing import provider_key
 from toolgate.schemas.models import Principal, StageRecord
 from toolgate.secrets import SecretMissing, SecretProvider
 from toolgate.settings import Settings
@@ -77,7 +78,8 @@ def test_auth_profiles_resolve_their_secret_at_call_time(
     monkeypatch.setenv("TOOLGATE_SECRET_" + auth["secret_ref"].upper().replace("-", "_"), secret)
     headers = executor(tmp_path).headers(job(auth))
     assert headers[header] == value
-    assert headers["Idempotency-Key"] == "key-123"
+    # The provider sees the key bound to tenant, tool and version, never the caller's key itself.
+    assert headers["Idempotency-Key"] == provider_key("acme", "notify.send_email", "1.0.0", "key-123")
     # Resolved values (and the basic-auth token built from one) are scrubbed wherever they go.
     assert secret not in SCRUBBER.text(f"leaked {value}") and value.split()[-1] not in SCRUBBER.text(value)
 
@@ -103,3 +105,15 @@ def test_egress_is_the_intersection_of_settings_and_contract(tmp_path: Path) -> 
         executor(tmp_path).url(job(None, allow=["localhost"]), "/v1/emails")
     with pytest.raises(EgressDenied):  # an endpoint the deployment never configured
         executor(tmp_path, {}).url(job(None), "/v1/emails")
+
+
+def test_a_key_reaches_the_status_query_path_only_as_its_provider_key(tmp_path: Path) -> None:
+    hostile = job(None)
+    hostile = Job(hostile.record, hostile.contract, "../../admin?x=1\r\nX-Evil: 1", 0)
+    url = executor(tmp_path).url(hostile, "/v1/operations/{idempotency_key}")
+    assert url == "http://127.0.0.1:9/v1/operations/" + hostile.provider_key
+    assert hostile.provider_key.startswith("tgk_") and hostile.provider_key.isalnum() is False
+    other_tenant = Job(
+        hostile.record.model_copy(update={"tenant_id": "globex"}), hostile.contract, hostile.idempotency_key, 0
+    )
+    assert other_tenant.provider_key != hostile.provider_key

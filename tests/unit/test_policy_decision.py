@@ -87,14 +87,25 @@ def test_missing_scope_is_permission_denied(c: Contract) -> None:
     assert codes(run(c, record)) == (Taxonomy.PERMISSION_DENIED, "missing_scope")
 
 
-def test_another_tenants_resource_is_denied_and_a_missing_one_is_stale() -> None:
+def test_another_tenants_resource_is_answered_as_a_missing_one_and_audited_as_what_it_is() -> None:
     c = contract("invoice.fetch")
     record = stage_record(c)
-    assert codes(run(c, record, facts=facts_for(c, record, tenant="globex"))) == (
-        Taxonomy.PERMISSION_DENIED,
-        "cross_tenant",
+    foreign = run(c, record, facts=facts_for(c, record, tenant="globex"))
+    missing = run(c, record, facts={})
+    assert isinstance(foreign, Deny) and isinstance(missing, Deny)
+    assert (foreign.taxonomy, foreign.errors) == (missing.taxonomy, missing.errors)  # nothing tells them apart
+    assert codes(foreign) == (Taxonomy.STALE_STATE, "resource_missing")
+    assert (foreign.finding, missing.finding) == ("cross_tenant", "resource_missing")  # but the audit log
+
+
+def test_an_argument_that_is_no_resource_id_is_refused_not_skipped() -> None:
+    c = contract("invoice.fetch")
+    record = stage_record(c).model_copy(update={"arguments": {"invoice_id": 42}})
+    assert codes(run(c, record, facts={})) == (Taxonomy.PERMISSION_DENIED, "not_a_resource_id")
+    optional = stage_record(c).model_copy(update={"arguments": {"invoice_id": None}})
+    assert (
+        not isinstance(run(c, optional, facts={}), Deny) or codes(run(c, optional, facts={}))[1] != "not_a_resource_id"
     )
-    assert codes(run(c, record, facts={})) == (Taxonomy.STALE_STATE, "resource_missing")
 
 
 def test_state_checks_find_wrong_state_and_changed_targets() -> None:

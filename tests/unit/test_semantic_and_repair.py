@@ -24,10 +24,10 @@ def with_rules(name: str, rules: list[dict[str, Any]]) -> Contract:
 def test_a_due_date_in_the_past_is_semantically_invalid() -> None:
     draft = registry().resolve("invoice.create_draft", "latest")
     args = first_example(draft)
-    assert semantic.findings(args, draft, {}, TODAY) == []
-    [finding] = semantic.findings({**args, "due_date": "2026-11-21"}, draft, {}, TODAY)
+    assert semantic.findings(args, draft, {}, TODAY, "acme") == []
+    [finding] = semantic.findings({**args, "due_date": "2026-11-21"}, draft, {}, TODAY, "acme")
     assert (finding.field, finding.code) == ("due_date", "semantic.due-date-not-past")
-    assert semantic.findings({**args, "due_date": "2026-11-22"}, draft, {}, TODAY) == []  # today is fine
+    assert semantic.findings({**args, "due_date": "2026-11-22"}, draft, {}, TODAY, "acme") == []  # today is fine
 
 
 def test_a_charge_must_be_in_its_invoices_currency() -> None:
@@ -35,21 +35,26 @@ def test_a_charge_must_be_in_its_invoices_currency() -> None:
     args = first_example(charge)
     [(lookup, invoice)] = semantic.refs(args, charge)
     facts = {(lookup, invoice): {"id": invoice, "currency": "USD"}}
-    assert semantic.findings(args, charge, facts, TODAY) == []
-    [finding] = semantic.findings({**args, "currency": "EUR"}, charge, facts, TODAY)
+    assert semantic.findings(args, charge, facts, TODAY, "acme") == []
+    [finding] = semantic.findings({**args, "currency": "EUR"}, charge, facts, TODAY, "acme")
     assert (finding.field, finding.expected, finding.actual) == ("currency", "USD", "EUR")
-    assert semantic.findings({**args, "currency": "EUR"}, charge, {}, TODAY) == []  # missing: the state gate says so
+    assert (
+        semantic.findings({**args, "currency": "EUR"}, charge, {}, TODAY, "acme") == []
+    )  # missing: the state gate says so
+    # Another tenant's invoice is as good as missing: its currency is never compared, nor told.
+    foreign = {(lookup, invoice): {"id": invoice, "tenant_id": "globex", "currency": "USD"}}
+    assert semantic.findings({**args, "currency": "EUR"}, charge, foreign, TODAY, "acme") == []
 
 
 def test_ordered_fields_cross_field_rule() -> None:
     rule = {"id": "period", "rule": "ordered", "first": "start", "then": "end", "message": "end before start"}
     c = with_rules("invoice.fetch", [rule])
-    assert semantic.findings({"start": "2026-01-01", "end": "2026-02-01"}, c, {}, TODAY) == []
-    assert semantic.findings({"start": "2026-01-01", "end": "2026-01-01"}, c, {}, TODAY) == []
-    [finding] = semantic.findings({"start": "2026-03-01", "end": "2026-02-01"}, c, {}, TODAY)
+    assert semantic.findings({"start": "2026-01-01", "end": "2026-02-01"}, c, {}, TODAY, "acme") == []
+    assert semantic.findings({"start": "2026-01-01", "end": "2026-01-01"}, c, {}, TODAY, "acme") == []
+    [finding] = semantic.findings({"start": "2026-03-01", "end": "2026-02-01"}, c, {}, TODAY, "acme")
     assert finding.code == "semantic.period"
     strict = with_rules("invoice.fetch", [{**rule, "strict": True}])
-    assert len(semantic.findings({"start": 5, "end": 5}, strict, {}, TODAY)) == 1
+    assert len(semantic.findings({"start": 5, "end": 5}, strict, {}, TODAY, "acme")) == 1
 
 
 ERR = (FieldError(field="invoice_id", code="type_mismatch", message="m"),)

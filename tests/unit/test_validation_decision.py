@@ -549,7 +549,7 @@ def _check_total(tool: str, text: str) -> None:
         assert not list(decision.contract.input_validator.iter_errors(decision.arguments))
         assert decision.payload_hash == payload_hash(decision.arguments)
         # the semantic gate after it is total too, whatever the facts say
-        for finding in semantic.findings(decision.arguments, decision.contract, {}, dt.date(2026, 11, 22)):
+        for finding in semantic.findings(decision.arguments, decision.contract, {}, dt.date(2026, 11, 22), "acme"):
             assert finding.code.startswith("semantic.") and finding.message
 
 

@@ -117,9 +117,10 @@ def judge(
     return Counted(APPROVED if len(approved_by) >= ticket.required_approvals else PENDING, approved_by)
 
 
-def approval_id_for(call_id: str) -> str:
-    """Deterministic, so a redelivered call finds its existing ticket."""
-    return "appr_" + fingerprint(call_id, 24)
+def approval_id_for(tenant_id: str, call_id: str) -> str:
+    """Deterministic, so a redelivered call finds its existing ticket; a call_id is unique
+    only within its tenant, so the tenant is part of it."""
+    return "appr_" + fingerprint(f"{len(tenant_id)}:{tenant_id}:{call_id}", 24)
 
 
 def _fill(template: str, values: dict[str, Any]) -> str:

@@ -97,7 +97,7 @@ class AuthorizedHandler(Handler[StageRecord]):
         held: dict[str, tuple[Inbound[StageRecord], Any, dict[str, Any]]] = {}
         for call, contract in waiting:
             record = call.model
-            approval_id = approval_id_for(record.call_id)
+            approval_id = approval_id_for(record.tenant_id, record.call_id)
             expires = expiry_for(record, contract, now)
             pending = record.model_copy(update={"traceparent": call.traceparent, "approval_id": approval_id})
             target = target_state.current(record, contract, found)

@@ -69,7 +69,7 @@ def approvals_needed(record: StageRecord, contract: Contract) -> int:
 
 def ticket_id(record: StageRecord) -> str:
     """The ticket a call's approval lives in: derived from its call_id, never read from the record."""
-    return approval_id_for(record.call_id)
+    return approval_id_for(record.tenant_id, record.call_id)
 
 
 def hash_intact(record: StageRecord) -> Blocked | None:

@@ -4,7 +4,9 @@ A proposal names the call it compensates (`compensation_of`, the earlier call's 
 Before it runs, execution checks under the earlier key's row lock that there is a committed
 effect to undo, that the earlier tool's contract names this tool as its compensation, and
 that no other operation compensated it already (the same compensation, re-sent, replays
-its result). The compensation runs like any call, with its own
+its result), and that its arguments are exactly those the earlier tool's binding derives from
+the earlier call (its arguments and result): a compensation undoes that effect, never another
+one its arguments might name. The compensation runs like any call, with its own
 idempotency key; in the same transaction as its own result the earlier key becomes
 COMPENSATED, or, when the compensation fails, stays COMPLETED marked COMPENSATION_FAILED,
 and the compensation's request is dead-lettered for an operator.
@@ -12,17 +14,20 @@ and the compensation's request is dead-lettered for an operator.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Registry
+from toolgate.schemas.codec import codec
 from toolgate.schemas.models import FieldError, StageRecord
+from toolgate.schemas.wire import compact_json
 from toolgate.taxonomy import Taxonomy
+from toolgate.workers.validation.decision import apply_defaults
 
 LOAD = """
-SELECT tenant_id, call_id, idempotency_key, status, tool_name, tool_version, compensated_by
+SELECT tenant_id, call_id, idempotency_key, status, tool_name, tool_version, compensated_by, request, response
 FROM toolgate.idempotency_keys
 WHERE (tenant_id, call_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
 ORDER BY tenant_id, idempotency_key
@@ -46,6 +51,8 @@ class Original:
     tool_name: str
     tool_version: str
     compensated_by: str | None
+    arguments: dict[str, Any] = field(default_factory=dict)  # the earlier call's, as it ran
+    result: dict[str, Any] = field(default_factory=dict)  # the data of its stored result
 
 
 def check(
@@ -60,7 +67,8 @@ def check(
             actual=target,
             message=f"call {target} has no committed effect of this tenant to undo",
         )
-    named = registry.get(original.tool_name, original.tool_version).document["transactional"]["compensation_tool"]
+    earlier = registry.get(original.tool_name, original.tool_version)
+    named = earlier.document["transactional"]["compensation_tool"]
     if named != record.tool_name:
         return Taxonomy.POLICY_VIOLATION, FieldError(
             field="tool_name",
@@ -68,6 +76,21 @@ def check(
             actual=record.tool_name,
             expected=str(named),
             message=f"{record.tool_name} is not the compensation of {original.tool_name}",
+        )
+    template = (earlier.binding.get("compensation") or {}).get("arguments")
+    own = registry.get(record.tool_name, record.tool_version)
+    expected = (
+        None
+        if template is None
+        else apply_defaults(own.input_schema, arguments_for(template, original.arguments, original.result))
+    )
+    if expected != record.arguments:
+        return Taxonomy.POLICY_VIOLATION, FieldError(
+            field="arguments",
+            code="compensation_mismatch",
+            expected=compact_json(expected) if expected is not None else "a compensation template in the binding",
+            actual=compact_json(record.arguments),
+            message=f"a compensation of {target} undoes exactly its effect: use the arguments its binding derives",
         )
     if original.status == "COMPENSATED" and original.compensated_by != key:
         return Taxonomy.STALE_STATE, FieldError(
@@ -86,7 +109,12 @@ async def load(conn: AsyncConnection[Any], records: list[StageRecord]) -> dict[t
     tenants = [r.tenant_id for r in records]
     calls = [r.compensation_of or "" for r in records]
     cur = await conn.execute(LOAD, (tenants, calls))
-    return {(row[0], row[1]): Original(row[0], *row[2:]) for row in await cur.fetchall()}
+    found = {}
+    for row in await cur.fetchall():
+        request, response = row[7], row[8] or {}
+        arguments = codec().decode(bytes(request), StageRecord).arguments
+        found[(row[0], row[1])] = Original(row[0], *row[2:7], arguments, response.get("data") or {})
+    return found
 
 
 def arguments_for(

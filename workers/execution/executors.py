@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import aiohttp
 import psycopg
@@ -32,6 +32,7 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from toolgate.contracts.registry import Contract
+from toolgate.hashing import provider_key
 from toolgate.schemas.models import FieldError, StageRecord
 from toolgate.secrets import SecretMissing, SecretProvider
 from toolgate.settings import Settings
@@ -45,6 +46,12 @@ class Job:
     contract: Contract
     idempotency_key: str
     deadline_ms: int  # absolute, epoch ms: min(contract timeout, proposal deadline)
+
+    @property
+    def provider_key(self) -> str:
+        """The key the provider sees: the call's key bound to its tenant, tool and version."""
+        r = self.record
+        return provider_key(r.tenant_id, r.tool_name, r.tool_version, self.idempotency_key)
 
     @property
     def context(self) -> dict[str, Any]:
@@ -210,7 +217,7 @@ class HttpExecutor:
         base = self.settings.endpoints.get(spec["base_url_ref"])
         if not base:
             raise EgressDenied(f"endpoint {spec['base_url_ref']!r} is not configured (TOOLGATE_ENDPOINTS)")
-        url = base.rstrip("/") + path.replace("{idempotency_key}", job.idempotency_key)
+        url = base.rstrip("/") + path.replace("{idempotency_key}", quote(job.provider_key, safe=""))
         host = urlsplit(url).hostname or ""
         allowed = set(self.settings.egress_allowlist)
         if "egress_allowlist" in spec:
@@ -224,7 +231,7 @@ class HttpExecutor:
         headers = {"Content-Type": "application/json", "X-Toolgate-Call-Id": job.record.call_id}
         key_header = job.contract.document["idempotency"].get("key_header")
         if key_header:
-            headers[key_header] = job.idempotency_key
+            headers[key_header] = job.provider_key
         auth = spec.get("auth")
         if auth:
             secret = self.secrets.resolve(auth["secret_ref"])
@@ -345,7 +352,11 @@ class HttpExecutor:
             url = self.url(job, query["path"])
             headers = self.headers(job)
             async with self.session.request(
-                query["method"], url, headers=headers, timeout=aiohttp.ClientTimeout(total=5.0)
+                query["method"],
+                url,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=5.0),
+                allow_redirects=False,  # a redirect would leave the egress allowlist, credentials attached
             ) as resp:
                 if resp.status == 404:
                     return failed(
@@ -359,6 +370,8 @@ class HttpExecutor:
                 body = await resp.json()
         except (EgressDenied, SecretMissing, TimeoutError, aiohttp.ClientError, ValueError) as exc:
             return Unknown(f"status query failed: {type(exc).__name__}")
+        if not isinstance(body, dict):
+            return Unknown("the status query answered something that is not a JSON object")
         state = body.get("status")
         if state == "completed" and isinstance(body.get("response"), dict):
             return Done(body["response"])

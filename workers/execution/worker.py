@@ -33,7 +33,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Registry
-from toolgate.hashing import fingerprint, idempotency_key_for
+from toolgate.hashing import fingerprint, idempotency_key_for, request_hash
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass, Verification
 from toolgate.secrets import SecretProvider
@@ -299,7 +299,7 @@ class ExecutionHandler(Handler[StageRecord]):
             {
                 "tenant_id": a.record.tenant_id,
                 "idempotency_key": a.key,
-                "request_hash": a.record.payload_hash,
+                "request_hash": request_hash(a.record),
                 "tool_name": a.record.tool_name,
                 "tool_version": a.record.tool_version,
                 "executor": a.job.contract.executor["kind"],
@@ -322,7 +322,7 @@ class ExecutionHandler(Handler[StageRecord]):
             row = None if ident in fresh else existing.get(ident)
             a.plan = idem.plan(
                 row,
-                request_hash=a.record.payload_hash,
+                request_hash=request_hash(a.record),
                 call_id=a.record.call_id,
                 owner=self.owner,
                 now_ms=now,
@@ -338,7 +338,7 @@ class ExecutionHandler(Handler[StageRecord]):
                         "attempt": a.plan.attempt,
                         "call_id": a.record.call_id,
                         "request": _b64(a.call.raw),  # the bytes as received: no re-encoding
-                        "request_hash": a.record.payload_hash,
+                        "request_hash": request_hash(a.record),
                         "ttl": a.job.contract.idempotency_ttl_seconds,
                     }
                 )
@@ -374,7 +374,7 @@ class ExecutionHandler(Handler[StageRecord]):
         if a.result is not None:
             return
         if a.leader is not None:
-            a.plan = idem.Mismatch() if a.leader.record.payload_hash != a.record.payload_hash else a.leader.plan
+            a.plan = idem.Mismatch() if request_hash(a.leader.record) != request_hash(a.record) else a.leader.plan
         plan, r = a.plan, a.record
         if isinstance(plan, idem.Replay):
             a.result = self._replay(a, plan.response, now, compensated=plan.status == "COMPENSATED")

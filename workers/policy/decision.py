@@ -17,7 +17,7 @@ from toolgate.contracts.policy import Policy, dimensions
 from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import FieldError, StageRecord
 from toolgate.taxonomy import Taxonomy
-from toolgate.workers.runtime.facts import Facts
+from toolgate.workers.runtime.facts import Facts, owned
 
 # The least approval each side-effect class needs, whatever its contract says.
 MIN_APPROVALS = {
@@ -71,12 +71,14 @@ class Deny:
     errors: tuple[FieldError, ...]
     retry_after_ms: int | None = None
     rule: str | None = None
+    finding: str | None = None  # for the audit log only, never the agent (e.g. cross_tenant)
 
 
 def _deny(taxonomy: Taxonomy, code: str, message: str, **kw: Any) -> Deny:
     retry = kw.pop("retry_after_ms", None)
     rule = kw.pop("rule", None)
-    return Deny(taxonomy, (FieldError(code=code, message=message, **kw),), retry, rule)
+    finding = kw.pop("finding", None)
+    return Deny(taxonomy, (FieldError(code=code, message=message, **kw),), retry, rule, finding)
 
 
 def decide(
@@ -100,28 +102,30 @@ def decide(
             expected=", ".join(contract.required_scopes),
             actual="missing " + ", ".join(missing),
         )
-    # 6. Tenant scope: every resource the arguments name must be this tenant's.
+    # 6. Tenant scope: every resource the arguments name must be this tenant's. Another
+    # tenant's is answered exactly as one that does not exist (only the audit log tells them
+    # apart); an argument that names no resource is fine, one that is not an id is not.
     for binding in contract.binding.get("tenant_binding", []):
         value = record.arguments.get(binding["argument"])
-        if not isinstance(value, str):
+        if value is None:
             continue
+        if not isinstance(value, str):
+            return _deny(
+                Taxonomy.PERMISSION_DENIED,
+                "not_a_resource_id",
+                f"{binding['argument']} must name a resource of your tenant by its id",
+                field=binding["argument"],
+                expected="an id (a string)",
+            )
         row = facts.get((binding["lookup"], value))
-        if row is None:
+        if owned(row, record.tenant_id) is None:
             return _deny(
                 Taxonomy.STALE_STATE,
                 "resource_missing",
-                f"{binding['argument']} {value} does not exist; refresh state and re-plan",
+                f"{binding['argument']} {value} does not exist in your tenant; refresh state and re-plan",
                 field=binding["argument"],
                 actual=value,
-            )
-        if row.get("tenant_id") != record.tenant_id:
-            return _deny(
-                Taxonomy.PERMISSION_DENIED,
-                "cross_tenant",
-                f"{binding['argument']} {value} is not a resource of your tenant",
-                field=binding["argument"],
-                actual=value,
-                expected=f"a resource of tenant {record.tenant_id}",
+                finding="resource_missing" if row is None else "cross_tenant",
             )
     # 7. Policy rules, fail closed.
     side_effect = contract.side_effect_class
@@ -144,7 +148,7 @@ def decide(
     for check in contract.binding.get("state_checks", []):
         argument = check["fact"]["argument"]
         value = record.arguments.get(argument)
-        row = facts.get((check["fact"]["lookup"], value)) if isinstance(value, str) else None
+        row = owned(facts.get((check["fact"]["lookup"], value)) if isinstance(value, str) else None, record.tenant_id)
         if row is None:
             return _deny(
                 Taxonomy.STALE_STATE,

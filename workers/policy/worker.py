@@ -10,13 +10,14 @@ the allowed calls, and an audit entry for every refusal.
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from psycopg import AsyncConnection
 
 from toolgate.contracts.policy import Policy, load_policy
 from toolgate.contracts.registry import Registry
-from toolgate.hashing import idempotency_key_for
+from toolgate.hashing import operation_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, decide, refs
@@ -78,7 +79,7 @@ class PolicyHandler(Handler[StageRecord]):
 
     async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
         contracts = {id(c): self.registry.get(c.model.tool_name, c.model.tool_version) for c in calls}
-        events = {id(c): idempotency_key_for(c.model) for c in calls}
+        events = {id(c): usage_event(c.model, contracts[id(c)].is_mutation) for c in calls}
         async with self.pool.connection() as conn, conn.transaction():
             known = await facts.fetch(conn, facts.needed(r for c in calls for r in refs(c.model, contracts[id(c)])))
             usage = await self._usage(conn, calls, contracts, list(events.values()))
@@ -160,6 +161,12 @@ class PolicyHandler(Handler[StageRecord]):
 Windows = dict[tuple[str, str], int]  # (tenant, tool) -> window, seconds
 
 
+def usage_event(record: StageRecord, is_mutation: bool) -> str:
+    """What budgets and rate limits count this call as (toolgate.hashing): a mutation by its
+    operation, once however often retried; a read every time it passes, since it runs again."""
+    return operation_event(record) if is_mutation else f"read_{uuid.uuid4().hex}"
+
+
 async def recent_calls(conn: AsyncConnection[Any], windows: Windows) -> dict[tuple[str, str], Recent]:
     """The calls each (tenant, tool) made within its window of so many seconds, from usage events."""
     cur = await conn.execute(RATE, ([k[0] for k in windows], [k[1] for k in windows], list(windows.values())))
@@ -192,5 +199,6 @@ def _refusal(record: StageRecord, decision: Deny) -> audit.Entry:
             "field": error.field,
             "agent": record.principal.agent_id,
             "rule": decision.rule,
+            "finding": decision.finding,
         },
     )

@@ -18,6 +18,14 @@ from psycopg.rows import dict_row
 Facts = Mapping[tuple[str, str], Mapping[str, Any]]  # (lookup, id) -> row; absent: no such resource
 
 
+def owned(row: Mapping[str, Any] | None, tenant_id: str) -> Mapping[str, Any] | None:
+    """A fact about a tenant's own resource, or None: another tenant's resource is answered
+    exactly as one that does not exist, so no answer tells whether it does."""
+    if row is None or row.get("tenant_id", tenant_id) != tenant_id:
+        return None
+    return row
+
+
 def needed(refs: Iterable[tuple[str, Any]]) -> dict[str, set[str]]:
     wanted: dict[str, set[str]] = defaultdict(set)
     for lookup, value in refs:

@@ -1,5 +1,5 @@
-"""How big a proposal may be, field by field and as a whole: what enters is bounded, so what
-comes out of every stage can always be delivered.
+"""How big a proposal may be, field by field and as a whole, and what its idempotency key may
+hold: what enters is bounded, so what comes out of every stage can always be delivered.
 
 Pure. A proposal that breaks a limit is refused with OUT_OF_BOUNDS, answered where it can be:
 its call_id and run_id (what an answer is routed by) must themselves be within limits, or the
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from toolgate.hashing import CALLER_KEY
 from toolgate.schemas.models import FieldError, ToolProposal
 
 MAX_PROPOSAL_BYTES = 512 * 1024  # the whole Avro record, arguments included
@@ -89,6 +90,17 @@ def check(proposal: ToolProposal, record_bytes: int) -> Oversized | None:
                 message=f"{name} may be at most {FIELD_LIMITS[name]} characters",
                 expected=f"<= {FIELD_LIMITS[name]} characters",
                 actual="longer",
+            )
+        )
+    key = proposal.idempotency_key
+    if key is not None and "idempotency_key" not in long and not CALLER_KEY.fullmatch(key):
+        errors.append(
+            FieldError(
+                field="idempotency_key",
+                code="bad_characters",
+                message="an idempotency key is 1-255 of A-Z, a-z, 0-9 and . _ : @ + = -",
+                expected=CALLER_KEY.pattern,
+                actual="other characters",
             )
         )
     if not errors:

@@ -15,7 +15,7 @@ from typing import Any
 
 from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import FieldError
-from toolgate.workers.runtime.facts import Facts
+from toolgate.workers.runtime.facts import Facts, owned
 
 
 def refs(arguments: Mapping[str, Any], contract: Contract) -> list[tuple[str, Any]]:
@@ -26,7 +26,11 @@ def refs(arguments: Mapping[str, Any], contract: Contract) -> list[tuple[str, An
     ]
 
 
-def findings(arguments: Mapping[str, Any], contract: Contract, facts: Facts, today: dt.date) -> list[FieldError]:
+def findings(
+    arguments: Mapping[str, Any], contract: Contract, facts: Facts, today: dt.date, tenant_id: str
+) -> list[FieldError]:
+    """What breaks the contract's rules. Facts about another tenant's resources count as
+    absent: a rule never compares against, or reveals, what the caller may not see."""
     found = []
     for rule in contract.binding.get("semantic_rules", []):
         kind = rule["rule"]
@@ -74,9 +78,9 @@ def findings(arguments: Mapping[str, Any], contract: Contract, facts: Facts, tod
                 )
         elif kind == "equals_fact":
             key = arguments.get(rule["fact"]["argument"])
-            row = facts.get((rule["fact"]["lookup"], key)) if isinstance(key, str) else None
+            row = owned(facts.get((rule["fact"]["lookup"], key)) if isinstance(key, str) else None, tenant_id)
             if row is None:
-                continue  # no such resource: the state gate (policy) answers that, as STALE_STATE
+                continue  # no such resource of this tenant: the tenant gate (policy) answers that
             if arguments.get(rule["field"]) != row.get(rule["column"]):
                 found.append(
                     FieldError(

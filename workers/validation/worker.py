@@ -77,7 +77,9 @@ class ValidationHandler(Handler[ToolProposal]):
                 r for d in decisions if isinstance(d, Pass) for r in semantic.refs(d.arguments, d.contract)
             )
             known = await facts.fetch(conn, wanted) if wanted else {}
-            decisions = [self._semantic(d, known, today) for d in decisions]
+            decisions = [
+                self._semantic(d, known, today, a.proposal.tenant_id) for a, d in zip(admitted, decisions, strict=True)
+            ]
             decisions = await repair_log.apply(
                 conn, [a.proposal for a in admitted], decisions, self.policy.repair, self.registry
             )
@@ -164,10 +166,10 @@ class ValidationHandler(Handler[ToolProposal]):
             ),
         )
 
-    def _semantic(self, decision: Decision, known: facts.Facts, today: dt.date) -> Decision:
+    def _semantic(self, decision: Decision, known: facts.Facts, today: dt.date, tenant_id: str) -> Decision:
         if not isinstance(decision, Pass):
             return decision
-        found = semantic.findings(decision.arguments, decision.contract, known, today)
+        found = semantic.findings(decision.arguments, decision.contract, known, today, tenant_id)
         if not found:
             return decision
         return Reject(Taxonomy.SEMANTIC_INVALIDITY, tuple(found), decision.contract.version, decision.warnings)
