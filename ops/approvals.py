@@ -1,21 +1,27 @@
-"""Operator commands for approvals and approvers: list, show (the confirmation card), decide."""
+"""Operator commands for held calls: list, show (the confirmation card), decide.
+
+Everything on a card but its labels comes from the agent or its call (arguments, the
+consequence filled from them, ids, states) and is shown as inert text (`shown`). Approvers
+themselves are managed in ops/approvers.py."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
+import unicodedata
 from typing import Any
 
 import psycopg
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from toolgate.kafka_security import client_config
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
-from toolgate.signing import Keyring, new_key, public_bytes
+from toolgate.signing import Keyring
 from toolgate.topics.client import ApprovalClient
 
 LIST = """
@@ -55,7 +61,7 @@ def print_list(rows: list[dict[str, Any]], console: Console) -> None:
     for col in ("approval_id", "status", "tool", "risk_class", "tenant", "approved", "expires_at"):
         table.add_column(col)
     for r in rows:
-        table.add_row(
+        cells = (
             r["approval_id"],
             r["status"],
             f"{r['tool']} {r['version']}",
@@ -64,6 +70,7 @@ def print_list(rows: list[dict[str, Any]], console: Console) -> None:
             f"{r['approved']}/{r['required']}",
             r["expires_at"],
         )
+        table.add_row(*(Text(shown(c)) for c in cells))
     console.print(table)
 
 
@@ -87,43 +94,65 @@ def load(settings: Settings, approval_id: str) -> tuple[ApprovalRequest, dict[st
     return ApprovalRequest.model_validate(row[0]), state
 
 
+UNSHOWN = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs"})
+
+
+def shown(value: Any) -> str:
+    """Agent text as it may appear on a card: one line, every control, format (bidi overrides,
+    zero-width) and separator character written as its escape, so no value can style, hide,
+    reorder or add lines. The card is built of Text objects, never parsed as markup."""
+    text = value if isinstance(value, str) else str(value)
+    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in UNSHOWN else c for c in text)
+
+
+def _json(value: Any) -> str:
+    return shown(json.dumps(value, ensure_ascii=False, sort_keys=True))
+
+
 def card(packet: ApprovalRequest, state: dict[str, Any]) -> Panel:
     def ms(v: int) -> str:
         return _when(dt.datetime.fromtimestamp(v / 1000, dt.UTC))
 
-    args = "\n".join(f"    {k}: {v}" for k, v in packet.arguments.items())
+    def line(label: str, *parts: str) -> list[str | tuple[str, str]]:
+        return [(f"{label:<18}", "bold"), *(shown(p) for p in parts), "\n"]
+
+    args: list[str | tuple[str, str]] = [("Arguments", "bold"), "\n"]
+    for k, v in packet.arguments.items():
+        args += [f"    {shown(k)}: ", _json(v), "\n"]
     groups = ", ".join(packet.approver_groups) or "any approver allowed for the risk class"
     if packet.escalation_level:
         groups += f"  (escalated {packet.escalation_level}x)"
-    votes = (
-        "\n".join(
-            f"    {d['approver']}: {d['verdict']} at {d['at']}" + (f" ({d['reason']})" if d["reason"] else "")
-            for d in state["decisions"]
-        )
-        or "    none yet"
+    votes: list[str | tuple[str, str]] = [("Decisions", "bold")]
+    for d in state["decisions"]:
+        reason = f" ({d['reason']})" if d["reason"] else ""
+        votes += ["\n    ", shown(f"{d['approver']}: {d['verdict']} at {d['at']}{reason}")]
+    if not state["decisions"]:
+        votes.append("\n    none yet")
+    who = f"{packet.requested_by.user_id} via {packet.requested_by.agent_id} "
+    needs = f"  (needs {packet.required_approvals} approval(s)"
+    needs += ", from different approvers)" if packet.required_approvals > 1 else ")"
+    text = Text.assemble(
+        *line("Action", packet.action),
+        *line("Tool", f"{packet.tool_name} {packet.tool_version}"),
+        *line("Consequence", packet.consequence),
+        *args,
+        *line("Before state", str(packet.before_state or "not available")),
+        *line("Expected after", str(packet.expected_after_state or "not declared")),
+        *line("Risk class", packet.risk_class, needs),
+        *line("Who may decide", groups),
+        *line(
+            "Idempotency",
+            f"fingerprint {packet.idempotency_fingerprint}, payload {packet.payload_hash[:23]}...",
+        ),
+        *line("Compensation", str(packet.compensation)),
+        *line("If rejected", packet.rejection_path),
+        *line("Requested by", who, f"(tenant {packet.tenant_id}, run {packet.run_id})"),
+        *line("Expires", ms(packet.expires_at_ms)),
+        *line("Trace", packet.trace_id),
+        *line("Status", state["status"]),
+        *votes,
     )
-    text = (
-        f"[bold]Action[/bold]            {packet.action}\n"
-        f"[bold]Tool[/bold]              {packet.tool_name} {packet.tool_version}\n"
-        f"[bold]Consequence[/bold]       {packet.consequence}\n"
-        f"[bold]Arguments[/bold]\n{args}\n"
-        f"[bold]Before state[/bold]      {packet.before_state or 'not available'}\n"
-        f"[bold]Expected after[/bold]    {packet.expected_after_state or 'not declared'}\n"
-        f"[bold]Risk class[/bold]        {packet.risk_class}  (needs {packet.required_approvals} approval(s)"
-        f"{', from different approvers' if packet.required_approvals > 1 else ''})\n"
-        f"[bold]Who may decide[/bold]    {groups}\n"
-        f"[bold]Idempotency[/bold]       fingerprint {packet.idempotency_fingerprint}, "
-        f"payload {packet.payload_hash[:23]}...\n"
-        f"[bold]Compensation[/bold]      {packet.compensation}\n"
-        f"[bold]If rejected[/bold]       {packet.rejection_path}\n"
-        f"[bold]Requested by[/bold]      {packet.requested_by.user_id} via {packet.requested_by.agent_id} "
-        f"(tenant {packet.tenant_id}, run {packet.run_id})\n"
-        f"[bold]Expires[/bold]           {ms(packet.expires_at_ms)}\n"
-        f"[bold]Trace[/bold]             {packet.trace_id}\n"
-        f"[bold]Status[/bold]            {state['status']}\n"
-        f"[bold]Decisions[/bold]\n{votes}"
-    )
-    return Panel(text, title=f"CONFIRMATION REQUEST {packet.approval_id}", expand=False)
+    return Panel(text, title=Text(f"CONFIRMATION REQUEST {shown(packet.approval_id)}"), expand=False)
 
 
 def decide(settings: Settings, approval_id: str, approver: str, approve: bool, reason: str | None) -> ApprovalDecision:
@@ -157,47 +186,3 @@ def judgment(settings: Settings, decision_id: str, timeout: float = 15.0) -> dic
             if time.monotonic() >= deadline:
                 return None
             time.sleep(0.2)
-
-
-REGISTER = """
-INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, groups) VALUES (%s, %s, %s, %s)
-ON CONFLICT (approver_id) DO UPDATE
-SET public_key = excluded.public_key, risk_classes = excluded.risk_classes, groups = excluded.groups,
-    status = 'active', revoked_at = NULL
-"""
-
-
-def register_approver(
-    conn: psycopg.Connection[Any], approver: str, key: Ed25519PrivateKey, risk_classes: list[str], groups: list[str]
-) -> None:
-    """Record an approver's public key (the private key never reaches Postgres)."""
-    conn.execute(REGISTER, (approver, public_bytes(key), risk_classes, groups))
-
-
-def add_approver(settings: Settings, approver: str, risk_classes: list[str], groups: list[str]) -> str:
-    key = new_key()
-    path = Keyring(settings.home / "approvers").store(approver, key)
-    with psycopg.connect(settings.database_url, autocommit=True) as conn:
-        register_approver(conn, approver, key, risk_classes, groups)
-    return str(path)
-
-
-def list_approvers(settings: Settings) -> list[dict[str, Any]]:
-    with psycopg.connect(settings.database_url) as conn:
-        rows = conn.execute(
-            "SELECT approver_id, status, risk_classes, groups, created_at FROM toolgate.approvers ORDER BY approver_id"
-        ).fetchall()
-    return [
-        {"approver": r[0], "status": r[1], "risk_classes": r[2], "groups": r[3], "created_at": _when(r[4])}
-        for r in rows
-    ]
-
-
-def revoke_approver(settings: Settings, approver: str) -> bool:
-    with psycopg.connect(settings.database_url, autocommit=True) as conn:
-        cur = conn.execute(
-            "UPDATE toolgate.approvers SET status = 'revoked', revoked_at = now() "
-            "WHERE approver_id = %s AND status = 'active'",
-            (approver,),
-        )
-        return cur.rowcount == 1

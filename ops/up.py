@@ -4,7 +4,8 @@ Starts (unless TOOLGATE_KAFKA_BOOTSTRAP / TOOLGATE_DATABASE_URL point elsewhere)
 broker and Postgres, applies migrations, provisions the topic catalog, makes sure the
 deployment secret exists, prepares the demo (tenants and their topics, agents and approvers
 with their keys, the provider's token), starts the demo provider and one
-process per stage, writes `$TOOLGATE_HOME/runtime.json` for the other commands, restarts a
+process per stage (connected as the worker role, ops/roles.py; migrations and operators use the
+tables' owner), writes `$TOOLGATE_HOME/runtime.json` for the other commands, restarts a
 worker that dies, and on Ctrl-C or SIGTERM stops everything it started. Every child also
 gets a parent-death signal, so even a SIGKILLed `toolgate up` leaves no orphans.
 """
@@ -24,13 +25,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-import psycopg
-
 from toolgate.agent_keys import AgentKeyring
 from toolgate.integrity import deployment_keys
 from toolgate.kafka_security import client_config
 from toolgate.ops.agents import add_tenant, list_agents, register_agent, registered_tenants
-from toolgate.ops.approvals import register_approver
+from toolgate.ops.approvers import list_approvers, register_approver
 from toolgate.ops.embedded import (
     Broker,
     Postgres,
@@ -42,10 +41,12 @@ from toolgate.ops.embedded import (
     wait_for_port,
 )
 from toolgate.ops.migrate import migrate, seed_demo
+from toolgate.ops.roles import embedded_worker_url
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.signing import Keyring, new_key, public_bytes
 from toolgate.topics.catalog import provision
+from toolgate.workers.runtime import audit
 from toolgate.workers.stages import STAGES
 
 DEMO_TOKEN_REF = "demo-provider-token"
@@ -128,21 +129,26 @@ class Supervisor:
             self.say(f"broker     {bootstrap}  (embedded Tansu, in memory)")
         else:
             self.say(f"broker     {bootstrap}")
-        database_url = self.settings.database_url
-        if not database_url:
+        # Operators' commands and migrations run as the tables' owner, workers as a role that may
+        # only append to the audit log (ops/roles.py).
+        admin_url, worker_url = self.settings.admin_url, self.settings.database_url
+        if not admin_url:
             self.postgres = start_postgres(self.home / "pgdata", self.home / "logs" / "postgres.log")
-            database_url = self.postgres.url
-            self.say(f"postgres   {database_url}  (embedded, data in {self.home / 'pgdata'})")
+            admin_url = self.postgres.url
+            self.say(f"postgres   {admin_url}  (embedded, data in {self.home / 'pgdata'})")
         else:
-            self.say(f"postgres   {_mask(database_url)}")
-        prepare(self.settings, bootstrap, database_url, self.demo, self.say)
+            self.say(f"postgres   {_mask(admin_url)}")
+        prepare(self.settings, bootstrap, admin_url, self.demo, self.say)
+        worker_url = embedded_worker_url(admin_url) if self.postgres is not None else worker_url or admin_url
+        self.say(f"workers    connect as {_mask(worker_url)}")
         endpoints = dict(self.settings.endpoints)
         if self.demo:
             endpoints["demo_provider"] = self._start_provider()
             self.say(f"provider   {endpoints['demo_provider']}  (demo email and payment service)")
         runtime = {
             "kafka_bootstrap": bootstrap,
-            "database_url": database_url,
+            "database_url": admin_url,
+            "worker_database_url": worker_url,
             "deployment_public_key": deployment_keys(self.settings).public_key.hex(),
             "endpoints": endpoints,
             "partitions": self.settings.partitions,
@@ -152,10 +158,10 @@ class Supervisor:
         }
         self._write_runtime(runtime)
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "TOOLGATE_ADMIN_DATABASE_URL"},
             "TOOLGATE_HOME": str(self.home),
             "TOOLGATE_KAFKA_BOOTSTRAP": bootstrap,
-            "TOOLGATE_DATABASE_URL": database_url,
+            "TOOLGATE_DATABASE_URL": worker_url,
             "TOOLGATE_ENDPOINTS": json.dumps(endpoints),
             "TOOLGATE_PARTITIONS": str(self.settings.partitions),
             "TOOLGATE_TOPIC_PREFIX": self.settings.topic_prefix,
@@ -282,7 +288,9 @@ class Supervisor:
 def prepare(settings: Settings, bootstrap: str, database_url: str, demo: bool, say: Any = print) -> None:
     """Everything a deployment needs before its workers start: migrations, the topic catalog
     (each registered tenant's topics too), the deployment secret, and (for the demo) tenants,
-    agents and approvers with keys, and the provider's token."""
+    agents and approvers with keys, and the provider's token. All as the tables' owner
+    (`admin_database_url` when set, else `database_url`)."""
+    database_url = settings.admin_database_url or database_url
     settings = replace(settings, kafka_bootstrap=bootstrap, database_url=database_url)
     applied = migrate(database_url)
     say(f"migrations {', '.join(applied) if applied else 'up to date'}")
@@ -295,6 +303,7 @@ def prepare(settings: Settings, bootstrap: str, database_url: str, demo: bool, s
         path = ensure_secret(settings, settings.deployment_secret_ref)
         say(f"secret     deployment secret generated at {path}; give it to every worker host")
     say(f"signing    deployment public key {deployment_keys(settings).public_key.hex()}")
+    audit.use_key(deployment_keys(settings).signing_key)  # what signs this process's audit checkpoints
     if demo:
         seed_demo(database_url)
         demo_agents(settings, say)
@@ -331,13 +340,17 @@ def demo_agents(settings: Settings, say: Any = print) -> None:
 
 
 def demo_approvers(settings: Settings, database_url: str, say: Any = print) -> None:
-    """The demo approvers, each with a key in the local keyring (made once, then reused)."""
+    """The demo approvers, each with a key in the local keyring, registered once: an approver
+    already registered is left as the operator left it (its key, groups, and revocation)."""
     keyring = Keyring(settings.home / "approvers")
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        for name, (risk_classes, groups) in DEMO_APPROVERS.items():
-            if not keyring.has(name):
-                keyring.store(name, new_key())
-            register_approver(conn, name, keyring.load(name), risk_classes, groups)
+    registered = {a["approver"] for a in list_approvers(replace(settings, database_url=database_url))}
+    for name, (risk_classes, groups) in DEMO_APPROVERS.items():
+        if name in registered:
+            continue
+        key = keyring.load(name) if keyring.has(name) else new_key()
+        register_approver(database_url, name, public_bytes(key), risk_classes, groups, actor="toolgate-up")
+        if not keyring.has(name):
+            keyring.store(name, key)
     say(f"approvers  {', '.join(DEMO_APPROVERS)}  (keys in {keyring.directory})")
 
 

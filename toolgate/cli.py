@@ -321,10 +321,17 @@ def approvals_show(approval_id: str, as_json: Annotated[bool, typer.Option("--js
 
 
 def _decide(approval_id: str, approver: str, approve: bool, reason: str | None, as_json: bool, wait: float) -> None:
+    from rich.markup import escape
+
     from toolgate.ops import approvals
+    from toolgate.signing import PacketMismatch
 
     settings = _settings()
-    decision = approvals.decide(settings, approval_id, approver, approve, reason)
+    try:
+        decision = approvals.decide(settings, approval_id, approver, approve, reason)
+    except PacketMismatch as exc:
+        console.print(f"[red]refused to sign: {escape(str(exc))}[/red]")
+        raise typer.Exit(1) from exc
     verb = "approved" if approve else "denied"
     judged = approvals.judgment(settings, decision.decision_id, wait) if wait > 0 else None
     if as_json:
@@ -338,14 +345,16 @@ def _decide(approval_id: str, approver: str, approve: bool, reason: str | None, 
             }
         )
     else:
-        console.print(f"{approver} {verb} {approval_id} (decision {decision.decision_id}, signed)")
+        shown = escape(approvals.shown(approval_id))
+        console.print(f"{escape(approver)} {verb} {shown} (decision {decision.decision_id}, signed)")
         if judged is None and wait > 0:
-            console.print(f"[yellow]not judged within {wait:g} s; see toolgate approvals show {approval_id}[/yellow]")
+            console.print(f"[yellow]not judged within {wait:g} s; see toolgate approvals show {shown}[/yellow]")
         elif judged is not None and judged["outcome"] == "counted":
-            console.print(f"counted: the approval is now {judged['status_after']}")
+            console.print(f"counted: the approval is now {escape(str(judged['status_after']))}")
         elif judged is not None:
             color = "yellow" if judged["outcome"] == "noop" else "red"
-            console.print(f"[{color}]{judged['outcome']}: {judged['code']}: {judged['reason']}[/{color}]")
+            said = escape(approvals.shown(f"{judged['outcome']}: {judged['code']}: {judged['reason']}"))
+            console.print(f"[{color}]{said}[/{color}]")
     if judged is not None and judged["outcome"] == "refused":
         raise typer.Exit(1)
 
@@ -377,41 +386,59 @@ def approvals_deny(
     _decide(approval_id, approver, False, reason, as_json, wait)
 
 
+ACTOR_OPTION = typer.Option("--as", help="who makes the change (written to the audit log)")
+
+
 @approvers_app.command("add")
 def approvers_add(
     approver: str,
     risk_classes: Annotated[str, typer.Option(help="comma-separated side-effect classes")] = "HIGH_RISK_EXTERNAL",
     groups: Annotated[str, typer.Option(help="comma-separated approver groups")] = "",
+    actor: Annotated[str, ACTOR_OPTION] = "operator",
 ) -> None:
-    """Register an approver: a new Ed25519 key (private in the local keyring, public in Postgres)."""
-    from toolgate.ops import approvals
+    """Register a new approver: a new Ed25519 key (private in the local keyring, public in
+    Postgres). An approver already registered is refused (`rotate` replaces a key)."""
+    from toolgate.ops import approvers
 
-    path = approvals.add_approver(
-        _settings(), approver, [c for c in risk_classes.split(",") if c], [g for g in groups.split(",") if g]
-    )
+    classes, named = [c for c in risk_classes.split(",") if c], [g for g in groups.split(",") if g]
+    path = _registry_call(approvers.add_approver, _settings(), approver, classes, named, actor)
     console.print(f"approver {approver} registered; private key at {path}")
+
+
+@approvers_app.command("rotate")
+def approvers_rotate(approver: str, actor: Annotated[str, ACTOR_OPTION] = "operator") -> None:
+    """Give an active approver a new key; decisions signed with the old one stop counting."""
+    from toolgate.ops import approvers
+
+    key_id, path = _registry_call(approvers.rotate_approver, _settings(), approver, actor)
+    console.print(f"approver {approver} has a new key {key_id}; private key at {path}")
 
 
 @approvers_app.command("list")
 def approvers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    from toolgate.ops import approvals
+    from rich.markup import escape
 
-    rows = approvals.list_approvers(_settings())
+    from toolgate.ops import approvers
+
+    rows = approvers.list_approvers(_settings())
     if as_json:
         _print_json(rows)
         return
     for r in rows:
         console.print(
-            f"{r['approver']:12} {r['status']:8} {','.join(r['risk_classes'])}  groups={','.join(r['groups'])}"
+            escape(
+                f"{r['approver']:12} {r['status']:8} {r['key_id']}  {','.join(r['risk_classes'])}  "
+                f"groups={','.join(r['groups'])}"
+            )
         )
 
 
 @approvers_app.command("revoke")
-def approvers_revoke(approver: str) -> None:
-    """Revoke an approver: its decisions stop counting at once."""
-    from toolgate.ops import approvals
+def approvers_revoke(approver: str, actor: Annotated[str, ACTOR_OPTION] = "operator") -> None:
+    """Revoke an approver for good: its decisions stop counting at once."""
+    from toolgate.ops import approvers
 
-    if not approvals.revoke_approver(_settings(), approver):
+    if not approvers.revoke_approver(_settings(), approver, actor):
         raise SystemExit(f"no active approver {approver}")
     console.print(f"approver {approver} revoked")
 
@@ -600,19 +627,37 @@ def reconcile(once: Annotated[bool, typer.Option("--once", help="run one pass an
 
 
 @audit_app.command("verify")
-def audit_verify() -> None:
-    """Check the audit log's hash chain end to end."""
-    import psycopg
+def audit_verify(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Check the audit log's hash chain end to end, and that nothing was cut from its end since
+    its newest signed checkpoint (exit 1 when either fails)."""
+    from dataclasses import asdict
 
-    from toolgate.workers.runtime.audit import VERIFY, verify_rows
+    from rich.markup import escape
 
-    with psycopg.connect(_settings().database_url) as conn:
-        rows = conn.execute(VERIFY).fetchall()
-    checked, broken = verify_rows(rows)
-    if broken is not None:
-        console.print(f"[red]audit chain broken at row {broken} (after {checked} good rows)[/red]")
+    from toolgate.ops.audit import describe, verify_log
+
+    report = verify_log(_settings())
+    lines = describe(report)
+    a, v = report.anchor, report.violated
+    if as_json:
+        anchor, violated = ({**asdict(c), "signature": c.signature.hex()} if c else None for c in (a, v))
+        _print_json(
+            {
+                "verdict": report.verdict,
+                "ok": report.ok,
+                "rows": report.rows,
+                "anchor": anchor,
+                "violated": violated,
+                "said": lines,
+            }
+        )
+    else:
+        color = "green" if report.ok else "red"
+        console.print(f"[{color}]{escape(lines[0])}[/{color}]")
+        for line in lines[1:]:
+            console.print(f"[yellow]{escape(line)}[/yellow]")
+    if not report.ok:
         raise typer.Exit(1)
-    console.print(f"audit chain intact: {checked} rows")
 
 
 @app.command()

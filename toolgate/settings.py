@@ -23,7 +23,12 @@ def toolgate_home() -> Path:
 @dataclass(frozen=True)
 class Settings:
     kafka_bootstrap: str = ""
+    # What this process connects to Postgres with. Workers: a role that may only append to the
+    # audit log (`toolgate_worker`, ops/roles.py); the runtime file of `toolgate up` holds the
+    # owner's, for operators' commands on that host.
     database_url: str = ""
+    # The tables' owner, for migrations and `toolgate setup`; empty means database_url.
+    admin_database_url: str = ""
     home: Path = field(default_factory=toolgate_home)
     topic_prefix: str = ""
     partitions: int = 4
@@ -68,6 +73,10 @@ class Settings:
     max_poll_interval_s: float = 30.0
 
     @property
+    def admin_url(self) -> str:
+        return self.admin_database_url or self.database_url
+
+    @property
     def runtime_file(self) -> Path:
         return self.home / RUNTIME_FILE
 
@@ -95,6 +104,7 @@ class Settings:
 _ENV = {
     "kafka_bootstrap": "TOOLGATE_KAFKA_BOOTSTRAP",
     "database_url": "TOOLGATE_DATABASE_URL",
+    "admin_database_url": "TOOLGATE_ADMIN_DATABASE_URL",
     "topic_prefix": "TOOLGATE_TOPIC_PREFIX",
     "partitions": "TOOLGATE_PARTITIONS",
     "batch_max": "TOOLGATE_BATCH_MAX",

@@ -2,7 +2,9 @@
 
 The signed bytes are the RFC 8785 canonical JSON of every field of the ApprovalDecision
 except `signature` (and `state_version` when it is null, so decisions signed before that field
-existed still verify), so any approval service in any language can produce them. toolgate holds
+existed still verify), so any approval service in any language can produce them. A client signs
+only after recomputing the payload hash from the arguments the packet shows (`check_packet`):
+the hash is what execution is bound to, the arguments are what the approver read. toolgate holds
 only public keys (table `toolgate.approvers`); private keys stay with approvers. For the
 embedded default and the CLI, a local keyring under `$TOOLGATE_HOME/approvers/` holds the
 demo approvers' private keys, one PEM file each, readable by the owner only.
@@ -17,8 +19,24 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from toolgate.schemas.models import ApprovalDecision
+from toolgate.hashing import payload_hash
+from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.schemas.wire import canonical_json
+
+
+class PacketMismatch(ValueError):
+    """A confirmation packet whose payload hash is not the hash of the arguments it shows:
+    signing it would approve something other than what the approver read."""
+
+
+def check_packet(packet: ApprovalRequest) -> None:
+    """Refuse a packet unless its payload hash is recomputed from the arguments it shows."""
+    shown = payload_hash(packet.arguments)
+    if shown != packet.payload_hash:
+        raise PacketMismatch(
+            f"approval {packet.approval_id}: its payload hash {packet.payload_hash} is not the hash of the "
+            f"arguments it shows ({shown}); not signed"
+        )
 
 
 def signed_bytes(decision: ApprovalDecision) -> bytes:

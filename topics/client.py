@@ -397,6 +397,11 @@ class ApprovalClient(ToolgateClient):
         traceparent: str | None = None,
         decision_id: str | None = None,
     ) -> ApprovalDecision:
+        """Sign and publish a decision on `packet`; raises toolgate.signing.PacketMismatch (and
+        signs nothing) when the packet's payload hash is not that of the arguments it shows."""
+        from toolgate.signing import check_packet
+
+        check_packet(packet)
         now = int(time.time() * 1000)
         decision = sign(
             ApprovalDecision(

@@ -1,24 +1,52 @@
-"""The audit log: append-only and hash-chained.
+"""The audit log: append-only, hash-chained, and anchored by signed checkpoints.
 
 Each row's hash is sha256(previous hash || canonical JSON of the row), so removing,
-reordering or editing any row breaks every hash after it (`toolgate audit verify`). Writers
-serialize on a transaction-scoped advisory lock, so the chain has one order.
+reordering or editing any row breaks every hash after it. A chain alone cannot show that its
+newest rows were deleted, so every append also writes one checkpoint row in the same statement
+(`toolgate.audit_heads`): the chain's row count and head hash, signed with the deployment's
+Ed25519 key. `toolgate audit verify` walks the chain and checks that every signed checkpoint
+still names the row at its count: a log cut at the end (rows deleted, the table emptied, even
+by its owner, even if it grew again since) no longer does. Writers serialize on a
+transaction-scoped advisory lock, so the chain has one order; each row carries its position
+(`seq`), so a writer never counts. Workers connect as a role that may only insert into both
+tables (migration 0009), and neither can be truncated (0008).
+
+The signing key is handed to the module once per process (`use_key`); a process that never
+did loads the deployment's key from its settings on first append. A writer with no key at all
+appends without a checkpoint (and says so once in its log): verify reports such rows as not
+covered by a checkpoint.
+
+    verdict        when
+    BROKEN         a row's hash or link does not hold (edited, removed, reordered)
+    CUT            a signed checkpoint names a head the log no longer holds (deleted tail, TRUNCATE)
+    DIVERGED       a signed checkpoint's head is in the log at another position
+    UNANCHORED     no signed checkpoint at all (a log written before 0008, or without keys)
+    INTACT         otherwise; rows newer than the newest checkpoint are reported as not covered
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
+import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg import AsyncConnection
 
 from toolgate.schemas.wire import canonical_json
 from toolgate.workers.runtime.db import make_pool
 
+if TYPE_CHECKING:
+    from toolgate.ed25519 import PrivateKey, PublicKey
+
+log = logging.getLogger("toolgate.audit")
+
 LOCK_ID = 0x61_75_64_74  # "audt"
 GENESIS = "0" * 64
+CHECKPOINT_PURPOSE = b"toolgate.audit-head.v1"
 # A timestamp as the exact text that was hashed (UTC, microseconds).
 AT_TEXT = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
@@ -48,20 +76,72 @@ def chain_hash(prev_hash: str, at: str, entry: Entry) -> str:
     return hashlib.sha256((prev_hash + body).encode()).hexdigest()
 
 
+def checkpoint_bytes(row_count: int, head_hash: str) -> bytes:
+    """What a checkpoint's signature covers: length-prefixed, so no two checkpoints share bytes."""
+    fields = [CHECKPOINT_PURPOSE, str(row_count).encode(), head_hash.encode()]
+    return b"".join(len(f).to_bytes(4, "big") + f for f in fields)
+
+
+# --- the signing key, once per process ---------------------------------------------------------
+
+_UNSET: Any = object()
+_key: Any = _UNSET
+
+
+def use_key(key: PrivateKey | None) -> None:
+    """Sign this process's checkpoints with `key` (the deployment's signing key)."""
+    global _key
+    _key = key
+
+
+def _signing_key() -> PrivateKey | None:
+    global _key
+    if _key is _UNSET:
+        from toolgate.integrity import deployment_keys
+        from toolgate.secrets import SecretMissing
+        from toolgate.settings import load_settings
+
+        try:
+            _key = deployment_keys(load_settings()).signing_key
+        except (SecretMissing, ValueError) as exc:
+            log.warning("audit rows are appended without checkpoints: %s", exc, extra={"action": "no_checkpoints"})
+            _key = None
+    return _key  # type: ignore[no-any-return]
+
+
+# --- appending ---------------------------------------------------------------------------------
+
+# The tail's hash and position; rows from before 0008 have no position, so the first append
+# after it counts them (once: COALESCE evaluates the count only when the tail has none).
+TAIL = (
+    f"SELECT {AT_TEXT.format('now()')}, t.hash, coalesce(t.seq, (SELECT count(*) FROM toolgate.audit_log)) "
+    "FROM (SELECT 1) AS one LEFT JOIN LATERAL "
+    "(SELECT hash, seq FROM toolgate.audit_log ORDER BY id DESC LIMIT 1) AS t ON true"
+)
+ROWS = (
+    "INSERT INTO toolgate.audit_log (at, stage, action, call_id, tenant_id, actor, detail, prev_hash, hash, seq) "
+    "SELECT r.at::timestamptz, r.stage, r.action, r.call_id, r.tenant_id, r.actor, r.detail, r.prev_hash, r.hash, "
+    "r.seq FROM jsonb_to_recordset(%s::jsonb) AS r(at text, stage text, action text, call_id text, tenant_id text, "
+    "actor text, detail jsonb, prev_hash text, hash text, seq bigint)"
+)
+ROWS_AND_CHECKPOINT = (
+    f"WITH appended AS ({ROWS}) INSERT INTO toolgate.audit_heads (row_count, head_hash, signature) VALUES (%s, %s, %s)"
+)
+
+
 async def append(conn: AsyncConnection[Any], entries: list[Entry]) -> None:
-    """Append entries inside the caller's transaction."""
+    """Append entries, and the signed checkpoint after them, inside the caller's transaction."""
     if not entries:
         return
     await conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_ID,))
-    cur = await conn.execute(
-        f"SELECT {AT_TEXT.format('now()')}, (SELECT hash FROM toolgate.audit_log ORDER BY id DESC LIMIT 1)"
-    )
+    cur = await conn.execute(TAIL)
     row = await cur.fetchone()
     assert row is not None
-    at, prev = str(row[0]), str(row[1] or GENESIS)
+    at, prev, count = str(row[0]), str(row[1] or GENESIS), int(row[2])
     rows = []
     for entry in entries:
         digest = chain_hash(prev, at, entry)
+        count += 1
         rows.append(
             {
                 "at": at,
@@ -73,16 +153,16 @@ async def append(conn: AsyncConnection[Any], entries: list[Entry]) -> None:
                 "detail": entry.detail,
                 "prev_hash": prev,
                 "hash": digest,
+                "seq": count,
             }
         )
         prev = digest
-    await conn.execute(
-        "INSERT INTO toolgate.audit_log (at, stage, action, call_id, tenant_id, actor, detail, prev_hash, hash) "
-        "SELECT r.at::timestamptz, r.stage, r.action, r.call_id, r.tenant_id, r.actor, r.detail, r.prev_hash, r.hash "
-        "FROM jsonb_to_recordset(%s::jsonb) AS r(at text, stage text, action text, call_id text, tenant_id text, "
-        "actor text, detail jsonb, prev_hash text, hash text) ",
-        (json.dumps(rows),),
-    )
+    key = _signing_key()
+    if key is None:
+        await conn.execute(ROWS, (json.dumps(rows),))
+    else:
+        signature = key.sign(checkpoint_bytes(count, prev))
+        await conn.execute(ROWS_AND_CHECKPOINT, (json.dumps(rows), count, prev, signature))
 
 
 class AuditSink:
@@ -101,9 +181,14 @@ class AuditSink:
             await append(conn, entries)
 
 
+# --- verifying ---------------------------------------------------------------------------------
+
 VERIFY = (
     f"SELECT id, {AT_TEXT.format('at')}, stage, action, actor, call_id, tenant_id, detail, prev_hash, hash "
     "FROM toolgate.audit_log ORDER BY id"
+)
+CHECKPOINTS = (
+    f"SELECT id, {AT_TEXT.format('at')}, row_count, head_hash, signature FROM toolgate.audit_heads ORDER BY id DESC"
 )
 
 
@@ -116,3 +201,73 @@ def verify_rows(rows: list[tuple[Any, ...]]) -> tuple[int, int | None]:
             return count, int(row_id)
         prev = digest
     return len(rows), None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    id: int
+    at: str
+    row_count: int
+    head_hash: str
+    signature: bytes
+
+
+class Verdict(enum.StrEnum):
+    INTACT = "intact"
+    UNANCHORED = "unanchored"
+    BROKEN = "broken"
+    CUT = "cut"
+    DIVERGED = "diverged"
+
+
+@dataclass(frozen=True)
+class Report:
+    verdict: Verdict
+    rows: int
+    checked: int
+    broken_at: int | None = None
+    # The newest signed checkpoint the log still agrees with, and the newest one it does not.
+    anchor: Checkpoint | None = None
+    violated: Checkpoint | None = None
+    # Checkpoints that would have mattered but carry no valid signature (forged), ignored.
+    unsigned: int = 0
+
+    @property
+    def uncovered(self) -> int:
+        """Rows newer than the anchor (appended without a signed checkpoint)."""
+        return self.rows - (self.anchor.row_count if self.anchor else 0)
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict in (Verdict.INTACT, Verdict.UNANCHORED)
+
+
+def verify(rows: Sequence[tuple[Any, ...]], checkpoints: Iterable[Checkpoint], public_key: PublicKey) -> Report:
+    """The log's rows (in id order) against its checkpoints (newest first). A checkpoint whose
+    head is the row at its count agrees whoever wrote it; only one that disagrees, or the newest
+    that agrees (the anchor), has its signature checked, so a pass costs a lookup per checkpoint."""
+    checked, broken = verify_rows(list(rows))
+    position = {row[9]: n for n, row in enumerate(rows, start=1)}
+    anchor: Checkpoint | None = None
+    violated: Checkpoint | None = None
+    unsigned = 0
+    for checkpoint in checkpoints:
+        agrees = position.get(checkpoint.head_hash) == checkpoint.row_count
+        if agrees and anchor is not None:
+            continue
+        if not public_key.ok(checkpoint.signature, checkpoint_bytes(checkpoint.row_count, checkpoint.head_hash)):
+            unsigned += 1
+        elif agrees:
+            anchor = checkpoint
+        else:
+            violated = checkpoint
+            break
+    if broken is not None:
+        verdict = Verdict.BROKEN
+    elif violated is not None:
+        verdict = Verdict.DIVERGED if violated.head_hash in position else Verdict.CUT
+    elif anchor is None:
+        verdict = Verdict.UNANCHORED
+    else:
+        verdict = Verdict.INTACT
+    return Report(verdict, len(rows), checked, broken, anchor, violated, unsigned)

@@ -1,0 +1,65 @@
+"""`toolgate audit verify`: the audit log against its newest signed checkpoint.
+
+Reads the log and its checkpoints in one read-only snapshot (an append writes its rows and its
+checkpoint in one transaction, so a snapshot never sees one without the other) and lets
+`workers.runtime.audit.verify` judge them. The checkpoints are checked with the deployment's
+public key only, so anyone holding it can audit: `TOOLGATE_DEPLOYMENT_PUBLIC_KEY`, the runtime
+file of `toolgate up`, or else the key derived from the deployment secret.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from toolgate.ed25519 import PublicKey
+from toolgate.settings import Settings
+from toolgate.workers.runtime.audit import CHECKPOINTS, VERIFY, Checkpoint, Report, Verdict, verify
+
+
+def public_key(settings: Settings) -> PublicKey:
+    if settings.deployment_public_key:
+        return PublicKey(bytes.fromhex(settings.deployment_public_key))
+    from toolgate.integrity import deployment_keys
+
+    return deployment_keys(settings).signing_key.public
+
+
+def verify_log(settings: Settings) -> Report:
+    key = public_key(settings)
+    with psycopg.connect(settings.database_url) as conn:
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        conn.read_only = True
+        rows = conn.execute(VERIFY).fetchall()
+        with conn.cursor(name="audit_checkpoints") as cur:
+            cur.itersize = 64
+            cur.execute(CHECKPOINTS)
+            return verify(rows, (Checkpoint(*r) for r in cur), key)
+
+
+def describe(report: Report) -> list[str]:
+    """What an operator reads: the verdict first, then what it rests on."""
+    a, v = report.anchor, report.violated
+    if report.verdict is Verdict.BROKEN:
+        first = f"audit chain broken at row {report.broken_at} (after {report.checked} good rows)"
+    elif v is not None and report.verdict is Verdict.CUT:
+        first = (
+            f"audit log cut: signed checkpoint #{v.id} of {v.at} counts {v.row_count} rows ending in "
+            f"{v.head_hash[:16]}..., which the log ({report.rows} rows) no longer holds"
+        )
+        if v.row_count > report.rows:
+            first += f": {v.row_count - report.rows} row(s) are missing from its end"
+    elif v is not None:
+        first = (
+            f"audit log diverges from signed checkpoint #{v.id} of {v.at}: its head {v.head_hash[:16]}... "
+            f"is no longer row {v.row_count}"
+        )
+    elif a is None:
+        first = f"audit chain intact: {report.rows} rows, but no signed checkpoint, so a cut tail would not show"
+    else:
+        first = f"audit chain intact: {report.rows} rows; signed checkpoint #{a.id} of {a.at} covers {a.row_count}"
+    out = [first]
+    if report.ok and a is not None and report.uncovered:
+        out.append(f"{report.uncovered} newer row(s) not covered by a signed checkpoint")
+    if report.unsigned:
+        out.append(f"{report.unsigned} checkpoint(s) not signed by this deployment, ignored")
+    return out

@@ -1,0 +1,44 @@
+"""Who connects to Postgres as whom: workers as `toolgate_worker`, migrations as the owner.
+
+Workers hold the rights migration 0009 grants `toolgate_worker`: they append to the audit log
+and its checkpoints but cannot update, delete, truncate or alter them, nor disable a trigger.
+Migrations, `toolgate setup` and the operators' registry commands run as the owner of the
+tables. Two settings carry the two:
+
+    TOOLGATE_DATABASE_URL         what workers connect with: a login role that is, or is granted,
+                                  toolgate_worker
+    TOOLGATE_ADMIN_DATABASE_URL   the owner's, for `toolgate setup` and the operators' commands
+                                  (empty: TOOLGATE_DATABASE_URL, i.e. one role for both, as before:
+                                  then a worker can still cut the audit log)
+
+On a real Postgres, once, as a role allowed to create roles:
+
+    CREATE ROLE toolgate_worker NOLOGIN;          -- migration 0009 does this if it may
+    CREATE ROLE toolgate_w LOGIN PASSWORD '...' IN ROLE toolgate_worker;
+
+then give workers `postgresql://toolgate_w:...@db/toolgate` and `toolgate setup` the owner's URL.
+The embedded default (`toolgate up`) lets `toolgate_worker` log in (its Postgres trusts local
+connections) and gives workers its URL; the runtime file keeps the owner's for operators.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import psycopg
+
+WORKER_ROLE = "toolgate_worker"
+
+
+def as_role(database_url: str, role: str) -> str:
+    """The same server and database, as `role` (with no password: for trusted local servers)."""
+    parts = urlsplit(database_url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{quote(role, safe='')}@{host}"))
+
+
+def embedded_worker_url(admin_url: str) -> str:
+    """Let the worker role log in on the embedded server; the URL workers connect with."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f"ALTER ROLE {WORKER_ROLE} LOGIN")
+    return as_role(admin_url, WORKER_ROLE)
