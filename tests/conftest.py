@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +133,17 @@ class Pipeline:
         )
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())  # type: ignore[no-any-return]
+
+    def open_invoice(self, amount_cents: int = 125000, tenant: str = "acme", currency: str = "USD") -> str:
+        """A new open invoice: a charge marks its invoice paid, so each test charges its own."""
+        invoice = f"inv_{uuid.uuid4().hex[:16]}"
+        customer = {"acme": "cust_acme02", "globex": "cust_globex01"}[tenant]
+        self.sql(
+            "INSERT INTO demo.invoices (invoice_id, tenant_id, customer_id, status, currency, amount_cents) "
+            "VALUES (%s, %s, %s, 'open', %s, %s)",
+            (invoice, tenant, customer, currency, amount_cents),
+        )
+        return invoice
 
     def worker_pid(self, stage: str) -> int:
         return int(self.refresh_runtime()["workers"][stage])

@@ -56,7 +56,7 @@ DRAFT = {
     "due_date": "2030-12-31",
     "lines": [{"description": "chaos", "quantity": 1, "unit_amount_cents": 100}],
 }
-CHARGE = {"invoice_id": "inv_acme0002", "amount_cents": 125000, "currency": "USD"}
+CHARGE = {"amount_cents": 125000, "currency": "USD"}  # each charge settles an invoice of its own
 SCOPES = ["invoices:write", "payments:charge"]
 
 
@@ -163,6 +163,13 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
     kills: Counter[str] = Counter()
     try:
         _wait_up(log, up, 180.0)
+        with psycopg.connect(pg.url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO demo.invoices (invoice_id, tenant_id, customer_id, status, currency, amount_cents) "
+                "SELECT 'inv_chaos' || lpad(i::text, 5, '0'), 'acme', 'cust_acme02', 'open', 'USD', 125000 "
+                "FROM generate_series(0, %s) AS i",
+                (CALLS,),
+            )
         runtime = json.loads((home / "runtime.json").read_text())
         public_key = bytes.fromhex(runtime["deployment_public_key"])
         observer, approver = Observer(broker.bootstrap, public_key), Approver(broker.bootstrap, home, public_key)
@@ -178,7 +185,11 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
         def publish() -> None:
             for i in range(CALLS):
                 charge = traffic.random() < CHARGE_SHARE
-                tool, arguments = ("payment.charge_card", CHARGE) if charge else ("invoice.create_draft", DRAFT)
+                tool, arguments = (
+                    ("payment.charge_card", {**CHARGE, "invoice_id": f"inv_chaos{i:05d}"})
+                    if charge
+                    else ("invoice.create_draft", DRAFT)
+                )
                 key = f"chaos-{uuid.uuid4().hex}"
                 sent = client.propose(
                     tool,
@@ -255,6 +266,9 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
                     ).fetchall()
                 )
             )
+            [(paid,)] = conn.execute(
+                "SELECT count(*) FROM demo.invoices WHERE invoice_id LIKE 'inv_chaos%' AND status = 'paid'"
+            ).fetchall()
         charged = Counter(op["idempotency_key"] for op in _provider_ledger(home, runtime) if op["kind"] == "charge")
         # The provider sees each caller's key bound to its tenant, tool and version.
         ledger = {
@@ -272,7 +286,8 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
             f"  answered: {len(answered)}/{len(operations)}; final outcomes {dict(outcomes)}; "
             f"{duplicates} duplicate final observations (at-least-once delivery)\n"
             f"  invoices: {sum(invoices.values())} for {len(drafts)} draft operations; "
-            f"charges in the provider's ledger: {sum(ledger[k] for k in charges)} for {len(charges)} operations\n"
+            f"charges in the provider's ledger: {sum(ledger[k] for k in charges)} for {len(charges)} operations, "
+            f"{paid} invoices paid\n"
             f"  keys: {dict(statuses)}; reconciliation decisions: {dict(reconciled)}; "
             f"approvals decided: {approver.decided}"
         )
@@ -281,6 +296,8 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
         assert all(invoices.get(k) == 1 for k in drafts), "a draft operation without exactly one invoice"
         assert set(invoices) <= drafts
         assert all(ledger[k] == 1 for k in charges), "a charge operation without exactly one charge"
+        assert "STALE_STATE" not in outcomes, "a call refused for the state its own effect left"
+        assert paid == len(charges), "every charge settles its invoice, once"
         assert statuses.get("PENDING", 0) == 0
         assert kills["postgres restart"] == 1 and kills["execution"] + kills["outbox-relay"] == 7
     finally:

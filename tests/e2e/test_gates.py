@@ -103,7 +103,8 @@ def approvers(pipeline: Pipeline) -> Any:
 
 def held_charge(pipeline: Pipeline, **kwargs: Any) -> tuple[Any, str, str]:
     key = f"charge-{uuid.uuid4().hex}"
-    sent = pipeline.propose("payment.charge_card", CHARGE, idempotency_key=key, **kwargs)
+    charge = {**CHARGE, "invoice_id": pipeline.open_invoice()}
+    sent = pipeline.propose("payment.charge_card", charge, idempotency_key=key, **kwargs)
     return sent, _approval_of(pipeline, sent), key
 
 

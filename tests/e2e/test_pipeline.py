@@ -158,9 +158,10 @@ def test_email_waits_for_approval_and_runs_once(pipeline: Pipeline) -> None:
 
 def test_charge_needs_two_distinct_approvers(pipeline: Pipeline) -> None:
     key = f"charge-{uuid.uuid4().hex}"
+    invoice = pipeline.open_invoice()
     sent = pipeline.propose(
         "payment.charge_card",
-        {"invoice_id": "inv_acme0002", "amount_cents": 125000, "currency": "USD"},
+        {"invoice_id": invoice, "amount_cents": 125000, "currency": "USD"},
         idempotency_key=key,
     )
     approval_id = _approval_of(pipeline, sent)
@@ -177,6 +178,10 @@ def test_charge_needs_two_distinct_approvers(pipeline: Pipeline) -> None:
     assert observation["result_payload"]["data"]["status"] == "succeeded"
     [charge] = _ledger_for(pipeline, key)
     assert charge["kind"] == "charge"
+    # The charge settled its invoice: charging it again is refused before anyone is asked.
+    assert pipeline.sql("SELECT status FROM demo.invoices WHERE invoice_id = %s", (invoice,)) == [("paid",)]
+    again = pipeline.call("payment.charge_card", {"invoice_id": invoice, "amount_cents": 125000, "currency": "USD"})
+    assert (taxonomy(again), errors_of(again)) == ("STALE_STATE", [("invoice_id", "wrong_state")])
     decided = pipeline.sql(
         "SELECT approver_id FROM toolgate.approval_decisions WHERE approval_id = %s ORDER BY approver_id",
         (approval_id,),
@@ -189,7 +194,7 @@ def test_charge_is_auto_denied_when_its_approval_expires(pipeline: Pipeline) -> 
     deadline = int((time.time() + 6) * 1000)
     sent = pipeline.propose(
         "payment.charge_card",
-        {"invoice_id": "inv_acme0002", "amount_cents": 125000, "currency": "USD"},
+        {"invoice_id": pipeline.open_invoice(), "amount_cents": 125000, "currency": "USD"},
         idempotency_key=key,
         deadline_ms=deadline,
     )

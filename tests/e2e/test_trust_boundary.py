@@ -324,7 +324,11 @@ def test_an_approval_of_a_state_that_changed_before_execution_is_stale_state(pip
         approvers.close()
     observation = pipeline.wait(sent)
     assert (taxonomy(observation), errors_of(observation)) == ("STALE_STATE", [(None, "state_changed")])
-    assert ("execution", "refused", "STALE_STATE", "acme") in audit_rows(pipeline, sent.call_id)
+    # It failed where it would have run, so its key is settled: the operation is over.
+    assert ("execution", "failed", "STALE_STATE", "acme") in audit_rows(pipeline, sent.call_id)
+    assert pipeline.sql("SELECT status FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,)) == [
+        ("FAILED_FINAL",)
+    ]
     time.sleep(1.0)
     assert _ledger_for(pipeline, key) == []
 

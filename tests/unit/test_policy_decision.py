@@ -115,6 +115,18 @@ def test_state_checks_find_wrong_state_and_changed_targets() -> None:
     assert codes(run(c, record, facts=facts_for(c, record, amount_cents=99))) == (Taxonomy.STALE_STATE, "changed")
 
 
+def test_a_retried_operation_is_not_refused_for_the_state_its_own_effect_left() -> None:
+    # The charge ran and settled its invoice; the same operation again is answered by its key.
+    c = contract("payment.charge_card")
+    record = stage_record(c)
+    seen = Usage(counted={"event-1"})
+    paid = facts_for(c, record, status="paid")
+    assert run(c, record, facts=paid, usage=seen) == Allow(2, ())
+    assert codes(run(c, record, facts=paid)) == (Taxonomy.STALE_STATE, "wrong_state")  # a new operation is
+    # ... but a retry is still held to who may act on what.
+    assert codes(run(c, record, facts=facts_for(c, record, tenant="globex"), usage=seen))[1] == "resource_missing"
+
+
 def test_policy_rules_deny_and_require_approvals_by_environment_class_and_time() -> None:
     charge, draft = contract("payment.charge_card"), contract("invoice.create_draft")
     assert isinstance(run(charge, now=NIGHT), Allow)  # outside business hours, but not in prod

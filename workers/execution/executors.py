@@ -175,6 +175,27 @@ async def run_postgres(conn: AsyncConnection[Any], job: Job) -> Effect:
         )
 
 
+async def run_after_effects(conn: AsyncConnection[Any], done: list[tuple[Job, dict[str, Any]]]) -> list[str | None]:
+    """Each completed external effect's `after_effect` statement (binding), inside the caller's
+    transaction that records it COMPLETED, each in a savepoint: None, or why it failed (the
+    effect happened all the same; the failure is reported, never a reason to undo it)."""
+    outcome: list[str | None] = []
+    for job, data in done:
+        params = {
+            **statement_params(job),
+            **{f"result.{k}": v for k, v in data.items() if not isinstance(v, dict | list)},
+        }
+        try:
+            async with conn.transaction():
+                await conn.execute(job.contract.binding["after_effect"]["statement"], params)
+            outcome.append(None)
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:
+            outcome.append(SCRUBBER.text(exc.diag.message_primary or type(exc).__name__)[:300])
+    return outcome
+
+
 def _effect(job: Job, columns: list[str], raw_rows: list[Any], affected: int) -> Effect:
     spec = job.contract.executor
     rows = [dict(zip(columns, map(to_json_value, r), strict=True)) for r in raw_rows]

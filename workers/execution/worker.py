@@ -51,6 +51,7 @@ from toolgate.workers.execution.executors import (
     Job,
     Unknown,
     failed,
+    run_after_effects,
     run_postgres_batch,
     run_python,
 )
@@ -192,9 +193,10 @@ class ExecutionHandler(Handler[StageRecord]):
                 await self._clear(conn, held, now)
                 keyed = [a for a in attempts if a.result is None and a.key is not None]
                 await self._reserve(conn, keyed, now)
+                await self._bind_remote(conn, attempts)
             for a in keyed:
                 self._settle_without_effect(a, now)
-        await self._external_effects([a for a in attempts if self._runs(a) and not a.in_postgres])
+        await self._external_effects([a for a in attempts if self._runs(a) and not a.in_postgres and a.effect is None])
         await self._record(attempts)
         for a in attempts:
             if a.result is not None:
@@ -257,9 +259,8 @@ class ExecutionHandler(Handler[StageRecord]):
     # --- A: reservation --------------------------------------------------------------------
 
     async def _clear(self, conn: AsyncConnection[Any], held: list[Attempt], now: int) -> None:
-        """Calls that need approvals run only under an APPROVED ticket they consume now; an
-        effect outside Postgres also needs its target as the approver saw it (checked now,
-        since it cannot be locked across the effect)."""
+        """Calls that need approvals run only under an APPROVED ticket for exactly them (read
+        under FOR UPDATE); the others are refused before any key is reserved."""
         if not held:
             return
         found = await tickets.load(conn, [clearance.ticket_id(a.record) for a in held])
@@ -269,15 +270,21 @@ class ExecutionHandler(Handler[StageRecord]):
                 a.result = self._refuse(a, verdict.taxonomy, verdict.code, verdict.message, now)
             else:
                 a.ticket = verdict.ticket
-        remote = [a for a in held if a.result is None and not a.in_postgres]
+
+    async def _bind_remote(self, conn: AsyncConnection[Any], attempts: list[Attempt]) -> None:
+        """An approved effect outside Postgres that is about to run (not a replay: its own
+        effect may be what changed its target) needs its target as the approver saw it, read
+        now since no lock can span the effect, and consumes its ticket here, in the last
+        transaction before it. What may not run fails like an effect, settling its key.
+        (A Postgres effect does both in its own transaction, phase B.)"""
+        remote = [a for a in attempts if self._runs(a) and not a.in_postgres and a.ticket is not None]
         versions = await tickets.state_now(conn, [(a.record, a.job.contract) for a in remote], for_update=False)
         for a, version in zip(remote, versions, strict=True):
             moved = clearance.stale(a.ticket, version)
             if moved is not None:
-                a.result = self._refuse(a, moved.taxonomy, moved.code, moved.message, now)
-        # A Postgres effect consumes its ticket in its own transaction (phase B).
-        released = {a.ticket.approval_id: a.operation for a in remote if a.result is None and a.ticket}
-        await tickets.consume(conn, released)
+                a.effect = failed(moved.taxonomy, moved.code, moved.message, final=True)
+        for a in await self._unconsumed(conn, [a for a in remote if a.effect is None]):
+            a.effect = _consumed_elsewhere(a)
 
     async def _reserve(self, conn: AsyncConnection[Any], keyed: list[Attempt], now: int) -> None:
         """Inside the round's first transaction: reserve keys, lock the existing ones, plan."""
@@ -480,11 +487,15 @@ class ExecutionHandler(Handler[StageRecord]):
         by_attempt: dict[int, ExecutionResult] = {}
         settle, rows, entries = [], [], []
         local_effects = await self._local_effects(conn, [a for a in attempts if self._runs(a) and a.in_postgres])
+        after_failed = await self._after_effects(conn, attempts)
         compensated, compensation_failed = [], []
         for a in attempts:
             res, status = a.result, a.status
             if self._runs(a):
                 res, status = self._conclude(a, local_effects.get(id(a), a.effect), now)
+                if id(a) in after_failed:
+                    note = f"the effect happened, but recording it here failed: {after_failed[id(a)]}"
+                    res = res.model_copy(update={"warnings": [*res.warnings, note]})
                 if a.original is not None and status == "COMPLETED":
                     compensated.append((a.key, a.original.tenant_id, a.original.key))
                 elif a.original is not None and status in ("FAILED_FINAL", "FAILED_RETRYABLE"):
@@ -568,19 +579,29 @@ class ExecutionHandler(Handler[StageRecord]):
             moved = clearance.stale(a.ticket, version)
             if moved is not None:
                 effects[id(a)] = failed(moved.taxonomy, moved.code, moved.message, final=True)
-        approved = {a.ticket.approval_id: a for a in local if a.ticket is not None and id(a) not in effects}
-        consumed = await tickets.consume(conn, {ticket: a.operation for ticket, a in approved.items()})
-        for ticket, a in approved.items():
-            if ticket not in consumed:
-                effects[id(a)] = failed(
-                    Taxonomy.CONFIRMATION_MISSING,
-                    "approval_consumed",
-                    f"approval {ticket} released another operation meanwhile",
-                    final=True,
-                )
+        for a in await self._unconsumed(conn, [a for a in local if id(a) not in effects]):
+            effects[id(a)] = _consumed_elsewhere(a)
         run = [a for a in local if id(a) not in effects]
         effects.update(zip(map(id, run), await run_postgres_batch(conn, [a.job for a in run]), strict=True))
         return effects
+
+    async def _unconsumed(self, conn: AsyncConnection[Any], attempts: list[Attempt]) -> list[Attempt]:
+        """Consume the tickets these approved attempts run under; those another operation
+        consumed meanwhile may not run."""
+        approved = {a.ticket.approval_id: a for a in attempts if a.ticket is not None}
+        consumed = await tickets.consume(conn, {ticket: a.operation for ticket, a in approved.items()})
+        return [a for ticket, a in approved.items() if ticket not in consumed]
+
+    async def _after_effects(self, conn: AsyncConnection[Any], attempts: list[Attempt]) -> dict[int, str]:
+        """The binding's after_effect of each external effect that completed now, in the
+        transaction that records it: which failed, and why."""
+        done = [
+            a
+            for a in attempts
+            if self._runs(a) and isinstance(a.effect, Done) and "after_effect" in a.job.contract.binding
+        ]
+        errors = await run_after_effects(conn, [(a.job, a.effect.data) for a in done if isinstance(a.effect, Done)])
+        return {id(a): error for a, error in zip(done, errors, strict=True) if error is not None}
 
     def _conclude(self, a: Attempt, effect: Effect | None, now: int) -> tuple[ExecutionResult, str]:
         r = a.record
@@ -633,6 +654,16 @@ class ExecutionHandler(Handler[StageRecord]):
             ],
             **common,
         ), "PENDING"
+
+
+def _consumed_elsewhere(a: Attempt) -> Effect:
+    ticket = a.ticket.approval_id if a.ticket is not None else "?"
+    return failed(
+        Taxonomy.CONFIRMATION_MISSING,
+        "approval_consumed",
+        f"approval {ticket} released another operation meanwhile",
+        final=True,
+    )
 
 
 def _action(res: ExecutionResult, status: str | None) -> str:

@@ -143,6 +143,12 @@ def decide(
         if rule["effect"] == "deny":
             return _deny(Taxonomy.POLICY_VIOLATION, f"policy.{rule['id']}", rule["message"], rule=rule["id"])
         approvals = max(approvals, int(rule["approvals"]))
+    # A retry of an operation that passed every gate below before (its usage event was
+    # recorded) goes on as it is: execution answers it from its key (a replay, or the same
+    # operation resumed under its approval), not from today's state, which its own effect may
+    # have changed (a charge settles its invoice).
+    if event_id in usage.counted:
+        return Allow(approvals, ())
     # 8. State consistency: the target exists, is in a state the call may act on, and has not
     # changed since the agent saw it.
     for check in contract.binding.get("state_checks", []):
@@ -179,10 +185,8 @@ def decide(
                     actual=str(record.arguments.get(arg)),
                 )
     # 9. Confirmation: decided above (approvals); the approval-wait stage collects them.
-    # 10. Budgets and rate limits. A retried operation was counted when it first passed; a
-    # dry run is checked like the real call would be, and spends nothing.
-    if event_id in usage.counted:
-        return Allow(approvals, ())
+    # 10. Budgets and rate limits (a retried operation was counted when it first passed, above);
+    # a dry run is checked like the real call would be, and spends nothing.
     spends = dimensions(contract)
     standing = []
     for dim in spends:

@@ -31,7 +31,7 @@ from toolgate.taxonomy import Taxonomy
 from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.worker import expire_approvals
-from toolgate.workers.execution.executors import Done, Failed, HttpExecutor, Job
+from toolgate.workers.execution.executors import Done, Failed, HttpExecutor, Job, run_after_effects
 from toolgate.workers.execution.idempotency import REDRIVE_OWNER
 from toolgate.workers.execution.worker import stored_response, verification_for
 from toolgate.workers.runtime import audit, deadletters, outbox
@@ -136,6 +136,11 @@ class Reconciler:
                     await conn.execute(HAND_OVER, (REDRIVE_OWNER, self.redrive_grace_s, tenant_id, key))
                     rows.append(outbox.item("executable", record.home_partition, record))
                 elif decision == "completed":
+                    warnings = list(record.warnings)
+                    if "after_effect" in contract.binding:  # recorded once, with COMPLETED
+                        [error] = await run_after_effects(conn, [(job, effect.data)])
+                        if error is not None:
+                            warnings.append(f"the effect happened, but recording it here failed: {error}")
                     res = result(
                         record,
                         stage=STAGE,
@@ -144,7 +149,7 @@ class Reconciler:
                         traceparent=record.traceparent,
                         home_partition=record.home_partition,
                         now_ms=now,
-                        warnings=record.warnings,
+                        warnings=warnings,
                         attempt_number=record.attempt,
                         approval_id=record.approval_id,
                         verification=verification_for(job, effect.data),
