@@ -67,7 +67,7 @@ async def _insert_tenant(database_url: str, tenant: str, actor: str) -> None:
 def add_tenant(settings: Settings, tenant: str, actor: str = "operator") -> list[str]:
     """Register a tenant (once) and create its edge topics; returns the topics created."""
     check_name("tenant", tenant)
-    asyncio.run(_insert_tenant(settings.database_url, tenant, actor))
+    asyncio.run(_insert_tenant(settings.admin_url, tenant, actor))
     return provision(
         settings.kafka_bootstrap,
         settings.partitions,
@@ -111,7 +111,7 @@ def register_agent(
     key_id = key_id_of(public_key)
     detail = {"agent": agent_id, "scopes": sorted(scopes), "key_id": key_id}
     _run(
-        settings.database_url,
+        settings.admin_url,
         [(INSERT_AGENT, (agent_id, tenant, sorted(scopes))), (INSERT_KEY, (agent_id, key_id, public_key))],
         [audit.Entry(STAGE, "agent_registered", actor, None, tenant, detail)],
     )
@@ -168,7 +168,7 @@ def revoke(settings: Settings, agent_id: str, key_id: str | None = None, actor: 
     )
     action = "agent_key_revoked" if key_id else "agent_revoked"
     results = _run(
-        settings.database_url,
+        settings.admin_url,
         statements,
         [audit.Entry(STAGE, action, actor, None, agent[0], {"agent": agent_id, "key_id": key_id})],
     )

@@ -108,7 +108,7 @@ def setup(
     from toolgate.ops.up import prepare
 
     settings = _settings()
-    prepare(settings, settings.kafka_bootstrap, settings.database_url, demo, console.print)
+    prepare(settings, settings.kafka_bootstrap, settings.admin_url, demo, console.print)
     if not acls:
         return
     from toolgate.ops import acls as acl
@@ -132,10 +132,11 @@ def setup(
 
 @app.command()
 def migrate() -> None:
-    """Apply pending SQL migrations to TOOLGATE_DATABASE_URL."""
+    """Apply pending SQL migrations, as the tables' owner (TOOLGATE_ADMIN_DATABASE_URL, else
+    TOOLGATE_DATABASE_URL)."""
     from toolgate.ops.migrate import migrate as run_migrate
 
-    applied = run_migrate(load_settings().database_url)
+    applied = run_migrate(load_settings().admin_url)
     console.print(f"applied: {', '.join(applied) or 'nothing, up to date'}")
 
 
@@ -622,6 +623,28 @@ def reconcile(once: Annotated[bool, typer.Option("--once", help="run one pass an
         finally:
             await reconciler.http.close()
             await reconciler.pool.close()
+
+    _print_json(asyncio.run(one()))
+
+
+@app.command()
+def prune() -> None:
+    """Delete the history older than its retention (one pass, as the reconciliation worker runs
+    every TOOLGATE_RETENTION_INTERVAL_SECONDS); prints how many rows each table lost."""
+    import asyncio
+
+    from toolgate.contracts.policy import load_policy
+    from toolgate.contracts.registry import load_registry
+    from toolgate.workers.reconciliation.pruner import Pruner
+
+    settings = _settings()
+    pruner = Pruner(load_registry(settings.contracts_dir), load_policy(settings.policy_file), settings)
+
+    async def one() -> dict[str, int]:
+        try:
+            return await pruner.prune_once()
+        finally:
+            await pruner.close()
 
     _print_json(asyncio.run(one()))
 

@@ -47,6 +47,12 @@ class Settings:
     # How long an unknown outcome may stay unverified before reconciliation fails it closed.
     verification_window_seconds: float = 600.0
     approval_sweep_seconds: float = 1.0
+    # How long the history of finished calls is kept (calls, approvals, usage, repair attempts,
+    # expired idempotency keys, dead-letter actions), and how long the expired keys of contracts
+    # that refuse an expired key are; workers/reconciliation/retention.py has the floors.
+    retention_days: float = 30.0
+    retention_tombstone_days: float = 365.0
+    retention_interval_seconds: float = 600.0
     # Named HTTP endpoints that contracts refer to (`base_url_ref`), JSON object.
     endpoints: dict[str, str] = field(default_factory=dict)
     # Hosts HTTP executors may reach; contracts may narrow it, never widen it.
@@ -115,6 +121,9 @@ _ENV = {
     "reconcile_interval_seconds": "TOOLGATE_RECONCILE_INTERVAL_SECONDS",
     "verification_window_seconds": "TOOLGATE_VERIFICATION_WINDOW_SECONDS",
     "approval_sweep_seconds": "TOOLGATE_APPROVAL_SWEEP_SECONDS",
+    "retention_days": "TOOLGATE_RETENTION_DAYS",
+    "retention_tombstone_days": "TOOLGATE_RETENTION_TOMBSTONE_DAYS",
+    "retention_interval_seconds": "TOOLGATE_RETENTION_INTERVAL_SECONDS",
     "endpoints": "TOOLGATE_ENDPOINTS",
     "egress_allowlist": "TOOLGATE_EGRESS_ALLOWLIST",
     "secrets_dir": "TOOLGATE_SECRETS_DIR",

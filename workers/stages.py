@@ -49,14 +49,21 @@ def build(name: str, settings: Settings) -> StageApp:
 
         app.consume(NormalizationHandler(registry, settings))
     else:
+        from toolgate.contracts.policy import load_policy
+        from toolgate.workers.reconciliation.pruner import Pruner
         from toolgate.workers.reconciliation.worker import Reconciler
 
         reconciler = Reconciler(registry, settings)
+        pruner = Pruner(registry, load_policy(settings.policy_file), settings)
 
         async def reconcile() -> None:
             await reconciler.reconcile_once()
 
+        async def prune() -> None:
+            await pruner.prune_once()
+
         app.every(settings.reconcile_interval_seconds, reconcile, "reconcile")
+        app.every(settings.retention_interval_seconds, prune, "retention")
     return app
 
 

@@ -74,9 +74,9 @@ def test_workers_point_at_the_compose_kafka_and_postgres() -> None:
     env = env_of("validation")
     host, port = env["TOOLGATE_KAFKA_BOOTSTRAP"].split(":")
     assert host == "kafka" and f"PLAINTEXT://kafka:{port}" in env_of("kafka")["KAFKA_ADVERTISED_LISTENERS"]
-    db = urlsplit(env["TOOLGATE_DATABASE_URL"])
     pg = env_of("postgres")
-    assert (db.hostname, db.username, db.password, db.path.lstrip("/")) == (
+    owner = urlsplit(env_of("setup")["TOOLGATE_ADMIN_DATABASE_URL"])
+    assert (owner.hostname, owner.username, owner.password, owner.path.lstrip("/")) == (
         "postgres",
         pg["POSTGRES_USER"],
         pg["POSTGRES_PASSWORD"],
@@ -84,6 +84,18 @@ def test_workers_point_at_the_compose_kafka_and_postgres() -> None:
     )
     assert env["TOOLGATE_TELEMETRY_EXPORTER"] == "otlp" and "otel-collector" in env["OTEL_EXPORTER_OTLP_ENDPOINT"]
     assert (REPO / "ops/compose/otel-collector.yaml").exists()
+
+
+def test_workers_log_in_as_the_worker_role_and_only_operators_hold_the_owners_url() -> None:
+    roles = (REPO / "ops/compose/postgres-roles.sql").read_text()
+    mounted = [v for v in SERVICES["postgres"]["volumes"] if "postgres-roles.sql" in v]
+    assert mounted and mounted[0].split(":")[1].startswith("/docker-entrypoint-initdb.d/")
+    for stage in STAGES:
+        db = urlsplit(env_of(stage)["TOOLGATE_DATABASE_URL"])
+        assert (db.hostname, db.path.lstrip("/")) == ("postgres", env_of("postgres")["POSTGRES_DB"])
+        assert f"CREATE ROLE {db.username} LOGIN PASSWORD '{db.password}' IN ROLE toolgate_worker" in roles
+        assert "TOOLGATE_ADMIN_DATABASE_URL" not in env_of(stage)
+    assert env_of("cli")["TOOLGATE_ADMIN_DATABASE_URL"] == env_of("setup")["TOOLGATE_ADMIN_DATABASE_URL"]
 
 
 def test_contract_endpoints_and_egress_resolve_to_the_demo_provider() -> None:

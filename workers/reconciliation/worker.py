@@ -10,7 +10,8 @@ Every pass, for keys whose lease expired (FOR UPDATE SKIP LOCKED, so passes neve
   no status query, or the window closed  -> FAILED_FINAL: the agent gets a fail-closed
                      observation and the request is dead-lettered for an operator.
 It also marks keys past their deduplication window EXPIRED and, as a backstop for
-approval-wait, AUTO_DENIES approvals past their expiry. Every decision is audited.
+approval-wait, AUTO_DENIES approvals past their expiry. Every decision is audited. What it
+forgets, and when, is retention.py's (run by pruner.py on its own timer).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ EXPIRE = """
 UPDATE toolgate.idempotency_keys SET status = 'EXPIRED'
 WHERE (tenant_id, idempotency_key) IN (
     SELECT tenant_id, idempotency_key FROM toolgate.idempotency_keys
-    WHERE expires_at < now() AND status IN ('COMPLETED', 'FAILED_RETRYABLE', 'FAILED_FINAL')
+    WHERE expires_at < now() AND status IN ('COMPLETED', 'FAILED_RETRYABLE', 'FAILED_FINAL', 'COMPENSATED')
     LIMIT 5000 FOR UPDATE SKIP LOCKED)
 """
 

@@ -1,0 +1,158 @@
+"""Retention's I/O: deletes what retention.py says is old enough, and audits it.
+
+Every `retention_interval_seconds` the reconciliation worker runs one pass (`toolgate prune`
+runs one by hand). A pass deletes each table's old rows in batches of BATCH, one short
+transaction per batch, so it never holds locks the stages wait on for long, and a pass that
+finds years of history stops at MAX_BATCHES per table and goes on next time. A pass that
+deleted anything appends one audit row saying how many rows of which table went, and the ages
+it used.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from toolgate.contracts.policy import Policy
+from toolgate.contracts.registry import Registry
+from toolgate.settings import Settings
+from toolgate.telemetry import meter, tracer
+from toolgate.topics.catalog import BY_LOGICAL
+from toolgate.workers.reconciliation.retention import Ages, Needs, ages
+from toolgate.workers.runtime import audit
+from toolgate.workers.runtime.db import make_pool
+
+log = logging.getLogger("toolgate.retention")
+STAGE = "reconciliation"
+BATCH = 5000
+MAX_BATCHES = 100
+
+
+def _older(column: str, age: str = "age") -> str:
+    return f"{column} < now() - make_interval(secs => %({age})s)"
+
+
+def _batch_of(table: str, where: str) -> str:
+    return (
+        f"DELETE FROM toolgate.{table} WHERE ctid = ANY(ARRAY("
+        f"SELECT ctid FROM toolgate.{table} t WHERE {where} LIMIT %(batch)s FOR UPDATE SKIP LOCKED))"
+    )
+
+
+# Table, statement, and which of Ages it reads as %(age)s. Approvals before calls: a call is
+# kept while an approval of it is (its approval_id is derived from the call_id).
+STATEMENTS: tuple[tuple[str, str, str], ...] = (
+    ("repair_attempts", _batch_of("repair_attempts", _older("t.at")), "repair_attempts"),
+    ("usage_events", _batch_of("usage_events", _older("t.at")), "usage_events"),
+    (
+        "usage_daily",
+        "DELETE FROM toolgate.usage_daily WHERE day < (now() AT TIME ZONE 'UTC')::date - %(age)s::int",
+        "usage_daily_days",
+    ),
+    (
+        "approvals",
+        """
+        WITH old AS (
+            SELECT approval_id FROM toolgate.approvals
+            WHERE status <> 'PENDING' AND decided_at < now() - make_interval(secs => %(age)s)
+            LIMIT %(batch)s FOR UPDATE SKIP LOCKED),
+        decisions AS (
+            DELETE FROM toolgate.approval_decisions WHERE approval_id IN (SELECT approval_id FROM old))
+        DELETE FROM toolgate.approvals WHERE approval_id IN (SELECT approval_id FROM old)
+        """,
+        "approvals",
+    ),
+    (
+        "calls",
+        _batch_of(
+            "calls",
+            _older("t.at") + " AND NOT EXISTS (SELECT 1 FROM toolgate.approvals a "
+            "WHERE a.tenant_id = t.tenant_id AND a.call_id = t.call_id)",
+        ),
+        "calls",
+    ),
+    ("dead_letter_actions", _batch_of("dead_letter_actions", _older("t.at")), "dead_letter_actions"),
+    (
+        "idempotency_keys",
+        _batch_of(
+            "idempotency_keys",
+            "t.status = 'EXPIRED' AND "
+            + _older("t.expires_at")
+            + " AND t.expires_at < now() - make_interval(secs => CASE WHEN t.tool_name || '@' || t.tool_version"
+            " = ANY(%(refusing)s) THEN %(tombstone)s ELSE %(age)s END)",
+        ),
+        "expired_keys",
+    ),
+)
+
+
+def needs_of(registry: Registry, policy: Policy, settings: Settings) -> Needs:
+    """What the readers of the pruned tables need kept, from the contracts, policy and catalog."""
+    contracts = list(registry)
+    windows = [int(c.document["runtime"]["rate_limits"]["window_sec"]) for c in contracts]
+    grants = policy.document.get("rate_limits", {}).get("grants", {})
+    windows += [int(w["window_sec"]) for tools in grants.values() for w in tools.values()]
+    return Needs(
+        proposal_window_s=settings.proposal_max_age_seconds + settings.proposal_future_skew_seconds,
+        dedupe_window_s=float(max((c.idempotency_ttl_seconds for c in contracts), default=0)),
+        rate_window_s=float(max(windows, default=0)),
+        deadletter_retention_s=BY_LOGICAL["deadletter"].retention_ms / 1000.0,
+    )
+
+
+class Pruner:
+    def __init__(self, registry: Registry, policy: Policy, settings: Settings) -> None:
+        self.ages: Ages = ages(
+            settings.retention_days, settings.retention_tombstone_days, needs_of(registry, policy, settings)
+        )
+        # Keys of these contracts are refused once expired, so they are kept as tombstones longer.
+        self.refusing = sorted(f"{c.name}@{c.version}" for c in registry if c.binding.get("expired_key") == "reject")
+        self.pool = make_pool(settings.database_url, f"{STAGE}-retention", max_size=1)
+        self._deleted = meter().create_counter(
+            "toolgate.retention.deleted", unit="{row}", description="rows retention deleted, by table"
+        )
+        for reason in self.ages.raised:
+            log.warning("retention window raised: %s", reason, extra={"stage": STAGE, "action": "retention"})
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def prune_once(self) -> dict[str, int]:
+        """One pass over every table; returns how many rows it deleted from each."""
+        await self.pool.open()
+        deleted: dict[str, int] = {}
+        with tracer().start_as_current_span("reconciliation.prune") as span:
+            for table, statement, age_of in STATEMENTS:
+                params: dict[str, Any] = {
+                    "age": getattr(self.ages, age_of),
+                    "batch": BATCH,
+                    "refusing": self.refusing,
+                    "tombstone": self.ages.key_tombstones,
+                }
+                deleted[table] = 0
+                for _ in range(MAX_BATCHES):
+                    async with self.pool.connection() as conn:
+                        cur = await conn.execute(statement, params)
+                    deleted[table] += max(cur.rowcount, 0)
+                    if cur.rowcount < BATCH:
+                        break
+                if deleted[table]:
+                    self._deleted.add(deleted[table], {"table": table})
+                span.set_attribute(f"toolgate.retention.{table}", deleted[table])
+            if any(deleted.values()):
+                entry = audit.Entry(
+                    STAGE,
+                    "pruned",
+                    "toolgate",
+                    detail={"deleted": deleted, "older_than_s": self._ages_s()},
+                )
+                async with self.pool.connection() as conn, conn.transaction():
+                    await audit.append(conn, [entry])
+                log.info("pruned", extra={"stage": STAGE, "action": "pruned", "count": sum(deleted.values())})
+        return deleted
+
+    def _ages_s(self) -> dict[str, float]:
+        return {
+            table: float(getattr(self.ages, age_of)) * (86_400 if age_of == "usage_daily_days" else 1)
+            for table, _, age_of in STATEMENTS
+        } | {"idempotency_keys_refused_when_expired": self.ages.key_tombstones}
