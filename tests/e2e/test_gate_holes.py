@@ -138,6 +138,21 @@ def test_two_tenants_with_the_same_key_are_two_operations_at_the_provider(pipeli
     assert len(_ledger_for(pipeline, key, "acme")) == 1 and len(_ledger_for(pipeline, key, "globex")) == 1
 
 
+def test_two_tenants_may_use_the_same_call_id_and_each_gets_its_own_approval(pipeline: Pipeline) -> None:
+    call_id = f"call_{uuid.uuid4().hex}"
+    email = {"to": "ap@coyote.example", "subject": "Shared call id", "body": "Each tenant's own"}
+    sent = {t: pipeline.propose("notify.send_email", email, tenant_id=t, call_id=call_id) for t in ("acme", "globex")}
+    approvals = {t: _approval_of(pipeline, s) for t, s in sent.items()}
+    assert approvals["acme"] != approvals["globex"]
+    approvers = Approvers(pipeline)
+    try:
+        for tenant in ("acme", "globex"):
+            approvers.decide(packet_of(pipeline, approvals[tenant]), "carol")
+            assert taxonomy(pipeline.wait(sent[tenant])) == "SUCCESS"
+    finally:
+        approvers.close()
+
+
 # --- compensation ------------------------------------------------------------------------------
 
 

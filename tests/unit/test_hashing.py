@@ -12,7 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, FAST_FEW, registry, stage_record
-from toolgate.hashing import derive_idempotency_key, fingerprint, idempotency_key_for, payload_hash
+from toolgate.hashing import (
+    derive_idempotency_key,
+    fingerprint,
+    idempotency_key_for,
+    payload_hash,
+    provider_key,
+    request_hash,
+)
 from toolgate.schemas.wire import canonical_json
 
 FIELDS = [
@@ -149,3 +156,20 @@ def test_derived_key_ignores_incidental_fields() -> None:
 def test_fingerprint() -> None:
     assert fingerprint("abc") == hashlib.sha256(b"abc").hexdigest()[:12]
     assert len(fingerprint("abc", 24)) == 24
+
+
+@pytest.mark.parametrize(
+    "change", [{"tenant_id": "globex"}, {"tool_name": "invoice.void_draft"}, {"tool_version": "1.1.0"}]
+)
+def test_a_key_is_bound_to_its_tenant_tool_and_version_not_only_its_arguments(change: dict[str, str]) -> None:
+    # The same key and arguments on another tool or version is another request: a mismatch, never a replay.
+    record = stage_record(registry().get("invoice.fetch", "1.0.0"))
+    assert request_hash(record) != request_hash(record.model_copy(update=change))
+    assert request_hash(record) == request_hash(record.model_copy(update={"call_id": "call_other"}))
+
+
+def test_a_provider_sees_a_key_no_tenant_shares_and_no_url_misreads() -> None:
+    mine, theirs = (provider_key(t, "payment.charge_card", "1.0.0", "k-1") for t in ("acme", "globex"))
+    assert mine != theirs
+    assert provider_key("acme", "payment.charge_card", "1.0.1", "k-1") != mine
+    assert mine.startswith("tgk_") and mine[4:].isalnum()
