@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -359,10 +360,16 @@ class ApprovalClient(ToolgateClient):
     """For approval services: read confirmation packets, publish signed decisions."""
 
     def requests(
-        self, tenants: Iterable[str], *, follow: bool = False, idle_timeout: float = 2.0
+        self,
+        tenants: Iterable[str],
+        *,
+        follow: bool = False,
+        idle_timeout: float = 2.0,
+        stop: threading.Event | None = None,
     ) -> Iterator[tuple[ApprovalRequest, str]]:
         """Confirmation packets of the given tenants, each signed by the deployment (a packet
-        without that signature is skipped: an approver must only ever see what toolgate holds)."""
+        without that signature is skipped: an approver must only ever see what toolgate holds).
+        Following, it ends when `stop` is set, even while no packet arrives."""
         consumer = self._consumer()
         assigned = []
         for tenant in tenants:
@@ -371,7 +378,7 @@ class ApprovalClient(ToolgateClient):
         consumer.assign(assigned)
         try:
             last = time.monotonic()
-            while follow or time.monotonic() - last < idle_timeout:
+            while (follow or time.monotonic() - last < idle_timeout) and not (stop and stop.is_set()):
                 msg = consumer.poll(0.2)
                 if msg is None or msg.error():
                     continue

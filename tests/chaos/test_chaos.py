@@ -109,15 +109,16 @@ class Approver(threading.Thread):
 
     def run(self) -> None:
         seen: set[str] = set()
-        for packet, traceparent in self.client.requests(["acme"], follow=True):
-            if self.stop.is_set():
-                break
-            if not packet.run_id.startswith("chaos-") or packet.approval_id in seen:
-                continue
-            seen.add(packet.approval_id)
-            for name, key in self.keys.items():
-                self.client.decide(packet, approver_id=name, key=key, approve=True, traceparent=traceparent)
-                self.decided += 1
+        try:
+            for packet, traceparent in self.client.requests(["acme"], follow=True, stop=self.stop):
+                if not packet.run_id.startswith("chaos-") or packet.approval_id in seen:
+                    continue
+                seen.add(packet.approval_id)
+                for name, key in self.keys.items():
+                    self.client.decide(packet, approver_id=name, key=key, approve=True, traceparent=traceparent)
+                    self.decided += 1
+        finally:
+            self.client.close()
 
 
 def _provider_ledger(home: Path, runtime: dict[str, Any]) -> list[dict[str, Any]]:
@@ -304,6 +305,7 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
         for thread in (observer, approver):
             if thread is not None:
                 thread.stop.set()
+                thread.join(10)
         up.send_signal(signal.SIGTERM)
         try:
             up.wait(90)

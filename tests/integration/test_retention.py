@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
+
+import psycopg
 
 from ..conftest import Pipeline, eventually
 
@@ -13,8 +16,13 @@ OLD = "now() - interval '40 days'"
 
 
 def _seed(pipeline: Pipeline, tag: str) -> dict[str, tuple[str, str]]:
-    """Rows past retention ('gone') and rows it must keep ('kept'); returns (table, where) for each."""
-    sql = pipeline.sql
+    """Rows past retention ('gone') and rows it must keep ('kept'); returns (table, where) for each.
+
+    Written in one transaction: the worker prunes every 2 s, and a pass that saw the held call
+    before its approval, or an approval before its decisions, would judge a state that never
+    exists in a real database."""
+    statements: list[tuple[str, Any]] = []
+    sql = lambda query, params=None: statements.append((query, params))  # noqa: E731
     n = lambda name: f"{name}_{tag}"  # noqa: E731
     rows: dict[str, tuple[str, str]] = {}
 
@@ -119,6 +127,10 @@ def _seed(pipeline: Pipeline, tag: str) -> dict[str, tuple[str, str]]:
         f"toolgate.idempotency_keys WHERE idempotency_key = '{n('key_refused')}'",
     )
     rows["pending key"] = ("kept", f"toolgate.idempotency_keys WHERE idempotency_key = '{n('key_pending')}'")
+
+    with psycopg.connect(pipeline.database_url) as conn, conn.transaction():
+        for query, params in statements:
+            conn.execute(query, params)
     return rows
 
 
