@@ -36,6 +36,8 @@ from toolgate.workers.runtime.rounds import ATTEMPTS_HEADER
 STAGE = "operator"
 # The topics stages consume: the only places a replay may go.
 CONSUMED = frozenset({"proposals", "validated", "authorized", "approvals_decisions", "executable", "results"})
+# The states of letters no operator has handled yet: `dlq list` shows them, `status` counts them.
+UNHANDLED = ("open", "forged")
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,14 @@ def summary(found: Letter, state: tuple[str, str] | None) -> dict[str, Any]:
         "genuine": found.genuine,
         "bytes": len(letter.value),
     }
+
+
+def listed(settings: Settings, everything: bool = False) -> list[dict[str, Any]]:
+    """The letters `toolgate dlq list` shows: the open and the forged ones (every one when
+    `everything`), each as `summary` has it."""
+    states = actions(settings)
+    rows = [summary(found, states.get(found.letter.dead_letter_id)) for found in read_all(settings)]
+    return [r for r in rows if everything or r["state"] in UNHANDLED]
 
 
 def find(settings: Settings, dead_letter_id: str) -> Letter:

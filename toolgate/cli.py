@@ -163,6 +163,26 @@ def topics(provision_: Annotated[bool, typer.Option("--provision", help="create 
         console.print(f"{name:32} {spec.shape:9} key={spec.key:12} {spec.doc}")
 
 
+@app.command()
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    max_lag: Annotated[int | None, typer.Option(help="records a stage may be behind (default 10000)")] = None,
+    max_outbox_age: Annotated[
+        float | None, typer.Option(help="seconds the oldest unsent outbox row may wait (default 30)")
+    ] = None,
+) -> None:
+    """Health of the running system: each stage's processes, restarts and consumer lag, keys
+    PENDING, approvals waiting, open dead letters, the outbox backlog. Exit 1 when unhealthy,
+    with the reasons."""
+    from toolgate.ops.status import limits_for, render, report
+
+    settings = _settings()
+    result = report(settings, limits_for(settings, max_lag=max_lag, max_outbox_age_s=max_outbox_age))
+    _print_json(result.as_json()) if as_json else render(result, console)
+    if not result.healthy:
+        raise typer.Exit(1)
+
+
 # --- agents --------------------------------------------------------------------------------
 
 
@@ -554,10 +574,7 @@ def dlq_list(
     """Dead letters on tool.deadletter (open and forged ones unless --all)."""
     from toolgate.ops import dlq
 
-    settings = _settings()
-    states = dlq.actions(settings)
-    rows = [dlq.summary(found, states.get(found.letter.dead_letter_id)) for found in dlq.read_all(settings)]
-    rows = [r for r in rows if all_ or r["state"] in ("open", "forged")]
+    rows = dlq.listed(_settings(), everything=all_)
     if as_json:
         _print_json(rows)
         return

@@ -1,0 +1,368 @@
+"""`toolgate status`: read a running system's health, and show it.
+
+What it reads, each from where it is true:
+* processes: the runtime file `toolgate up` writes (`$TOOLGATE_HOME/runtime.json`): its own pid,
+  each stage's and the demo provider's (`workers`), the embedded broker's and Postgres's
+  (`infrastructure`) and how often it restarted each (`restarts`); a pid counts as running
+  when it exists and is no zombie, a stage as ready when it left its marker in `ready/`.
+* consumer lag per stage: the records on the topics a stage reads (ops/acls.py `STAGE_RIGHTS`)
+  past the offsets its consumer group (`<prefix>toolgate-<stage>`, the Faust app id of
+  workers/runtime/app.py) committed. The outbox relay and reconciliation read Postgres, not
+  Kafka: they have no lag, and none is made up for them. A partition's end is *read*, not taken
+  from its high watermark: Tansu reports the base offset of the last produce batch plus one
+  (measured: 2 for a partition holding 1,001 records), so status reads from
+  max(committed, reported high - 1) until librdkafka says the partition is at its end. Cut
+  short after `LAG_READ_S`, a count is a lower bound, and says so.
+* keys PENDING, approvals waiting, the outbox's unsent rows: Postgres, aged by its own `now()`.
+* open dead letters: what `toolgate dlq list` shows (ops/dlq.py `listed`).
+
+Whatever cannot be read is recorded as an error, never guessed; ops/health.py judges the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from toolgate.kafka_security import client_config
+from toolgate.ops import dlq
+from toolgate.ops.acls import STAGE_RIGHTS
+from toolgate.ops.health import (
+    Approvals,
+    DeadLetters,
+    Finding,
+    Keys,
+    Lag,
+    Limits,
+    Outbox,
+    Process,
+    Severity,
+    Snapshot,
+    healthy,
+    judge,
+)
+from toolgate.settings import Settings
+from toolgate.topics.catalog import Topics
+from toolgate.workers.stages import STAGES
+
+KAFKA_TIMEOUT_S = 10.0
+LAG_READ_S = 5.0  # reading partitions to their ends stops here; a longer count is a lower bound
+
+KEYS = """
+SELECT count(*), extract(epoch FROM now() - min(created_at))::float8,
+       count(*) FILTER (WHERE coalesce(lease_until, created_at) < now()),
+       extract(epoch FROM now() - min(coalesce(lease_until, created_at)))::float8
+FROM toolgate.idempotency_keys WHERE status = 'PENDING'
+"""
+APPROVALS = """
+SELECT count(*), extract(epoch FROM now() - min(created_at))::float8,
+       count(*) FILTER (WHERE expires_at < now()),
+       extract(epoch FROM now() - min(expires_at))::float8
+FROM toolgate.approvals WHERE status = 'PENDING'
+"""
+OUTBOX = """
+SELECT count(*), extract(epoch FROM now() - min(created_at))::float8, count(*) FILTER (WHERE retry_at > now())
+FROM toolgate.outbox WHERE sent_at IS NULL
+"""
+
+
+def stage_group(prefix: str, stage: str) -> str:
+    """A stage's consumer group: its Faust app id (workers/runtime/app.py)."""
+    return f"{prefix}toolgate-{stage}"
+
+
+def partition_lag(committed: int, low: int, end: int) -> int:
+    """Records a group has yet to consume on one partition. A group that never committed
+    reads from the earliest record (the stages' `auto_offset_reset`); a committed offset
+    below the earliest points at records retention already deleted."""
+    position = max(committed, low) if committed >= 0 else low
+    return max(0, end - position)
+
+
+# --- processes -----------------------------------------------------------------------------
+
+
+def running(pid: int) -> bool:
+    """Whether a process exists and runs: not a zombie (a dead child its parent has not reaped
+    yet), nor stopped (SIGSTOP)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no procfs here: existing is all we can tell
+    return state not in ("Z", "X", "T")
+
+
+def _process(name: str, pid: Any, restarts: dict[str, Any], ready: Path | None = None, prefix: str = "") -> Process:
+    count = int(restarts.get(name, 0))
+    if not isinstance(pid, int) or pid <= 0:
+        return Process(name, None, False, False if ready is not None else None, count)
+    # A stage's ready marker is named with the deployment's topic prefix (workers/runtime/app.py).
+    is_ready = (ready / f"{prefix}{name}.{pid}").exists() if ready is not None else None
+    return Process(name, pid, running(pid), is_ready, count)
+
+
+def processes(settings: Settings, runtime: dict[str, Any]) -> tuple[Process, tuple[Process, ...], tuple[Process, ...]]:
+    """`toolgate up` itself; every stage then the other workers (the demo provider); the
+    embedded infrastructure."""
+    workers, restarts = runtime.get("workers", {}), runtime.get("restarts", {})
+    ready, prefix = settings.home / "ready", settings.topic_prefix
+    stages = [_process(stage, workers.get(stage), restarts, ready, prefix) for stage in STAGES]
+    others = [_process(name, pid, restarts) for name, pid in workers.items() if name not in STAGES]
+    infrastructure = [_process(name, pid, restarts) for name, pid in runtime.get("infrastructure", {}).items()]
+    return _process("toolgate up", runtime.get("pid"), {}), (*stages, *others), tuple(infrastructure)
+
+
+# --- consumer lag --------------------------------------------------------------------------
+
+
+def lags(settings: Settings) -> tuple[Lag, ...]:
+    """Every stage's consumer lag (None for the stages that read Postgres)."""
+    config = {**client_config(settings), "bootstrap.servers": settings.kafka_bootstrap}
+    admin = AdminClient(config)
+    metadata = admin.list_topics(timeout=KAFKA_TIMEOUT_S).topics
+    topics = Topics(settings.topic_prefix)
+    plans: dict[str, tuple[str, list[TopicPartition]]] = {}
+    for stage in STAGES:
+        reads = STAGE_RIGHTS[stage].reads if STAGE_RIGHTS[stage].consumes_with_group else ()
+        names = sorted(name for name in metadata if topics.parse(name)[0] in reads)
+        missing = [logical for logical in reads if not any(topics.parse(n)[0] == logical for n in names)]
+        if missing:
+            raise LookupError(f"{stage} reads {', '.join(missing)}, which the broker does not have")
+        if names:
+            partitions = [TopicPartition(n, p) for n in names for p in sorted(metadata[n].partitions)]
+            plans[stage] = (stage_group(settings.topic_prefix, stage), partitions)
+    every = [tp for _, tps in plans.values() for tp in tps]
+    low, high = _offsets(admin, every, OffsetSpec.earliest()), _offsets(admin, every, OffsetSpec.latest())
+    committed: dict[tuple[str, int], int] = {}
+    for group, tps in plans.values():
+        request = [ConsumerGroupTopicPartitions(group, tps)]
+        answer = admin.list_consumer_group_offsets(request, request_timeout=KAFKA_TIMEOUT_S)[group].result()
+        committed.update({(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions})
+    # Read from where the group stands, or from the last record the broker admits to, if later.
+    starts = {key: max(committed.get(key, -1), low[key], high[key] - 1) for key in low}
+    ends, exact = _read_ends(settings, starts)
+    out = []
+    for stage in STAGES:
+        if stage not in plans:
+            out.append(Lag(stage, None))
+            continue
+        group, tps = plans[stage]
+        keys = [(tp.topic, tp.partition) for tp in tps]
+        out.append(
+            Lag(
+                stage,
+                group,
+                tuple(sorted({tp.topic for tp in tps})),
+                sum(partition_lag(committed.get(k, -1), low[k], ends[k]) for k in keys),
+                all(exact[k] for k in keys),
+                len(keys),
+                sum(1 for k in keys if committed.get(k, -1) >= 0),
+            )
+        )
+    return tuple(out)
+
+
+def _offsets(admin: AdminClient, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+    if not partitions:
+        return {}
+    futures = admin.list_offsets({tp: spec for tp in partitions}, request_timeout=KAFKA_TIMEOUT_S)
+    return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
+
+
+def _read_ends(
+    settings: Settings, starts: dict[tuple[str, int], int]
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], bool]]:
+    """Each partition's end offset, read from `start` until librdkafka reports its end (or
+    `LAG_READ_S` passes: then the offset reached so far, not exact). Nothing is committed."""
+    if not starts:
+        return {}, {}
+    consumer = Consumer(
+        {
+            **client_config(settings),
+            "bootstrap.servers": settings.kafka_bootstrap,
+            "group.id": f"toolgate-status-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    reached, ends = dict(starts), {}
+    try:
+        consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in starts.items()])
+        deadline = time.monotonic() + LAG_READ_S
+        while len(ends) < len(starts) and time.monotonic() < deadline:
+            msg = consumer.poll(0.1)
+            if msg is None:
+                continue
+            key, error = (msg.topic(), msg.partition()), msg.error()
+            if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                ends.setdefault(key, msg.offset())
+            elif error is None:
+                reached[key] = max(reached[key], msg.offset() + 1)
+    finally:
+        consumer.close()
+    return {k: ends.get(k, reached[k]) for k in starts}, {k: k in ends for k in starts}
+
+
+# --- Postgres and dead letters ---------------------------------------------------------------
+
+
+def backlogs(settings: Settings) -> tuple[Keys, Approvals, Outbox]:
+    with psycopg.connect(settings.database_url, connect_timeout=int(KAFKA_TIMEOUT_S)) as conn:
+        keys = conn.execute(KEYS).fetchone()
+        approvals = conn.execute(APPROVALS).fetchone()
+        outbox = conn.execute(OUTBOX).fetchone()
+    assert keys is not None and approvals is not None and outbox is not None  # aggregates: one row
+    return Keys(*keys), Approvals(*approvals), Outbox(*outbox)
+
+
+def dead_letters(settings: Settings) -> DeadLetters:
+    states = [row["state"] for row in dlq.listed(settings)]
+    return DeadLetters(open=states.count("open"), forged=states.count("forged"))
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Report:
+    snapshot: Snapshot
+    limits: Limits
+    findings: tuple[Finding, ...]
+
+    @property
+    def healthy(self) -> bool:
+        return healthy(self.findings)
+
+    def as_json(self) -> dict[str, Any]:
+        s = self.snapshot
+        lag = {lag.stage: asdict(lag) for lag in s.lags}
+        return {
+            "healthy": self.healthy,
+            "findings": [asdict(f) for f in self.findings],
+            "home": s.home,
+            "supervisor": asdict(s.supervisor) if s.supervisor else None,
+            "stages": [{**asdict(p), "lag": lag.get(p.name)} for p in s.processes if p.name in STAGES],
+            "processes": [asdict(p) for p in s.processes if p.name not in STAGES],
+            "infrastructure": [asdict(p) for p in s.infrastructure],
+            **{
+                name: asdict(part) if part is not None else None
+                for name, part in (
+                    ("keys", s.keys),
+                    ("approvals", s.approvals),
+                    ("outbox", s.outbox),
+                    ("dead_letters", s.dead_letters),
+                )
+            },
+            "errors": dict(s.errors),
+            "limits": asdict(self.limits),
+        }
+
+
+def gather(settings: Settings) -> Snapshot:
+    """Everything status shows; a part that cannot be read is None, with the reason in errors."""
+    errors: dict[str, str] = {}
+
+    def attempt(what: str, read: Any) -> Any:
+        try:
+            return read()
+        except Exception as exc:  # whatever the source raised, the report says it and goes on
+            errors[what] = f"{type(exc).__name__}: {exc}"
+            return None
+
+    runtime: dict[str, Any] | None = None
+    if settings.runtime_file.exists():
+        runtime = attempt("runtime file", lambda: json.loads(settings.runtime_file.read_text()))
+    if runtime is None:
+        supervisor, procs, infra = None, (), ()
+    else:
+        supervisor, procs, infra = processes(settings, runtime)
+    found_lags = attempt("consumer lag", lambda: lags(settings)) or ()
+    pg = attempt("postgres", lambda: backlogs(settings)) or (None, None, None)
+    letters = attempt("dead letters", lambda: dead_letters(settings))
+    return Snapshot(str(settings.home), supervisor, procs, infra, found_lags, *pg, letters, errors)
+
+
+def limits_for(settings: Settings, **overrides: Any) -> Limits:
+    limits = Limits.for_intervals(settings.reconcile_interval_seconds, settings.approval_sweep_seconds)
+    return replace(limits, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def report(settings: Settings, limits: Limits) -> Report:
+    snapshot = gather(settings)
+    return Report(snapshot, limits, judge(snapshot, limits))
+
+
+# --- for people ------------------------------------------------------------------------------
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def _lag_cell(lag: Lag | None) -> str:
+    if lag is None:
+        return "?"
+    if lag.records is None:
+        return "none: reads Postgres"
+    return f"{'≥' if not lag.exact else ''}{lag.records}"
+
+
+def render(result: Report, console: Console) -> None:
+    s = result.snapshot
+    lag = {lag.stage: lag for lag in s.lags}
+    table = Table(title=f"toolgate status  ({escape(s.home)})")
+    for column in ("process", "pid", "running", "ready", "restarts", "consumer lag (records)"):
+        table.add_column(column)
+    shown = [p for p in s.processes if p.name in STAGES] or [Process(stage, None, False) for stage in STAGES]
+    rows = [*shown, *(p for p in s.processes if p.name not in STAGES), *s.infrastructure]
+    if s.supervisor is not None:
+        rows.append(s.supervisor)
+    for p in rows:
+        table.add_row(
+            p.name,
+            str(p.pid) if p.pid else "-",
+            "-" if s.supervisor is None else ("yes" if p.alive else "[red]no[/red]"),
+            {True: "yes", False: "[yellow]no[/yellow]", None: ""}[p.ready],
+            str(p.restarts) if p.restarts else "",
+            _lag_cell(lag.get(p.name)) if p.name in STAGES else "",
+        )
+    console.print(table)
+    state = Table(title="in flight")
+    for column in ("what", "count", "oldest"):
+        state.add_column(column)
+    for what, part, count, age in (
+        ("idempotency keys PENDING", s.keys, "pending", "oldest_age_s"),
+        ("approvals waiting", s.approvals, "pending", "oldest_age_s"),
+        ("outbox rows unsent", s.outbox, "unsent", "oldest_age_s"),
+        ("dead letters open", s.dead_letters, "open", None),
+    ):
+        if part is None:  # not read: the findings say why
+            state.add_row(what, "?", "?")
+        else:
+            state.add_row(what, str(getattr(part, count)), _age(getattr(part, age)) if age else "")
+    console.print(state)
+    for f in result.findings:
+        color = "red" if f.severity is Severity.UNHEALTHY else "yellow"
+        console.print(f"[{color}]{f.severity}[/{color}]  {escape(f.subject)}: {escape(f.reason)}")
+    bad = sum(1 for f in result.findings if f.severity is Severity.UNHEALTHY)
+    console.print("[green]healthy[/green]" if result.healthy else f"[red]unhealthy: {bad} reason(s)[/red]")
