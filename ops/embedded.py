@@ -43,6 +43,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def port_free(port: int, timeout: float = 0.0) -> bool:
+    """Whether 127.0.0.1:`port` can be listened on (as servers bind: with SO_REUSEADDR, so a
+    closed server's TIME_WAIT connections do not count), waiting up to `timeout` for it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+                return True
+            except OSError:
+                if time.monotonic() >= deadline:
+                    return False
+        time.sleep(0.1)
+
+
 def wait_for_port(port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -121,6 +137,20 @@ class Postgres:
     def restart(self) -> None:
         self.stop()
         self.process = _spawn_postgres(self.datadir, self.port, self.run_as, self.log_path)
+
+    def respawn(self, timeout: float = 60.0) -> None:
+        """Start it again after it died: its orphaned backends are ended first, and a start
+        that fails while they let go of the data directory is tried again."""
+        subprocess.run(["pkill", "-KILL", "-f", f"postgres.*-D {self.datadir}"], check=False)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.process = _spawn_postgres(self.datadir, self.port, self.run_as, self.log_path)
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
 
 def _postgres_bin() -> Path:

@@ -12,6 +12,7 @@ gets a parent-death signal, so even a SIGKILLed `toolgate up` leaves no orphans.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+import psycopg
+
 from toolgate.agent_keys import AgentKeyring
 from toolgate.integrity import deployment_keys
 from toolgate.kafka_security import client_config
@@ -35,6 +38,7 @@ from toolgate.ops.embedded import (
     Postgres,
     die_with_parent,
     free_port,
+    port_free,
     start_broker,
     start_postgres,
     stop_process,
@@ -45,7 +49,8 @@ from toolgate.ops.roles import embedded_worker_url
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.signing import Keyring, new_key, public_bytes
-from toolgate.topics.catalog import provision
+from toolgate.topics.catalog import Topics, provision
+from toolgate.workers.reconciliation.redrive import redrive
 from toolgate.workers.runtime import audit
 from toolgate.workers.stages import STAGES
 
@@ -71,7 +76,8 @@ class Child:
     env: dict[str, str]
     log: Path
     process: subprocess.Popen[bytes] | None = None
-    restarts: int = 0
+    restarts: int = 0  # in a row, for the backoff
+    total_restarts: int = 0
     next_start: float = 0.0
     started_at: float = 0.0
 
@@ -100,6 +106,8 @@ class Supervisor:
     _stop: bool = False
     _lock: Any = None
     _runtime: dict[str, Any] = field(default_factory=dict)
+    _admin_url: str = ""
+    _infrastructure_restarts: dict[str, int] = field(default_factory=dict)
 
     @property
     def home(self) -> Path:
@@ -123,8 +131,9 @@ class Supervisor:
         for stale in (self.home / "ready").glob("*"):
             stale.unlink()
         bootstrap = self.settings.kafka_bootstrap
+        ports = Ports(self.home / "ports.json", self.say)
         if not bootstrap:
-            self.broker = start_broker(self.home / "logs" / "broker.log")
+            self.broker = start_broker(self.home / "logs" / "broker.log", ports.claim("broker"))
             bootstrap = self.broker.bootstrap
             self.say(f"broker     {bootstrap}  (embedded Tansu, in memory)")
         else:
@@ -133,7 +142,9 @@ class Supervisor:
         # only append to the audit log (ops/roles.py).
         admin_url, worker_url = self.settings.admin_url, self.settings.database_url
         if not admin_url:
-            self.postgres = start_postgres(self.home / "pgdata", self.home / "logs" / "postgres.log")
+            self.postgres = start_postgres(
+                self.home / "pgdata", self.home / "logs" / "postgres.log", ports.claim("postgres")
+            )
             admin_url = self.postgres.url
             self.say(f"postgres   {admin_url}  (embedded, data in {self.home / 'pgdata'})")
         else:
@@ -143,7 +154,7 @@ class Supervisor:
         self.say(f"workers    connect as {_mask(worker_url)}")
         endpoints = dict(self.settings.endpoints)
         if self.demo:
-            endpoints["demo_provider"] = self._start_provider()
+            endpoints["demo_provider"] = self._start_provider(ports.claim("provider"))
             self.say(f"provider   {endpoints['demo_provider']}  (demo email and payment service)")
         runtime = {
             "kafka_bootstrap": bootstrap,
@@ -166,6 +177,7 @@ class Supervisor:
             "TOOLGATE_PARTITIONS": str(self.settings.partitions),
             "TOOLGATE_TOPIC_PREFIX": self.settings.topic_prefix,
         }
+        self._admin_url = admin_url
         for stage in STAGES:
             child = Child(
                 stage, [sys.executable, "-m", "toolgate.cli", "worker", stage], env, self.home / "logs" / f"{stage}.log"
@@ -173,6 +185,7 @@ class Supervisor:
             child.start()
             self.children.append(child)
         runtime["workers"] = {c.name: c.pid for c in self.children}
+        runtime["restarts"] = self._restarts
         runtime["infrastructure"] = {
             name: proc.pid
             for name, proc in (
@@ -193,9 +206,8 @@ class Supervisor:
             json.dump(runtime, f, indent=2)
         tmp.replace(path)
 
-    def _start_provider(self) -> str:
+    def _start_provider(self, port: int) -> str:
         token_file = self.settings.secrets_path / DEMO_TOKEN_REF
-        port = free_port()
         child = Child(
             "provider",
             [
@@ -246,6 +258,7 @@ class Supervisor:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._on_signal)
         while not self._stop:
+            self._revive_infrastructure()
             now = time.monotonic()
             for child in self.children:
                 if child.process is None or child.process.poll() is None or now < child.next_start:
@@ -253,13 +266,72 @@ class Supervisor:
                 code = child.process.returncode
                 # Crash loops back off; a worker that ran a while before dying starts afresh.
                 child.restarts = 1 if now - child.started_at > STABLE_AFTER_S else child.restarts + 1
+                child.total_restarts += 1
                 backoff = min(30.0, 0.5 * 2 ** min(child.restarts - 1, 6))
                 self.say(f"{child.name} exited with {code}; restarting (restart {child.restarts})")
                 child.start()
                 child.next_start = now + backoff
-                self._runtime["workers"] = {c.name: c.pid for c in self.children}
-                self._write_runtime(self._runtime)
+                self._record_pids()
             time.sleep(0.25)
+
+    @property
+    def _restarts(self) -> dict[str, int]:
+        return {**{c.name: c.total_restarts for c in self.children}, **self._infrastructure_restarts}
+
+    def _record_pids(self) -> None:
+        self._runtime["workers"] = {c.name: c.pid for c in self.children}
+        self._runtime["restarts"] = self._restarts
+        self._runtime["infrastructure"] = {
+            name: proc.pid
+            for name, proc in (
+                ("broker", self.broker and self.broker.process),
+                ("postgres", self.postgres and self.postgres.process),
+            )
+            if proc
+        }
+        self._write_runtime(self._runtime)
+
+    def _revive_infrastructure(self) -> None:
+        """An embedded broker or Postgres that died comes back on its own port, so every
+        client reconnects by itself. Postgres recovers from its WAL and the workers' pools
+        reconnect. The broker comes back empty: its topics are made again, the stage workers
+        (whose consumer groups and producers it forgot) restarted, and what Postgres holds in
+        flight re-driven."""
+        if self.postgres is not None and self.postgres.process.poll() is not None:
+            self.say(
+                f"postgres exited with {self.postgres.process.returncode}; restarting on port {self.postgres.port}"
+            )
+            self._infrastructure_restarts["postgres"] = self._infrastructure_restarts.get("postgres", 0) + 1
+            self.postgres.respawn()
+            self._record_pids()
+        if self.broker is not None and self.broker.process.poll() is not None:
+            self.say(f"broker exited with {self.broker.process.returncode}; restarting on port {self.broker.port}")
+            self._infrastructure_restarts["broker"] = self._infrastructure_restarts.get("broker", 0) + 1
+            self.broker = start_broker(self.home / "logs" / "broker.log", self.broker.port)
+            workers = [c for c in self.children if c.name in STAGES]
+            for child in workers:
+                if child.process is not None and child.process.poll() is None:
+                    child.process.send_signal(signal.SIGTERM)
+            for child in workers:
+                if child.process is not None:
+                    try:
+                        child.process.wait(30)
+                    except subprocess.TimeoutExpired:
+                        child.process.kill()
+                        child.process.wait()
+            tenants = registered_tenants(self._admin_url)
+            settings = self.settings
+            provision(
+                self.broker.bootstrap,
+                settings.partitions,
+                settings.topic_prefix,
+                tenants=tenants,
+                client_config=client_config(settings),
+            )
+            redrive_from_postgres(settings, self._admin_url, self.say)
+            for child in workers:
+                child.start()
+            self._record_pids()
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self._stop = True
@@ -285,6 +357,31 @@ class Supervisor:
         self.say("stopped")
 
 
+class Ports:
+    """The ports of a home's embedded broker, Postgres and demo provider, kept in `ports.json`
+    so that `toolgate up` on an existing home listens where it listened before and connected
+    clients reconnect by themselves. A port still held (the processes of a killed `toolgate up`
+    take a moment to exit) is waited for; one that stays taken is replaced, and said so."""
+
+    WAIT_S = 30.0
+
+    def __init__(self, path: Path, say: Any = print) -> None:
+        self.path = path
+        self.say = say
+        self.ports: dict[str, int] = json.loads(path.read_text()) if path.exists() else {}
+
+    def claim(self, name: str) -> int:
+        kept = self.ports.get(name)
+        if kept and port_free(kept, self.WAIT_S):
+            return kept
+        port = free_port()
+        if kept:
+            self.say(f"{name} port {kept} is taken; using {port}")
+        self.ports[name] = port
+        self.path.write_text(json.dumps(self.ports))
+        return port
+
+
 def prepare(settings: Settings, bootstrap: str, database_url: str, demo: bool, say: Any = print) -> None:
     """Everything a deployment needs before its workers start: migrations, the topic catalog
     (each registered tenant's topics too), the deployment secret, and (for the demo) tenants,
@@ -304,11 +401,28 @@ def prepare(settings: Settings, bootstrap: str, database_url: str, demo: bool, s
         say(f"secret     deployment secret generated at {path}; give it to every worker host")
     say(f"signing    deployment public key {deployment_keys(settings).public_key.hex()}")
     audit.use_key(deployment_keys(settings).signing_key)  # what signs this process's audit checkpoints
+    if Topics(settings.topic_prefix).proposals in created:
+        redrive_from_postgres(settings, database_url, say)
     if demo:
         seed_demo(database_url)
         demo_agents(settings, say)
         demo_approvers(settings, database_url, say)
         ensure_secret(settings, DEMO_TOKEN_REF)
+
+
+def redrive_from_postgres(settings: Settings, database_url: str, say: Any = print) -> dict[str, int]:
+    """The transport is new (its topics had to be created): say again what Postgres holds in
+    flight (workers/reconciliation/redrive.py). On a new database there is nothing."""
+    audit.use_key(deployment_keys(settings).signing_key)
+
+    async def one() -> dict[str, int]:
+        async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
+            return await redrive(conn, Topics(settings.topic_prefix), rewind_outbox=True)
+
+    counts = asyncio.run(one())
+    if any(counts.values()):
+        say(f"re-drive   {', '.join(f'{k} {v}' for k, v in counts.items())}  (the broker had lost them)")
+    return counts
 
 
 def ensure_secret(settings: Settings, ref: str) -> Path:

@@ -96,8 +96,8 @@ class Pipeline:
         }
         return self.client.propose(tool, arguments, watch=True, **{**defaults, **kwargs})
 
-    def wait(self, sent: Proposed, timeout: float = 45.0, final: bool = True) -> dict[str, Any]:
-        seen = self.client.wait(sent, timeout=timeout, final=final)
+    def wait(self, sent: Proposed, timeout: float = 45.0, final: bool = True, resend: bool = True) -> dict[str, Any]:
+        seen = self.client.wait(sent, timeout=timeout, final=final, resend=resend)
         document = assert_reference_observation(seen)
         self.seen.append(document)
         return document

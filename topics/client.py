@@ -13,6 +13,13 @@ answer in headers, signed by the deployment. The client checks that signature (b
 the digest, so only toolgate's answer to what it proposed is accepted. A call that waits for
 approval first gets an interim observation (status code 202); `wait` returns the final one
 unless asked otherwise.
+
+Kafka is the transport, not the record: a broker that loses its topics loses proposals in
+flight. So `wait` re-publishes a call that has no final observation yet, byte for byte (the
+same call_id, logical operation and idempotency key, the same signature), backing off, until
+the call's deadline. toolgate answers a re-published call as the same call: a read runs again,
+a write replays its stored result, a held call re-announces its pending approval; none is a
+second effect.
 """
 
 from __future__ import annotations
@@ -43,6 +50,23 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, TRACEPARENT, edge_headers, header, new_traceparent
 
 INTERIM_CODE = 202
+# Re-publishing a call that has no final answer yet: first after RESEND_FIRST_S, then twice as
+# long each time up to RESEND_MAX_S; a held call (its interim answer came) only every
+# RESEND_MAX_S. Never past the call's deadline, nor past RESEND_WITHIN_S after it was signed:
+# toolgate refuses a signature older than its proposal window (900 s by default) as stale.
+RESEND_FIRST_S = 10.0
+RESEND_MAX_S = 60.0
+RESEND_WITHIN_S = 840.0
+
+
+@dataclass(frozen=True)
+class Record:
+    """A proposal as published: what re-publishing it sends again."""
+
+    topic: str
+    key: bytes
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
 
 
 @dataclass(frozen=True)
@@ -54,6 +78,13 @@ class Proposed:
     start_offsets: tuple[tuple[int, int], ...] = ()  # observation offsets before publishing
     tenant_id: str = ""  # where the answer comes: the agent's own tenant
     proposal_digest: str = ""  # what toolgate's answer must name
+    record: Record | None = None  # the bytes published, for `wait` to re-publish
+    deadline_ms: int | None = None
+
+    def resend_until_ms(self) -> int:
+        """When re-publishing stops: the deadline, or the end of the signature's window."""
+        window_end = self.created_at_ms + int(RESEND_WITHIN_S * 1000)
+        return min(window_end, self.deadline_ms) if self.deadline_ms is not None else window_end
 
 
 @dataclass(frozen=True)
@@ -122,13 +153,19 @@ class ToolgateClient:
                 **self.kafka_config,
                 "bootstrap.servers": bootstrap,
                 "client.id": client_id,
-                "enable.idempotence": True,
+                # Not the idempotent producer: toolgate already answers a proposal sent twice as
+                # one call, and an idempotent producer's state dies with a broker that forgets
+                # it (a fatal error, every later send refused). One request in flight keeps a
+                # run's proposals in order through retries.
+                "enable.idempotence": False,
+                "max.in.flight.requests.per.connection": 1,
                 "acks": "all",
                 "linger.ms": 5,
                 "partitioner": "murmur2_random",  # the Java client's partitioner, as Faust's
             }
         )
         self._errors: list[str] = []
+        self._unanswered = Unanswered()
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, client_id: str = "toolgate-client") -> ToolgateClient:
@@ -210,15 +247,38 @@ class ToolgateClient:
         )
         proposal = signer.sign(proposal)
         traceparent = _current_traceparent(self.trace_sample_ratio)
-        self.publish_raw(
+        record = Record(
             self.topics.proposals,
             run_id.encode(),
             codec().encode(proposal),
-            edge_headers(traceparent, proposal.call_id, proposal.tenant_id, codec().fingerprint_of(ToolProposal)),
+            tuple(
+                edge_headers(traceparent, proposal.call_id, proposal.tenant_id, codec().fingerprint_of(ToolProposal))
+            ),
         )
+        self.publish_raw(record.topic, record.key, record.value, list(record.headers))
+        proposed = Proposed(
+            proposal.call_id,
+            run_id,
+            traceparent,
+            now,
+            start,
+            signer.tenant_id,
+            digest(proposal),
+            record,
+            deadline_ms,
+        )
+        self._unanswered.add(proposed, time.monotonic())
         if flush:
             self.flush()
-        return Proposed(proposal.call_id, run_id, traceparent, now, start, signer.tenant_id, digest(proposal))
+        return proposed
+
+    def resend(self, proposed: Proposed) -> None:
+        """Publish a proposal again, byte for byte, without waiting for the broker: a resend
+        that cannot be delivered is sent again later, so its failure is not an error here."""
+        if proposed.record is None:
+            raise ValueError(f"{proposed.call_id} was not proposed by this client: nothing to re-publish")
+        r = proposed.record
+        self.publish_raw(r.topic, r.key, r.value, list(r.headers), on_delivery=_ignore)
 
     def publish_raw(
         self,
@@ -227,8 +287,14 @@ class ToolgateClient:
         value: bytes,
         headers: list[tuple[str, bytes]] | None = None,
         partition: int | None = None,
+        on_delivery: Any = None,
     ) -> None:
-        kwargs: dict[str, Any] = {"key": key, "value": value, "headers": headers or [], "on_delivery": self._delivered}
+        kwargs: dict[str, Any] = {
+            "key": key,
+            "value": value,
+            "headers": headers or [],
+            "on_delivery": on_delivery or self._delivered,
+        }
         if partition is not None:
             kwargs["partition"] = partition
         while True:
@@ -306,13 +372,7 @@ class ToolgateClient:
         the deployment's signature is skipped. Without `follow`, stops once nothing new
         arrived for `idle_timeout` seconds; with it, after `timeout` (if set)."""
         wanted = set(call_ids) if call_ids is not None else None
-        consumer = self._consumer()
-        topic = self.topics.name("observations", tenant_id)
-        starts = dict(start_offsets)
-        consumer.assign(
-            [TopicPartition(topic, p, starts.get(p, OFFSET_BEGINNING)) for p in self._partitions(consumer, topic)]
-        )
-        c = codec()
+        consumer = self._assigned(tenant_id, start_offsets)
         stop_at = time.monotonic() + timeout if timeout is not None else float("inf")
         try:
             last = time.monotonic()
@@ -321,39 +381,126 @@ class ToolgateClient:
                 if msg is None or msg.error():
                     continue
                 last = time.monotonic()
-                key = (msg.key() or b"").decode("utf-8", "replace")
-                cid = header(msg.headers(), CALL_ID) or ""
-                if (run_id and key != run_id) or (wanted is not None and cid not in wanted) or not self.genuine(msg):
-                    continue
-                try:
-                    observation = c.decode(msg.value() or b"", Observation)
-                except DecodeError:
-                    continue
-                proposal_digest = header(msg.headers(), PROPOSAL_DIGEST) or ""
-                yield Observed(key, cid, observation, msg.partition(), msg.offset(), time.time(), proposal_digest)
+                seen = self._observed(msg, run_id, wanted)
+                if seen is not None:
+                    yield seen
         finally:
             consumer.close()
 
-    def wait(self, proposed: Proposed, timeout: float = 60.0, final: bool = True) -> Observed:
+    def _assigned(self, tenant_id: str, start_offsets: Sequence[tuple[int, int]]) -> Consumer:
+        """A consumer of the tenant's observation topic from `start_offsets` (else its start).
+        An offset past the end, as after a broker that came back empty, resets to the start."""
+        consumer = self._consumer()
+        topic = self.topics.name("observations", tenant_id)
+        starts = dict(start_offsets)
+        consumer.assign(
+            [TopicPartition(topic, p, starts.get(p, OFFSET_BEGINNING)) for p in self._partitions(consumer, topic)]
+        )
+        return consumer
+
+    def _observed(self, msg: Message, run_id: str | None, wanted: set[str] | None) -> Observed | None:
+        """The observation a record carries, if it is toolgate's and one that was asked for."""
+        key = (msg.key() or b"").decode("utf-8", "replace")
+        cid = header(msg.headers(), CALL_ID) or ""
+        if (run_id and key != run_id) or (wanted is not None and cid not in wanted) or not self.genuine(msg):
+            return None
+        try:
+            observation = codec().decode(msg.value() or b"", Observation)
+        except DecodeError:
+            return None
+        proposal_digest = header(msg.headers(), PROPOSAL_DIGEST) or ""
+        return Observed(key, cid, observation, msg.partition(), msg.offset(), time.time(), proposal_digest)
+
+    def wait(self, proposed: Proposed, timeout: float = 60.0, final: bool = True, resend: bool = True) -> Observed:
         """The observation of one proposed call (its final one unless `final` is False): signed
-        by the deployment and naming the digest of exactly what was proposed."""
-        for seen in self.observations(
-            tenant_id=proposed.tenant_id,
-            run_id=proposed.run_id,
-            call_ids=[proposed.call_id],
-            follow=True,
-            start_offsets=proposed.start_offsets,
-            timeout=timeout,
-        ):
-            if seen.proposal_digest != proposed.proposal_digest:
-                continue  # an answer to another proposal that reused this call_id
-            if seen.is_final or not final:
-                return seen
+        by the deployment and naming the digest of exactly what was proposed.
+
+        With `resend`, a call with no final answer after RESEND_FIRST_S is re-published (module
+        docstring), and with it every other call of this client still unanswered and due:
+        what lost one call (a broker that came back empty) lost its neighbours too, and an
+        agent that waits for its calls one by one should not pay the wait once per call."""
+        consumer = self._assigned(proposed.tenant_id, proposed.start_offsets)
+        unanswered = self._unanswered
+        stop_at = time.monotonic() + timeout
+        try:
+            while (now := time.monotonic()) < stop_at:
+                if resend and unanswered.due(proposed.call_id, now):
+                    for again in unanswered.take_due(now):
+                        self.resend(again)
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error():
+                    continue
+                cid = header(msg.headers(), CALL_ID) or ""
+                if cid != proposed.call_id and cid not in unanswered:
+                    continue
+                seen = self._observed(msg, None, None)
+                if seen is None:
+                    continue
+                unanswered.heard(seen, time.monotonic())
+                if seen.call_id != proposed.call_id or seen.proposal_digest != proposed.proposal_digest:
+                    continue  # another call's, or an answer to another proposal that reused this call_id
+                if seen.is_final or not final:
+                    return seen
+        finally:
+            consumer.close()
         raise TimeoutError(f"no observation for {proposed.call_id} within {timeout}s")
 
     def close(self) -> None:
         self._producer.flush(10.0)
         del self._producer
+
+
+class Unanswered:
+    """The calls a client proposed that have no final answer yet, each with when it is due to
+    be re-published: RESEND_FIRST_S after it was sent, then twice as long each time up to
+    RESEND_MAX_S; only every RESEND_MAX_S once toolgate said it holds the call for approval.
+    A call leaves when its final answer is heard, or once past `resend_until_ms` (never
+    re-published past its deadline or its signature's window)."""
+
+    def __init__(self) -> None:
+        self._calls: dict[str, tuple[Proposed, float, float]] = {}  # call_id -> (proposed, due at, interval)
+
+    def add(self, proposed: Proposed, now: float) -> None:
+        if proposed.record is None:
+            return
+        self._calls[proposed.call_id] = (proposed, now + RESEND_FIRST_S, RESEND_FIRST_S)
+        if len(self._calls) % 1024 == 0:  # calls nobody waits for do not pile up
+            wall_ms = time.time() * 1000
+            for call_id in [c for c, (p, _, _) in self._calls.items() if wall_ms >= p.resend_until_ms()]:
+                del self._calls[call_id]
+
+    def __contains__(self, call_id: object) -> bool:
+        return call_id in self._calls
+
+    def due(self, call_id: str, now: float) -> bool:
+        entry = self._calls.get(call_id)
+        return entry is not None and entry[1] <= now
+
+    def heard(self, seen: Observed, now: float) -> None:
+        entry = self._calls.get(seen.call_id)
+        if entry is None or seen.proposal_digest != entry[0].proposal_digest:
+            return
+        if seen.is_final:
+            del self._calls[seen.call_id]
+        else:
+            self._calls[seen.call_id] = (entry[0], max(entry[1], now + RESEND_MAX_S), RESEND_MAX_S)
+
+    def take_due(self, now: float) -> list[Proposed]:
+        """The calls due now, rescheduled; calls past their window are forgotten."""
+        wall_ms = time.time() * 1000
+        due = []
+        for call_id, (proposed, at, interval) in list(self._calls.items()):
+            if wall_ms >= proposed.resend_until_ms():
+                del self._calls[call_id]
+            elif at <= now:
+                due.append(proposed)
+                longer = min(interval * 2, RESEND_MAX_S)
+                self._calls[call_id] = (proposed, now + longer, longer)
+        return due
+
+
+def _ignore(err: KafkaError | None, msg: Message) -> None:
+    """A resend's delivery report: a resend that failed is sent again at the next one."""
 
 
 class ApprovalClient(ToolgateClient):

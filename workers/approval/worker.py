@@ -21,10 +21,10 @@ from psycopg import AsyncConnection
 from toolgate.contracts.registry import Contract, Registry
 from toolgate.hashing import idempotency_key_for
 from toolgate.schemas.codec import codec
-from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, FieldError, StageDecision, StageRecord, Verdict
+from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, StageRecord, Verdict
 from toolgate.settings import Settings
-from toolgate.taxonomy import Taxonomy
 from toolgate.topics.catalog import Topics
+from toolgate.workers.approval import resume
 from toolgate.workers.approval.decision import (
     APPROVED,
     AUTO_DENIED,
@@ -43,7 +43,6 @@ from toolgate.workers.approval.decision import (
 from toolgate.workers.runtime import audit, facts, outbox, target_state
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
-from toolgate.workers.runtime.results import outcome, reject, result
 from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
 
 STAGE = "approval-wait"
@@ -139,43 +138,7 @@ class AuthorizedHandler(Handler[StageRecord]):
             for approval_id in created:
                 call, packet, _ = held[approval_id]
                 record = call.model
-                rows.append(
-                    outbox.record(
-                        "approvals_requested",
-                        packet,
-                        key=approval_id,
-                        traceparent=call.traceparent,
-                        call_id=record.call_id,
-                        tenant_id=record.tenant_id,
-                        tenant_topic=True,
-                    )
-                )
-                rows.append(
-                    outbox.item(
-                        "results",
-                        record.home_partition,
-                        result(
-                            record,
-                            stage=STAGE,
-                            traceparent=call.traceparent,
-                            home_partition=record.home_partition,
-                            now_ms=now,
-                            result_outcome=outcome(
-                                Taxonomy.CONFIRMATION_MISSING, code=202, is_error=False, fail_closed=False
-                            ),
-                            data={
-                                "approval": {
-                                    "approval_id": approval_id,
-                                    "required_approvals": record.required_approvals,
-                                    "expires_at_ms": packet.expires_at_ms,
-                                    "status": "PENDING",
-                                }
-                            },
-                            warnings=record.warnings,
-                            approval_id=approval_id,
-                        ),
-                    )
-                )
+                rows += resume.announced(record, packet, call.traceparent, now)
                 entries.append(
                     audit.Entry(
                         STAGE,
@@ -191,10 +154,25 @@ class AuthorizedHandler(Handler[StageRecord]):
                         },
                     )
                 )
+            # A ticket that already existed: the call came again (re-published, or re-driven).
+            known = await resume.load(conn, [a for a in held if a not in created])
+            for approval_id, ticket in known.items():
+                call = held[approval_id][0]
+                rows += resume.again(ticket, call.traceparent, now)
+                entries.append(
+                    audit.Entry(
+                        STAGE,
+                        "approval_resumed",
+                        "toolgate",
+                        call.model.call_id,
+                        call.model.tenant_id,
+                        {"approval_id": approval_id, "status": ticket.status},
+                    )
+                )
             await outbox.enqueue(conn, rows, self.topics)
             await audit.append(conn, entries)
         for approval_id, (call, _, _) in held.items():
-            out.outcomes[call.model.call_id] = "held" if approval_id in created else "already_held"
+            out.outcomes[call.model.call_id] = "held" if approval_id in created else "resumed"
 
 
 def _b64(data: bytes) -> str:
@@ -311,32 +289,12 @@ class DecisionsHandler(Handler[ApprovalDecision]):
                 out.outcomes[decision.approval_id] = f"counted:{verdict.status}"
                 record, _ = requests[ticket.approval_id]
                 if verdict.status == APPROVED:
-                    released = record.model_copy(
-                        update={
-                            "approvers": list(verdict.approved_by),
-                            "decisions": [
-                                *record.decisions,
-                                StageDecision(
-                                    stage=STAGE, outcome="approved", detail=",".join(verdict.approved_by), at_ms=now
-                                ),
-                            ],
-                        }
-                    )
+                    released = resume.released(record, verdict.approved_by, now)
                     rows.append(outbox.item("executable", record.home_partition, released))
                 elif verdict.status == DENIED:
-                    rows.append(
-                        outbox.item(
-                            "results",
-                            record.home_partition,
-                            _closed(
-                                record,
-                                "approval_denied",
-                                f"{decision.approver_id} denied the approval"
-                                + (f": {decision.reason}" if decision.reason else ""),
-                                now,
-                            ),
-                        )
-                    )
+                    message = resume.denial(decision.approver_id, decision.reason)
+                    closed = resume.closed(record, "approval_denied", message, now)
+                    rows.append(outbox.item("results", record.home_partition, closed))
             if accepted:
                 await conn.execute(RECORD_DECISIONS, (json.dumps(accepted),))
                 closed = [(t.approval_id, t.status) for t in tickets.values() if t.status in (APPROVED, DENIED)]
@@ -349,30 +307,6 @@ class DecisionsHandler(Handler[ApprovalDecision]):
                     )
             await outbox.enqueue(conn, rows, self.topics)
             await audit.append(conn, entries)
-
-
-def _closed(record: StageRecord, code: str, message: str, now: int) -> Any:
-    """The call's end when its approval was denied or expired: fail closed, nothing ran."""
-    return reject(
-        record,
-        Taxonomy.CONFIRMATION_MISSING,
-        [
-            FieldError(
-                field="approval",
-                code=code,
-                message=message,
-                expected="enough valid approvals before expiry",
-                actual="denied" if code == "approval_denied" else "expired",
-            )
-        ],
-        stage=STAGE,
-        traceparent=record.traceparent,
-        home_partition=record.home_partition,
-        now_ms=now,
-        warnings=record.warnings,
-        approval_id=record.approval_id,
-        next_action="stop" if code == "approval_denied" else "repropose_or_escalate",
-    )
 
 
 async def _load_tickets(
@@ -414,8 +348,8 @@ async def expire_approvals(conn: AsyncConnection[Any], topics: Topics, stage: st
     rows, entries = [], []
     for approval_id, call_id, tenant_id, request in expired:
         record = codec().decode(bytes(request), StageRecord)
-        reason = f"approval {approval_id} expired without enough approvals: AUTO_DENIED"
-        rows.append(outbox.item("results", record.home_partition, _closed(record, "approval_expired", reason, now)))
+        closed = resume.closed(record, "approval_expired", resume.expiry(approval_id), now)
+        rows.append(outbox.item("results", record.home_partition, closed))
         entries.append(
             audit.Entry(
                 stage,

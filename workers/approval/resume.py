@@ -1,0 +1,171 @@
+"""What approval-wait says about a ticket it already holds, and the records every ticket
+transition writes.
+
+A held call reaches approval-wait again when its agent re-published it (the broker lost the
+call, or its answer) or when toolgate re-drives what Postgres says is in flight after the
+transport lost it. The ticket in Postgres decides what is said, never the message:
+
+    PENDING      -> its confirmation packet again (as stored: escalations included), and the
+                    interim answer (awaiting approval)
+    APPROVED     -> the call released to execution again, with the approvers of record;
+                    execution replays an effect that already ran (its key or its ticket)
+    DENIED       -> the denial again
+    AUTO_DENIED  -> the expiry again
+
+Repeating is safe by construction: approvers dedupe packets by approval_id, execution by
+idempotency key and ticket, agents by call_id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from toolgate.schemas.codec import codec
+from toolgate.schemas.models import ApprovalRequest, FieldError, StageDecision, StageRecord
+from toolgate.taxonomy import Taxonomy
+from toolgate.workers.approval.decision import APPROVED, AUTO_DENIED, DENIED, PENDING
+from toolgate.workers.runtime import outbox
+from toolgate.workers.runtime.results import outcome, reject, result
+
+STAGE = "approval-wait"
+
+LOAD = """
+SELECT a.approval_id, a.status, a.request, a.packet,
+       coalesce(array_agg(d.approver_id ORDER BY d.decided_at) FILTER (WHERE d.verdict = 'APPROVE'), '{}'),
+       (array_agg(d.approver_id ORDER BY d.decided_at) FILTER (WHERE d.verdict = 'DENY'))[1],
+       (array_agg(d.reason ORDER BY d.decided_at) FILTER (WHERE d.verdict = 'DENY'))[1]
+FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
+WHERE a.approval_id = ANY(%s)
+GROUP BY a.approval_id
+"""
+
+
+@dataclass(frozen=True)
+class Held:
+    """A ticket as Postgres holds it, with what is needed to say it again."""
+
+    approval_id: str
+    status: str
+    request: StageRecord  # the call as it was held
+    packet: ApprovalRequest
+    approved_by: tuple[str, ...]
+    denied_by: str | None
+    denial_reason: str | None
+
+
+async def load(conn: AsyncConnection[Any], approval_ids: list[str]) -> dict[str, Held]:
+    cur = await conn.execute(LOAD, (approval_ids,))
+    return {
+        r[0]: Held(
+            r[0],
+            r[1],
+            codec().decode(bytes(r[2]), StageRecord),
+            ApprovalRequest.model_validate(r[3]),
+            tuple(r[4]),
+            r[5],
+            r[6],
+        )
+        for r in await cur.fetchall()
+    }
+
+
+def announced(record: StageRecord, packet: ApprovalRequest, traceparent: str, now: int) -> list[outbox.OutboxRow]:
+    """A held call's packet for its approvers and the interim answer for its agent."""
+    approval_id = packet.approval_id
+    return [
+        outbox.record(
+            "approvals_requested",
+            packet,
+            key=approval_id,
+            traceparent=traceparent,
+            call_id=record.call_id,
+            tenant_id=record.tenant_id,
+            tenant_topic=True,
+        ),
+        outbox.item(
+            "results",
+            record.home_partition,
+            result(
+                record,
+                stage=STAGE,
+                traceparent=traceparent,
+                home_partition=record.home_partition,
+                now_ms=now,
+                result_outcome=outcome(Taxonomy.CONFIRMATION_MISSING, code=202, is_error=False, fail_closed=False),
+                data={
+                    "approval": {
+                        "approval_id": approval_id,
+                        "required_approvals": record.required_approvals,
+                        "expires_at_ms": packet.expires_at_ms,
+                        "status": "PENDING",
+                    }
+                },
+                warnings=record.warnings,
+                approval_id=approval_id,
+            ),
+        ),
+    ]
+
+
+def released(record: StageRecord, approved_by: tuple[str, ...], now: int) -> StageRecord:
+    """The held call, released to execution with the approvers that approved it."""
+    return record.model_copy(
+        update={
+            "approvers": list(approved_by),
+            "decisions": [
+                *record.decisions,
+                StageDecision(stage=STAGE, outcome="approved", detail=",".join(approved_by), at_ms=now),
+            ],
+        }
+    )
+
+
+def closed(record: StageRecord, code: str, message: str, now: int) -> Any:
+    """The call's end when its approval was denied or expired: fail closed, nothing ran."""
+    return reject(
+        record,
+        Taxonomy.CONFIRMATION_MISSING,
+        [
+            FieldError(
+                field="approval",
+                code=code,
+                message=message,
+                expected="enough valid approvals before expiry",
+                actual="denied" if code == "approval_denied" else "expired",
+            )
+        ],
+        stage=STAGE,
+        traceparent=record.traceparent,
+        home_partition=record.home_partition,
+        now_ms=now,
+        warnings=record.warnings,
+        approval_id=record.approval_id,
+        next_action="stop" if code == "approval_denied" else "repropose_or_escalate",
+    )
+
+
+def denial(denied_by: str | None, reason: str | None) -> str:
+    return f"{denied_by or 'an approver'} denied the approval" + (f": {reason}" if reason else "")
+
+
+def expiry(approval_id: str) -> str:
+    return f"approval {approval_id} expired without enough approvals: AUTO_DENIED"
+
+
+def again(held: Held, traceparent: str, now: int) -> list[outbox.OutboxRow]:
+    """What to say again about a ticket, per the table in the module docstring."""
+    record = held.request
+    if held.status == PENDING:
+        return announced(record, held.packet, traceparent, now)
+    if held.status == APPROVED:
+        return [outbox.item("executable", record.home_partition, released(record, held.approved_by, now))]
+    if held.status == DENIED:
+        message = denial(held.denied_by, held.denial_reason)
+        return [outbox.item("results", record.home_partition, closed(record, "approval_denied", message, now))]
+    if held.status == AUTO_DENIED:
+        message = expiry(held.approval_id)
+        return [outbox.item("results", record.home_partition, closed(record, "approval_expired", message, now))]
+    return []
