@@ -60,6 +60,7 @@ DEMO_SCOPES = ["invoices:read", "invoices:write", "notify:send", "payments:charg
 # Demo agents, each with a key in the local keyring: `cli` is who `toolgate propose` signs as.
 DEMO_AGENTS = {"cli": "acme", "globex-cli": "globex"}
 STABLE_AFTER_S = 30.0
+START_ATTEMPTS = 3  # a worker that dies this many times before it is ready stops `toolgate up`
 # Demo approvers: who may approve what. Two finance controllers for dual control.
 DEMO_APPROVERS = {
     "alice": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers", "billing-leads"]),
@@ -108,6 +109,7 @@ class Supervisor:
     _runtime: dict[str, Any] = field(default_factory=dict)
     _admin_url: str = ""
     _infrastructure_restarts: dict[str, int] = field(default_factory=dict)
+    _transport_lost: bool = False
 
     @property
     def home(self) -> Path:
@@ -242,7 +244,15 @@ class Supervisor:
                 ):
                     pending.discard(child.name)
                 if child.process is not None and child.process.poll() is not None:
-                    raise SystemExit(f"worker {child.name} exited with {child.process.returncode}; see {child.log}")
+                    # A worker that dies once while starting (it was killed) is started again;
+                    # one that cannot start is a broken deployment: say so, and stop.
+                    code = child.process.returncode
+                    if child.restarts >= START_ATTEMPTS - 1:
+                        raise SystemExit(f"worker {child.name} exited with {code}; see {child.log}")
+                    child.restarts += 1
+                    child.total_restarts += 1
+                    self.say(f"{child.name} exited with {code} while starting; restarting")
+                    child.start()
             time.sleep(0.2)
         if pending:
             raise SystemExit(f"workers not ready after {timeout}s: {', '.join(sorted(pending))}")
@@ -263,6 +273,8 @@ class Supervisor:
             for child in self.children:
                 if child.process is None or child.process.poll() is None or now < child.next_start:
                     continue
+                if self._transport_lost and child.name in STAGES:
+                    continue  # started once the broker's topics are back
                 code = child.process.returncode
                 # Crash loops back off; a worker that ran a while before dying starts afresh.
                 child.restarts = 1 if now - child.started_at > STABLE_AFTER_S else child.restarts + 1
@@ -294,9 +306,10 @@ class Supervisor:
     def _revive_infrastructure(self) -> None:
         """An embedded broker or Postgres that died comes back on its own port, so every
         client reconnects by itself. Postgres recovers from its WAL and the workers' pools
-        reconnect. The broker comes back empty: its topics are made again, the stage workers
-        (whose consumer groups and producers it forgot) restarted, and what Postgres holds in
-        flight re-driven."""
+        reconnect. The broker comes back empty: the stage workers (whose consumer groups and
+        producers it forgot) are stopped, the topics made again, what Postgres holds in flight
+        re-driven, and the workers started; a step that fails (Postgres may be down too) is
+        tried again on the next turn."""
         if self.postgres is not None and self.postgres.process.poll() is not None:
             self.say(
                 f"postgres exited with {self.postgres.process.returncode}; restarting on port {self.postgres.port}"
@@ -308,30 +321,41 @@ class Supervisor:
             self.say(f"broker exited with {self.broker.process.returncode}; restarting on port {self.broker.port}")
             self._infrastructure_restarts["broker"] = self._infrastructure_restarts.get("broker", 0) + 1
             self.broker = start_broker(self.home / "logs" / "broker.log", self.broker.port)
-            workers = [c for c in self.children if c.name in STAGES]
-            for child in workers:
-                if child.process is not None and child.process.poll() is None:
-                    child.process.send_signal(signal.SIGTERM)
-            for child in workers:
-                if child.process is not None:
-                    try:
-                        child.process.wait(30)
-                    except subprocess.TimeoutExpired:
-                        child.process.kill()
-                        child.process.wait()
-            tenants = registered_tenants(self._admin_url)
-            settings = self.settings
-            provision(
-                self.broker.bootstrap,
-                settings.partitions,
-                settings.topic_prefix,
-                tenants=tenants,
-                client_config=client_config(settings),
-            )
-            redrive_from_postgres(settings, self._admin_url, self.say)
-            for child in workers:
-                child.start()
+            self._stop_workers()
+            self._transport_lost = True
             self._record_pids()
+        if self._transport_lost and self.broker is not None:
+            try:
+                provision(
+                    self.broker.bootstrap,
+                    self.settings.partitions,
+                    self.settings.topic_prefix,
+                    tenants=registered_tenants(self._admin_url),
+                    client_config=client_config(self.settings),
+                )
+                redrive_from_postgres(self.settings, self._admin_url, self.say)
+            except Exception as exc:  # Postgres or the broker not back yet: next turn
+                self.say(f"re-drive   not yet: {exc}")
+                time.sleep(1.0)
+                return
+            self._transport_lost = False
+            for child in self.children:
+                if child.name in STAGES:
+                    child.start()
+            self._record_pids()
+
+    def _stop_workers(self) -> None:
+        workers = [c for c in self.children if c.name in STAGES and c.process is not None]
+        for child in workers:
+            if child.process is not None and child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+        for child in workers:
+            assert child.process is not None
+            try:
+                child.process.wait(30)
+            except subprocess.TimeoutExpired:
+                child.process.kill()
+                child.process.wait()
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self._stop = True

@@ -19,6 +19,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Contract, Registry
+from toolgate.faults import crash_point
 from toolgate.hashing import idempotency_key_for
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, StageRecord, Verdict
@@ -307,6 +308,8 @@ class DecisionsHandler(Handler[ApprovalDecision]):
                     )
             await outbox.enqueue(conn, rows, self.topics)
             await audit.append(conn, entries)
+            if any(r.topic == "executable" for r in rows):
+                crash_point("approval.during_release")
 
 
 async def _load_tickets(

@@ -33,6 +33,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Registry
+from toolgate.faults import crash_point
 from toolgate.hashing import fingerprint, idempotency_key_for, request_hash
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass, Verification
@@ -196,7 +197,10 @@ class ExecutionHandler(Handler[StageRecord]):
                 await self._bind_remote(conn, attempts)
             for a in keyed:
                 self._settle_without_effect(a, now)
-        await self._external_effects([a for a in attempts if self._runs(a) and not a.in_postgres and a.effect is None])
+        external = [a for a in attempts if self._runs(a) and not a.in_postgres and a.effect is None]
+        await self._external_effects(external)
+        if any(a.job.contract.executor["kind"] == "http" for a in external):
+            crash_point("execution.after_http_effect")
         await self._record(attempts)
         for a in attempts:
             if a.result is not None:

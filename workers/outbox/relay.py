@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import psycopg
 from confluent_kafka import KafkaError
 
+from toolgate.faults import crash_point
 from toolgate.integrity import Sealer, deployment_keys
 from toolgate.kafka_security import client_config
 from toolgate.schemas.models import PayloadKind, TaxonomyClass
@@ -116,6 +117,7 @@ class OutboxRelay:
             if not rows:
                 return 0
             errors = await self.producer.deliver(self._messages(rows))
+            crash_point("relay.during_publish")
             if not any(errors):
                 await conn.execute(MARK_SENT, ([r.id for r in rows],))
                 return len(rows)

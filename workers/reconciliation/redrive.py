@@ -64,6 +64,6 @@ async def redrive(conn: AsyncConnection[Any], topics: Topics, *, rewind_outbox: 
         counts["outbox_rows"] = max(cur.rowcount, 0)
     await outbox.enqueue(conn, rows, topics)
     if any(counts.values()):
-        await audit.append(conn, [audit.Entry(STAGE, "redriven", "toolgate", detail=counts)])
+        await audit.append(conn, [audit.Entry(STAGE, "transport_redriven", "toolgate", detail=counts)])
         log.warning("re-drove what the transport lost: %s", counts, extra={"stage": STAGE, "action": "redrive"})
     return counts

@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar
 
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from toolgate.faults import crash_point
 from toolgate.integrity import Sealer
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import FieldError, PayloadKind, StageBatch, StageRecord, TaxonomyClass
@@ -236,6 +237,7 @@ class Rounds(Generic[M]):
         await self._audit([*out.audits, *decided.audits])
         for call_out in (out, decided):
             await self.delivery.flush(call_out)
+        crash_point("stage.after_produce")
         self._close_spans(calls, decided)
         dead = len(out.dead_letters) + len(decided.dead_letters)
         if dead:
