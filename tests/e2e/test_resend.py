@@ -4,6 +4,7 @@ re-announces its pending approval, a denied one is denied again. Never a second 
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -84,3 +85,26 @@ def test_a_held_call_published_again_announces_its_approval_again_and_a_denial_i
     assert taxonomy(denied) == taxonomy(denied_again) == "CONFIRMATION_MISSING"
     assert [e["code"] for e in denied_again["result_payload"]["errors"]] == ["approval_denied"]
     assert _ledger_for(pipeline, key) == []
+
+
+def test_a_write_published_again_after_its_deadline_replays_its_result_and_a_late_new_one_runs_nothing(
+    pipeline: Pipeline,
+) -> None:
+    key = f"resend-{uuid.uuid4().hex}"
+    deadline_ms = int((time.time() + 4) * 1000)
+    sent = pipeline.propose("invoice.create_draft", DRAFT, idempotency_key=key, deadline_ms=deadline_ms)
+    first = _first_answer(pipeline, sent)
+    time.sleep(max(0.0, deadline_ms / 1000 - time.time()) + 0.5)
+    pipeline.client.resend(sent)  # it arrives past its deadline: its outcome is said again, not a timeout
+    again = _next_answer(pipeline, sent, first)
+    assert taxonomy(first) == taxonomy(again) == "SUCCESS"
+    assert again["execution_metadata"]["idempotency_hit"] is True
+
+    late_key = f"resend-{uuid.uuid4().hex}"
+    late = pipeline.propose("invoice.create_draft", DRAFT, idempotency_key=late_key, deadline_ms=deadline_ms)
+    refused = _first_answer(pipeline, late)
+    assert [e["code"] for e in refused["result_payload"]["errors"]] == ["deadline_passed"]
+    assert pipeline.sql("SELECT count(*) FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (late_key,)) == [
+        (0,)
+    ]
+    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(1,)]

@@ -80,6 +80,7 @@ class Attempt:
     status: str | None = None  # the key's status after this round
     original: compensation.Original | None = None  # the call this one compensates
     ticket: clearance.Ticket | None = None  # the approval it runs under
+    late: bool = False  # a mutation past its deadline: it runs nothing, but may replay
 
     @property
     def record(self) -> StageRecord:
@@ -114,6 +115,10 @@ FROM toolgate.idempotency_keys
 WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
 ORDER BY tenant_id, idempotency_key
 FOR UPDATE
+"""
+OUTCOMES = """
+SELECT tenant_id, idempotency_key, status, request_hash, response FROM toolgate.idempotency_keys
+WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
 """
 REDRIVE = """
 UPDATE toolgate.idempotency_keys k SET status = 'PENDING', attempt = r.attempt, call_id = r.call_id,
@@ -187,10 +192,16 @@ class ExecutionHandler(Handler[StageRecord]):
     async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
         now = now_ms()
         attempts = [self._prepare(call, now) for call in calls]
-        held = [a for a in attempts if a.result is None and clearance.approvals_needed(a.record, a.job.contract)]
+        late = [a for a in attempts if a.late]
+        held = [
+            a
+            for a in attempts
+            if a.result is None and not a.late and clearance.approvals_needed(a.record, a.job.contract)
+        ]
         keyed: list[Attempt] = []
         if held or any(a.result is None and a.key is not None for a in attempts):
             async with self.pool.connection() as conn, conn.transaction():
+                await self._settle_late(conn, late, now)
                 await self._clear(conn, held, now)
                 keyed = [a for a in attempts if a.result is None and a.key is not None]
                 await self._reserve(conn, keyed, now)
@@ -216,15 +227,10 @@ class ExecutionHandler(Handler[StageRecord]):
         if tampered is not None:
             a.result = self._refuse(a, tampered.taxonomy, tampered.code, tampered.message, now)
         elif record.deadline_ms is not None and record.deadline_ms <= now:
-            a.result = self._refuse(
-                a,
-                Taxonomy.TIMEOUT,
-                "deadline_passed",
-                "the proposal's deadline passed before it could run; nothing was executed",
-                now,
-                retryable=False,
-                next_action="repropose_with_new_deadline",
-            )
+            if key is None:
+                a.result = self._deadline_passed(a, now)
+            else:
+                a.late = True
         elif record.dry_run:
             a.result = result(
                 record,
@@ -239,6 +245,17 @@ class ExecutionHandler(Handler[StageRecord]):
         elif key is None:
             a.plan = idem.Execute(1)
         return a
+
+    def _deadline_passed(self, a: Attempt, now: int) -> ExecutionResult:
+        return self._refuse(
+            a,
+            Taxonomy.TIMEOUT,
+            "deadline_passed",
+            "the proposal's deadline passed before it could run; nothing was executed",
+            now,
+            retryable=False,
+            next_action="repropose_with_new_deadline",
+        )
 
     def _runs(self, a: Attempt) -> bool:
         return a.result is None and isinstance(a.plan, idem.Execute) and a.leader is None
@@ -261,6 +278,21 @@ class ExecutionHandler(Handler[StageRecord]):
         )
 
     # --- A: reservation --------------------------------------------------------------------
+
+    async def _settle_late(self, conn: AsyncConnection[Any], late: list[Attempt], now: int) -> None:
+        """A mutation past its deadline runs nothing and reserves nothing. But an operation that
+        already has an outcome gets that outcome again, as any repeat does (a re-published or
+        re-driven call may arrive late): an agent never hears two different ends of one operation."""
+        if not late:
+            return
+        cur = await conn.execute(OUTCOMES, ([a.record.tenant_id for a in late], [a.key or "" for a in late]))
+        outcomes = {(r[0], r[1]): r[2:] for r in await cur.fetchall()}
+        for a in late:
+            status, hash_, response = outcomes.get((a.record.tenant_id, a.key or ""), (None, None, None))
+            if status in ("COMPLETED", "FAILED_FINAL", "COMPENSATED") and hash_ == request_hash(a.record):
+                a.result = self._replay(a, response or {}, now, compensated=status == "COMPENSATED")
+            else:
+                a.result = self._deadline_passed(a, now)
 
     async def _clear(self, conn: AsyncConnection[Any], held: list[Attempt], now: int) -> None:
         """Calls that need approvals run only under an APPROVED ticket for exactly them (read
