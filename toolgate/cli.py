@@ -645,6 +645,17 @@ def reconcile(once: Annotated[bool, typer.Option("--once", help="run one pass an
 
 
 @app.command()
+def redrive() -> None:
+    """Re-publish what Postgres holds in flight (pending packets, approved releases, the outbox
+    rows of the last hour), for a Kafka that lost its topics while toolgate ran; `toolgate up`
+    does it by itself whenever it has to create the topics. Prints what it said again."""
+    from toolgate.ops.up import redrive_from_postgres
+
+    settings = _settings()
+    _print_json(redrive_from_postgres(settings, settings.admin_url, lambda _: None))
+
+
+@app.command()
 def prune() -> None:
     """Delete the history older than its retention (one pass, as the reconciliation worker runs
     every TOOLGATE_RETENTION_INTERVAL_SECONDS); prints how many rows each table lost."""

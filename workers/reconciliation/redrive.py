@@ -53,10 +53,11 @@ async def redrive(conn: AsyncConnection[Any], topics: Topics, *, rewind_outbox: 
     """One re-drive pass inside the caller's transaction; returns what it said again, by kind."""
     now = now_ms()
     cur = await conn.execute(IN_FLIGHT)
-    held = await resume.load(conn, [r[0] for r in await cur.fetchall()])
+    ids = [r[0] for r in await cur.fetchall()]
+    held = await resume.load(conn, ids)
     rows: list[outbox.OutboxRow] = []
     counts = {"approvals_pending": 0, "approvals_released": 0, "outbox_rows": 0}
-    for ticket in held.values():
+    for ticket in (held[i] for i in ids if i in held):
         rows += resume.again(ticket, ticket.request.traceparent or "", now)
         counts["approvals_pending" if ticket.status == resume.PENDING else "approvals_released"] += 1
     if rewind_outbox:

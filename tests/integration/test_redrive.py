@@ -1,0 +1,107 @@
+"""Re-drive on a scratch database (workers/reconciliation/redrive.py): what Postgres holds in
+flight is said again through the outbox, and nothing else is."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+import psycopg
+
+from toolgate.integrity import deployment_keys
+from toolgate.schemas.codec import codec
+from toolgate.schemas.models import ApprovalRequest, StageRecord
+from toolgate.settings import Settings
+from toolgate.topics.catalog import Topics
+from toolgate.workers.reconciliation.redrive import redrive
+from toolgate.workers.runtime import audit
+from toolgate.workers.runtime.outbox import INSERT
+
+from ..conftest import Pipeline
+from ..unit.factories import registry, sample_models, stage_record
+from .test_outbox_relay import scratch
+
+SEND_EMAIL = registry().get("notify.send_email", "1.0.0")
+
+
+def _ticket(conn: psycopg.Connection[Any], approval_id: str, status: str, consumed_by: str | None) -> None:
+    record = stage_record(SEND_EMAIL, call_id=f"call_{approval_id}", approval_id=approval_id, required_approvals=1)
+    packet = sample_models()[ApprovalRequest].model_copy(update={"approval_id": approval_id})
+    conn.execute(
+        "INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, "
+        "payload_hash, risk_class, required_approvals, status, home_partition, request, packet, expires_at, "
+        "consumed_by) VALUES (%s, %s, 'acme', 'r', 'notify.send_email', '1.0.0', 'h', 'HIGH_RISK_EXTERNAL', 1, %s, "
+        "1, %s, %s, now() + interval '1 hour', %s)",
+        (
+            approval_id,
+            record.call_id,
+            status,
+            codec().encode(record),
+            json.dumps(packet.model_dump(mode="json")),
+            consumed_by,
+        ),
+    )
+    if status == "APPROVED":
+        conn.execute(
+            "INSERT INTO toolgate.approval_decisions (decision_id, approval_id, approver_id, verdict, decided_at) "
+            "VALUES (%s, %s, 'carol', 'APPROVE', now())",
+            (f"dec_{approval_id}", approval_id),
+        )
+
+
+def _outbox_row(conn: psycopg.Connection[Any], topic: str, payload: bytes) -> int:
+    row = {
+        "topic": topic,
+        "partition": 0,
+        "kind": "item",
+        "key": None,
+        "payload": base64.b64encode(payload).decode(),
+        "headers": [],
+    }
+    conn.execute(INSERT, (json.dumps([row]),))
+    [(row_id,)] = conn.execute("SELECT max(id) FROM toolgate.outbox").fetchall()
+    return int(row_id)
+
+
+def _redrive(settings: Settings) -> dict[str, int]:
+    audit.use_key(deployment_keys(settings).signing_key)
+
+    async def one() -> dict[str, int]:
+        async with await psycopg.AsyncConnection.connect(settings.database_url) as conn, conn.transaction():
+            return await redrive(conn, Topics(settings.topic_prefix), rewind_outbox=True)
+
+    return asyncio.run(one())
+
+
+def test_redrive_says_again_what_is_in_flight_and_nothing_else(pipeline: Pipeline) -> None:
+    with scratch(pipeline) as settings, psycopg.connect(settings.database_url, autocommit=True) as conn:
+        topic = Topics(settings.topic_prefix).results
+        sent, given_up, unsent = (_outbox_row(conn, topic, f"row {n}".encode()) for n in range(3))
+        conn.execute("UPDATE toolgate.outbox SET sent_at = now() WHERE id = ANY(%s)", ([sent, given_up],))
+        conn.execute("UPDATE toolgate.outbox SET failed_at = now(), error = 'too large' WHERE id = %s", (given_up,))
+        for approval_id, status, consumed_by in (
+            ("apr_pending", "PENDING", None),
+            ("apr_approved", "APPROVED", None),
+            ("apr_ran", "APPROVED", "key-of-the-effect"),
+            ("apr_denied", "DENIED", None),
+        ):
+            _ticket(conn, approval_id, status, consumed_by)
+
+        counts = _redrive(settings)
+
+        assert counts == {"approvals_pending": 1, "approvals_released": 1, "outbox_rows": 1}
+        unsent_now = dict(conn.execute("SELECT id, sent_at IS NULL FROM toolgate.outbox WHERE id <= %s", (unsent,)))
+        assert unsent_now == {sent: True, given_up: False, unsent: True}, "only the sent rows were rewound"
+        said = conn.execute(
+            "SELECT topic, payload FROM toolgate.outbox WHERE id > %s ORDER BY id", (unsent,)
+        ).fetchall()
+        prefix = settings.topic_prefix
+        assert [t for t, _ in said] == [f"{prefix}tool.approvals.requested.acme", topic, f"{prefix}tool.executable"]
+        released = codec().decode(bytes(said[2][1]), StageRecord)
+        assert (released.call_id, released.approvers) == ("call_apr_approved", ["carol"])
+        [(detail,)] = conn.execute(
+            "SELECT detail FROM toolgate.audit_log WHERE action = 'transport_redriven'"
+        ).fetchall()
+        assert detail == counts
