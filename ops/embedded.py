@@ -138,19 +138,41 @@ class Postgres:
         self.stop()
         self.process = _spawn_postgres(self.datadir, self.port, self.run_as, self.log_path)
 
-    def respawn(self, timeout: float = 60.0) -> None:
-        """Start it again after it died: its orphaned backends are ended first, and a start
-        that fails while they let go of the data directory is tried again."""
+    def respawn(self) -> None:
+        """Start it again after it died (its orphaned backends are ended first)."""
         subprocess.run(["pkill", "-KILL", "-f", f"postgres.*-D {self.datadir}"], check=False)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self.process = _spawn_postgres(self.datadir, self.port, self.run_as, self.log_path)
-                return
-            except RuntimeError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        self.process = _spawn_after_crash(self.datadir, self.port, self.run_as, self.log_path)
+
+
+def _alive_postmaster(pid: int) -> bool:
+    """Whether `pid` is a running (not zombie) postgres process: a postmaster killed with the
+    `toolgate up` that spawned it may linger as a zombie nobody reaps, and its pid in
+    postmaster.pid would then refuse every start."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z" and "postgres" in stat.split(")", 1)[0]
+
+
+def _spawn_after_crash(
+    datadir: Path, port: int, run_as: str | None, log_path: Path, timeout: float = 60.0
+) -> subprocess.Popen[bytes]:
+    """Start Postgres on a data directory an earlier server may have left in a hurry: a stale
+    postmaster.pid (its process gone, or a zombie) is removed, and a start that fails while
+    the old server's backends let go of its shared memory is tried again."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pidfile = datadir / "postmaster.pid"
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if not _alive_postmaster(int(pidfile.read_text().split()[0])):
+                pidfile.unlink()
+        try:
+            return _spawn_postgres(datadir, port, run_as, log_path)
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _postgres_bin() -> Path:
@@ -261,5 +283,5 @@ def start_postgres(datadir: Path, log_path: Path, port: int | None = None) -> Po
     run_as = _system_user()
     _prepare_datadir(datadir, run_as)
     port = port or free_port()
-    proc = _spawn_postgres(datadir, port, run_as, log_path)
+    proc = _spawn_after_crash(datadir, port, run_as, log_path)
     return Postgres(datadir, port, proc, run_as, log_path)

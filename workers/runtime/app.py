@@ -23,6 +23,7 @@ from toolgate.settings import Settings
 from toolgate.telemetry import configure_telemetry, logging_config, shutdown_telemetry
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import Headers
+from toolgate.workers.runtime import orphan
 from toolgate.workers.runtime.audit import AuditSink
 from toolgate.workers.runtime.rounds import Handler, RawRecord, Rounds
 from toolgate.workers.runtime.transport import App
@@ -194,6 +195,7 @@ class StageApp:
 
     def run(self) -> None:
         configure_telemetry(self.settings, self.name)
+        orphan.watch()
         if not self._consumes:
             # No topic to consume (outbox relay, reconciliation): run timers, tasks and the
             # producer, without a consumer group.
