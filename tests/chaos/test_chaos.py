@@ -55,6 +55,7 @@ from ..conftest import TEST_ENV, _wait_up
 # CI runs a bounded chaos; TOOLGATE_CHAOS_CALLS=20000 is the long run (README).
 CALLS = int(os.environ.get("TOOLGATE_CHAOS_CALLS", "3000"))
 pytestmark = pytest.mark.timeout(max(900, CALLS // 8))
+STALL_S = 10.0  # no new answer for this long, yet calls unanswered: they were lost
 WORKERS = ("validation", "policy", "approval-wait", "execution", "outbox-relay", "normalization", "reconciliation")
 # Every named crash point (toolgate/faults.py), each with a chance small enough that toolgate
 # up's restart backoff never grows long.
@@ -272,18 +273,25 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
             client.flush()
         republished = len(proposed)
         # The agent's client publishes again what has no final answer yet, as `wait` does
-        # (test_restart.py waits call by call; here the observer collects the answers).
-        deadline, resent, next_resend = time.monotonic() + 420, 0, time.monotonic() + 15
+        # (test_restart.py waits call by call; here the observer collects the answers). Only
+        # once answers stopped coming for STALL_S: while toolgate works through a backlog,
+        # re-publishing all of it would only double the backlog.
+        deadline, resent = time.monotonic() + 600, 0
+        answered_before, quiet_since = -1, time.monotonic()
         while time.monotonic() < deadline and len(set(operations) & set(observer.final)) < len(operations):
             time.sleep(1.0)
-            if time.monotonic() < next_resend:
+            answered_now = len(set(operations) & set(observer.final))
+            if answered_now != answered_before:
+                answered_before, quiet_since = answered_now, time.monotonic()
+                continue
+            if time.monotonic() - quiet_since < STALL_S:
                 continue
             for call_id in set(operations) - set(observer.final):
                 client.resend(proposed[call_id])
                 resent += 1
             with contextlib.suppress(RuntimeError):
                 client.flush()
-            next_resend = time.monotonic() + 15
+            quiet_since = time.monotonic()
         answered = set(operations) & set(observer.final)
         pending_deadline = time.monotonic() + 120
         while time.monotonic() < pending_deadline:

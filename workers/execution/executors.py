@@ -20,6 +20,7 @@ import datetime as dt
 import importlib
 import inspect
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -217,16 +218,25 @@ class EgressDenied(Exception):
     pass
 
 
+# Provider calls in flight per execution worker. A round can hold thousands of calls (a
+# re-drive releases everything a crash left); sent all at once they would wait for the
+# connection pool inside their own timeouts and fail for no fault of the provider. A call
+# waits for a slot first, and its timeout starts when it is sent.
+PROVIDER_SLOTS = 64
+
+
 @dataclass
 class HttpExecutor:
     settings: Settings
     secrets: SecretProvider
     session: aiohttp.ClientSession | None = None
     _auth_cache: dict[str, str] = field(default_factory=dict)
+    _slots: asyncio.Semaphore | None = None
 
     async def open(self) -> None:
         if self.session is None:
-            self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
+            self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=PROVIDER_SLOTS))
+            self._slots = asyncio.Semaphore(PROVIDER_SLOTS)
 
     async def close(self) -> None:
         if self.session is not None:
@@ -271,6 +281,16 @@ class HttpExecutor:
         return aiohttp.ClientTimeout(total=left, connect=min(left, 2.0))
 
     async def run(self, job: Job, now_ms: int) -> Effect:
+        assert self._slots is not None
+        async with self._slots:
+            now_ms = max(now_ms, int(time.time() * 1000))
+            if now_ms >= job.deadline_ms:
+                return failed(
+                    Taxonomy.TIMEOUT, "not_sent", "the call's deadline passed before the provider was free", final=False
+                )
+            return await self._run(job, now_ms)
+
+    async def _run(self, job: Job, now_ms: int) -> Effect:
         assert self.session is not None
         spec = job.contract.executor
         try:
@@ -365,6 +385,11 @@ class HttpExecutor:
 
     async def status(self, job: Job, now_ms: int) -> Effect:
         """Ask the provider what became of the call's key: Done, Failed (never happened) or Unknown."""
+        assert self._slots is not None
+        async with self._slots:
+            return await self._status(job)
+
+    async def _status(self, job: Job) -> Effect:
         assert self.session is not None
         query = job.contract.executor.get("status_query")
         if not query:

@@ -23,7 +23,7 @@ from toolgate.settings import Settings
 from toolgate.telemetry import configure_telemetry, logging_config, shutdown_telemetry
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import Headers
-from toolgate.workers.runtime import orphan
+from toolgate.workers.runtime import liveness, orphan
 from toolgate.workers.runtime.audit import AuditSink
 from toolgate.workers.runtime.rounds import Handler, RawRecord, Rounds
 from toolgate.workers.runtime.transport import App
@@ -201,11 +201,16 @@ class StageApp:
             # producer, without a consumer group.
             self.app.producer_only = True
             self.app.task(self._ready_now)
+        else:
+            self.app.task(self._watch_consumer)
         worker = faust.Worker(self.app, loglevel=self.settings.log_level, redirect_stdouts=False, quiet=True)
         try:
             worker.execute_from_commandline()
         finally:
             shutdown_telemetry()
+
+    async def _watch_consumer(self) -> None:
+        await liveness.watch(self.app, self.name)
 
     async def _ready_now(self) -> None:
         self.mark_ready()
