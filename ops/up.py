@@ -253,6 +253,7 @@ class Supervisor:
                     child.total_restarts += 1
                     self.say(f"{child.name} exited with {code} while starting; restarting")
                     child.start()
+                    self._record_pids()
             time.sleep(0.2)
         if pending:
             raise SystemExit(f"workers not ready after {timeout}s: {', '.join(sorted(pending))}")

@@ -11,16 +11,18 @@ from pathlib import Path
 CHILD = """
 import sys, time
 from toolgate.workers.runtime import orphan
-orphan.watch(poll_s=0.05, grace_s=0.5)
+orphan.watch(poll_s=0.05, grace_s=2.0)
 print(__import__("os").getpid(), flush=True)
 while True:  # a stop that never finishes
     time.sleep(1)
 """
 PARENT = """
 import subprocess, sys
-child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE, text=True)
+child = subprocess.Popen(
+    [sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+)
 print(child.stdout.readline().strip(), flush=True)
-"""  # and exits at once, leaving its child behind
+"""  # and exits at once, leaving its child behind (holding none of the test's pipes)
 
 
 def _running(pid: int) -> bool:
