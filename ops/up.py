@@ -5,9 +5,15 @@ broker and Postgres, applies migrations, provisions the topic catalog, makes sur
 deployment secret exists, prepares the demo (tenants and their topics, agents and approvers
 with their keys, the provider's token), starts the demo provider and one
 process per stage (connected as the worker role, ops/roles.py; migrations and operators use the
-tables' owner), writes `$TOOLGATE_HOME/runtime.json` for the other commands, restarts a
-worker that dies, and on Ctrl-C or SIGTERM stops everything it started. Every child also
-gets a parent-death signal, so even a SIGKILLed `toolgate up` leaves no orphans.
+tables' owner), writes `$TOOLGATE_HOME/runtime.json` for the other commands (pids and restart
+counts), restarts a worker that dies, and on Ctrl-C or SIGTERM stops everything it started.
+Every child also gets a parent-death signal, and a stage process orphaned anyway ends itself
+(workers/runtime/orphan.py), so even a SIGKILLed `toolgate up` leaves no orphans.
+
+On an existing home it listens where it listened before (ports.json) and, when it had to
+create the topics (the embedded broker forgets them), re-drives what Postgres holds in flight
+(workers/reconciliation/redrive.py). An embedded Postgres or broker that dies is started again
+on its port; after the broker, the stage workers are restarted and a re-drive is done.
 """
 
 from __future__ import annotations
