@@ -31,7 +31,8 @@ def build(name: str, settings: Settings) -> StageApp:
 
         app.consume(PolicyHandler(registry, settings))
     elif name == "approval-wait":
-        from toolgate.workers.approval.worker import AuthorizedHandler, DecisionsHandler, ExpirySweeper
+        from toolgate.workers.approval.sweep import ExpirySweeper
+        from toolgate.workers.approval.worker import AuthorizedHandler, DecisionsHandler
 
         app.consume(AuthorizedHandler(registry, settings))
         app.consume(DecisionsHandler(registry, settings))

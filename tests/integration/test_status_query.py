@@ -17,7 +17,8 @@ from aiohttp import web
 from tests.unit.factories import registry, stage_record
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
-from toolgate.workers.execution.executors import HttpExecutor, Job, Unknown
+from toolgate.workers.execution.executors import Job, Unknown
+from toolgate.workers.execution.http import HttpExecutor
 
 
 def _port() -> int:

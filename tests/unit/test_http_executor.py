@@ -17,7 +17,8 @@ from toolgate.schemas.models import Principal, StageRecord
 from toolgate.secrets import SecretMissing, SecretProvider
 from toolgate.settings import Settings
 from toolgate.telemetry import SCRUBBER
-from toolgate.workers.execution.executors import EgressDenied, HttpExecutor, Job
+from toolgate.workers.execution.executors import Job
+from toolgate.workers.execution.http import EgressDenied, HttpExecutor
 
 
 def job(auth: dict[str, Any] | None, allow: list[str] | None = None) -> Job:

@@ -16,27 +16,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from psycopg import AsyncConnection
-
 from toolgate.contracts.registry import Contract, Registry
 from toolgate.faults import crash_point
 from toolgate.hashing import idempotency_key_for
 from toolgate.schemas.codec import codec
-from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, StageRecord, Verdict
+from toolgate.schemas.models import ApprovalDecision, StageRecord, Verdict
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
+from toolgate.workers.approval import tickets as tickets_io
 from toolgate.workers.approval.decision import (
     APPROVED,
-    AUTO_DENIED,
     DENIED,
-    Approver,
     Counted,
     NoOp,
     Ticket,
     approval_id_for,
     confirmation_packet,
-    escalated,
     expiry_for,
     judge,
     next_escalation_ms,
@@ -182,24 +178,6 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-LOAD_TICKETS = """
-SELECT a.approval_id, a.tool_name, a.tool_version, a.payload_hash, a.risk_class, a.required_approvals, a.status,
-       (extract(epoch FROM a.expires_at) * 1000)::bigint, a.request, a.home_partition,
-       coalesce(array_agg(d.approver_id) FILTER (WHERE d.verdict = 'APPROVE'), '{}'),
-       coalesce(array_agg(d.approver_id) FILTER (WHERE d.approver_id IS NOT NULL), '{}'),
-       coalesce(array_agg(d.decision_id) FILTER (WHERE d.decision_id IS NOT NULL), '{}'), a.approver_groups,
-       a.state_version
-FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
-WHERE a.approval_id = ANY(%s)
-GROUP BY a.approval_id
-"""
-LOCK_TICKETS = """
-SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%s) ORDER BY approval_id FOR UPDATE
-"""
-LOAD_APPROVERS = """
-SELECT approver_id, public_key, risk_classes, status = 'active', groups FROM toolgate.approvers
-WHERE approver_id = ANY(%s)
-"""
 RECORD_DECISIONS = """
 INSERT INTO toolgate.approval_decisions (decision_id, approval_id, approver_id, verdict, reason, decided_at)
 SELECT d.decision_id, d.approval_id, d.approver_id, d.verdict, d.reason, to_timestamp(d.decided_at_ms / 1000.0)
@@ -227,9 +205,9 @@ class DecisionsHandler(Handler[ApprovalDecision]):
         approver_ids = sorted({c.model.approver_id for c in calls})
         now = now_ms()
         async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(LOCK_TICKETS, (ids,))
-            tickets, requests = await _load_tickets(conn, ids)
-            approvers = await _load_approvers(conn, approver_ids)
+            await tickets_io.lock(conn, ids)
+            tickets, requests = await tickets_io.load(conn, ids)
+            approvers = await tickets_io.approvers(conn, approver_ids)
             rows: list[outbox.OutboxRow] = []
             entries: list[audit.Entry] = []
             accepted: list[dict[str, Any]] = []
@@ -312,141 +290,4 @@ class DecisionsHandler(Handler[ApprovalDecision]):
                 crash_point("approval.during_release")
 
 
-async def _load_tickets(
-    conn: AsyncConnection[Any], ids: list[str]
-) -> tuple[dict[str, Ticket], dict[str, tuple[StageRecord, int]]]:
-    cur = await conn.execute(LOAD_TICKETS, (ids,))
-    tickets: dict[str, Ticket] = {}
-    requests: dict[str, tuple[StageRecord, int]] = {}
-    for row in await cur.fetchall():
-        approval_id, home = row[0], row[9]
-        tickets[approval_id] = Ticket(
-            *row[:7], int(row[7]), tuple(row[10]), tuple(row[11]), frozenset(row[12]), tuple(row[13]), row[14]
-        )
-        request = row[8]
-        requests[approval_id] = (codec().decode(bytes(request), StageRecord), home)
-    return tickets, requests
-
-
-async def _load_approvers(conn: AsyncConnection[Any], ids: list[str]) -> dict[str, Approver]:
-    cur = await conn.execute(LOAD_APPROVERS, (ids,))
-    return {r[0]: Approver(r[0], bytes(r[1]), tuple(r[2]), bool(r[3]), tuple(r[4])) for r in await cur.fetchall()}
-
-
-EXPIRE = """
-UPDATE toolgate.approvals SET status = 'AUTO_DENIED', decided_at = now()
-WHERE approval_id IN (
-    SELECT approval_id FROM toolgate.approvals WHERE status = 'PENDING' AND expires_at < now()
-    ORDER BY expires_at LIMIT 500 FOR UPDATE SKIP LOCKED)
-RETURNING approval_id, call_id, tenant_id, request
-"""
-
-
-async def expire_approvals(conn: AsyncConnection[Any], topics: Topics, stage: str) -> int:
-    """AUTO_DENY tickets past their expiry, inside the caller's transaction: the agent hears
-    it as an expiry (approval_expired), never as a denial, and never gets an approval."""
-    now = now_ms()
-    cur = await conn.execute(EXPIRE)
-    expired = await cur.fetchall()
-    rows, entries = [], []
-    for approval_id, call_id, tenant_id, request in expired:
-        record = codec().decode(bytes(request), StageRecord)
-        closed = resume.closed(record, "approval_expired", resume.expiry(approval_id), now)
-        rows.append(outbox.item("results", record.home_partition, closed))
-        entries.append(
-            audit.Entry(
-                stage,
-                "approval_auto_denied",
-                "toolgate",
-                call_id,
-                tenant_id,
-                {"approval_id": approval_id, "status": AUTO_DENIED},
-            )
-        )
-    await outbox.enqueue(conn, rows, topics)
-    await audit.append(conn, entries)
-    return len(expired)
-
-
-ESCALATE = """
-SELECT approval_id, call_id, tenant_id, tool_name, tool_version, escalation_level, packet, request,
-       (extract(epoch FROM created_at) * 1000)::bigint, (extract(epoch FROM expires_at) * 1000)::bigint
-FROM toolgate.approvals
-WHERE status = 'PENDING' AND escalate_at <= now() AND expires_at > now()
-ORDER BY escalate_at LIMIT 500 FOR UPDATE SKIP LOCKED
-"""
-RECORD_ESCALATIONS = """
-UPDATE toolgate.approvals a SET escalation_level = e.level, approver_groups = e.groups, packet = e.packet,
-    escalated_at = now(), escalate_at = to_timestamp(e.next_ms / 1000.0)
-FROM jsonb_to_recordset(%s::jsonb) AS e(approval_id text, level int, groups text[], packet jsonb, next_ms bigint)
-WHERE a.approval_id = e.approval_id
-"""
-
-
-async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, topics: Topics, stage: str) -> int:
-    """Open tickets that reached their escalation time to the next approver group: the packet
-    is published again (same approval_id, one more group) and the escalation is audited."""
-    cur = await conn.execute(ESCALATE)
-    due = await cur.fetchall()
-    rows, entries, updates = [], [], []
-    for approval_id, call_id, tenant_id, tool, version, level, packet_json, request, created_ms, expires_ms in due:
-        contract = registry.get(tool, version)
-        current = ApprovalRequest.model_validate(packet_json).model_copy(update={"escalation_level": level})
-        packet = escalated(current, contract)
-        traceparent = codec().decode(bytes(request), StageRecord).traceparent
-        updates.append(
-            {
-                "approval_id": approval_id,
-                "level": packet.escalation_level,
-                "groups": packet.approver_groups,
-                "packet": packet.model_dump(mode="json"),
-                "next_ms": next_escalation_ms(contract, created_ms, expires_ms, packet.escalation_level),
-            }
-        )
-        rows.append(
-            outbox.record(
-                "approvals_requested",
-                packet,
-                key=approval_id,
-                traceparent=traceparent,
-                call_id=call_id,
-                tenant_id=tenant_id,
-                tenant_topic=True,
-            )
-        )
-        entries.append(
-            audit.Entry(
-                stage,
-                "approval_escalated",
-                "toolgate",
-                call_id,
-                tenant_id,
-                {"approval_id": approval_id, "level": packet.escalation_level, "groups": packet.approver_groups},
-            )
-        )
-    if updates:
-        await conn.execute(RECORD_ESCALATIONS, (json.dumps(updates),))
-    await outbox.enqueue(conn, rows, topics)
-    await audit.append(conn, entries)
-    return len(due)
-
-
-class ExpirySweeper:
-    """Escalates due tickets and AUTO_DENIES expired ones, every sweep interval."""
-
-    def __init__(self, registry: Registry, settings: Settings) -> None:
-        self.registry = registry
-        self.pool = make_pool(settings.database_url, f"{STAGE}-expiry", max_size=1)
-        self.topics = Topics(settings.topic_prefix)
-        self._opened = False
-
-    async def sweep(self) -> None:
-        if not self._opened:
-            await self.pool.open()
-            self._opened = True
-        async with self.pool.connection() as conn, conn.transaction():
-            await escalate_approvals(conn, self.registry, self.topics, STAGE)
-            await expire_approvals(conn, self.topics, STAGE)
-
-
-__all__ = ["AuthorizedHandler", "DecisionsHandler", "ExpirySweeper", "Verdict"]
+__all__ = ["AuthorizedHandler", "DecisionsHandler", "Verdict"]

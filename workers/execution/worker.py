@@ -48,7 +48,6 @@ from toolgate.workers.execution.executors import (
     Done,
     Effect,
     Failed,
-    HttpExecutor,
     Job,
     Unknown,
     failed,
@@ -56,6 +55,7 @@ from toolgate.workers.execution.executors import (
     run_postgres_batch,
     run_python,
 )
+from toolgate.workers.execution.http import HttpExecutor
 from toolgate.workers.execution.preview import preview
 from toolgate.workers.execution.retry import deadline_for, policy_for, with_retries
 from toolgate.workers.runtime import audit, deadletters, outbox
