@@ -3,6 +3,7 @@ fingerprint, so a reader can route, trace and decode a record without opening it
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Iterable, Sequence
 
@@ -40,15 +41,19 @@ def header(headers: Iterable[tuple[str, bytes | None]] | None, name: str) -> str
     return None
 
 
+_DECIMAL = re.compile(r"[0-9]{1,20}")
+
+
 def header_int(
     headers: Iterable[tuple[str, bytes | None]] | None, name: str, *, default: int, low: int, high: int
 ) -> int:
     """An integer header, or `default` when it is missing, not a decimal integer or out of range:
-    a header is whatever its producer wrote."""
+    a header is whatever its producer wrote. Only ASCII digits count: `str.strip` and `int` each
+    have their own (different) idea of Unicode whitespace."""
     text = header(headers, name)
-    if text is None or not text.isascii() or not text.strip().isdigit() or len(text) > 20:
+    if text is None or not _DECIMAL.fullmatch(text.strip(" ")):
         return default
-    value = int(text)
+    value = int(text.strip(" "))
     return value if low <= value <= high else default
 
 

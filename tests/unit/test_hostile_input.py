@@ -23,7 +23,19 @@ from toolgate.workers.validation.decision import parse_arguments
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [(None, 1), (b"3", 3), (b"x", 1), (b"-2", 1), (b"0", 1), (b"\xff", 1), (b"9" * 30, 1), (b" 7", 7), (b"1e3", 1)],
+    [
+        (None, 1),
+        (b"3", 3),
+        (b"x", 1),
+        (b"-2", 1),
+        (b"0", 1),
+        (b"\xff", 1),
+        (b"9" * 30, 1),
+        (b" 7", 7),
+        (b"1e3", 1),
+        (b"\x1c0", 1),
+        (b"\xe3\x80\x803", 1),
+    ],
 )
 def test_an_integer_header_is_whatever_parses_in_range_else_the_default(raw: bytes | None, expected: int) -> None:
     headers = [] if raw is None else [("toolgate-attempts", raw)]
