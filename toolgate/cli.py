@@ -629,7 +629,7 @@ def reconcile(once: Annotated[bool, typer.Option("--once", help="run one pass an
     import asyncio
 
     from toolgate.contracts.registry import load_registry
-    from toolgate.workers.reconciliation.worker import Reconciler
+    from toolgate.workers.reconciliation.reconciler import Reconciler
 
     settings = _settings()
     reconciler = Reconciler(load_registry(settings.contracts_dir), settings)

@@ -52,7 +52,7 @@ def build(name: str, settings: Settings) -> StageApp:
     else:
         from toolgate.contracts.policy import load_policy
         from toolgate.workers.reconciliation.pruner import Pruner
-        from toolgate.workers.reconciliation.worker import Reconciler
+        from toolgate.workers.reconciliation.reconciler import Reconciler
 
         reconciler = Reconciler(registry, settings)
         pruner = Pruner(registry, load_policy(settings.policy_file), settings)
