@@ -1,14 +1,13 @@
-"""The reconciliation worker: resolves idempotency keys a crash left PENDING, and expires.
+"""The reconciler: resolves idempotency keys a crash left PENDING, and expires.
 
-Every pass, for keys whose lease expired (FOR UPDATE SKIP LOCKED, so passes never collide):
-  postgres executor  PENDING means the effect's transaction never committed: re-drive the
-                     stored request onto tool.executable; the key is handed to whichever
-                     execution worker receives it.
-  http with a status query  ask the provider: completed -> COMPLETED with the provider's
-                     result; never received -> re-drive; still unknown -> ask again next
-                     pass, until the verification window closes.
-  no status query, or the window closed  -> FAILED_FINAL: the agent gets a fail-closed
-                     observation and the request is dead-lettered for an operator.
+Every pass, in three steps, so no provider's answer is awaited while a row is locked:
+  1. read the keys whose lease expired (a short transaction; FOR UPDATE SKIP LOCKED leaves out
+     keys a stage holds at that moment);
+  2. decide each with no transaction open (decision.py), asking the provider's status query
+     where there is one;
+  3. in one transaction, lock each key again (SKIP LOCKED) only if it is still as read, and
+     apply what was decided; a key another reconciler or the execution stage settled or took
+     over in the meantime is left as they left it.
 It also marks keys past their deduplication window EXPIRED and, as a backstop for
 approval-wait, AUTO_DENIES approvals past their expiry. Every decision is audited. What it
 forgets, and when, is retention.py's (run by pruner.py on its own timer).
@@ -16,38 +15,56 @@ forgets, and when, is retention.py's (run by pruner.py on its own timer).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from toolgate.contracts.registry import Registry
+from toolgate.contracts.registry import Contract, Registry
 from toolgate.hashing import fingerprint
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
-from toolgate.taxonomy import Taxonomy
+from toolgate.states import KeyStatus
 from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.sweep import expire_approvals
-from toolgate.workers.execution.executors import Done, Failed, Job, run_after_effects
+from toolgate.workers.execution.executors import Done, Effect, Failed, Job, run_after_effects
 from toolgate.workers.execution.http import HttpExecutor
 from toolgate.workers.execution.idempotency import REDRIVE_OWNER
 from toolgate.workers.execution.worker import stored_response, verification_for
+from toolgate.workers.reconciliation import decision
+from toolgate.workers.reconciliation.decision import PendingKey, Resolution
 from toolgate.workers.runtime import audit, deadletters, outbox
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.results import outcome, result
 
 log = logging.getLogger("toolgate.reconciliation")
 STAGE = "reconciliation"
+# What a pass reports, in this order (`toolgate reconcile` prints it).
+Conn = AsyncConnection[Any]
+Rows = list[outbox.OutboxRow]  # what a decision publishes, through the outbox
+COUNTS = ("redriven", "completed", "failed_final", "unresolved", "expired", "approvals_expired")
 
 STUCK = """
-SELECT tenant_id, idempotency_key, executor, request, attempt, call_id, (extract(epoch FROM created_at) * 1000)::bigint
+SELECT tenant_id, idempotency_key, executor, request, call_id, (extract(epoch FROM created_at) * 1000)::bigint,
+    lease_owner, lease_until
 FROM toolgate.idempotency_keys
 WHERE status = 'PENDING' AND lease_until < now()
 ORDER BY lease_until LIMIT %s FOR UPDATE SKIP LOCKED
+"""
+# The key is still as STUCK read it: PENDING under the same expired lease, so nobody settled,
+# re-drove or took it over while its provider was asked.
+STILL_STUCK = """
+SELECT 1 FROM toolgate.idempotency_keys
+WHERE tenant_id = %s AND idempotency_key = %s AND status = 'PENDING'
+    AND lease_owner IS NOT DISTINCT FROM %s AND lease_until = %s
+FOR UPDATE SKIP LOCKED
 """
 HAND_OVER = """
 UPDATE toolgate.idempotency_keys SET lease_owner = %s, lease_until = now() + make_interval(secs => %s)
@@ -65,6 +82,37 @@ WHERE (tenant_id, idempotency_key) IN (
     WHERE expires_at < now() AND status IN ('COMPLETED', 'FAILED_RETRYABLE', 'FAILED_FINAL', 'COMPENSATED')
     LIMIT 5000 FOR UPDATE SKIP LOCKED)
 """
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """A PENDING key whose lease expired, as step 1 read it."""
+
+    tenant_id: str
+    key: str
+    request: bytes
+    call_id: str
+    lease_owner: str | None
+    lease_until: dt.datetime
+    job: Job
+    pending: PendingKey
+
+    @property
+    def pk(self) -> tuple[str, str]:
+        return self.tenant_id, self.key
+
+    def audited(self, resolution: Resolution) -> audit.Entry:
+        detail = {"key": fingerprint(self.key), "executor": self.pending.executor, "detail": resolution.detail}
+        return audit.Entry(STAGE, resolution.action, "toolgate", self.call_id, self.tenant_id, detail)
+
+
+def answer_of(effect: Effect) -> decision.Answer:
+    """The provider's status answer, as the decision reads it (its result scrubbed)."""
+    if isinstance(effect, Done):
+        return decision.ProviderCompleted(SCRUBBER.obj(effect.data))
+    if isinstance(effect, Failed):
+        return decision.ProviderFailed() if effect.final else decision.ProviderNeverReceived()
+    return decision.ProviderUnsure(effect.reason)
 
 
 class Reconciler:
@@ -90,117 +138,19 @@ class Reconciler:
     async def reconcile_once(self) -> dict[str, int]:
         """One pass; returns how many keys it resolved each way."""
         await self.open()
-        counts = {
-            "redriven": 0,
-            "completed": 0,
-            "failed_final": 0,
-            "unresolved": 0,
-            "expired": 0,
-            "approvals_expired": 0,
-        }
+        counts = dict.fromkeys(COUNTS, 0)
         now = int(time.time() * 1000)
+        decided = [(stuck, await self._decide(stuck, now)) for stuck in await self._stuck(now)]
         async with self.pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(STUCK, (self.batch,))
-            rows: list[outbox.OutboxRow] = []
+            rows: Rows = []
             entries: list[audit.Entry] = []
-            for tenant_id, key, executor, request, _attempt, call_id, created_ms in await cur.fetchall():
-                record = codec().decode(bytes(request), StageRecord)
-                contract = self.registry.get(record.tool_name, record.tool_version)
-                job = Job(record, contract, key, now + contract.timeout_ms)
-                decision, detail = "failed_final", "the outcome cannot be verified: no status query"
-                effect: Any = None
-                if executor == "postgres":
-                    decision, detail = "redriven", "no committed effect: re-driven"
-                elif executor == "http" and contract.executor.get("status_query"):
-                    effect = await self.http.status(job, now)
-                    if isinstance(effect, Done):
-                        effect = Done(SCRUBBER.obj(effect.data))
-                        decision, detail = "completed", "the provider reports the call completed"
-                    elif isinstance(effect, Failed) and not effect.final:
-                        decision, detail = "redriven", "the provider never received the call: re-driven"
-                    elif isinstance(effect, Failed):
-                        decision, detail = "failed_final", "the provider reports the call failed"
-                    elif now - created_ms < self.verification_window_ms:
-                        decision, detail = "unresolved", f"still unknown: {getattr(effect, 'reason', '')}"
-                counts[decision] += 1
-                key_fp = fingerprint(key)
-                entries.append(
-                    audit.Entry(
-                        STAGE,
-                        decision,
-                        "toolgate",
-                        call_id,
-                        tenant_id,
-                        {"key": key_fp, "executor": executor, "detail": detail},
-                    )
-                )
-                if decision == "redriven":
-                    await conn.execute(HAND_OVER, (REDRIVE_OWNER, self.redrive_grace_s, tenant_id, key))
-                    rows.append(outbox.item("executable", record.home_partition, record))
-                elif decision == "completed":
-                    warnings = list(record.warnings)
-                    if "after_effect" in contract.binding:  # recorded once, with COMPLETED
-                        [error] = await run_after_effects(conn, [(job, effect.data)])
-                        if error is not None:
-                            warnings.append(f"the effect happened, but recording it here failed: {error}")
-                    res = result(
-                        record,
-                        stage=STAGE,
-                        result_outcome=outcome(Taxonomy.SUCCESS),
-                        data=effect.data,
-                        traceparent=record.traceparent,
-                        home_partition=record.home_partition,
-                        now_ms=now,
-                        warnings=warnings,
-                        attempt_number=record.attempt,
-                        approval_id=record.approval_id,
-                        verification=verification_for(job, effect.data),
-                    )
-                    await conn.execute(SETTLE, ("COMPLETED", Jsonb(stored_response(res)), None, tenant_id, key))
-                    rows.append(outbox.item("results", record.home_partition, res))
-                elif decision == "failed_final":
-                    res = result(
-                        record,
-                        stage=STAGE,
-                        traceparent=record.traceparent,
-                        home_partition=record.home_partition,
-                        now_ms=now,
-                        warnings=record.warnings,
-                        approval_id=record.approval_id,
-                        result_outcome=outcome(
-                            Taxonomy.UNKNOWN_ERROR, fail_closed=True, next_action="escalate_to_operator"
-                        ),
-                        errors=[
-                            FieldError(
-                                field=None,
-                                code="outcome_unverifiable",
-                                message=f"{detail}; whether the effect happened is unknown and an "
-                                "operator must verify it. Do not retry.",
-                            )
-                        ],
-                    )
-                    await conn.execute(
-                        SETTLE, ("FAILED_FINAL", Jsonb(stored_response(res)), "UNKNOWN_ERROR", tenant_id, key)
-                    )
-                    rows.append(outbox.item("results", record.home_partition, res))
-                    letter = deadletters.for_request(
-                        record,
-                        bytes(request),
-                        stage=STAGE,
-                        taxonomy=TaxonomyClass.UNKNOWN_ERROR,
-                        reason=detail,
-                        now_ms=now,
-                    )
-                    rows.append(
-                        outbox.record(
-                            "deadletter",
-                            letter,
-                            key=call_id,
-                            traceparent=record.traceparent,
-                            call_id=call_id,
-                            tenant_id=tenant_id,
-                        )
-                    )
+            for stuck, resolution in decided:
+                cur = await conn.execute(STILL_STUCK, (*stuck.pk, stuck.lease_owner, stuck.lease_until))
+                if await cur.fetchone() is None:
+                    continue  # settled, re-driven or taken over since step 1: theirs now
+                counts[resolution.action] += 1
+                entries.append(stuck.audited(resolution))
+                rows += await self._apply(conn, stuck, resolution, now)
             cur = await conn.execute(EXPIRE)
             counts["expired"] = cur.rowcount
             # A backstop for approval-wait's own sweep: expired tickets AUTO_DENY even while it is down.
@@ -210,3 +160,90 @@ class Reconciler:
         if any(v for k, v in counts.items() if k != "unresolved"):
             log.info("reconciled", extra={"stage": STAGE, "action": "reconciled", "count": sum(counts.values())})
         return counts
+
+    async def _stuck(self, now: int) -> list[Stuck]:
+        """Step 1: the keys whose lease expired; the transaction ends before anyone is asked."""
+        async with self.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(STUCK, (self.batch,))
+            return [self._read(row, now) for row in await cur.fetchall()]
+
+    def _read(self, row: tuple[Any, ...], now: int) -> Stuck:
+        tenant_id, key, executor, request, call_id, created_ms, lease_owner, lease_until = row
+        record = codec().decode(bytes(request), StageRecord)
+        contract: Contract = self.registry.get(record.tool_name, record.tool_version)
+        pending = PendingKey(executor, bool(contract.executor.get("status_query")), created_ms)
+        job = Job(record, contract, key, now + contract.timeout_ms)
+        return Stuck(tenant_id, key, bytes(request), call_id, lease_owner, lease_until, job, pending)
+
+    async def _decide(self, stuck: Stuck, now: int) -> Resolution:
+        """Step 2, with no transaction open: the provider is asked only here."""
+        first = decision.triage(stuck.pending)
+        if not isinstance(first, decision.Ask):
+            return first
+        answer = answer_of(await self.http.status(stuck.job, now))
+        return decision.resolve(stuck.pending, answer, now_ms=now, window_ms=self.verification_window_ms)
+
+    async def _apply(self, conn: Conn, stuck: Stuck, resolution: Resolution, now: int) -> Rows:
+        """Step 3, under the key's row lock: settle or hand over the key; what to publish."""
+        record = stuck.job.record
+        match resolution:
+            case decision.Redrive():
+                await conn.execute(HAND_OVER, (REDRIVE_OWNER, self.redrive_grace_s, *stuck.pk))
+                return [outbox.item("executable", record.home_partition, record)]
+            case decision.Complete():
+                return await self._complete(conn, stuck, resolution, now)
+            case decision.FailFinal():
+                return await self._fail_final(conn, stuck, resolution, now)
+            case decision.Leave():
+                return []
+
+    async def _complete(self, conn: Conn, stuck: Stuck, done: decision.Complete, now: int) -> Rows:
+        record, job = stuck.job.record, stuck.job
+        warnings = list(record.warnings)
+        if "after_effect" in job.contract.binding:  # recorded once, with COMPLETED
+            [error] = await run_after_effects(conn, [(job, done.data)])
+            if error is not None:
+                warnings.append(f"the effect happened, but recording it here failed: {error}")
+        res = result(
+            record,
+            stage=STAGE,
+            result_outcome=outcome(TaxonomyClass.SUCCESS),
+            data=done.data,
+            traceparent=record.traceparent,
+            home_partition=record.home_partition,
+            now_ms=now,
+            warnings=warnings,
+            attempt_number=record.attempt,
+            approval_id=record.approval_id,
+            verification=verification_for(job, done.data),
+        )
+        await conn.execute(SETTLE, (KeyStatus.COMPLETED, Jsonb(stored_response(res)), None, *stuck.pk))
+        return [outbox.item("results", record.home_partition, res)]
+
+    async def _fail_final(self, conn: Conn, stuck: Stuck, failed: decision.FailFinal, now: int) -> Rows:
+        record = stuck.job.record
+        res = result(
+            record,
+            stage=STAGE,
+            traceparent=record.traceparent,
+            home_partition=record.home_partition,
+            now_ms=now,
+            warnings=record.warnings,
+            approval_id=record.approval_id,
+            result_outcome=outcome(TaxonomyClass.UNKNOWN_ERROR, fail_closed=True, next_action="escalate_to_operator"),
+            errors=[FieldError(field=None, code="outcome_unverifiable", message=failed.message)],
+        )
+        error_code = TaxonomyClass.UNKNOWN_ERROR.value
+        await conn.execute(SETTLE, (KeyStatus.FAILED_FINAL, Jsonb(stored_response(res)), error_code, *stuck.pk))
+        letter = deadletters.for_request(
+            record, stuck.request, stage=STAGE, taxonomy=TaxonomyClass.UNKNOWN_ERROR, reason=failed.detail, now_ms=now
+        )
+        dead = outbox.record(
+            "deadletter",
+            letter,
+            key=stuck.call_id,
+            traceparent=record.traceparent,
+            call_id=stuck.call_id,
+            tenant_id=stuck.tenant_id,
+        )
+        return [outbox.item("results", record.home_partition, res), dead]

@@ -1,0 +1,163 @@
+"""The reconciler asks a provider with no row lock held, and leaves alone a key that someone else
+settled while it asked.
+
+Against the session's real Postgres, in a database of this module's own (so the pipeline's own
+reconciliation worker never sees these keys), and a real HTTP provider on loopback whose status
+query answers only when the test lets it: while the question is in flight, the test does what
+another transaction would (lock the key, settle it), then lets the provider answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from aiohttp import web
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+from psycopg.types.json import Jsonb
+
+from tests.unit.factories import registry, stage_record
+from toolgate.ops.migrate import migrate
+from toolgate.schemas.codec import codec
+from toolgate.settings import Settings
+from toolgate.workers.reconciliation.reconciler import Reconciler
+from toolgate.workers.runtime import audit
+
+from ..conftest import Pipeline
+
+TOOL = ("payment.charge_card", "1.0.0")  # an http contract with a status query
+ANSWER = {"status": "completed", "response": {"charge_id": "ch_provider", "status": "succeeded"}}
+Meanwhile = Callable[[psycopg.AsyncConnection[Any], str], Awaitable[None]]
+
+
+@pytest.fixture(scope="module")
+def database(pipeline: Pipeline) -> Iterator[str]:
+    name = f"reconciliation_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pipeline.database_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = make_conninfo(pipeline.database_url, dbname=name)
+    migrate(url)
+    yield url
+    with psycopg.connect(pipeline.database_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(autouse=True)
+def unsigned_audit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This database's audit log needs no checkpoints signed with the host's deployment key."""
+    monkeypatch.setattr(audit, "_key", None)
+
+
+def stuck_key(url: str) -> tuple[str, str]:
+    """A PENDING key of the http contract whose execution worker died: its lease has expired."""
+    contract = registry().get(*TOOL)
+    key, call_id = f"key-{uuid.uuid4().hex}", f"call_{uuid.uuid4().hex}"
+    record = stage_record(contract, call_id=call_id, idempotency_key=key)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO toolgate.idempotency_keys (tenant_id, idempotency_key, request_hash, status, tool_name, "
+            "tool_version, executor, call_id, home_partition, request, lease_owner, lease_until, expires_at) "
+            "VALUES ('acme', %s, 'h', 'PENDING', %s, %s, 'http', %s, 0, %s, 'execution:gone', "
+            "now() - interval '1 second', now() + interval '1 day')",
+            (key, *TOOL, call_id, codec().encode(record)),
+        )
+    return key, call_id
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _pass_while_asked(url: str, tmp_path: Path, key: str, meanwhile: Meanwhile) -> dict[str, int]:
+    """One reconciliation pass; `meanwhile` runs on another connection while the provider's
+    status query for `key` is in flight, and the provider answers ANSWER once it is done."""
+    asked, release = asyncio.Event(), asyncio.Event()
+
+    async def status(_: web.Request) -> web.Response:
+        asked.set()
+        await release.wait()
+        return web.json_response(ANSWER)
+
+    app = web.Application()
+    app.router.add_get("/v1/operations/{key}", status)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = _port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    (tmp_path / "demo-provider-token").write_text("token-value")
+    settings = Settings(
+        database_url=url, home=tmp_path, secrets_dir=tmp_path, endpoints={"demo_provider": f"http://127.0.0.1:{port}"}
+    )
+    reconciler = Reconciler(registry(), settings)
+    reconciling = asyncio.create_task(reconciler.reconcile_once())
+    try:
+        await asyncio.wait_for(asked.wait(), 20)
+        async with await psycopg.AsyncConnection.connect(url) as other:
+            await meanwhile(other, key)
+    finally:
+        release.set()
+        try:
+            counts = await asyncio.wait_for(reconciling, 30)
+        finally:
+            await reconciler.http.close()
+            await reconciler.pool.close()
+            await runner.cleanup()
+    return counts
+
+
+def _rows(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(query, params).fetchall()
+
+
+def test_the_provider_is_asked_with_the_key_unlocked(database: str, tmp_path: Path) -> None:
+    key, call_id = stuck_key(database)
+
+    async def lock_it(other: psycopg.AsyncConnection[Any], key: str) -> None:
+        async with other.transaction():
+            cur = await other.execute(
+                "SELECT status FROM toolgate.idempotency_keys WHERE idempotency_key = %s FOR UPDATE NOWAIT", (key,)
+            )
+            assert await cur.fetchall() == [("PENDING",)]
+
+    counts = asyncio.run(_pass_while_asked(database, tmp_path, key, lock_it))
+
+    assert counts["completed"] == 1
+    [(status, response)] = _rows(
+        database, "SELECT status, response FROM toolgate.idempotency_keys WHERE idempotency_key = %s", key
+    )
+    assert status == "COMPLETED" and response["data"] == ANSWER["response"]
+    assert _rows(database, "SELECT action FROM toolgate.audit_log WHERE call_id = %s", call_id) == [("completed",)]
+
+
+def test_a_key_settled_while_the_provider_was_asked_is_left_as_settled(database: str, tmp_path: Path) -> None:
+    key, call_id = stuck_key(database)
+    theirs = {"data": {"settled_by": "execution"}}
+    published = _rows(database, "SELECT count(*) FROM toolgate.outbox")
+
+    async def settle_it(other: psycopg.AsyncConnection[Any], key: str) -> None:
+        async with other.transaction():
+            await other.execute("SET LOCAL lock_timeout = '2s'")
+            await other.execute(
+                "UPDATE toolgate.idempotency_keys SET status = 'COMPLETED', response = %s, completed_at = now(), "
+                "lease_owner = NULL, lease_until = NULL WHERE idempotency_key = %s",
+                (Jsonb(theirs), key),
+            )
+
+    counts = asyncio.run(_pass_while_asked(database, tmp_path, key, settle_it))
+
+    assert counts["completed"] == 0
+    assert _rows(
+        database, "SELECT status, response FROM toolgate.idempotency_keys WHERE idempotency_key = %s", key
+    ) == [("COMPLETED", theirs)]
+    assert _rows(database, "SELECT action FROM toolgate.audit_log WHERE call_id = %s", call_id) == []
+    assert _rows(database, "SELECT count(*) FROM toolgate.outbox") == published
