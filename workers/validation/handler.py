@@ -1,4 +1,4 @@
-"""The validation worker: tool.proposals -> tool.validated (or a typed refusal on tool.results).
+"""The validation handler: tool.proposals -> tool.validated (or a typed refusal on tool.results).
 
 One transaction per round: the registered agents the round's proposals name (the signature
 is checked before anything else: identity.py), the call_ids they use (callers.py), the facts
@@ -19,7 +19,7 @@ from toolgate.schemas.models import FieldError, Principal, StageDecision, StageR
 from toolgate.settings import Settings
 from toolgate.taxonomy import Taxonomy
 from toolgate.topics.headers import CALL_ID, header
-from toolgate.workers.runtime import audit, facts
+from toolgate.workers.runtime import audit, fact_loader, facts
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.results import reject
@@ -76,7 +76,7 @@ class ValidationHandler(Handler[ToolProposal]):
             wanted = facts.needed(
                 r for d in decisions if isinstance(d, Pass) for r in semantic.refs(d.arguments, d.contract)
             )
-            known = await facts.fetch(conn, wanted) if wanted else {}
+            known = await fact_loader.fetch(conn, wanted) if wanted else {}
             decisions = [
                 self._semantic(d, known, today, a.proposal.tenant_id) for a, d in zip(admitted, decisions, strict=True)
             ]
