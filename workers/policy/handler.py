@@ -93,7 +93,7 @@ class PolicyHandler(Handler[StageRecord]):
                 if isinstance(decision, Deny):
                     result = reject(
                         record,
-                        decision.taxonomy,
+                        decision.taxonomy_class,
                         decision.errors,
                         stage=STAGE,
                         traceparent=call.traceparent,
@@ -195,7 +195,7 @@ def _refusal(record: StageRecord, decision: Deny) -> audit.Entry:
         {
             "tool": record.tool_name,
             "version": record.tool_version,
-            "taxonomy": str(decision.taxonomy),
+            "taxonomy": str(decision.taxonomy_class),
             "code": error.code,
             "field": error.field,
             "agent": record.principal.agent_id,
