@@ -16,7 +16,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.contracts.policy import Policy, load_policy
-from toolgate.contracts.registry import Registry
+from toolgate.contracts.registry import Contract, Registry
 from toolgate.hashing import operation_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
@@ -137,7 +137,7 @@ class PolicyHandler(Handler[StageRecord]):
         self,
         conn: AsyncConnection[Any],
         calls: list[Inbound[StageRecord]],
-        contracts: dict[int, Any],
+        contracts: dict[int, Contract],
         event_ids: list[str],
     ) -> Usage:
         tenants = sorted({c.model.tenant_id for c in calls})
