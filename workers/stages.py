@@ -23,11 +23,11 @@ def build(name: str, settings: Settings) -> StageApp:
     registry = load_registry(settings.contracts_dir)
     app = StageApp(name, settings)
     if name == "validation":
-        from toolgate.workers.validation.worker import ValidationHandler
+        from toolgate.workers.validation.handler import ValidationHandler
 
         app.consume(ValidationHandler(registry, settings))
     elif name == "policy":
-        from toolgate.workers.policy.worker import PolicyHandler
+        from toolgate.workers.policy.handler import PolicyHandler
 
         app.consume(PolicyHandler(registry, settings))
     elif name == "approval-wait":

@@ -12,7 +12,7 @@ import pytest
 
 from toolgate.ops.migrate import migrate, migration_files
 from toolgate.workers.policy.decision import Recent
-from toolgate.workers.policy.worker import PER_DAY, RECORD, recent_calls
+from toolgate.workers.policy.handler import PER_DAY, RECORD, recent_calls
 
 from ..conftest import Pipeline
 

@@ -19,7 +19,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import PayloadKind, Principal, StageRecord, ToolProposal
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.rounds import Inbound
-from toolgate.workers.validation.worker import ValidationHandler
+from toolgate.workers.validation.handler import ValidationHandler
 
 from ..conftest import Pipeline
 

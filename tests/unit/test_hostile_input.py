@@ -18,7 +18,7 @@ from toolgate.topics.headers import header_int
 from toolgate.workers.runtime import results
 from toolgate.workers.runtime.delivery import is_undeliverable
 from toolgate.workers.validation import limits
-from toolgate.workers.validation.decision import parse_arguments
+from toolgate.workers.validation.arguments import parse_arguments
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,7 @@ import pytest
 from tests.unit.factories import ALL_SCOPES, contracts, principal, registry, stage_record
 from toolgate.contracts.policy import Policy, admit, dimensions, load_policy
 from toolgate.contracts.registry import Contract, ContractRefused
-from toolgate.schemas.models import StageRecord
-from toolgate.taxonomy import Taxonomy
+from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.workers.policy.decision import MIN_APPROVALS, Allow, Deny, Recent, Usage, decide, refs
 
 NOON = int(dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC).timestamp() * 1000)
@@ -45,9 +44,9 @@ def run(
     return decide(record, c, policy or load_policy(), known, usage or Usage(), "event-1", now, environment)
 
 
-def codes(decision: Allow | Deny) -> tuple[Taxonomy, str]:
+def codes(decision: Allow | Deny) -> tuple[TaxonomyClass, str]:
     assert isinstance(decision, Deny), decision
-    return decision.taxonomy, decision.errors[0].code
+    return decision.taxonomy_class, decision.errors[0].code
 
 
 def policy_with(**changes: Any) -> Policy:
@@ -84,7 +83,7 @@ def test_side_effect_classes_spend_their_budget_dimensions() -> None:
 @pytest.mark.parametrize("c", contracts(), ids=lambda c: c.name)
 def test_missing_scope_is_permission_denied(c: Contract) -> None:
     record = stage_record(c, principal=principal([s for s in ALL_SCOPES if s not in c.required_scopes]))
-    assert codes(run(c, record)) == (Taxonomy.PERMISSION_DENIED, "missing_scope")
+    assert codes(run(c, record)) == (TaxonomyClass.PERMISSION_DENIED, "missing_scope")
 
 
 def test_another_tenants_resource_is_answered_as_a_missing_one_and_audited_as_what_it_is() -> None:
@@ -93,15 +92,16 @@ def test_another_tenants_resource_is_answered_as_a_missing_one_and_audited_as_wh
     foreign = run(c, record, facts=facts_for(c, record, tenant="globex"))
     missing = run(c, record, facts={})
     assert isinstance(foreign, Deny) and isinstance(missing, Deny)
-    assert (foreign.taxonomy, foreign.errors) == (missing.taxonomy, missing.errors)  # nothing tells them apart
-    assert codes(foreign) == (Taxonomy.STALE_STATE, "resource_missing")
+    # nothing tells them apart
+    assert (foreign.taxonomy_class, foreign.errors) == (missing.taxonomy_class, missing.errors)
+    assert codes(foreign) == (TaxonomyClass.STALE_STATE, "resource_missing")
     assert (foreign.finding, missing.finding) == ("cross_tenant", "resource_missing")  # but the audit log
 
 
 def test_an_argument_that_is_no_resource_id_is_refused_not_skipped() -> None:
     c = contract("invoice.fetch")
     record = stage_record(c).model_copy(update={"arguments": {"invoice_id": 42}})
-    assert codes(run(c, record, facts={})) == (Taxonomy.PERMISSION_DENIED, "not_a_resource_id")
+    assert codes(run(c, record, facts={})) == (TaxonomyClass.PERMISSION_DENIED, "not_a_resource_id")
     optional = stage_record(c).model_copy(update={"arguments": {"invoice_id": None}})
     assert (
         not isinstance(run(c, optional, facts={}), Deny) or codes(run(c, optional, facts={}))[1] != "not_a_resource_id"
@@ -111,8 +111,9 @@ def test_an_argument_that_is_no_resource_id_is_refused_not_skipped() -> None:
 def test_state_checks_find_wrong_state_and_changed_targets() -> None:
     c = contract("payment.charge_card")
     record = stage_record(c)
-    assert codes(run(c, record, facts=facts_for(c, record, status="paid"))) == (Taxonomy.STALE_STATE, "wrong_state")
-    assert codes(run(c, record, facts=facts_for(c, record, amount_cents=99))) == (Taxonomy.STALE_STATE, "changed")
+    paid = facts_for(c, record, status="paid")
+    assert codes(run(c, record, facts=paid)) == (TaxonomyClass.STALE_STATE, "wrong_state")
+    assert codes(run(c, record, facts=facts_for(c, record, amount_cents=99))) == (TaxonomyClass.STALE_STATE, "changed")
 
 
 def test_a_retried_operation_is_not_refused_for_the_state_its_own_effect_left() -> None:
@@ -122,7 +123,7 @@ def test_a_retried_operation_is_not_refused_for_the_state_its_own_effect_left() 
     seen = Usage(counted={"event-1"})
     paid = facts_for(c, record, status="paid")
     assert run(c, record, facts=paid, usage=seen) == Allow(2, ())
-    assert codes(run(c, record, facts=paid)) == (Taxonomy.STALE_STATE, "wrong_state")  # a new operation is
+    assert codes(run(c, record, facts=paid)) == (TaxonomyClass.STALE_STATE, "wrong_state")  # a new operation is
     # ... but a retry is still held to who may act on what.
     assert codes(run(c, record, facts=facts_for(c, record, tenant="globex"), usage=seen))[1] == "resource_missing"
 
@@ -131,7 +132,7 @@ def test_policy_rules_deny_and_require_approvals_by_environment_class_and_time()
     charge, draft = contract("payment.charge_card"), contract("invoice.create_draft")
     assert isinstance(run(charge, now=NIGHT), Allow)  # outside business hours, but not in prod
     assert codes(run(charge, now=NIGHT, environment="prod")) == (
-        Taxonomy.POLICY_VIOLATION,
+        TaxonomyClass.POLICY_VIOLATION,
         "policy.prod-money-in-business-hours",
     )
     assert isinstance(run(charge, now=NOON, environment="prod"), Allow)
@@ -139,7 +140,7 @@ def test_policy_rules_deny_and_require_approvals_by_environment_class_and_time()
     secret = copy.deepcopy(dict(draft.document))
     secret["security"]["data_classification"] = "secret"
     denied = run(Contract(secret, draft.binding, "test"))
-    assert codes(denied) == (Taxonomy.POLICY_VIOLATION, "policy.no-secret-data")
+    assert codes(denied) == (TaxonomyClass.POLICY_VIOLATION, "policy.no-secret-data")
     assert isinstance(denied, Deny) and denied.rule == "no-secret-data"
 
 
@@ -150,7 +151,7 @@ def test_a_tenant_rule_applies_to_that_tenant_only() -> None:
     assert isinstance(run(fetch, policy=policy), Allow)
     globex = stage_record(fetch, tenant_id="globex")
     assert codes(run(fetch, globex, policy=policy, facts=facts_for(fetch, globex, tenant="globex"))) == (
-        Taxonomy.POLICY_VIOLATION,
+        TaxonomyClass.POLICY_VIOLATION,
         "policy.freeze-globex",
     )
 
@@ -159,7 +160,8 @@ def test_an_unknown_side_effect_class_fails_closed() -> None:
     fetch = contract("invoice.fetch")
     odd = copy.deepcopy(dict(fetch.document))
     odd["transactional"]["side_effect_class"] = "TELEPORTATION"
-    assert codes(run(Contract(odd, fetch.binding, "test"))) == (Taxonomy.POLICY_VIOLATION, "unknown_side_effect_class")
+    refused = codes(run(Contract(odd, fetch.binding, "test")))
+    assert refused == (TaxonomyClass.POLICY_VIOLATION, "unknown_side_effect_class")
     assert set(MIN_APPROVALS) == {
         "READ_ONLY",
         "EPHEMERAL_WRITE",
@@ -175,7 +177,7 @@ def test_the_eleventh_email_of_a_run_exceeds_a_budget_of_ten() -> None:
     usage = Usage(per_run={("acme", "run_1", "external_action"): 9})
     assert isinstance(run(email, usage=usage), Allow)
     usage.per_run[("acme", "run_1", "external_action")] = 10
-    assert codes(run(email, usage=usage)) == (Taxonomy.BUDGET_EXHAUSTED, "budget.external_action")
+    assert codes(run(email, usage=usage)) == (TaxonomyClass.BUDGET_EXHAUSTED, "budget.external_action")
     other_run = stage_record(email, run_id="run_2")
     assert isinstance(run(email, other_run, usage=usage), Allow)  # budgets are per run
 
@@ -184,7 +186,7 @@ def test_critical_mutations_have_no_budget_unless_granted() -> None:
     charge = contract("payment.charge_card")
     globex = stage_record(charge, tenant_id="globex")
     denied = run(charge, globex, facts=facts_for(charge, globex, tenant="globex"))
-    assert codes(denied) == (Taxonomy.BUDGET_EXHAUSTED, "budget.critical_mutation")
+    assert codes(denied) == (TaxonomyClass.BUDGET_EXHAUSTED, "budget.critical_mutation")
     assert isinstance(denied, Deny) and "none is granted" in denied.errors[0].message
     assert isinstance(run(charge), Allow)  # acme is granted
 
@@ -193,7 +195,7 @@ def test_a_tenants_daily_budget_spans_runs() -> None:
     draft = contract("invoice.create_draft")
     policy = policy_with(budgets={"per_run": {"write": 100}, "per_tenant_per_day": {"write": 5}})
     assert codes(run(draft, policy=policy, usage=Usage(per_day={("acme", "write"): 5}))) == (
-        Taxonomy.BUDGET_EXHAUSTED,
+        TaxonomyClass.BUDGET_EXHAUSTED,
         "budget.write",
     )
 
@@ -212,7 +214,7 @@ def test_a_dry_run_is_refused_where_the_real_call_would_be() -> None:
     email = contract("notify.send_email")
     dry = stage_record(email, dry_run=True)
     denied = run(email, dry, usage=Usage(per_run={("acme", "run_1", "external_action"): 10}))
-    assert codes(denied) == (Taxonomy.BUDGET_EXHAUSTED, "budget.external_action")
+    assert codes(denied) == (TaxonomyClass.BUDGET_EXHAUSTED, "budget.external_action")
 
 
 def test_a_burst_beyond_the_rate_limit_is_told_when_to_retry() -> None:
@@ -220,7 +222,7 @@ def test_a_burst_beyond_the_rate_limit_is_told_when_to_retry() -> None:
     window = tax.document["runtime"]["rate_limits"]
     assert isinstance(run(tax, usage=Usage(rate={("acme", tax.name): Recent(4, NOON - 9_000)})), Allow)
     denied = run(tax, usage=Usage(rate={("acme", tax.name): Recent(5, NOON - 9_000)}))
-    assert codes(denied) == (Taxonomy.RATE_LIMITED, "rate_limited")
+    assert codes(denied) == (TaxonomyClass.RATE_LIMITED, "rate_limited")
     assert isinstance(denied, Deny) and denied.retry_after_ms == NOON - 9_000 + window["window_sec"] * 1000 - NOON
     assert isinstance(run(tax, usage=Usage(rate={("globex", tax.name): Recent(5, NOON)})), Allow)  # its own window
 
@@ -232,9 +234,9 @@ def test_a_tenant_granted_another_rate_window_is_held_to_it_and_others_to_the_co
     assert granted.rate_limit("globex", tax) == tax.document["runtime"]["rate_limits"]
     busy = Usage(rate={("acme", tax.name): Recent(49, NOON - 1_000)})
     assert isinstance(run(tax, usage=busy, policy=granted), Allow)
-    assert codes(run(tax, usage=busy)) == (Taxonomy.RATE_LIMITED, "rate_limited")
+    assert codes(run(tax, usage=busy)) == (TaxonomyClass.RATE_LIMITED, "rate_limited")
     full = Usage(rate={("acme", tax.name): Recent(50, NOON - 1_000)})
-    assert codes(run(tax, usage=full, policy=granted)) == (Taxonomy.RATE_LIMITED, "rate_limited")
+    assert codes(run(tax, usage=full, policy=granted)) == (TaxonomyClass.RATE_LIMITED, "rate_limited")
 
 
 def test_usage_records_spends_and_rate_events() -> None:

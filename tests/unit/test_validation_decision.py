@@ -17,16 +17,12 @@ from hypothesis import strategies as st
 from tests.unit.factories import FAST, JSON_VALUES, contracts, first_example, proposal, registry
 from toolgate.contracts.registry import Contract
 from toolgate.hashing import payload_hash
-from toolgate.taxonomy import GATE_ORDER, Taxonomy
+from toolgate.schemas.models import TaxonomyClass
+from toolgate.taxonomy import GATE_ORDER
 from toolgate.workers.validation import semantic
-from toolgate.workers.validation.decision import (
-    MAX_ARGUMENTS_BYTES,
-    Pass,
-    Reject,
-    decide,
-    json_type,
-    parse_arguments,
-)
+from toolgate.workers.validation.arguments import MAX_ARGUMENTS_BYTES, parse_arguments
+from toolgate.workers.validation.decision import Pass, Reject, decide
+from toolgate.workers.validation.schema_findings import json_type
 
 Path = tuple[str | int, ...]
 
@@ -46,7 +42,7 @@ class Case:
     id: str
     tool: str
     arguments: dict[str, Any]
-    taxonomy: Taxonomy | None  # None: must pass
+    taxonomy: TaxonomyClass | None  # None: must pass
     field: str | None = None
     code: str | None = None
     expected_types: frozenset[str] | None = None
@@ -139,7 +135,7 @@ def cases() -> Iterator[Case]:
                     f"{tool}:missing:{dotted(path)}",
                     tool,
                     del_in(example, path),
-                    Taxonomy.STRUCTURAL_VIOLATION,
+                    TaxonomyClass.STRUCTURAL_VIOLATION,
                     dotted(path),
                     "missing_field",
                 )
@@ -149,7 +145,7 @@ def cases() -> Iterator[Case]:
                     f"{tool}:unexpected:{where}",
                     tool,
                     set_in(example, path, "surprise"),
-                    Taxonomy.STRUCTURAL_VIOLATION,
+                    TaxonomyClass.STRUCTURAL_VIOLATION,
                     dotted(path),
                     "unexpected_field",
                 )
@@ -164,7 +160,7 @@ def cases() -> Iterator[Case]:
                                 f"{tool}:wrong_type:{field}:{kind}",
                                 tool,
                                 set_in(example, path, value),
-                                Taxonomy.TYPE_MISMATCH,
+                                TaxonomyClass.TYPE_MISMATCH,
                                 field,
                                 "type_mismatch",
                                 frozenset(allowed),
@@ -183,7 +179,7 @@ def cases() -> Iterator[Case]:
                             f"{tool}:maxLength_over:{field}",
                             tool,
                             set_in(example, path, over),
-                            Taxonomy.OUT_OF_BOUNDS,
+                            TaxonomyClass.OUT_OF_BOUNDS,
                             field,
                             "out_of_bounds.maxLength",
                         )
@@ -192,7 +188,7 @@ def cases() -> Iterator[Case]:
                         f"{tool}:minLength_under:{field}",
                         tool,
                         set_in(example, path, ""),
-                        Taxonomy.OUT_OF_BOUNDS,
+                        TaxonomyClass.OUT_OF_BOUNDS,
                         field,
                         "out_of_bounds.minLength",
                     )
@@ -201,7 +197,7 @@ def cases() -> Iterator[Case]:
                         f"{tool}:pattern:{field}",
                         tool,
                         set_in(example, path, "!! no match !!"),
-                        Taxonomy.OUT_OF_BOUNDS,
+                        TaxonomyClass.OUT_OF_BOUNDS,
                         field,
                         "out_of_bounds.pattern",
                     )
@@ -213,7 +209,7 @@ def cases() -> Iterator[Case]:
                             f"{tool}:minimum_under:{field}",
                             tool,
                             set_in(example, path, low - 1),
-                            Taxonomy.OUT_OF_BOUNDS,
+                            TaxonomyClass.OUT_OF_BOUNDS,
                             field,
                             "out_of_bounds.minimum",
                         )
@@ -224,7 +220,7 @@ def cases() -> Iterator[Case]:
                             f"{tool}:maximum_over:{field}",
                             tool,
                             set_in(example, path, high + 1),
-                            Taxonomy.OUT_OF_BOUNDS,
+                            TaxonomyClass.OUT_OF_BOUNDS,
                             field,
                             "out_of_bounds.maximum",
                         )
@@ -234,7 +230,7 @@ def cases() -> Iterator[Case]:
                         f"{tool}:enum:{field}",
                         tool,
                         set_in(example, path, outsider),
-                        Taxonomy.OUT_OF_BOUNDS,
+                        TaxonomyClass.OUT_OF_BOUNDS,
                         field,
                         "out_of_bounds.enum",
                     )
@@ -248,7 +244,7 @@ def cases() -> Iterator[Case]:
                         f"{tool}:minItems:{dotted(path)}",
                         tool,
                         set_in(example, path, []),
-                        Taxonomy.OUT_OF_BOUNDS,
+                        TaxonomyClass.OUT_OF_BOUNDS,
                         dotted(path),
                         "out_of_bounds.minItems",
                     )
@@ -258,7 +254,7 @@ def cases() -> Iterator[Case]:
                         f"{tool}:maxItems:{dotted(path)}",
                         tool,
                         set_in(example, path, items),
-                        Taxonomy.OUT_OF_BOUNDS,
+                        TaxonomyClass.OUT_OF_BOUNDS,
                         dotted(path),
                         "out_of_bounds.maxItems",
                     )
@@ -281,7 +277,7 @@ def _bound_of(case: Case) -> Any:
 
 def _numeric(case: Case) -> bool:
     kind = (case.code or "").removeprefix("out_of_bounds.")
-    return case.taxonomy is Taxonomy.OUT_OF_BOUNDS and kind in NUMERIC_BOUNDS and _bound_of(case) != 0
+    return case.taxonomy is TaxonomyClass.OUT_OF_BOUNDS and kind in NUMERIC_BOUNDS and _bound_of(case) != 0
 
 
 NUMERIC_CASES = [c for c in CASES if _numeric(c)]
@@ -326,7 +322,7 @@ def check_gate(case: Case) -> None:
         assert isinstance(decision, Pass), decision
         return
     assert isinstance(decision, Reject), decision
-    assert decision.taxonomy is case.taxonomy, decision
+    assert decision.taxonomy_class is case.taxonomy, decision
     assert decision.tool_version == "1.0.0"
     matching = [e for e in decision.errors if e.field == case.field and e.code == case.code]
     assert matching, f"no {case.code} finding on {case.field}: {decision.errors}"
@@ -403,7 +399,7 @@ VALID = '{"invoice_id": "inv_acme0001"}'
 def test_malformed_json(text: str) -> None:
     decision = decide(proposal("invoice.fetch", text), registry())
     assert isinstance(decision, Reject)
-    assert decision.taxonomy is Taxonomy.SYNTACTIC_PARSE_FAIL
+    assert decision.taxonomy_class is TaxonomyClass.SYNTACTIC_PARSE_FAIL
     assert [e.code for e in decision.errors] == ["invalid_json"]
     assert decision.tool_version is None
 
@@ -418,7 +414,7 @@ def test_malformed_json(text: str) -> None:
 def test_duplicate_keys(text: str, key: str) -> None:
     decision = decide(proposal("invoice.fetch", text), registry())
     assert isinstance(decision, Reject)
-    assert decision.taxonomy is Taxonomy.SYNTACTIC_PARSE_FAIL
+    assert decision.taxonomy_class is TaxonomyClass.SYNTACTIC_PARSE_FAIL
     assert [(e.code, e.field) for e in decision.errors] == [("duplicate_key", key)]
 
 
@@ -427,7 +423,7 @@ def test_duplicate_keys(text: str, key: str) -> None:
 def test_non_finite_literals(literal: str, template: str) -> None:
     decision = decide(proposal("invoice.fetch", template.format(literal)), registry())
     assert isinstance(decision, Reject)
-    assert decision.taxonomy is Taxonomy.SYNTACTIC_PARSE_FAIL
+    assert decision.taxonomy_class is TaxonomyClass.SYNTACTIC_PARSE_FAIL
     assert decision.errors[0].code == "invalid_json"
 
 
@@ -446,7 +442,7 @@ def test_non_finite_literals(literal: str, template: str) -> None:
 def test_non_object(text: str, actual: str) -> None:
     decision = decide(proposal("invoice.fetch", text), registry())
     assert isinstance(decision, Reject)
-    assert decision.taxonomy is Taxonomy.STRUCTURAL_VIOLATION
+    assert decision.taxonomy_class is TaxonomyClass.STRUCTURAL_VIOLATION
     assert [(e.code, e.expected, e.actual) for e in decision.errors] == [("not_an_object", "object", actual)]
     assert decision.tool_version == "1.0.0"
 
@@ -455,7 +451,7 @@ def test_too_large() -> None:
     text = json.dumps({"invoice_id": "inv_acme0001", "pad": "x" * MAX_ARGUMENTS_BYTES})
     decision = decide(proposal("invoice.fetch", text), registry())
     assert isinstance(decision, Reject)
-    assert decision.taxonomy is Taxonomy.OUT_OF_BOUNDS
+    assert decision.taxonomy_class is TaxonomyClass.OUT_OF_BOUNDS
     assert decision.errors[0].code == "too_large"
 
 
@@ -472,7 +468,7 @@ def test_size_limit_counts_bytes_not_characters() -> None:
 def test_unknown_tool() -> None:
     decision = decide(proposal("no.such_tool", VALID), registry())
     assert isinstance(decision, Reject)
-    assert decision.taxonomy is Taxonomy.STRUCTURAL_VIOLATION
+    assert decision.taxonomy_class is TaxonomyClass.STRUCTURAL_VIOLATION
     assert [(e.field, e.code) for e in decision.errors] == [("tool_name", "unknown_tool")]
 
 
@@ -492,7 +488,7 @@ def test_unknown_tool() -> None:
 def test_unresolvable_version(spec: str, code: str) -> None:
     decision = decide(proposal("invoice.fetch", VALID, tool_version=spec), registry())
     assert isinstance(decision, Reject)
-    assert decision.taxonomy is Taxonomy.STRUCTURAL_VIOLATION
+    assert decision.taxonomy_class is TaxonomyClass.STRUCTURAL_VIOLATION
     assert [(e.field, e.code) for e in decision.errors] == [("tool_version", code)]
 
 
@@ -505,18 +501,19 @@ def test_resolvable_version(spec: str) -> None:
 
 def test_parse_failure_is_reported_before_resolution() -> None:
     decision = decide(proposal("no.such_tool", "{"), registry())
-    assert isinstance(decision, Reject) and decision.taxonomy is Taxonomy.SYNTACTIC_PARSE_FAIL
+    assert isinstance(decision, Reject) and decision.taxonomy_class is TaxonomyClass.SYNTACTIC_PARSE_FAIL
 
 
 def test_several_findings_name_the_earliest_gate_and_list_all() -> None:
     args = {"invoice_id": "bad", "amount_cents": "ten", "zz": 1}  # bounds, type, structure; currency missing
     decision = decide(proposal("payment.charge_card", args), registry())
     assert isinstance(decision, Reject)
-    assert decision.taxonomy is Taxonomy.STRUCTURAL_VIOLATION
+    assert decision.taxonomy_class is TaxonomyClass.STRUCTURAL_VIOLATION
     codes = [e.code for e in decision.errors]
     assert {"missing_field", "unexpected_field", "type_mismatch", "out_of_bounds.pattern"} <= set(codes)
     order = [
-        GATE_ORDER.index(t) for t in (Taxonomy.STRUCTURAL_VIOLATION, Taxonomy.TYPE_MISMATCH, Taxonomy.OUT_OF_BOUNDS)
+        GATE_ORDER.index(t)
+        for t in (TaxonomyClass.STRUCTURAL_VIOLATION, TaxonomyClass.TYPE_MISMATCH, TaxonomyClass.OUT_OF_BOUNDS)
     ]
     assert order == sorted(order)
     assert codes.index("type_mismatch") > codes.index("missing_field")
@@ -529,7 +526,7 @@ def test_lone_surrogate_is_rejected_not_raised(escape: str) -> None:
     text = json.dumps({**example, "subject": "@@"}).replace('"@@"', f'"{escape}"')
     decision = decide(proposal("notify.send_email", text), registry())
     assert isinstance(decision, Reject)
-    assert decision.taxonomy in GATE_ORDER
+    assert decision.taxonomy_class in GATE_ORDER
 
 
 # --- totality -----------------------------------------------------------------------------
@@ -541,7 +538,7 @@ def _check_total(tool: str, text: str) -> None:
     decision = decide(proposal(tool, text), registry())
     assert isinstance(decision, Pass | Reject)
     if isinstance(decision, Reject):
-        assert decision.taxonomy in GATE_ORDER
+        assert decision.taxonomy_class in GATE_ORDER
         assert decision.errors
         for error in decision.errors:
             assert error.code and error.message

@@ -37,7 +37,7 @@ from toolgate.workers.approval.decision import (
     judge,
     next_escalation_ms,
 )
-from toolgate.workers.runtime import audit, facts, outbox, target_state
+from toolgate.workers.runtime import audit, fact_loader, facts, outbox, target_state
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
@@ -89,7 +89,7 @@ class AuthorizedHandler(Handler[StageRecord]):
             return
         async with self.pool.connection() as conn:
             wanted = facts.needed(ref for call, contract in waiting for ref in target_state.refs(call.model, contract))
-            found = await facts.fetch(conn, wanted)
+            found = await fact_loader.fetch(conn, wanted)
         held: dict[str, tuple[Inbound[StageRecord], Any, dict[str, Any]]] = {}
         for call, contract in waiting:
             record = call.model

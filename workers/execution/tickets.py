@@ -16,7 +16,7 @@ from psycopg import AsyncConnection
 from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import StageRecord
 from toolgate.workers.execution.clearance import Ticket
-from toolgate.workers.runtime import facts, target_state
+from toolgate.workers.runtime import fact_loader, facts, target_state
 
 LOCK = "SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%s) ORDER BY approval_id FOR UPDATE"
 LOAD = """
@@ -60,5 +60,5 @@ async def state_now(
 ) -> list[str | None]:
     """Each call's target state version as it is now (None: its contract binds no state)."""
     wanted = facts.needed(ref for record, contract in calls for ref in target_state.refs(record, contract))
-    rows = await facts.fetch(conn, wanted, for_update=for_update) if wanted else {}
+    rows = await fact_loader.fetch(conn, wanted, for_update=for_update) if wanted else {}
     return [target_state.bound_version(record, contract, rows) for record, contract in calls]

@@ -1,9 +1,10 @@
-"""Facts about the resources a batch of calls names, read in one round.
+"""Facts about the resources a batch of calls names: the type the gates read, and what a round
+must look up to fill it. Pure; `fact_loader.py` runs the lookups in Postgres.
 
 A contract names its lookups (tenant binding, state checks, semantic rules, before state):
 one parameterized query per lookup, returning `id` and the columns the rules use, for the
-ids in `%(ids)s`. A round collects every (lookup, id) its calls need and runs each distinct
-lookup once.
+ids in `%(ids)s`. A round collects every (lookup, id) its calls need (`needed`) and runs each
+distinct lookup once.
 """
 
 from __future__ import annotations
@@ -12,13 +13,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from psycopg import AsyncConnection
-from psycopg.rows import dict_row
-
-Facts = Mapping[tuple[str, str], Mapping[str, Any]]  # (lookup, id) -> row; absent: no such resource
+Row = Mapping[str, Any]  # a resource's columns as the lookup returned them
+Facts = Mapping[tuple[str, str], Row]  # (lookup, id) -> row; absent: no such resource
 
 
-def owned(row: Mapping[str, Any] | None, tenant_id: str) -> Mapping[str, Any] | None:
+def owned(row: Row | None, tenant_id: str) -> Row | None:
     """A fact about a tenant's own resource, or None: another tenant's resource is answered
     exactly as one that does not exist, so no answer tells whether it does."""
     if row is None or row.get("tenant_id", tenant_id) != tenant_id:
@@ -27,25 +26,9 @@ def owned(row: Mapping[str, Any] | None, tenant_id: str) -> Mapping[str, Any] | 
 
 
 def needed(refs: Iterable[tuple[str, Any]]) -> dict[str, set[str]]:
+    """The ids to look up, per lookup: (lookup, argument value) pairs whose value is an id."""
     wanted: dict[str, set[str]] = defaultdict(set)
     for lookup, value in refs:
         if isinstance(value, str):
             wanted[lookup].add(value)
     return wanted
-
-
-async def fetch(
-    conn: AsyncConnection[Any], wanted: Mapping[str, set[str]], for_update: bool = False
-) -> dict[tuple[str, str], dict[str, Any]]:
-    """Run each lookup once for its ids (`for_update`: locking the rows, ids in sorted order, so
-    two transactions lock them in the same order)."""
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    for lookup, ids in sorted(wanted.items()):
-        if not ids:
-            continue
-        query = lookup.rstrip().rstrip(";") + " ORDER BY 1 FOR UPDATE" if for_update else lookup
-        async with conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(query, {"ids": sorted(ids)})  # type: ignore[arg-type]
-            for row in await cur.fetchall():
-                found[(lookup, str(row["id"]))] = row
-    return found

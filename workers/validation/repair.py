@@ -12,15 +12,14 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from toolgate.schemas.models import FieldError, ToolProposal
-from toolgate.taxonomy import Taxonomy
+from toolgate.schemas.models import FieldError, TaxonomyClass, ToolProposal
 
 REPAIRABLE = {
-    Taxonomy.SYNTACTIC_PARSE_FAIL,
-    Taxonomy.STRUCTURAL_VIOLATION,
-    Taxonomy.TYPE_MISMATCH,
-    Taxonomy.OUT_OF_BOUNDS,
-    Taxonomy.SEMANTIC_INVALIDITY,
+    TaxonomyClass.SYNTACTIC_PARSE_FAIL,
+    TaxonomyClass.STRUCTURAL_VIOLATION,
+    TaxonomyClass.TYPE_MISMATCH,
+    TaxonomyClass.OUT_OF_BOUNDS,
+    TaxonomyClass.SEMANTIC_INVALIDITY,
 }
 
 

@@ -9,8 +9,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Registry, Resolution
-from toolgate.schemas.models import ToolProposal
-from toolgate.taxonomy import Taxonomy
+from toolgate.schemas.models import TaxonomyClass, ToolProposal
 from toolgate.workers.validation import repair
 from toolgate.workers.validation.decision import Decision, Reject
 
@@ -48,7 +47,7 @@ async def apply(
     failing = [
         (p, d)
         for p, d in zip(proposals, decisions, strict=True)
-        if isinstance(d, Reject) and d.taxonomy in repair.REPAIRABLE
+        if isinstance(d, Reject) and d.taxonomy_class in repair.REPAIRABLE
     ]
     if not failing:
         return list(decisions)
@@ -74,7 +73,7 @@ async def apply(
         )
         if reason is not None:
             updated[id(p)] = Reject(
-                Taxonomy.BUDGET_EXHAUSTED,
+                TaxonomyClass.BUDGET_EXHAUSTED,
                 repair.exhaustion_errors(reason, decision.errors),
                 decision.tool_version,
                 decision.warnings,

@@ -10,7 +10,8 @@ its invoice's currency; the binding's `semantic_rules` do, with a small closed v
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from toolgate.contracts.registry import Contract
@@ -33,62 +34,68 @@ def findings(
     absent: a rule never compares against, or reveals, what the caller may not see."""
     found = []
     for rule in contract.binding.get("semantic_rules", []):
-        kind = rule["rule"]
-        if kind == "date_not_past":
-            value = arguments.get(rule["field"])
-            if value is None:
-                continue
-            try:
-                date = dt.date.fromisoformat(str(value))
-            except ValueError:
-                found.append(
-                    FieldError(
-                        field=rule["field"],
-                        code=f"semantic.{rule['id']}",
-                        actual=str(value),
-                        expected="an ISO date",
-                        message=f"{rule['field']} is not a date",
-                    )
-                )
-                continue
-            if date < today:
-                found.append(
-                    FieldError(
-                        field=rule["field"],
-                        code=f"semantic.{rule['id']}",
-                        actual=str(value),
-                        expected=f">= {today.isoformat()}",
-                        message=rule["message"],
-                    )
-                )
-        elif kind == "ordered":
-            first, then = arguments.get(rule["first"]), arguments.get(rule["then"])
-            if first is None or then is None:
-                continue
-            broken = first >= then if rule.get("strict") else first > then
-            if broken:
-                found.append(
-                    FieldError(
-                        field=rule["then"],
-                        code=f"semantic.{rule['id']}",
-                        message=rule["message"],
-                        expected=f"{'after' if rule.get('strict') else 'not before'} {rule['first']}",
-                        actual=f"{then} vs {first}",
-                    )
-                )
-        elif kind == "equals_fact":
-            key = arguments.get(rule["fact"]["argument"])
-            row = owned(facts.get((rule["fact"]["lookup"], key)) if isinstance(key, str) else None, tenant_id)
-            if row is None:
-                continue  # no such resource of this tenant: the tenant gate (policy) answers that
-            if arguments.get(rule["field"]) != row.get(rule["column"]):
-                found.append(
-                    FieldError(
-                        field=rule["field"],
-                        code=f"semantic.{rule['id']}",
-                        message=rule["message"],
-                        expected=str(row.get(rule["column"])),
-                        actual=str(arguments.get(rule["field"])),
-                    )
-                )
+        check = RULES.get(rule["rule"])
+        error = check(Rule(rule, arguments, facts, today, tenant_id)) if check is not None else None
+        if error is not None:
+            found.append(error)
     return found
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of the contract, with what it is checked against."""
+
+    rule: Mapping[str, Any]
+    arguments: Mapping[str, Any]
+    facts: Facts
+    today: dt.date
+    tenant_id: str
+
+    def broken(self, field: str, message: str, expected: str, actual: str) -> FieldError:
+        return FieldError(
+            field=field, code=f"semantic.{self.rule['id']}", message=message, expected=expected, actual=actual
+        )
+
+
+def date_not_past(r: Rule) -> FieldError | None:
+    field = r.rule["field"]
+    value = r.arguments.get(field)
+    if value is None:
+        return None
+    try:
+        date = dt.date.fromisoformat(str(value))
+    except ValueError:
+        return r.broken(field, f"{field} is not a date", "an ISO date", str(value))
+    if date < r.today:
+        return r.broken(field, r.rule["message"], f">= {r.today.isoformat()}", str(value))
+    return None
+
+
+def ordered(r: Rule) -> FieldError | None:
+    rule = r.rule
+    first, then = r.arguments.get(rule["first"]), r.arguments.get(rule["then"])
+    if first is None or then is None:
+        return None
+    strict = rule.get("strict")
+    if not (first >= then if strict else first > then):
+        return None
+    expected = f"{'after' if strict else 'not before'} {rule['first']}"
+    return r.broken(rule["then"], rule["message"], expected, f"{then} vs {first}")
+
+
+def equals_fact(r: Rule) -> FieldError | None:
+    rule = r.rule
+    key = r.arguments.get(rule["fact"]["argument"])
+    row = owned(r.facts.get((rule["fact"]["lookup"], key)) if isinstance(key, str) else None, r.tenant_id)
+    if row is None:
+        return None  # no such resource of this tenant: the tenant gate (policy) answers that
+    if r.arguments.get(rule["field"]) == row.get(rule["column"]):
+        return None
+    return r.broken(rule["field"], rule["message"], str(row.get(rule["column"])), str(r.arguments.get(rule["field"])))
+
+
+RULES: dict[str, Callable[[Rule], FieldError | None]] = {
+    "date_not_past": date_not_past,
+    "ordered": ordered,
+    "equals_fact": equals_fact,
+}

@@ -1,4 +1,4 @@
-"""The validation worker: tool.proposals -> tool.validated (or a typed refusal on tool.results).
+"""The validation handler: tool.proposals -> tool.validated (or a typed refusal on tool.results).
 
 One transaction per round: the registered agents the round's proposals name (the signature
 is checked before anything else: identity.py), the call_ids they use (callers.py), the facts
@@ -12,23 +12,24 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg import AsyncConnection
+
 from toolgate.contracts.policy import Policy, load_policy
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import codec
-from toolgate.schemas.models import FieldError, Principal, StageDecision, StageRecord, ToolProposal
+from toolgate.schemas.models import FieldError, StageDecision, StageRecord, TaxonomyClass, ToolProposal
 from toolgate.settings import Settings
-from toolgate.taxonomy import Taxonomy
 from toolgate.topics.headers import CALL_ID, header
-from toolgate.workers.runtime import audit, facts
+from toolgate.workers.runtime import audit, fact_loader, facts
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.results import reject
 from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
-from toolgate.workers.validation import callers, limits, repair_log, semantic
+from toolgate.workers.validation import admission, callers, limits, repair_log, semantic
 from toolgate.workers.validation.decision import Decision, Pass, Reject, decide
-from toolgate.workers.validation.identity import Proven, Refused, Unproven, Window, authenticate
+from toolgate.workers.validation.identity import Proven, Window
 
-STAGE = "validation"
+STAGE = admission.STAGE
 LENIENT = frozenset({"arguments"})  # the model's text; every identity field must be UTF-8
 
 
@@ -76,7 +77,7 @@ class ValidationHandler(Handler[ToolProposal]):
             wanted = facts.needed(
                 r for d in decisions if isinstance(d, Pass) for r in semantic.refs(d.arguments, d.contract)
             )
-            known = await facts.fetch(conn, wanted) if wanted else {}
+            known = await fact_loader.fetch(conn, wanted) if wanted else {}
             decisions = [
                 self._semantic(d, known, today, a.proposal.tenant_id) for a, d in zip(admitted, decisions, strict=True)
             ]
@@ -87,82 +88,57 @@ class ValidationHandler(Handler[ToolProposal]):
         self._emit(admitted, decisions, now, out)
 
     async def _admit(
-        self, conn: Any, calls: list[Inbound[ToolProposal]], now: int, out: Emit, entries: list[audit.Entry]
+        self,
+        conn: AsyncConnection[Any],
+        calls: list[Inbound[ToolProposal]],
+        now: int,
+        out: Emit,
+        entries: list[audit.Entry],
     ) -> list[Admitted]:
         """The calls whose signature proves who asked, as the registry vouches for them and
-        bound to their call_id; every other call is refused here."""
+        bound to their call_id; every other call is refused here (admission.py)."""
         agents = await callers.load_agents(conn, (c.model.principal.agent_id for c in calls))
         proven: list[tuple[Inbound[ToolProposal], Proven]] = []
         for call in calls:
-            oversized = limits.check(call.model, len(call.raw))
-            call_id = limits.routable(call.model.call_id)
-            if oversized is not None and not oversized.answerable:  # names no call to answer
-                entries.append(
-                    _refusal_entry(call.model, Unproven(oversized.errors[0].code, "oversized"), Taxonomy.OUT_OF_BOUNDS)
-                )
-                reason = "the proposal is beyond toolgate's size limits and names no call that can be answered"
-                out.dead_letter(call.origin, call.raw, Taxonomy.OUT_OF_BOUNDS, reason, call_id)
+            agent = agents.get(call.model.principal.agent_id)
+            screened = admission.screen(call.model, len(call.raw), agent, now, self.window)
+            if isinstance(screened, Proven):
+                proven.append((call, screened))
                 continue
-            identity = authenticate(call.model, agents.get(call.model.principal.agent_id), now, self.window)
-            if isinstance(identity, Unproven):  # nobody proven to answer: the operator gets the bytes
-                entries.append(_refusal_entry(call.model, identity))
-                out.dead_letter(call.origin, call.raw, Taxonomy.PERMISSION_DENIED, identity.reason, call_id)
-                continue
-            own = limits.trimmed(call.model).model_copy(update={"tenant_id": identity.tenant_id})
-            if isinstance(identity, Refused):
-                entries.append(_refusal_entry(call.model, identity))
-                error = FieldError(field="principal", code=identity.code, message=identity.reason)
-                self._refuse(call, own, Taxonomy.PERMISSION_DENIED, [error], identity.digest, now, out)
-                continue
-            if oversized is not None:
-                too_big = Refused(identity.tenant_id, oversized.errors[0].code, "oversized", identity.digest)
-                entries.append(_refusal_entry(call.model, too_big, Taxonomy.OUT_OF_BOUNDS))
-                self._refuse(call, own, Taxonomy.OUT_OF_BOUNDS, list(oversized.errors), identity.digest, now, out)
-                continue
-            proven.append((call, identity))
+            entries.append(screened.entry)
+            if isinstance(screened, admission.Drop):  # nobody proven to answer: the operator gets the bytes
+                call_id = limits.routable(call.model.call_id)
+                out.dead_letter(call.origin, call.raw, screened.taxonomy_class, screened.reason, call_id)
+            else:
+                self._refuse(call, screened, now, out)
         bound = await callers.register_calls(
             conn, [(i.tenant_id, c.model.call_id, i.digest, c.model.principal.agent_id) for c, i in proven]
         )
         admitted = []
         for call, identity in proven:
-            a = self._proven[id(call)] = Admitted(call, _as_registered(call.model, identity), identity.digest)
+            a = self._proven[id(call)] = Admitted(call, admission.as_registered(call.model, identity), identity.digest)
             if bound.get((identity.tenant_id, a.proposal.call_id), identity.digest) != identity.digest:
-                reused = Refused(
-                    identity.tenant_id,
-                    "call_id_reused",
-                    f"call_id {a.proposal.call_id} already names another proposal of this tenant; use a new call_id",
-                    identity.digest,
-                )
-                entries.append(_refusal_entry(a.proposal, reused, Taxonomy.SIGNATURE_MISMATCH))
-                error = FieldError(field="call_id", code=reused.code, message=reused.reason)
-                self._refuse(call, a.proposal, Taxonomy.SIGNATURE_MISMATCH, [error], identity.digest, now, out)
+                reused = admission.call_id_reused(a.proposal, identity)
+                entries.append(reused.entry)
+                self._refuse(call, reused, now, out)
                 continue
             admitted.append(a)
         return admitted
 
-    def _refuse(
-        self,
-        call: Inbound[ToolProposal],
-        proposal: ToolProposal,
-        taxonomy: Taxonomy,
-        errors: list[FieldError],
-        digest: str,
-        now: int,
-        out: Emit,
-    ) -> None:
+    def _refuse(self, call: Inbound[ToolProposal], refused: admission.Refuse, now: int, out: Emit) -> None:
         home = call.origin.partition
         out.item(
             "results",
             home,
             reject(
-                proposal,
-                taxonomy,
-                errors,
+                refused.proposal,
+                refused.taxonomy_class,
+                refused.errors,
                 stage=STAGE,
                 traceparent=call.traceparent,
                 home_partition=home,
                 now_ms=now,
-                proposal_digest=digest,
+                proposal_digest=refused.digest,
             ),
         )
 
@@ -172,20 +148,20 @@ class ValidationHandler(Handler[ToolProposal]):
         found = semantic.findings(decision.arguments, decision.contract, known, today, tenant_id)
         if not found:
             return decision
-        return Reject(Taxonomy.SEMANTIC_INVALIDITY, tuple(found), decision.contract.version, decision.warnings)
+        return Reject(TaxonomyClass.SEMANTIC_INVALIDITY, tuple(found), decision.contract.version, decision.warnings)
 
     def _emit(self, admitted: list[Admitted], decisions: list[Decision], now: int, out: Emit) -> None:
         for a, decision in zip(admitted, decisions, strict=True):
             call, proposal, digest = a.call, a.proposal, a.digest
             home = call.origin.partition
             if isinstance(decision, Reject):
-                exhausted = decision.taxonomy is Taxonomy.BUDGET_EXHAUSTED
+                exhausted = decision.taxonomy_class is TaxonomyClass.BUDGET_EXHAUSTED
                 out.item(
                     "results",
                     home,
                     reject(
                         proposal,
-                        decision.taxonomy,
+                        decision.taxonomy_class,
                         decision.errors,
                         stage=STAGE,
                         traceparent=call.traceparent,
@@ -241,7 +217,7 @@ class ValidationHandler(Handler[ToolProposal]):
             call.origin.partition,
             reject(
                 admitted.proposal,
-                Taxonomy.UNKNOWN_ERROR,
+                TaxonomyClass.UNKNOWN_ERROR,
                 [
                     FieldError(
                         field=None,
@@ -260,45 +236,5 @@ class ValidationHandler(Handler[ToolProposal]):
     def on_undecodable(self, origin: Origin, value: bytes, out: Emit) -> None:
         """Bytes that are no ToolProposal prove nobody: dead-letter them and audit it."""
         call_id = header(origin.headers, CALL_ID)
-        out.dead_letter(origin, value, Taxonomy.SYNTACTIC_PARSE_FAIL, "not a ToolProposal", call_id)
-        out.audits.append(
-            audit.Entry(
-                STAGE,
-                "refused",
-                "unknown",
-                call_id,
-                None,
-                {"taxonomy": str(Taxonomy.SYNTACTIC_PARSE_FAIL), "code": "undecodable_proposal", "proven": False},
-            )
-        )
-
-
-def _as_registered(proposal: ToolProposal, identity: Proven) -> ToolProposal:
-    """The proposal as the registry vouches for it: its agent's tenant, the scopes it asked for
-    within those it was granted."""
-    p = proposal.principal
-    principal = Principal(user_id=p.user_id, agent_id=p.agent_id, scopes=list(identity.scopes))
-    return proposal.model_copy(update={"tenant_id": identity.tenant_id, "principal": principal})
-
-
-def _refusal_entry(
-    proposal: ToolProposal, identity: Refused | Unproven, taxonomy: Taxonomy = Taxonomy.PERMISSION_DENIED
-) -> audit.Entry:
-    call_id = limits.routable(proposal.call_id)
-    proposal = limits.trimmed(proposal)
-    return audit.Entry(
-        STAGE,
-        "refused",
-        f"agent:{proposal.principal.agent_id}",
-        call_id,
-        identity.tenant_id if isinstance(identity, Refused) else None,
-        {
-            "taxonomy": str(taxonomy),
-            "code": identity.code,
-            "agent": proposal.principal.agent_id,
-            "key_id": proposal.key_id,
-            "claimed_tenant": proposal.tenant_id,
-            "tool": proposal.tool_name,
-            "proven": isinstance(identity, Refused),
-        },
-    )
+        out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, "not a ToolProposal", call_id)
+        out.audits.append(admission.undecodable_entry(call_id))

@@ -1,4 +1,4 @@
-"""The policy worker: tool.validated -> tool.authorized (or a typed refusal on tool.results).
+"""The policy handler: tool.validated -> tool.authorized (or a typed refusal on tool.results).
 
 One Postgres transaction per round: the facts every call needs about the resources it
 names (one query per lookup kind), the usage counted so far (budgets per run and per tenant
@@ -16,12 +16,12 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.contracts.policy import Policy, load_policy
-from toolgate.contracts.registry import Registry
+from toolgate.contracts.registry import Contract, Registry
 from toolgate.hashing import operation_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, decide, refs
-from toolgate.workers.runtime import audit, facts
+from toolgate.workers.runtime import audit, fact_loader, facts
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.results import reject
@@ -81,7 +81,8 @@ class PolicyHandler(Handler[StageRecord]):
         contracts = {id(c): self.registry.get(c.model.tool_name, c.model.tool_version) for c in calls}
         events = {id(c): usage_event(c.model, contracts[id(c)].is_mutation) for c in calls}
         async with self.pool.connection() as conn, conn.transaction():
-            known = await facts.fetch(conn, facts.needed(r for c in calls for r in refs(c.model, contracts[id(c)])))
+            wanted = facts.needed(r for c in calls for r in refs(c.model, contracts[id(c)]))
+            known = await fact_loader.fetch(conn, wanted)
             usage = await self._usage(conn, calls, contracts, list(events.values()))
             now = now_ms()
             spent: list[dict[str, str]] = []
@@ -92,7 +93,7 @@ class PolicyHandler(Handler[StageRecord]):
                 if isinstance(decision, Deny):
                     result = reject(
                         record,
-                        decision.taxonomy,
+                        decision.taxonomy_class,
                         decision.errors,
                         stage=STAGE,
                         traceparent=call.traceparent,
@@ -136,7 +137,7 @@ class PolicyHandler(Handler[StageRecord]):
         self,
         conn: AsyncConnection[Any],
         calls: list[Inbound[StageRecord]],
-        contracts: dict[int, Any],
+        contracts: dict[int, Contract],
         event_ids: list[str],
     ) -> Usage:
         tenants = sorted({c.model.tenant_id for c in calls})
@@ -194,7 +195,7 @@ def _refusal(record: StageRecord, decision: Deny) -> audit.Entry:
         {
             "tool": record.tool_name,
             "version": record.tool_version,
-            "taxonomy": str(decision.taxonomy),
+            "taxonomy": str(decision.taxonomy_class),
             "code": error.code,
             "field": error.field,
             "agent": record.principal.agent_id,

@@ -1,0 +1,90 @@
+"""What the policy gates read about one call (`Case`, with the usage counted so far) and what
+they answer (`Allow`, `Deny`). Pure data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from toolgate.contracts.policy import Policy
+from toolgate.contracts.registry import Contract
+from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
+from toolgate.workers.runtime.facts import Facts
+
+
+@dataclass
+class Recent:
+    """The calls inside a tenant's rate window for a tool: how many, and when the oldest was made."""
+
+    count: int = 0
+    oldest_ms: int | None = None
+
+
+@dataclass
+class Usage:
+    """Counts of usage events, kept current through a round as calls are allowed."""
+
+    per_run: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (tenant, run, dimension)
+    per_day: dict[tuple[str, str], int] = field(default_factory=dict)  # (tenant, dimension)
+    rate: dict[tuple[str, str], Recent] = field(default_factory=dict)  # (tenant, tool)
+    counted: set[str] = field(default_factory=set)  # operations (event ids) already counted
+
+    def record(self, record: StageRecord, event_id: str, spends: tuple[str, ...], now_ms: int) -> None:
+        for dim in spends:
+            key = (record.tenant_id, record.run_id, dim)
+            self.per_run[key] = self.per_run.get(key, 0) + 1
+            self.per_day[(record.tenant_id, dim)] = self.per_day.get((record.tenant_id, dim), 0) + 1
+        recent = self.rate.setdefault((record.tenant_id, record.tool_name), Recent())
+        recent.count += 1
+        recent.oldest_ms = now_ms if recent.oldest_ms is None else recent.oldest_ms
+        self.counted.add(event_id)
+
+
+@dataclass(frozen=True)
+class Allow:
+    required_approvals: int
+    spends: tuple[str, ...]  # budget dimensions this call spends (empty: counted before, or dry run)
+    standing: tuple[str, ...] = field(default=(), compare=False)  # where the call leaves each budget
+
+
+@dataclass(frozen=True)
+class Deny:
+    taxonomy_class: TaxonomyClass
+    errors: tuple[FieldError, ...]
+    retry_after_ms: int | None = None
+    rule: str | None = None
+    finding: str | None = None  # for the audit log only, never the agent (e.g. cross_tenant)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call as the gates see it: the record, its contract, and everything read about it."""
+
+    record: StageRecord
+    contract: Contract
+    policy: Policy
+    facts: Facts
+    usage: Usage
+    event_id: str
+    now_ms: int
+    environment: str
+
+
+# A gate ends the decision with its outcome, or returns None to let the next gate decide.
+Gate = Callable[[Case], Allow | Deny | None]
+
+
+def deny(
+    taxonomy_class: TaxonomyClass,
+    code: str,
+    message: str,
+    *,
+    field: str | None = None,
+    expected: str | None = None,
+    actual: str | None = None,
+    retry_after_ms: int | None = None,
+    rule: str | None = None,
+    finding: str | None = None,
+) -> Deny:
+    error = FieldError(code=code, message=message, field=field, expected=expected, actual=actual)
+    return Deny(taxonomy_class, (error,), retry_after_ms, rule, finding)

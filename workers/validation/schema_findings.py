@@ -1,0 +1,218 @@
+"""jsonschema's errors as the seeds' taxonomy: each finding a taxonomy class with a field error
+that says where, what was expected and what came. Pure.
+
+    jsonschema keyword                      taxonomy class        code
+    required                                STRUCTURAL_VIOLATION  missing_field (one per field)
+    additionalProperties, unevaluated…      STRUCTURAL_VIOLATION  unexpected_field (one per field)
+    type                                    TYPE_MISMATCH         type_mismatch
+    a bound (BOUNDS)                        OUT_OF_BOUNDS         out_of_bounds.<keyword>
+    anyOf/oneOf, every alternative a type   TYPE_MISMATCH         type_mismatch (types joined)
+    anyOf/oneOf, otherwise                  the findings of the alternative that got furthest
+    any other keyword                       STRUCTURAL_VIOLATION  schema.<keyword>
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from jsonschema.exceptions import ValidationError
+
+from toolgate.schemas.models import FieldError, TaxonomyClass
+from toolgate.taxonomy import GATE_ORDER
+
+Finding = tuple[TaxonomyClass, FieldError]
+
+BOUNDS = {
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "enum",
+    "const",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "minContains",
+    "maxContains",
+}
+
+BOUND_TEXT = {
+    "minimum": ">= {}",
+    "maximum": "<= {}",
+    "exclusiveMinimum": "> {}",
+    "exclusiveMaximum": "< {}",
+    "multipleOf": "a multiple of {}",
+    "minLength": "at least {} characters",
+    "maxLength": "at most {} characters",
+    "pattern": "a string matching {}",
+    "format": "a {}",
+    "minItems": "at least {} items",
+    "maxItems": "at most {} items",
+    "minProperties": "at least {} properties",
+    "maxProperties": "at most {} properties",
+}
+
+
+def json_type(value: Any) -> str:
+    """The JSON type of a parsed value, as an error message names it (1.0 is a number here)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _path(parts: Iterable[Any]) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _bound_expected(error: ValidationError) -> str:
+    value, kind = error.validator_value, str(error.validator)
+    if kind == "enum" and isinstance(value, list):
+        return "one of " + ", ".join(json.dumps(x) for x in value)
+    if kind == "const":
+        return f"exactly {json.dumps(value)}"
+    if kind == "uniqueItems":
+        return "unique items"
+    return BOUND_TEXT.get(kind, kind + " {}").format(value)
+
+
+def _type_mismatch(where: list[Any], expected: str, instance: Any) -> Finding:
+    name = _path(where) or None
+    actual = json_type(instance)
+    return TaxonomyClass.TYPE_MISMATCH, FieldError(
+        field=name,
+        code="type_mismatch",
+        expected=expected,
+        actual=actual,
+        message=f"{name or 'arguments'} must be {expected}, not {actual}",
+    )
+
+
+def _missing(error: ValidationError, where: list[Any]) -> list[Finding]:
+    instance, required = error.instance, error.validator_value
+    names = required if isinstance(required, list) else []  # a list: the registry checks every schema
+    missing = [p for p in names if isinstance(instance, dict) and p not in instance]
+    return [
+        (
+            TaxonomyClass.STRUCTURAL_VIOLATION,
+            FieldError(
+                field=_path([*where, p]),
+                code="missing_field",
+                message=f"{_path([*where, p])} is required",
+                expected="present",
+                actual="missing",
+            ),
+        )
+        for p in missing
+    ]
+
+
+def _unexpected(error: ValidationError, where: list[Any]) -> list[Finding]:
+    instance = error.instance
+    schema = error.schema
+    allowed = set(schema.get("properties", {})) if isinstance(schema, Mapping) else set()
+    extra = [p for p in instance if p not in allowed] if isinstance(instance, dict) else []
+    return [
+        (
+            TaxonomyClass.STRUCTURAL_VIOLATION,
+            FieldError(
+                field=_path([*where, p]),
+                code="unexpected_field",
+                message=f"{_path([*where, p])} is not a field of this tool",
+                expected="absent",
+                actual="present",
+            ),
+        )
+        for p in extra
+    ] or [
+        (
+            TaxonomyClass.STRUCTURAL_VIOLATION,
+            FieldError(field=_path(where) or None, code="unexpected_field", message=error.message),
+        )
+    ]
+
+
+def _wrong_type(error: ValidationError, where: list[Any]) -> list[Finding]:
+    value = error.validator_value
+    expected = " or ".join(value) if isinstance(value, list) else str(value)
+    return [_type_mismatch(where, expected, error.instance)]
+
+
+def _out_of_bounds(error: ValidationError, where: list[Any]) -> list[Finding]:
+    name = _path(where) or None
+    expected = _bound_expected(error)
+    error_ = FieldError(
+        field=name,
+        code=f"out_of_bounds.{error.validator}",
+        expected=expected,
+        actual=_short(error.instance),
+        message=f"{name or 'arguments'} must be {expected}",
+    )
+    return [(TaxonomyClass.OUT_OF_BOUNDS, error_)]
+
+
+def _alternatives(error: ValidationError, where: list[Any]) -> list[Finding]:
+    subs = [classify(sub) for sub in error.context or ()]
+    flat = [pair for group in subs for pair in group]
+    if all(t is TaxonomyClass.TYPE_MISMATCH for t, _ in flat):
+        return [_type_mismatch(where, " or ".join(sorted({e.expected or "" for _, e in flat})), error.instance)]
+    # Report the alternative that got furthest: the one whose worst finding is mildest.
+    return max(subs, key=lambda group: min((GATE_ORDER.index(t) for t, _ in group), default=len(GATE_ORDER)))
+
+
+def _other(error: ValidationError, where: list[Any]) -> list[Finding]:
+    name = _path(where) or None
+    kind = str(error.validator)
+    return [
+        (TaxonomyClass.STRUCTURAL_VIOLATION, FieldError(field=name, code=f"schema.{kind}", message=error.message[:300]))
+    ]
+
+
+BY_KEYWORD: dict[str, Callable[[ValidationError, list[Any]], list[Finding]]] = {
+    "required": _missing,
+    "additionalProperties": _unexpected,
+    "unevaluatedProperties": _unexpected,
+    "type": _wrong_type,
+    **dict.fromkeys(BOUNDS, _out_of_bounds),
+}
+
+
+def classify(error: ValidationError) -> list[Finding]:
+    """One jsonschema finding as taxonomy classes with field errors."""
+    kind = str(error.validator)
+    if kind in ("anyOf", "oneOf") and error.context:
+        return _alternatives(error, list(error.absolute_path))
+    return BY_KEYWORD.get(kind, _other)(error, list(error.absolute_path))
+
+
+def ordered(findings: Sequence[Finding]) -> tuple[TaxonomyClass, tuple[FieldError, ...]]:
+    """The earliest gate the findings fail (GATE_ORDER), and every field error in gate order."""
+    worst = min((t for t, _ in findings), key=GATE_ORDER.index)
+    in_order = sorted(findings, key=lambda pair: (GATE_ORDER.index(pair[0]), pair[1].field or ""))
+    return worst, tuple(e for _, e in in_order)
