@@ -29,6 +29,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from toolgate.states import TicketStatus
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
 from toolgate.workers.runtime import audit, outbox
@@ -59,7 +60,7 @@ async def redrive(conn: AsyncConnection[Any], topics: Topics, *, rewind_outbox: 
     counts = {"approvals_pending": 0, "approvals_released": 0, "outbox_rows": 0}
     for ticket in (held[i] for i in ids if i in held):
         rows += resume.again(ticket, ticket.request.traceparent or "", now)
-        counts["approvals_pending" if ticket.status == resume.PENDING else "approvals_released"] += 1
+        counts["approvals_pending" if ticket.status == TicketStatus.PENDING else "approvals_released"] += 1
     if rewind_outbox:
         cur = await conn.execute(REWIND)
         counts["outbox_rows"] = max(cur.rowcount, 0)
