@@ -31,8 +31,9 @@ def build(name: str, settings: Settings) -> StageApp:
 
         app.consume(PolicyHandler(registry, settings))
     elif name == "approval-wait":
+        from toolgate.workers.approval.decisions import DecisionsHandler
+        from toolgate.workers.approval.held import AuthorizedHandler
         from toolgate.workers.approval.sweep import ExpirySweeper
-        from toolgate.workers.approval.worker import AuthorizedHandler, DecisionsHandler
 
         app.consume(AuthorizedHandler(registry, settings))
         app.consume(DecisionsHandler(registry, settings))
@@ -46,7 +47,7 @@ def build(name: str, settings: Settings) -> StageApp:
 
         attach(app, settings)
     elif name == "normalization":
-        from toolgate.workers.normalization.worker import NormalizationHandler
+        from toolgate.workers.normalization.handler import NormalizationHandler
 
         app.consume(NormalizationHandler(registry, settings))
     else:

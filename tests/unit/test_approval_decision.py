@@ -1,4 +1,4 @@
-"""Approval decisions (workers/approval/decision.py)."""
+"""Approval decisions (workers/approval/decision.py) and confirmation packets (packet.py)."""
 
 from __future__ import annotations
 
@@ -13,23 +13,19 @@ from tests.unit.factories import FAST, registry, stage_record
 from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import ApprovalDecision, Verdict
 from toolgate.signing import new_key, public_bytes, sign, verify
+from toolgate.states import TicketStatus
 from toolgate.workers.approval.decision import (
-    APPROVED,
-    AUTO_DENIED,
-    DENIED,
-    PENDING,
     Approver,
     Counted,
     NoOp,
     Refused,
+    Then,
     Ticket,
     approval_id_for,
-    confirmation_packet,
-    escalated,
-    expiry_for,
     judge,
-    next_escalation_ms,
+    transition,
 )
+from toolgate.workers.approval.packet import confirmation_packet, escalated, expiry_for, next_escalation_ms
 
 NOW = 1_700_000_000_000
 HASH = "sha256:" + "c" * 64
@@ -54,7 +50,7 @@ def ticket(**overrides: object) -> Ticket:
         payload_hash=HASH,
         risk_class="CRITICAL_MUTATION",
         required_approvals=2,
-        status=PENDING,
+        status=TicketStatus.PENDING,
         expires_at_ms=NOW + 60_000,
     )
     return replace(base, **overrides)  # type: ignore[arg-type]
@@ -154,7 +150,7 @@ def test_approver_not_allowed_for_risk_class() -> None:
     assert isinstance(result, Refused) and result.code == "approver_not_allowed"
 
 
-@pytest.mark.parametrize("status", [APPROVED, DENIED, AUTO_DENIED, "EXPIRED"])
+@pytest.mark.parametrize("status", [TicketStatus.APPROVED, TicketStatus.DENIED, TicketStatus.AUTO_DENIED, "EXPIRED"])
 def test_ticket_not_pending(status: str) -> None:
     result = judge(decision(), ticket(status=status), approver("alice"), NOW)
     assert isinstance(result, Refused) and result.code == "approval_closed"
@@ -186,21 +182,23 @@ def test_same_approver_twice_with_bad_signature_is_refused_not_noop() -> None:
 def test_two_distinct_approvers_approve() -> None:
     t = ticket()
     first = judge(decision("alice"), t, approver("alice"), NOW)
-    assert first == Counted(PENDING, ("alice",))
+    assert first == Counted(TicketStatus.PENDING, ("alice",))
     t = replace(t, approved_by=first.approved_by, decided_by=("alice",), used_decisions=frozenset({"dec_alice"}))  # type: ignore[union-attr]
     second = judge(decision("bob"), t, approver("bob"), NOW)
-    assert second == Counted(APPROVED, ("alice", "bob"))
+    assert second == Counted(TicketStatus.APPROVED, ("alice", "bob"))
 
 
 def test_single_approval_ticket_is_approved_by_one() -> None:
     t = ticket(required_approvals=1, risk_class="HIGH_RISK_EXTERNAL")
-    assert judge(decision(), t, approver("alice"), NOW) == Counted(APPROVED, ("alice",))
+    assert judge(decision(), t, approver("alice"), NOW) == Counted(TicketStatus.APPROVED, ("alice",))
 
 
 def test_deny() -> None:
-    assert judge(decision(verdict=Verdict.DENY), ticket(), approver("alice"), NOW) == Counted(DENIED, ())
+    assert judge(decision(verdict=Verdict.DENY), ticket(), approver("alice"), NOW) == Counted(TicketStatus.DENIED, ())
     t = ticket(approved_by=("bob",), decided_by=("bob",))
-    assert judge(decision("alice", verdict=Verdict.DENY), t, approver("alice"), NOW) == Counted(DENIED, ("bob",))
+    assert judge(decision("alice", verdict=Verdict.DENY), t, approver("alice"), NOW) == Counted(
+        TicketStatus.DENIED, ("bob",)
+    )
 
 
 def test_expiry_for_uses_contract_window() -> None:
@@ -257,7 +255,7 @@ def test_only_approvers_in_a_reached_group_count() -> None:
     assert isinstance(refused, Refused) and refused.code == "approver_not_in_group"
     assert "finance-controllers" in refused.reason
     escalated_ticket = replace(held, groups=("finance-controllers", "finance-directors"))
-    assert judge(decision("carol"), escalated_ticket, director, NOW) == Counted(PENDING, ("carol",))
+    assert judge(decision("carol"), escalated_ticket, director, NOW) == Counted(TicketStatus.PENDING, ("carol",))
     ungrouped = ticket()  # a contract without groups: any approver allowed for the risk class
     assert isinstance(judge(decision("carol"), ungrouped, director, NOW), Counted)
 
@@ -285,3 +283,60 @@ def replace_binding(contract: Contract, **approval: object) -> Contract:
     binding = copy.deepcopy(dict(contract.binding))
     binding["approval"] = {**binding["approval"], **approval}
     return Contract(contract.document, binding, "test")
+
+
+# transition(): every row of the table in decision.py's docstring.
+TRANSITIONS = [
+    # (what, decision, ticket, approver, counted, then, action, outcome, status after, approved_by after)
+    ("no ticket", decision(), None, "alice", False, Then.NOTHING, "decision_refused", "refused:unknown_approval",
+     None, None),
+    ("bad signature", decision("alice", key="mallory"), ticket(), "alice", False, Then.NOTHING, "decision_refused",
+     "refused:bad_signature", TicketStatus.PENDING, ()),
+    ("closed ticket", decision(), ticket(status=TicketStatus.DENIED), "alice", False, Then.NOTHING,
+     "decision_refused", "refused:approval_closed", TicketStatus.DENIED, ()),
+    ("same approver again", decision(decision_id="dec_2"), ticket(decided_by=("alice",), approved_by=("alice",)),
+     "alice", False, Then.NOTHING, "decision_noop", "noop:already_decided", TicketStatus.PENDING, ("alice",)),
+    ("first of two approvals", decision(), ticket(), "alice", True, Then.NOTHING, "decision_counted",
+     "counted:PENDING", TicketStatus.PENDING, ("alice",)),
+    ("second of two approvals", decision("bob"), ticket(decided_by=("alice",), approved_by=("alice",)), "bob", True,
+     Then.RELEASE, "decision_counted", "counted:APPROVED", TicketStatus.APPROVED, ("alice", "bob")),
+    ("one approval is enough", decision(), ticket(required_approvals=1), "alice", True, Then.RELEASE,
+     "decision_counted", "counted:APPROVED", TicketStatus.APPROVED, ("alice",)),
+    ("a denial", decision("bob", verdict=Verdict.DENY), ticket(decided_by=("alice",), approved_by=("alice",)), "bob",
+     True, Then.DENY, "decision_counted", "counted:DENIED", TicketStatus.DENIED, ("alice",)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("what", "signed", "held", "who", "counted", "then", "action", "outcome", "status", "approved_by"),
+    TRANSITIONS,
+    ids=[row[0] for row in TRANSITIONS],
+)
+def test_transition(
+    what: str,
+    signed: ApprovalDecision,
+    held: Ticket | None,
+    who: str,
+    counted: bool,
+    then: Then,
+    action: str,
+    outcome: str,
+    status: TicketStatus | None,
+    approved_by: tuple[str, ...] | None,
+) -> None:
+    step = transition(signed, held, approver(who), NOW)
+    assert (step.counted, step.then, step.action, step.outcome) == (counted, then, action, outcome)
+    assert step.detail["approval_id"] == signed.approval_id and step.detail["decision_id"] == signed.decision_id
+    assert step.detail["verdict"] == str(signed.decision)
+    if held is None:
+        assert step.ticket is None
+        return
+    assert step.ticket is not None
+    assert (step.ticket.status, step.ticket.approved_by) == (status, approved_by)
+    if counted:
+        assert step.detail["status_after"] == str(status) and type(step.detail["status_after"]) is str
+        assert step.ticket.decided_by == (*held.decided_by, signed.approver_id)
+        assert step.ticket.used_decisions == held.used_decisions | {signed.decision_id}
+    else:
+        assert step.ticket == held
+        assert {"code", "reason"} <= step.detail.keys() and outcome.endswith(step.detail["code"])

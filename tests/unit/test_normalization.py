@@ -12,15 +12,16 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from tests.unit.factories import FAST_FEW, JSON_VALUES, TRACEPARENT, registry, stage_record
-from toolgate.schemas.models import ExecutionResult, FieldError, Observation, Verification
-from toolgate.taxonomy import Taxonomy, vector
-from toolgate.telemetry import SCRUBBER
+from toolgate.schemas.models import ExecutionResult, FieldError, Observation, TaxonomyClass, Verification
+from toolgate.taxonomy import vector
+from toolgate.telemetry import Scrubber
 from toolgate.workers.normalization.decision import normalize, rfc3339
 from toolgate.workers.runtime.results import outcome, reject, result
 
 REFERENCE = Path(__file__).resolve().parents[2] / "schemas" / "reference" / "observation.schema.json"
 VALIDATOR = Draft202012Validator(json.loads(REFERENCE.read_text()))
 NOW = 1_700_000_000_250
+SCRUB = Scrubber()  # what the handler passes in: toolgate.telemetry's scrubber
 
 GOOD_DATA: dict[str, dict[str, Any]] = {
     "invoice.fetch": {
@@ -52,7 +53,7 @@ def success(tool: str, data: dict[str, Any] | None, **kwargs: Any) -> ExecutionR
     return result(
         record,
         stage="execution",
-        result_outcome=outcome(Taxonomy.SUCCESS),
+        result_outcome=outcome(TaxonomyClass.SUCCESS),
         traceparent=TRACEPARENT,
         home_partition=0,
         now_ms=NOW,
@@ -61,7 +62,7 @@ def success(tool: str, data: dict[str, Any] | None, **kwargs: Any) -> ExecutionR
     )
 
 
-def failure(taxonomy: Taxonomy, errors: list[FieldError] | None = None, **kwargs: Any) -> ExecutionResult:
+def failure(taxonomy: TaxonomyClass, errors: list[FieldError] | None = None, **kwargs: Any) -> ExecutionResult:
     record = stage_record(registry().resolve("payment.charge_card", "latest"))
     return reject(
         record,
@@ -84,11 +85,11 @@ def test_success_matching_output_schema(tool: str) -> None:
         delay_seconds=2,
     )
     res = success(tool, GOOD_DATA[tool], verification=verification, warnings=["careful"], attempt_number=2)
-    normalized = normalize(res, registry())
+    normalized = normalize(res, registry(), SCRUB)
     assert normalized.problem is None
     obs = normalized.observation
     assert reference_errors(obs) == []
-    assert obs.status.taxonomy_class is Taxonomy.SUCCESS and not obs.status.is_error and obs.status.code == 200
+    assert obs.status.taxonomy_class is TaxonomyClass.SUCCESS and not obs.status.is_error and obs.status.code == 200
     assert obs.result_payload.data == GOOD_DATA[tool]
     assert obs.result_payload.warnings == ["careful"]
     assert obs.verification == verification
@@ -103,12 +104,12 @@ def test_success_matching_output_schema(tool: str) -> None:
 @pytest.mark.parametrize("kind", ["violating", "missing"])
 def test_success_violating_output_schema(tool: str, kind: str) -> None:
     res = success(tool, BAD_DATA[tool] if kind == "violating" else None)
-    normalized = normalize(res, registry())
+    normalized = normalize(res, registry(), SCRUB)
     obs = normalized.observation
     assert normalized.problem and "output schema" in normalized.problem
-    assert obs.status.taxonomy_class is Taxonomy.OBSERVATION_NORMALIZATION_FAIL
+    assert obs.status.taxonomy_class is TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL
     assert obs.status.fail_closed is True and obs.status.is_error is True
-    assert obs.status.code == vector(Taxonomy.OBSERVATION_NORMALIZATION_FAIL).code
+    assert obs.status.code == vector(TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL).code
     assert obs.result_payload.data is None
     assert [e.code for e in obs.result_payload.errors] == ["normalization_failed"]
     assert obs.verification == Verification()
@@ -116,18 +117,18 @@ def test_success_violating_output_schema(tool: str, kind: str) -> None:
 
 
 def test_dry_run_success_skips_output_schema() -> None:
-    normalized = normalize(success("payment.charge_card", {"dry_run": True, "would": "charge"}), registry())
+    normalized = normalize(success("payment.charge_card", {"dry_run": True, "would": "charge"}), registry(), SCRUB)
     assert normalized.problem is None
-    assert normalized.observation.status.taxonomy_class is Taxonomy.SUCCESS
+    assert normalized.observation.status.taxonomy_class is TaxonomyClass.SUCCESS
 
 
 def test_unknown_contract_version_is_not_checked() -> None:
     res = success("invoice.fetch", {"anything": 1}).model_copy(update={"tool_version": "9.9.9"})
-    assert normalize(res, registry()).problem is None
+    assert normalize(res, registry(), SCRUB).problem is None
 
 
-@pytest.mark.parametrize("taxonomy", list(Taxonomy), ids=[t.value for t in Taxonomy])
-def test_every_taxonomy_class_via_reject_validates(taxonomy: Taxonomy) -> None:
+@pytest.mark.parametrize("taxonomy", list(TaxonomyClass), ids=[t.value for t in TaxonomyClass])
+def test_every_taxonomy_class_via_reject_validates(taxonomy: TaxonomyClass) -> None:
     res = failure(
         taxonomy,
         [
@@ -136,11 +137,11 @@ def test_every_taxonomy_class_via_reject_validates(taxonomy: Taxonomy) -> None:
         ],
         warnings=["w"],
     )
-    normalized = normalize(res, registry())
+    normalized = normalize(res, registry(), SCRUB)
     obs = normalized.observation
     assert reference_errors(obs) == []
-    if taxonomy is Taxonomy.SUCCESS:  # a SUCCESS without data cannot satisfy the output schema
-        assert obs.status.taxonomy_class is Taxonomy.OBSERVATION_NORMALIZATION_FAIL
+    if taxonomy is TaxonomyClass.SUCCESS:  # a SUCCESS without data cannot satisfy the output schema
+        assert obs.status.taxonomy_class is TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL
         return
     assert normalized.problem is None
     v = vector(taxonomy)
@@ -159,33 +160,33 @@ def test_every_taxonomy_class_via_reject_validates(taxonomy: Taxonomy) -> None:
 
 
 def test_rate_limited_retry_after_in_feedback() -> None:
-    res = failure(Taxonomy.RATE_LIMITED, retry_after_ms=1234)
-    obs = normalize(res, registry()).observation
+    res = failure(TaxonomyClass.RATE_LIMITED, retry_after_ms=1234)
+    obs = normalize(res, registry(), SCRUB).observation
     assert obs.result_payload.data["feedback"]["retry_after_ms"] == 1234  # type: ignore[index]
 
 
 def test_latency_and_attempt_are_clamped() -> None:
     res = success("notify.send_email", GOOD_DATA["notify.send_email"], attempt_number=0)
     res = res.model_copy(update={"completed_at_ms": res.created_at_ms - 50})
-    obs = normalize(res, registry()).observation
+    obs = normalize(res, registry(), SCRUB).observation
     assert obs.execution_metadata.latency_ms == 0 and obs.execution_metadata.attempt_number == 1
     assert reference_errors(obs) == []
 
 
 def test_bad_traceparent_gives_empty_trace_id() -> None:
     res = success("notify.send_email", GOOD_DATA["notify.send_email"]).model_copy(update={"traceparent": "garbage"})
-    obs = normalize(res, registry()).observation
+    obs = normalize(res, registry(), SCRUB).observation
     assert obs.execution_metadata.trace_id == "" and reference_errors(obs) == []
 
 
 @FAST_FEW
 @given(
     data=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=5),
-    taxonomy=st.sampled_from(list(Taxonomy)),
+    taxonomy=st.sampled_from(list(TaxonomyClass)),
     warnings=st.lists(st.text(max_size=10), max_size=3),
 )
 def test_arbitrary_data_always_gives_a_reference_observation(
-    data: dict[str, Any], taxonomy: Taxonomy, warnings: list[str]
+    data: dict[str, Any], taxonomy: TaxonomyClass, warnings: list[str]
 ) -> None:
     record = stage_record(registry().resolve("invoice.fetch", "latest"))
     res = result(
@@ -198,7 +199,7 @@ def test_arbitrary_data_always_gives_a_reference_observation(
         data=data,
         warnings=warnings,
     )
-    normalized = normalize(res, registry())
+    normalized = normalize(res, registry(), SCRUB)
     assert reference_errors(normalized.observation) == []
     if normalized.problem is not None:
         assert normalized.observation.status.fail_closed and normalized.observation.result_payload.data is None
@@ -206,8 +207,8 @@ def test_arbitrary_data_always_gives_a_reference_observation(
 
 # --- secrets ------------------------------------------------------------------------------
 
-CANARY = "canary-secret-123-normalization-unit"  # registered for good: unique, harmless to others
-SCRUBBER.register(CANARY)
+CANARY = "canary-secret-123-normalization-unit"
+SCRUB.register(CANARY)
 
 
 def _leaks(obs: Observation) -> bool:
@@ -217,7 +218,7 @@ def _leaks(obs: Observation) -> bool:
 def test_secret_in_success_data_is_scrubbed() -> None:
     data = {**GOOD_DATA["invoice.fetch"], "customer_id": f"cust with {CANARY} inside"}
     res = success("invoice.fetch", data, warnings=[f"token {CANARY}"])
-    normalized = normalize(res, registry())
+    normalized = normalize(res, registry(), SCRUB)
     assert normalized.problem is None
     assert not _leaks(normalized.observation)
     assert "[REDACTED]" in normalized.observation.result_payload.data["customer_id"]  # type: ignore[index]
@@ -229,18 +230,23 @@ def test_secret_in_error_messages_and_feedback_is_scrubbed() -> None:
             field="amount_cents", code="c", message=f"provider said {CANARY}", expected=CANARY, actual=f"x{CANARY}x"
         )
     ]
-    res = failure(Taxonomy.DEPENDENCY_UNAVAILABLE, errors)
+    res = failure(TaxonomyClass.DEPENDENCY_UNAVAILABLE, errors)
     assert CANARY in json.dumps(res.model_dump(mode="json"))  # the raw result carries it
-    obs = normalize(res, registry()).observation
+    obs = normalize(res, registry(), SCRUB).observation
     assert not _leaks(obs)
     assert reference_errors(obs) == []
 
 
 def test_secret_in_nested_data_keys_and_lists_is_scrubbed() -> None:
-    res = failure(Taxonomy.UNKNOWN_ERROR).model_copy(update={"data": {CANARY: [CANARY, {"k": CANARY}]}})
-    assert not _leaks(normalize(res, registry()).observation)
+    res = failure(TaxonomyClass.UNKNOWN_ERROR).model_copy(update={"data": {CANARY: [CANARY, {"k": CANARY}]}})
+    assert not _leaks(normalize(res, registry(), SCRUB).observation)
 
 
 def test_secret_in_error_field_is_scrubbed() -> None:
-    res = failure(Taxonomy.STRUCTURAL_VIOLATION, [FieldError(field=CANARY, code="unexpected_field", message="m")])
-    assert not _leaks(normalize(res, registry()).observation)
+    res = failure(TaxonomyClass.STRUCTURAL_VIOLATION, [FieldError(field=CANARY, code="unexpected_field", message="m")])
+    assert not _leaks(normalize(res, registry(), SCRUB).observation)
+
+
+def test_only_the_scrubber_passed_in_scrubs() -> None:
+    data = {**GOOD_DATA["invoice.fetch"], "customer_id": f"cust with {CANARY} inside"}
+    assert _leaks(normalize(success("invoice.fetch", data), registry(), Scrubber()).observation)

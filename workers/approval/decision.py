@@ -1,4 +1,4 @@
-"""Approval decisions: what a signed decision does to a ticket, and the confirmation packet.
+"""Approval decisions: what a signed decision does to a ticket.
 
 Pure: the ticket, the approver's registered key and the time come in; a verdict comes out.
 A decision counts only when it is signed by a registered, active approver allowed for the
@@ -6,21 +6,27 @@ ticket's risk class and in one of the approver groups the ticket has reached, na
 same payload hash, tool, version and target state, is within its own expiry and the
 ticket's, and has not been used before. The same approver deciding twice is a no-op with a clear answer,
 never a second vote.
+
+`transition` turns the verdict into what approval-wait applies, one row of this table:
+
+    verdict                     ticket after                      says              audit
+    Refused(code)               unchanged                         nothing           decision_refused
+    NoOp(code)                  unchanged                         nothing           decision_noop
+    Counted(PENDING)            one more approver, still PENDING  nothing           decision_counted
+    Counted(APPROVED)           APPROVED                          RELEASE the call  decision_counted
+    Counted(DENIED)             DENIED                            DENY the call     decision_counted
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
-from toolgate.contracts.registry import Contract
 from toolgate.hashing import fingerprint
-from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, StageRecord, Verdict
+from toolgate.schemas.models import ApprovalDecision, Verdict
 from toolgate.signing import verify
-from toolgate.topics.headers import trace_id_of
-
-APPROVED, DENIED, PENDING, AUTO_DENIED = "APPROVED", "DENIED", "PENDING", "AUTO_DENIED"
+from toolgate.states import TicketStatus
 
 
 @dataclass(frozen=True)
@@ -31,7 +37,7 @@ class Ticket:
     payload_hash: str
     risk_class: str
     required_approvals: int
-    status: str
+    status: TicketStatus
     expires_at_ms: int
     approved_by: tuple[str, ...] = ()
     decided_by: tuple[str, ...] = ()
@@ -53,7 +59,7 @@ class Approver:
 class Counted:
     """The decision counts; `status` is the ticket's status after it."""
 
-    status: str
+    status: TicketStatus
     approved_by: tuple[str, ...]
 
 
@@ -86,7 +92,7 @@ def judge(
         return NoOp(
             "already_decided", f"{decision.approver_id} already decided on {ticket.approval_id}; not counted twice"
         )
-    if ticket.status != PENDING:
+    if ticket.status != TicketStatus.PENDING:
         return Refused("approval_closed", f"approval {ticket.approval_id} is already {ticket.status}")
     if (decision.payload_hash, decision.tool_name, decision.tool_version) != (
         ticket.payload_hash,
@@ -112,92 +118,59 @@ def judge(
             f"{approver.approver_id} is in none of the groups this approval has reached: {', '.join(ticket.groups)}",
         )
     if decision.decision is Verdict.DENY:
-        return Counted(DENIED, ticket.approved_by)
+        return Counted(TicketStatus.DENIED, ticket.approved_by)
     approved_by = (*ticket.approved_by, decision.approver_id)
-    return Counted(APPROVED if len(approved_by) >= ticket.required_approvals else PENDING, approved_by)
+    enough = len(approved_by) >= ticket.required_approvals
+    return Counted(TicketStatus.APPROVED if enough else TicketStatus.PENDING, approved_by)
+
+
+class Then(StrEnum):
+    """What approval-wait says after a decision, besides the audit entry."""
+
+    NOTHING = "nothing"
+    RELEASE = "release"  # the held call goes on to tool.executable with its approvers of record
+    DENY = "deny"  # the call ends on tool.results: approval_denied, nothing runs
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One signed decision applied to its ticket: a row of the table in the module docstring."""
+
+    ticket: Ticket | None  # the ticket after the decision (as it was, unless counted)
+    counted: bool  # the decision is recorded in approval_decisions
+    then: Then
+    action: str  # the audit action
+    detail: dict[str, Any]  # the audit detail
+    outcome: str  # the round's outcome for the decision
+
+
+def transition(decision: ApprovalDecision, ticket: Ticket | None, approver: Approver | None, now_ms: int) -> Transition:
+    verdict = judge(decision, ticket, approver, now_ms)
+    detail: dict[str, Any] = {
+        "approval_id": decision.approval_id,
+        "decision_id": decision.decision_id,
+        "verdict": str(decision.decision),
+    }
+    if not isinstance(verdict, Counted):
+        kind = "noop" if isinstance(verdict, NoOp) else "refused"
+        audited = {**detail, "code": verdict.code, "reason": verdict.reason}
+        return Transition(ticket, False, Then.NOTHING, f"decision_{kind}", audited, f"{kind}:{verdict.code}")
+    assert ticket is not None  # judge counts nothing without a ticket
+    after = replace(
+        ticket,
+        status=verdict.status,
+        approved_by=verdict.approved_by,
+        decided_by=(*ticket.decided_by, decision.approver_id),
+        used_decisions=ticket.used_decisions | {decision.decision_id},
+    )
+    then = {TicketStatus.APPROVED: Then.RELEASE, TicketStatus.DENIED: Then.DENY}.get(verdict.status, Then.NOTHING)
+    status_after = str(verdict.status)
+    return Transition(
+        after, True, then, "decision_counted", {**detail, "status_after": status_after}, f"counted:{status_after}"
+    )
 
 
 def approval_id_for(tenant_id: str, call_id: str) -> str:
     """Deterministic, so a redelivered call finds its existing ticket; a call_id is unique
     only within its tenant, so the tenant is part of it."""
     return "appr_" + fingerprint(f"{len(tenant_id)}:{tenant_id}:{call_id}", 24)
-
-
-def _fill(template: str, values: dict[str, Any]) -> str:
-    return re.sub(r"\{([A-Za-z0-9_]+)\}", lambda m: str(values.get(m.group(1), m.group(0))), template)
-
-
-def consequence_of(arguments: dict[str, Any], contract: Contract) -> str:
-    """The contract's plain-language consequence with this call's arguments filled in."""
-    confirmation = contract.binding.get("confirmation") or {}
-    return _fill(confirmation.get("consequence") or contract.document["affordance"]["model_description"], arguments)
-
-
-def confirmation_packet(
-    record: StageRecord,
-    contract: Contract,
-    approval_id: str,
-    idempotency_key: str,
-    now_ms: int,
-    expires_at_ms: int,
-    before_state: dict[str, Any] | None,
-    state_version: str | None = None,
-) -> ApprovalRequest:
-    """The packet an approver sees; it goes first to the first of the contract's groups."""
-    confirmation = contract.binding.get("confirmation") or {}
-    action = confirmation.get("action") or contract.name
-    consequence = consequence_of(record.arguments, contract)
-    return ApprovalRequest(
-        approval_id=approval_id,
-        call_id=record.call_id,
-        trace_id=trace_id_of(record.traceparent),
-        tenant_id=record.tenant_id,
-        run_id=record.run_id,
-        requested_by=record.principal,
-        tool_name=record.tool_name,
-        tool_version=record.tool_version,
-        action=action,
-        consequence=consequence,
-        arguments=record.arguments,
-        before_state=before_state,
-        expected_after_state=confirmation.get("expected_after_state"),
-        risk_class=contract.side_effect_class,
-        payload_hash=record.payload_hash,
-        idempotency_fingerprint=fingerprint(idempotency_key, 16),
-        required_approvals=record.required_approvals,
-        approver_groups=list(contract.approval.get("approver_groups", []))[:1],
-        compensation=confirmation.get("compensation") or "none declared",
-        rejection_path=confirmation.get("rejection_path") or "the call ends with CONFIRMATION_MISSING; nothing runs",
-        created_at_ms=now_ms,
-        expires_at_ms=expires_at_ms,
-        state_version=state_version,
-    )
-
-
-def expiry_for(record: StageRecord, contract: Contract, now_ms: int) -> int:
-    """The contract's approval window, cut short by the proposal's own deadline."""
-    expiry = now_ms + int(contract.approval.get("expiry_seconds", 600)) * 1000
-    if record.deadline_ms is not None:
-        expiry = min(expiry, record.deadline_ms)
-    return expiry
-
-
-def next_escalation_ms(contract: Contract, created_ms: int, expires_ms: int, level: int) -> int | None:
-    """When the approval goes on to its next approver group, or None when no group is left.
-
-    Each escalation comes after the contract's fraction of the time that was left: with 0.5
-    and a ten-minute window, the second group is asked after five minutes, a third after
-    seven and a half. Expiry still AUTO_DENIES; escalation only widens who may decide.
-    """
-    groups = contract.approval.get("approver_groups", [])
-    if level + 1 >= len(groups):
-        return None
-    fraction = float(contract.approval.get("escalate_at_fraction", 0.5))
-    return created_ms + round((expires_ms - created_ms) * (1 - (1 - fraction) ** (level + 1)))
-
-
-def escalated(packet: ApprovalRequest, contract: Contract) -> ApprovalRequest:
-    """The packet again, open to one more approver group."""
-    groups = list(contract.approval.get("approver_groups", []))
-    level = packet.escalation_level + 1
-    return packet.model_copy(update={"escalation_level": level, "approver_groups": groups[: level + 1]})

@@ -24,9 +24,15 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.schemas.codec import codec
-from toolgate.schemas.models import ApprovalRequest, FieldError, StageDecision, StageRecord
-from toolgate.taxonomy import Taxonomy
-from toolgate.workers.approval.decision import APPROVED, AUTO_DENIED, DENIED, PENDING
+from toolgate.schemas.models import (
+    ApprovalRequest,
+    ExecutionResult,
+    FieldError,
+    StageDecision,
+    StageRecord,
+    TaxonomyClass,
+)
+from toolgate.states import TicketStatus
 from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.results import outcome, reject, result
 
@@ -48,7 +54,7 @@ class Held:
     """A ticket as Postgres holds it, with what is needed to say it again."""
 
     approval_id: str
-    status: str
+    status: TicketStatus
     request: StageRecord  # the call as it was held
     packet: ApprovalRequest
     approved_by: tuple[str, ...]
@@ -61,7 +67,7 @@ async def load(conn: AsyncConnection[Any], approval_ids: list[str]) -> dict[str,
     return {
         r[0]: Held(
             r[0],
-            r[1],
+            TicketStatus(r[1]),
             codec().decode(bytes(r[2]), StageRecord),
             ApprovalRequest.model_validate(r[3]),
             tuple(r[4]),
@@ -94,13 +100,13 @@ def announced(record: StageRecord, packet: ApprovalRequest, traceparent: str, no
                 traceparent=traceparent,
                 home_partition=record.home_partition,
                 now_ms=now,
-                result_outcome=outcome(Taxonomy.CONFIRMATION_MISSING, code=202, is_error=False, fail_closed=False),
+                result_outcome=outcome(TaxonomyClass.CONFIRMATION_MISSING, code=202, is_error=False, fail_closed=False),
                 data={
                     "approval": {
                         "approval_id": approval_id,
                         "required_approvals": record.required_approvals,
                         "expires_at_ms": packet.expires_at_ms,
-                        "status": "PENDING",
+                        "status": str(TicketStatus.PENDING),
                     }
                 },
                 warnings=record.warnings,
@@ -123,11 +129,11 @@ def released(record: StageRecord, approved_by: tuple[str, ...], now: int) -> Sta
     )
 
 
-def closed(record: StageRecord, code: str, message: str, now: int) -> Any:
+def closed(record: StageRecord, code: str, message: str, now: int) -> ExecutionResult:
     """The call's end when its approval was denied or expired: fail closed, nothing ran."""
     return reject(
         record,
-        Taxonomy.CONFIRMATION_MISSING,
+        TaxonomyClass.CONFIRMATION_MISSING,
         [
             FieldError(
                 field="approval",
@@ -158,14 +164,12 @@ def expiry(approval_id: str) -> str:
 def again(held: Held, traceparent: str, now: int) -> list[outbox.OutboxRow]:
     """What to say again about a ticket, per the table in the module docstring."""
     record = held.request
-    if held.status == PENDING:
+    if held.status == TicketStatus.PENDING:
         return announced(record, held.packet, traceparent, now)
-    if held.status == APPROVED:
+    if held.status == TicketStatus.APPROVED:
         return [outbox.item("executable", record.home_partition, released(record, held.approved_by, now))]
-    if held.status == DENIED:
+    if held.status == TicketStatus.DENIED:
         message = denial(held.denied_by, held.denial_reason)
         return [outbox.item("results", record.home_partition, closed(record, "approval_denied", message, now))]
-    if held.status == AUTO_DENIED:
-        message = expiry(held.approval_id)
-        return [outbox.item("results", record.home_partition, closed(record, "approval_expired", message, now))]
-    return []
+    message = expiry(held.approval_id)  # AUTO_DENIED, the one status left
+    return [outbox.item("results", record.home_partition, closed(record, "approval_expired", message, now))]

@@ -1,7 +1,7 @@
 """The approval sweep: tickets that reached their escalation time go to the next approver
 group (the packet announced again, one group more), and tickets past their expiry are
 AUTO_DENIED, never approved. Run every sweep interval by approval-wait's ExpirySweeper, and
-by reconciliation for expiry (it imports this module, not the worker).
+by reconciliation for expiry (it imports this module, not the handlers).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.settings import Settings
+from toolgate.states import TicketStatus
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
-from toolgate.workers.approval.decision import AUTO_DENIED, escalated, next_escalation_ms
+from toolgate.workers.approval.packet import escalated, next_escalation_ms
 from toolgate.workers.runtime import audit, outbox
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.rounds import now_ms
@@ -51,7 +52,7 @@ async def expire_approvals(conn: AsyncConnection[Any], topics: Topics, stage: st
                 "toolgate",
                 call_id,
                 tenant_id,
-                {"approval_id": approval_id, "status": AUTO_DENIED},
+                {"approval_id": approval_id, "status": str(TicketStatus.AUTO_DENIED)},
             )
         )
     await outbox.enqueue(conn, rows, topics)

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from toolgate.contracts.registry import Contract
 from toolgate.hashing import payload_hash
 from toolgate.schemas.models import StageRecord
+from toolgate.states import TicketStatus
 from toolgate.taxonomy import Taxonomy
-from toolgate.workers.approval.decision import APPROVED, approval_id_for
+from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.policy.decision import MIN_APPROVALS
 
 
@@ -93,7 +94,7 @@ def clear(record: StageRecord, contract: Contract, operation: str, ticket: Ticke
 
     if ticket is None:
         return missing("no_approval", f"{contract.name} needs {needed} approval(s) and none was given for this call")
-    if ticket.status != APPROVED:
+    if ticket.status != TicketStatus.APPROVED:
         return missing("approval_not_granted", f"approval {ticket.approval_id} is {ticket.status}, not APPROVED")
     if (ticket.call_id, ticket.tenant_id, ticket.tool_name, ticket.tool_version, ticket.payload_hash) != (
         record.call_id,

@@ -15,7 +15,7 @@ from toolgate.contracts.policy import dimensions
 from toolgate.contracts.registry import Contract
 from toolgate.hashing import fingerprint
 from toolgate.schemas.models import StageRecord
-from toolgate.workers.approval.decision import consequence_of
+from toolgate.workers.approval.packet import consequence_of
 
 _STATEMENT = re.compile(r"^\s*(INSERT\s+INTO|UPDATE|DELETE\s+FROM|SELECT\b.*?\bFROM)\s+([A-Za-z0-9_.]+)", re.I | re.S)
 

@@ -4,7 +4,8 @@ The observation's JSON form must validate against the reference observation sche
 successful result's data must also satisfy the contract's output schema; when it does not,
 the agent gets OBSERVATION_NORMALIZATION_FAIL (fail closed) instead of the raw payload, and
 the result is dead-lettered for an operator. Data and errors are scrubbed of registered
-secrets on the way out.
+secrets on the way out: the handler passes the scrubber in (`Scrub`), so this module needs no
+telemetry and stays pure.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
 import fastjsonschema
 from jsonschema import Draft202012Validator
@@ -26,11 +27,11 @@ from toolgate.schemas.models import (
     ObservationError,
     ObservationStatus,
     ResultPayload,
+    TaxonomyClass,
     ToolIdentity,
     Verification,
 )
-from toolgate.taxonomy import Taxonomy, vector
-from toolgate.telemetry import SCRUBBER
+from toolgate.taxonomy import vector
 from toolgate.topics.headers import trace_id_of
 
 OBSERVATION_SCHEMA: dict[str, Any] = json.loads(
@@ -48,6 +49,14 @@ def conforms(document: dict[str, Any]) -> bool:
     return True
 
 
+class Scrub(Protocol):
+    """Replaces registered secret values (toolgate.telemetry's Scrubber is one)."""
+
+    def text(self, value: str) -> str: ...
+
+    def obj(self, value: Any) -> Any: ...
+
+
 @dataclass(frozen=True)
 class Normalized:
     observation: Observation
@@ -59,7 +68,11 @@ def rfc3339(ms: int) -> str:
 
 
 def build(
-    res: ExecutionResult, data: dict[str, Any] | None, errors: list[ObservationError], taxonomy: Taxonomy | None = None
+    res: ExecutionResult,
+    data: dict[str, Any] | None,
+    errors: list[ObservationError],
+    scrub: Scrub,
+    taxonomy: TaxonomyClass | None = None,
 ) -> Observation:
     status = res.outcome
     if taxonomy is not None:
@@ -93,23 +106,23 @@ def build(
             attempt_number=max(1, res.attempt_number),
         ),
         status=status_model,
-        result_payload=ResultPayload(data=data, errors=errors, warnings=[SCRUBBER.text(w) for w in res.warnings]),
+        result_payload=ResultPayload(data=data, errors=errors, warnings=[scrub.text(w) for w in res.warnings]),
         verification=res.verification if taxonomy is None else Verification(),
     )
 
 
-def normalize(res: ExecutionResult, registry: Registry) -> Normalized:
-    data = SCRUBBER.obj(res.data) if res.data is not None else None
+def normalize(res: ExecutionResult, registry: Registry, scrub: Scrub) -> Normalized:
+    data = scrub.obj(res.data) if res.data is not None else None
     errors = [
         ObservationError(
-            field=SCRUBBER.text(e.field) if e.field is not None else None,
-            code=SCRUBBER.text(e.code),
-            message=SCRUBBER.text(e.message),
+            field=scrub.text(e.field) if e.field is not None else None,
+            code=scrub.text(e.code),
+            message=scrub.text(e.message),
         )
         for e in res.errors
     ]
     problem = None
-    if res.outcome.taxonomy_class is Taxonomy.SUCCESS and not (data or {}).get("dry_run"):
+    if res.outcome.taxonomy_class is TaxonomyClass.SUCCESS and not (data or {}).get("dry_run"):
         try:
             contract = registry.get(res.tool_name, res.tool_version)
         except KeyError:
@@ -121,7 +134,7 @@ def normalize(res: ExecutionResult, registry: Registry) -> Normalized:
             ]
             if violations:
                 problem = "result does not satisfy the output schema: " + "; ".join(violations)[:1500]
-    observation = build(res, data, errors)
+    observation = build(res, data, errors, scrub)
     if problem is None and not conforms(document := observation.model_dump(mode="json")):
         schema_errors = [e.message for e in OBSERVATION_VALIDATOR.iter_errors(document)]
         if schema_errors:
@@ -138,6 +151,7 @@ def normalize(res: ExecutionResult, registry: Registry) -> Normalized:
                 message="the tool's result could not be normalized; an operator has the raw result",
             )
         ],
-        Taxonomy.OBSERVATION_NORMALIZATION_FAIL,
+        scrub,
+        TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL,
     )
     return Normalized(failed, problem)

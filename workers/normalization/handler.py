@@ -1,6 +1,7 @@
-"""The normalization worker: tool.results -> tool.observations.<tenant> (one record per call,
+"""The normalization handler: tool.results -> tool.observations.<tenant> (one record per call,
 keyed by run_id, carrying the digest of the proposal it answers; sealed with the deployment's
-signature on the way out).
+signature on the way out). Results are scrubbed of the process's registered secrets (the
+telemetry scrubber, passed to the decision).
 
 Only registered tenants have an observation topic; a result for any other tenant (which no
 toolgate stage should ever write) is dead-lettered instead of produced into the void.
@@ -11,9 +12,9 @@ from __future__ import annotations
 import time
 
 from toolgate.contracts.registry import Registry
-from toolgate.schemas.models import ExecutionResult, Observation, ObservationError
+from toolgate.schemas.models import ExecutionResult, Observation, ObservationError, TaxonomyClass
 from toolgate.settings import Settings
-from toolgate.taxonomy import Taxonomy
+from toolgate.telemetry import SCRUBBER
 from toolgate.workers.normalization.decision import build, normalize
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
@@ -54,17 +55,17 @@ class NormalizationHandler(Handler[ExecutionResult]):
                 out.dead_letter(
                     call.origin,
                     call.raw,
-                    Taxonomy.OBSERVATION_NORMALIZATION_FAIL,
+                    TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL,
                     f"tenant {res.tenant_id!r} is not registered: it has no observation topic",
                     res.call_id,
                 )
                 continue
-            normalized = normalize(res, self.registry)
+            normalized = normalize(res, self.registry, SCRUBBER)
             self._observe(call, normalized.observation, out)
             out.outcomes[res.call_id] = str(normalized.observation.status.taxonomy_class)
             if normalized.problem:
                 out.dead_letter(
-                    call.origin, call.raw, Taxonomy.OBSERVATION_NORMALIZATION_FAIL, normalized.problem, res.call_id
+                    call.origin, call.raw, TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL, normalized.problem, res.call_id
                 )
 
     def _observe(self, call: Inbound[ExecutionResult], observation: Observation, out: Emit) -> None:
@@ -93,6 +94,7 @@ class NormalizationHandler(Handler[ExecutionResult]):
                     message="the result could not be normalized inside toolgate; an operator has it",
                 )
             ],
-            Taxonomy.OBSERVATION_NORMALIZATION_FAIL,
+            SCRUBBER,
+            TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL,
         )
         self._observe(call, observation, out)

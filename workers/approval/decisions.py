@@ -1,0 +1,82 @@
+"""Approval-wait on tool.approvals.decisions: each signed decision applied to its ticket.
+
+The tickets are locked and read, each decision becomes a `Transition` (decision.py, which
+holds the table of what a decision does), and the handler applies them in one transaction:
+counted decisions and closed tickets written, enough approvals releasing the call to
+tool.executable and a denial ending it on tool.results, all through the outbox, each decision
+audited.
+"""
+
+from __future__ import annotations
+
+from toolgate.contracts.registry import Registry
+from toolgate.faults import crash_point
+from toolgate.schemas.models import ApprovalDecision, StageRecord
+from toolgate.settings import Settings
+from toolgate.states import TicketStatus
+from toolgate.topics.catalog import Topics
+from toolgate.workers.approval import resume, tickets
+from toolgate.workers.approval.decision import Then, Transition, transition
+from toolgate.workers.runtime import audit, outbox
+from toolgate.workers.runtime.db import make_pool
+from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
+
+STAGE = "approval-wait"
+
+
+class DecisionsHandler(Handler[ApprovalDecision]):
+    stage = STAGE
+    source = "approvals_decisions"
+    model = ApprovalDecision
+
+    def __init__(self, registry: Registry, settings: Settings) -> None:
+        self.registry = registry
+        self.topics = Topics(settings.topic_prefix)
+        self.pool = make_pool(settings.database_url, f"{STAGE}-decisions")
+
+    async def start(self) -> None:
+        await self.pool.open()
+
+    async def handle(self, calls: list[Inbound[ApprovalDecision]], out: Emit) -> None:
+        ids = sorted({c.model.approval_id for c in calls})
+        approver_ids = sorted({c.model.approver_id for c in calls})
+        now = now_ms()
+        async with self.pool.connection() as conn, conn.transaction():
+            await tickets.lock(conn, ids)
+            held, requests = await tickets.load(conn, ids)
+            approvers = await tickets.approvers(conn, approver_ids)
+            rows: list[outbox.OutboxRow] = []
+            entries: list[audit.Entry] = []
+            counted: list[ApprovalDecision] = []
+            for call in calls:
+                decision = call.model
+                step = transition(decision, held.get(decision.approval_id), approvers.get(decision.approver_id), now)
+                request = requests.get(decision.approval_id)
+                call_id = request.call_id if request is not None else None
+                entries.append(audit.Entry(STAGE, step.action, decision.approver_id, call_id, None, step.detail))
+                out.outcomes[decision.approval_id] = step.outcome
+                if step.counted and step.ticket is not None and request is not None:
+                    held[decision.approval_id] = step.ticket
+                    counted.append(decision)
+                    rows += said(step, decision, request, now)
+            if counted:
+                await tickets.record_decisions(conn, counted)
+                decided = (TicketStatus.APPROVED, TicketStatus.DENIED)
+                await tickets.close(conn, [t for t in held.values() if t.status in decided])
+            await outbox.enqueue(conn, rows, self.topics)
+            await audit.append(conn, entries)
+            if any(r.topic == "executable" for r in rows):
+                crash_point("approval.during_release")
+
+
+def said(step: Transition, decision: ApprovalDecision, request: StageRecord, now: int) -> list[outbox.OutboxRow]:
+    """What a counted decision publishes: the release, the denial, or nothing yet."""
+    if step.then is Then.RELEASE and step.ticket is not None:
+        released = resume.released(request, step.ticket.approved_by, now)
+        return [outbox.item("executable", request.home_partition, released)]
+    if step.then is Then.DENY:
+        message = resume.denial(decision.approver_id, decision.reason)
+        closed = resume.closed(request, "approval_denied", message, now)
+        return [outbox.item("results", request.home_partition, closed)]
+    return []

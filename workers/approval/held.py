@@ -1,0 +1,110 @@
+"""Approval-wait on tool.authorized: a call that needs approval is held.
+
+Calls that need no approval go straight on to tool.executable, as do dry runs: a dry run needs
+no approval to be previewed, and execution only describes what would happen (the preview says
+how many approvals the real call needs). The others get a ticket in Postgres and a
+confirmation packet on tool.approvals.requested (through the outbox, with the ticket), and the
+agent hears that its call awaits approval. A call whose ticket already exists came again: what
+is said again is the ticket's (resume.py).
+"""
+
+from __future__ import annotations
+
+from toolgate.contracts.registry import Contract, Registry
+from toolgate.schemas.models import StageRecord
+from toolgate.settings import Settings
+from toolgate.topics.catalog import Topics
+from toolgate.workers.approval import resume, tickets
+from toolgate.workers.approval.packet import Opening, opening
+from toolgate.workers.runtime import audit, fact_loader, facts, outbox, target_state
+from toolgate.workers.runtime.db import make_pool
+from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
+
+STAGE = "approval-wait"
+
+Opened = dict[str, tuple[Inbound[StageRecord], Opening]]  # by approval_id
+
+
+class AuthorizedHandler(Handler[StageRecord]):
+    stage = STAGE
+    source = "authorized"
+    model = StageRecord
+
+    def __init__(self, registry: Registry, settings: Settings) -> None:
+        self.registry = registry
+        self.topics = Topics(settings.topic_prefix)
+        self.pool = make_pool(settings.database_url, STAGE)
+
+    async def start(self) -> None:
+        await self.pool.open()
+
+    async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
+        now = now_ms()
+        waiting = self._forward(calls, out)
+        if not waiting:
+            return
+        async with self.pool.connection() as conn:
+            wanted = facts.needed(ref for call, contract in waiting for ref in target_state.refs(call.model, contract))
+            found = await fact_loader.fetch(conn, wanted)
+        held: Opened = {}
+        for call, contract in waiting:
+            opened = opening(call.model, call.traceparent, contract, found, now)
+            held[opened.approval_id] = (call, opened)
+        async with self.pool.connection() as conn, conn.transaction():
+            created = await tickets.insert(conn, [opened for _, opened in held.values()])
+            rows, entries = announce(held, created, now)
+            # A ticket that already existed: the call came again (re-published, or re-driven).
+            known = await resume.load(conn, [a for a in held if a not in created])
+            again_rows, again_entries = say_again(held, known, now)
+            await outbox.enqueue(conn, rows + again_rows, self.topics)
+            await audit.append(conn, entries + again_entries)
+        for approval_id, (call, _) in held.items():
+            out.outcomes[call.model.call_id] = "held" if approval_id in created else "resumed"
+
+    def _forward(self, calls: list[Inbound[StageRecord]], out: Emit) -> list[tuple[Inbound[StageRecord], Contract]]:
+        """Forward what needs no approval; the rest, with their contracts, wait."""
+        waiting: list[tuple[Inbound[StageRecord], Contract]] = []
+        for call in calls:
+            record = call.model
+            if record.required_approvals == 0 or record.dry_run:
+                # Nothing to decide: forward the item's bytes as they came (no re-encoding).
+                out.raw_item("executable", record.home_partition, call.raw)
+                out.outcomes[record.call_id] = "forwarded"
+                continue
+            waiting.append((call, self.registry.get(record.tool_name, record.tool_version)))
+        return waiting
+
+
+def announce(held: Opened, created: set[str], now: int) -> tuple[list[outbox.OutboxRow], list[audit.Entry]]:
+    """The packets of the tickets just written, and the interim answers to their agents."""
+    rows: list[outbox.OutboxRow] = []
+    entries: list[audit.Entry] = []
+    for approval_id in created:
+        call, opened = held[approval_id]
+        record, packet = call.model, opened.packet
+        rows += resume.announced(record, packet, call.traceparent, now)
+        detail = {
+            "approval_id": approval_id,
+            "risk_class": packet.risk_class,
+            "required_approvals": record.required_approvals,
+            "expires_at_ms": packet.expires_at_ms,
+        }
+        entries.append(audit.Entry(STAGE, "approval_requested", "toolgate", record.call_id, record.tenant_id, detail))
+    return rows, entries
+
+
+def say_again(
+    held: Opened, known: dict[str, resume.Held], now: int
+) -> tuple[list[outbox.OutboxRow], list[audit.Entry]]:
+    """What the tickets that already existed say again (resume.py's table)."""
+    rows: list[outbox.OutboxRow] = []
+    entries: list[audit.Entry] = []
+    for approval_id, ticket in known.items():
+        call = held[approval_id][0]
+        rows += resume.again(ticket, call.traceparent, now)
+        detail = {"approval_id": approval_id, "status": str(ticket.status)}
+        entries.append(
+            audit.Entry(STAGE, "approval_resumed", "toolgate", call.model.call_id, call.model.tenant_id, detail)
+        )
+    return rows, entries
