@@ -38,9 +38,10 @@ from toolgate.workers.approval.decision import (
     next_escalation_ms,
 )
 from toolgate.workers.runtime import audit, facts, outbox, target_state
+from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
-from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
+from toolgate.workers.runtime.handler import Handler, Inbound
 
 STAGE = "approval-wait"
 
