@@ -31,7 +31,7 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.client import ToolgateClient
 from toolgate.topics.headers import REPLAY_OF, SCHEMA
 from toolgate.workers.runtime import audit
-from toolgate.workers.runtime.rounds import ATTEMPTS_HEADER
+from toolgate.workers.runtime.intake import ATTEMPTS_HEADER
 
 STAGE = "operator"
 # The topics stages consume: the only places a replay may go.

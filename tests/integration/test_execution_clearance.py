@@ -20,7 +20,7 @@ from toolgate.schemas.models import ExecutionResult, PayloadKind, Principal, Sta
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.execution.worker import ExecutionHandler
 from toolgate.workers.runtime.emit import Emit, Origin
-from toolgate.workers.runtime.rounds import Inbound
+from toolgate.workers.runtime.handler import Inbound
 
 from ..conftest import Pipeline
 

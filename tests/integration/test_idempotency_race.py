@@ -18,7 +18,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import PayloadKind, Principal, StageRecord
 from toolgate.workers.execution.worker import ExecutionHandler
 from toolgate.workers.runtime.emit import Emit, Origin
-from toolgate.workers.runtime.rounds import Inbound
+from toolgate.workers.runtime.handler import Inbound
 
 from ..conftest import Pipeline
 

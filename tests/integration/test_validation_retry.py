@@ -18,7 +18,7 @@ from toolgate.contracts.registry import load_registry
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import PayloadKind, Principal, StageRecord, ToolProposal
 from toolgate.workers.runtime.emit import Emit, Origin
-from toolgate.workers.runtime.rounds import Inbound
+from toolgate.workers.runtime.handler import Inbound
 from toolgate.workers.validation.handler import ValidationHandler
 
 from ..conftest import Pipeline

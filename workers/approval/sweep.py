@@ -20,8 +20,8 @@ from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
 from toolgate.workers.approval.packet import escalated, next_escalation_ms
 from toolgate.workers.runtime import audit, outbox
+from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
-from toolgate.workers.runtime.rounds import now_ms
 
 STAGE = "approval-wait"
 

@@ -59,10 +59,11 @@ from toolgate.workers.execution.http import HttpExecutor
 from toolgate.workers.execution.preview import preview
 from toolgate.workers.execution.retry import deadline_for, policy_for, with_retries
 from toolgate.workers.runtime import audit, deadletters, outbox
+from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import is_transient, make_pool
 from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.results import outcome, reject, result
-from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
 
 log = logging.getLogger("toolgate.execution")
 STAGE = "execution"

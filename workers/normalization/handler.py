@@ -18,7 +18,7 @@ from toolgate.telemetry import SCRUBBER
 from toolgate.workers.normalization.decision import build, normalize
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
-from toolgate.workers.runtime.rounds import Handler, Inbound
+from toolgate.workers.runtime.handler import Handler, Inbound
 
 STAGE = "normalization"
 TENANTS = "SELECT tenant_id FROM toolgate.tenants"

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import psycopg
 from confluent_kafka import KafkaError
 
+from toolgate.errors import PermanentError
 from toolgate.faults import crash_point
 from toolgate.integrity import Sealer, deployment_keys
 from toolgate.kafka_security import client_config
@@ -36,8 +37,9 @@ from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
 from toolgate.workers.outbox.producer import IdempotentProducer, undeliverable
 from toolgate.workers.runtime.app import StageApp
-from toolgate.workers.runtime.db import is_transient, make_pool
+from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import EdgeRecord, Emit, Message, Origin
+from toolgate.workers.runtime.transient import RELAY, TransientRetry
 
 log = logging.getLogger("toolgate.outbox")
 STAGE = "outbox-relay"
@@ -86,6 +88,12 @@ class OutboxRelay:
         self.sealer = Sealer(deployment_keys(settings), self.topics)
         self.wakeup = asyncio.Event()
         self._last_prune = 0.0
+        # A transient failure (Postgres restarting, a lost connection) retries the round every
+        # second, logged at debug only: a relay stuck that way shows in `toolgate health` as
+        # unsent outbox rows. Any other failure is logged and the next round comes a second later.
+        self.retry = TransientRetry(
+            RELAY, log, "transient failure, retrying the relay round", {"stage": STAGE}, logging.DEBUG
+        )
 
     async def run(self) -> None:
         await self.pool.open()
@@ -95,11 +103,9 @@ class OutboxRelay:
         try:
             while True:
                 try:
-                    moved = await self.relay_once()
-                    await self._prune()
-                except Exception as exc:
-                    if not is_transient(exc):
-                        log.exception("relay round failed", extra={"stage": STAGE, "action": "relay_failed"})
+                    moved = await self.retry.run(self._round)
+                except Exception:
+                    log.exception("relay round failed", extra={"stage": STAGE, "action": "relay_failed"})
                     await asyncio.sleep(1.0)
                     continue
                 if moved < self.batch:
@@ -108,6 +114,11 @@ class OutboxRelay:
                         await asyncio.wait_for(self.wakeup.wait(), 1.0)
         finally:
             listener.cancel()
+
+    async def _round(self) -> int:
+        moved = await self.relay_once()
+        await self._prune()
+        return moved
 
     async def relay_once(self) -> int:
         """One round: claim rows, publish them, mark them sent (or failed); how many moved."""
@@ -138,6 +149,8 @@ class OutboxRelay:
         out = Emit(STAGE)
         for row in rows:
             if row.kind == "item":
+                if row.partition is None:  # `outbox.item` always names one
+                    raise PermanentError(f"outbox row {row.id} is an item without a partition")
                 out.raw_item(row.topic, row.partition, bytes(row.payload))
             else:
                 key = bytes(row.key) if row.key is not None else None

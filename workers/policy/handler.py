@@ -22,10 +22,11 @@ from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, decide, refs
 from toolgate.workers.runtime import audit, fact_loader, facts
+from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.results import reject
-from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
 
 STAGE = "policy"
 

@@ -33,7 +33,7 @@ from toolgate.states import TicketStatus
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
 from toolgate.workers.runtime import audit, outbox
-from toolgate.workers.runtime.rounds import now_ms
+from toolgate.workers.runtime.clock import now_ms
 
 log = logging.getLogger("toolgate.redrive")
 STAGE = "reconciliation"

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import faust
@@ -25,7 +25,9 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import Headers
 from toolgate.workers.runtime import liveness, orphan
 from toolgate.workers.runtime.audit import AuditSink
-from toolgate.workers.runtime.rounds import Handler, RawRecord, Rounds
+from toolgate.workers.runtime.handler import Handler
+from toolgate.workers.runtime.intake import RawRecord
+from toolgate.workers.runtime.rounds import Rounds
 from toolgate.workers.runtime.transport import App
 
 log = logging.getLogger("toolgate.worker")
@@ -95,7 +97,7 @@ class StageApp:
             key_serializer="raw",
             value_serializer="raw",
         ).__aiter__()
-        rounds = Rounds(handler, self.topics, self.send, self.settings.batch_bytes, self.sealer, self.audits)
+        rounds = Rounds(handler, self.topics, self.send, self.settings.batch_bytes, self.sealer, self.audits.write)
         batch_max, within = self.settings.batch_max, self.settings.batch_ms / 1000.0
         self._consumes = True
         # The topic is one of the app's channels (iterating it added it to app.topics): Faust's
@@ -180,7 +182,7 @@ class StageApp:
 
     # --- readiness and running -------------------------------------------------------------
 
-    async def _on_assigned(self, app: Any, assigned: Any, **_: Any) -> None:
+    async def _on_assigned(self, app: Any, /, *_: Any, **__: Any) -> None:
         # Ready once the group has given this worker its share, which may be no partitions
         # at all when a stage runs more workers than it has partitions.
         if not self._ready:
@@ -218,4 +220,6 @@ class StageApp:
 
 def _raw(event: EventT[Any]) -> RawRecord:
     msg = event.message
-    return RawRecord(msg.partition, msg.offset, msg.key, msg.value, list(msg.headers or ()))
+    headers = msg.headers or ()
+    pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
+    return RawRecord(msg.partition, msg.offset, msg.key, msg.value, pairs)

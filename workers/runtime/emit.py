@@ -187,6 +187,7 @@ class Emit:
         def name(logical: str, tenant: str | None = None) -> str:
             return logical if physical else topics.name(logical, tenant)
 
+        pending: list[tuple[str, bytes | None, bytes, int | None, Headers]]
         pending = [(name(t), None, v, p, h) for t, p, v, h in self.batches(max_bytes)]
         pending += [(name(r.topic, r.tenant), r.key, r.value, r.partition, r.headers) for r in self.records]
         c = codec()
@@ -194,6 +195,15 @@ class Emit:
             key = letter.call_id.encode() if letter.call_id else None
             pending.append((topics.name("deadletter"), key, c.encode(letter), None, []))
         return [Message(t, k, v, p, sealer.seal(t, k, v, h)) for t, k, v, p, h in pending]
+
+    def merge(self, other: Emit) -> None:
+        """Add everything `other` collected to this one."""
+        for key, items in other.items.items():
+            self.items.setdefault(key, []).extend(items)
+        self.records.extend(other.records)
+        self.dead_letters.extend(other.dead_letters)
+        self.outcomes.update(other.outcomes)
+        self.audits.extend(other.audits)
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.items.values()) + len(self.records) + len(self.dead_letters)

@@ -17,17 +17,18 @@ from toolgate.schemas.models import (
     FieldError,
     Outcome,
     StageRecord,
+    TaxonomyClass,
     ToolProposal,
     Verification,
 )
-from toolgate.taxonomy import Taxonomy, vector
+from toolgate.taxonomy import vector
 
 MAX_RESULT_BYTES = 512 * 1024
 MAX_ERRORS = 50
 
 
 def outcome(
-    taxonomy: Taxonomy,
+    taxonomy: TaxonomyClass,
     *,
     retryable: bool | None = None,
     repairable: bool | None = None,
@@ -42,7 +43,7 @@ def outcome(
     return Outcome(
         taxonomy_class=taxonomy,
         code=v.code if code is None else code,
-        is_error=(taxonomy is not Taxonomy.SUCCESS) if is_error is None else is_error,
+        is_error=(taxonomy is not TaxonomyClass.SUCCESS) if is_error is None else is_error,
         retryable=v.retryable if retryable is None else retryable,
         repairable=v.repairable if repairable is None else repairable,
         requires_approval=v.requires_approval if requires_approval is None else requires_approval,
@@ -122,7 +123,7 @@ def result(
 
 def reject(
     call: StageRecord | ToolProposal,
-    taxonomy: Taxonomy,
+    taxonomy: TaxonomyClass,
     errors: Sequence[FieldError],
     *,
     stage: str,
@@ -163,8 +164,8 @@ def withheld(res: ExecutionResult, size: int) -> ExecutionResult:
         errors.append(
             FieldError(field=None, code="more_errors", message=f"{len(res.errors) - MAX_ERRORS} more errors not shown")
         )
-    succeeded = res.outcome.taxonomy_class is Taxonomy.SUCCESS
-    result_outcome = outcome(Taxonomy.PARTIAL_SUCCESS) if succeeded else res.outcome
+    succeeded = res.outcome.taxonomy_class is TaxonomyClass.SUCCESS
+    result_outcome = outcome(TaxonomyClass.PARTIAL_SUCCESS) if succeeded else res.outcome
     data = {"withheld": {"reason": "result_too_large", "bytes": size}}
     if not succeeded:
         data = {**feedback(result_outcome, errors), **data}

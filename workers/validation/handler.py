@@ -21,10 +21,11 @@ from toolgate.schemas.models import FieldError, StageDecision, StageRecord, Taxo
 from toolgate.settings import Settings
 from toolgate.topics.headers import CALL_ID, header
 from toolgate.workers.runtime import audit, fact_loader, facts
+from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit, Origin
+from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.results import reject
-from toolgate.workers.runtime.rounds import Handler, Inbound, now_ms
 from toolgate.workers.validation import admission, callers, limits, repair_log, semantic
 from toolgate.workers.validation.decision import Decision, Pass, Reject, decide
 from toolgate.workers.validation.identity import Proven, Window

@@ -1,0 +1,85 @@
+"""What a stage plugs into the runtime: a `Handler` deciding over a batch of `Inbound` calls.
+
+The runtime (`rounds.Rounds`) reads the records, hands the handler every call it could read,
+and produces whatever the handler put into the round's `Emit`. A handler overrides `handle`,
+and may override `start` (open pools), `decode` (read a record of its source topic),
+`on_failure` (answer one call that failed on its own) and `on_undecodable`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from toolgate.schemas.codec import codec
+from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
+from toolgate.schemas.wire import WireModel
+from toolgate.workers.runtime.clock import now_ms
+from toolgate.workers.runtime.emit import Emit, Origin
+from toolgate.workers.runtime.results import reject
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+M = TypeVar("M", bound=WireModel)
+
+
+@dataclass
+class Inbound(Generic[M]):
+    """One call (or decision) as a stage sees it."""
+
+    model: M
+    raw: bytes
+    origin: Origin
+    span: Span | None = None
+    traceparent: str = ""  # this stage's span: what outputs carry onward
+
+    @property
+    def call_id(self) -> str:
+        return str(getattr(self.model, "call_id", "") or getattr(self.model, "approval_id", ""))
+
+
+class Handler(Generic[M]):
+    """A stage's decision over a batch of calls from its source topic."""
+
+    stage: str
+    source: str  # logical topic
+    model: type[M]
+
+    async def start(self) -> None:
+        """Open what the handler needs (pools, sessions) before the first round."""
+
+    async def handle(self, calls: list[Inbound[M]], out: Emit) -> None:
+        raise NotImplementedError
+
+    def on_failure(self, call: Inbound[M], error: str, out: Emit) -> None:
+        """Answer one call that failed on its own: UNKNOWN_ERROR, fail closed."""
+        model = call.model
+        if isinstance(model, StageRecord):
+            out.item(
+                "results",
+                model.home_partition,
+                reject(
+                    model,
+                    TaxonomyClass.UNKNOWN_ERROR,
+                    [
+                        FieldError(
+                            field=None,
+                            code="internal_error",
+                            message="the call failed inside toolgate; an operator has it",
+                        )
+                    ],
+                    stage=self.stage,
+                    traceparent=call.traceparent,
+                    home_partition=model.home_partition,
+                    now_ms=now_ms(),
+                ),
+            )
+
+    def decode(self, value: bytes) -> M:
+        """One record (or batch item) of the source topic; DecodeError if it is none."""
+        return codec().decode(value, self.model)
+
+    def on_undecodable(self, origin: Origin, value: bytes, out: Emit) -> None:
+        """A record that does not decode: dead-letter it with its original bytes."""
+        out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, "undecodable record")

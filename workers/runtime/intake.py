@@ -1,0 +1,128 @@
+"""Reading a round's records: verify, decode, and dead-letter whatever cannot be read.
+
+A record from an internal topic (a `StageBatch` another stage wrote) must carry a stage MAC
+that verifies before anything else is done with it: one that does not was written by no toolgate
+stage, and is dead-lettered (SIGNATURE_MISMATCH) and audited, never decoded. Each record, and
+each item of a batch, is decoded on its own; one that does not decode is dead-lettered with its
+original bytes (SYNTACTIC_PARSE_FAIL), and anything else wrong with a record (UNKNOWN_ERROR)
+never stops the round.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Generic
+
+from toolgate.integrity import Sealer
+from toolgate.schemas.codec import DecodeError, codec
+from toolgate.schemas.models import PayloadKind, StageBatch, TaxonomyClass
+from toolgate.topics.headers import CALL_ID, Headers, as_pairs, header, header_int
+from toolgate.workers.runtime.audit import Entry
+from toolgate.workers.runtime.emit import Emit, Origin
+from toolgate.workers.runtime.handler import Handler, Inbound, M
+
+log = logging.getLogger("toolgate.round")
+
+ATTEMPTS_HEADER = "toolgate-attempts"
+MAX_ATTEMPTS = 1_000_000
+INTERNAL_SOURCES = ("validated", "authorized", "executable", "results")
+
+
+@dataclass
+class RawRecord:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = field(default_factory=list)
+
+
+class Intake(Generic[M]):
+    """The calls in a round's records, for one handler reading `source_topic` (physical)."""
+
+    def __init__(self, handler: Handler[M], source_topic: str, sealer: Sealer) -> None:
+        self.handler = handler
+        self.source_topic = source_topic
+        self.sealer = sealer
+        self.internal = handler.source in INTERNAL_SOURCES
+
+    def decode(self, records: Sequence[RawRecord], out: Emit) -> list[Inbound[M]]:
+        """The calls in these records. A record that cannot be read, whatever is wrong with it,
+        is dead-lettered with its original bytes; it never stops the round."""
+        calls: list[Inbound[M]] = []
+        for rec in records:
+            headers = as_pairs(rec.headers)
+            origin = Origin(
+                self.handler.source,
+                rec.partition,
+                rec.offset,
+                rec.key,
+                headers,
+                PayloadKind.RECORD,
+                header_int(headers, ATTEMPTS_HEADER, default=1, low=1, high=MAX_ATTEMPTS),
+            )
+            value = rec.value or b""
+            try:
+                calls += self._decode_record(rec, origin, value, out)
+            except Exception as exc:  # nothing a record holds may stop a stage
+                log.exception(
+                    "unreadable record",
+                    extra={"stage": self.handler.stage, "action": "dead_letter", "error": repr(exc)},
+                )
+                out.dead_letter(origin, value, TaxonomyClass.UNKNOWN_ERROR, f"unreadable record: {type(exc).__name__}")
+        return calls
+
+    def _decode_record(self, rec: RawRecord, origin: Origin, value: bytes, out: Emit) -> list[Inbound[M]]:
+        if self.internal and not self.sealer.mac_ok(self.source_topic, value, rec.headers):
+            self._forged(origin, value, out)
+            return []
+        if not self.internal:
+            try:
+                return [Inbound(self.handler.decode(value), value, origin)]
+            except DecodeError as exc:
+                log.warning(
+                    "undecodable record",
+                    extra={"stage": self.handler.stage, "action": "dead_letter", "error": str(exc)},
+                )
+                self.handler.on_undecodable(origin, value, out)
+                return []
+        return self._decode_batch(origin, value, out)
+
+    def _decode_batch(self, origin: Origin, value: bytes, out: Emit) -> list[Inbound[M]]:
+        try:
+            batch = codec().decode(value, StageBatch)
+        except DecodeError as exc:
+            out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, f"undecodable StageBatch: {exc}")
+            return []
+        calls: list[Inbound[M]] = []
+        for item in batch.items:
+            item_origin = replace(origin, kind=PayloadKind.STAGE_ITEM)
+            try:
+                calls.append(Inbound(self.handler.decode(item), item, item_origin))
+            except DecodeError as exc:
+                out.dead_letter(
+                    item_origin,
+                    item,
+                    TaxonomyClass.SYNTACTIC_PARSE_FAIL,
+                    f"undecodable {self.handler.model.__name__}: {exc}",
+                )
+        return calls
+
+    def _forged(self, origin: Origin, value: bytes, out: Emit) -> None:
+        """A record on an internal topic whose MAC does not verify: no toolgate stage wrote it."""
+        reason = f"the stage MAC of this {origin.topic} record does not verify: it was not written by a toolgate stage"
+        log.warning("forged record", extra={"stage": self.handler.stage, "action": "dead_letter", "error": reason})
+        out.dead_letter(origin, value, TaxonomyClass.SIGNATURE_MISMATCH, reason)
+        call_id = header(origin.headers, CALL_ID)
+        out.audits.append(
+            Entry(
+                self.handler.stage,
+                "forged_record",
+                "unknown",
+                call_id,
+                None,
+                {"topic": origin.topic, "partition": origin.partition, "offset": origin.offset, "bytes": len(value)},
+            )
+        )

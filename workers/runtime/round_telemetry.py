@@ -1,0 +1,78 @@
+"""A round's telemetry: one span per call, and the stage's call, round and dead-letter metrics.
+
+Each call's span is a child of the trace the call carries (its `traceparent` field, or the
+record's header); a call whose trace the agent did not sample keeps that traceparent and costs
+no span. A span ends with the call's outcome (what the round emitted for it, `held` if nothing),
+and is marked an error for UNKNOWN_ERROR and dead letters.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from toolgate.telemetry import meter, parent_context, parse_traceparent, traceparent_of, tracer
+from toolgate.topics.headers import CALL_ID, TRACEPARENT, header
+from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.handler import Inbound, M
+
+FAILED_OUTCOMES = ("UNKNOWN_ERROR", "dead_lettered")
+
+
+class RoundTelemetry:
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+        m = meter()
+        self._attrs = {"stage": stage}
+        self._calls = m.create_counter("toolgate.calls", description="calls a stage finished, by outcome")
+        self._round_seconds = m.create_histogram("toolgate.round.duration", unit="s")
+        self._round_size = m.create_histogram("toolgate.round.size", unit="{call}")
+        self._dead = m.create_counter("toolgate.deadletters")
+
+    def open_spans(self, calls: Sequence[Inbound[M]]) -> None:
+        """One span per sampled call; every call gets the traceparent its outputs carry."""
+        t = tracer()
+        for call in calls:
+            parent = getattr(call.model, "traceparent", None) or header(call.origin.headers, TRACEPARENT)
+            remote = parse_traceparent(parent)
+            if remote is not None and not remote.trace_flags.sampled:
+                call.traceparent = str(parent)
+                continue
+            span = t.start_span(
+                f"toolgate.{self.stage}",
+                context=parent_context(remote) if remote is not None else None,
+                kind=SpanKind.CONSUMER,
+                attributes={
+                    "toolgate.stage": self.stage,
+                    "tool.call_id": call.call_id or (header(call.origin.headers, CALL_ID) or ""),
+                    "tool.name": str(getattr(call.model, "tool_name", "")),
+                    "tool.version": str(getattr(call.model, "tool_version", "")),
+                    "tenant.id": str(getattr(call.model, "tenant_id", "")),
+                    "messaging.source.partition": call.origin.partition,
+                },
+            )
+            call.span = span
+            call.traceparent = traceparent_of(span)
+
+    def close_spans(self, calls: Sequence[Inbound[M]], out: Emit) -> None:
+        """End each call's span with its outcome in `out`, and count the outcomes."""
+        labels: Counter[str] = Counter()
+        for call in calls:
+            label = out.outcomes.get(call.call_id, "held")
+            labels[label] += 1
+            if call.span is None:
+                continue
+            call.span.set_attribute("toolgate.outcome", label)
+            if label in FAILED_OUTCOMES:
+                call.span.set_status(Status(StatusCode.ERROR, label))
+            call.span.end()
+        for label, count in labels.items():
+            self._calls.add(count, {**self._attrs, "outcome": label})
+
+    def round_done(self, seconds: float, calls: int, dead_letters: int) -> None:
+        if dead_letters:
+            self._dead.add(dead_letters, self._attrs)
+        self._round_seconds.record(seconds, self._attrs)
+        self._round_size.record(calls, self._attrs)
