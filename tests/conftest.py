@@ -5,6 +5,9 @@ worker as its own process, the demo provider) in a temporary TOOLGATE_HOME, with
 leases and sweep intervals so crash recovery is quick. Tests talk to it the way users do:
 the `toolgate` CLI and the client library over the real broker, SQL against the real
 Postgres. Nothing is mocked.
+
+A test that needs Postgres (or the broker) but no running worker does not wait for all this:
+tests/integration/conftest.py starts just those, with a database and topics per module.
 """
 
 from __future__ import annotations

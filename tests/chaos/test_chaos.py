@@ -15,7 +15,7 @@ Only invariants are checked at the end, from Postgres, the provider's own ledger
 clients: every call has a final observation and none has two different ones; one invoice or
 charge per logical operation; no key left PENDING; every approval decided once, by both
 approvers; the audit chain intact. The counts are printed. CI runs CALLS=3000; the long run is
-`TOOLGATE_CHAOS_CALLS=20000 pytest tests/chaos/test_chaos.py -s`.
+`TOOLGATE_CHAOS_CALLS=20000 pytest -m chaos tests/chaos/test_chaos.py -s`.
 """
 
 from __future__ import annotations

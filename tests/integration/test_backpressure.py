@@ -1,8 +1,8 @@
 """A stage that falls behind slows its fetch down; it never drops a record.
 
 A validation worker with a tiny stream buffer (as any worker is, relative to a big enough
-backlog) against the session's broker and Postgres, on topics of its own: 600 signed
-proposals arrive far faster than it takes them, and every one comes out on tool.validated.
+backlog) against the session's broker and Postgres, on topics and a database of its own: 600
+signed proposals arrive far faster than it takes them, and every one comes out on tool.validated.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from toolgate.agent_keys import AgentKeyring
+from toolgate.ops.embedded import Broker
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import StageBatch, StageRecord
-from toolgate.topics.catalog import Topics, provision
+from toolgate.topics.catalog import Topics
 from toolgate.topics.client import ToolgateClient
 
-from ..conftest import Pipeline
+from .conftest import Database
 
 CALLS = 600
 
@@ -45,16 +46,16 @@ def _validated_call_ids(bootstrap: str, topic: str, expected: int, timeout: floa
     return seen
 
 
-def test_a_worker_behind_its_backlog_loses_nothing(pipeline: Pipeline, tmp_path: Path) -> None:
-    prefix = f"bp{uuid.uuid4().hex[:6]}."
-    bootstrap = pipeline.runtime["kafka_bootstrap"]
-    provision(bootstrap, 2, prefix)
+def test_a_worker_behind_its_backlog_loses_nothing(
+    database: Database, broker: Broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    prefix, bootstrap = topic_prefix, broker.bootstrap
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")},
         "TOOLGATE_HOME": str(tmp_path),
-        "TOOLGATE_SECRETS_DIR": str(pipeline.home / "secrets"),
+        "TOOLGATE_SECRETS_DIR": str(database.home / "secrets"),
         "TOOLGATE_KAFKA_BOOTSTRAP": bootstrap,
-        "TOOLGATE_DATABASE_URL": pipeline.database_url,
+        "TOOLGATE_DATABASE_URL": database.database_url,
         "TOOLGATE_TOPIC_PREFIX": prefix,
         "TOOLGATE_PARTITIONS": "2",
         "TOOLGATE_STREAM_BUFFER": "16",
@@ -71,7 +72,7 @@ def test_a_worker_behind_its_backlog_loses_nothing(pipeline: Pipeline, tmp_path:
         while not (tmp_path / "ready" / f"{prefix}validation.{worker.pid}").exists():
             assert worker.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
-        client = ToolgateClient(bootstrap, prefix=prefix, keyring=AgentKeyring(pipeline.home / "agents"))
+        client = ToolgateClient(bootstrap, prefix=prefix, keyring=AgentKeyring(database.home / "agents"))
         sent = {
             client.propose(
                 "invoice.fetch", {"invoice_id": "inv_acme0001"}, agent_id="cli", user_id="bp", flush=False

@@ -1,9 +1,9 @@
 """Execution asks Postgres, not the message, whether a held call may run: a Postgres effect.
 
-The execution handler against the session's Postgres, with invoice.create_draft held for one
-approval (as the shipped policy does in prod). The ticket is written as approval-wait would;
-the effect runs only under it, consumes it in the effect's own transaction, and nothing else
-runs under a consumed ticket.
+The execution handler against a database of this module's own on the session's Postgres, with
+invoice.create_draft held for one approval (as the shipped policy does in prod). The ticket is
+written as approval-wait would; the effect runs only under it, consumes it in the effect's own
+transaction, and nothing else runs under a consumed ticket.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from toolgate.workers.execution.worker import ExecutionHandler
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Inbound
 
-from ..conftest import Pipeline
+from .conftest import Database
 
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -53,9 +53,9 @@ def held_draft(operation: str, call_id: str | None = None, amount: int = 100) ->
     )
 
 
-def approve(pipeline: Pipeline, record: StageRecord, approvers: tuple[str, ...] = ("carol",)) -> str:
+def approve(database: Database, record: StageRecord, approvers: tuple[str, ...] = ("carol",)) -> str:
     approval_id = approval_id_for(record.tenant_id, record.call_id)
-    pipeline.sql(
+    database.sql(
         "INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, "
         "payload_hash, risk_class, required_approvals, status, home_partition, request, packet, expires_at) "
         "VALUES (%s, %s, 'acme', 'r', %s, %s, %s, 'MEDIUM_RISK_WRITE', 1, 'APPROVED', 0, %s, '{}', "
@@ -70,7 +70,7 @@ def approve(pipeline: Pipeline, record: StageRecord, approvers: tuple[str, ...] 
         ),
     )
     for who in approvers:
-        pipeline.sql(
+        database.sql(
             "INSERT INTO toolgate.approval_decisions (decision_id, approval_id, approver_id, verdict, decided_at) "
             "VALUES (%s, %s, %s, 'APPROVE', now())",
             (f"dec_{uuid.uuid4().hex}", approval_id, who),
@@ -78,11 +78,11 @@ def approve(pipeline: Pipeline, record: StageRecord, approvers: tuple[str, ...] 
     return approval_id
 
 
-def run(pipeline: Pipeline, *records: StageRecord) -> list[ExecutionResult]:
+def run(database: Database, *records: StageRecord) -> list[ExecutionResult]:
     """One round of the execution handler; the results it wrote to the outbox for these calls."""
 
     async def once() -> None:
-        handler = ExecutionHandler(load_registry(), pipeline.settings)
+        handler = ExecutionHandler(load_registry(), database.settings)
         await handler.start()
         try:
             calls = [
@@ -101,7 +101,7 @@ def run(pipeline: Pipeline, *records: StageRecord) -> list[ExecutionResult]:
 
     asyncio.run(once())
     results = []
-    for (payload,) in pipeline.sql("SELECT payload FROM toolgate.outbox WHERE topic = 'tool.results' ORDER BY id"):
+    for (payload,) in database.sql("SELECT payload FROM toolgate.outbox WHERE topic = 'tool.results' ORDER BY id"):
         result = codec().decode(bytes(payload), ExecutionResult)
         if result.call_id in {r.call_id for r in records}:
             results.append(result)
@@ -112,48 +112,48 @@ def outcome(result: ExecutionResult) -> tuple[str, Any]:
     return str(result.outcome.taxonomy_class), [e.code for e in result.errors]
 
 
-def invoices_of(pipeline: Pipeline, call_id: str) -> int:
-    return int(pipeline.sql("SELECT count(*) FROM demo.invoices WHERE created_by_call = %s", (call_id,))[0][0])
+def invoices_of(database: Database, call_id: str) -> int:
+    return int(database.sql("SELECT count(*) FROM demo.invoices WHERE created_by_call = %s", (call_id,))[0][0])
 
 
-def test_a_held_postgres_effect_runs_once_under_its_ticket_and_consumes_it(pipeline: Pipeline) -> None:
+def test_a_held_postgres_effect_runs_once_under_its_ticket_and_consumes_it(database: Database) -> None:
     record = held_draft(f"op_{uuid.uuid4().hex[:8]}")
-    approval_id = approve(pipeline, record)
-    [first] = run(pipeline, record)
+    approval_id = approve(database, record)
+    [first] = run(database, record)
     assert outcome(first) == ("SUCCESS", [])
-    [(consumed_by,)] = pipeline.sql("SELECT consumed_by FROM toolgate.approvals WHERE approval_id = %s", (approval_id,))
+    [(consumed_by,)] = database.sql("SELECT consumed_by FROM toolgate.approvals WHERE approval_id = %s", (approval_id,))
     assert consumed_by and consumed_by.startswith("tg_")
-    second = run(pipeline, record)[-1]  # the same operation again: its stored result, no second effect
+    second = run(database, record)[-1]  # the same operation again: its stored result, no second effect
     assert outcome(second) == ("SUCCESS", []) and second.idempotency_hit
-    assert invoices_of(pipeline, record.call_id) == 1
+    assert invoices_of(database, record.call_id) == 1
 
 
-def test_no_ticket_or_too_few_approvers_runs_nothing(pipeline: Pipeline) -> None:
+def test_no_ticket_or_too_few_approvers_runs_nothing(database: Database) -> None:
     unapproved = held_draft(f"op_{uuid.uuid4().hex[:8]}")
     # Held for two (as a charge is): a ticket one approver approved does not cover it.
     short = held_draft(f"op_{uuid.uuid4().hex[:8]}").model_copy(update={"required_approvals": 2})
-    approve(pipeline, short)
-    results = {r.call_id: outcome(r) for r in run(pipeline, unapproved, short)}
+    approve(database, short)
+    results = {r.call_id: outcome(r) for r in run(database, unapproved, short)}
     assert results == {
         unapproved.call_id: ("CONFIRMATION_MISSING", ["no_approval"]),
         short.call_id: ("CONFIRMATION_MISSING", ["too_few_approvers"]),
     }
-    assert invoices_of(pipeline, unapproved.call_id) == invoices_of(pipeline, short.call_id) == 0
+    assert invoices_of(database, unapproved.call_id) == invoices_of(database, short.call_id) == 0
 
 
-def test_a_ticket_releases_only_its_own_payload_and_only_active_approvers_count(pipeline: Pipeline) -> None:
+def test_a_ticket_releases_only_its_own_payload_and_only_active_approvers_count(database: Database) -> None:
     record = held_draft(f"op_{uuid.uuid4().hex[:8]}")
-    approve(pipeline, record)
+    approve(database, record)
     other_payload = held_draft(record.logical_operation_id, call_id=record.call_id, amount=999_999)
-    [mismatch] = run(pipeline, other_payload)
+    [mismatch] = run(database, other_payload)
     assert outcome(mismatch) == ("CONFIRMATION_MISSING", ["approval_mismatch"])
-    pipeline.sql(
+    database.sql(
         "INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, status) "
         "VALUES ('revoked-approver', %s, '{MEDIUM_RISK_WRITE}', 'revoked') ON CONFLICT DO NOTHING",
         (b"\x00" * 32,),
     )
     revoked = held_draft(f"op_{uuid.uuid4().hex[:8]}")
-    approve(pipeline, revoked, approvers=("revoked-approver",))
-    [not_counted] = run(pipeline, revoked)
+    approve(database, revoked, approvers=("revoked-approver",))
+    [not_counted] = run(database, revoked)
     assert outcome(not_counted) == ("CONFIRMATION_MISSING", ["too_few_approvers"])
-    assert invoices_of(pipeline, record.call_id) == invoices_of(pipeline, revoked.call_id) == 0
+    assert invoices_of(database, record.call_id) == invoices_of(database, revoked.call_id) == 0

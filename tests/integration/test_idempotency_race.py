@@ -20,7 +20,7 @@ from toolgate.workers.execution.worker import ExecutionHandler
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Inbound
 
-from ..conftest import Pipeline
+from .conftest import Database
 
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -53,12 +53,12 @@ def draft_call(key: str, tenant: str) -> Inbound[StageRecord]:
     return Inbound(record, codec().encode(record), origin, traceparent=TRACE)
 
 
-def test_two_workers_one_key_one_effect(pipeline: Pipeline) -> None:
+def test_two_workers_one_key_one_effect(database: Database) -> None:
     registry = load_registry()
     seen: list[tuple[str, ...]] = []
 
     async def race() -> None:
-        one, two = ExecutionHandler(registry, pipeline.settings), ExecutionHandler(registry, pipeline.settings)
+        one, two = ExecutionHandler(registry, database.settings), ExecutionHandler(registry, database.settings)
         await one.start()
         await two.start()
         try:
@@ -67,9 +67,9 @@ def test_two_workers_one_key_one_effect(pipeline: Pipeline) -> None:
                 a, b = draft_call(key, "acme"), draft_call(key, "acme")
                 out_a, out_b = Emit("execution"), Emit("execution")
                 await asyncio.gather(one.handle([a], out_a), two.handle([b], out_b))
-                rows = pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,))
+                rows = database.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,))
                 assert rows == [(1,)], f"{key}: {rows[0][0]} invoices"
-                [(status, winner)] = pipeline.sql(
+                [(status, winner)] = database.sql(
                     "SELECT status, call_id FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,)
                 )
                 assert status == "COMPLETED" and winner in (a.call_id, b.call_id)

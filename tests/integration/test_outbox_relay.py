@@ -1,7 +1,7 @@
 """Several outbox relays, one outbox: every row is published once, then marked sent, then pruned.
 
-Runs two relays side by side (as two relay processes would) against a scratch database and
-a topic catalog under its own prefix on the session's broker.
+Runs two relays side by side (as two relay processes would), each test against a database and
+a topic catalog of its own on the session's Postgres and broker: no worker runs.
 """
 
 from __future__ import annotations
@@ -20,34 +20,25 @@ import psycopg
 from confluent_kafka import Consumer, TopicPartition
 
 from toolgate.integrity import Sealer, deployment_keys
-from toolgate.ops.migrate import migrate
+from toolgate.ops.embedded import Broker
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import StageBatch
 from toolgate.settings import Settings
-from toolgate.topics.catalog import Topics, provision
+from toolgate.topics.catalog import Topics
 from toolgate.workers.outbox.relay import OutboxRelay
 from toolgate.workers.runtime.outbox import INSERT
 
-from ..conftest import Pipeline
+from .conftest import Server, fresh_topics, with_topics
 
 ROWS = 3000
 
 
 @contextmanager
-def scratch(pipeline: Pipeline) -> Iterator[Settings]:
-    """A migrated scratch database and a topic catalog under its own prefix on the session's
-    broker; the settings of a relay working on them."""
-    database = f"tg_relay_{uuid.uuid4().hex[:8]}"
-    pipeline.sql(f"CREATE DATABASE {database}")
-    url = pipeline.database_url.rsplit("/", 1)[0] + f"/{database}"
-    prefix = f"relay{uuid.uuid4().hex[:6]}."
-    try:
-        migrate(url)
-        bootstrap = pipeline.runtime["kafka_bootstrap"]
-        provision(bootstrap, 2, prefix)
-        yield Settings(kafka_bootstrap=bootstrap, database_url=url, topic_prefix=prefix, home=pipeline.home)
-    finally:
-        pipeline.sql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+def scratch(postgres: Server, broker: Broker) -> Iterator[Settings]:
+    """A database and a topic catalog of this test's own (each test counts every row and every
+    message); the settings of a relay working on them."""
+    with postgres.scratch("relay") as database:
+        yield with_topics(database, broker, fresh_topics(broker, "relay"))
 
 
 def enqueue(settings: Settings, items: list[tuple[int, bytes]]) -> None:
@@ -87,8 +78,8 @@ def published(settings: Settings, partitions: tuple[int, ...]) -> Iterator[Any]:
         consumer.close()
 
 
-def test_two_relays_publish_each_row_once_and_prune(pipeline: Pipeline) -> None:
-    with scratch(pipeline) as settings:
+def test_two_relays_publish_each_row_once_and_prune(postgres: Server, broker: Broker) -> None:
+    with scratch(postgres, broker) as settings:
         enqueue(settings, [(i % 2, f"item-{i}".encode()) for i in range(ROWS)])
         topic = Topics(settings.topic_prefix).results
         sealer = Sealer(deployment_keys(settings), Topics(settings.topic_prefix))
@@ -123,8 +114,8 @@ def test_two_relays_publish_each_row_once_and_prune(pipeline: Pipeline) -> None:
         assert len(items) == ROWS and max(items.values()) == 1
 
 
-def test_a_row_the_broker_will_never_take_is_dead_lettered_and_blocks_nothing(pipeline: Pipeline) -> None:
-    with scratch(pipeline) as settings:
+def test_a_row_the_broker_will_never_take_is_dead_lettered_and_blocks_nothing(postgres: Server, broker: Broker) -> None:
+    with scratch(postgres, broker) as settings:
         # the middle one is beyond any broker's limit
         enqueue(settings, [(0, payload) for payload in (b"before", b"x" * 2_000_000, b"after")])
 

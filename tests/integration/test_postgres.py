@@ -1,10 +1,10 @@
-"""The migrations and the database's own guarantees, on the session's real Postgres."""
+"""The migrations and the database's own guarantees, on the session's real Postgres: each test
+on an empty database of its own (the migrations are what is tested)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import Iterator
 
 import psycopg
@@ -14,18 +14,13 @@ from toolgate.ops.migrate import migrate, migration_files
 from toolgate.workers.policy.decision import Recent
 from toolgate.workers.policy.handler import PER_DAY, RECORD, recent_calls
 
-from ..conftest import Pipeline
+from .conftest import Server
 
 
 @pytest.fixture
-def empty_database(pipeline: Pipeline) -> Iterator[str]:
-    name = f"tg_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pipeline.database_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = pipeline.database_url.rsplit("/", 1)[0] + f"/{name}"
-    yield url
-    with psycopg.connect(pipeline.database_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+def empty_database(postgres: Server) -> Iterator[str]:
+    with postgres.scratch("empty", template=None) as database:
+        yield database.database_url
 
 
 def test_migrations_build_the_schema_once(empty_database: str) -> None:

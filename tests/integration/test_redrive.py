@@ -1,11 +1,14 @@
-"""Re-drive on a scratch database (workers/reconciliation/redrive.py): what Postgres holds in
-flight is said again through the outbox, and nothing else is."""
+"""Re-drive on a database of this module's own (workers/reconciliation/redrive.py): what Postgres
+holds in flight is said again through the outbox, and nothing else is. Re-drive only writes
+outbox rows, so no broker is needed; the topic names carry a prefix of this test's own."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import json
+import uuid
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -19,9 +22,8 @@ from toolgate.workers.reconciliation.redrive import redrive
 from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.outbox import INSERT
 
-from ..conftest import Pipeline
 from ..unit.factories import registry, sample_models, stage_record
-from .test_outbox_relay import scratch
+from .conftest import Database
 
 SEND_EMAIL = registry().get("notify.send_email", "1.0.0")
 
@@ -75,8 +77,9 @@ def _redrive(settings: Settings) -> dict[str, int]:
     return asyncio.run(one())
 
 
-def test_redrive_says_again_what_is_in_flight_and_nothing_else(pipeline: Pipeline) -> None:
-    with scratch(pipeline) as settings, psycopg.connect(settings.database_url, autocommit=True) as conn:
+def test_redrive_says_again_what_is_in_flight_and_nothing_else(database: Database) -> None:
+    settings = replace(database.settings, topic_prefix=f"redrive{uuid.uuid4().hex[:6]}.")
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
         topic = Topics(settings.topic_prefix).results
         sent, given_up, unsent = (_outbox_row(conn, topic, f"row {n}".encode()) for n in range(3))
         conn.execute("UPDATE toolgate.outbox SET sent_at = now() WHERE id = ANY(%s)", ([sent, given_up],))

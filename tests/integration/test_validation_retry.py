@@ -4,7 +4,7 @@ The runtime retries a whole round after a transient failure (Postgres restarting
 call by call after any other: the handler sees the same Inbound objects again. It must never
 have rewritten them with what the registry vouches for (tenant, narrowed scopes), or the
 retry would find a signature that no longer verifies and dead-letter a genuine proposal.
-Runs the real handler against the session's Postgres.
+Runs the real handler against a database of its own on the session's Postgres.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Inbound
 from toolgate.workers.validation.handler import ValidationHandler
 
-from ..conftest import Pipeline
+from .conftest import Database
 
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
-def test_a_retried_round_admits_the_same_proposal_again(pipeline: Pipeline) -> None:
-    signer = AgentKeyring(pipeline.home / "agents").signer("cli")
+def test_a_retried_round_admits_the_same_proposal_again(database: Database) -> None:
+    signer = AgentKeyring(database.home / "agents").signer("cli")
     run_id = f"run_{uuid.uuid4().hex[:10]}"
     proposal = signer.sign(
         ToolProposal(
@@ -47,7 +47,7 @@ def test_a_retried_round_admits_the_same_proposal_again(pipeline: Pipeline) -> N
     call = Inbound(proposal, raw, Origin("proposals", 0, 0, None, [], PayloadKind.RECORD), traceparent=TRACE)
 
     async def twice() -> list[Emit]:
-        handler = ValidationHandler(load_registry(), pipeline.settings)
+        handler = ValidationHandler(load_registry(), database.settings)
         await handler.start()
         try:
             outs = []
