@@ -1,8 +1,8 @@
 """The reconciler asks a provider with no row lock held, and leaves alone a key that someone else
 settled while it asked.
 
-Against the session's real Postgres, in a database of this module's own (so the pipeline's own
-reconciliation worker never sees these keys), and a real HTTP provider on loopback whose status
+Against the session's real Postgres, in a database of this module's own (the Postgres-only
+tier: no worker runs, so no other reconciler sees these keys), and a real HTTP provider on loopback whose status
 query answers only when the test lets it: while the question is in flight, the test does what
 another transaction would (lock the key, settle it), then lets the provider answer.
 """
@@ -12,41 +12,31 @@ from __future__ import annotations
 import asyncio
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from aiohttp import web
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
 from tests.unit.factories import registry, stage_record
-from toolgate.ops.migrate import migrate
 from toolgate.schemas.codec import codec
 from toolgate.settings import Settings
 from toolgate.workers.reconciliation.reconciler import Reconciler
 from toolgate.workers.runtime import audit
 
-from ..conftest import Pipeline
+from .conftest import Database
 
 TOOL = ("payment.charge_card", "1.0.0")  # an http contract with a status query
 ANSWER = {"status": "completed", "response": {"charge_id": "ch_provider", "status": "succeeded"}}
 Meanwhile = Callable[[psycopg.AsyncConnection[Any], str], Awaitable[None]]
 
 
-@pytest.fixture(scope="module")
-def database(pipeline: Pipeline) -> Iterator[str]:
-    name = f"reconciliation_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pipeline.database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = make_conninfo(pipeline.database_url, dbname=name)
-    migrate(url)
-    yield url
-    with psycopg.connect(pipeline.database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+@pytest.fixture
+def url(database: Database) -> str:
+    return database.database_url
 
 
 @pytest.fixture(autouse=True)
@@ -119,8 +109,8 @@ def _rows(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
         return conn.execute(query, params).fetchall()
 
 
-def test_the_provider_is_asked_with_the_key_unlocked(database: str, tmp_path: Path) -> None:
-    key, call_id = stuck_key(database)
+def test_the_provider_is_asked_with_the_key_unlocked(url: str, tmp_path: Path) -> None:
+    key, call_id = stuck_key(url)
 
     async def lock_it(other: psycopg.AsyncConnection[Any], key: str) -> None:
         async with other.transaction():
@@ -129,20 +119,20 @@ def test_the_provider_is_asked_with_the_key_unlocked(database: str, tmp_path: Pa
             )
             assert await cur.fetchall() == [("PENDING",)]
 
-    counts = asyncio.run(_pass_while_asked(database, tmp_path, key, lock_it))
+    counts = asyncio.run(_pass_while_asked(url, tmp_path, key, lock_it))
 
     assert counts["completed"] == 1
     [(status, response)] = _rows(
-        database, "SELECT status, response FROM toolgate.idempotency_keys WHERE idempotency_key = %s", key
+        url, "SELECT status, response FROM toolgate.idempotency_keys WHERE idempotency_key = %s", key
     )
     assert status == "COMPLETED" and response["data"] == ANSWER["response"]
-    assert _rows(database, "SELECT action FROM toolgate.audit_log WHERE call_id = %s", call_id) == [("completed",)]
+    assert _rows(url, "SELECT action FROM toolgate.audit_log WHERE call_id = %s", call_id) == [("completed",)]
 
 
-def test_a_key_settled_while_the_provider_was_asked_is_left_as_settled(database: str, tmp_path: Path) -> None:
-    key, call_id = stuck_key(database)
+def test_a_key_settled_while_the_provider_was_asked_is_left_as_settled(url: str, tmp_path: Path) -> None:
+    key, call_id = stuck_key(url)
     theirs = {"data": {"settled_by": "execution"}}
-    published = _rows(database, "SELECT count(*) FROM toolgate.outbox")
+    published = _rows(url, "SELECT count(*) FROM toolgate.outbox")
 
     async def settle_it(other: psycopg.AsyncConnection[Any], key: str) -> None:
         async with other.transaction():
@@ -153,11 +143,11 @@ def test_a_key_settled_while_the_provider_was_asked_is_left_as_settled(database:
                 (Jsonb(theirs), key),
             )
 
-    counts = asyncio.run(_pass_while_asked(database, tmp_path, key, settle_it))
+    counts = asyncio.run(_pass_while_asked(url, tmp_path, key, settle_it))
 
     assert counts["completed"] == 0
-    assert _rows(
-        database, "SELECT status, response FROM toolgate.idempotency_keys WHERE idempotency_key = %s", key
-    ) == [("COMPLETED", theirs)]
-    assert _rows(database, "SELECT action FROM toolgate.audit_log WHERE call_id = %s", call_id) == []
-    assert _rows(database, "SELECT count(*) FROM toolgate.outbox") == published
+    assert _rows(url, "SELECT status, response FROM toolgate.idempotency_keys WHERE idempotency_key = %s", key) == [
+        ("COMPLETED", theirs)
+    ]
+    assert _rows(url, "SELECT action FROM toolgate.audit_log WHERE call_id = %s", call_id) == []
+    assert _rows(url, "SELECT count(*) FROM toolgate.outbox") == published
