@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolgate.schemas.codec import codec
+from toolgate.schemas.identity import identity_of
 from toolgate.schemas.models import (
     ExecutionResult,
     FieldError,
@@ -93,13 +94,9 @@ def result(
     if tool_version is None:
         tool_version = call.tool_version
     return ExecutionResult(
-        call_id=call.call_id,
+        **identity_of(call),
         traceparent=traceparent,
         home_partition=home_partition,
-        tenant_id=call.tenant_id,
-        principal=call.principal,
-        workflow_id=call.workflow_id,
-        run_id=call.run_id,
         tool_name=call.tool_name,
         tool_version=tool_version,
         stage=stage,
@@ -111,7 +108,6 @@ def result(
         attempt_number=attempt_number,
         verification=verification or Verification(),
         approval_id=approval_id,
-        created_at_ms=call.created_at_ms,
         completed_at_ms=now_ms,
         proposal_digest=(
             proposal_digest

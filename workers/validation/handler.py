@@ -17,6 +17,7 @@ from psycopg import AsyncConnection
 from toolgate.contracts.policy import Policy, load_policy
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import codec
+from toolgate.schemas.identity import identity_of
 from toolgate.schemas.models import FieldError, StageDecision, StageRecord, TaxonomyClass, ToolProposal
 from toolgate.settings import Settings
 from toolgate.topics.headers import CALL_ID, header
@@ -179,13 +180,9 @@ class ValidationHandler(Handler[ToolProposal]):
                 "validated",
                 home,
                 StageRecord(
-                    call_id=proposal.call_id,
+                    **identity_of(proposal),
                     traceparent=call.traceparent,
                     home_partition=home,
-                    tenant_id=proposal.tenant_id,
-                    principal=proposal.principal,
-                    workflow_id=proposal.workflow_id,
-                    run_id=proposal.run_id,
                     logical_operation_id=proposal.logical_operation_id,
                     tool_name=decision.contract.name,
                     tool_version=decision.contract.version,
@@ -195,7 +192,6 @@ class ValidationHandler(Handler[ToolProposal]):
                     deadline_ms=proposal.deadline_ms,
                     repair_attempt=proposal.repair_attempt,
                     dry_run=proposal.dry_run,
-                    created_at_ms=proposal.created_at_ms,
                     compensation_of=proposal.compensation_of,
                     warnings=list(decision.warnings),
                     decisions=[StageDecision(stage=STAGE, outcome="pass", at_ms=now)],
