@@ -32,10 +32,10 @@ from toolgate.taxonomy import Taxonomy
 from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.sweep import expire_approvals
+from toolgate.workers.execution.answers import stored_response, verification_for
 from toolgate.workers.execution.executors import Done, Failed, Job, run_after_effects
 from toolgate.workers.execution.http import HttpExecutor
 from toolgate.workers.execution.idempotency import REDRIVE_OWNER
-from toolgate.workers.execution.worker import stored_response, verification_for
 from toolgate.workers.runtime import audit, deadletters, outbox
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.results import outcome, result
