@@ -141,67 +141,8 @@ class HttpExecutor:
         status = resp.status
         text = await resp.text()
         if 200 <= status < 300:
-            try:
-                body = json.loads(text)
-            except json.JSONDecodeError:
-                return failed(
-                    TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL,
-                    "bad_provider_response",
-                    "the provider answered with something that is not JSON",
-                    final=True,
-                )
-            return Done(body if isinstance(body, dict) else {"value": body})
-        retry_after = _retry_after_ms(resp)
-        if status == 429:
-            return failed(
-                TaxonomyClass.RATE_LIMITED,
-                "provider_429",
-                "the provider rate-limited the call",
-                final=False,
-                retry_after_ms=retry_after,
-            )
-        if status == 503:
-            return failed(
-                TaxonomyClass.DEPENDENCY_UNAVAILABLE,
-                "provider_503",
-                "the provider is unavailable",
-                final=False,
-                retry_after_ms=retry_after,
-            )
-        if status == 409:
-            return failed(
-                TaxonomyClass.IDEMPOTENCY_CONFLICT,
-                "provider_409",
-                "the provider is still processing this key",
-                final=False,
-                retry_after_ms=retry_after or 1000,
-            )
-        if status in (401, 403):
-            return failed(
-                TaxonomyClass.DEPENDENCY_UNAVAILABLE,
-                f"provider_{status}",
-                "the provider refused toolgate's credentials",
-                final=True,
-            )
-        if status == 404:
-            return failed(
-                TaxonomyClass.STALE_STATE, "provider_404", "the provider does not know the target", final=True
-            )
-        if status == 422 and "idempotency" in text.lower():
-            return failed(
-                TaxonomyClass.SIGNATURE_MISMATCH,
-                "provider_key_reuse",
-                "the provider saw this key with another payload",
-                final=True,
-            )
-        if 400 <= status < 500:
-            return failed(
-                TaxonomyClass.SEMANTIC_INVALIDITY,
-                f"provider_{status}",
-                f"the provider refused the call ({status})",
-                final=True,
-            )
-        return Unknown(f"provider answered {status}")
+            return _done(text)
+        return _refused(status, text, _retry_after_ms(resp))
 
     async def status(self, job: Job, now_ms: int) -> Effect:
         """Ask the provider what became of the call's key: Done, Failed (never happened) or Unknown."""
@@ -251,12 +192,75 @@ class HttpExecutor:
         return Unknown(f"provider reports {state!r}")
 
 
+def _done(text: str) -> Effect:
+    """A 2xx answer: its JSON body is the effect's data."""
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError:
+        return failed(
+            TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL,
+            "bad_provider_response",
+            "the provider answered with something that is not JSON",
+            final=True,
+        )
+    return Done(body if isinstance(body, dict) else {"value": body})
+
+
+def _refused(status: int, text: str, retry_after: int | None) -> Effect:
+    """A non-2xx answer: what it says about the call (retryable, final, or unknown)."""
+    if status == 429:
+        return failed(
+            TaxonomyClass.RATE_LIMITED,
+            "provider_429",
+            "the provider rate-limited the call",
+            final=False,
+            retry_after_ms=retry_after,
+        )
+    if status == 503:
+        return failed(
+            TaxonomyClass.DEPENDENCY_UNAVAILABLE,
+            "provider_503",
+            "the provider is unavailable",
+            final=False,
+            retry_after_ms=retry_after,
+        )
+    if status == 409:
+        return failed(
+            TaxonomyClass.IDEMPOTENCY_CONFLICT,
+            "provider_409",
+            "the provider is still processing this key",
+            final=False,
+            retry_after_ms=retry_after or 1000,
+        )
+    if status in (401, 403):
+        return failed(
+            TaxonomyClass.DEPENDENCY_UNAVAILABLE,
+            f"provider_{status}",
+            "the provider refused toolgate's credentials",
+            final=True,
+        )
+    if status == 404:
+        return failed(TaxonomyClass.STALE_STATE, "provider_404", "the provider does not know the target", final=True)
+    if status == 422 and "idempotency" in text.lower():
+        return failed(
+            TaxonomyClass.SIGNATURE_MISMATCH,
+            "provider_key_reuse",
+            "the provider saw this key with another payload",
+            final=True,
+        )
+    if 400 <= status < 500:
+        return failed(
+            TaxonomyClass.SEMANTIC_INVALIDITY,
+            f"provider_{status}",
+            f"the provider refused the call ({status})",
+            final=True,
+        )
+    return Unknown(f"provider answered {status}")
+
+
 def _retry_after_ms(resp: aiohttp.ClientResponse) -> int | None:
     value = resp.headers.get("Retry-After")
     try:
         return int(float(value) * 1000) if value else None
     except ValueError:
         return None
-
-
-# --- python --------------------------------------------------------------------------------
