@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 
 from toolgate.contracts.registry import load_registry
 from toolgate.ops.migrate import migrate, seed_demo
-from toolgate.workers.execution.worker import LOCK, RESERVE, SETTLE
+from toolgate.workers.execution.keys import LOCK, RESERVE, SETTLE
 from toolgate.workers.runtime.outbox import INSERT as OUTBOX_INSERT
 
 TENANT = "acme"

@@ -39,7 +39,7 @@ def build(name: str, settings: Settings) -> StageApp:
         app.consume(DecisionsHandler(registry, settings))
         app.every(settings.approval_sweep_seconds, ExpirySweeper(registry, settings).sweep, "approval_expiry")
     elif name == "execution":
-        from toolgate.workers.execution.worker import ExecutionHandler
+        from toolgate.workers.execution.handler import ExecutionHandler
 
         app.consume(ExecutionHandler(registry, settings))
     elif name == "outbox-relay":

@@ -18,7 +18,7 @@ from toolgate.hashing import payload_hash
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, PayloadKind, Principal, StageRecord
 from toolgate.workers.approval.decision import approval_id_for
-from toolgate.workers.execution.worker import ExecutionHandler
+from toolgate.workers.execution.handler import ExecutionHandler
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Inbound
 

@@ -16,7 +16,7 @@ from toolgate.contracts.registry import load_registry
 from toolgate.hashing import payload_hash
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import PayloadKind, Principal, StageRecord
-from toolgate.workers.execution.worker import ExecutionHandler
+from toolgate.workers.execution.handler import ExecutionHandler
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Inbound
 

@@ -9,8 +9,8 @@ import pytest
 
 from tests.unit.factories import registry, stage_record
 from toolgate.hashing import payload_hash
-from toolgate.schemas.models import StageRecord
-from toolgate.taxonomy import Taxonomy
+from toolgate.schemas.models import StageRecord, TaxonomyClass
+from toolgate.states import TicketStatus
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.execution.clearance import (
     Blocked,
@@ -18,6 +18,7 @@ from toolgate.workers.execution.clearance import (
     Ticket,
     approvals_needed,
     clear,
+    consumed_elsewhere,
     hash_intact,
     stale,
     ticket_id,
@@ -36,7 +37,7 @@ def charge(**overrides: Any) -> StageRecord:
 def ticket(record: StageRecord, **overrides: Any) -> Ticket:
     base = Ticket(
         approval_id=approval_id_for(record.tenant_id, record.call_id),
-        status="APPROVED",
+        status=TicketStatus.APPROVED,
         call_id=record.call_id,
         tenant_id=record.tenant_id,
         tool_name=record.tool_name,
@@ -54,7 +55,7 @@ def test_arguments_must_hash_to_the_validated_payload_hash() -> None:
     assert hash_intact(charge()) is None
     tampered = charge(arguments={**charge().arguments, "amount_cents": 1})
     blocked = hash_intact(tampered)
-    assert blocked is not None and blocked.taxonomy is Taxonomy.SIGNATURE_MISMATCH
+    assert blocked is not None and blocked.taxonomy is TaxonomyClass.SIGNATURE_MISMATCH
 
 
 def test_a_record_cannot_claim_fewer_approvals_than_its_class_and_contract_demand() -> None:
@@ -73,8 +74,8 @@ def test_a_call_that_needs_no_approval_is_cleared_without_a_ticket() -> None:
 
 BLOCKED = [
     ("no_approval", None),
-    ("approval_not_granted", {"status": "PENDING"}),
-    ("approval_not_granted", {"status": "DENIED"}),
+    ("approval_not_granted", {"status": TicketStatus.PENDING}),
+    ("approval_not_granted", {"status": TicketStatus.DENIED}),
     ("approval_not_granted", {"status": "AUTO_DENIED"}),
     ("approval_mismatch", {"call_id": "call_2"}),
     ("approval_mismatch", {"tenant_id": "globex"}),
@@ -93,7 +94,7 @@ def test_what_blocks_a_held_call(code: str, change: dict[str, Any] | None) -> No
     found = None if change is None else ticket(record, **change)
     verdict = clear(record, CHARGE, KEY, found)
     assert isinstance(verdict, Blocked) and verdict.code == code
-    assert verdict.taxonomy is Taxonomy.CONFIRMATION_MISSING
+    assert verdict.taxonomy is TaxonomyClass.CONFIRMATION_MISSING
 
 
 def test_an_approved_ticket_clears_its_operation_again_and_again() -> None:
@@ -108,6 +109,13 @@ def test_a_target_that_moved_since_approval_is_stale_state() -> None:
     assert stale(replace(found, state_version=None), "sha256:anything") is None
     assert stale(None, "sha256:after") is None
     moved = stale(found, "sha256:after")
-    assert moved is not None and moved.taxonomy is Taxonomy.STALE_STATE and moved.code == "state_changed"
+    assert moved is not None and moved.taxonomy is TaxonomyClass.STALE_STATE and moved.code == "state_changed"
     gone = stale(found, "absent")
-    assert gone is not None and gone.taxonomy is Taxonomy.STALE_STATE
+    assert gone is not None and gone.taxonomy is TaxonomyClass.STALE_STATE
+
+
+def test_a_ticket_consumed_elsewhere_meanwhile_blocks_the_call() -> None:
+    blocked = consumed_elsewhere(ticket(charge()))
+    assert (blocked.taxonomy, blocked.code) == (TaxonomyClass.CONFIRMATION_MISSING, "approval_consumed")
+    assert approval_id_for("acme", "call_1") in blocked.message
+    assert "approval ? released" in consumed_elsewhere(None).message

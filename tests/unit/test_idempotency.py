@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from toolgate.states import KeyStatus
 from toolgate.workers.execution.idempotency import (
     REDRIVE_OWNER,
     Conflict,
@@ -27,7 +28,7 @@ OTHER = "execution-worker-2"
 RESPONSE = {"invoice_id": "inv_1", "status": "draft"}
 
 
-def row(status: str, **overrides: Any) -> KeyRow:
+def row(status: KeyStatus, **overrides: Any) -> KeyRow:
     base = KeyRow(
         status=status,
         request_hash=HASH,
@@ -55,78 +56,90 @@ class Row:
 
 TABLE = [
     Row("no record", None, Execute(1)),
-    Row("hash mismatch", row("COMPLETED"), Mismatch(), request_hash="sha256:" + "2" * 64),
+    Row("hash mismatch", row(KeyStatus.COMPLETED), Mismatch(), request_hash="sha256:" + "2" * 64),
     Row(
         "hash mismatch pending",
-        row("PENDING", lease_owner=OTHER, lease_until_ms=NOW + 5000),
+        row(KeyStatus.PENDING, lease_owner=OTHER, lease_until_ms=NOW + 5000),
         Mismatch(),
         request_hash="sha256:" + "2" * 64,
     ),
-    Row("COMPLETED replay", row("COMPLETED"), Replay(RESPONSE, "COMPLETED")),
-    Row("COMPLETED replay for another call", row("COMPLETED", call_id="call_0"), Replay(RESPONSE, "COMPLETED")),
-    Row("FAILED_FINAL replay", row("FAILED_FINAL", error_code="E"), Replay(RESPONSE, "FAILED_FINAL")),
-    Row("COMPENSATED replay", row("COMPENSATED"), Replay(RESPONSE, "COMPENSATED")),
-    Row("COMPLETED without response", row("COMPLETED", response=None), Replay({}, "COMPLETED")),
-    Row("FAILED_RETRYABLE attempts left", row("FAILED_RETRYABLE", attempt=2), Execute(3)),
-    Row("FAILED_RETRYABLE none left", row("FAILED_RETRYABLE", attempt=3), Replay(RESPONSE, "FAILED_FINAL")),
-    Row("FAILED_RETRYABLE beyond max", row("FAILED_RETRYABLE", attempt=5), Replay(RESPONSE, "FAILED_FINAL")),
-    Row("PENDING own lease", row("PENDING", attempt=2, lease_owner=ME, lease_until_ms=NOW + 5000), Execute(2)),
-    Row("PENDING own expired lease", row("PENDING", lease_owner=ME, lease_until_ms=NOW - 5000), Execute(1)),
+    Row("COMPLETED replay", row(KeyStatus.COMPLETED), Replay(RESPONSE, KeyStatus.COMPLETED)),
+    Row(
+        "COMPLETED replay for another call",
+        row(KeyStatus.COMPLETED, call_id="call_0"),
+        Replay(RESPONSE, KeyStatus.COMPLETED),
+    ),
+    Row("FAILED_FINAL replay", row(KeyStatus.FAILED_FINAL, error_code="E"), Replay(RESPONSE, KeyStatus.FAILED_FINAL)),
+    Row("COMPENSATED replay", row(KeyStatus.COMPENSATED), Replay(RESPONSE, KeyStatus.COMPENSATED)),
+    Row("COMPLETED without response", row(KeyStatus.COMPLETED, response=None), Replay({}, KeyStatus.COMPLETED)),
+    Row("FAILED_RETRYABLE attempts left", row(KeyStatus.FAILED_RETRYABLE, attempt=2), Execute(3)),
+    Row(
+        "FAILED_RETRYABLE none left",
+        row(KeyStatus.FAILED_RETRYABLE, attempt=3),
+        Replay(RESPONSE, KeyStatus.FAILED_FINAL),
+    ),
+    Row(
+        "FAILED_RETRYABLE beyond max",
+        row(KeyStatus.FAILED_RETRYABLE, attempt=5),
+        Replay(RESPONSE, KeyStatus.FAILED_FINAL),
+    ),
+    Row("PENDING own lease", row(KeyStatus.PENDING, attempt=2, lease_owner=ME, lease_until_ms=NOW + 5000), Execute(2)),
+    Row("PENDING own expired lease", row(KeyStatus.PENDING, lease_owner=ME, lease_until_ms=NOW - 5000), Execute(1)),
     Row(
         "PENDING redrive owner",
-        row("PENDING", attempt=2, lease_owner=REDRIVE_OWNER, lease_until_ms=NOW + 5000),
+        row(KeyStatus.PENDING, attempt=2, lease_owner=REDRIVE_OWNER, lease_until_ms=NOW + 5000),
         Execute(2, takeover=True),
     ),
     Row(
         "PENDING expired lease resend-safe",
-        row("PENDING", lease_owner=OTHER, lease_until_ms=NOW - 1),
+        row(KeyStatus.PENDING, lease_owner=OTHER, lease_until_ms=NOW - 1),
         Execute(1, takeover=True),
         resend_safe=True,
     ),
     Row(
         "PENDING lease ends now resend-safe",
-        row("PENDING", lease_owner=OTHER, lease_until_ms=NOW),
+        row(KeyStatus.PENDING, lease_owner=OTHER, lease_until_ms=NOW),
         Execute(1, takeover=True),
         resend_safe=True,
     ),
-    Row("PENDING no lease resend-safe", row("PENDING"), Execute(1, takeover=True), resend_safe=True),
+    Row("PENDING no lease resend-safe", row(KeyStatus.PENDING), Execute(1, takeover=True), resend_safe=True),
     Row(
         "PENDING expired lease not resend-safe same call",
-        row("PENDING", lease_owner=OTHER, lease_until_ms=NOW - 1),
+        row(KeyStatus.PENDING, lease_owner=OTHER, lease_until_ms=NOW - 1),
         Hold(),
     ),
     Row(
         "PENDING expired lease not resend-safe other call",
-        row("PENDING", call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW - 1),
+        row(KeyStatus.PENDING, call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW - 1),
         Conflict(1000),
         call_id="call_1",
     ),
-    Row("PENDING same call leased", row("PENDING", lease_owner=OTHER, lease_until_ms=NOW + 5000), Hold()),
+    Row("PENDING same call leased", row(KeyStatus.PENDING, lease_owner=OTHER, lease_until_ms=NOW + 5000), Hold()),
     Row(
         "PENDING same call leased resend-safe",
-        row("PENDING", lease_owner=OTHER, lease_until_ms=NOW + 5000),
+        row(KeyStatus.PENDING, lease_owner=OTHER, lease_until_ms=NOW + 5000),
         Hold(),
         resend_safe=True,
     ),
     Row(
         "PENDING other call leased",
-        row("PENDING", call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW + 5000),
+        row(KeyStatus.PENDING, call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW + 5000),
         Conflict(5000),
     ),
     Row(
         "PENDING other call short lease",
-        row("PENDING", call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW + 10),
+        row(KeyStatus.PENDING, call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW + 10),
         Conflict(1000),
     ),
     Row(
         "PENDING past expiry still pending",
-        row("PENDING", lease_owner=OTHER, lease_until_ms=NOW + 5000, expires_at_ms=NOW - 1),
+        row(KeyStatus.PENDING, lease_owner=OTHER, lease_until_ms=NOW + 5000, expires_at_ms=NOW - 1),
         Hold(),
     ),
-    Row("EXPIRED", row("EXPIRED"), Execute(1)),
-    Row("EXPIRED with another hash", row("EXPIRED"), Execute(1), request_hash="sha256:" + "2" * 64),
-    Row("COMPLETED past its TTL", row("COMPLETED", expires_at_ms=NOW - 1), Execute(1)),
-    Row("FAILED_RETRYABLE past its TTL", row("FAILED_RETRYABLE", attempt=3, expires_at_ms=NOW - 1), Execute(1)),
+    Row(KeyStatus.EXPIRED, row(KeyStatus.EXPIRED), Execute(1)),
+    Row("EXPIRED with another hash", row(KeyStatus.EXPIRED), Execute(1), request_hash="sha256:" + "2" * 64),
+    Row("COMPLETED past its TTL", row(KeyStatus.COMPLETED, expires_at_ms=NOW - 1), Execute(1)),
+    Row("FAILED_RETRYABLE past its TTL", row(KeyStatus.FAILED_RETRYABLE, attempt=3, expires_at_ms=NOW - 1), Execute(1)),
 ]
 
 
@@ -146,7 +159,7 @@ def test_plan(case: Row) -> None:
 
 def test_conflict_retry_after_is_the_lease_left() -> None:
     got = plan(
-        row("PENDING", call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW + 7_250),
+        row(KeyStatus.PENDING, call_id="call_0", lease_owner=OTHER, lease_until_ms=NOW + 7_250),
         request_hash=HASH,
         call_id="call_1",
         owner=ME,
@@ -162,9 +175,9 @@ def test_docstring_rows_are_covered() -> None:
     for phrase in (
         "no record",
         "hash mismatch",
-        "COMPLETED",
-        "FAILED_FINAL",
-        "COMPENSATED",
+        KeyStatus.COMPLETED,
+        KeyStatus.FAILED_FINAL,
+        KeyStatus.COMPENSATED,
         "own lease",
         "redrive",
         "resend-safe",
@@ -172,12 +185,12 @@ def test_docstring_rows_are_covered() -> None:
         "other call leased",
         "attempts left",
         "none left",
-        "EXPIRED",
+        KeyStatus.EXPIRED,
     ):
         assert phrase in ids
 
 
-@pytest.mark.parametrize("status", ["EXPIRED", "COMPLETED"])
+@pytest.mark.parametrize("status", [KeyStatus.EXPIRED, KeyStatus.COMPLETED])
 def test_an_expired_key_is_refused_when_the_contract_says_reject(status: str) -> None:
     expired = row(status, expires_at_ms=NOW - 1)
     kwargs: dict[str, Any] = {
@@ -190,5 +203,5 @@ def test_an_expired_key_is_refused_when_the_contract_says_reject(status: str) ->
     }
     assert plan(expired, reject_expired=True, **kwargs) == Expired()
     assert plan(expired, reject_expired=False, **kwargs) == Execute(1)
-    if status == "COMPLETED":  # within its window, a completed key replays
+    if status == KeyStatus.COMPLETED:  # within its window, a completed key replays
         assert plan(row(status), reject_expired=True, **kwargs) != Expired()

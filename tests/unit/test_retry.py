@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from toolgate.contracts.registry import load_registry
-from toolgate.taxonomy import Taxonomy
+from toolgate.schemas.models import TaxonomyClass
 from toolgate.workers.execution.executors import Done, Effect, Unknown, failed
 from toolgate.workers.execution.retry import (
     TIMEOUT_CLASS_MS,
@@ -31,7 +31,7 @@ def run(effects: list[Effect], policy: RetryPolicy, deadline_in_ms: int = 5_000)
     return effect, calls
 
 
-NO_EFFECT = failed(Taxonomy.DEPENDENCY_UNAVAILABLE, "connect_failed", "down", final=False)
+NO_EFFECT = failed(TaxonomyClass.DEPENDENCY_UNAVAILABLE, "connect_failed", "down", final=False)
 
 
 def test_a_coroutine_effect_is_awaited_and_returned() -> None:
@@ -49,14 +49,14 @@ def test_the_budget_bounds_retries_and_returns_the_last_failure() -> None:
 
 
 def test_final_failures_and_unknown_outcomes_are_never_retried() -> None:
-    final = failed(Taxonomy.STALE_STATE, "not_found", "gone", final=True)
+    final = failed(TaxonomyClass.STALE_STATE, "not_found", "gone", final=True)
     assert run([final, Done({})], RetryPolicy(5, base_ms=1)) == (final, 1)
     assert run([Unknown("sent, no answer"), Done({})], RetryPolicy(5, base_ms=1)) == (Unknown("sent, no answer"), 1)
     assert not retryable(Unknown("x")) and retryable(NO_EFFECT)
 
 
 def test_no_retry_can_start_past_the_deadline() -> None:
-    busy = failed(Taxonomy.RATE_LIMITED, "provider_429", "busy", final=False, retry_after_ms=400)
+    busy = failed(TaxonomyClass.RATE_LIMITED, "provider_429", "busy", final=False, retry_after_ms=400)
     effect, calls = run([busy], RetryPolicy(10, base_ms=1), deadline_in_ms=100)  # retry-after > time left
     assert calls == 1 and effect == busy
 

@@ -28,9 +28,8 @@ from dataclasses import dataclass
 
 from toolgate.contracts.registry import Contract
 from toolgate.hashing import payload_hash
-from toolgate.schemas.models import StageRecord
+from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.states import TicketStatus
-from toolgate.taxonomy import Taxonomy
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.policy.decision import MIN_APPROVALS
 
@@ -40,7 +39,7 @@ class Ticket:
     """An approval ticket as Postgres has it, with the approvals that still count."""
 
     approval_id: str
-    status: str
+    status: TicketStatus
     call_id: str
     tenant_id: str
     tool_name: str
@@ -59,7 +58,7 @@ class Cleared:
 
 @dataclass(frozen=True)
 class Blocked:
-    taxonomy: Taxonomy
+    taxonomy: TaxonomyClass
     code: str
     message: str
 
@@ -78,7 +77,7 @@ def hash_intact(record: StageRecord) -> Blocked | None:
     if payload_hash(record.arguments) == record.payload_hash:
         return None
     return Blocked(
-        Taxonomy.SIGNATURE_MISMATCH,
+        TaxonomyClass.SIGNATURE_MISMATCH,
         "payload_hash_mismatch",
         "the arguments do not match the payload hash they were validated and approved under; nothing ran",
     )
@@ -90,7 +89,7 @@ def clear(record: StageRecord, contract: Contract, operation: str, ticket: Ticke
         return Cleared(None)
 
     def missing(code: str, message: str) -> Blocked:
-        return Blocked(Taxonomy.CONFIRMATION_MISSING, code, message)
+        return Blocked(TaxonomyClass.CONFIRMATION_MISSING, code, message)
 
     if ticket is None:
         return missing("no_approval", f"{contract.name} needs {needed} approval(s) and none was given for this call")
@@ -120,7 +119,16 @@ def stale(ticket: Ticket | None, state_now: str | None) -> Blocked | None:
     if ticket is None or ticket.state_version is None or state_now == ticket.state_version:
         return None
     return Blocked(
-        Taxonomy.STALE_STATE,
+        TaxonomyClass.STALE_STATE,
         "state_changed",
         "the target changed after it was approved; nothing ran. Refresh state and propose again",
+    )
+
+
+def consumed_elsewhere(ticket: Ticket | None) -> Blocked:
+    """CONFIRMATION_MISSING when the ticket released another operation after it was cleared."""
+    return Blocked(
+        TaxonomyClass.CONFIRMATION_MISSING,
+        "approval_consumed",
+        f"approval {ticket.approval_id if ticket is not None else '?'} released another operation meanwhile",
     )

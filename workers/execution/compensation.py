@@ -21,9 +21,9 @@ from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import codec
-from toolgate.schemas.models import FieldError, StageRecord
+from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
 from toolgate.schemas.wire import compact_json
-from toolgate.taxonomy import Taxonomy
+from toolgate.states import KeyStatus
 from toolgate.workers.validation.decision import apply_defaults
 
 LOAD = """
@@ -47,7 +47,7 @@ WHERE tenant_id = %s AND idempotency_key = %s
 class Original:
     tenant_id: str
     key: str
-    status: str
+    status: KeyStatus
     tool_name: str
     tool_version: str
     compensated_by: str | None
@@ -57,11 +57,11 @@ class Original:
 
 def check(
     record: StageRecord, key: str, original: Original | None, registry: Registry
-) -> tuple[Taxonomy, FieldError] | None:
+) -> tuple[TaxonomyClass, FieldError] | None:
     """Why this compensation (idempotency key `key`) may not run (None: it may)."""
     target = record.compensation_of
-    if original is None or original.status not in ("COMPLETED", "COMPENSATED"):
-        return Taxonomy.STALE_STATE, FieldError(
+    if original is None or original.status not in (KeyStatus.COMPLETED, KeyStatus.COMPENSATED):
+        return TaxonomyClass.STALE_STATE, FieldError(
             field="compensation_of",
             code="nothing_to_compensate",
             actual=target,
@@ -70,7 +70,7 @@ def check(
     earlier = registry.get(original.tool_name, original.tool_version)
     named = earlier.document["transactional"]["compensation_tool"]
     if named != record.tool_name:
-        return Taxonomy.POLICY_VIOLATION, FieldError(
+        return TaxonomyClass.POLICY_VIOLATION, FieldError(
             field="tool_name",
             code="not_its_compensation",
             actual=record.tool_name,
@@ -85,15 +85,15 @@ def check(
         else apply_defaults(own.input_schema, arguments_for(template, original.arguments, original.result))
     )
     if expected != record.arguments:
-        return Taxonomy.POLICY_VIOLATION, FieldError(
+        return TaxonomyClass.POLICY_VIOLATION, FieldError(
             field="arguments",
             code="compensation_mismatch",
             expected=compact_json(expected) if expected is not None else "a compensation template in the binding",
             actual=compact_json(record.arguments),
             message=f"a compensation of {target} undoes exactly its effect: use the arguments its binding derives",
         )
-    if original.status == "COMPENSATED" and original.compensated_by != key:
-        return Taxonomy.STALE_STATE, FieldError(
+    if original.status == KeyStatus.COMPENSATED and original.compensated_by != key:
+        return TaxonomyClass.STALE_STATE, FieldError(
             field="compensation_of",
             code="already_compensated",
             actual=target,
@@ -110,10 +110,21 @@ async def load(conn: AsyncConnection[Any], records: list[StageRecord]) -> dict[t
     calls = [r.compensation_of or "" for r in records]
     cur = await conn.execute(LOAD, (tenants, calls))
     found = {}
-    for row in await cur.fetchall():
-        request, response = row[7], row[8] or {}
+    for (
+        tenant_id,
+        call_id,
+        key,
+        status,
+        tool_name,
+        tool_version,
+        compensated_by,
+        request,
+        response,
+    ) in await cur.fetchall():
         arguments = codec().decode(bytes(request), StageRecord).arguments
-        found[(row[0], row[1])] = Original(row[0], *row[2:7], arguments, response.get("data") or {})
+        data = (response or {}).get("data") or {}
+        original = Original(tenant_id, key, KeyStatus(status), tool_name, tool_version, compensated_by, arguments, data)
+        found[(tenant_id, call_id)] = original
     return found
 
 

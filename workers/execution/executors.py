@@ -20,7 +20,6 @@ import datetime as dt
 import importlib
 import inspect
 from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -29,60 +28,27 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from toolgate.contracts.registry import Contract
-from toolgate.hashing import provider_key
-from toolgate.schemas.models import FieldError, StageRecord
-from toolgate.taxonomy import Taxonomy
+from toolgate.schemas.models import FieldError, TaxonomyClass
 from toolgate.telemetry import SCRUBBER
+from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
+
+__all__ = [
+    "Done",
+    "Effect",
+    "Failed",
+    "Job",
+    "Unknown",
+    "failed",
+    "run_after_effects",
+    "run_postgres",
+    "run_postgres_batch",
+    "run_python",
+]
 
 
-@dataclass(frozen=True)
-class Job:
-    record: StageRecord
-    contract: Contract
-    idempotency_key: str
-    deadline_ms: int  # absolute, epoch ms: min(contract timeout, proposal deadline)
-
-    @property
-    def provider_key(self) -> str:
-        """The key the provider sees: the call's key bound to its tenant, tool and version."""
-        r = self.record
-        return provider_key(r.tenant_id, r.tool_name, r.tool_version, self.idempotency_key)
-
-    @property
-    def context(self) -> dict[str, Any]:
-        r = self.record
-        return {
-            "tenant_id": r.tenant_id,
-            "user_id": r.principal.user_id,
-            "agent_id": r.principal.agent_id,
-            "call_id": r.call_id,
-            "run_id": r.run_id,
-            "idempotency_key": self.idempotency_key,
-        }
-
-
-@dataclass(frozen=True)
-class Done:
-    data: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Failed:
-    taxonomy: Taxonomy
-    errors: tuple[FieldError, ...]
-    final: bool  # False: nothing happened and a retry is safe
-    retry_after_ms: int | None = None
-
-
-@dataclass(frozen=True)
-class Unknown:
-    reason: str
-
-
-Effect = Done | Failed | Unknown
-
-
-def failed(taxonomy: Taxonomy, code: str, message: str, *, final: bool, retry_after_ms: int | None = None) -> Failed:
+def failed(
+    taxonomy: TaxonomyClass, code: str, message: str, *, final: bool, retry_after_ms: int | None = None
+) -> Failed:
     return Failed(
         taxonomy, (FieldError(field=None, code=code, message=SCRUBBER.text(message)[:500]),), final, retry_after_ms
     )
@@ -110,16 +76,16 @@ def statement_params(job: Job) -> dict[str, Any]:
     return params
 
 
-def map_sqlstate(contract: Contract, exc: psycopg.Error) -> Taxonomy:
+def map_sqlstate(contract: Contract, exc: psycopg.Error) -> TaxonomyClass:
     mapping: Mapping[str, str] = contract.document["observability"]["error_taxonomy_mapping"]
     state = exc.sqlstate or ""
-    if state in mapping and mapping[state] in Taxonomy.__members__:
-        return Taxonomy(mapping[state])
+    if state in mapping and mapping[state] in TaxonomyClass.__members__:
+        return TaxonomyClass(mapping[state])
     if state == "23503":  # foreign key: the target does not exist (any more)
-        return Taxonomy.STALE_STATE
+        return TaxonomyClass.STALE_STATE
     if state.startswith("22") or state.startswith("23"):  # data exception, integrity
-        return Taxonomy.SEMANTIC_INVALIDITY
-    return Taxonomy.UNKNOWN_ERROR
+        return TaxonomyClass.SEMANTIC_INVALIDITY
+    return TaxonomyClass.UNKNOWN_ERROR
 
 
 async def run_postgres_batch(conn: AsyncConnection[Any], jobs: list[Job]) -> list[Effect]:
@@ -201,7 +167,7 @@ def _effect(job: Job, columns: list[str], raw_rows: list[Any], affected: int) ->
     if not rows:
         if spec.get("not_found", "STALE_STATE") == "SUCCESS":
             return Done({})
-        return failed(Taxonomy.STALE_STATE, "not_found", "the target resource does not exist", final=True)
+        return failed(TaxonomyClass.STALE_STATE, "not_found", "the target resource does not exist", final=True)
     return Done(rows[0])
 
 
@@ -213,7 +179,9 @@ async def run_python(job: Job, now_ms: int) -> Effect:
     try:
         fn = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
-        return failed(Taxonomy.DEPENDENCY_UNAVAILABLE, "callable_missing", f"cannot import the tool: {exc}", final=True)
+        return failed(
+            TaxonomyClass.DEPENDENCY_UNAVAILABLE, "callable_missing", f"cannot import the tool: {exc}", final=True
+        )
     left = max(0.05, (job.deadline_ms - now_ms) / 1000.0)
     try:
         if inspect.iscoroutinefunction(fn):
@@ -223,5 +191,5 @@ async def run_python(job: Job, now_ms: int) -> Effect:
     except TimeoutError:
         return Unknown("the callable did not return within its deadline")
     except Exception as exc:
-        return failed(Taxonomy.UNKNOWN_ERROR, "tool_raised", f"{type(exc).__name__}: {exc}", final=True)
+        return failed(TaxonomyClass.UNKNOWN_ERROR, "tool_raised", f"{type(exc).__name__}: {exc}", final=True)
     return Done(value if isinstance(value, dict) else {"value": value})

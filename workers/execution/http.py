@@ -18,15 +18,19 @@ from urllib.parse import quote, urlsplit
 
 import aiohttp
 
+from toolgate.errors import PermanentError
+from toolgate.schemas.models import TaxonomyClass
 from toolgate.secrets import SecretMissing, SecretProvider
 from toolgate.settings import Settings
-from toolgate.taxonomy import Taxonomy
 from toolgate.telemetry import SCRUBBER
-from toolgate.workers.execution.executors import Done, Effect, Job, Unknown, failed
+from toolgate.workers.execution.effects import Done, Effect, Job, Unknown
+from toolgate.workers.execution.executors import failed
 
 
-class EgressDenied(Exception):
-    pass
+class EgressDenied(PermanentError):
+    """The call's endpoint is not configured or its host is not on the egress allowlist."""
+
+    taxonomy_class = TaxonomyClass.POLICY_VIOLATION
 
 
 # Provider calls in flight per execution worker. A round can hold thousands of calls (a
@@ -97,7 +101,10 @@ class HttpExecutor:
             now_ms = max(now_ms, int(time.time() * 1000))
             if now_ms >= job.deadline_ms:
                 return failed(
-                    Taxonomy.TIMEOUT, "not_sent", "the call's deadline passed before the provider was free", final=False
+                    TaxonomyClass.TIMEOUT,
+                    "not_sent",
+                    "the call's deadline passed before the provider was free",
+                    final=False,
                 )
             return await self._run(job, now_ms)
 
@@ -108,9 +115,9 @@ class HttpExecutor:
             url = self.url(job, spec["path"])
             headers = self.headers(job)
         except EgressDenied as exc:
-            return failed(Taxonomy.POLICY_VIOLATION, "egress_denied", str(exc), final=True)
+            return failed(TaxonomyClass.POLICY_VIOLATION, "egress_denied", str(exc), final=True)
         except SecretMissing as exc:
-            return failed(Taxonomy.DEPENDENCY_UNAVAILABLE, "secret_unresolved", str(exc), final=True)
+            return failed(TaxonomyClass.DEPENDENCY_UNAVAILABLE, "secret_unresolved", str(exc), final=True)
         try:
             async with self.session.request(
                 spec["method"],
@@ -124,7 +131,7 @@ class HttpExecutor:
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             # Never connected: the request was not sent, a retry is safe.
             return failed(
-                Taxonomy.DEPENDENCY_UNAVAILABLE, "connect_failed", f"cannot reach the provider: {exc}", final=False
+                TaxonomyClass.DEPENDENCY_UNAVAILABLE, "connect_failed", f"cannot reach the provider: {exc}", final=False
             )
         except (TimeoutError, aiohttp.ClientError) as exc:
             # Sent, but no answer: the effect may or may not have happened.
@@ -134,65 +141,8 @@ class HttpExecutor:
         status = resp.status
         text = await resp.text()
         if 200 <= status < 300:
-            try:
-                body = json.loads(text)
-            except json.JSONDecodeError:
-                return failed(
-                    Taxonomy.OBSERVATION_NORMALIZATION_FAIL,
-                    "bad_provider_response",
-                    "the provider answered with something that is not JSON",
-                    final=True,
-                )
-            return Done(body if isinstance(body, dict) else {"value": body})
-        retry_after = _retry_after_ms(resp)
-        if status == 429:
-            return failed(
-                Taxonomy.RATE_LIMITED,
-                "provider_429",
-                "the provider rate-limited the call",
-                final=False,
-                retry_after_ms=retry_after,
-            )
-        if status == 503:
-            return failed(
-                Taxonomy.DEPENDENCY_UNAVAILABLE,
-                "provider_503",
-                "the provider is unavailable",
-                final=False,
-                retry_after_ms=retry_after,
-            )
-        if status == 409:
-            return failed(
-                Taxonomy.IDEMPOTENCY_CONFLICT,
-                "provider_409",
-                "the provider is still processing this key",
-                final=False,
-                retry_after_ms=retry_after or 1000,
-            )
-        if status in (401, 403):
-            return failed(
-                Taxonomy.DEPENDENCY_UNAVAILABLE,
-                f"provider_{status}",
-                "the provider refused toolgate's credentials",
-                final=True,
-            )
-        if status == 404:
-            return failed(Taxonomy.STALE_STATE, "provider_404", "the provider does not know the target", final=True)
-        if status == 422 and "idempotency" in text.lower():
-            return failed(
-                Taxonomy.SIGNATURE_MISMATCH,
-                "provider_key_reuse",
-                "the provider saw this key with another payload",
-                final=True,
-            )
-        if 400 <= status < 500:
-            return failed(
-                Taxonomy.SEMANTIC_INVALIDITY,
-                f"provider_{status}",
-                f"the provider refused the call ({status})",
-                final=True,
-            )
-        return Unknown(f"provider answered {status}")
+            return _done(text)
+        return _refused(status, text, _retry_after_ms(resp))
 
     async def status(self, job: Job, now_ms: int) -> Effect:
         """Ask the provider what became of the call's key: Done, Failed (never happened) or Unknown."""
@@ -217,7 +167,7 @@ class HttpExecutor:
             ) as resp:
                 if resp.status == 404:
                     return failed(
-                        Taxonomy.DEPENDENCY_UNAVAILABLE,
+                        TaxonomyClass.DEPENDENCY_UNAVAILABLE,
                         "not_received",
                         "the provider never received the call",
                         final=False,
@@ -234,9 +184,78 @@ class HttpExecutor:
             return Done(body["response"])
         if state == "failed":
             return failed(
-                Taxonomy.DEPENDENCY_UNAVAILABLE, "provider_failed", "the provider reports the call failed", final=True
+                TaxonomyClass.DEPENDENCY_UNAVAILABLE,
+                "provider_failed",
+                "the provider reports the call failed",
+                final=True,
             )
         return Unknown(f"provider reports {state!r}")
+
+
+def _done(text: str) -> Effect:
+    """A 2xx answer: its JSON body is the effect's data."""
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError:
+        return failed(
+            TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL,
+            "bad_provider_response",
+            "the provider answered with something that is not JSON",
+            final=True,
+        )
+    return Done(body if isinstance(body, dict) else {"value": body})
+
+
+def _refused(status: int, text: str, retry_after: int | None) -> Effect:
+    """A non-2xx answer: what it says about the call (retryable, final, or unknown)."""
+    if status == 429:
+        return failed(
+            TaxonomyClass.RATE_LIMITED,
+            "provider_429",
+            "the provider rate-limited the call",
+            final=False,
+            retry_after_ms=retry_after,
+        )
+    if status == 503:
+        return failed(
+            TaxonomyClass.DEPENDENCY_UNAVAILABLE,
+            "provider_503",
+            "the provider is unavailable",
+            final=False,
+            retry_after_ms=retry_after,
+        )
+    if status == 409:
+        return failed(
+            TaxonomyClass.IDEMPOTENCY_CONFLICT,
+            "provider_409",
+            "the provider is still processing this key",
+            final=False,
+            retry_after_ms=retry_after or 1000,
+        )
+    if status in (401, 403):
+        return failed(
+            TaxonomyClass.DEPENDENCY_UNAVAILABLE,
+            f"provider_{status}",
+            "the provider refused toolgate's credentials",
+            final=True,
+        )
+    if status == 404:
+        return failed(TaxonomyClass.STALE_STATE, "provider_404", "the provider does not know the target", final=True)
+    if status == 422 and "idempotency" in text.lower():
+        return failed(
+            TaxonomyClass.SIGNATURE_MISMATCH,
+            "provider_key_reuse",
+            "the provider saw this key with another payload",
+            final=True,
+        )
+    if 400 <= status < 500:
+        return failed(
+            TaxonomyClass.SEMANTIC_INVALIDITY,
+            f"provider_{status}",
+            f"the provider refused the call ({status})",
+            final=True,
+        )
+    return Unknown(f"provider answered {status}")
 
 
 def _retry_after_ms(resp: aiohttp.ClientResponse) -> int | None:
@@ -245,6 +264,3 @@ def _retry_after_ms(resp: aiohttp.ClientResponse) -> int | None:
         return int(float(value) * 1000) if value else None
     except ValueError:
         return None
-
-
-# --- python --------------------------------------------------------------------------------

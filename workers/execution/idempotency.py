@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from toolgate.states import KeyStatus
+
 # The lease owner reconciliation writes when it re-drives a key: whichever execution worker
 # receives the re-driven call takes the key over.
 REDRIVE_OWNER = "reconciliation:redrive"
@@ -31,7 +33,7 @@ REDRIVE_OWNER = "reconciliation:redrive"
 
 @dataclass(frozen=True)
 class KeyRow:
-    status: str
+    status: KeyStatus
     request_hash: str
     call_id: str
     attempt: int
@@ -51,7 +53,7 @@ class Execute:
 @dataclass(frozen=True)
 class Replay:
     response: dict[str, Any]
-    status: str
+    status: KeyStatus
 
 
 @dataclass(frozen=True)
@@ -90,16 +92,16 @@ def plan(
 ) -> Plan:
     if row is None:
         return Execute(1)
-    if row.status == "EXPIRED" or (row.expires_at_ms < now_ms and row.status != "PENDING"):
+    if row.status == KeyStatus.EXPIRED or (row.expires_at_ms < now_ms and row.status != KeyStatus.PENDING):
         return Expired() if reject_expired else Execute(1)
     if row.request_hash != request_hash:
         return Mismatch()
-    if row.status in ("COMPLETED", "FAILED_FINAL", "COMPENSATED"):
+    if row.status in (KeyStatus.COMPLETED, KeyStatus.FAILED_FINAL, KeyStatus.COMPENSATED):
         return Replay(row.response or {}, row.status)
-    if row.status == "FAILED_RETRYABLE":
+    if row.status == KeyStatus.FAILED_RETRYABLE:
         if row.attempt < max_attempts:
             return Execute(row.attempt + 1)
-        return Replay(row.response or {}, "FAILED_FINAL")
+        return Replay(row.response or {}, KeyStatus.FAILED_FINAL)
     # PENDING
     if row.lease_owner == owner:
         return Execute(row.attempt)

@@ -15,6 +15,7 @@ from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import StageRecord
+from toolgate.states import TicketStatus
 from toolgate.workers.execution.clearance import Ticket
 from toolgate.workers.runtime import fact_loader, facts, target_state
 
@@ -43,7 +44,26 @@ async def load(conn: AsyncConnection[Any], approval_ids: Sequence[str]) -> dict[
     ids = sorted(set(approval_ids))
     await conn.execute(LOCK, (ids,))
     cur = await conn.execute(LOAD, (ids,))
-    return {row[0]: Ticket(*row[:10], int(row[10])) for row in await cur.fetchall()}
+    return {row[0]: _ticket(row) for row in await cur.fetchall()}
+
+
+def _ticket(row: tuple[Any, ...]) -> Ticket:
+    approval_id, status, call_id, tenant_id, tool_name, tool_version, payload_hash, required, version, consumed = row[
+        :10
+    ]
+    return Ticket(
+        approval_id,
+        TicketStatus(status),
+        call_id,
+        tenant_id,
+        tool_name,
+        tool_version,
+        payload_hash,
+        required,
+        version,
+        consumed,
+        int(row[10]),
+    )
 
 
 async def consume(conn: AsyncConnection[Any], released: dict[str, str]) -> set[str]:

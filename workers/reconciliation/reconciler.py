@@ -34,10 +34,10 @@ from toolgate.states import KeyStatus
 from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.sweep import expire_approvals
+from toolgate.workers.execution.answers import stored_response, verification_for
 from toolgate.workers.execution.executors import Done, Effect, Failed, Job, run_after_effects
 from toolgate.workers.execution.http import HttpExecutor
 from toolgate.workers.execution.idempotency import REDRIVE_OWNER
-from toolgate.workers.execution.worker import stored_response, verification_for
 from toolgate.workers.reconciliation import decision
 from toolgate.workers.reconciliation.decision import PendingKey, Resolution
 from toolgate.workers.runtime import audit, deadletters, outbox

@@ -10,6 +10,7 @@ sleeps.
     policy                                   delays (s) for attempts 1, 2, 3, ...
     ROUND (rounds, delivery, audit writes)   0.2, 0.4, 0.8, ... capped at 10, each x [0.5, 1.5)
     RELAY (the outbox relay's round)         1, 1, 1, ...
+    RECORD (execution's phase B)             0.2, 0.4, 0.8, ... capped at 5
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class RetryPolicy:
 
 ROUND = RetryPolicy(base_s=0.1, cap_s=10.0, max_exponent=10, jitter=0.5)
 RELAY = RetryPolicy(base_s=1.0, cap_s=1.0, max_exponent=0)
+RECORD = RetryPolicy(base_s=0.1, cap_s=5.0)
 
 
 def next_delay(policy: RetryPolicy, attempt: int, draw: float = 0.5) -> float:

@@ -1,0 +1,130 @@
+"""What execution answers a call with, besides running it: refusals, replays, and the
+response a key stores so that a repeat is answered the same way.
+
+Pure: builders of ExecutionResults for the decisions (decision.py) and for reconciliation,
+which settles keys with the same stored response and verification.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass, Verification
+from toolgate.workers.execution.effects import Job
+from toolgate.workers.runtime.results import reject, result
+
+STAGE = "execution"
+
+
+def stored_response(res: ExecutionResult) -> dict[str, Any]:
+    """What a key keeps of its result, to replay it."""
+    return {
+        "outcome": res.outcome.model_dump(mode="json"),
+        "data": res.data,
+        "errors": [e.model_dump(mode="json") for e in res.errors],
+        "verification": res.verification.model_dump(mode="json"),
+        "attempt_number": res.attempt_number,
+    }
+
+
+def _fill(template: str, values: dict[str, Any]) -> str:
+    for name, value in values.items():
+        template = template.replace("{" + name + "}", str(value))
+    return template
+
+
+def verification_for(job: Job, data: dict[str, Any]) -> Verification:
+    spec = job.contract.binding.get("verification")
+    required = bool(job.contract.document["transactional"]["post_action_verification_required"])
+    if not spec:
+        return Verification(post_action_verification_required=required)
+    return Verification(
+        post_action_verification_required=required,
+        target_state_reference=_fill(spec["target_state_reference"], {**job.record.arguments, **data}),
+        expected_state=spec.get("expected_state"),
+        delay_seconds=int(spec.get("delay_seconds", 0)),
+    )
+
+
+def refuse(
+    record: StageRecord,
+    traceparent: str,
+    taxonomy: TaxonomyClass,
+    code: str,
+    message: str,
+    now: int,
+    *,
+    retryable: bool | None = None,
+    next_action: str | None = None,
+    retry_after_ms: int | None = None,
+) -> ExecutionResult:
+    return reject(
+        record,
+        taxonomy,
+        [FieldError(field=None, code=code, message=message)],
+        stage=STAGE,
+        traceparent=traceparent,
+        home_partition=record.home_partition,
+        now_ms=now,
+        warnings=record.warnings,
+        approval_id=record.approval_id,
+        retryable=retryable,
+        next_action=next_action,
+        retry_after_ms=retry_after_ms,
+    )
+
+
+def refuse_compensation(
+    record: StageRecord, traceparent: str, taxonomy: TaxonomyClass, error: FieldError, now: int
+) -> ExecutionResult:
+    """A compensation that may not run (compensation.check said why)."""
+    return reject(
+        record,
+        taxonomy,
+        [error],
+        stage=STAGE,
+        traceparent=traceparent,
+        home_partition=record.home_partition,
+        now_ms=now,
+        warnings=record.warnings,
+    )
+
+
+def deadline_passed(record: StageRecord, traceparent: str, now: int) -> ExecutionResult:
+    return refuse(
+        record,
+        traceparent,
+        TaxonomyClass.TIMEOUT,
+        "deadline_passed",
+        "the proposal's deadline passed before it could run; nothing was executed",
+        now,
+        retryable=False,
+        next_action="repropose_with_new_deadline",
+    )
+
+
+def replay(
+    record: StageRecord, traceparent: str, stored: dict[str, Any], now: int, compensated: bool = False
+) -> ExecutionResult:
+    """A stored outcome, answered again (idempotency_hit)."""
+    warnings = list(record.warnings)
+    verification = Verification.model_validate(stored["verification"]) if stored.get("verification") else None
+    if compensated:
+        # Seeds: return the compensated state and require post-action verification.
+        warnings.append("this call's effect was compensated (undone) by a later call; verify the target's state")
+        verification = (verification or Verification()).model_copy(update={"post_action_verification_required": True})
+    return result(
+        record,
+        stage=STAGE,
+        result_outcome=Outcome.model_validate(stored["outcome"]),
+        traceparent=traceparent,
+        home_partition=record.home_partition,
+        now_ms=now,
+        data=stored.get("data"),
+        errors=[FieldError.model_validate(e) for e in stored.get("errors", [])],
+        warnings=warnings,
+        idempotency_hit=True,
+        attempt_number=int(stored.get("attempt_number", 1)),
+        verification=verification,
+        approval_id=record.approval_id,
+    )

@@ -1,0 +1,63 @@
+"""What an effect is, as data: the call that runs (Job) and how it ended (Effect).
+
+Done (the effect happened: COMPLETED), Failed (nothing happened: FAILED_RETRYABLE or
+FAILED_FINAL) or Unknown (it may have happened: the key stays PENDING until a status query or
+reconciliation settles it; never retried blindly). Pure: the executors (executors.py,
+http.py) produce these, the decision (decision.py) reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from toolgate.contracts.registry import Contract
+from toolgate.hashing import provider_key
+from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
+
+
+@dataclass(frozen=True)
+class Job:
+    record: StageRecord
+    contract: Contract
+    idempotency_key: str
+    deadline_ms: int  # absolute, epoch ms: min(contract timeout, proposal deadline)
+
+    @property
+    def provider_key(self) -> str:
+        """The key the provider sees: the call's key bound to its tenant, tool and version."""
+        r = self.record
+        return provider_key(r.tenant_id, r.tool_name, r.tool_version, self.idempotency_key)
+
+    @property
+    def context(self) -> dict[str, Any]:
+        r = self.record
+        return {
+            "tenant_id": r.tenant_id,
+            "user_id": r.principal.user_id,
+            "agent_id": r.principal.agent_id,
+            "call_id": r.call_id,
+            "run_id": r.run_id,
+            "idempotency_key": self.idempotency_key,
+        }
+
+
+@dataclass(frozen=True)
+class Done:
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Failed:
+    taxonomy: TaxonomyClass
+    errors: tuple[FieldError, ...]
+    final: bool  # False: nothing happened and a retry is safe
+    retry_after_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Unknown:
+    reason: str
+
+
+Effect = Done | Failed | Unknown

@@ -1,0 +1,166 @@
+"""The execution handler: tool.executable -> effects, exactly once -> outbox -> tool.results.
+
+A round, for all its calls at once (each call's choices are decision.py's):
+  0. prepare, before anything: the arguments must hash to the validated payload hash; a late,
+     dry-run or read call is settled here (decision.prepare).
+  A. reserve (reservation.py): one transaction checks the approval tickets under FOR UPDATE
+     (clearance.py) (and, for an effect outside Postgres, its target's state, and consumes its
+     ticket: the last transaction before that effect), inserts PENDING keys (leased to this
+     process) and reads the existing ones under SELECT ... FOR UPDATE (keys.py); the
+     idempotency plan decides each call.
+  E. external effects (http, python) run concurrently, outside any transaction; an unknown
+     outcome is checked with the provider's status query at once.
+  B. record (recording.py): one transaction re-reads approved targets under FOR UPDATE
+     (STALE_STATE if they moved since approval) and consumes their tickets, runs the Postgres
+     effects (each in a savepoint), writes COMPLETED / FAILED / still-PENDING, every call's
+     result as an outbox row, and the audit entries. A co-located effect therefore commits with
+     its COMPLETED record and outbox row or not at all. B is retried on transient failures
+     without re-running E.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+
+from toolgate.contracts.registry import Registry
+from toolgate.faults import crash_point
+from toolgate.hashing import idempotency_key_for
+from toolgate.schemas.models import StageRecord
+from toolgate.secrets import SecretProvider
+from toolgate.settings import Settings
+from toolgate.telemetry import SCRUBBER
+from toolgate.topics.catalog import Topics
+from toolgate.workers.execution import clearance, decision, recording, reservation
+from toolgate.workers.execution.answers import STAGE
+from toolgate.workers.execution.attempt import Attempt
+from toolgate.workers.execution.effects import Done, Job, Unknown
+from toolgate.workers.execution.executors import run_python
+from toolgate.workers.execution.http import HttpExecutor
+from toolgate.workers.execution.retry import deadline_for, policy_for, with_retries
+from toolgate.workers.runtime.clock import now_ms
+from toolgate.workers.runtime.db import make_pool
+from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.handler import Handler, Inbound
+from toolgate.workers.runtime.transient import RECORD, TransientRetry
+
+log = logging.getLogger("toolgate.execution")
+
+
+class ExecutionHandler(Handler[StageRecord]):
+    stage = STAGE
+    source = "executable"
+    model = StageRecord
+
+    def __init__(self, registry: Registry, settings: Settings) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.topics = Topics(settings.topic_prefix)
+        self.pool = make_pool(settings.database_url, STAGE, max_size=4)
+        self.http = HttpExecutor(settings, SecretProvider(settings.secrets_path))
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease_s = settings.lease_seconds
+        self.record_retry = TransientRetry(RECORD, log, "recording failed; retrying", {"stage": STAGE})
+
+    async def start(self) -> None:
+        await self.pool.open()
+        await self.http.open()
+
+    # --- the round -----------------------------------------------------------------------
+
+    async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
+        now = now_ms()
+        attempts = [self._prepare(call, now) for call in calls]
+        await self._reserve(attempts, now)
+        external = [a for a in attempts if a.runs and not a.in_postgres and a.effect is None]
+        await self._external_effects(external)
+        if any(a.job.contract.executor["kind"] == "http" for a in external):
+            crash_point("execution.after_http_effect")
+        await self._record(attempts)
+        for a in attempts:
+            if a.result is not None:
+                out.outcomes[a.record.call_id] = str(a.result.outcome.taxonomy_class)
+
+    def _prepare(self, call: Inbound[StageRecord], now: int) -> Attempt:
+        record = call.model
+        contract = self.registry.get(record.tool_name, record.tool_version)
+        deadline = deadline_for(contract, now, record.deadline_ms)
+        key = idempotency_key_for(record) if contract.is_mutation else None
+        a = Attempt(call, Job(record, contract, key or "", deadline), key)
+        prepared = decision.prepare(record, contract, key, call.traceparent, now)
+        if isinstance(prepared, decision.Answer):
+            a.result = prepared.result
+        elif isinstance(prepared, decision.Late):
+            a.late = True
+        elif isinstance(prepared, decision.Run):
+            a.plan = prepared.plan
+        return a
+
+    # --- A: reservation --------------------------------------------------------------------
+
+    async def _reserve(self, attempts: list[Attempt], now: int) -> None:
+        """Phase A's one transaction (reservation.py), then what runs no effect is answered."""
+        late = [a for a in attempts if a.late]
+        held = [
+            a
+            for a in attempts
+            if a.result is None and not a.late and clearance.approvals_needed(a.record, a.job.contract)
+        ]
+        if not held and not any(a.result is None and a.key is not None for a in attempts):
+            return
+        lease = reservation.Lease(self.owner, self.lease_s)
+        async with self.pool.connection() as conn, conn.transaction():
+            await reservation.settle_late(conn, late, now)
+            await reservation.clear(conn, held, now)
+            keyed = [a for a in attempts if a.result is None and a.key is not None]
+            await reservation.reserve(conn, keyed, now, lease, self.registry)
+            await reservation.bind_remote(conn, attempts)
+        for a in keyed:
+            self._settle_without_effect(a, now)
+
+    def _settle_without_effect(self, a: Attempt, now: int) -> None:
+        """After the reservation committed: answer what runs no effect (replays, conflicts)."""
+        if a.result is not None:
+            return
+        if a.leader is not None:
+            a.plan = decision.follower_plan(a.leader.record, a.leader.plan, a.record)
+        if a.plan is None:
+            return
+        settled = decision.after_reservation(a.record, a.traceparent, a.plan, now)
+        if isinstance(settled, decision.Answer):
+            a.result = settled.result
+        elif isinstance(settled, decision.Held):
+            log.info("held: key in flight", extra={"stage": STAGE, "action": "hold", "call_id": a.record.call_id})
+
+    # --- E: external effects ---------------------------------------------------------------
+
+    async def _external_effects(self, attempts: list[Attempt]) -> None:
+        async def one(a: Attempt) -> None:
+            policy = policy_for(a.job.contract)
+            if a.job.contract.executor["kind"] == "http":
+                effect = await with_retries(lambda: self.http.run(a.job, now_ms()), policy, a.job.deadline_ms)
+                if isinstance(effect, Unknown):
+                    checked = await self.http.status(a.job, now_ms())
+                    if not isinstance(checked, Unknown):
+                        effect = checked
+            else:
+                effect = await with_retries(lambda: run_python(a.job, now_ms()), policy, a.job.deadline_ms)
+            # Whatever a provider or tool answered may echo a credential: scrub it here, in the
+            # only process that resolved one, before it is stored or published.
+            a.effect = Done(SCRUBBER.obj(effect.data)) if isinstance(effect, Done) else effect
+
+        await asyncio.gather(*(one(a) for a in attempts))
+
+    # --- B: record -------------------------------------------------------------------------
+
+    async def _record(self, attempts: list[Attempt]) -> None:
+        async def once() -> list[recording.Ended]:
+            async with self.pool.connection() as conn, conn.transaction():
+                return await recording.record_once(conn, attempts, self.topics, self.lease_s, now_ms())
+
+        concluded = await self.record_retry.run(once)
+        for a, (res, status) in zip(attempts, concluded, strict=True):
+            a.result, a.status = res, status

@@ -1,0 +1,141 @@
+"""Execution's reads and writes of idempotency keys (`toolgate.idempotency_keys`).
+
+All inside the caller's transaction. Phase A reserves new keys as PENDING (leased to this
+process), locks the existing ones and re-drives those the plan lets run again; a late call
+reads stored outcomes; phase B settles each key with its status and stored response.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from toolgate.hashing import request_hash
+from toolgate.schemas.models import ExecutionResult
+from toolgate.states import KeyStatus
+from toolgate.workers.execution.answers import stored_response
+from toolgate.workers.execution.attempt import Attempt
+from toolgate.workers.execution.decision import StoredOutcome
+from toolgate.workers.execution.idempotency import KeyRow
+
+Ident = tuple[str, str]  # (tenant_id, idempotency_key)
+
+RESERVE = """
+INSERT INTO toolgate.idempotency_keys (tenant_id, idempotency_key, request_hash, status, tool_name, tool_version,
+    executor, call_id, home_partition, attempt, request, lease_owner, lease_until, expires_at)
+SELECT k.tenant_id, k.idempotency_key, k.request_hash, 'PENDING', k.tool_name, k.tool_version, k.executor, k.call_id,
+    k.home_partition, 1, decode(k.request, 'base64'), %(owner)s, now() + make_interval(secs => %(lease)s),
+    now() + make_interval(secs => k.ttl)
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS k(tenant_id text, idempotency_key text, request_hash text, tool_name text,
+    tool_version text, executor text, call_id text, home_partition int, request text, ttl int)
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+RETURNING tenant_id, idempotency_key
+"""
+LOCK = """
+SELECT tenant_id, idempotency_key, status, request_hash, call_id, attempt, lease_owner,
+       (extract(epoch FROM lease_until) * 1000)::bigint, response, error_code,
+       (extract(epoch FROM expires_at) * 1000)::bigint
+FROM toolgate.idempotency_keys
+WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+ORDER BY tenant_id, idempotency_key
+FOR UPDATE
+"""
+OUTCOMES = """
+SELECT tenant_id, idempotency_key, status, request_hash, response FROM toolgate.idempotency_keys
+WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+"""
+REDRIVE = """
+UPDATE toolgate.idempotency_keys k SET status = 'PENDING', attempt = r.attempt, call_id = r.call_id,
+    request = decode(r.request, 'base64'), request_hash = r.request_hash, lease_owner = %(owner)s,
+    lease_until = now() + make_interval(secs => %(lease)s), completed_at = NULL,
+    expires_at = greatest(k.expires_at, now() + make_interval(secs => r.ttl))
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(tenant_id text, idempotency_key text, attempt int, call_id text,
+    request text, request_hash text, ttl int)
+WHERE k.tenant_id = r.tenant_id AND k.idempotency_key = r.idempotency_key
+"""
+SETTLE = """
+UPDATE toolgate.idempotency_keys k SET status = s.status, response = s.response, error_code = s.error_code,
+    completed_at = CASE WHEN s.status = 'PENDING' THEN NULL ELSE now() END,
+    lease_until = CASE WHEN s.status = 'PENDING' THEN now() + make_interval(secs => %(lease)s) ELSE NULL END,
+    lease_owner = CASE WHEN s.status = 'PENDING' THEN k.lease_owner ELSE NULL END
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS s(tenant_id text, idempotency_key text, status text, response jsonb,
+    error_code text)
+WHERE k.tenant_id = s.tenant_id AND k.idempotency_key = s.idempotency_key
+"""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+async def outcomes(conn: AsyncConnection[Any], idents: list[Ident]) -> dict[Ident, StoredOutcome]:
+    """The keys' stored outcomes, as they are (no lock: a late call only reads them)."""
+    cur = await conn.execute(OUTCOMES, ([i[0] for i in idents], [i[1] for i in idents]))
+    return {(r[0], r[1]): StoredOutcome(KeyStatus(r[2]), r[3], r[4]) for r in await cur.fetchall()}
+
+
+async def reserve(conn: AsyncConnection[Any], first: list[Attempt], owner: str, lease_s: float) -> set[Ident]:
+    """Insert PENDING keys, leased to `owner`; returns those that were new."""
+    rows = [
+        {
+            "tenant_id": a.record.tenant_id,
+            "idempotency_key": a.key,
+            "request_hash": request_hash(a.record),
+            "tool_name": a.record.tool_name,
+            "tool_version": a.record.tool_version,
+            "executor": a.job.contract.executor["kind"],
+            "call_id": a.record.call_id,
+            "home_partition": a.record.home_partition,
+            "request": _b64(a.call.raw),  # the bytes as received: no re-encoding
+            "ttl": a.job.contract.idempotency_ttl_seconds,
+        }
+        for a in first
+    ]
+    cur = await conn.execute(RESERVE, {"rows": json.dumps(rows), "owner": owner, "lease": lease_s})
+    return {(r[0], r[1]) for r in await cur.fetchall()}
+
+
+async def lock(conn: AsyncConnection[Any], idents: list[Ident]) -> dict[Ident, KeyRow]:
+    """The keys' rows, locked until the transaction ends."""
+    cur = await conn.execute(LOCK, ([i[0] for i in idents], [i[1] for i in idents]))
+    return {
+        (r[0], r[1]): KeyRow(KeyStatus(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10])
+        for r in await cur.fetchall()
+    }
+
+
+def redrive_row(a: Attempt, attempt: int) -> dict[str, Any]:
+    """An existing key this call runs again, as this attempt, leased to this process."""
+    return {
+        "tenant_id": a.record.tenant_id,
+        "idempotency_key": a.key or "",
+        "attempt": attempt,
+        "call_id": a.record.call_id,
+        "request": _b64(a.call.raw),  # the bytes as received: no re-encoding
+        "request_hash": request_hash(a.record),
+        "ttl": a.job.contract.idempotency_ttl_seconds,
+    }
+
+
+async def redrive(conn: AsyncConnection[Any], rows: list[dict[str, Any]], owner: str, lease_s: float) -> None:
+    if rows:
+        await conn.execute(REDRIVE, {"rows": json.dumps(rows), "owner": owner, "lease": lease_s})
+
+
+def settlement(tenant_id: str, key: str, res: ExecutionResult, status: KeyStatus) -> dict[str, Any]:
+    """A key's end: its status, the response a repeat replays, and its error class."""
+    return {
+        "tenant_id": tenant_id,
+        "idempotency_key": key,
+        "status": status,
+        "response": stored_response(res) if status != KeyStatus.PENDING else None,
+        "error_code": None if status == KeyStatus.COMPLETED else str(res.outcome.taxonomy_class),
+    }
+
+
+async def settle(conn: AsyncConnection[Any], rows: list[dict[str, Any]], lease_s: float) -> None:
+    if rows:
+        await conn.execute(SETTLE, {"rows": json.dumps(rows), "lease": lease_s})

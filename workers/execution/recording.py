@@ -1,0 +1,174 @@
+"""Phase B of an execution round: one transaction records how every call ended.
+
+It re-reads approved targets under FOR UPDATE (STALE_STATE if they moved since approval) and
+consumes their tickets, runs the Postgres effects (each in a savepoint) and the after_effects
+of the external ones, and writes, for every call: its key's status (COMPLETED / FAILED /
+still PENDING), its result as an outbox row, the earlier call a compensation undid (or the
+dead letter of one that failed), and the audit entries. A co-located effect therefore commits
+with its COMPLETED record and outbox row or not at all. The decisions are decision.py's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from toolgate.hashing import fingerprint
+from toolgate.schemas.codec import codec
+from toolgate.schemas.models import ExecutionResult, TaxonomyClass
+from toolgate.states import KeyStatus
+from toolgate.topics.catalog import Topics
+from toolgate.workers.execution import answers, clearance, compensation, decision, keys, tickets
+from toolgate.workers.execution import idempotency as idem
+from toolgate.workers.execution.answers import STAGE
+from toolgate.workers.execution.attempt import Attempt
+from toolgate.workers.execution.effects import Done, Effect
+from toolgate.workers.execution.executors import failed, run_after_effects, run_postgres_batch
+from toolgate.workers.execution.reservation import consumed_elsewhere, unconsumed
+from toolgate.workers.runtime import audit, deadletters, outbox
+
+Ended = tuple[ExecutionResult | None, KeyStatus | None]  # a call's result and its key's status
+
+
+@dataclass
+class Writes:
+    """What the recording transaction writes, gathered call by call, written in one go."""
+
+    settle: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[outbox.OutboxRow] = field(default_factory=list)
+    entries: list[audit.Entry] = field(default_factory=list)
+    compensated: list[tuple[str | None, str, str]] = field(default_factory=list)
+    compensation_failed: list[tuple[str, str]] = field(default_factory=list)
+
+    async def write(self, conn: AsyncConnection[Any], topics: Topics, lease_s: float) -> None:
+        await keys.settle(conn, self.settle, lease_s)
+        if self.compensated:
+            await conn.cursor().executemany(compensation.MARK_COMPENSATED, self.compensated)
+        if self.compensation_failed:
+            await conn.cursor().executemany(compensation.MARK_FAILED, self.compensation_failed)
+        await outbox.enqueue(conn, self.rows, topics)
+        await audit.append(conn, self.entries)
+
+
+async def record_once(
+    conn: AsyncConnection[Any], attempts: list[Attempt], topics: Topics, lease_s: float, now: int
+) -> list[Ended]:
+    """Everything of phase B inside one transaction; returns each call's result and key
+    status, which take effect only once the transaction committed."""
+    local = await local_effects(conn, [a for a in attempts if a.runs and a.in_postgres])
+    after_failed = await after_effects(conn, attempts)
+    writes = Writes()
+    by_attempt: dict[int, ExecutionResult] = {}
+    concluded: list[Ended] = []
+    for a in attempts:
+        res, status = a.result, a.status
+        if a.runs:
+            res, status = _conclude(a, local.get(id(a), a.effect), after_failed.get(id(a)), writes, now)
+        elif (
+            res is None
+            and a.leader is not None
+            and id(a.leader) in by_attempt
+            and not isinstance(a.plan, idem.Mismatch)
+        ):
+            res = answers.replay(a.record, a.traceparent, answers.stored_response(by_attempt[id(a.leader)]), now)
+        concluded.append((res, status))
+        if res is not None:
+            by_attempt[id(a)] = res
+            _publish(a, res, status, writes)
+    await writes.write(conn, topics, lease_s)
+    return concluded
+
+
+def _conclude(
+    a: Attempt, effect: Effect | None, after_error: str | None, writes: Writes, now: int
+) -> tuple[ExecutionResult, KeyStatus]:
+    """A call whose effect ran this round: its result, its compensation's bookkeeping, its key."""
+    ended = decision.conclude(a.job, a.traceparent, a.plan, a.original is not None, effect, now)
+    res, status = ended.result, ended.status
+    if after_error is not None:
+        res = decision.after_effect_failed(res, after_error)
+    if a.original is not None:
+        _compensation(a, a.original, decision.compensation_after(status), writes, now)
+    if a.key is not None:
+        writes.settle.append(keys.settlement(a.record.tenant_id, a.key, res, status))
+    return res, status
+
+
+def _compensation(
+    a: Attempt,
+    original: compensation.Original,
+    after: decision.Undone | decision.NotUndone | None,
+    writes: Writes,
+    now: int,
+) -> None:
+    """The earlier call a compensation undid becomes COMPENSATED; one it failed to undo is
+    marked COMPENSATION_FAILED and the compensation's request dead-lettered for an operator."""
+    if isinstance(after, decision.Undone):
+        writes.compensated.append((a.key, original.tenant_id, original.key))
+    elif isinstance(after, decision.NotUndone):
+        writes.compensation_failed.append((original.tenant_id, original.key))
+        letter = deadletters.for_request(
+            a.record,
+            codec().encode(a.record),
+            stage=STAGE,
+            taxonomy=TaxonomyClass.COMPENSATION_FAILED,
+            now_ms=now,
+            reason=f"compensation of {a.record.compensation_of} failed",
+        )
+        writes.rows.append(
+            outbox.record(
+                "deadletter",
+                letter,
+                key=a.record.call_id,
+                traceparent=a.traceparent,
+                call_id=a.record.call_id,
+                tenant_id=a.record.tenant_id,
+            )
+        )
+
+
+def _publish(a: Attempt, res: ExecutionResult, status: KeyStatus | None, writes: Writes) -> None:
+    """The call's result as an outbox row, and its audit entry when it is audited."""
+    writes.rows.append(outbox.item("results", a.record.home_partition, res))
+    if not decision.audited(a.job.contract, res, status):
+        return
+    r = a.record
+    detail = {
+        "tool": r.tool_name,
+        "version": r.tool_version,
+        "key": fingerprint(a.key) if a.key else None,
+        "taxonomy": str(res.outcome.taxonomy_class),
+        "status": status,
+        "idempotency_hit": res.idempotency_hit,
+        "approval_id": r.approval_id,
+    }
+    writes.entries.append(
+        audit.Entry(STAGE, decision.action(res, status), r.principal.user_id, r.call_id, r.tenant_id, detail)
+    )
+
+
+async def local_effects(conn: AsyncConnection[Any], local: list[Attempt]) -> dict[int, Effect]:
+    """Run the Postgres effects in the recording transaction; an approved one only while its
+    target, locked now, is still in the state the approver saw, consuming its ticket here."""
+    bound = [a for a in local if a.ticket is not None and a.ticket.state_version is not None]
+    versions = await tickets.state_now(conn, [(a.record, a.job.contract) for a in bound], for_update=True)
+    effects: dict[int, Effect] = {}
+    for a, version in zip(bound, versions, strict=True):
+        moved = clearance.stale(a.ticket, version)
+        if moved is not None:
+            effects[id(a)] = failed(moved.taxonomy, moved.code, moved.message, final=True)
+    for a in await unconsumed(conn, [a for a in local if id(a) not in effects]):
+        effects[id(a)] = consumed_elsewhere(a)
+    run = [a for a in local if id(a) not in effects]
+    effects.update(zip(map(id, run), await run_postgres_batch(conn, [a.job for a in run]), strict=True))
+    return effects
+
+
+async def after_effects(conn: AsyncConnection[Any], attempts: list[Attempt]) -> dict[int, str]:
+    """The binding's after_effect of each external effect that completed now, in the
+    transaction that records it: which failed, and why."""
+    done = [a for a in attempts if a.runs and isinstance(a.effect, Done) and "after_effect" in a.job.contract.binding]
+    errors = await run_after_effects(conn, [(a.job, a.effect.data) for a in done if isinstance(a.effect, Done)])
+    return {id(a): error for a, error in zip(done, errors, strict=True) if error is not None}
