@@ -8,12 +8,12 @@ its packet (resume.py).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from toolgate.contracts.registry import Contract
+from toolgate.contracts.templates import fill
 from toolgate.hashing import fingerprint, idempotency_key_for
 from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.topics.headers import trace_id_of
@@ -21,14 +21,10 @@ from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.runtime import target_state
 
 
-def _fill(template: str, values: dict[str, Any]) -> str:
-    return re.sub(r"\{([A-Za-z0-9_]+)\}", lambda m: str(values.get(m.group(1), m.group(0))), template)
-
-
 def consequence_of(arguments: dict[str, Any], contract: Contract) -> str:
     """The contract's plain-language consequence with this call's arguments filled in."""
     confirmation = contract.binding.get("confirmation") or {}
-    return _fill(confirmation.get("consequence") or contract.document["affordance"]["model_description"], arguments)
+    return fill(confirmation.get("consequence") or contract.document["affordance"]["model_description"], arguments)
 
 
 def confirmation_packet(

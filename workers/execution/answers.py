@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolgate.contracts.templates import fill
 from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass, Verification
 from toolgate.workers.execution.effects import Job
 from toolgate.workers.runtime.results import reject, result
@@ -27,12 +28,6 @@ def stored_response(res: ExecutionResult) -> dict[str, Any]:
     }
 
 
-def _fill(template: str, values: dict[str, Any]) -> str:
-    for name, value in values.items():
-        template = template.replace("{" + name + "}", str(value))
-    return template
-
-
 def verification_for(job: Job, data: dict[str, Any]) -> Verification:
     spec = job.contract.binding.get("verification")
     required = bool(job.contract.document["transactional"]["post_action_verification_required"])
@@ -40,7 +35,7 @@ def verification_for(job: Job, data: dict[str, Any]) -> Verification:
         return Verification(post_action_verification_required=required)
     return Verification(
         post_action_verification_required=required,
-        target_state_reference=_fill(spec["target_state_reference"], {**job.record.arguments, **data}),
+        target_state_reference=fill(spec["target_state_reference"], {**job.record.arguments, **data}),
         expected_state=spec.get("expected_state"),
         delay_seconds=int(spec.get("delay_seconds", 0)),
     )
