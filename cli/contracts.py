@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from toolgate.cli.common import console
 from toolgate.contracts.compat import Report, check, check_registry, document
 from toolgate.contracts.export import export_document
 from toolgate.contracts.registry import VERSION, ContractRefused, Registry, Resolution, admit, load_registry
@@ -25,7 +25,6 @@ contracts_app = typer.Typer(
     no_args_is_help=True,
     help="Tool contracts: list the registered versions, check version bumps, export model-facing definitions.",
 )
-console = Console()
 
 
 def _registry() -> Registry:
