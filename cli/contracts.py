@@ -62,14 +62,10 @@ def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print o
     table = Table(title="contracts")
     for column in ("tool", "version", "lifecycle", "side-effect class", "approvals"):
         table.add_column(column)
-    for row in rows:
-        color = {"deprecated": "yellow", "sunsetted": "red"}.get(row["lifecycle"], "green")
+    for c in contracts:
+        color = {"deprecated": "yellow", "sunsetted": "red"}.get(c.lifecycle, "green")
         table.add_row(
-            row["name"],
-            row["version"],
-            f"[{color}]{row['lifecycle']}[/{color}]",
-            row["side_effect_class"],
-            str(row["required_approvals"]),
+            c.name, c.version, f"[{color}]{c.lifecycle}[/{color}]", c.side_effect_class, str(c.required_approvals)
         )
     console.print(table)
 
