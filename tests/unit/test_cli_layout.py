@@ -33,3 +33,19 @@ def test_the_app_lists_every_group() -> None:
 
     groups = [g.name for g in app.registered_groups]
     assert groups == ["approvals", "approvers", "tenants", "agents", "dlq", "audit", "contracts"]
+
+
+def names_imported(path: Path) -> set[str]:
+    return {
+        alias.name
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+
+
+def test_one_place_in_ops_imports_the_reconciler() -> None:
+    """ops/reconcile.py alone imports the reconciliation worker, so a rename is one line."""
+    ops = CLI.parent / "ops"
+    importing = sorted(p.name for p in ops.glob("*.py") if "Reconciler" in names_imported(p))
+    assert importing == ["reconcile.py"]
