@@ -3,6 +3,7 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY toolgate toolgate
+COPY cli cli
 COPY contracts contracts
 COPY schemas schemas
 COPY topics topics

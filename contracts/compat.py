@@ -339,6 +339,7 @@ class _Walk:
         self.add(_pointer(path, "type"), change, direction, f"type {_show(old, 'type')} -> {_show(new, 'type')}")
 
     def bounds(self, old: Mapping[str, Any], new: Mapping[str, Any], path: str) -> None:
+        direction: Direction
         for key in (*UPPER_BOUNDS, *LOWER_BOUNDS):
             if old.get(key) == new.get(key):
                 continue
@@ -388,6 +389,7 @@ class _Walk:
         """`pattern` and `format`: only added (narrows) or removed (widens) is comparable."""
         if old.get(key) == new.get(key):
             return
+        direction: Direction
         if key not in old:
             change, direction = f"{key}_added", "narrows"
         elif key not in new:

@@ -23,16 +23,20 @@ import fastjsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from toolgate.errors import PermanentError
+from toolgate.schemas.models import TaxonomyClass
+
 VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
 MAJOR_X = re.compile(r"^(0|[1-9]\d*)\.x$")
 
 
-class ContractRefused(Exception):
+class ContractRefused(PermanentError):
     """A contract document failed admission."""
 
 
 def _schema(name: str) -> dict[str, Any]:
-    return json.loads(resources.files("toolgate.contracts").joinpath(name).read_text())
+    schema: dict[str, Any] = json.loads(resources.files("toolgate.contracts").joinpath(name).read_text())
+    return schema
 
 
 REFERENCE_SCHEMA = _schema("reference/tool-contract.schema.json")
@@ -184,8 +188,10 @@ def _where(path: Iterable[Any]) -> str:
     return "".join(f"[{p!r}]" for p in path)
 
 
-class Resolution(Exception):
+class Resolution(PermanentError):
     """A tool or version spec that does not resolve; `code` says why."""
+
+    taxonomy_class = TaxonomyClass.STRUCTURAL_VIOLATION
 
     def __init__(self, code: str, message: str, field: str) -> None:
         super().__init__(message)

@@ -51,6 +51,7 @@ from confluent_kafka.admin import (
 from toolgate.kafka_security import client_config
 from toolgate.ops.agents import list_agents, registered_tenants
 from toolgate.settings import Settings
+from toolgate.states import RegistryStatus
 from toolgate.topics.catalog import BY_LOGICAL, Topics
 
 OBSERVER_GROUP_PREFIX = "toolgate-observer-"
@@ -197,14 +198,7 @@ def _operator(topics: Topics, principal: str) -> list[AclBinding]:
 
 
 def _key(b: AclBinding) -> tuple[str, int, str, int, int, str]:
-    return (
-        b.principal,
-        int(b.restype.value),
-        b.name,
-        int(b.resource_pattern_type.value),
-        int(b.operation.value),
-        b.host,
-    )
+    return (b.principal, b.restype_int, b.name, b.resource_pattern_type_int, b.operation_int, b.host)
 
 
 def bindings(plan: AclPlan) -> list[AclBinding]:
@@ -226,18 +220,25 @@ def bindings(plan: AclPlan) -> list[AclBinding]:
 
 def format_line(b: AclBinding) -> str:
     """One binding as `ALLOW <principal> <OPERATION> <TYPE> <PATTERN> <name> from <host>`."""
+    return f"{' '.join(_words(b))} from {b.host}"
+
+
+def _words(b: AclBinding) -> tuple[str, str, str, str, str, str]:
+    """A binding's permission, principal, operation, resource type, pattern type and resource
+    name, as its enums name them (the binding holds them as enums; their `_int` twins are typed)."""
     return (
-        f"{b.permission_type.name} {b.principal} {b.operation.name} {b.restype.name} "
-        f"{b.resource_pattern_type.name} {b.name} from {b.host}"
+        AclPermissionType(b.permission_type_int).name,
+        b.principal,
+        AclOperation(b.operation_int).name,
+        ResourceType(b.restype_int).name,
+        ResourcePatternType(b.resource_pattern_type_int).name,
+        b.name,
     )
 
 
 def format_lines(acls: Iterable[AclBinding]) -> list[str]:
     """Readable lines, one per binding, in columns (for `--dry-run`)."""
-    rows = [
-        (b.permission_type.name, b.principal, b.operation.name, b.restype.name, b.resource_pattern_type.name, b.name)
-        for b in acls
-    ]
+    rows = [_words(b) for b in acls]
     if not rows:
         return []
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
@@ -293,7 +294,7 @@ def plan_from_registry(settings: Settings, approval_services: Iterable[str], ope
     is given as `Type:name` or `Type:name=tenant1,tenant2` (limited to those tenants)."""
     agents: dict[str, list[str]] = {}
     for agent in list_agents(settings):
-        if agent["status"] == "active":
+        if agent["status"] == RegistryStatus.ACTIVE:
             agents.setdefault(agent["tenant"], []).append(agent_principal(agent["agent"]))
     services = []
     for spec in approval_services:

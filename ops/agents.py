@@ -19,16 +19,18 @@ from typing import Any
 import psycopg
 
 from toolgate.agent_keys import AgentKeyring, check_name, key_id_of, read_public_key
+from toolgate.errors import PermanentError
 from toolgate.kafka_security import client_config
 from toolgate.settings import Settings
 from toolgate.signing import new_key, public_bytes
+from toolgate.states import RegistryStatus
 from toolgate.topics.catalog import provision
 from toolgate.workers.runtime import audit
 
 STAGE = "registry"
 
 
-class RegistryError(Exception):
+class RegistryError(PermanentError):
     """An operator's request the registry refuses (said plainly, not a stack trace)."""
 
 
@@ -142,7 +144,7 @@ def rotate(
 ) -> tuple[str, Path | None]:
     """Add a key to an active agent; its other keys stay active until revoked."""
     agent = _agent(settings.database_url, agent_id)
-    if agent is None or agent[1] != "active":
+    if agent is None or agent[1] != RegistryStatus.ACTIVE:
         raise RegistryError(f"no active agent {agent_id}")
     with psycopg.connect(settings.database_url) as conn:
         [(scopes,)] = conn.execute("SELECT scopes FROM toolgate.agents WHERE agent_id = %s", (agent_id,)).fetchall()

@@ -22,6 +22,7 @@ from toolgate.agent_keys import check_name, key_id_of
 from toolgate.ops.agents import RegistryError
 from toolgate.settings import Settings
 from toolgate.signing import Keyring, new_key, public_bytes
+from toolgate.states import RegistryStatus
 from toolgate.workers.runtime import audit
 
 STAGE = "registry"
@@ -67,7 +68,8 @@ def register_approver(
             cur = await conn.execute("SELECT status FROM toolgate.approvers WHERE approver_id = %s", (approver,))
             row = await cur.fetchone()
             status = row[0] if row else "registered"
-            hint = "`toolgate approvers rotate` replaces its key" if status == "active" else "register a new id"
+            active = status == RegistryStatus.ACTIVE
+            hint = "`toolgate approvers rotate` replaces its key" if active else "register a new id"
             raise RegistryError(f"approver {approver} is already registered ({status}); {hint}")
         detail = {"key_id": key_id, "risk_classes": sorted(risk_classes), "groups": sorted(groups)}
         await audit.append(conn, [_entry("approver_registered", actor, approver, **detail)])
@@ -98,7 +100,7 @@ def rotate_approver(settings: Settings, approver: str, actor: str = "operator") 
     async def work(conn: psycopg.AsyncConnection[Any]) -> None:
         cur = await conn.execute(CURRENT, (approver,))
         row = await cur.fetchone()
-        if row is None or row[0] != "active":
+        if row is None or row[0] != RegistryStatus.ACTIVE:
             raise RegistryError(f"no active approver {approver}")
         await conn.execute(ROTATE, (public_key, approver))
         detail = {"key_id": key_id_of(public_key), "previous_key_id": key_id_of(bytes(row[1]))}
@@ -115,7 +117,7 @@ def revoke_approver(settings: Settings, approver: str, actor: str = "operator") 
     async def work(conn: psycopg.AsyncConnection[Any]) -> bool:
         cur = await conn.execute(CURRENT, (approver,))
         row = await cur.fetchone()
-        if row is None or row[0] != "active":
+        if row is None or row[0] != RegistryStatus.ACTIVE:
             return False
         await conn.execute(REVOKE, (approver,))
         detail = {"key_id": key_id_of(bytes(row[1]))}

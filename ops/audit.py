@@ -9,6 +9,9 @@ file of `toolgate up`, or else the key derived from the deployment secret.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from typing import Any
+
 import psycopg
 
 from toolgate.ed25519 import PublicKey
@@ -63,3 +66,8 @@ def describe(report: Report) -> list[str]:
     if report.unsigned:
         out.append(f"{report.unsigned} checkpoint(s) not signed by this deployment, ignored")
     return out
+
+
+def checkpoint_json(checkpoint: Checkpoint | None) -> dict[str, Any] | None:
+    """A signed checkpoint as JSON, its signature in hex."""
+    return {**asdict(checkpoint), "signature": checkpoint.signature.hex()} if checkpoint else None

@@ -15,12 +15,14 @@ import os
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from toolgate.agent_keys import AgentSigner
 from toolgate.contracts.registry import load_registry
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
@@ -122,6 +124,20 @@ class _Collector(threading.Thread):
             self.done.set()
 
 
+@dataclass(frozen=True)
+class _Workload:
+    """What every call of a run sends: one tool, its first example, as one agent."""
+
+    client: ToolgateClient
+    signer: AgentSigner
+    tool: str
+    example: str
+    scopes: list[str]
+    # A run's write budget (contracts/policy.json) is a few thousand calls; the benchmark
+    # measures throughput, not the budget gate, so it spreads its calls over many runs.
+    run_prefix: str
+
+
 def run_bench(
     settings: Settings,
     *,
@@ -137,64 +153,97 @@ def run_bench(
     example = json.dumps(contract.document["affordance"]["examples"][0]["arguments"])
     scopes = list(contract.required_scopes)
     client = ToolgateClient.from_settings(settings, client_id="toolgate-bench")
-    signer = client.signer(agent)
-    tenant = signer.tenant_id
-    # A run's write budget (contracts/policy.json) is a few thousand calls; the benchmark
-    # measures throughput, not the budget gate, so it spreads its calls over many runs.
-    run_prefix = f"bench_{uuid.uuid4().hex[:10]}_"
-    collector = _Collector(client, tenant, run_prefix, calls)
+    work = _Workload(client, client.signer(agent), tool, example, scopes, f"bench_{uuid.uuid4().hex[:10]}_")
+    collector = _Collector(client, work.signer.tenant_id, work.run_prefix, calls)
     collector.start()
-    sent: dict[str, float] = {}
     meter = None
     if cpu and settings.runtime_file.exists():
         meter = CpuMeter(json.loads(settings.runtime_file.read_text()))
     client_cpu = time.process_time()
     started = time.perf_counter()
-    bar = Progress(
+    with _progress_bar(progress) as bar:
+        published = bar.add_task("published", total=calls)
+        observed = bar.add_task("observed ", total=calls)
+        sent = _publish(work, calls, rate, started, collector, bar, (published, observed))
+        publish_done = time.perf_counter()
+        bar.update(published, completed=calls)
+        _await_observations(collector, timeout, bar, observed)
+    report = _report(tool, calls, rate, sent, collector, started, publish_done)
+    if meter is not None:
+        report["cpu_us_per_call"] = {
+            **meter.per_call_us(calls),
+            "bench client": round(1e6 * (time.process_time() - client_cpu) / calls),
+        }
+        report["cpu_us_per_call_total"] = sum(report["cpu_us_per_call"].values())
+    return report
+
+
+def _progress_bar(enabled: bool) -> Progress:
+    return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
-        disable=not progress,
+        disable=not enabled,
     )
-    with bar:
-        published = bar.add_task("published", total=calls)
-        observed = bar.add_task("observed ", total=calls)
-        for i in range(calls):
-            if rate > 0:
-                due = started + i / rate
-                while (lag := due - time.perf_counter()) > 0:
-                    time.sleep(min(lag, 0.01))
-            call_id = f"bench_{uuid.uuid4().hex}"
-            sent[call_id] = time.perf_counter()
-            client.propose(
-                tool,
-                example,
-                signer=signer,
-                user_id="bench",
-                scopes=scopes,
-                run_id=f"{run_prefix}{i // CALLS_PER_RUN}",
-                call_id=call_id,
-                flush=False,
-            )
-            if i % 200 == 0:
-                bar.update(published, completed=i)
-                bar.update(observed, completed=len(collector.received))
-        client.flush()
-        publish_done = time.perf_counter()
-        bar.update(published, completed=calls)
-        deadline = time.monotonic() + timeout
-        while not collector.done.is_set() and time.monotonic() < deadline:
+
+
+def _publish(
+    work: _Workload,
+    calls: int,
+    rate: float,
+    started: float,
+    collector: _Collector,
+    bar: Progress,
+    tasks: tuple[TaskID, TaskID],
+) -> dict[str, float]:
+    """Publish every call (at the offered rate, if any) and flush; when each was sent."""
+    published, observed = tasks
+    sent: dict[str, float] = {}
+    for i in range(calls):
+        if rate > 0:
+            due = started + i / rate
+            while (lag := due - time.perf_counter()) > 0:
+                time.sleep(min(lag, 0.01))
+        call_id = f"bench_{uuid.uuid4().hex}"
+        sent[call_id] = time.perf_counter()
+        work.client.propose(
+            work.tool,
+            work.example,
+            signer=work.signer,
+            user_id="bench",
+            scopes=work.scopes,
+            run_id=f"{work.run_prefix}{i // CALLS_PER_RUN}",
+            call_id=call_id,
+            flush=False,
+        )
+        if i % 200 == 0:
+            bar.update(published, completed=i)
             bar.update(observed, completed=len(collector.received))
-            time.sleep(0.1)
-        collector.stop.set()
-        collector.join(5)
+    work.client.flush()
+    return sent
+
+
+def _await_observations(collector: _Collector, timeout: float, bar: Progress, observed: TaskID) -> None:
+    """Wait for the collector to see every final observation, or for the timeout."""
+    deadline = time.monotonic() + timeout
+    while not collector.done.is_set() and time.monotonic() < deadline:
         bar.update(observed, completed=len(collector.received))
+        time.sleep(0.1)
+    collector.stop.set()
+    collector.join(5)
+    bar.update(observed, completed=len(collector.received))
+
+
+def _report(
+    tool: str, calls: int, rate: float, sent: dict[str, float], collector: _Collector, started: float, published: float
+) -> dict[str, Any]:
+    """Throughput and publish-to-final-observation latency percentiles of a run."""
     received = dict(collector.received)
     latencies = sorted((received[c][0] - t) * 1000 for c, t in sent.items() if c in received)
-    last = max((v[0] for v in received.values()), default=publish_done)
+    last = max((v[0] for v in received.values()), default=published)
     elapsed = max(1e-9, last - started)
-    report: dict[str, Any] = {
+    return {
         "tool": tool,
         "calls": calls,
         "offered_rate": rate or None,
@@ -203,17 +252,10 @@ def run_bench(
         "errors": sum(1 for _, is_error in received.values() if is_error) + (calls - len(received)),
         "unsigned_observations": collector.forged,
         "calls_per_second": round(len(received) / elapsed, 1),
-        "publish_seconds": round(publish_done - started, 2),
+        "publish_seconds": round(published - started, 2),
         "elapsed_seconds": round(elapsed, 2),
         "p50_ms": round(percentile(latencies, 50), 1),
         "p95_ms": round(percentile(latencies, 95), 1),
         "p99_ms": round(percentile(latencies, 99), 1),
         "max_ms": round(latencies[-1], 1) if latencies else 0.0,
     }
-    if meter is not None:
-        report["cpu_us_per_call"] = {
-            **meter.per_call_us(calls),
-            "bench client": round(1e6 * (time.process_time() - client_cpu) / calls),
-        }
-        report["cpu_us_per_call_total"] = sum(report["cpu_us_per_call"].values())
-    return report

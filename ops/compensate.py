@@ -18,6 +18,7 @@ from toolgate.contracts.registry import load_registry
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import StageRecord
 from toolgate.settings import Settings
+from toolgate.states import KeyStatus
 from toolgate.topics.client import Proposed, ToolgateClient
 from toolgate.workers.execution.compensation import arguments_for
 
@@ -35,7 +36,7 @@ def compensate(settings: Settings, call_id: str, tenant: str | None = None, agen
     if len(rows) > 1:
         raise SystemExit(f"call {call_id} exists in several tenants; name one with --tenant")
     tenant_id, status, tool_name, tool_version, request, response = rows[0]
-    if status not in ("COMPLETED", "COMPENSATED"):  # COMPENSATED: the same compensation again replays
+    if status not in (KeyStatus.COMPLETED, KeyStatus.COMPENSATED):  # COMPENSATED: the same compensation again replays
         raise SystemExit(f"call {call_id} is {status}: there is no committed effect to compensate")
     registry = load_registry(settings.contracts_dir)
     contract = registry.get(tool_name, tool_version)

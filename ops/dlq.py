@@ -29,7 +29,7 @@ from toolgate.schemas.models import DeadLetter, PayloadKind, StageBatch
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
 from toolgate.topics.client import ToolgateClient
-from toolgate.topics.headers import REPLAY_OF, SCHEMA
+from toolgate.topics.headers import REPLAY_OF, SCHEMA, pairs
 from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.intake import ATTEMPTS_HEADER
 
@@ -72,7 +72,7 @@ def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[Letter]:
                 letter = codec().decode(value, DeadLetter)
             except DecodeError:
                 continue
-            letters.append(Letter(letter, sealer.mac_ok(topic, value, msg.headers())))
+            letters.append(Letter(letter, sealer.mac_ok(topic, value, pairs(msg.headers()))))
     finally:
         consumer.close()
     return letters

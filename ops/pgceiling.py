@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 
 from toolgate.contracts.registry import load_registry
 from toolgate.ops.migrate import migrate, seed_demo
+from toolgate.states import KeyStatus
 from toolgate.workers.execution.keys import LOCK, RESERVE, SETTLE
 from toolgate.workers.runtime.outbox import INSERT as OUTBOX_INSERT
 
@@ -59,14 +60,14 @@ def _round(conn: psycopg.Connection[Any], statement: str, arguments: dict[str, A
             {
                 "tenant_id": TENANT,
                 "idempotency_key": k,
-                "status": "COMPLETED",
+                "status": KeyStatus.COMPLETED,
                 "response": {"data": {"ok": 1}},
                 "error_code": None,
             }
             for k in keys
         ]
         conn.execute(SETTLE, {"rows": json.dumps(settle), "lease": 30})
-        outbox = [
+        outbox: list[dict[str, Any]] = [
             {"topic": "tool.results", "partition": 0, "kind": "item", "key": None, "payload": PAYLOAD, "headers": []}
             for _ in keys
         ]

@@ -25,9 +25,10 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
@@ -57,7 +58,11 @@ from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
 from toolgate.workers.stages import STAGES
 
+T = TypeVar("T")
 KAFKA_TIMEOUT_S = 10.0
+# confluent-kafka leaves these two class methods unannotated; they return the specs below.
+EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 LAG_READ_S = 5.0  # reading partitions to their ends stops here; a longer count is a lower bound
 
 KEYS = """
@@ -135,7 +140,8 @@ def processes(settings: Settings, runtime: dict[str, Any]) -> tuple[Process, tup
 
 def lags(settings: Settings) -> tuple[Lag, ...]:
     """Every stage's consumer lag (None for the stages that read Postgres)."""
-    config = {**client_config(settings), "bootstrap.servers": settings.kafka_bootstrap}
+    config: dict[str, str | int | float | bool] = {**client_config(settings)}
+    config["bootstrap.servers"] = settings.kafka_bootstrap
     admin = AdminClient(config)
     metadata = admin.list_topics(timeout=KAFKA_TIMEOUT_S).topics
     topics = Topics(settings.topic_prefix)
@@ -150,7 +156,7 @@ def lags(settings: Settings) -> tuple[Lag, ...]:
             partitions = [TopicPartition(n, p) for n in names for p in sorted(metadata[n].partitions)]
             plans[stage] = (stage_group(settings.topic_prefix, stage), partitions)
     every = [tp for _, tps in plans.values() for tp in tps]
-    low, high = _offsets(admin, every, OffsetSpec.earliest()), _offsets(admin, every, OffsetSpec.latest())
+    low, high = _offsets(admin, every, EARLIEST), _offsets(admin, every, LATEST)
     committed: dict[tuple[str, int], int] = {}
     for group, tps in plans.values():
         request = [ConsumerGroupTopicPartitions(group, tps)]
@@ -203,7 +209,7 @@ def _read_ends(
             "enable.partition.eof": True,
         }
     )
-    reached, ends = dict(starts), {}
+    reached, ends = dict(starts), dict[tuple[str, int], int]()
     try:
         consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in starts.items()])
         deadline = time.monotonic() + LAG_READ_S
@@ -211,11 +217,14 @@ def _read_ends(
             msg = consumer.poll(0.1)
             if msg is None:
                 continue
-            key, error = (msg.topic(), msg.partition()), msg.error()
+            topic, partition, offset, error = msg.topic(), msg.partition(), msg.offset(), msg.error()
+            if topic is None or partition is None or offset is None:
+                continue  # an error of the client's own, not of a partition
+            key = (topic, partition)
             if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                ends.setdefault(key, msg.offset())
+                ends.setdefault(key, offset)
             elif error is None:
-                reached[key] = max(reached[key], msg.offset() + 1)
+                reached[key] = max(reached[key], offset + 1)
     finally:
         consumer.close()
     return {k: ends.get(k, reached[k]) for k in starts}, {k: k in ends for k in starts}
@@ -280,7 +289,7 @@ def gather(settings: Settings) -> Snapshot:
     """Everything status shows; a part that cannot be read is None, with the reason in errors."""
     errors: dict[str, str] = {}
 
-    def attempt(what: str, read: Any) -> Any:
+    def attempt(what: str, read: Callable[[], T]) -> T | None:
         try:
             return read()
         except Exception as exc:  # whatever the source raised, the report says it and goes on
@@ -290,14 +299,16 @@ def gather(settings: Settings) -> Snapshot:
     runtime: dict[str, Any] | None = None
     if settings.runtime_file.exists():
         runtime = attempt("runtime file", lambda: json.loads(settings.runtime_file.read_text()))
-    if runtime is None:
-        supervisor, procs, infra = None, (), ()
-    else:
+    supervisor: Process | None = None
+    procs: tuple[Process, ...] = ()
+    infra: tuple[Process, ...] = ()
+    if runtime is not None:
         supervisor, procs, infra = processes(settings, runtime)
     found_lags = attempt("consumer lag", lambda: lags(settings)) or ()
-    pg = attempt("postgres", lambda: backlogs(settings)) or (None, None, None)
+    pg = attempt("postgres", lambda: backlogs(settings))
+    keys, approvals, outbox = pg if pg is not None else (None, None, None)
     letters = attempt("dead letters", lambda: dead_letters(settings))
-    return Snapshot(str(settings.home), supervisor, procs, infra, found_lags, *pg, letters, errors)
+    return Snapshot(str(settings.home), supervisor, procs, infra, found_lags, keys, approvals, outbox, letters, errors)
 
 
 def limits_for(settings: Settings, **overrides: Any) -> Limits:

@@ -127,38 +127,16 @@ class Supervisor:
     # --- start -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
-        self._lock = open(self.home / "up.lock", "w")  # noqa: SIM115 - held for our lifetime
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SystemExit(f"toolgate up is already running for {self.home}") from None
-        if self.fresh:
-            for name in ("pgdata", "provider", "ready", "faust", "telemetry", "logs"):
-                shutil.rmtree(self.home / name, ignore_errors=True)
-        for stale in (self.home / "ready").glob("*"):
-            stale.unlink()
-        bootstrap = self.settings.kafka_bootstrap
+        self._claim_home()
         ports = Ports(self.home / "ports.json", self.say)
-        if not bootstrap:
-            self.broker = start_broker(self.home / "logs" / "broker.log", ports.claim("broker"))
-            bootstrap = self.broker.bootstrap
-            self.say(f"broker     {bootstrap}  (embedded Tansu, in memory)")
-        else:
-            self.say(f"broker     {bootstrap}")
+        bootstrap = self._start_broker(ports)
         # Operators' commands and migrations run as the tables' owner, workers as a role that may
         # only append to the audit log (ops/roles.py).
-        admin_url, worker_url = self.settings.admin_url, self.settings.database_url
-        if not admin_url:
-            self.postgres = start_postgres(
-                self.home / "pgdata", self.home / "logs" / "postgres.log", ports.claim("postgres")
-            )
-            admin_url = self.postgres.url
-            self.say(f"postgres   {admin_url}  (embedded, data in {self.home / 'pgdata'})")
-        else:
-            self.say(f"postgres   {_mask(admin_url)}")
+        admin_url = self._start_postgres(ports)
         prepare(self.settings, bootstrap, admin_url, self.demo, self.say)
-        worker_url = embedded_worker_url(admin_url) if self.postgres is not None else worker_url or admin_url
+        worker_url = (
+            embedded_worker_url(admin_url) if self.postgres is not None else self.settings.database_url or admin_url
+        )
         self.say(f"workers    connect as {_mask(worker_url)}")
         endpoints = dict(self.settings.endpoints)
         if self.demo:
@@ -176,7 +154,53 @@ class Supervisor:
             "started_at": time.time(),
         }
         self._write_runtime(runtime)
-        env = {
+        self._admin_url = admin_url
+        self._start_workers(self._worker_env(bootstrap, worker_url, endpoints))
+        self._runtime = runtime
+        self._record_pids()
+        self._wait_ready()
+
+    def _claim_home(self) -> None:
+        """Hold the home's lock for this process's lifetime; with --fresh, empty it first."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.home / "up.lock", "w")  # noqa: SIM115 - held for our lifetime
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SystemExit(f"toolgate up is already running for {self.home}") from None
+        if self.fresh:
+            for name in ("pgdata", "provider", "ready", "faust", "telemetry", "logs"):
+                shutil.rmtree(self.home / name, ignore_errors=True)
+        for stale in (self.home / "ready").glob("*"):
+            stale.unlink()
+
+    def _start_broker(self, ports: Ports) -> str:
+        """The embedded broker, unless one is configured; its bootstrap address."""
+        bootstrap = self.settings.kafka_bootstrap
+        if not bootstrap:
+            self.broker = start_broker(self.home / "logs" / "broker.log", ports.claim("broker"))
+            bootstrap = self.broker.bootstrap
+            self.say(f"broker     {bootstrap}  (embedded Tansu, in memory)")
+        else:
+            self.say(f"broker     {bootstrap}")
+        return bootstrap
+
+    def _start_postgres(self, ports: Ports) -> str:
+        """The embedded Postgres, unless one is configured; the tables' owner's URL."""
+        admin_url = self.settings.admin_url
+        if not admin_url:
+            self.postgres = start_postgres(
+                self.home / "pgdata", self.home / "logs" / "postgres.log", ports.claim("postgres")
+            )
+            admin_url = self.postgres.url
+            self.say(f"postgres   {admin_url}  (embedded, data in {self.home / 'pgdata'})")
+        else:
+            self.say(f"postgres   {_mask(admin_url)}")
+        return admin_url
+
+    def _worker_env(self, bootstrap: str, worker_url: str, endpoints: dict[str, str]) -> dict[str, str]:
+        """A stage process's environment: where everything is, and never the owner's URL."""
+        return {
             **{k: v for k, v in os.environ.items() if k != "TOOLGATE_ADMIN_DATABASE_URL"},
             "TOOLGATE_HOME": str(self.home),
             "TOOLGATE_KAFKA_BOOTSTRAP": bootstrap,
@@ -185,26 +209,14 @@ class Supervisor:
             "TOOLGATE_PARTITIONS": str(self.settings.partitions),
             "TOOLGATE_TOPIC_PREFIX": self.settings.topic_prefix,
         }
-        self._admin_url = admin_url
+
+    def _start_workers(self, env: dict[str, str]) -> None:
         for stage in STAGES:
             child = Child(
                 stage, [sys.executable, "-m", "toolgate.cli", "worker", stage], env, self.home / "logs" / f"{stage}.log"
             )
             child.start()
             self.children.append(child)
-        runtime["workers"] = {c.name: c.pid for c in self.children}
-        runtime["restarts"] = self._restarts
-        runtime["infrastructure"] = {
-            name: proc.pid
-            for name, proc in (
-                ("broker", self.broker and self.broker.process),
-                ("postgres", self.postgres and self.postgres.process),
-            )
-            if proc
-        }
-        self._runtime = runtime
-        self._write_runtime(runtime)
-        self._wait_ready()
 
     def _write_runtime(self, runtime: dict[str, Any]) -> None:
         path = self.settings.runtime_file

@@ -19,6 +19,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 from fastavro.types import Schema
 
+from toolgate.errors import PermanentError
 from toolgate.schemas import models
 from toolgate.schemas.codegen import all_named_types
 from toolgate.schemas.wire import WireModel, compact_json
@@ -30,7 +31,7 @@ AVRO_DIR = Path(__file__).parent / "avro"
 M = TypeVar("M", bound=WireModel)
 
 
-class DecodeError(ValueError):
+class DecodeError(PermanentError, ValueError):
     """Bytes that are not a single-object-encoded toolgate record this codec can read."""
 
 
@@ -172,6 +173,8 @@ class Codec:
         buf.seek(HEADER_LEN)
         try:
             record = schemaless_reader(buf, raw, raw)
+            if not isinstance(record, dict) or not isinstance(writer, dict):
+                raise ValueError("not a record")
             texts = {
                 f["name"]: _texts(
                     f["type"], record[f["name"]], {}, "surrogateescape" if f["name"] in fields else "strict"
@@ -183,7 +186,7 @@ class Codec:
             raise DecodeError(f"corrupt {cls.avro_name} body: {exc}") from exc
         if buf.tell() != len(data):
             raise DecodeError(f"{len(data) - buf.tell()} trailing bytes after {cls.avro_name}")
-        return model  # type: ignore[return-value]
+        return model
 
 
 def _strings_as_bytes(schema: Any) -> Any:

@@ -9,7 +9,7 @@ RFC 8785 form.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import rfc8785
 from pydantic import BaseModel, BeforeValidator, ConfigDict
@@ -63,3 +63,4 @@ class WireModel(BaseModel):
     """A toolgate message: frozen, closed, and mapped one-to-one onto an Avro record."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    avro_name: ClassVar[str]  # the Avro record's full name; every generated model sets it

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from toolgate.schemas.models import TaxonomyClass as Taxonomy
+from toolgate.schemas.models import TaxonomyClass
 
 
 class ResponseVector(NamedTuple):
@@ -22,8 +22,8 @@ class ResponseVector(NamedTuple):
     next_action: str
 
 
-T = Taxonomy
-VECTORS: dict[Taxonomy, ResponseVector] = {
+T = TaxonomyClass
+VECTORS: dict[TaxonomyClass, ResponseVector] = {
     T.SUCCESS: ResponseVector(200, False, False, False, False, "continue"),
     T.PARTIAL_SUCCESS: ResponseVector(207, False, False, False, False, "verify_partial_effects"),
     T.SYNTACTIC_PARSE_FAIL: ResponseVector(400, True, False, False, False, "repair_arguments"),
@@ -49,7 +49,7 @@ VECTORS: dict[Taxonomy, ResponseVector] = {
 
 # The validation gates in the seeds' pipeline order: when one proposal fails several
 # gates, the observation names the earliest.
-GATE_ORDER: tuple[Taxonomy, ...] = (
+GATE_ORDER: tuple[TaxonomyClass, ...] = (
     T.SYNTACTIC_PARSE_FAIL,
     T.STRUCTURAL_VIOLATION,
     T.TYPE_MISMATCH,
@@ -64,5 +64,5 @@ GATE_ORDER: tuple[Taxonomy, ...] = (
 )
 
 
-def vector(taxonomy: Taxonomy) -> ResponseVector:
+def vector(taxonomy: TaxonomyClass) -> ResponseVector:
     return VECTORS[taxonomy]

@@ -190,7 +190,8 @@ def _metric_exporter(settings: Settings, service: str) -> MetricExporter | None:
     if settings.telemetry_exporter == "otlp":
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-        return OTLPMetricExporter()
+        otlp_metrics: MetricExporter = OTLPMetricExporter()  # an optional extra: untyped when absent
+        return otlp_metrics
     return None
 
 
@@ -200,7 +201,8 @@ def _span_exporter(settings: Settings, service: str) -> SpanExporter | None:
     if settings.telemetry_exporter == "otlp":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        return OTLPSpanExporter()
+        otlp_spans: SpanExporter = OTLPSpanExporter()
+        return otlp_spans
     return None
 
 

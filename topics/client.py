@@ -47,7 +47,15 @@ from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings, load_settings
 from toolgate.signing import sign
 from toolgate.topics.catalog import Topics
-from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, TRACEPARENT, edge_headers, header, new_traceparent
+from toolgate.topics.headers import (
+    CALL_ID,
+    PROPOSAL_DIGEST,
+    TRACEPARENT,
+    edge_headers,
+    header,
+    new_traceparent,
+    pairs,
+)
 
 INTERIM_CODE = 202
 # Re-publishing a call that has no final answer yet: first after RESEND_FIRST_S, then twice as
@@ -219,9 +227,7 @@ class ToolgateClient:
         where the tenant's observation topic ends now, so `wait` cannot miss the answer however
         fast it comes."""
         if signer is None:
-            if agent_id is None:
-                raise ValueError("propose needs agent_id (a key in the keyring) or signer")
-            signer = self.signer(agent_id)
+            signer = self._keyring_signer(agent_id)
         # Answers come back on the agent's own tenant's topic, whatever tenant the call claims.
         start = self._end_offsets(signer.tenant_id) if watch else ()
         now = int(time.time() * 1000)
@@ -245,27 +251,36 @@ class ToolgateClient:
             created_at_ms=now,
             compensation_of=compensation_of,
         )
-        proposal = signer.sign(proposal)
+        return self._send(signer.sign(proposal), signer.tenant_id, start, flush)
+
+    def _keyring_signer(self, agent_id: str | None) -> AgentSigner:
+        if agent_id is None:
+            raise ValueError("propose needs agent_id (a key in the keyring) or signer")
+        return self.signer(agent_id)
+
+    def _send(
+        self, proposal: ToolProposal, answer_tenant: str, start: tuple[tuple[int, int], ...], flush: bool
+    ) -> Proposed:
+        """Publish a signed proposal with its edge headers; remember it until it is answered."""
         traceparent = _current_traceparent(self.trace_sample_ratio)
+        fingerprint = codec().fingerprint_of(ToolProposal)
         record = Record(
             self.topics.proposals,
-            run_id.encode(),
+            proposal.run_id.encode(),
             codec().encode(proposal),
-            tuple(
-                edge_headers(traceparent, proposal.call_id, proposal.tenant_id, codec().fingerprint_of(ToolProposal))
-            ),
+            tuple(edge_headers(traceparent, proposal.call_id, proposal.tenant_id, fingerprint)),
         )
         self.publish_raw(record.topic, record.key, record.value, list(record.headers))
         proposed = Proposed(
             proposal.call_id,
-            run_id,
+            proposal.run_id,
             traceparent,
-            now,
+            proposal.created_at_ms,
             start,
-            signer.tenant_id,
+            answer_tenant,
             digest(proposal),
             record,
-            deadline_ms,
+            proposal.deadline_ms,
         )
         self._unanswered.add(proposed, time.monotonic())
         if flush:
@@ -355,7 +370,7 @@ class ToolgateClient:
                 "cannot verify toolgate's records: no deployment public key "
                 "(set TOOLGATE_DEPLOYMENT_PUBLIC_KEY, or pass verify=False to read them unchecked)"
             )
-        return self.verifier.ok(msg.topic() or "", msg.key(), msg.headers() or [], msg.value() or b"")
+        return self.verifier.ok(msg.topic() or "", msg.key(), pairs(msg.headers()), msg.value() or b"")
 
     def observations(
         self,
@@ -409,7 +424,7 @@ class ToolgateClient:
         except DecodeError:
             return None
         proposal_digest = header(msg.headers(), PROPOSAL_DIGEST) or ""
-        return Observed(key, cid, observation, msg.partition(), msg.offset(), time.time(), proposal_digest)
+        return Observed(key, cid, observation, msg.partition() or 0, msg.offset() or 0, time.time(), proposal_digest)
 
     def wait(self, proposed: Proposed, timeout: float = 60.0, final: bool = True, resend: bool = True) -> Observed:
         """The observation of one proposed call (its final one unless `final` is False): signed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 TRACEPARENT = "traceparent"
 CALL_ID = "call_id"
@@ -15,6 +15,9 @@ REPLAY_OF = "toolgate-replay-of"
 PROPOSAL_DIGEST = "toolgate-proposal"  # the digest of the signed proposal an observation answers
 
 Headers = list[tuple[str, bytes]]
+# A record's headers as confluent-kafka types them: what a consumer hands back is always a list
+# of (key, bytes) pairs; the type also allows what a producer may be given (a dict, text values).
+RawHeaders = Mapping[str, str | bytes | None] | Iterable[tuple[str, str | bytes | None]] | None
 
 
 def edge_headers(
@@ -31,9 +34,11 @@ def edge_headers(
     return headers
 
 
-def header(headers: Iterable[tuple[str, bytes | None]] | None, name: str) -> str | None:
-    for key, value in headers or ():
+def header(headers: RawHeaders, name: str) -> str | None:
+    for key, value in headers.items() if isinstance(headers, Mapping) else headers or ():
         if key == name and value is not None:
+            if isinstance(value, str):
+                return value
             try:
                 return value.decode()
             except UnicodeDecodeError:
@@ -41,12 +46,16 @@ def header(headers: Iterable[tuple[str, bytes | None]] | None, name: str) -> str
     return None
 
 
+def pairs(headers: RawHeaders) -> list[tuple[str, bytes | None]]:
+    """A record's headers as (key, bytes) pairs, as a consumed record's already are."""
+    items = headers.items() if isinstance(headers, Mapping) else headers or ()
+    return [(key, value.encode() if isinstance(value, str) else value) for key, value in items]
+
+
 _DECIMAL = re.compile(r"[0-9]{1,20}")
 
 
-def header_int(
-    headers: Iterable[tuple[str, bytes | None]] | None, name: str, *, default: int, low: int, high: int
-) -> int:
+def header_int(headers: RawHeaders, name: str, *, default: int, low: int, high: int) -> int:
     """An integer header, or `default` when it is missing, not a decimal integer or out of range:
     a header is whatever its producer wrote. Only ASCII digits count: `str.strip` and `int` each
     have their own (different) idea of Unicode whitespace."""

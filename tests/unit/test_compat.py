@@ -1,5 +1,5 @@
 """Contract version compatibility (contracts/compat.py), the model-facing export (contracts/export.py)
-and `toolgate contracts` (toolgate/cli_contracts.py), over the shipped contracts."""
+and `toolgate contracts` (cli/contracts.py), over the shipped contracts."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from toolgate.cli_contracts import contracts_app
+from toolgate.cli.contracts import contracts_app
 from toolgate.contracts.compat import Report, check, check_registry, document
 from toolgate.contracts.export import MODEL_NAME, NOTE, export, export_document, model_name
 from toolgate.contracts.registry import Registry, admit, load_registry

@@ -17,7 +17,7 @@ import pytest
 import typer.main
 import yaml
 
-from toolgate.cli import app
+from toolgate.cli.main import app
 from toolgate.contracts.registry import load_registry
 from toolgate.settings import ENV_VARS
 from toolgate.workers.stages import STAGES

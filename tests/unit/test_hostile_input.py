@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, proposal, registry, stage_record
 from toolgate.schemas.codec import MARKER, DecodeError, codec
-from toolgate.schemas.models import FieldError, Principal, ToolProposal
-from toolgate.taxonomy import Taxonomy
+from toolgate.schemas.models import FieldError, Principal, TaxonomyClass, ToolProposal
 from toolgate.telemetry import parse_traceparent
 from toolgate.topics.headers import header_int
 from toolgate.workers.runtime import results
@@ -133,7 +132,7 @@ def test_lenient_decoding_raises_only_decode_errors(body: bytes) -> None:
 CHARGE = registry().get("payment.charge_card", "1.0.0")
 
 
-def _result(data: dict[str, object], taxonomy: Taxonomy = Taxonomy.SUCCESS, errors: int = 0) -> object:
+def _result(data: dict[str, object], taxonomy: TaxonomyClass = TaxonomyClass.SUCCESS, errors: int = 0) -> object:
     return results.result(
         stage_record(CHARGE),
         stage="execution",
@@ -154,16 +153,16 @@ def test_a_result_within_bounds_is_encoded_as_it_is() -> None:
 def test_an_effect_whose_result_is_too_large_is_partial_success_with_the_data_withheld() -> None:
     res = _result({"blob": "x" * (results.MAX_RESULT_BYTES + 10)})
     out = codec().decode(results.encoded(res), type(res))  # type: ignore[arg-type]
-    assert out.outcome.taxonomy_class is Taxonomy.PARTIAL_SUCCESS
+    assert out.outcome.taxonomy_class is TaxonomyClass.PARTIAL_SUCCESS
     assert out.data["withheld"]["reason"] == "result_too_large"
     assert len(results.encoded(res)) < results.MAX_RESULT_BYTES  # type: ignore[arg-type]
     assert out.call_id == res.call_id  # type: ignore[attr-defined]
 
 
 def test_a_refusal_with_thousands_of_errors_keeps_its_class_and_the_first_errors() -> None:
-    res = _result({}, Taxonomy.TYPE_MISMATCH, errors=8000)
+    res = _result({}, TaxonomyClass.TYPE_MISMATCH, errors=8000)
     out = codec().decode(results.encoded(res), type(res))  # type: ignore[arg-type]
-    assert out.outcome.taxonomy_class is Taxonomy.TYPE_MISMATCH
+    assert out.outcome.taxonomy_class is TaxonomyClass.TYPE_MISMATCH
     assert len(out.errors) == results.MAX_ERRORS + 1 and out.errors[-1].code == "more_errors"
     assert json.dumps(out.data)  # still a JSON object
 

@@ -13,6 +13,7 @@ SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
 PACKAGE_DIR: dict[str, str] = SETUPTOOLS["package-dir"]
 TOP = {
     "toolgate": "toolgate",
+    "cli": "toolgate.cli",
     "contracts": "toolgate.contracts",
     "schemas": "toolgate.schemas",
     "topics": "toolgate.topics",

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from toolgate.cli.common import console
 from toolgate.contracts.compat import Report, check, check_registry, document
 from toolgate.contracts.export import export_document
 from toolgate.contracts.registry import VERSION, ContractRefused, Registry, Resolution, admit, load_registry
@@ -25,7 +25,6 @@ contracts_app = typer.Typer(
     no_args_is_help=True,
     help="Tool contracts: list the registered versions, check version bumps, export model-facing definitions.",
 )
-console = Console()
 
 
 def _registry() -> Registry:
@@ -63,14 +62,10 @@ def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print o
     table = Table(title="contracts")
     for column in ("tool", "version", "lifecycle", "side-effect class", "approvals"):
         table.add_column(column)
-    for row in rows:
-        color = {"deprecated": "yellow", "sunsetted": "red"}.get(row["lifecycle"], "green")
+    for c in contracts:
+        color = {"deprecated": "yellow", "sunsetted": "red"}.get(c.lifecycle, "green")
         table.add_row(
-            row["name"],
-            row["version"],
-            f"[{color}]{row['lifecycle']}[/{color}]",
-            row["side_effect_class"],
-            str(row["required_approvals"]),
+            c.name, c.version, f"[{color}]{c.lifecycle}[/{color}]", c.side_effect_class, str(c.required_approvals)
         )
     console.print(table)
 

@@ -1,0 +1,98 @@
+"""Who may propose: `tenants add|list` and `agents add|rotate|revoke|list`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolgate.cli.common import console, print_json, registry_call, running
+
+tenants_app = typer.Typer(no_args_is_help=True, help="Tenants: registered once, each with its own edge topics.")
+agents_app = typer.Typer(no_args_is_help=True, help="Agents: who may propose, for which tenant, with which keys.")
+
+SCOPES_OPTION = typer.Option(help="comma-separated scopes granted, e.g. invoices:read,invoices:write")
+PUBLIC_KEY_OPTION = typer.Option(
+    "--public-key", help="the agent's Ed25519 public key (PEM or hex); its private key never leaves the agent's host"
+)
+
+
+@tenants_app.command("add")
+def tenants_add(tenant: str, actor: Annotated[str, typer.Option("--as")] = "operator") -> None:
+    """Register a tenant and create its edge topics (observations, confirmation packets)."""
+    from toolgate.ops.agents import add_tenant
+
+    created = registry_call(add_tenant, running(), tenant, actor)
+    console.print(f"tenant {tenant} registered; topics created: {', '.join(created) or 'none, all present'}")
+
+
+@tenants_app.command("list")
+def tenants_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    from toolgate.ops.agents import registered_tenants
+
+    tenants = registered_tenants(running().database_url)
+    print_json(tenants) if as_json else console.print("\n".join(tenants) or "no tenants")
+
+
+@agents_app.command("add")
+def agents_add(
+    agent: str,
+    tenant: Annotated[str, typer.Option(help="the tenant the agent acts for (registered)")],
+    scopes: Annotated[str, SCOPES_OPTION] = "",
+    public_key: Annotated[Path | None, PUBLIC_KEY_OPTION] = None,
+    actor: Annotated[str, typer.Option("--as")] = "operator",
+) -> None:
+    """Register an agent: its tenant, its granted scopes and an Ed25519 key (a new pair, the
+    private key into the local keyring, or the public key of one kept elsewhere)."""
+    from toolgate.ops.agents import add_agent
+
+    key_id, path = registry_call(
+        add_agent, running(), agent, tenant, [s for s in scopes.split(",") if s], public_key, actor
+    )
+    where = f"private key at {path}" if path else "public key registered"
+    console.print(f"agent {agent} registered for tenant {tenant}: key {key_id}, {where}")
+
+
+@agents_app.command("rotate")
+def agents_rotate(
+    agent: str,
+    public_key: Annotated[Path | None, PUBLIC_KEY_OPTION] = None,
+    actor: Annotated[str, typer.Option("--as")] = "operator",
+) -> None:
+    """Add a key to an agent; its other keys stay active until revoked."""
+    from toolgate.ops.agents import rotate
+
+    key_id, path = registry_call(rotate, running(), agent, public_key, actor)
+    console.print(f"agent {agent}: new key {key_id}" + (f", private key at {path}" if path else ""))
+
+
+@agents_app.command("revoke")
+def agents_revoke(
+    agent: str,
+    key: Annotated[str | None, typer.Option("--key", help="revoke only this key id")] = None,
+    actor: Annotated[str, typer.Option("--as")] = "operator",
+) -> None:
+    """Revoke an agent (or one of its keys): its proposals are refused from now on."""
+    from toolgate.agent_keys import AgentKeyring
+    from toolgate.ops.agents import revoke
+
+    settings = running()
+    count = registry_call(revoke, settings, agent, key, actor)
+    AgentKeyring(settings.agents_dir).forget(agent, key)
+    console.print(f"agent {agent}: " + (f"key {key} revoked" if key else f"revoked with its {count} active key(s)"))
+
+
+@agents_app.command("list")
+def agents_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    from toolgate.ops.agents import list_agents
+
+    rows = list_agents(running())
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        console.print(
+            f"{r['agent']:16} {r['tenant']:10} {r['status']:8} keys={','.join(r['active_keys']) or '-'}  "
+            f"scopes={','.join(r['scopes'])}"
+        )

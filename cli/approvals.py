@@ -1,0 +1,161 @@
+"""Held calls and who may release them: `approvals list|show|approve|deny` and
+`approvers add|rotate|list|revoke`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from toolgate.cli.common import console, print_json, registry_call, running
+
+approvals_app = typer.Typer(no_args_is_help=True, help="Held calls: list, show the confirmation card, approve, deny.")
+approvers_app = typer.Typer(no_args_is_help=True, help="Approvers and their signing keys.")
+
+WAIT_OPTION = typer.Option("--wait", help="seconds to wait for the judgment of the decision (0: do not wait)")
+ACTOR_OPTION = typer.Option("--as", help="who makes the change (written to the audit log)")
+
+
+@approvals_app.command("list")
+def approvals_list(
+    status: Annotated[str | None, typer.Option(help="PENDING, APPROVED, DENIED or AUTO_DENIED")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Approval tickets, newest first."""
+    from toolgate.ops import approvals
+
+    rows = approvals.list_approvals(running(), status)
+    print_json(rows) if as_json else approvals.print_list(rows, console)
+
+
+@approvals_app.command("show")
+def approvals_show(approval_id: str, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The confirmation card of one held call."""
+    from toolgate.ops import approvals
+
+    packet, state = approvals.load(running(), approval_id)
+    if as_json:
+        print_json({"packet": packet.model_dump(mode="json"), **state})
+    else:
+        console.print(approvals.card(packet, state))
+
+
+def _decide(approval_id: str, approver: str, approve: bool, reason: str | None, as_json: bool, wait: float) -> None:
+    from toolgate.ops import approvals
+    from toolgate.signing import PacketMismatch
+
+    settings = running()
+    try:
+        decision = approvals.decide(settings, approval_id, approver, approve, reason)
+    except PacketMismatch as exc:
+        console.print(f"[red]refused to sign: {escape(str(exc))}[/red]")
+        raise typer.Exit(1) from exc
+    verb = "approved" if approve else "denied"
+    judged = approvals.judgment(settings, decision.decision_id, wait) if wait > 0 else None
+    if as_json:
+        print_json(
+            {
+                "decision_id": decision.decision_id,
+                "approval_id": approval_id,
+                "approver": approver,
+                "verdict": verb,
+                "judgment": judged,
+            }
+        )
+    else:
+        shown = escape(approvals.shown(approval_id))
+        console.print(f"{escape(approver)} {verb} {shown} (decision {decision.decision_id}, signed)")
+        _print_judgment(judged, shown, wait)
+    if judged is not None and judged["outcome"] == "refused":
+        raise typer.Exit(1)
+
+
+def _print_judgment(judged: dict[str, Any] | None, shown: str, wait: float) -> None:
+    """What became of a signed decision: counted, a no-op, refused, or not judged in time."""
+    from toolgate.ops import approvals
+
+    if judged is None and wait > 0:
+        console.print(f"[yellow]not judged within {wait:g} s; see toolgate approvals show {shown}[/yellow]")
+    elif judged is not None and judged["outcome"] == "counted":
+        console.print(f"counted: the approval is now {escape(str(judged['status_after']))}")
+    elif judged is not None:
+        color = "yellow" if judged["outcome"] == "noop" else "red"
+        said = escape(approvals.shown(f"{judged['outcome']}: {judged['code']}: {judged['reason']}"))
+        console.print(f"[{color}]{said}[/{color}]")
+
+
+@approvals_app.command("approve")
+def approvals_approve(
+    approval_id: str,
+    approver: Annotated[str, typer.Option("--as", help="approver id (its key must be in the local keyring)")],
+    reason: Annotated[str | None, typer.Option()] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    wait: Annotated[float, WAIT_OPTION] = 15.0,
+) -> None:
+    """Sign and publish an approval; say whether it counted (exit 1 when it was refused)."""
+    _decide(approval_id, approver, True, reason, as_json, wait)
+
+
+@approvals_app.command("deny")
+def approvals_deny(
+    approval_id: str,
+    approver: Annotated[str, typer.Option("--as", help="approver id")],
+    reason: Annotated[str | None, typer.Option()] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    wait: Annotated[float, WAIT_OPTION] = 15.0,
+) -> None:
+    """Sign and publish a denial: the call ends, nothing runs."""
+    _decide(approval_id, approver, False, reason, as_json, wait)
+
+
+@approvers_app.command("add")
+def approvers_add(
+    approver: str,
+    risk_classes: Annotated[str, typer.Option(help="comma-separated side-effect classes")] = "HIGH_RISK_EXTERNAL",
+    groups: Annotated[str, typer.Option(help="comma-separated approver groups")] = "",
+    actor: Annotated[str, ACTOR_OPTION] = "operator",
+) -> None:
+    """Register a new approver: a new Ed25519 key (private in the local keyring, public in
+    Postgres). An approver already registered is refused (`rotate` replaces a key)."""
+    from toolgate.ops import approvers
+
+    classes, named = [c for c in risk_classes.split(",") if c], [g for g in groups.split(",") if g]
+    path = registry_call(approvers.add_approver, running(), approver, classes, named, actor)
+    console.print(f"approver {approver} registered; private key at {path}")
+
+
+@approvers_app.command("rotate")
+def approvers_rotate(approver: str, actor: Annotated[str, ACTOR_OPTION] = "operator") -> None:
+    """Give an active approver a new key; decisions signed with the old one stop counting."""
+    from toolgate.ops import approvers
+
+    key_id, path = registry_call(approvers.rotate_approver, running(), approver, actor)
+    console.print(f"approver {approver} has a new key {key_id}; private key at {path}")
+
+
+@approvers_app.command("list")
+def approvers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    from toolgate.ops import approvers
+
+    rows = approvers.list_approvers(running())
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        console.print(
+            escape(
+                f"{r['approver']:12} {r['status']:8} {r['key_id']}  {','.join(r['risk_classes'])}  "
+                f"groups={','.join(r['groups'])}"
+            )
+        )
+
+
+@approvers_app.command("revoke")
+def approvers_revoke(approver: str, actor: Annotated[str, ACTOR_OPTION] = "operator") -> None:
+    """Revoke an approver for good: its decisions stop counting at once."""
+    from toolgate.ops import approvers
+
+    if not approvers.revoke_approver(running(), approver, actor):
+        raise SystemExit(f"no active approver {approver}")
+    console.print(f"approver {approver} revoked")

@@ -1,0 +1,41 @@
+"""What every command group shares: the console, one-line JSON output, the settings of the
+running deployment, and an operator's refused request said plainly."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from toolgate.settings import Settings, load_settings
+
+console = Console()
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def print_json(value: Any) -> None:
+    """One JSON document on one line of stdout (rows and reports hold raw wire values)."""
+    sys.stdout.write(json.dumps(value, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def running() -> Settings:
+    """The settings of a deployment that has a broker and a database (exits when it has not)."""
+    return load_settings().require_infrastructure()
+
+
+def registry_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Call an operator's registry function; a request it refuses exits 1 with the reason."""
+    from toolgate.ops.agents import RegistryError
+
+    try:
+        return fn(*args, **kwargs)
+    except (RegistryError, ValueError) as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc

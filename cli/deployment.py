@@ -1,0 +1,123 @@
+"""Running and preparing a deployment: `up`, `worker`, `provider`, `setup`, `migrate`, `topics`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from toolgate.cli.common import console, running
+from toolgate.settings import Settings, load_settings
+
+
+def up(
+    partitions: Annotated[int, typer.Option(help="partitions of every topic")] = 0,
+    fresh: Annotated[bool, typer.Option(help="start from an empty database")] = False,
+    demo: Annotated[bool, typer.Option(help="demo tenants, approvers and provider")] = True,
+) -> None:
+    """Start everything: broker and Postgres (embedded unless configured), topics, all workers."""
+    from toolgate.ops.up import up as run_up
+
+    overrides: dict[str, Any] = {"partitions": partitions} if partitions else {}
+    # `up` writes the runtime file; it never reads a stale one left by an earlier run.
+    run_up(load_settings(use_runtime=False, **overrides), demo=demo, fresh=fresh)
+
+
+def worker(
+    stage: Annotated[
+        str,
+        typer.Argument(
+            help="validation, policy, approval-wait, execution, outbox-relay, normalization or reconciliation"
+        ),
+    ],
+) -> None:
+    """Run one stage's worker (what `toolgate up` runs for each stage)."""
+    from toolgate.ops.stage import run_stage
+
+    run_stage(stage, running())
+
+
+def provider(
+    port: Annotated[int, typer.Option()],
+    ledger: Annotated[Path, typer.Option(help="SQLite file of the provider's own ledger")],
+    token_file: Annotated[Path, typer.Option(help="file holding the bearer token it accepts")],
+    host: Annotated[str, typer.Option()] = "127.0.0.1",
+) -> None:
+    """Run the demo email and payment provider (`toolgate up` starts one for you)."""
+    from toolgate.ops.provider import serve
+
+    serve(port, ledger, token_file.read_text().strip(), host)
+
+
+def setup(
+    demo: Annotated[bool, typer.Option(help="demo tenants, agents, approvers and provider token")] = False,
+    acls: Annotated[bool, typer.Option("--acls", help="create the Kafka ACL bindings of every principal")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="with --acls: print the bindings, create none")] = False,
+    approval_service: Annotated[
+        list[str] | None,
+        typer.Option(help="an approval service's principal, e.g. User:approvals (=acme,globex to limit its tenants)"),
+    ] = None,
+    operator: Annotated[list[str] | None, typer.Option(help="an operator's principal")] = None,
+) -> None:
+    """Prepare a deployment: migrations, topics, the deployment secret (and the demo); with
+    --acls, the ACL bindings a real Kafka needs (agents as User:<agent_id>, stages as
+    User:toolgate-<stage>)."""
+    from toolgate.ops.up import prepare
+
+    settings = running()
+    prepare(settings, settings.kafka_bootstrap, settings.admin_url, demo, console.print)
+    if acls:
+        _apply_acls(settings, approval_service or [], operator or ["User:toolgate-operator"], dry_run)
+
+
+def _apply_acls(settings: Settings, approval_services: list[str], operators: list[str], dry_run: bool) -> None:
+    from toolgate.ops import acls as acl
+
+    bindings = acl.bindings(acl.plan_from_registry(settings, approval_services, operators))
+    if dry_run:
+        sys.stdout.write("\n".join(acl.format_lines(bindings)) + "\n")
+        return
+    if settings.runtime_file.exists() and "broker" in json.loads(settings.runtime_file.read_text()).get(
+        "infrastructure", {}
+    ):
+        console.print(
+            "[red]the embedded broker has no authorizer (and its CreateAcls answer crashes "
+            "librdkafka): nothing to apply. Use --dry-run to see the bindings.[/red]"
+        )
+        raise typer.Exit(1)
+    created = acl.apply_to(settings, bindings)
+    console.print(f"ACL bindings created: {len(created)}")
+
+
+def migrate() -> None:
+    """Apply pending SQL migrations, as the tables' owner (TOOLGATE_ADMIN_DATABASE_URL, else
+    TOOLGATE_DATABASE_URL)."""
+    from toolgate.ops.migrate import migrate as run_migrate
+
+    applied = run_migrate(load_settings().admin_url)
+    console.print(f"applied: {', '.join(applied) or 'nothing, up to date'}")
+
+
+def topics(provision_: Annotated[bool, typer.Option("--provision", help="create missing topics")] = False) -> None:
+    """Show the topic catalog (and provision it)."""
+    from toolgate.topics.catalog import describe, provision
+
+    settings = load_settings()
+    if provision_:
+        from toolgate.kafka_security import client_config
+        from toolgate.ops.agents import registered_tenants
+
+        infra = settings.require_infrastructure()
+        created = provision(
+            infra.kafka_bootstrap,
+            settings.partitions,
+            settings.topic_prefix,
+            tenants=registered_tenants(infra.database_url),
+            client_config=client_config(settings),
+        )
+        console.print(f"created: {', '.join(created) or 'nothing, all present'}")
+    for name, spec in describe(settings.topic_prefix):
+        console.print(f"{name:32} {spec.shape:9} key={spec.key:12} {spec.doc}")

@@ -1,0 +1,65 @@
+"""The dead letters: `dlq list|show|replay|discard`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from toolgate.cli.common import console, print_json, running
+
+dlq_app = typer.Typer(no_args_is_help=True, help="The dead-letter topic: list, show, replay, discard.")
+
+
+@dlq_app.command("list")
+def dlq_list(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="include replayed and discarded")] = False,
+) -> None:
+    """Dead letters on tool.deadletter (open and forged ones unless --all)."""
+    from toolgate.ops import dlq
+
+    rows = dlq.listed(running(), everything=all_)
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        console.print(
+            f"{r['dead_letter_id']}  {r['state']:9} {r['stage']:14} {r['taxonomy_class']:22} "
+            f"call={r['call_id']}  {r['reason'][:80]}"
+        )
+    console.print(f"{len(rows)} dead letter(s)")
+
+
+@dlq_app.command("show")
+def dlq_show(dead_letter_id: str) -> None:
+    from toolgate.ops import dlq
+
+    settings = running()
+    found = dlq.find(settings, dead_letter_id)
+    letter = found.letter
+    info = dlq.summary(found, dlq.actions(settings).get(dead_letter_id))
+    info["headers"] = {h.key: (h.value or b"").decode("utf-8", "replace") for h in letter.headers}
+    info["value_prefix_hex"] = letter.value[:64].hex()
+    print_json(info)
+
+
+@dlq_app.command("replay")
+def dlq_replay(dead_letter_id: str, actor: Annotated[str, typer.Option("--as")] = "operator") -> None:
+    """Republish the original bytes where they came from (same call, same idempotency key)."""
+    from toolgate.ops import dlq
+
+    print_json(dlq.replay(running(), dead_letter_id, actor))
+
+
+@dlq_app.command("discard")
+def dlq_discard(
+    dead_letter_id: str,
+    note: Annotated[str | None, typer.Option()] = None,
+    actor: Annotated[str, typer.Option("--as")] = "operator",
+) -> None:
+    """Mark a dead letter handled without replaying it."""
+    from toolgate.ops import dlq
+
+    dlq.discard(running(), dead_letter_id, actor, note)
+    console.print(f"discarded {dead_letter_id}")

@@ -1,0 +1,46 @@
+"""The `toolgate` app: every command group in the order `toolgate --help` lists them."""
+
+from __future__ import annotations
+
+import typer
+
+from toolgate.cli import calls, deployment, recovery, status
+from toolgate.cli.agents import agents_app, tenants_app
+from toolgate.cli.approvals import approvals_app, approvers_app
+from toolgate.cli.audit import audit_app
+from toolgate.cli.contracts import contracts_app
+from toolgate.cli.dlq import dlq_app
+
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="toolgate: the deterministic edge for agents' tool calls."
+)
+app.add_typer(approvals_app, name="approvals")
+app.add_typer(approvers_app, name="approvers")
+app.add_typer(tenants_app, name="tenants")
+app.add_typer(agents_app, name="agents")
+app.add_typer(dlq_app, name="dlq")
+app.add_typer(audit_app, name="audit")
+app.add_typer(contracts_app, name="contracts")
+
+COMMANDS = (
+    deployment.up,
+    deployment.worker,
+    deployment.provider,
+    deployment.setup,
+    deployment.migrate,
+    deployment.topics,
+    status.status,
+    calls.propose,
+    calls.observe,
+    calls.compensate,
+    recovery.reconcile,
+    recovery.redrive,
+    recovery.prune,
+    status.bench,
+)
+for command in COMMANDS:
+    app.command()(command)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,60 @@
+"""How the running system is doing: `status` (health) and `bench` (throughput and latency)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from toolgate.cli.common import console, print_json, running
+
+
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    max_lag: Annotated[int | None, typer.Option(help="records a stage may be behind (default 10000)")] = None,
+    max_outbox_age: Annotated[
+        float | None, typer.Option(help="seconds the oldest unsent outbox row may wait (default 30)")
+    ] = None,
+) -> None:
+    """Health of the running system: each stage's processes, restarts and consumer lag, keys
+    PENDING, approvals waiting, open dead letters, the outbox backlog. Exit 1 when unhealthy,
+    with the reasons."""
+    from toolgate.ops.status import limits_for, render, report
+
+    settings = running()
+    result = report(settings, limits_for(settings, max_lag=max_lag, max_outbox_age_s=max_outbox_age))
+    print_json(result.as_json()) if as_json else render(result, console)
+    if not result.healthy:
+        raise typer.Exit(1)
+
+
+def bench(
+    tool: Annotated[str, typer.Option(help="tool to drive")] = "invoice.create_draft",
+    calls: Annotated[int, typer.Option(help="number of proposals")] = 2000,
+    rate: Annotated[float, typer.Option(help="offered calls per second; 0 = as fast as possible")] = 0.0,
+    agent: Annotated[str, typer.Option(help="the agent that signs (its key in the local keyring)")] = "cli",
+    timeout: Annotated[float, typer.Option(help="seconds to wait for the last observation")] = 120.0,
+    cpu: Annotated[bool, typer.Option("--cpu", help="also report each local process's CPU per call")] = False,
+    postgres_only: Annotated[
+        bool, typer.Option("--postgres-only", help="measure only the execution stage's SQL, in a scratch database")
+    ] = False,
+    connections: Annotated[int, typer.Option(help="with --postgres-only: connections side by side")] = 2,
+    batch: Annotated[int, typer.Option(help="with --postgres-only: calls per round")] = 200,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Drive N proposals through the running pipeline; report calls/s and latency percentiles."""
+    from toolgate.ops.bench import run_bench
+
+    settings = running()
+    if postgres_only:
+        from toolgate.ops.pgceiling import measure
+
+        print_json(measure(settings.database_url, batch=batch, connections=connections))
+        return
+    report = run_bench(
+        settings, tool=tool, calls=calls, rate=rate, agent=agent, timeout=timeout, progress=not as_json, cpu=cpu
+    )
+    if as_json:
+        print_json(report)
+    else:
+        console.print_json(data=report)
