@@ -39,3 +39,11 @@ class RegistryStatus(StrEnum):
 
     ACTIVE = "active"
     REVOKED = "revoked"
+
+
+class StageOutcome(StrEnum):
+    """`StageDecision.outcome`: what a gate decided about a call it passed on."""
+
+    PASS = "pass"  # validation
+    ALLOW = "allow"  # policy
+    APPROVED = "approved"  # approval-wait: enough distinct approvers

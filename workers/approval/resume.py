@@ -32,7 +32,7 @@ from toolgate.schemas.models import (
     StageRecord,
     TaxonomyClass,
 )
-from toolgate.states import TicketStatus
+from toolgate.states import StageOutcome, TicketStatus
 from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.results import outcome, reject, result
 
@@ -123,7 +123,7 @@ def released(record: StageRecord, approved_by: tuple[str, ...], now: int) -> Sta
             "approvers": list(approved_by),
             "decisions": [
                 *record.decisions,
-                StageDecision(stage=STAGE, outcome="approved", detail=",".join(approved_by), at_ms=now),
+                StageDecision(stage=STAGE, outcome=StageOutcome.APPROVED, detail=",".join(approved_by), at_ms=now),
             ],
         }
     )

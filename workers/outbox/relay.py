@@ -158,7 +158,7 @@ class OutboxRelay:
                 out.records.append(EdgeRecord(row.topic, key, bytes(row.payload), headers, row.partition))
         return out.messages(self.topics, self.settings.batch_bytes, self.sealer, physical=True)
 
-    async def _give_up(self, conn: Any, failing: list[tuple[Row, KafkaError]]) -> list[int]:
+    async def _give_up(self, conn: psycopg.AsyncConnection[Any], failing: list[tuple[Row, KafkaError]]) -> list[int]:
         """Rows the broker refused for good, or that failed MAX_ATTEMPTS times: dead-lettered
         and marked failed. Returns their ids; the others stay unsent, their attempts counted."""
         if not failing:

@@ -20,6 +20,7 @@ from toolgate.contracts.registry import Contract, Registry
 from toolgate.hashing import operation_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
+from toolgate.states import StageOutcome
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, decide, refs
 from toolgate.workers.runtime import audit, fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
@@ -128,7 +129,7 @@ class PolicyHandler(Handler[StageRecord]):
                     "required_approvals": decision.required_approvals,
                     "decisions": [
                         *record.decisions,
-                        StageDecision(stage=STAGE, outcome="allow", detail=detail, at_ms=now),
+                        StageDecision(stage=STAGE, outcome=StageOutcome.ALLOW, detail=detail, at_ms=now),
                     ],
                 }
             ),

@@ -20,6 +20,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.identity import identity_of
 from toolgate.schemas.models import FieldError, StageDecision, StageRecord, TaxonomyClass, ToolProposal
 from toolgate.settings import Settings
+from toolgate.states import StageOutcome
 from toolgate.topics.headers import CALL_ID, header
 from toolgate.workers.runtime import audit, fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
@@ -194,7 +195,7 @@ class ValidationHandler(Handler[ToolProposal]):
                     dry_run=proposal.dry_run,
                     compensation_of=proposal.compensation_of,
                     warnings=list(decision.warnings),
-                    decisions=[StageDecision(stage=STAGE, outcome="pass", at_ms=now)],
+                    decisions=[StageDecision(stage=STAGE, outcome=StageOutcome.PASS, at_ms=now)],
                     proposal_digest=digest,
                 ),
             )
