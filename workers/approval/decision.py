@@ -28,6 +28,8 @@ from toolgate.schemas.models import ApprovalDecision, Verdict
 from toolgate.signing import verify
 from toolgate.states import TicketStatus
 
+STAGE = "approval-wait"
+
 
 @dataclass(frozen=True)
 class Ticket:

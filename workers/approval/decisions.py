@@ -16,14 +16,12 @@ from toolgate.settings import Settings
 from toolgate.states import TicketStatus
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume, tickets
-from toolgate.workers.approval.decision import Then, Transition, transition
+from toolgate.workers.approval.decision import STAGE, Then, Transition, transition
 from toolgate.workers.runtime import audit, outbox
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound
-
-STAGE = "approval-wait"
 
 
 class DecisionsHandler(Handler[ApprovalDecision]):

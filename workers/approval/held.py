@@ -15,14 +15,13 @@ from toolgate.schemas.models import StageRecord
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume, tickets
+from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.approval.packet import Opening, opening
 from toolgate.workers.runtime import audit, fact_loader, facts, outbox, target_state
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound
-
-STAGE = "approval-wait"
 
 Opened = dict[str, tuple[Inbound[StageRecord], Opening]]  # by approval_id
 

@@ -33,10 +33,9 @@ from toolgate.schemas.models import (
     TaxonomyClass,
 )
 from toolgate.states import StageOutcome, TicketStatus
+from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.results import outcome, reject, result
-
-STAGE = "approval-wait"
 
 LOAD = """
 SELECT a.approval_id, a.status, a.request, a.packet,

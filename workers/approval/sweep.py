@@ -18,12 +18,11 @@ from toolgate.settings import Settings
 from toolgate.states import TicketStatus
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
+from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.approval.packet import escalated, next_escalation_ms
 from toolgate.workers.runtime import audit, outbox
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
-
-STAGE = "approval-wait"
 
 EXPIRE = """
 UPDATE toolgate.approvals SET status = 'AUTO_DENIED', decided_at = now()

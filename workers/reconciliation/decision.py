@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+STAGE = "reconciliation"
+
 NO_EFFECT = "no committed effect: re-driven"
 PROVIDER_COMPLETED = "the provider reports the call completed"
 NOT_RECEIVED = "the provider never received the call: re-driven"

@@ -18,12 +18,12 @@ from toolgate.contracts.registry import Registry
 from toolgate.settings import Settings
 from toolgate.telemetry import meter, tracer
 from toolgate.topics.catalog import BY_LOGICAL
+from toolgate.workers.reconciliation.decision import STAGE
 from toolgate.workers.reconciliation.retention import Ages, Needs, ages
 from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.db import make_pool
 
 log = logging.getLogger("toolgate.retention")
-STAGE = "reconciliation"
 BATCH = 5000
 MAX_BATCHES = 100
 

@@ -39,13 +39,12 @@ from toolgate.workers.execution.executors import Done, Effect, Failed, Job, run_
 from toolgate.workers.execution.http import HttpExecutor
 from toolgate.workers.execution.idempotency import REDRIVE_OWNER
 from toolgate.workers.reconciliation import decision
-from toolgate.workers.reconciliation.decision import PendingKey, Resolution
+from toolgate.workers.reconciliation.decision import STAGE, PendingKey, Resolution
 from toolgate.workers.runtime import audit, deadletters, outbox
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.results import outcome, result
 
 log = logging.getLogger("toolgate.reconciliation")
-STAGE = "reconciliation"
 # What a pass reports, in this order (`toolgate reconcile` prints it).
 Conn = AsyncConnection[Any]
 Rows = list[outbox.OutboxRow]  # what a decision publishes, through the outbox

@@ -32,11 +32,11 @@ from psycopg import AsyncConnection
 from toolgate.states import TicketStatus
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
+from toolgate.workers.reconciliation.decision import STAGE
 from toolgate.workers.runtime import audit, outbox
 from toolgate.workers.runtime.clock import now_ms
 
 log = logging.getLogger("toolgate.redrive")
-STAGE = "reconciliation"
 
 IN_FLIGHT = """
 SELECT approval_id FROM toolgate.approvals
