@@ -69,6 +69,7 @@ from fractions import Fraction
 from itertools import pairwise
 from typing import Any, Literal
 
+from toolgate.contracts.json_types import json_type
 from toolgate.contracts.registry import REFERENCE_SCHEMA, Contract, Registry, parse_version
 
 Severity = Literal["breaking", "compatible"]
@@ -233,27 +234,13 @@ def _canon(value: Any) -> str:
     return json.dumps(norm(value), sort_keys=True, separators=(",", ":"))
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
 def _types(schema: Mapping[str, Any]) -> frozenset[str] | None:
     """The JSON types a schema allows (from `type`, else from `const`/`enum`); None for any."""
     declared = schema.get("type")
     if declared is not None:
         return frozenset([declared] if isinstance(declared, str) else declared)
     values = [schema["const"]] if "const" in schema else schema.get("enum")
-    return None if values is None else frozenset(_json_type(v) for v in values)
+    return None if values is None else frozenset(json_type(v) for v in values)
 
 
 def _covered(inner: frozenset[str] | None, outer: frozenset[str] | None) -> bool:

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, JSON_VALUES, contracts, first_example, proposal, registry
+from toolgate.contracts.json_types import json_type
 from toolgate.contracts.registry import Contract
 from toolgate.hashing import payload_hash
 from toolgate.schemas.models import TaxonomyClass
@@ -22,7 +23,6 @@ from toolgate.taxonomy import GATE_ORDER
 from toolgate.workers.validation import semantic
 from toolgate.workers.validation.arguments import MAX_ARGUMENTS_BYTES, parse_arguments
 from toolgate.workers.validation.decision import Pass, Reject, decide
-from toolgate.workers.validation.schema_findings import json_type
 
 Path = tuple[str | int, ...]
 

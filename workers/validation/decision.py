@@ -15,11 +15,12 @@ from typing import Any
 
 import rfc8785
 
+from toolgate.contracts.json_types import json_type
 from toolgate.contracts.registry import Contract, Registry, Resolution
 from toolgate.hashing import payload_hash
 from toolgate.schemas.models import FieldError, TaxonomyClass, ToolProposal
 from toolgate.workers.validation.arguments import parse_arguments
-from toolgate.workers.validation.schema_findings import classify, json_type, ordered
+from toolgate.workers.validation.schema_findings import classify, ordered
 
 
 @dataclass(frozen=True)

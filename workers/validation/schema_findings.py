@@ -19,6 +19,7 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
+from toolgate.contracts.json_types import json_type
 from toolgate.schemas.models import FieldError, TaxonomyClass
 from toolgate.taxonomy import GATE_ORDER
 
@@ -60,23 +61,6 @@ BOUND_TEXT = {
     "minProperties": "at least {} properties",
     "maxProperties": "at most {} properties",
 }
-
-
-def json_type(value: Any) -> str:
-    """The JSON type of a parsed value, as an error message names it (1.0 is a number here)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def _path(parts: Iterable[Any]) -> str:
