@@ -32,6 +32,9 @@ def bench(
     tool: Annotated[str, typer.Option(help="tool to drive")] = "invoice.create_draft",
     calls: Annotated[int, typer.Option(help="number of proposals")] = 2000,
     rate: Annotated[float, typer.Option(help="offered calls per second; 0 = as fast as possible")] = 0.0,
+    sequential: Annotated[
+        int, typer.Option(help="N calls one at a time, each awaited before the next (replaces --calls)")
+    ] = 0,
     agent: Annotated[str, typer.Option(help="the agent that signs (its key in the local keyring)")] = "cli",
     timeout: Annotated[float, typer.Option(help="seconds to wait for the last observation")] = 120.0,
     cpu: Annotated[bool, typer.Option("--cpu", help="also report each local process's CPU per call")] = False,
@@ -42,8 +45,10 @@ def bench(
     batch: Annotated[int, typer.Option(help="with --postgres-only: calls per round")] = 200,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Drive N proposals through the running pipeline; report calls/s and latency percentiles."""
+    """Drive N proposals through the running pipeline; report calls/s, latency percentiles and
+    the hop table: when calls reached each topic, from the records' own timestamps."""
     from toolgate.ops.bench import run_bench
+    from toolgate.ops.bench_stats import render_hops
 
     settings = running()
     if postgres_only:
@@ -52,9 +57,18 @@ def bench(
         print_json(measure(settings.database_url, batch=batch, connections=connections))
         return
     report = run_bench(
-        settings, tool=tool, calls=calls, rate=rate, agent=agent, timeout=timeout, progress=not as_json, cpu=cpu
+        settings,
+        tool=tool,
+        calls=sequential or calls,
+        rate=0.0 if sequential else rate,
+        agent=agent,
+        timeout=timeout,
+        progress=not as_json,
+        cpu=cpu,
+        sequential=sequential > 0,
     )
     if as_json:
         print_json(report)
     else:
-        console.print_json(data=report)
+        console.print_json(data={k: v for k, v in report.items() if k != "hops"})
+        console.print("\n".join(render_hops(report["hops"])), highlight=False)

@@ -4,8 +4,10 @@ Each call uses the tool contract's first example as arguments and a fresh logica
 (so every call is a new effect, never an idempotency replay). Proposals are published at full
 speed or at an offered rate, signed as a registered agent, as agents do; a consumer thread
 reads the tenant's observation topic from where it ended before the run and checks each
-observation's signature, as clients do. Latency is publish-to-final-observation, measured on
-this client's clock.
+observation's signature, as clients do. With `sequential`, calls go one at a time through
+`ToolgateClient.propose(watch=True)` and `wait`, as an agent that waits for each answer.
+Latency is publish-to-final-observation, measured on this client's clock; the hop table
+(`bench_hops`, `bench_stats`) says where it went.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from toolgate.agent_keys import AgentSigner
 from toolgate.contracts.registry import load_registry
+from toolgate.ops.bench_hops import TopicTimes
+from toolgate.ops.bench_stats import hop_table, latency_summary
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
 from toolgate.settings import Settings
@@ -68,13 +72,6 @@ class CpuMeter:
 CALLS_PER_RUN = 500
 
 
-def percentile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
-        return 0.0
-    index = min(len(sorted_values) - 1, max(0, round(q / 100 * (len(sorted_values) - 1))))
-    return sorted_values[index]
-
-
 class _Collector(threading.Thread):
     def __init__(self, client: ToolgateClient, tenant: str, run_prefix: str, expected: int) -> None:
         super().__init__(daemon=True)
@@ -104,7 +101,8 @@ class _Collector(threading.Thread):
         run_prefix = self.run_prefix.encode()
         try:
             while not self.stop.is_set() and len(self.received) < self.expected:
-                for msg in consumer.consume(500, 0.1):
+                # consume() waits out its whole timeout unless the batch fills: keep it short.
+                for msg in consumer.consume(500, 0.005):
                     if msg.error() or not (msg.key() or b"").startswith(run_prefix):
                         continue
                     if not self.client.genuine(msg):
@@ -148,27 +146,31 @@ def run_bench(
     timeout: float,
     progress: bool = True,
     cpu: bool = False,
+    sequential: bool = False,
 ) -> dict[str, Any]:
+    """Publish `calls` proposals (at `rate`, or one at a time with `sequential`: publish, wait
+    for its final observation as an agent does with `ToolgateClient.wait`, then the next) and
+    report latency, throughput and the hop table (`ops/bench_stats.py`)."""
     contract = load_registry(settings.contracts_dir).resolve(tool, "latest")
     example = json.dumps(contract.document["affordance"]["examples"][0]["arguments"])
     scopes = list(contract.required_scopes)
     client = ToolgateClient.from_settings(settings, client_id="toolgate-bench")
     work = _Workload(client, client.signer(agent), tool, example, scopes, f"bench_{uuid.uuid4().hex[:10]}_")
-    collector = _Collector(client, work.signer.tenant_id, work.run_prefix, calls)
-    collector.start()
+    times = TopicTimes(settings, client, work.signer.tenant_id)
+    times.start()
     meter = None
     if cpu and settings.runtime_file.exists():
         meter = CpuMeter(json.loads(settings.runtime_file.read_text()))
     client_cpu = time.process_time()
-    started = time.perf_counter()
+    clock = _Clock()
     with _progress_bar(progress) as bar:
-        published = bar.add_task("published", total=calls)
-        observed = bar.add_task("observed ", total=calls)
-        sent = _publish(work, calls, rate, started, collector, bar, (published, observed))
-        publish_done = time.perf_counter()
-        bar.update(published, completed=calls)
-        _await_observations(collector, timeout, bar, observed)
-    report = _report(tool, calls, rate, sent, collector, started, publish_done)
+        if sequential:
+            run = _run_sequential(work, calls, timeout, bar)
+        else:
+            run = _run_offered(work, calls, rate, timeout, bar)
+    report = _report(tool, calls, rate, run)
+    report["mode"] = "sequential" if sequential else "offered"
+    report["hops"] = hop_table(_paths(run, clock, times.read(set(run.sent))))
     if meter is not None:
         report["cpu_us_per_call"] = {
             **meter.per_call_us(calls),
@@ -176,6 +178,80 @@ def run_bench(
         }
         report["cpu_us_per_call_total"] = sum(report["cpu_us_per_call"].values())
     return report
+
+
+class _Clock:
+    """This process's perf_counter readings as wall-clock milliseconds, the clock Kafka record
+    timestamps are on (one offset, taken once: perf_counter is steady, the wall clock is not)."""
+
+    def __init__(self) -> None:
+        self.offset_ms = time.time() * 1000 - time.perf_counter() * 1000
+
+    def wall_ms(self, perf: float) -> float:
+        return perf * 1000 + self.offset_ms
+
+
+@dataclass
+class _Run:
+    """What a run measured: when each call was published and when its final observation came
+    (perf_counter seconds), whether it was an error, and the observations whose signature failed."""
+
+    sent: dict[str, float]
+    received: dict[str, tuple[float, bool]]
+    started: float
+    published: float
+    forged: int = 0
+
+
+def _run_offered(work: _Workload, calls: int, rate: float, timeout: float, bar: Progress) -> _Run:
+    collector = _Collector(work.client, work.signer.tenant_id, work.run_prefix, calls)
+    collector.start()
+    started = time.perf_counter()
+    published = bar.add_task("published", total=calls)
+    observed = bar.add_task("observed ", total=calls)
+    sent = _publish(work, calls, rate, started, collector, bar, (published, observed))
+    publish_done = time.perf_counter()
+    bar.update(published, completed=calls)
+    _await_observations(collector, timeout, bar, observed)
+    return _Run(sent, dict(collector.received), started, publish_done, collector.forged)
+
+
+def _run_sequential(work: _Workload, calls: int, timeout: float, bar: Progress) -> _Run:
+    """One call at a time, as an agent that waits for each observation before its next call."""
+    task = bar.add_task("observed ", total=calls)
+    run = _Run({}, {}, time.perf_counter(), 0.0)
+    for i in range(calls):
+        call_id = f"bench_{uuid.uuid4().hex}"
+        run.sent[call_id] = time.perf_counter()
+        proposed = work.client.propose(
+            work.tool,
+            work.example,
+            signer=work.signer,
+            user_id="bench",
+            scopes=work.scopes,
+            run_id=f"{work.run_prefix}{i // CALLS_PER_RUN}",
+            call_id=call_id,
+            watch=True,
+        )
+        try:
+            seen = work.client.wait(proposed, timeout=timeout)
+        except TimeoutError:
+            continue
+        run.received[call_id] = (time.perf_counter(), seen.observation.status.is_error)
+        bar.update(task, completed=i + 1)
+    run.published = max(run.sent.values(), default=run.started)
+    return run
+
+
+def _paths(run: _Run, clock: _Clock, topic_times: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Each call's points (bench_stats.POINTS), in wall-clock ms."""
+    paths: dict[str, dict[str, float]] = {}
+    for call_id, at in run.sent.items():
+        path = {"published": clock.wall_ms(at), **topic_times.get(call_id, {})}
+        if call_id in run.received:
+            path["received"] = clock.wall_ms(run.received[call_id][0])
+        paths[call_id] = path
+    return paths
 
 
 def _progress_bar(enabled: bool) -> Progress:
@@ -235,14 +311,12 @@ def _await_observations(collector: _Collector, timeout: float, bar: Progress, ob
     bar.update(observed, completed=len(collector.received))
 
 
-def _report(
-    tool: str, calls: int, rate: float, sent: dict[str, float], collector: _Collector, started: float, published: float
-) -> dict[str, Any]:
+def _report(tool: str, calls: int, rate: float, run: _Run) -> dict[str, Any]:
     """Throughput and publish-to-final-observation latency percentiles of a run."""
-    received = dict(collector.received)
-    latencies = sorted((received[c][0] - t) * 1000 for c, t in sent.items() if c in received)
-    last = max((v[0] for v in received.values()), default=published)
-    elapsed = max(1e-9, last - started)
+    received = run.received
+    latencies = [(received[c][0] - t) * 1000 for c, t in run.sent.items() if c in received]
+    last = max((v[0] for v in received.values()), default=run.published)
+    elapsed = max(1e-9, last - run.started)
     return {
         "tool": tool,
         "calls": calls,
@@ -250,12 +324,9 @@ def _report(
         "observed": len(received),
         "missing": calls - len(received),
         "errors": sum(1 for _, is_error in received.values() if is_error) + (calls - len(received)),
-        "unsigned_observations": collector.forged,
+        "unsigned_observations": run.forged,
         "calls_per_second": round(len(received) / elapsed, 1),
-        "publish_seconds": round(published - started, 2),
+        "publish_seconds": round(run.published - run.started, 2),
         "elapsed_seconds": round(elapsed, 2),
-        "p50_ms": round(percentile(latencies, 50), 1),
-        "p95_ms": round(percentile(latencies, 95), 1),
-        "p99_ms": round(percentile(latencies, 99), 1),
-        "max_ms": round(latencies[-1], 1) if latencies else 0.0,
+        **latency_summary(latencies),
     }
