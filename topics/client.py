@@ -56,6 +56,7 @@ from toolgate.topics.headers import (
     new_traceparent,
     pairs,
 )
+from toolgate.topics.observer import FETCH_WAIT_MS, ObservationFeed
 
 INTERIM_CODE = 202
 # Re-publishing a call that has no final answer yet: first after RESEND_FIRST_S, then twice as
@@ -65,6 +66,7 @@ INTERIM_CODE = 202
 RESEND_FIRST_S = 10.0
 RESEND_MAX_S = 60.0
 RESEND_WITHIN_S = 840.0
+RESEND_CHECK_S = 0.2  # how often a waiting call checks whether re-publishing is due
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,8 @@ class ToolgateClient:
         )
         self._errors: list[str] = []
         self._unanswered = Unanswered()
+        self._feeds: dict[str, ObservationFeed[Observed]] = {}  # tenant -> its observation feed
+        self._feeds_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, client_id: str = "toolgate-client") -> ToolgateClient:
@@ -225,15 +229,16 @@ class ToolgateClient:
         keyring). `tenant_id` and `scopes` default to the agent's own; asking for another tenant
         or more scopes than granted is refused by toolgate, not here. With `watch`, remember
         where the tenant's observation topic ends now, so `wait` cannot miss the answer however
-        fast it comes."""
+        fast it comes (the client's observation feed for that topic keeps it for `wait`)."""
         if signer is None:
             signer = self._keyring_signer(agent_id)
+        call_id = call_id or f"call_{uuid.uuid4().hex}"
         # Answers come back on the agent's own tenant's topic, whatever tenant the call claims.
-        start = self._end_offsets(signer.tenant_id) if watch else ()
+        start = self._watch(signer.tenant_id, call_id) if watch else ()
         now = int(time.time() * 1000)
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         proposal = ToolProposal(
-            call_id=call_id or f"call_{uuid.uuid4().hex}",
+            call_id=call_id,
             tenant_id=tenant_id or signer.tenant_id,
             principal=Principal(
                 user_id=user_id, agent_id=signer.agent_id, scopes=list(signer.scopes if scopes is None else scopes)
@@ -270,7 +275,6 @@ class ToolgateClient:
             codec().encode(proposal),
             tuple(edge_headers(traceparent, proposal.call_id, proposal.tenant_id, fingerprint)),
         )
-        self.publish_raw(record.topic, record.key, record.value, list(record.headers))
         proposed = Proposed(
             proposal.call_id,
             proposal.run_id,
@@ -282,7 +286,9 @@ class ToolgateClient:
             record,
             proposal.deadline_ms,
         )
+        # Remembered before it is published: a feed may hear its answer before publish returns.
         self._unanswered.add(proposed, time.monotonic())
+        self.publish_raw(record.topic, record.key, record.value, list(record.headers))
         if flush:
             self.flush()
         return proposed
@@ -332,7 +338,8 @@ class ToolgateClient:
 
     # --- observing -------------------------------------------------------------------------
 
-    def _consumer(self) -> Consumer:
+    def _consumer(self, fetch_wait_ms: int | None = None) -> Consumer:
+        wait = {"fetch.wait.max.ms": fetch_wait_ms} if fetch_wait_ms is not None else {}
         return Consumer(
             {
                 **self.kafka_config,
@@ -340,8 +347,40 @@ class ToolgateClient:
                 "group.id": f"toolgate-observer-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
+                **wait,
             }
         )
+
+    def _watch(self, tenant_id: str, call_id: str) -> tuple[tuple[int, int], ...]:
+        """Have the tenant's observation feed keep what it hears of `call_id` from now on (the
+        feed opens, where the topic ends, the first time); where the feed has read to."""
+        with self._feeds_lock:
+            feed = self._feeds.get(tenant_id)
+            if feed is None:
+                feed = self._feeds[tenant_id] = self._open_feed(tenant_id)
+        feed.watch(call_id)
+        return tuple(sorted(feed.positions.items()))
+
+    def _open_feed(self, tenant_id: str) -> ObservationFeed[Observed]:
+        consumer = self._consumer(FETCH_WAIT_MS)
+        topic = self.topics.name("observations", tenant_id)
+        try:
+            start = {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10.0)[1]
+                for p in self._partitions(consumer, topic)
+            }
+        except BaseException:
+            consumer.close()
+            raise
+        return ObservationFeed(consumer, topic, start, self._hear, also_read=self._unanswered.__contains__)
+
+    def _hear(self, msg: Message) -> Observed | None:
+        """On a feed's thread: the observation a record carries, if genuine; the resend
+        schedule hears of it."""
+        seen = self._observed(msg, None, None)
+        if seen is not None:
+            self._unanswered.heard(seen, time.monotonic())
+        return seen
 
     def _partitions(self, consumer: Consumer, topic: str) -> list[int]:
         meta = consumer.list_topics(topic, timeout=10.0).topics[topic]
@@ -434,9 +473,33 @@ class ToolgateClient:
         docstring), and with it every other call of this client still unanswered and due:
         what lost one call (a broker that came back empty) lost its neighbours too, and an
         agent that waits for its calls one by one should not pay the wait once per call."""
-        consumer = self._assigned(proposed.tenant_id, proposed.start_offsets)
+        feed = self._feeds.get(proposed.tenant_id)
+        if feed is None or not feed.watches(proposed.call_id):
+            return self._wait_reading(proposed, time.monotonic() + timeout, final, resend)
         unanswered = self._unanswered
         stop_at = time.monotonic() + timeout
+
+        def wanted(seen: Observed) -> bool:
+            return seen.proposal_digest == proposed.proposal_digest and (seen.is_final or not final)
+
+        while (now := time.monotonic()) < stop_at:
+            if resend and unanswered.due(proposed.call_id, now):
+                for again in unanswered.take_due(now):
+                    self.resend(again)
+            seen = feed.take(proposed.call_id, wanted, min(RESEND_CHECK_S, stop_at - now))
+            if seen is not None:
+                if seen.is_final:
+                    feed.forget(proposed.call_id)
+                return seen
+            if not feed.watches(proposed.call_id):  # forgotten: the feed held too many calls
+                return self._wait_reading(proposed, stop_at, final, resend)
+        raise TimeoutError(f"no observation for {proposed.call_id} within {timeout}s")
+
+    def _wait_reading(self, proposed: Proposed, stop_at: float, final: bool, resend: bool) -> Observed:
+        """`wait` for a call no feed of this client holds: read the topic from where it ended
+        when the call was proposed (else from its start) with a consumer of its own."""
+        consumer = self._assigned(proposed.tenant_id, proposed.start_offsets)
+        unanswered = self._unanswered
         try:
             while (now := time.monotonic()) < stop_at:
                 if resend and unanswered.due(proposed.call_id, now):
@@ -458,9 +521,13 @@ class ToolgateClient:
                     return seen
         finally:
             consumer.close()
-        raise TimeoutError(f"no observation for {proposed.call_id} within {timeout}s")
+        raise TimeoutError(f"no observation for {proposed.call_id} by the deadline")
 
     def close(self) -> None:
+        with self._feeds_lock:
+            feeds, self._feeds = list(self._feeds.values()), {}
+        for feed in feeds:
+            feed.close()
         self._producer.flush(10.0)
         del self._producer
 
@@ -474,10 +541,15 @@ class Unanswered:
 
     def __init__(self) -> None:
         self._calls: dict[str, tuple[Proposed, float, float]] = {}  # call_id -> (proposed, due at, interval)
+        self._lock = threading.Lock()  # observation feeds tell it what they hear on their threads
 
     def add(self, proposed: Proposed, now: float) -> None:
         if proposed.record is None:
             return
+        with self._lock:
+            self._add(proposed, now)
+
+    def _add(self, proposed: Proposed, now: float) -> None:
         self._calls[proposed.call_id] = (proposed, now + RESEND_FIRST_S, RESEND_FIRST_S)
         if len(self._calls) % 1024 == 0:  # calls nobody waits for do not pile up
             wall_ms = time.time() * 1000
@@ -492,6 +564,10 @@ class Unanswered:
         return entry is not None and entry[1] <= now
 
     def heard(self, seen: Observed, now: float) -> None:
+        with self._lock:
+            self._heard(seen, now)
+
+    def _heard(self, seen: Observed, now: float) -> None:
         entry = self._calls.get(seen.call_id)
         if entry is None or seen.proposal_digest != entry[0].proposal_digest:
             return
@@ -504,13 +580,14 @@ class Unanswered:
         """The calls due now, rescheduled; calls past their window are forgotten."""
         wall_ms = time.time() * 1000
         due = []
-        for call_id, (proposed, at, interval) in list(self._calls.items()):
-            if wall_ms >= proposed.resend_until_ms():
-                del self._calls[call_id]
-            elif at <= now:
-                due.append(proposed)
-                longer = min(interval * 2, RESEND_MAX_S)
-                self._calls[call_id] = (proposed, now + longer, longer)
+        with self._lock:
+            for call_id, (proposed, at, interval) in list(self._calls.items()):
+                if wall_ms >= proposed.resend_until_ms():
+                    del self._calls[call_id]
+                elif at <= now:
+                    due.append(proposed)
+                    longer = min(interval * 2, RESEND_MAX_S)
+                    self._calls[call_id] = (proposed, now + longer, longer)
         return due
 
 
