@@ -17,6 +17,7 @@ its final answer was taken; `wait` reads the topic on its own for a call the fee
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from toolgate.topics.headers import CALL_ID, header
 
+log = logging.getLogger("toolgate.client")
 MAX_WATCHED = 10_000
 FETCH_WAIT_MS = 5
 POLL_S = 0.05
@@ -132,7 +134,11 @@ class ObservationFeed(Generic[T]):
                 call_id = header(msg.headers(), CALL_ID) or ""
                 if not self.watches(call_id) and not self._also_read(call_id):
                     continue
-                item = self._read(msg)
+                try:
+                    item = self._read(msg)
+                except Exception as exc:  # anyone who can write to the topic wrote this record
+                    log.warning("unreadable observation record", extra={"call_id": call_id, "error": repr(exc)})
+                    continue
                 if item is None:
                     continue
                 with self._changed:

@@ -126,3 +126,18 @@ def test_it_forgets_the_oldest_calls_past_its_limit(monkeypatch: pytest.MonkeyPa
         feed.watch(call_id)
     assert [feed.watches(c) for c in ("a", "b", "c")] == [False, True, True]
     feed.close()
+
+
+def test_a_record_it_cannot_read_is_passed_over_and_the_feed_reads_on() -> None:
+    consumer = _Consumer()
+
+    def _read(msg: Any) -> str:
+        if msg.offset() == 5:
+            raise ValueError("not an observation")
+        return f"{msg.partition()}:{msg.offset()}"
+
+    feed: ObservationFeed[str] = ObservationFeed(consumer, "tool.observations.acme", {0: 5}, _read)  # type: ignore[arg-type]
+    feed.watch("c1")
+    consumer.queued += [_Msg("c1", 0, 5), _Msg("c1", 0, 6)]
+    assert feed.take("c1", lambda item: True, timeout=2.0) == "0:6"
+    feed.close()
