@@ -83,7 +83,7 @@ class OutboxRelay:
         self.batch = batch
         self.retention_s = retention_s
         self.pool = make_pool(settings.database_url, STAGE, max_size=2)
-        self.producer = IdempotentProducer(settings.kafka_bootstrap, client_config(settings))
+        self.producer = IdempotentProducer(settings.kafka_bootstrap, client_config(settings), settings.linger_ms)
         self.topics = Topics(settings.topic_prefix)
         self.sealer = Sealer(deployment_keys(settings), self.topics)
         self.wakeup = asyncio.Event()

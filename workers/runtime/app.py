@@ -66,7 +66,7 @@ class StageApp:
             broker_heartbeat_interval=settings.heartbeat_interval_s,
             broker_max_poll_interval=settings.max_poll_interval_s,
             broker_commit_interval=1.0,
-            producer_linger_ms=2,
+            producer_linger_ms=settings.linger_ms,
             producer_acks=-1,
             stream_buffer_maxsize=max(settings.stream_buffer, settings.batch_max),
             stream_wait_empty=False,
