@@ -34,7 +34,7 @@ def undeliverable(error: KafkaError | None) -> bool:
 
 
 class IdempotentProducer:
-    def __init__(self, bootstrap: str, config: dict[str, str] | None = None) -> None:
+    def __init__(self, bootstrap: str, config: dict[str, str] | None = None, linger_ms: int = 0) -> None:
         self._producer = Producer(
             {
                 **(config or {}),
@@ -42,7 +42,7 @@ class IdempotentProducer:
                 "client.id": "toolgate-outbox-relay",
                 "enable.idempotence": True,
                 "acks": "all",
-                "linger.ms": 2,
+                "linger.ms": linger_ms,
                 "partitioner": "murmur2_random",  # the same partition for a key as Faust's producer
                 "message.timeout.ms": 30_000,
             }

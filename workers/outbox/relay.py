@@ -83,7 +83,7 @@ class OutboxRelay:
         self.batch = batch
         self.retention_s = retention_s
         self.pool = make_pool(settings.database_url, STAGE, max_size=2)
-        self.producer = IdempotentProducer(settings.kafka_bootstrap, client_config(settings))
+        self.producer = IdempotentProducer(settings.kafka_bootstrap, client_config(settings), settings.linger_ms)
         self.topics = Topics(settings.topic_prefix)
         self.sealer = Sealer(deployment_keys(settings), self.topics)
         self.wakeup = asyncio.Event()
@@ -102,6 +102,10 @@ class OutboxRelay:
             self.app.mark_ready()
         try:
             while True:
+                # Cleared before the round, not after it: a notification that arrives while the
+                # round runs (rows committed after its claim) starts the next round at once
+                # instead of being wiped out and waited for until the timeout.
+                self.wakeup.clear()
                 try:
                     moved = await self.retry.run(self._round)
                 except Exception:
@@ -109,7 +113,6 @@ class OutboxRelay:
                     await asyncio.sleep(1.0)
                     continue
                 if moved < self.batch:
-                    self.wakeup.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.wakeup.wait(), 1.0)
         finally:

@@ -66,12 +66,13 @@ class StageApp:
             broker_heartbeat_interval=settings.heartbeat_interval_s,
             broker_max_poll_interval=settings.max_poll_interval_s,
             broker_commit_interval=1.0,
-            producer_linger_ms=2,
+            producer_linger_ms=settings.linger_ms,
             producer_acks=-1,
             stream_buffer_maxsize=max(settings.stream_buffer, settings.batch_max),
             stream_wait_empty=False,
             logging_config=logging_config(settings.log_level),
         )
+        self.app.fetch_max_wait_ms = settings.fetch_wait_ms
         self._ready = False
         self._consumes = False
         self.app.on_partitions_assigned.connect(self._on_assigned)
@@ -112,17 +113,16 @@ class StageApp:
             loop = asyncio.get_running_loop()
             while True:
                 events = [await queue.get()]
+                _take_queued(queue, events, batch_max)
+                # A record with nothing queued behind it starts its round at once; a round
+                # lingers to fill only while records are arriving.
                 deadline = loop.time() + within
-                while len(events) < batch_max:
-                    try:
-                        events.append(queue.get_nowait())
-                        continue
-                    except asyncio.QueueEmpty:
-                        pass
+                while 1 < len(events) < batch_max:
                     left = deadline - loop.time()
                     if left <= 0:
                         break
                     await asyncio.sleep(min(left, 0.002))  # cheaper than a wait_for task per record
+                    _take_queued(queue, events, batch_max)
                 await self._guarded(rounds.run([_raw(e) for e in events]))
                 # Only now, with every output acknowledged by the broker, may the offsets go.
                 for event in events:
@@ -216,6 +216,15 @@ class StageApp:
 
     async def _ready_now(self) -> None:
         self.mark_ready()
+
+
+def _take_queued(queue: asyncio.Queue[Any], events: list[Any], batch_max: int) -> None:
+    """Move what is queued now onto `events`, up to `batch_max` in all, without waiting."""
+    while len(events) < batch_max:
+        try:
+            events.append(queue.get_nowait())
+        except asyncio.QueueEmpty:
+            return
 
 
 def _raw(event: EventT[Any]) -> RawRecord:
