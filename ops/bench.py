@@ -31,7 +31,7 @@ from toolgate.ops.bench_stats import hop_table, latency_summary
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
 from toolgate.settings import Settings
-from toolgate.topics.client import INTERIM_CODE, ToolgateClient
+from toolgate.topics.client import INTERIM_CODE, Proposed, ToolgateClient
 from toolgate.topics.headers import CALL_ID, header
 
 
@@ -135,6 +135,20 @@ class _Workload:
     # measures throughput, not the budget gate, so it spreads its calls over many runs.
     run_prefix: str
 
+    def propose(self, i: int, call_id: str, *, watch: bool = False, flush: bool = True) -> Proposed:
+        """Call `i` of the run, under the call_id the benchmark times it by."""
+        return self.client.propose(
+            self.tool,
+            self.example,
+            signer=self.signer,
+            user_id="bench",
+            scopes=self.scopes,
+            run_id=f"{self.run_prefix}{i // CALLS_PER_RUN}",
+            call_id=call_id,
+            watch=watch,
+            flush=flush,
+        )
+
 
 def run_bench(
     settings: Settings,
@@ -223,16 +237,7 @@ def _run_sequential(work: _Workload, calls: int, timeout: float, bar: Progress) 
     for i in range(calls):
         call_id = f"bench_{uuid.uuid4().hex}"
         run.sent[call_id] = time.perf_counter()
-        proposed = work.client.propose(
-            work.tool,
-            work.example,
-            signer=work.signer,
-            user_id="bench",
-            scopes=work.scopes,
-            run_id=f"{work.run_prefix}{i // CALLS_PER_RUN}",
-            call_id=call_id,
-            watch=True,
-        )
+        proposed = work.propose(i, call_id, watch=True)
         try:
             seen = work.client.wait(proposed, timeout=timeout)
         except TimeoutError:
@@ -283,16 +288,7 @@ def _publish(
                 time.sleep(min(lag, 0.01))
         call_id = f"bench_{uuid.uuid4().hex}"
         sent[call_id] = time.perf_counter()
-        work.client.propose(
-            work.tool,
-            work.example,
-            signer=work.signer,
-            user_id="bench",
-            scopes=work.scopes,
-            run_id=f"{work.run_prefix}{i // CALLS_PER_RUN}",
-            call_id=call_id,
-            flush=False,
-        )
+        work.propose(i, call_id, flush=False)
         if i % 200 == 0:
             bar.update(published, completed=i)
             bar.update(observed, completed=len(collector.received))
