@@ -8,6 +8,10 @@ isolated to the call that caused it.
 from __future__ import annotations
 
 import asyncio
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 from psycopg import errors
@@ -28,7 +32,37 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, PoolTimeout)
 
 
+# A connection back in the pool for longer than this is asked whether it still works before it
+# is handed out again (one round trip); one that was in use moments ago is not.
+STALE_AFTER_S = 2.0
+
+
+class IdleCheck:
+    """The pool's checkout check: a round trip only for a connection that sat idle.
+
+    Checking every checkout cost each round a round trip (1-1.7 ms measured in a sequential
+    run). A connection used moments ago is checked locally only (closed or broken); if the
+    server went away since, the round's first statement fails as a transient error, the round
+    is retried, and the pool discards the dead connection on its return."""
+
+    def __init__(self, stale_after_s: float = STALE_AFTER_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stale_after_s = stale_after_s
+        self.clock = clock
+        self._returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    async def returned(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self._returned[conn] = self.clock()
+
+    async def check(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        if conn.closed or conn.broken:
+            raise psycopg.OperationalError("the connection is closed")
+        at = self._returned.get(conn)
+        if at is None or self.clock() - at > self.stale_after_s:
+            await AsyncConnectionPool.check_connection(conn)
+
+
 def make_pool(database_url: str, name: str, max_size: int = 4) -> AsyncConnectionPool:
+    idle = IdleCheck(STALE_AFTER_S)
     return AsyncConnectionPool(
         database_url,
         min_size=1,
@@ -38,8 +72,9 @@ def make_pool(database_url: str, name: str, max_size: int = 4) -> AsyncConnectio
         timeout=10.0,
         reconnect_timeout=3600.0,
         kwargs={"application_name": f"toolgate-{name}"},
-        check=AsyncConnectionPool.check_connection,
+        check=idle.check,
+        reset=idle.returned,
     )
 
 
-__all__ = ["AsyncConnectionPool", "errors", "is_transient", "make_pool"]
+__all__ = ["AsyncConnectionPool", "IdleCheck", "errors", "is_transient", "make_pool"]
