@@ -48,6 +48,7 @@ JOIN unnest(%s::text[], %s::text[], %s::int[]) AS w(tenant_id, tool_name, window
 WHERE u.dimension = 'call' AND u.at > now() - make_interval(secs => w.window_sec)
 GROUP BY 1, 2
 """
+LOCK_TENANT = "SELECT pg_advisory_xact_lock(hashtext('toolgate-usage'), hashtext(%s))"
 COUNTED = "SELECT event_id FROM toolgate.usage_events WHERE dimension = 'call' AND event_id = ANY(%s)"
 # Only the events inserted now (not those of an operation counted before) add to the day's counters.
 RECORD = """
@@ -143,21 +144,24 @@ class PolicyHandler(Handler[StageRecord]):
         event_ids: list[str],
     ) -> Usage:
         tenants = sorted({c.model.tenant_id for c in calls})
-        for tenant in tenants:  # sorted: two workers lock tenants in the same order
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('toolgate-usage'), hashtext(%s))", (tenant,))
         runs = sorted({(c.model.tenant_id, c.model.run_id) for c in calls})
-        usage = Usage()
-        cur = await conn.execute(PER_RUN, ([t for t, _ in runs], [r for _, r in runs]))
-        usage.per_run = {(t, r, d): n for t, r, d, n in await cur.fetchall()}
-        cur = await conn.execute(PER_DAY, (tenants,))
-        usage.per_day = {(t, d): n for t, d, n in await cur.fetchall()}
         windows: Windows = {}
         for c in calls:
             limit = self.policy.rate_limit(c.model.tenant_id, contracts[id(c)])
             windows[(c.model.tenant_id, c.model.tool_name)] = limit["window_sec"]
-        usage.rate = await recent_calls(conn, windows)
-        cur = await conn.execute(COUNTED, (event_ids,))
-        usage.counted = {row[0] for row in await cur.fetchall()}
+        usage = Usage()
+        # Pipelined: the locks and the four reads go out together, one round trip in all; the
+        # server still runs them in order, so every read happens under the tenants' locks.
+        async with conn.pipeline():
+            for tenant in tenants:  # sorted: two workers lock tenants in the same order
+                await conn.execute(LOCK_TENANT, (tenant,))
+            per_run = await conn.execute(PER_RUN, ([t for t, _ in runs], [r for _, r in runs]))
+            per_day = await conn.execute(PER_DAY, (tenants,))
+            counted = await conn.execute(COUNTED, (event_ids,))
+            usage.rate = await recent_calls(conn, windows)  # its fetch sends the whole pipeline
+            usage.per_run = {(t, r, d): n for t, r, d, n in await per_run.fetchall()}
+            usage.per_day = {(t, d): n for t, d, n in await per_day.fetchall()}
+            usage.counted = {row[0] for row in await counted.fetchall()}
         return usage
 
 
