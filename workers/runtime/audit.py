@@ -133,9 +133,10 @@ async def append(conn: AsyncConnection[Any], entries: list[Entry]) -> None:
     """Append entries, and the signed checkpoint after them, inside the caller's transaction."""
     if not entries:
         return
-    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_ID,))
-    cur = await conn.execute(TAIL)
-    row = await cur.fetchone()
+    async with conn.pipeline():  # the lock and the read of the tail: one round trip, in this order
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_ID,))
+        cur = await conn.execute(TAIL)
+        row = await cur.fetchone()
     assert row is not None
     at, prev, count = str(row[0]), str(row[1] or GENESIS), int(row[2])
     rows = []
