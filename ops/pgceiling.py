@@ -10,7 +10,6 @@ run rounds side by side, as several execution workers would.
 
 from __future__ import annotations
 
-import base64
 import json
 import threading
 import time
@@ -23,12 +22,14 @@ from psycopg.types.json import Jsonb
 from toolgate.contracts.registry import load_registry
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.states import KeyStatus
-from toolgate.workers.execution.keys import LOCK, RESERVE, SETTLE
+from toolgate.topics.catalog import Topics
+from toolgate.workers.execution.keys import LOCK, RESERVE, SETTLE, reserve_params
 from toolgate.workers.runtime.outbox import INSERT as OUTBOX_INSERT
+from toolgate.workers.runtime.outbox import OutboxRow, columns
 
 TENANT = "acme"
-REQUEST = base64.b64encode(b"\x00" * 400).decode()  # about an encoded StageRecord
-PAYLOAD = base64.b64encode(b"\x00" * 450).decode()  # about an encoded ExecutionResult
+REQUEST = b"\x00" * 400  # about an encoded StageRecord
+PAYLOAD = b"\x00" * 450  # about an encoded ExecutionResult
 
 
 def _round(conn: psycopg.Connection[Any], statement: str, arguments: dict[str, Any], batch: int) -> None:
@@ -49,7 +50,7 @@ def _round(conn: psycopg.Connection[Any], statement: str, arguments: dict[str, A
         for k in keys
     ]
     with conn.transaction():
-        conn.execute(RESERVE, {"rows": json.dumps(reserve), "owner": "pgceiling", "lease": 30}).fetchall()
+        conn.execute(RESERVE, reserve_params(reserve, "pgceiling", 30)).fetchall()
         conn.execute(LOCK, ([TENANT] * batch, keys)).fetchall()
     with conn.transaction():
         with conn.pipeline():
@@ -67,11 +68,8 @@ def _round(conn: psycopg.Connection[Any], statement: str, arguments: dict[str, A
             for k in keys
         ]
         conn.execute(SETTLE, {"rows": json.dumps(settle), "lease": 30})
-        outbox: list[dict[str, Any]] = [
-            {"topic": "tool.results", "partition": 0, "kind": "item", "key": None, "payload": PAYLOAD, "headers": []}
-            for _ in keys
-        ]
-        conn.execute(OUTBOX_INSERT, (json.dumps(outbox),))
+        outbox = [OutboxRow("results", 0, "item", None, PAYLOAD) for _ in keys]
+        conn.execute(OUTBOX_INSERT, columns(outbox, Topics("")))
 
 
 def measure(database_url: str, *, batch: int = 200, connections: int = 2, seconds: float = 10.0) -> dict[str, Any]:

@@ -7,8 +7,6 @@ a topic catalog of its own on the session's Postgres and broker: no worker runs.
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import time
 import uuid
 from collections import Counter
@@ -26,7 +24,7 @@ from toolgate.schemas.models import StageBatch
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
 from toolgate.workers.outbox.relay import OutboxRelay
-from toolgate.workers.runtime.outbox import INSERT
+from toolgate.workers.runtime.outbox import INSERT, OutboxRow, columns
 
 from .conftest import Server, fresh_topics, with_topics
 
@@ -43,21 +41,11 @@ def scratch(postgres: Server, broker: Broker) -> Iterator[Settings]:
 
 def enqueue(settings: Settings, items: list[tuple[int, bytes]]) -> None:
     """Outbox rows of kind item for tool.results, (partition, payload) each."""
-    topic = Topics(settings.topic_prefix).results
-    rows = [
-        {
-            "topic": topic,
-            "partition": p,
-            "kind": "item",
-            "key": None,
-            "payload": base64.b64encode(v).decode(),
-            "headers": [],
-        }
-        for p, v in items
-    ]
+    rows = [OutboxRow("results", p, "item", None, v) for p, v in items]
+    topics = Topics(settings.topic_prefix)
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         for chunk in range(0, len(rows), 500):
-            conn.execute(INSERT, (json.dumps(rows[chunk : chunk + 500]),))
+            conn.execute(INSERT, columns(rows[chunk : chunk + 500], topics))
 
 
 def published(settings: Settings, partitions: tuple[int, ...]) -> Iterator[Any]:

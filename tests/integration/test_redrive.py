@@ -5,13 +5,13 @@ outbox rows, so no broker is needed; the topic names carry a prefix of this test
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import uuid
 from dataclasses import replace
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from toolgate.integrity import deployment_keys
 from toolgate.schemas.codec import codec
@@ -54,15 +54,8 @@ def _ticket(conn: psycopg.Connection[Any], approval_id: str, status: str, consum
 
 
 def _outbox_row(conn: psycopg.Connection[Any], topic: str, payload: bytes) -> int:
-    row = {
-        "topic": topic,
-        "partition": 0,
-        "kind": "item",
-        "key": None,
-        "payload": base64.b64encode(payload).decode(),
-        "headers": [],
-    }
-    conn.execute(INSERT, (json.dumps([row]),))
+    """An item row for `topic` (physical)."""
+    conn.execute(INSERT, ([topic], [0], ["item"], [None], [payload], [Jsonb([])]))
     [(row_id,)] = conn.execute("SELECT max(id) FROM toolgate.outbox").fetchall()
     return int(row_id)
 

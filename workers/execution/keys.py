@@ -27,13 +27,28 @@ RESERVE = """
 INSERT INTO toolgate.idempotency_keys (tenant_id, idempotency_key, request_hash, status, tool_name, tool_version,
     executor, call_id, home_partition, attempt, request, lease_owner, lease_until, expires_at)
 SELECT k.tenant_id, k.idempotency_key, k.request_hash, 'PENDING', k.tool_name, k.tool_version, k.executor, k.call_id,
-    k.home_partition, 1, decode(k.request, 'base64'), %(owner)s, now() + make_interval(secs => %(lease)s),
+    k.home_partition, 1, k.request, %(owner)s, now() + make_interval(secs => %(lease)s),
     now() + make_interval(secs => k.ttl)
-FROM jsonb_to_recordset(%(rows)s::jsonb) AS k(tenant_id text, idempotency_key text, request_hash text, tool_name text,
-    tool_version text, executor text, call_id text, home_partition int, request text, ttl int)
+FROM unnest(%(tenant_id)s::text[], %(idempotency_key)s::text[], %(request_hash)s::text[], %(tool_name)s::text[],
+    %(tool_version)s::text[], %(executor)s::text[], %(call_id)s::text[], %(home_partition)s::int[],
+    %(request)s::bytea[], %(ttl)s::int[])
+    AS k(tenant_id, idempotency_key, request_hash, tool_name, tool_version, executor, call_id, home_partition,
+    request, ttl)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING tenant_id, idempotency_key
 """
+RESERVE_COLUMNS = (
+    "tenant_id",
+    "idempotency_key",
+    "request_hash",
+    "tool_name",
+    "tool_version",
+    "executor",
+    "call_id",
+    "home_partition",
+    "request",
+    "ttl",
+)
 LOCK = """
 SELECT tenant_id, idempotency_key, status, request_hash, call_id, attempt, lease_owner,
        (extract(epoch FROM lease_until) * 1000)::bigint, response, error_code,
@@ -77,6 +92,13 @@ async def outcomes(conn: AsyncConnection[Any], idents: list[Ident]) -> dict[Iden
     return {(r[0], r[1]): StoredOutcome(KeyStatus(r[2]), r[3], r[4]) for r in await cur.fetchall()}
 
 
+def reserve_params(rows: list[dict[str, Any]], owner: str, lease_s: float) -> dict[str, Any]:
+    """RESERVE's parameters: one array per column (the request as bytea, as received), the
+    lease's owner and length."""
+    params: dict[str, Any] = {column: [row[column] for row in rows] for column in RESERVE_COLUMNS}
+    return {**params, "owner": owner, "lease": lease_s}
+
+
 async def reserve(conn: AsyncConnection[Any], first: list[Attempt], owner: str, lease_s: float) -> set[Ident]:
     """Insert PENDING keys, leased to `owner`; returns those that were new."""
     rows = [
@@ -89,12 +111,12 @@ async def reserve(conn: AsyncConnection[Any], first: list[Attempt], owner: str, 
             "executor": a.job.contract.executor["kind"],
             "call_id": a.record.call_id,
             "home_partition": a.record.home_partition,
-            "request": _b64(a.call.raw),  # the bytes as received: no re-encoding
+            "request": a.call.raw,  # the bytes as received: no re-encoding
             "ttl": a.job.contract.idempotency_ttl_seconds,
         }
         for a in first
     ]
-    cur = await conn.execute(RESERVE, {"rows": json.dumps(rows), "owner": owner, "lease": lease_s})
+    cur = await conn.execute(RESERVE, reserve_params(rows, owner, lease_s))
     return {(r[0], r[1]) for r in await cur.fetchall()}
 
 

@@ -7,11 +7,10 @@ it commit or roll back together; the outbox relay publishes them.
 
 from __future__ import annotations
 
-import base64
-import json
 from dataclasses import dataclass
 
 from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
 
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, StageRecord
@@ -57,26 +56,28 @@ def record(
 
 INSERT = """
 INSERT INTO toolgate.outbox (topic, partition, kind, key, payload, headers)
-SELECT r.topic, r.partition, r.kind, decode(r.key, 'base64'), decode(r.payload, 'base64'), r.headers
-FROM jsonb_to_recordset(%s::jsonb)
-     AS r(topic text, partition integer, kind text, key text, payload text, headers jsonb)
+SELECT * FROM unnest(%s::text[], %s::integer[], %s::text[], %s::bytea[], %s::bytea[], %s::jsonb[])
 """
 
 
+Columns = tuple[list[str], list[int | None], list[str], list[bytes | None], list[bytes], list[Jsonb]]
+
+
+def columns(rows: list[OutboxRow], topics: Topics) -> Columns:
+    """INSERT's parameters: one array per column. Rows name physical topics (with the
+    deployment's prefix), so any relay publishes them where this deployment reads. The
+    payloads go as they are, bytea: no base64, no JSON around them."""
+    return (
+        [topics.name(r.topic, r.tenant) for r in rows],
+        [r.partition for r in rows],
+        [r.kind for r in rows],
+        [r.key for r in rows],
+        [r.payload for r in rows],
+        [Jsonb([list(h) for h in r.headers]) for r in rows],
+    )
+
+
 async def enqueue(conn: AsyncConnection[object], rows: list[OutboxRow], topics: Topics) -> None:
-    """Insert rows inside the caller's transaction. Rows name physical topics (with the
-    deployment's prefix), so any relay publishes them where this deployment reads."""
-    if not rows:
-        return
-    doc = [
-        {
-            "topic": topics.name(r.topic, r.tenant),
-            "partition": r.partition,
-            "kind": r.kind,
-            "key": base64.b64encode(r.key).decode() if r.key is not None else None,
-            "payload": base64.b64encode(r.payload).decode(),
-            "headers": [list(h) for h in r.headers],
-        }
-        for r in rows
-    ]
-    await conn.execute(INSERT, (json.dumps(doc),))
+    """Insert rows inside the caller's transaction."""
+    if rows:
+        await conn.execute(INSERT, columns(rows, topics))
