@@ -69,7 +69,11 @@ def test_promtool_accepts_the_rules() -> None:
 
 def test_every_alert_fires_and_stays_quiet_in_promtools_unit_tests() -> None:
     done = subprocess.run(
-        [promtool(), "test", "rules", RULE_TESTS.name], cwd=RULE_TESTS.parent, capture_output=True, text=True, timeout=120
+        [promtool(), "test", "rules", RULE_TESTS.name],
+        cwd=RULE_TESTS.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
 

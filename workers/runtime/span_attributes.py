@@ -8,8 +8,9 @@ idempotency key is carried as its hash (`tool.idempotency_key_hash`), the auth p
 kind of credential (`bearer`), never its reference or value.
 
 `tool.validation.status` per stage and outcome: validation passes (`passed`, or `repaired` for a
-proposal that is a repair attempt) or fails (`failed`); policy and later stages refuse
-(`blocked`); approval-wait holds (`approval_pending`); a call any stage forwards has `passed`.
+proposal that is a repair attempt) or fails (`failed`); a call held for (or refused for want of)
+approval is `approval_pending`; policy and later stages refuse (`blocked`); a call any stage
+forwards has `passed`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 
 Attributes = dict[str, str | bool | int]
 OPERATION = "execute_tool"
-PASSING = frozenset({"forwarded", "held", TaxonomyClass.SUCCESS.value, TaxonomyClass.PARTIAL_SUCCESS.value})
+PASSING = frozenset({"forwarded", TaxonomyClass.SUCCESS.value, TaxonomyClass.PARTIAL_SUCCESS.value})
+PENDING = frozenset({"held", TaxonomyClass.CONFIRMATION_MISSING.value})
 
 
 class Contracts:
@@ -109,35 +111,34 @@ def opened(stage: str, model: object, call_id: str) -> Attributes:
     }
 
 
-def validation_status(stage: str, label: str, model: object) -> str:
+def validation_status(stage: str, label: str, failed: bool, model: object) -> str:
+    if label in PENDING and not failed:
+        return "approval_pending"
     if stage == "validation":
-        if label not in PASSING:
+        if failed:
             return "failed"
         return "repaired" if int(getattr(model, "repair_attempt", 0) or 0) > 0 else "passed"
-    if stage == "approval-wait" and label == "held":
-        return "approval_pending"
-    return "passed" if label in PASSING else "blocked"
+    return "blocked" if failed else "passed"
 
 
 def closed(stage: str, label: str, model: object) -> Attributes:
-    """What a call's span carries at its end: how this stage left it."""
+    """What a call's span carries at its end: how this stage left it. A call held for approval
+    (its interim CONFIRMATION_MISSING) has not failed; a denied or expired approval has."""
     shown = label
     if isinstance(model, ExecutionResult):  # normalization: how the call ended, at whichever stage
         outcome = model.outcome
         failed = outcome.is_error
-        code = outcome.taxonomy_class.value if failed else ""
         retryable, repairable = outcome.retryable, outcome.repairable
-        stage, label = model.stage, code or "forwarded"
+        stage, label = model.stage, outcome.taxonomy_class.value
     else:
-        failed = label not in PASSING
+        failed = label not in PASSING and label not in PENDING
         vector = VECTORS.get(TaxonomyClass(label)) if label in TaxonomyClass.__members__ else None
-        code = label if failed else ""
         retryable = vector.retryable if vector is not None and failed else False
         repairable = vector.repairable if vector is not None and failed else False
     return {
         "toolgate.outcome": shown,
-        "tool.validation.status": validation_status(stage, label, model),
-        "tool.error_code": code,
+        "tool.validation.status": validation_status(stage, label, failed, model),
+        "tool.error_code": label if failed else "",
         "tool.retryable": retryable,
         "tool.repairable": repairable,
     }
