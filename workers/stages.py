@@ -68,9 +68,6 @@ def build(name: str, settings: Settings) -> StageApp:
 
         app.every(settings.reconcile_interval_seconds, reconcile, "reconcile")
         app.every(settings.retention_interval_seconds, prune, "retention")
-        from toolgate.workers.reconciliation.gauges import Gauges
-
-        app.every(settings.metrics_sample_seconds, Gauges(registry, settings).sample, "gauges")
     return app
 
 

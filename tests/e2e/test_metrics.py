@@ -54,6 +54,7 @@ METRICS = (
     "tool_mutation_class_violations_total",
     "toolgate_calls_total",
     "toolgate_round_duration_seconds_bucket",
+    "toolgate_round_size_bucket",
     "toolgate_deadletters_total",
     "toolgate_consumer_lag",
     "toolgate_keys_pending",

@@ -1,5 +1,5 @@
-"""The deployment's gauges, sampled by the reconciliation worker (one process) every
-`metrics_sample_seconds`, never on a stage's hot path.
+"""The deployment's gauges, sampled by the reconciliation worker (one process; ops/stage.py
+attaches them) every `metrics_sample_seconds`, never on a stage's hot path.
 
 A sample reads what `toolgate status` reads (ops/status.py: consumer lag per stage, keys
 PENDING, the outbox's unsent rows, open dead letters) plus the approvals waiting per tool and
