@@ -2,7 +2,7 @@
 seeds' span attributes on the spans of one traced call.
 
 The Prometheus server is Debian's (`prometheus`, which .ci/run installs; without CI a machine
-that lacks it skips this module). It runs on a free port with a temporary configuration that
+that lacks it skips this module). It runs on a free port with a configuration of its own that
 scrapes every worker's /metrics (the ports `runtime.json` lists) each second and evaluates the
 real rules of ops/prometheus. The test drives calls of every outcome (success, refusals, an
 approval granted and one denied, an idempotent replay, a dead letter), then asks Prometheus's
