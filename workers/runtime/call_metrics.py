@@ -31,6 +31,8 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from opentelemetry.metrics import Meter
+
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.telemetry import meter
 from toolgate.workers.runtime.span_attributes import CONTRACTS
@@ -44,8 +46,8 @@ Labels = tuple[tuple[str, str], ...]
 
 
 class CallMetrics:
-    def __init__(self) -> None:
-        m = meter()
+    def __init__(self, instruments: Meter | None = None) -> None:
+        m = instruments or meter()
         self._count = m.create_counter("tool.invocation.count", description="calls that ended, by outcome")
         self._latency = m.create_histogram("tool.invocation.latency", unit="ms", description="proposal to observation")
         self._cost = m.create_counter("tool.invocation.cost", description="cost of executed calls, contract's unit")
