@@ -37,6 +37,7 @@ import psycopg
 from toolgate.agent_keys import AgentKeyring
 from toolgate.integrity import deployment_keys
 from toolgate.kafka_security import client_config
+from toolgate.metrics_export import reported_port
 from toolgate.ops.agents import add_tenant, list_agents, register_agent, registered_tenants
 from toolgate.ops.approvers import list_approvers, register_approver
 from toolgate.ops.embedded import (
@@ -116,6 +117,7 @@ class Supervisor:
     _admin_url: str = ""
     _infrastructure_restarts: dict[str, int] = field(default_factory=dict)
     _transport_lost: bool = False
+    _metrics_ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def home(self) -> Path:
@@ -155,7 +157,7 @@ class Supervisor:
         }
         self._write_runtime(runtime)
         self._admin_url = admin_url
-        self._start_workers(self._worker_env(bootstrap, worker_url, endpoints))
+        self._start_workers(self._worker_env(bootstrap, worker_url, endpoints), ports)
         self._runtime = runtime
         self._record_pids()
         self._wait_ready()
@@ -169,7 +171,7 @@ class Supervisor:
         except BlockingIOError:
             raise SystemExit(f"toolgate up is already running for {self.home}") from None
         if self.fresh:
-            for name in ("pgdata", "provider", "ready", "faust", "telemetry", "logs"):
+            for name in ("pgdata", "provider", "ready", "faust", "telemetry", "logs", "metrics"):
                 shutil.rmtree(self.home / name, ignore_errors=True)
         for stale in (self.home / "ready").glob("*"):
             stale.unlink()
@@ -210,10 +212,15 @@ class Supervisor:
             "TOOLGATE_TOPIC_PREFIX": self.settings.topic_prefix,
         }
 
-    def _start_workers(self, env: dict[str, str]) -> None:
+    def _start_workers(self, env: dict[str, str], ports: Ports) -> None:
+        """One process per stage, each with its own `/metrics` port (kept in ports.json)."""
         for stage in STAGES:
+            self._metrics_ports[stage] = ports.claim(f"metrics-{stage}")
             child = Child(
-                stage, [sys.executable, "-m", "toolgate.cli", "worker", stage], env, self.home / "logs" / f"{stage}.log"
+                stage,
+                [sys.executable, "-m", "toolgate.cli", "worker", stage],
+                {**env, "TOOLGATE_METRICS_PORT": str(self._metrics_ports[stage])},
+                self.home / "logs" / f"{stage}.log",
             )
             child.start()
             self.children.append(child)
@@ -276,6 +283,8 @@ class Supervisor:
         if pending:
             raise SystemExit(f"workers not ready after {timeout}s: {', '.join(sorted(pending))}")
         self.say(f"workers    {', '.join(c.name for c in self.children if c.name in STAGES)}: ready")
+        self._record_pids()  # with the metrics ports the workers reported
+        self.say(f"metrics    {', '.join(f'{k} :{v}' for k, v in self._runtime['metrics'].items())}  (/metrics)")
         self.say(f"logs       {self.home / 'logs'}   telemetry {self.settings.telemetry_dir}")
         self.say(
             'toolgate is up. Try:  toolgate propose invoice.fetch --args \'{"invoice_id": "inv_acme0001"}\' --wait'
@@ -312,6 +321,7 @@ class Supervisor:
     def _record_pids(self) -> None:
         self._runtime["workers"] = {c.name: c.pid for c in self.children}
         self._runtime["restarts"] = self._restarts
+        self._runtime["metrics"] = self._metrics()
         self._runtime["infrastructure"] = {
             name: proc.pid
             for name, proc in (
@@ -321,6 +331,14 @@ class Supervisor:
             if proc
         }
         self._write_runtime(self._runtime)
+
+    def _metrics(self) -> dict[str, int]:
+        """Each worker's `/metrics` port: the one it reported listening on, else the one it got."""
+        ports = dict(self._metrics_ports)
+        for child in self.children:
+            if child.name in ports:
+                ports[child.name] = reported_port(self.settings, child.name, child.pid) or ports[child.name]
+        return ports
 
     def _revive_infrastructure(self) -> None:
         """An embedded broker or Postgres that died comes back on its own port, so every

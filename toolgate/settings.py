@@ -79,6 +79,15 @@ class Settings:
     trace_sample_ratio: float = 1.0
     telemetry_exporter: str = "file"  # file | otlp | none
     log_level: str = "INFO"
+    # Every worker's Prometheus `/metrics` (toolgate/metrics_export.py): the port (0 any free
+    # one, -1 none; `toolgate up` gives each worker its own) and the address it listens on.
+    metrics_port: int = 0
+    metrics_addr: str = "127.0.0.1"
+    # How often the reconciliation worker samples the gauges read from Postgres and Kafka
+    # (keys PENDING, outbox backlog, approvals waiting, consumer lag, dead letters open, audit
+    # chain head), and how often it verifies the whole audit chain.
+    metrics_sample_seconds: float = 15.0
+    audit_verify_seconds: float = 300.0
     # The secret reference of the deployment secret: the root of stage MACs and of the
     # deployment's Ed25519 key (toolgate.integrity). Every stage and operator command needs it.
     deployment_secret_ref: str = "deployment-secret"
@@ -151,6 +160,10 @@ _ENV = {
     "trace_sample_ratio": "TOOLGATE_TRACE_SAMPLE_RATIO",
     "telemetry_exporter": "TOOLGATE_TELEMETRY_EXPORTER",
     "log_level": "TOOLGATE_LOG_LEVEL",
+    "metrics_port": "TOOLGATE_METRICS_PORT",
+    "metrics_addr": "TOOLGATE_METRICS_ADDR",
+    "metrics_sample_seconds": "TOOLGATE_METRICS_SAMPLE_SECONDS",
+    "audit_verify_seconds": "TOOLGATE_AUDIT_VERIFY_SECONDS",
     "deployment_secret_ref": "TOOLGATE_DEPLOYMENT_SECRET_REF",
     "deployment_public_key": "TOOLGATE_DEPLOYMENT_PUBLIC_KEY",
     "proposal_max_age_seconds": "TOOLGATE_PROPOSAL_MAX_AGE_SECONDS",

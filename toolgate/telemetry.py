@@ -33,6 +33,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     ConsoleMetricExporter,
     MetricExporter,
+    MetricReader,
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import Resource
@@ -41,6 +42,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, TraceFlags, Tracer
 
+from toolgate.metrics_export import prometheus_reader, views
 from toolgate.settings import Settings
 
 # --- secrets scrubbing -------------------------------------------------------------------
@@ -219,11 +221,14 @@ def configure_telemetry(settings: Settings, service: str) -> None:
     if span_exporter is not None:
         provider.add_span_processor(BatchSpanProcessor(span_exporter, max_queue_size=65536, schedule_delay_millis=1000))
     trace.set_tracer_provider(provider)
-    readers = []
+    readers: list[MetricReader] = []
     metric_exporter = _metric_exporter(settings, service)
     if metric_exporter is not None:
         readers.append(PeriodicExportingMetricReader(metric_exporter, export_interval_millis=10000))
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    prometheus = prometheus_reader(settings, service)
+    if prometheus is not None:
+        readers.append(prometheus)
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers, views=views())
     metrics.set_meter_provider(meter_provider)
     _configured.update(tracer=provider, meter=meter_provider)
 

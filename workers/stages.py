@@ -5,6 +5,7 @@ from __future__ import annotations
 from toolgate.contracts.registry import load_registry
 from toolgate.settings import Settings
 from toolgate.workers.runtime.app import StageApp
+from toolgate.workers.runtime.span_attributes import use_registry
 
 STAGES = (
     "validation",
@@ -21,6 +22,7 @@ def build(name: str, settings: Settings) -> StageApp:
     if name not in STAGES:
         raise SystemExit(f"unknown stage {name!r}; one of {', '.join(STAGES)}")
     registry = load_registry(settings.contracts_dir)
+    use_registry(registry)  # what spans and metrics name a call's contract by
     app = StageApp(name, settings)
     if name == "validation":
         from toolgate.workers.validation.handler import ValidationHandler

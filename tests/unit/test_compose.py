@@ -131,3 +131,31 @@ def test_the_image_carries_every_package_folder() -> None:
     for folder in set(mapping.values()):
         assert f"COPY {folder} {folder}" in dockerfile
     assert 'ENTRYPOINT ["toolgate"]' in dockerfile
+
+
+def test_prometheus_scrapes_every_worker_and_loads_the_rules() -> None:
+    mounts = dict(v.split(":")[:2] for v in SERVICES["prometheus"]["volumes"] if v.startswith("./"))
+    config = yaml.safe_load((REPO / "ops/prometheus/prometheus.yml").read_text())
+    assert mounts["./ops/prometheus/prometheus.yml"] == "/etc/prometheus/prometheus.yml"
+    for rules in config["rule_files"]:  # relative to the config file, mounted beside it
+        assert mounts[f"./ops/prometheus/{rules}"] == f"/etc/prometheus/{rules}"
+    [job] = config["scrape_configs"]
+    [discovery] = job["dns_sd_configs"]
+    assert set(discovery["names"]) == set(STAGES) and all(stage in SERVICES for stage in STAGES)
+    for stage in STAGES:  # every worker listens where Prometheus looks, on every interface
+        env = env_of(stage)
+        assert env["TOOLGATE_METRICS_PORT"] == str(discovery["port"]) and env["TOOLGATE_METRICS_ADDR"] == "0.0.0.0"
+
+
+def test_grafana_provisions_the_dashboard_against_the_compose_prometheus() -> None:
+    mounts = dict(v.split(":")[:2] for v in SERVICES["grafana"]["volumes"])
+    provisioning = REPO / "ops/grafana/provisioning"
+    assert mounts["./ops/grafana/provisioning"] == "/etc/grafana/provisioning"
+    [source] = yaml.safe_load((provisioning / "datasources/prometheus.yml").read_text())["datasources"]
+    url = urlsplit(source["url"])
+    assert url.hostname == "prometheus" and url.port == 9090 and "9090:9090" in SERVICES["prometheus"]["ports"]
+    [provider] = yaml.safe_load((provisioning / "dashboards/toolgate.yml").read_text())["providers"]
+    assert mounts["./ops/grafana/dashboards"] == provider["options"]["path"]
+    dashboard = json.loads((REPO / "ops/grafana/dashboards/toolgate.json").read_text())
+    targets = [t for p in dashboard["panels"] for t in p.get("targets", [])]
+    assert targets and all(t["datasource"]["uid"] == source["uid"] for t in targets)

@@ -78,6 +78,7 @@ CATEGORIES: dict[str, list[Path]] = {
     "contracts/*.json": sorted((ROOT / "contracts").glob("*.json")),
     "contracts/reference/*.json": sorted((ROOT / "contracts" / "reference").glob("*.json")),
     "ops/**/*.sql": sorted((ROOT / "ops").rglob("*.sql")),
+    "ops/grafana/dashboards/*.json": sorted((ROOT / "ops" / "grafana" / "dashboards").glob("*.json")),
 }
 
 

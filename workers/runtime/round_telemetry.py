@@ -1,5 +1,8 @@
 """A round's telemetry: one span per call, and the stage's call, round and dead-letter metrics.
 
+A span carries the seeds' attributes (`span_attributes`); normalization, where every call ends,
+also counts the seeds' invocation metrics (`call_metrics`).
+
 Each call's span is a child of the trace the call carries (its `traceparent` field, or the
 record's header); a call whose trace the agent did not sample keeps that traceparent and costs
 no span. A span ends with the call's outcome (what the round emitted for it, `held` if nothing),
@@ -13,10 +16,13 @@ from collections.abc import Sequence
 
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from toolgate.schemas.models import ExecutionResult
 from toolgate.telemetry import meter, parent_context, parse_traceparent, traceparent_of, tracer
 from toolgate.topics.headers import CALL_ID, TRACEPARENT, header
+from toolgate.workers.runtime.call_metrics import CallMetrics
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Inbound, M
+from toolgate.workers.runtime.span_attributes import closed, opened
 
 FAILED_OUTCOMES = ("UNKNOWN_ERROR", "dead_lettered")
 
@@ -30,6 +36,8 @@ class RoundTelemetry:
         self._round_seconds = m.create_histogram("toolgate.round.duration", unit="s")
         self._round_size = m.create_histogram("toolgate.round.size", unit="{call}")
         self._dead = m.create_counter("toolgate.deadletters")
+        # Every call ends at normalization: the seeds' invocation metrics are counted there.
+        self._invocations = CallMetrics() if stage == "normalization" else None
 
     def open_spans(self, calls: Sequence[Inbound[M]]) -> None:
         """One span per sampled call; every call gets the traceparent its outputs carry."""
@@ -45,11 +53,7 @@ class RoundTelemetry:
                 context=parent_context(remote) if remote is not None else None,
                 kind=SpanKind.CONSUMER,
                 attributes={
-                    "toolgate.stage": self.stage,
-                    "tool.call_id": call.call_id or (header(call.origin.headers, CALL_ID) or ""),
-                    "tool.name": str(getattr(call.model, "tool_name", "")),
-                    "tool.version": str(getattr(call.model, "tool_version", "")),
-                    "tenant.id": str(getattr(call.model, "tenant_id", "")),
+                    **opened(self.stage, call.model, call.call_id or (header(call.origin.headers, CALL_ID) or "")),
                     "messaging.source.partition": call.origin.partition,
                 },
             )
@@ -64,12 +68,14 @@ class RoundTelemetry:
             labels[label] += 1
             if call.span is None:
                 continue
-            call.span.set_attribute("toolgate.outcome", label)
+            call.span.set_attributes(closed(self.stage, label, call.model))
             if label in FAILED_OUTCOMES:
                 call.span.set_status(Status(StatusCode.ERROR, label))
             call.span.end()
         for label, count in labels.items():
             self._calls.add(count, {**self._attrs, "outcome": label})
+        if self._invocations is not None:
+            self._invocations.record([c.model for c in calls if isinstance(c.model, ExecutionResult)])
 
     def round_done(self, seconds: float, calls: int, dead_letters: int) -> None:
         if dead_letters:

@@ -1,0 +1,156 @@
+"""The deployment's gauges, sampled by the reconciliation worker (one process; ops/stage.py
+attaches them) every `metrics_sample_seconds`, never on a stage's hot path.
+
+A sample reads what `toolgate status` reads (ops/status.py: consumer lag per stage, keys
+PENDING, the outbox's unsent rows, open dead letters) plus the approvals waiting per tool and
+approver group, today's budget use, and the audit chain's signed head; the whole audit chain is
+verified every `audit_verify_seconds`. The readings are kept, and OpenTelemetry's observable
+gauges report the last of them when `/metrics` is scraped. Approvals decided since the last
+sample go into the `tool.approval.resolution_time` histogram.
+
+| instrument | Prometheus |
+|---|---|
+| toolgate.consumer.lag {stage} | toolgate_consumer_lag |
+| toolgate.keys.pending | toolgate_keys_pending |
+| toolgate.keys.pending.oldest_age (s) | toolgate_keys_pending_oldest_age_seconds |
+| toolgate.keys.pending.lease_expired | toolgate_keys_pending_lease_expired |
+| toolgate.outbox.backlog, toolgate.outbox.oldest_age (s) | toolgate_outbox_backlog, ..._oldest_age_seconds |
+| toolgate.deadletters.open | toolgate_deadletters_open |
+| toolgate.audit.chain_head, toolgate.audit.chain_ok | toolgate_audit_chain_head, toolgate_audit_chain_ok |
+| toolgate.budget.spent {tenant, dimension} | toolgate_budget_spent |
+| tool.approval.pending_count {tool, approver_group} | tool_approval_pending_count |
+| tool.approval.resolution_time (ms) {tool, resolution} | tool_approval_resolution_time_milliseconds |
+| toolgate.sample.errors {part} | toolgate_sample_errors_total |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+import psycopg
+from opentelemetry.metrics import CallbackOptions, Observation
+
+from toolgate.contracts.registry import Registry
+from toolgate.ops import status
+from toolgate.ops.audit import verify_log
+from toolgate.settings import Settings
+from toolgate.telemetry import meter
+
+log = logging.getLogger("toolgate.gauges")
+Reading = dict[tuple[tuple[str, str], ...], float]
+
+APPROVALS_PENDING = """
+SELECT tool_name, coalesce(g, ''), count(*) FROM toolgate.approvals
+LEFT JOIN LATERAL unnest(CASE WHEN approver_groups = '{}' THEN ARRAY[NULL] ELSE approver_groups END) AS g ON true
+WHERE status = 'PENDING' GROUP BY 1, 2
+"""
+APPROVALS_DECIDED = """
+SELECT tool_name, status, extract(epoch FROM decided_at - created_at) * 1000, decided_at FROM toolgate.approvals
+WHERE status <> 'PENDING' AND decided_at > %s ORDER BY decided_at
+"""
+BUDGET_TODAY = """
+SELECT tenant_id, dimension, used FROM toolgate.usage_daily WHERE day = (now() AT TIME ZONE 'UTC')::date
+"""
+AUDIT_HEAD = "SELECT coalesce(max(row_count), 0) FROM toolgate.audit_heads"
+
+
+class Gauges:
+    def __init__(self, registry: Registry, settings: Settings) -> None:
+        self.registry = registry
+        # Operators' reads, as `toolgate status` does them; Postgres as this worker's role.
+        self.settings = settings
+        self.readings: dict[str, Reading] = {}
+        self._decided_since: object = None
+        self._verified_at = 0.0
+        m = meter()
+        self._resolution = m.create_histogram("tool.approval.resolution_time", unit="ms")
+        self._errors = m.create_counter("toolgate.sample.errors", description="gauge samples that failed, by part")
+        for name, unit in (
+            ("toolgate.consumer.lag", "{record}"),
+            ("toolgate.keys.pending", "{key}"),
+            ("toolgate.keys.pending.oldest_age", "s"),
+            ("toolgate.keys.pending.lease_expired", "{key}"),
+            ("toolgate.outbox.backlog", "{row}"),
+            ("toolgate.outbox.oldest_age", "s"),
+            ("toolgate.deadletters.open", "{letter}"),
+            ("toolgate.audit.chain_head", "{row}"),
+            ("toolgate.audit.chain_ok", ""),
+            ("toolgate.budget.spent", ""),
+            ("tool.approval.pending_count", "{approval}"),
+        ):
+            m.create_observable_gauge(name, [self._observer(name)], unit=unit)
+
+    def _observer(self, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(_: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(value, dict(labels)) for labels, value in self.readings.get(name, {}).items()]
+
+        return observe
+
+    async def sample(self) -> None:
+        """One sample, in a thread: its reads are blocking clients' and must not hold the loop."""
+        await asyncio.to_thread(self.sample_now)
+
+    def sample_now(self) -> None:
+        for part, read in (
+            ("lag", self._lag),
+            ("postgres", self._postgres),
+            ("dead_letters", self._dead_letters),
+            ("audit", self._audit),
+        ):
+            try:
+                read()
+            except Exception as exc:  # a part that cannot be read keeps its last reading
+                self._errors.add(1, {"part": part})
+                log.warning("gauge sample failed: %s", exc, extra={"stage": "reconciliation", "action": part})
+
+    def _lag(self) -> None:
+        lags = status.lags(self.settings)
+        self.readings["toolgate.consumer.lag"] = {
+            (("stage", lag.stage),): float(lag.records) for lag in lags if lag.records is not None
+        }
+
+    def _postgres(self) -> None:
+        keys, _, outbox = status.backlogs(self.settings)
+        self.readings["toolgate.keys.pending"] = {(): float(keys.pending)}
+        self.readings["toolgate.keys.pending.oldest_age"] = {(): float(keys.oldest_age_s or 0.0)}
+        self.readings["toolgate.keys.pending.lease_expired"] = {(): float(keys.lease_expired)}
+        self.readings["toolgate.outbox.backlog"] = {(): float(outbox.unsent)}
+        self.readings["toolgate.outbox.oldest_age"] = {(): float(outbox.oldest_age_s or 0.0)}
+        with psycopg.connect(self.settings.database_url, connect_timeout=10) as conn:
+            pending = self._waiting_approvals(conn.execute(APPROVALS_PENDING).fetchall())
+            self.readings["tool.approval.pending_count"] = pending
+            self.readings["toolgate.budget.spent"] = {
+                (("tenant", t), ("dimension", d)): float(used) for t, d, used in conn.execute(BUDGET_TODAY)
+            }
+            since = self._decided_since or conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+            for tool, resolution, ms, at in conn.execute(APPROVALS_DECIDED, (since,)).fetchall():
+                self._resolution.record(max(0.0, float(ms)), {"tool": tool, "resolution": resolution})
+                since = at
+            self._decided_since = since
+
+    def _waiting_approvals(self, rows: list[tuple[str, str, int]]) -> Reading:
+        """Every tool that needs approvals and each of its groups, at zero unless some wait."""
+        reading: Reading = {}
+        for contract in self.registry:
+            if contract.required_approvals:
+                for group in contract.approval.get("approver_groups") or [""]:
+                    reading[(("tool", contract.name), ("approver_group", str(group)))] = 0.0
+        for tool, group, count in rows:
+            reading[(("tool", tool), ("approver_group", group))] = float(count)
+        return reading
+
+    def _dead_letters(self) -> None:
+        letters = status.dead_letters(self.settings)
+        self.readings["toolgate.deadletters.open"] = {(): float(letters.open)}
+
+    def _audit(self) -> None:
+        with psycopg.connect(self.settings.database_url, connect_timeout=10) as conn:
+            head = conn.execute(AUDIT_HEAD).fetchone()
+        self.readings["toolgate.audit.chain_head"] = {(): float(head[0] if head else 0)}
+        if time.monotonic() - self._verified_at >= self.settings.audit_verify_seconds or not self._verified_at:
+            report = verify_log(self.settings)
+            self._verified_at = time.monotonic()
+            self.readings["toolgate.audit.chain_ok"] = {(): 1.0 if report.ok else 0.0}

@@ -1,0 +1,118 @@
+"""ops/prometheus's rules, their promtool unit tests and the runbooks they point at.
+
+promtool (Debian's `prometheus` package) checks the rules and runs the unit tests of every
+alert. `.ci/run` installs it and sets CI, so there the test fails when promtool is missing; on
+a workstation without it the two promtool tests are skipped, and say so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+import yaml
+
+from toolgate.cli.main import app
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = REPO / "ops" / "prometheus" / "toolgate-rules.yml"
+RULE_TESTS = REPO / "ops" / "prometheus" / "toolgate-rules.test.yml"
+RUNBOOKS = REPO / "ops" / "runbooks"
+ALERTS: dict[str, dict[str, Any]] = {
+    rule["alert"]: rule
+    for group in yaml.safe_load(RULES.read_text())["groups"]
+    for rule in group["rules"]
+    if "alert" in rule
+}
+# The seeds' alerts (tool-contract chapter) and toolgate's own.
+EXPECTED = {
+    "ToolDegraded",
+    "LatencyRegression",
+    "TimeoutClassMismatch",
+    "ApprovalQueueBacklog",
+    "RetryBudgetExhausted",
+    "OutputSchemaViolations",
+    "MutationClassViolation",
+    "DeprecationRemovalBlocked",
+    "StageLag",
+    "KeysStuckPending",
+    "DeadLettersArriving",
+    "OutboxNotDraining",
+    "AuditChainBroken",
+}
+
+
+def promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("promtool is missing; .ci/run installs Debian's prometheus package")
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    return found
+
+
+def test_every_alert_the_issue_names_is_defined() -> None:
+    assert set(ALERTS) == EXPECTED
+
+
+def test_promtool_accepts_the_rules() -> None:
+    done = subprocess.run([promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_alert_fires_and_stays_quiet_in_promtools_unit_tests() -> None:
+    done = subprocess.run(
+        [promtool(), "test", "rules", RULE_TESTS.name],
+        cwd=RULE_TESTS.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_alert_has_a_firing_and_a_quiet_case() -> None:
+    cases: dict[str, set[bool]] = {}
+    for test in yaml.safe_load(RULE_TESTS.read_text())["tests"]:
+        for case in test.get("alert_rule_test", []):
+            cases.setdefault(case["alertname"], set()).add(bool(case.get("exp_alerts")))
+    for name in ALERTS:
+        assert cases.get(name) == {True, False}, f"{name} needs a test that fires and one that stays quiet"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_alert_has_a_runbook_with_the_three_sections(name: str) -> None:
+    url = ALERTS[name]["annotations"]["runbook_url"]
+    assert url == f"ops/runbooks/{name}.md"
+    text = (REPO / url).read_text()
+    for section in ("## What it means", "## How to confirm", "## What to do"):
+        assert section in text, f"{url} lacks {section!r}"
+    assert commands_in(text), f"{url} names no toolgate command"
+
+
+def commands_in(markdown: str) -> list[list[str]]:
+    """Every `toolgate ...` command of a runbook: lines of its sh blocks and inline code."""
+    found = []
+    for block in re.findall(r"```sh\n(.*?)```", markdown, re.S):
+        found += [line.split("#")[0].split("|")[0] for line in block.splitlines() if line.startswith("toolgate ")]
+    found += re.findall(r"`(toolgate [^`]+)`", markdown)
+    return [shlex.split(re.sub(r"<(\w+)>", r"\1", command))[1:] for command in found]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_runbook_commands_are_real_cli_commands(name: str) -> None:
+    cli = typer.main.get_command(app)
+    for args in commands_in((RUNBOOKS / f"{name}.md").read_text()):
+        group: Any = cli
+        while hasattr(group, "commands") and args and args[0] in group.commands:
+            group, args = group.commands[args[0]], args[1:]
+        assert group is not cli, f"{name}: no such command in {args}"
+        assert not hasattr(group, "commands"), f"{name}: {group.name} needs a subcommand"
+        group.make_context(group.name, list(args))  # parses options and arguments as the CLI would

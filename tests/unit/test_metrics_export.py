@@ -1,0 +1,34 @@
+"""A worker's /metrics port (toolgate/metrics_export.py): the one it was given, a free one when
+that is taken, none at -1, and the port it really listens on recorded for `toolgate up`."""
+
+from __future__ import annotations
+
+import os
+import socket
+import urllib.request
+from pathlib import Path
+
+from toolgate.metrics_export import port_file, prometheus_reader, reported_port
+from toolgate.settings import Settings
+
+
+def test_no_metrics_server_at_minus_one(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, metrics_port=-1)
+    assert prometheus_reader(settings, "policy") is None
+    assert not port_file(settings, "policy").exists()
+
+
+def test_a_taken_port_falls_back_to_a_free_one_and_the_real_port_is_recorded(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        settings = Settings(home=tmp_path, metrics_port=busy, topic_prefix="t1-")
+        assert prometheus_reader(settings, "execution") is not None
+        port = reported_port(settings, "execution", os.getpid())
+        assert port is not None and port != busy
+        assert port_file(settings, "execution").name == "t1-execution.json"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            assert response.status == 200
+    assert reported_port(settings, "execution", os.getpid() + 1) is None  # another process's report
+    assert reported_port(settings, "policy", os.getpid()) is None  # none at all

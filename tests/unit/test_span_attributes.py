@@ -1,0 +1,85 @@
+"""The seeds' span attributes of a call at each stage (workers/runtime/span_attributes.py)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+import pytest
+
+from toolgate.schemas.models import TaxonomyClass
+from toolgate.workers.runtime import span_attributes
+from toolgate.workers.runtime.results import reject
+
+from .factories import proposal, registry, stage_record
+
+SEEDS = (
+    "gen_ai.operation.name",
+    "tool.name",
+    "tool.version",
+    "tool.call_id",
+    "tool.side_effect_class",
+    "tool.idempotency_key_hash",
+    "tool.approval_id",
+    "tenant.id",
+    "trace.replayable",
+)
+
+
+@pytest.fixture(autouse=True)
+def contracts() -> Iterator[None]:
+    span_attributes.use_registry(registry())
+    yield
+    span_attributes.CONTRACTS.registry = None
+
+
+def test_a_proposal_names_its_resolved_contract_and_hashes_its_key() -> None:
+    model = proposal("notify.send_email", "{}", tool_version="1.x", idempotency_key="k-123")
+    opened = span_attributes.opened("validation", model, model.call_id)
+    assert set(SEEDS) <= set(opened)
+    assert opened["tool.version"] == opened["tool.contract.version"] == "1.0.0"
+    assert (opened["tool.side_effect_class"], opened["tool.auth_profile"]) == ("HIGH_RISK_EXTERNAL", "bearer")
+    assert (
+        opened["tool.idempotency_key_hash"] == hashlib.sha256(f"{model.tenant_id}\x00k-123".encode()).hexdigest()[:32]
+    )
+    assert "k-123" not in str(opened.values())
+
+
+def test_an_unknown_tool_keeps_its_spec_and_empty_contract_facts() -> None:
+    opened = span_attributes.opened("validation", proposal("no.such_tool", "{}", tool_version="2.x"), "c1")
+    assert opened["tool.version"] == "2.x" and opened["tool.side_effect_class"] == opened["tool.auth_profile"] == ""
+    assert opened["tool.idempotency_key_hash"] == ""  # no key, no hash
+
+
+@pytest.mark.parametrize(
+    ("stage", "label", "status", "code", "retryable", "repairable"),
+    [
+        ("validation", "forwarded", "passed", "", False, False),
+        ("validation", "TYPE_MISMATCH", "failed", "TYPE_MISMATCH", False, True),
+        ("validation", "dead_lettered", "failed", "dead_lettered", False, False),
+        ("policy", "forwarded", "passed", "", False, False),
+        ("policy", "RATE_LIMITED", "blocked", "RATE_LIMITED", True, False),
+        ("approval-wait", "CONFIRMATION_MISSING", "approval_pending", "", False, False),
+        ("approval-wait", "held", "approval_pending", "", False, False),
+        ("execution", "SUCCESS", "passed", "", False, False),
+        ("execution", "TIMEOUT", "blocked", "TIMEOUT", True, False),
+    ],
+)
+def test_how_a_stage_left_a_call(
+    stage: str, label: str, status: str, code: str, retryable: bool, repairable: bool
+) -> None:
+    record = stage_record(registry().resolve("invoice.fetch", "1.0.0"))
+    closed = span_attributes.closed(stage, label, record)
+    assert (closed["tool.validation.status"], closed["tool.error_code"]) == (status, code)
+    assert (closed["tool.retryable"], closed["tool.repairable"]) == (retryable, repairable)
+    assert closed["toolgate.outcome"] == label
+
+
+def test_a_result_at_normalization_is_judged_by_the_stage_that_produced_it() -> None:
+    record = stage_record(registry().resolve("invoice.fetch", "1.0.0"))
+    result = reject(
+        record, TaxonomyClass.OUT_OF_BOUNDS, [], stage="validation", traceparent="", home_partition=0, now_ms=1
+    )
+    closed = span_attributes.closed("normalization", "OUT_OF_BOUNDS", result)
+    assert (closed["tool.validation.status"], closed["tool.error_code"]) == ("failed", "OUT_OF_BOUNDS")
+    assert closed["tool.repairable"] is True

@@ -1,0 +1,87 @@
+"""Every worker's `/metrics`: the OpenTelemetry meter provider read by Prometheus.
+
+The OpenTelemetry Prometheus exporter (`opentelemetry-exporter-prometheus`, the OpenTelemetry
+project's own reader over `prometheus_client`) turns the process's instruments into Prometheus
+series when scraped; `prometheus_client` serves them over HTTP. So the instruments stay
+OpenTelemetry's and an OTLP export (`toolgate[otlp]`) sees the same ones.
+
+The port: `TOOLGATE_METRICS_PORT` (`toolgate up` gives each worker its own, kept in
+`ports.json`; docker-compose gives every container 9464), 0 for any free port, -1 for none. The
+port the worker really listens on is written to `$TOOLGATE_HOME/metrics/<prefix><service>.json`
+(with its pid), which `toolgate up` copies into `runtime.json` under `metrics`.
+
+Names, as Prometheus sees them: dots become underscores, counters end in `_total`, and the unit
+is a suffix (`toolgate.round.duration` in s is `toolgate_round_duration_seconds`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+from prometheus_client import start_http_server
+
+from toolgate.settings import Settings
+
+log = logging.getLogger("toolgate.metrics")
+
+# Latency histograms in seconds need buckets below one second; the SDK's defaults start at 5.
+SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+MS_BUCKETS = (5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0, 60000.0, 300000.0)
+ROUND_SIZE_BUCKETS = (1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 500.0)
+
+
+def views() -> list[View]:
+    """Bucket boundaries that fit what toolgate measures."""
+    return [
+        View(
+            instrument_name="toolgate.round.duration", aggregation=ExplicitBucketHistogramAggregation(SECONDS_BUCKETS)
+        ),
+        View(instrument_name="toolgate.round.size", aggregation=ExplicitBucketHistogramAggregation(ROUND_SIZE_BUCKETS)),
+        View(instrument_name="tool.invocation.latency", aggregation=ExplicitBucketHistogramAggregation(MS_BUCKETS)),
+        View(
+            instrument_name="tool.approval.resolution_time", aggregation=ExplicitBucketHistogramAggregation(MS_BUCKETS)
+        ),
+    ]
+
+
+def port_file(settings: Settings, service: str) -> Path:
+    return settings.home / "metrics" / f"{settings.topic_prefix}{service}.json"
+
+
+def prometheus_reader(settings: Settings, service: str) -> PrometheusMetricReader | None:
+    """Serve `/metrics` for this process and return the reader to install; None when the
+    port is -1. A configured port that is taken falls back to a free one, said in the log."""
+    if settings.metrics_port < 0:
+        return None
+    reader = PrometheusMetricReader()
+    try:
+        server, _ = start_http_server(settings.metrics_port, addr=settings.metrics_addr)
+    except OSError:
+        log.warning(
+            "metrics port %d is taken; listening on a free port",
+            settings.metrics_port,
+            extra={"stage": service, "action": "metrics_port_taken"},
+        )
+        server, _ = start_http_server(0, addr=settings.metrics_addr)
+    port = int(server.server_address[1])
+    path = port_file(settings, service)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"pid": os.getpid(), "port": port, "addr": settings.metrics_addr}))
+    tmp.replace(path)
+    log.info("metrics on port %d", port, extra={"stage": service, "action": "metrics"})
+    return reader
+
+
+def reported_port(settings: Settings, service: str, pid: int) -> int | None:
+    """The port the worker `service` with this pid said it listens on, if it said so."""
+    try:
+        found = json.loads(port_file(settings, service).read_text())
+    except (OSError, ValueError):
+        return None
+    return int(found["port"]) if found.get("pid") == pid else None

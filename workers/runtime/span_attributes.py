@@ -1,0 +1,144 @@
+"""The seeds' span attributes of one call at one stage (AI-engineering chapter, "OpenTelemetry
+and Context Propagation"), plus the contract version, auth profile and timeout class.
+
+Every stage's span of a call carries all of them, so any one span of a trace answers what was
+proposed, under which contract, and how it ended. An attribute that does not apply is an empty
+string (`tool.approval_id` of a call that needed none), never left out. Never a secret: the
+idempotency key is carried as its hash (`tool.idempotency_key_hash`), the auth profile names the
+kind of credential (`bearer`), never its reference or value.
+
+`tool.validation.status` per stage and outcome: validation passes (`passed`, or `repaired` for a
+proposal that is a repair attempt) or fails (`failed`); a call held for (or refused for want of)
+approval is `approval_pending`; policy and later stages refuse (`blocked`); a call any stage
+forwards has `passed`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from toolgate.schemas.models import ExecutionResult, TaxonomyClass
+from toolgate.taxonomy import VECTORS
+
+if TYPE_CHECKING:
+    from toolgate.contracts.registry import Contract, Registry
+
+Attributes = dict[str, str | bool | int]
+OPERATION = "execute_tool"
+PASSING = frozenset({"forwarded", TaxonomyClass.SUCCESS.value, TaxonomyClass.PARTIAL_SUCCESS.value})
+PENDING = frozenset({"held", TaxonomyClass.CONFIRMATION_MISSING.value})
+
+
+class Contracts:
+    """The contract a call names, looked up once per (name, version spec)."""
+
+    def __init__(self) -> None:
+        self.registry: Registry | None = None
+        self._found: dict[tuple[str, str], Contract | None] = {}
+
+    def use(self, registry: Registry) -> None:
+        self.registry = registry
+        self._found.clear()
+
+    def of(self, name: str, spec: str) -> Contract | None:
+        key = (name, spec)
+        if key not in self._found:
+            self._found[key] = self._resolve(name, spec)
+        return self._found[key]
+
+    def _resolve(self, name: str, spec: str) -> Contract | None:
+        if self.registry is None or not name:
+            return None
+        try:
+            return self.registry.resolve(name, spec or "latest")
+        except Exception:  # an unknown tool or version: the call is refused elsewhere
+            return None
+
+
+CONTRACTS = Contracts()
+
+
+def use_registry(registry: Registry) -> None:
+    """The contracts this process runs with: what side-effect class and profile calls get."""
+    CONTRACTS.use(registry)
+
+
+def key_hash(tenant_id: str, key: str | None) -> str:
+    """The idempotency key as the seeds want it on a span: hashed, scoped by tenant."""
+    if not key:
+        return ""
+    return hashlib.sha256(f"{tenant_id}\x00{key}".encode()).hexdigest()[:32]
+
+
+def contract_facts(contract: Contract | None) -> Attributes:
+    if contract is None:
+        return {
+            "tool.contract.version": "",
+            "tool.side_effect_class": "",
+            "tool.auth_profile": "",
+            "tool.timeout_class": "",
+        }
+    auth: Mapping[str, object] = contract.executor.get("auth") or {}
+    return {
+        "tool.contract.version": contract.version,
+        "tool.side_effect_class": contract.side_effect_class,
+        "tool.auth_profile": str(auth.get("profile", "none")),
+        "tool.timeout_class": str(contract.binding.get("timeout_class", "")),
+    }
+
+
+def opened(stage: str, model: object, call_id: str) -> Attributes:
+    """What a call's span carries from the start: who, which tool, under which contract."""
+    name = str(getattr(model, "tool_name", "") or "")
+    spec = str(getattr(model, "tool_version", "") or "")
+    tenant = str(getattr(model, "tenant_id", "") or "")
+    contract = CONTRACTS.of(name, spec)
+    arguments = getattr(model, "arguments", None)
+    return {
+        "toolgate.stage": stage,
+        "gen_ai.operation.name": OPERATION,
+        "tool.name": name,
+        "tool.version": contract.version if contract is not None else spec,
+        "tool.call_id": call_id,
+        "tenant.id": tenant,
+        "tool.idempotency_key_hash": key_hash(tenant, getattr(model, "idempotency_key", None)),
+        "tool.approval_id": str(getattr(model, "approval_id", "") or ""),
+        # What a replay needs: the call's identity, its tool and its arguments (or its result).
+        "trace.replayable": bool(call_id and name and (arguments is not None or isinstance(model, ExecutionResult))),
+        **contract_facts(contract),
+    }
+
+
+def validation_status(stage: str, label: str, failed: bool, model: object) -> str:
+    if label in PENDING and not failed:
+        return "approval_pending"
+    if stage == "validation":
+        if failed:
+            return "failed"
+        return "repaired" if int(getattr(model, "repair_attempt", 0) or 0) > 0 else "passed"
+    return "blocked" if failed else "passed"
+
+
+def closed(stage: str, label: str, model: object) -> Attributes:
+    """What a call's span carries at its end: how this stage left it. A call held for approval
+    (its interim CONFIRMATION_MISSING) has not failed; a denied or expired approval has."""
+    shown = label
+    if isinstance(model, ExecutionResult):  # normalization: how the call ended, at whichever stage
+        outcome = model.outcome
+        failed = outcome.is_error
+        retryable, repairable = outcome.retryable, outcome.repairable
+        stage, label = model.stage, outcome.taxonomy_class.value
+    else:
+        failed = label not in PASSING and label not in PENDING
+        vector = VECTORS.get(TaxonomyClass(label)) if label in TaxonomyClass.__members__ else None
+        retryable = vector.retryable if vector is not None and failed else False
+        repairable = vector.repairable if vector is not None and failed else False
+    return {
+        "toolgate.outcome": shown,
+        "tool.validation.status": validation_status(stage, label, failed, model),
+        "tool.error_code": label if failed else "",
+        "tool.retryable": retryable,
+        "tool.repairable": repairable,
+    }
