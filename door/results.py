@@ -8,6 +8,8 @@
                                                                           approvals, approvers, deadline
   the door refuses before proposing      none                    true     why (unknown tool, bad _meta,
   (no agent, unknown tool, bad _meta)                                     no such call)
+  proposed, but no answer at all within  none                    true     that it goes on, and to ask
+  the wait limit                                                          toolgate_call_status
 
 An observation with `status.code` 202 is the interim answer of a call held for approval; its data
 names the approval (`approval_id`, `required_approvals`, `expires_at_ms`).

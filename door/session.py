@@ -199,9 +199,11 @@ class Door:
         return results.observed(observation)
 
     async def approval(self, tenant_id: str, call_id: str) -> results.ApprovalState | None:
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(APPROVAL, (tenant_id, call_id))
-            row = await cur.fetchone()
+        # Shielded: a request cancelled mid-query would cost the pool its connection.
+        with anyio.CancelScope(shield=True):
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(APPROVAL, (tenant_id, call_id))
+                row = await cur.fetchone()
         if row is None:
             return None
         return results.ApprovalState(str(row[0]), str(row[1]), int(row[2]), int(row[3]), tuple(row[4]), int(row[5]))

@@ -298,7 +298,10 @@ def test_http_without_a_valid_token_is_refused_and_publishes_nothing(pipeline: P
         "params": {"name": "invoice_fetch_v1", "arguments": {"invoice_id": "inv_acme0001"}},
     }
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    for auth in ({}, {"Authorization": "Bearer tgmcp_not-a-token"}, {"Authorization": f"Basic {door.token}"}):
+    revoked = json.loads(pipeline.cli("agents", "token", "cli").stdout)
+    assert pipeline.cli("agents", "token", "cli", "--revoke", "--token-id", revoked["token_id"]).returncode == 0
+    refused = [{}, {"Authorization": "Bearer tgmcp_not-a-token"}, {"Authorization": f"Basic {door.token}"}]
+    for auth in [*refused, {"Authorization": f"Bearer {revoked['token']}"}]:
         answer = httpx2.post(door.url, json=call, headers={**headers, **auth}, timeout=10)
         assert answer.status_code == 401, answer.text
 
@@ -307,3 +310,39 @@ def test_http_without_a_valid_token_is_refused_and_publishes_nothing(pipeline: P
 
     run(door, "http", body)
     assert pipeline.sql("SELECT count(*) FROM toolgate.calls WHERE agent_id = 'cli'") == [(before + 1,)]
+
+
+def test_a_cancelled_request_stops_only_the_waiting(pipeline: Pipeline, door: Door) -> None:
+    email = {"to": "ap@coyote.example", "subject": "Cancelled wait", "body": "Sent once, all the same."}
+    operation = f"op-{uuid.uuid4().hex}"
+    messages: list[str] = []
+
+    async def body(client: Client) -> None:
+        announced = anyio.Event()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            messages.append(message or "")
+            announced.set()
+
+        async def held_call() -> None:
+            await client.call_tool(
+                "notify_send_email_v1", email, progress_callback=on_progress, meta={OPERATION_ID: operation}
+            )
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(held_call)
+            await announced.wait()
+            tasks.cancel_scope.cancel()  # the client gives up: notifications/cancelled
+        found = APPROVAL.search(messages[0])
+        assert found is not None, messages
+        call_id = re.search(r"call (call_\w+)", messages[0]).group(1)  # type: ignore[union-attr]
+        done = await anyio.to_thread.run_sync(pipeline.cli, "approvals", "approve", found.group(1), "--as", "carol")
+        assert done.returncode == 0, done.stderr
+        for _ in range(60):
+            status = await client.call_tool("toolgate_call_status", {"call_id": call_id})
+            if observed(status)["status"]["code"] != 202:
+                break
+        assert observed(status)["status"]["taxonomy_class"] == "SUCCESS", text(status)
+
+    run(door, "http", body)
+    assert len(_ledger_for(pipeline, idempotency_key_for("cli", operation))) == 1
