@@ -137,28 +137,26 @@ def text(result: CallToolResult) -> str:
     return "\n".join(getattr(c, "text", "") for c in result.content)
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
-def test_tools_are_the_contracts_with_their_schemas_and_hints(door: Door, transport: str) -> None:
-    async def body(client: Client) -> None:
-        listed = {t.name: t for t in (await client.list_tools()).tools}
-        assert {"invoice_fetch_v1", "invoice_create_draft_v1", "payment_charge_card_v1"} <= set(listed)
-        assert {"toolgate_preview", "toolgate_call_status"} <= set(listed)
-        fetch, charge = listed["invoice_fetch_v1"], listed["payment_charge_card_v1"]
-        assert fetch.input_schema["required"] == ["invoice_id"]
-        assert fetch.output_schema is not None and "result_payload" in fetch.output_schema["properties"]
-        assert fetch.annotations is not None and fetch.annotations.read_only_hint is True
-        assert charge.annotations is not None
-        assert (charge.annotations.read_only_hint, charge.annotations.destructive_hint) == (False, True)
-        assert charge.annotations.open_world_hint is True
-        assert "Held for human approval" in (charge.description or "")
-        assert (listed["invoice_fetch_v0"].description or "").startswith("DEPRECATED")
-
-    run(door, transport, body)
+async def tools_are_the_contracts(client: Client) -> None:
+    """tools/list: the contracts, with their schemas and hints, and the door's own tools."""
+    listed = {t.name: t for t in (await client.list_tools()).tools}
+    assert {"invoice_fetch_v1", "invoice_create_draft_v1", "payment_charge_card_v1"} <= set(listed)
+    assert {"toolgate_preview", "toolgate_call_status"} <= set(listed)
+    fetch, charge = listed["invoice_fetch_v1"], listed["payment_charge_card_v1"]
+    assert fetch.input_schema["required"] == ["invoice_id"]
+    assert fetch.output_schema is not None and "result_payload" in fetch.output_schema["properties"]
+    assert fetch.annotations is not None and fetch.annotations.read_only_hint is True
+    assert charge.annotations is not None
+    assert (charge.annotations.read_only_hint, charge.annotations.destructive_hint) == (False, True)
+    assert charge.annotations.open_world_hint is True
+    assert "Held for human approval" in (charge.description or "")
+    assert (listed["invoice_fetch_v0"].description or "").startswith("DEPRECATED")
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_read_succeeds_and_refusals_say_what_to_repair(door: Door, transport: str) -> None:
+def test_tools_are_the_contracts_a_read_succeeds_and_refusals_say_what_to_repair(door: Door, transport: str) -> None:
     async def body(client: Client) -> None:
+        await tools_are_the_contracts(client)
         read = await client.call_tool("invoice_fetch_v1", {"invoice_id": "inv_acme0001"})
         seen = observed(read)
         assert read.is_error is False and seen["status"]["taxonomy_class"] == "SUCCESS"
@@ -283,7 +281,7 @@ def test_a_preview_runs_every_gate_and_no_effect(pipeline: Pipeline, door: Door)
         assert result.is_error is False and shown["dry_run"] is True
         assert shown["impact"]["approvals_required"] == 2
 
-    run(door, "stdio", body)
+    run(door, "http", body)
     assert pipeline.sql("SELECT status FROM demo.invoices WHERE invoice_id = %s", (charge["invoice_id"],)) == [
         ("open",)
     ]
