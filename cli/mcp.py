@@ -40,7 +40,12 @@ def mcp(
 
     # stdout is the protocol's over stdio: every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    door = Door(running(), user_id=user, wait_limit_s=wait_limit)
+    from toolgate.agent_keys import AgentKeyring
+
+    settings = running()
+    if http is None and not AgentKeyring(settings.agents_dir).has(agent):
+        raise SystemExit(f"no signing key for agent {agent} in this host's keyring; name one with --agent")
+    door = Door(settings, user_id=user, wait_limit_s=wait_limit)
     if http is None:
         anyio.run(serve_stdio, door, agent)
         return
