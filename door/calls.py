@@ -71,6 +71,14 @@ def plan(
     return Plan(tool, version, text, operation_id, key)
 
 
+def wait_limit(meta: Mapping[str, Any] | None, server_limit_s: float) -> float:
+    """How long to wait for a held call: the server's limit, or less when the request asks."""
+    asked = (meta or {}).get(WAIT_S)
+    if isinstance(asked, int | float) and not isinstance(asked, bool) and asked >= 0:
+        return min(float(asked), server_limit_s)
+    return server_limit_s
+
+
 def run_key(session_id: str | None, meta: Mapping[str, Any] | None, process_run: str) -> str | None:
     """Which run a call belongs to: the one it names, its HTTP session's, or the stdio process's
     (`process_run` is empty over HTTP); None for a run of its own."""

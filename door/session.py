@@ -71,7 +71,7 @@ class Door:
         self.pool = AsyncConnectionPool(
             settings.database_url, min_size=1, max_size=4, kwargs={"autocommit": True}, open=False
         )
-        self._known: dict[str, tuple[str, Proposed]] = {}  # call_id -> (agent_id, what was proposed)
+        self._known: dict[str, Proposed] = {}  # call_id -> what was proposed
         self._finals: dict[str, tuple[str, dict[str, Any]]] = {}  # call_id -> (tenant, final observation)
 
     async def open(self) -> None:
@@ -110,16 +110,9 @@ class Door:
             if entry is None:
                 return results.refused(f"unknown tool {name!r}: tools/list names the tools of this server")
             plan = calls.plan(entry[1].name, entry[1].version, arguments, meta, caller.agent_id)
-            return await self._run(caller, plan, self._wait_limit(meta), progress)
+            return await self._run(caller, plan, calls.wait_limit(meta, self.wait_limit_s), progress)
         except calls.BadMeta as exc:
             return results.refused(str(exc))
-
-    def _wait_limit(self, meta: Mapping[str, Any] | None) -> float:
-        """The server's wait limit, or less when the request says it cannot wait that long."""
-        asked = (meta or {}).get(calls.WAIT_S)
-        if isinstance(asked, int | float) and not isinstance(asked, bool) and asked >= 0:
-            return min(float(asked), self.wait_limit_s)
-        return self.wait_limit_s
 
     async def _preview(self, caller: Caller, arguments: Mapping[str, Any], progress: Progress) -> CallToolResult:
         entry = self.contract_tools.get(str(arguments.get("tool", "")))
@@ -153,7 +146,7 @@ class Door:
             dry_run=plan.dry_run,
             watch=True,
         )
-        self._known[sent.call_id] = (caller.agent_id, sent)
+        self._known[sent.call_id] = sent
         while len(self._known) > MAX_KNOWN:
             del self._known[next(iter(self._known))]
         return sent
@@ -217,8 +210,8 @@ class Door:
         if cached is not None and cached[0] == caller.tenant_id:
             return results.observed(cached[1])
         known = self._known.get(call_id)
-        if known is not None and known[1].tenant_id == caller.tenant_id:
-            final = await self._next(known[1], True, time.monotonic() + STEP_S)
+        if known is not None and known.tenant_id == caller.tenant_id:
+            final = await self._next(known, True, time.monotonic() + STEP_S)
             if final is not None:
                 return self._final(caller.tenant_id, call_id, final)
         latest = await anyio.to_thread.run_sync(self._latest_on_topic, caller.tenant_id, call_id)

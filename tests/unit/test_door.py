@@ -146,6 +146,15 @@ def test_one_run_per_session(session: str | None, meta: dict[str, Any] | None, p
         assert run is not None and session not in run and run != calls.run_key("sess-2", None, "")
 
 
+@pytest.mark.parametrize(
+    ("meta", "limit"),
+    [(None, 50.0), ({calls.WAIT_S: 5}, 5.0), ({calls.WAIT_S: 2.5}, 2.5), ({calls.WAIT_S: 500}, 50.0)]
+    + [({calls.WAIT_S: bad}, 50.0) for bad in (-1, True, "5", None)],
+)
+def test_a_request_may_ask_for_a_shorter_wait_never_a_longer_one(meta: dict[str, Any] | None, limit: float) -> None:
+    assert calls.wait_limit(meta, 50.0) == limit
+
+
 def test_a_success_is_its_observation_and_a_short_text() -> None:
     seen = observation(data={"invoice_id": "inv_1", "status": "open"})
     result = results.observed(seen)
