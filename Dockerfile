@@ -9,6 +9,7 @@ COPY schemas schemas
 COPY topics topics
 COPY workers workers
 COPY ops ops
+COPY door door
 RUN pip install --no-cache-dir '.[otlp]' && useradd --create-home toolgate \
     && mkdir -p /secrets /home/toolgate/.toolgate && chown toolgate /secrets /home/toolgate/.toolgate
 USER toolgate

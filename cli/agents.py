@@ -83,6 +83,27 @@ def agents_revoke(
     console.print(f"agent {agent}: " + (f"key {key} revoked" if key else f"revoked with its {count} active key(s)"))
 
 
+@agents_app.command("token")
+def agents_token(
+    agent: str,
+    revoke: Annotated[bool, typer.Option("--revoke", help="revoke the agent's tokens (or --token-id's)")] = False,
+    token_id: Annotated[str | None, typer.Option("--token-id", help="with --revoke: only this token")] = None,
+    actor: Annotated[str, typer.Option("--as")] = "operator",
+) -> None:
+    """Issue a bearer token for the MCP front door over HTTP (`toolgate mcp --http`), shown once:
+    only its hash is kept. With --revoke, retire the agent's tokens."""
+    from toolgate.ops.agent_tokens import issue
+    from toolgate.ops.agent_tokens import revoke as revoke_tokens
+
+    settings = running()
+    if revoke:
+        count = registry_call(revoke_tokens, settings, agent, token_id, actor)
+        console.print(f"agent {agent}: {count} token(s) revoked")
+        return
+    token, issued_id = registry_call(issue, settings, agent, actor)
+    print_json({"agent": agent, "token_id": issued_id, "token": token})
+
+
 @agents_app.command("list")
 def agents_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     from toolgate.ops.agents import list_agents

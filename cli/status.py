@@ -43,6 +43,9 @@ def bench(
     ] = False,
     connections: Annotated[int, typer.Option(help="with --postgres-only: connections side by side")] = 2,
     batch: Annotated[int, typer.Option(help="with --postgres-only: calls per round")] = 200,
+    via: Annotated[
+        str, typer.Option(help="kafka (the client library) or mcp (the MCP door over HTTP, one call at a time)")
+    ] = "kafka",
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Drive N proposals through the running pipeline; report calls/s, latency percentiles and
@@ -56,6 +59,13 @@ def bench(
 
         print_json(measure(settings.database_url, batch=batch, connections=connections))
         return
+    if via == "mcp":
+        from toolgate.ops.bench_mcp import run_mcp_bench
+
+        print_json(run_mcp_bench(settings, tool=tool, calls=sequential or calls, agent=agent, cpu=cpu))
+        return
+    if via != "kafka":
+        raise typer.BadParameter(f"--via {via}: kafka or mcp")
     report = run_bench(
         settings,
         tool=tool,

@@ -19,6 +19,7 @@ PACKAGES = {
     "schemas": "toolgate.schemas",
     "topics": "toolgate.topics",
     "ops": "toolgate.ops",
+    "door": "toolgate.door",
     "cli": "toolgate.cli",
     "toolgate": "toolgate",
 }
@@ -68,6 +69,9 @@ PURE_PARTS = (
     "toolgate.schemas.identity",
     "toolgate.contracts.templates",
     "toolgate.contracts.json_types",
+    "toolgate.door.tools",
+    "toolgate.door.results",
+    "toolgate.door.calls",
 )
 PURE = (*DECISIONS, *PURE_PARTS)
 

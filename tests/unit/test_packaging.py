@@ -19,6 +19,7 @@ TOP = {
     "topics": "toolgate.topics",
     "workers": "toolgate.workers",
     "ops": "toolgate.ops",
+    "door": "toolgate.door",
 }
 
 

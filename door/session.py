@@ -1,0 +1,231 @@
+"""The door's I/O: a `tools/call` proposed through `ToolgateClient`, waited for, answered.
+
+One `Door` per server process: one Kafka client (its observation feed serves every session), one
+small Postgres pool (tokens, a held call's approval), the contract tools. A call is proposed under
+the session's agent, then waited for in short steps, so a cancelled request stops only the waiting:
+the proposal is out, and its observation still lands on the tenant's topic (`toolgate_call_status`
+finds it). While a call is held for approval, each step reads its approval from Postgres and says
+it in a progress notification; past the wait limit the result says it is awaiting approval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from importlib import resources
+from typing import Any
+
+import anyio
+from mcp_types import CallToolResult, Tool
+from psycopg_pool import AsyncConnectionPool
+
+from toolgate.contracts.registry import load_registry
+from toolgate.door import calls, results, tools
+from toolgate.ops import agent_tokens
+from toolgate.settings import Settings
+from toolgate.topics.client import Observed, Proposed, ToolgateClient
+
+log = logging.getLogger("toolgate.door")
+STEP_S = 1.0  # how long one step of a wait blocks a worker thread
+MAX_KNOWN = 10_000  # calls remembered for toolgate_call_status (the topic answers for older ones)
+Progress = Callable[[str], Awaitable[None]]
+
+APPROVAL = """
+SELECT a.approval_id, a.status, a.required_approvals, count(d.*) FILTER (WHERE d.verdict = 'APPROVE'),
+       a.approver_groups, (extract(epoch FROM a.expires_at) * 1000)::bigint
+FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
+WHERE a.tenant_id = %s AND a.call_id = %s GROUP BY a.approval_id ORDER BY a.created_at DESC LIMIT 1
+"""
+
+
+def observation_schema() -> dict[str, Any]:
+    text = resources.files("toolgate.schemas").joinpath("reference/observation.schema.json").read_text()
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+@dataclasses.dataclass(frozen=True)
+class Caller:
+    """Who a session is: the agent it signs as and its tenant, and the run its calls belong to."""
+
+    agent_id: str
+    tenant_id: str
+    run_id: str | None
+
+
+class Door:
+    def __init__(self, settings: Settings, *, user_id: str = "mcp", wait_limit_s: float = 50.0) -> None:
+        self.settings = settings
+        self.user_id = user_id
+        self.wait_limit_s = wait_limit_s
+        self.registry = load_registry(settings.contracts_dir)
+        schema = observation_schema()
+        self.contract_tools = tools.contract_tools(self.registry, schema)
+        self.listed: list[Tool] = [t for t, _ in self.contract_tools.values()]
+        self.listed += tools.door_tools(sorted(self.contract_tools), schema)
+        self.client = ToolgateClient.from_settings(settings, client_id="toolgate-mcp")
+        self.pool = AsyncConnectionPool(
+            settings.database_url, min_size=1, max_size=4, kwargs={"autocommit": True}, open=False
+        )
+        self._known: dict[str, Proposed] = {}  # call_id -> what was proposed
+        self._finals: dict[str, tuple[str, dict[str, Any]]] = {}  # call_id -> (tenant, final observation)
+
+    async def open(self) -> None:
+        await self.pool.open(wait=True, timeout=30.0)
+
+    async def close(self) -> None:
+        await self.pool.close()
+        await anyio.to_thread.run_sync(self.client.close)
+
+    # --- who ---------------------------------------------------------------------------------
+
+    async def agent_of_token(self, token: str) -> tuple[str, str] | None:
+        async with self.pool.connection() as conn:
+            return await agent_tokens.agent_of(conn, token)
+
+    def can_sign_as(self, agent_id: str) -> bool:
+        return self.client.keyring is not None and self.client.keyring.has(agent_id)
+
+    # --- calls -------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        caller: Caller,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+        progress: Progress,
+    ) -> CallToolResult:
+        """A tools/call of any listed tool."""
+        try:
+            if name == tools.PREVIEW:
+                return await self._preview(caller, arguments or {}, progress)
+            if name == tools.CALL_STATUS:
+                return await self.status(caller, str((arguments or {}).get("call_id", "")))
+            entry = self.contract_tools.get(name)
+            if entry is None:
+                return results.refused(f"unknown tool {name!r}: tools/list names the tools of this server")
+            plan = calls.plan(entry[1].name, entry[1].version, arguments, meta, caller.agent_id)
+            return await self._run(caller, plan, calls.wait_limit(meta, self.wait_limit_s), progress)
+        except calls.BadMeta as exc:
+            return results.refused(str(exc))
+
+    async def _preview(self, caller: Caller, arguments: Mapping[str, Any], progress: Progress) -> CallToolResult:
+        entry = self.contract_tools.get(str(arguments.get("tool", "")))
+        if entry is None:
+            return results.refused(f"unknown tool {arguments.get('tool')!r}: preview one tools/list names")
+        inner = arguments.get("arguments")
+        plan = calls.plan(entry[1].name, entry[1].version, inner if isinstance(inner, dict) else {}, None, "")
+        return await self._run(caller, dataclasses.replace(plan, dry_run=True), self.wait_limit_s, progress)
+
+    async def _run(self, caller: Caller, plan: calls.Plan, wait_limit_s: float, progress: Progress) -> CallToolResult:
+        sent = await anyio.to_thread.run_sync(self._propose, caller, plan)
+        log.info("proposed", extra={"call_id": sent.call_id, "stage": "door", "action": "proposed"})
+        stop_at = time.monotonic() + wait_limit_s
+        interim = await self._first_answer(sent, stop_at)
+        if interim is None:
+            return results.unanswered(sent.call_id, wait_limit_s)
+        if not results.is_interim(interim):
+            return self._final(caller.tenant_id, sent.call_id, interim)
+        return await self._held(caller, sent, interim, stop_at, progress)
+
+    def _propose(self, caller: Caller, plan: calls.Plan) -> Proposed:
+        sent = self.client.propose(
+            plan.tool,
+            plan.arguments,
+            agent_id=caller.agent_id,
+            user_id=self.user_id,
+            run_id=caller.run_id or f"mcp-{uuid.uuid4().hex[:16]}",
+            logical_operation_id=plan.operation_id,
+            idempotency_key=plan.idempotency_key,
+            version=plan.version,
+            dry_run=plan.dry_run,
+            watch=True,
+        )
+        self._known[sent.call_id] = sent
+        while len(self._known) > MAX_KNOWN:
+            del self._known[next(iter(self._known))]
+        return sent
+
+    async def _next(self, sent: Proposed, final: bool, stop_at: float) -> dict[str, Any] | None:
+        """The call's next answer within one step (its final one with `final`), or None."""
+        step = min(STEP_S, max(0.0, stop_at - time.monotonic()))
+
+        def wait() -> Observed | None:
+            try:
+                return self.client.wait(sent, timeout=step, final=final)
+            except TimeoutError:
+                return None
+
+        seen = await anyio.to_thread.run_sync(wait)
+        return seen.as_json() if seen is not None else None
+
+    async def _first_answer(self, sent: Proposed, stop_at: float) -> dict[str, Any] | None:
+        while time.monotonic() < stop_at:
+            if (answer := await self._next(sent, False, stop_at)) is not None:
+                return answer
+        return None
+
+    async def _held(
+        self, caller: Caller, sent: Proposed, interim: dict[str, Any], stop_at: float, progress: Progress
+    ) -> CallToolResult:
+        said = ""
+        state: results.ApprovalState | None = None
+        while time.monotonic() < stop_at:
+            state = await self.approval(caller.tenant_id, sent.call_id)
+            text = results.awaiting_text(sent.call_id, state) if state is not None else ""
+            if text and text != said:
+                await progress(text)
+                said = text
+            if (final := await self._next(sent, True, stop_at)) is not None:
+                return self._final(caller.tenant_id, sent.call_id, final)
+        return results.awaiting(interim, state)
+
+    def _final(self, tenant_id: str, call_id: str, observation: dict[str, Any]) -> CallToolResult:
+        self._finals[call_id] = (tenant_id, observation)
+        while len(self._finals) > MAX_KNOWN:
+            del self._finals[next(iter(self._finals))]
+        return results.observed(observation)
+
+    async def approval(self, tenant_id: str, call_id: str) -> results.ApprovalState | None:
+        # Shielded: a request cancelled mid-query would cost the pool its connection.
+        with anyio.CancelScope(shield=True):
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(APPROVAL, (tenant_id, call_id))
+                row = await cur.fetchone()
+        if row is None:
+            return None
+        return results.ApprovalState(str(row[0]), str(row[1]), int(row[2]), int(row[3]), tuple(row[4]), int(row[5]))
+
+    # --- toolgate_call_status ----------------------------------------------------------------
+
+    async def status(self, caller: Caller, call_id: str) -> CallToolResult:
+        """The latest answer to a call of this agent's tenant: its final observation, else its
+        approval awaited. Read from what this door heard, else from the tenant's topic."""
+        cached = self._finals.get(call_id)
+        if cached is not None and cached[0] == caller.tenant_id:
+            return results.observed(cached[1])
+        known = self._known.get(call_id)
+        if known is not None and known.tenant_id == caller.tenant_id:
+            final = await self._next(known, True, time.monotonic() + STEP_S)
+            if final is not None:
+                return self._final(caller.tenant_id, call_id, final)
+        latest = await anyio.to_thread.run_sync(self._latest_on_topic, caller.tenant_id, call_id)
+        if latest is None:
+            return results.refused(f"no answer to a call {call_id!r} of tenant {caller.tenant_id} (yet)")
+        if not results.is_interim(latest):
+            return self._final(caller.tenant_id, call_id, latest)
+        return results.awaiting(latest, await self.approval(caller.tenant_id, call_id))
+
+    def _latest_on_topic(self, tenant_id: str, call_id: str) -> dict[str, Any] | None:
+        """The call's final observation on the tenant's topic, else its latest interim one."""
+        latest: dict[str, Any] | None = None
+        for seen in self.client.observations(tenant_id=tenant_id, call_ids=[call_id], idle_timeout=1.0):
+            if seen.is_final:
+                return seen.as_json()
+            latest = seen.as_json()
+        return latest
