@@ -39,12 +39,8 @@ class Settings:
     batch_ms: int = 20
     # How long the broker may hold a stage consumer's fetch that finds no records. It bounds
     # each hop's latency on a broker that does not answer a waiting fetch when records arrive
-    # (Tansu, workers/runtime/transport.py); shorter costs more fetch requests. A stage asks for
-    # fetch_wait_ms while records flow, and for fetch_idle_wait_ms once none has come for
-    # fetch_idle_after_ms, so an idle deployment does not poll the broker hot.
-    fetch_wait_ms: int = 2
-    fetch_idle_wait_ms: int = 25
-    fetch_idle_after_ms: int = 2000
+    # (Tansu, workers/runtime/transport.py); shorter costs more idle fetch requests.
+    fetch_wait_ms: int = 25
     # How long a stage's producer (and the outbox relay's) holds a record to batch it with others.
     # A round hands all its records to the producer at once, so they batch without a linger; 2 ms
     # cost each hop 2 ms and measured no throughput.
@@ -139,8 +135,6 @@ _ENV = {
     "batch_max": "TOOLGATE_BATCH_MAX",
     "batch_ms": "TOOLGATE_BATCH_MS",
     "fetch_wait_ms": "TOOLGATE_FETCH_WAIT_MS",
-    "fetch_idle_wait_ms": "TOOLGATE_FETCH_IDLE_WAIT_MS",
-    "fetch_idle_after_ms": "TOOLGATE_FETCH_IDLE_AFTER_MS",
     "linger_ms": "TOOLGATE_LINGER_MS",
     "batch_bytes": "TOOLGATE_BATCH_BYTES",
     "stream_buffer": "TOOLGATE_STREAM_BUFFER",

@@ -25,7 +25,6 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import Headers
 from toolgate.workers.runtime import liveness, orphan
 from toolgate.workers.runtime.audit import AuditSink
-from toolgate.workers.runtime.fetch_pace import FetchPace
 from toolgate.workers.runtime.handler import Handler
 from toolgate.workers.runtime.intake import RawRecord
 from toolgate.workers.runtime.rounds import Rounds
@@ -73,9 +72,7 @@ class StageApp:
             stream_wait_empty=False,
             logging_config=logging_config(settings.log_level),
         )
-        idle_after_s = settings.fetch_idle_after_ms / 1000.0
-        self.pace = FetchPace(settings.fetch_wait_ms, settings.fetch_idle_wait_ms, idle_after_s)
-        self.app.fetch_pace = self.pace
+        self.app.fetch_max_wait_ms = settings.fetch_wait_ms
         self._ready = False
         self._consumes = False
         self.app.on_partitions_assigned.connect(self._on_assigned)
@@ -114,9 +111,8 @@ class StageApp:
             await handler.start()
             queue = topic.queue
             loop = asyncio.get_running_loop()
-            pace = self.pace
             while True:
-                events = [await pace.next(queue)]
+                events = [await queue.get()]
                 _take_queued(queue, events, batch_max)
                 # A record with nothing queued behind it starts its round at once; a round
                 # lingers to fill only while records are arriving.

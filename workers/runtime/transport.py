@@ -2,8 +2,9 @@
 
 Faust hard-codes `fetch_max_wait_ms=1500` for its consumer. Tansu does not always answer a
 long poll early when data arrives, so every hop between stages waited up to that long
-(measured: 150-540 ms per hop). The wait is the app's `FetchPace` (fetch_pace.py): short while
-records flow, longer once the stage is idle.
+(measured: 150-540 ms per hop). A short wait bounds the hop latency; the cost is more fetch
+requests while idle. The wait is `Settings.fetch_wait_ms`; a busy consumer never waits it out,
+since the broker answers a fetch as soon as it has records for it.
 
 (aiokafka's idempotent producer cannot be used here: its InitProducerId request fails
 against Tansu 0.6 with UnknownError. Stage outputs are safe to duplicate: every consumer is
@@ -18,15 +19,12 @@ import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TransportT
 
-from toolgate.workers.runtime.fetch_pace import FetchPace
-
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
-        pace = cast(App, self.app).fetch_pace
-        if pace is not None:  # Faust offers no setting for the wait
-            pace.attach(consumer)
+        # Read by aiokafka when it builds its fetcher at start; Faust offers no setting for it.
+        consumer._fetch_max_wait_ms = cast(App, self.app).fetch_max_wait_ms
         return consumer
 
 
@@ -43,7 +41,7 @@ class App(faust.App):
     """faust.App on the transport above."""
 
     # How long the broker may hold a fetch that finds no records; set before the app starts.
-    fetch_pace: FetchPace | None = None
+    fetch_max_wait_ms: int = 25
 
     def _new_transport(self) -> TransportT:
         return Transport(self.conf.broker_consumer, self)
