@@ -69,7 +69,3 @@ def build(name: str, settings: Settings) -> StageApp:
         app.every(settings.reconcile_interval_seconds, reconcile, "reconcile")
         app.every(settings.retention_interval_seconds, prune, "retention")
     return app
-
-
-def run(name: str, settings: Settings) -> None:
-    build(name, settings).run()
