@@ -153,6 +153,17 @@ async def tools_are_the_contracts(client: Client) -> None:
     assert (listed["invoice_fetch_v0"].description or "").startswith("DEPRECATED")
 
 
+async def approve_and_await(client: Client, pipeline: Pipeline, approval_id: str, call_id: str) -> None:
+    """Approve from the CLI as carol, then ask toolgate_call_status until the call has ended: SUCCESS."""
+    done = await anyio.to_thread.run_sync(pipeline.cli, "approvals", "approve", approval_id, "--as", "carol")
+    assert done.returncode == 0, done.stderr
+    for _ in range(60):
+        status = await client.call_tool("toolgate_call_status", {"call_id": call_id})
+        if observed(status)["status"]["code"] != 202:
+            break
+    assert observed(status)["status"]["taxonomy_class"] == "SUCCESS", text(status)
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_tools_are_the_contracts_a_read_succeeds_and_refusals_say_what_to_repair(door: Door, transport: str) -> None:
     async def body(client: Client) -> None:
@@ -260,13 +271,7 @@ def test_a_call_that_outwaits_its_request_is_awaiting_and_its_status_is_asked_la
         approval_id = seen["result_payload"]["data"]["approval"]["approval_id"]
         still = await client.call_tool("toolgate_call_status", {"call_id": call_id})
         assert still.is_error is False and observed(still)["status"]["code"] == 202
-        done = await anyio.to_thread.run_sync(pipeline.cli, "approvals", "approve", approval_id, "--as", "carol")
-        assert done.returncode == 0, done.stderr
-        for _ in range(60):
-            status = await client.call_tool("toolgate_call_status", {"call_id": call_id})
-            if observed(status)["status"]["code"] != 202:
-                break
-        assert observed(status)["status"]["taxonomy_class"] == "SUCCESS", text(status)
+        await approve_and_await(client, pipeline, approval_id, call_id)
 
     run(door, "http", body)
     assert len(_ledger_for(pipeline, idempotency_key_for("cli", operation))) == 1
@@ -334,13 +339,7 @@ def test_a_cancelled_request_stops_only_the_waiting(pipeline: Pipeline, door: Do
         found = APPROVAL.search(messages[0])
         assert found is not None, messages
         call_id = re.search(r"call (call_\w+)", messages[0]).group(1)  # type: ignore[union-attr]
-        done = await anyio.to_thread.run_sync(pipeline.cli, "approvals", "approve", found.group(1), "--as", "carol")
-        assert done.returncode == 0, done.stderr
-        for _ in range(60):
-            status = await client.call_tool("toolgate_call_status", {"call_id": call_id})
-            if observed(status)["status"]["code"] != 202:
-                break
-        assert observed(status)["status"]["taxonomy_class"] == "SUCCESS", text(status)
+        await approve_and_await(client, pipeline, found.group(1), call_id)
 
     run(door, "http", body)
     assert len(_ledger_for(pipeline, idempotency_key_for("cli", operation))) == 1
