@@ -140,6 +140,7 @@ _ENV = {
     "linger_ms": "TOOLGATE_LINGER_MS",
     "batch_bytes": "TOOLGATE_BATCH_BYTES",
     "stream_buffer": "TOOLGATE_STREAM_BUFFER",
+    "max_poll_interval_s": "TOOLGATE_MAX_POLL_INTERVAL_SECONDS",
     "lease_seconds": "TOOLGATE_LEASE_SECONDS",
     "reconcile_interval_seconds": "TOOLGATE_RECONCILE_INTERVAL_SECONDS",
     "verification_window_seconds": "TOOLGATE_VERIFICATION_WINDOW_SECONDS",

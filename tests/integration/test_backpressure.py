@@ -46,30 +46,31 @@ def _validated_call_ids(bootstrap: str, topic: str, expected: int, timeout: floa
     return seen
 
 
-def test_a_worker_behind_its_backlog_loses_nothing(
-    database: Database, broker: Broker, topic_prefix: str, tmp_path: Path
-) -> None:
-    prefix, bootstrap = topic_prefix, broker.bootstrap
+def run_validation_against_backlog(
+    database: Database, broker: Broker, prefix: str, home: Path, settings: dict[str, str], calls: int
+) -> tuple[int, str]:
+    """Start a validation worker with `settings`, publish `calls` signed proposals at once; how
+    many never came out on tool.validated within 90 s, and the worker's log."""
+    bootstrap = broker.bootstrap
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")},
-        "TOOLGATE_HOME": str(tmp_path),
+        "TOOLGATE_HOME": str(home),
         "TOOLGATE_SECRETS_DIR": str(database.home / "secrets"),
         "TOOLGATE_KAFKA_BOOTSTRAP": bootstrap,
         "TOOLGATE_DATABASE_URL": database.database_url,
         "TOOLGATE_TOPIC_PREFIX": prefix,
         "TOOLGATE_PARTITIONS": "2",
-        "TOOLGATE_STREAM_BUFFER": "16",
-        "TOOLGATE_BATCH_MAX": "8",
         "TOOLGATE_TELEMETRY_EXPORTER": "none",
+        **settings,
     }
-    log = tmp_path / "validation.log"
+    log = home / "validation.log"
     with open(log, "wb") as out:
         worker = subprocess.Popen(
             [sys.executable, "-m", "toolgate.cli", "worker", "validation"], env=env, stdout=out, stderr=out
         )
     try:
         deadline = time.monotonic() + 60
-        while not (tmp_path / "ready" / f"{prefix}validation.{worker.pid}").exists():
+        while not (home / "ready" / f"{prefix}validation.{worker.pid}").exists():
             assert worker.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
         client = ToolgateClient(bootstrap, prefix=prefix, keyring=AgentKeyring(database.home / "agents"))
@@ -77,12 +78,20 @@ def test_a_worker_behind_its_backlog_loses_nothing(
             client.propose(
                 "invoice.fetch", {"invoice_id": "inv_acme0001"}, agent_id="cli", user_id="bp", flush=False
             ).call_id
-            for _ in range(CALLS)
+            for _ in range(calls)
         }
         client.flush()
-        seen = _validated_call_ids(bootstrap, Topics(prefix).validated, CALLS, timeout=90)
-        assert seen == sent, f"{len(sent - seen)} of {CALLS} proposals never came out of validation"
-        assert "Cannot put" not in log.read_text()
+        seen = _validated_call_ids(bootstrap, Topics(prefix).validated, calls, timeout=90)
+        return len(sent - seen), log.read_text()
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(60)
+
+
+def test_a_worker_behind_its_backlog_loses_nothing(
+    database: Database, broker: Broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    settings = {"TOOLGATE_STREAM_BUFFER": "16", "TOOLGATE_BATCH_MAX": "8"}
+    missing, log = run_validation_against_backlog(database, broker, topic_prefix, tmp_path, settings, CALLS)
+    assert missing == 0, f"{missing} of {CALLS} proposals never came out of validation"
+    assert "Cannot put" not in log

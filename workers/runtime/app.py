@@ -65,6 +65,11 @@ class StageApp:
             broker_session_timeout=settings.session_timeout_s,
             broker_heartbeat_interval=settings.heartbeat_interval_s,
             broker_max_poll_interval=settings.max_poll_interval_s,
+            # A poll returns at most a round's worth. Faust polls again only once it has queued
+            # every record of the last poll; a poll returning a whole backlog (thousands) kept the
+            # consumer unpolled past max_poll_interval, and aiokafka then leaves the group and
+            # does not rejoin while unpolled: the stage stalled, up and idle (test_poll_interval).
+            broker_max_poll_records=settings.batch_max,
             broker_commit_interval=1.0,
             producer_linger_ms=settings.linger_ms,
             producer_acks=-1,

@@ -1,0 +1,36 @@
+"""A stage deep in a backlog stays in its consumer group.
+
+aiokafka leaves the group when its consumer has not been polled for `max_poll_interval`, and
+does not rejoin while it stays unpolled. Faust polls again only once it has handed every record
+of the last poll to the stage, a few records per round, so one poll that returned a whole
+backlog kept the consumer unpolled for longer than that. Seen in a 100,000-call benchmark: the
+validation worker left its group 90 s in and stayed up, ready and idle, 52,855 proposals
+behind. A poll now returns at most a round's worth (`batch_max`).
+
+A validation worker with a small buffer and a 2 s poll interval, against the session's broker
+and Postgres on topics and a database of its own: 1,500 proposals arrive at once, and every one
+comes out on tool.validated.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolgate.ops.embedded import Broker
+
+from .conftest import Database
+from .test_backpressure import run_validation_against_backlog
+
+CALLS = 1500
+
+
+def test_a_worker_deep_in_a_backlog_keeps_its_partitions(
+    database: Database, broker: Broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    settings = {
+        "TOOLGATE_STREAM_BUFFER": "16",
+        "TOOLGATE_BATCH_MAX": "8",
+        "TOOLGATE_MAX_POLL_INTERVAL_SECONDS": "2",
+    }
+    missing, log = run_validation_against_backlog(database, broker, topic_prefix, tmp_path, settings, CALLS)
+    assert missing == 0, f"{missing} of {CALLS} proposals never came out of validation\n{log[-3000:]}"
