@@ -11,12 +11,10 @@ it in a progress notification; past the wait limit the result says it is awaitin
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from importlib import resources
 from typing import Any
 
 import anyio
@@ -26,6 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 from toolgate.contracts.registry import load_registry
 from toolgate.door import calls, results, tools
 from toolgate.ops import agent_tokens
+from toolgate.schemas.reference import observation_schema
 from toolgate.settings import Settings
 from toolgate.topics.client import Observed, Proposed, ToolgateClient
 
@@ -40,12 +39,6 @@ SELECT a.approval_id, a.status, a.required_approvals, count(d.*) FILTER (WHERE d
 FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
 WHERE a.tenant_id = %s AND a.call_id = %s GROUP BY a.approval_id ORDER BY a.created_at DESC LIMIT 1
 """
-
-
-def observation_schema() -> dict[str, Any]:
-    text = resources.files("toolgate.schemas").joinpath("reference/observation.schema.json").read_text()
-    schema: dict[str, Any] = json.loads(text)
-    return schema
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,8 +10,8 @@ from jsonschema import Draft202012Validator
 
 from tests.unit.factories import registry
 from toolgate.door import calls, results, tools
-from toolgate.door.session import observation_schema
 from toolgate.hashing import CALLER_KEY
+from toolgate.schemas.reference import observation_schema
 
 SCHEMA = observation_schema()
 

@@ -11,9 +11,7 @@ telemetry and stays pure.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, Protocol
 
 import fastjsonschema
@@ -31,12 +29,11 @@ from toolgate.schemas.models import (
     ToolIdentity,
     Verification,
 )
+from toolgate.schemas.reference import observation_schema
 from toolgate.taxonomy import vector
 from toolgate.topics.headers import trace_id_of
 
-OBSERVATION_SCHEMA: dict[str, Any] = json.loads(
-    resources.files("toolgate.schemas").joinpath("reference/observation.schema.json").read_text()
-)
+OBSERVATION_SCHEMA: dict[str, Any] = observation_schema()
 OBSERVATION_VALIDATOR = Draft202012Validator(OBSERVATION_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
 _OBSERVATION_CHECK = fastjsonschema.compile(OBSERVATION_SCHEMA)
 
