@@ -15,10 +15,10 @@ forwards has `passed`.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from toolgate.hashing import fingerprint
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.taxonomy import VECTORS
 
@@ -69,7 +69,7 @@ def key_hash(tenant_id: str, key: str | None) -> str:
     """The idempotency key as the seeds want it on a span: hashed, scoped by tenant."""
     if not key:
         return ""
-    return hashlib.sha256(f"{tenant_id}\x00{key}".encode()).hexdigest()[:32]
+    return fingerprint(f"{tenant_id}\x00{key}", 32)
 
 
 def contract_facts(contract: Contract | None) -> Attributes:
