@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from toolgate.contracts.registry import load_registry
+from typing import Any
+
+from toolgate.contracts.registry import Registry, load_registry
 from toolgate.settings import Settings
 from toolgate.workers.runtime.app import StageApp
+from toolgate.workers.runtime.handler import Handler
 from toolgate.workers.runtime.span_attributes import use_registry
 
 STAGES = (
@@ -23,49 +26,62 @@ def build(name: str, settings: Settings) -> StageApp:
         raise SystemExit(f"unknown stage {name!r}; one of {', '.join(STAGES)}")
     registry = load_registry(settings.contracts_dir)
     use_registry(registry)  # what spans and metrics name a call's contract by
-    app = StageApp(name, settings)
-    if name == "validation":
-        from toolgate.workers.validation.handler import ValidationHandler
-
-        app.consume(ValidationHandler(registry, settings))
-    elif name == "policy":
-        from toolgate.workers.policy.handler import PolicyHandler
-
-        app.consume(PolicyHandler(registry, settings))
-    elif name == "approval-wait":
-        from toolgate.workers.approval.decisions import DecisionsHandler
-        from toolgate.workers.approval.held import AuthorizedHandler
+    handlers = _handlers(name, registry, settings)
+    app = StageApp(name, settings, [handler.source for handler in handlers])
+    for handler in handlers:
+        app.consume(handler)
+    if name == "approval-wait":
         from toolgate.workers.approval.sweep import ExpirySweeper
 
-        app.consume(AuthorizedHandler(registry, settings))
-        app.consume(DecisionsHandler(registry, settings))
         app.every(settings.approval_sweep_seconds, ExpirySweeper(registry, settings).sweep, "approval_expiry")
-    elif name == "execution":
-        from toolgate.workers.execution.handler import ExecutionHandler
-
-        app.consume(ExecutionHandler(registry, settings))
     elif name == "outbox-relay":
         from toolgate.workers.outbox.relay import attach
 
         attach(app, settings)
-    elif name == "normalization":
+    elif name == "reconciliation":
+        _reconciliation(app, registry, settings)
+    return app
+
+
+def _handlers(name: str, registry: Registry, settings: Settings) -> list[Handler[Any]]:
+    """The handlers of the topics `name` consumes (none for the relay and reconciliation)."""
+    if name == "validation":
+        from toolgate.workers.validation.handler import ValidationHandler
+
+        return [ValidationHandler(registry, settings)]
+    if name == "policy":
+        from toolgate.workers.policy.handler import PolicyHandler
+
+        return [PolicyHandler(registry, settings)]
+    if name == "approval-wait":
+        from toolgate.workers.approval.decisions import DecisionsHandler
+        from toolgate.workers.approval.held import AuthorizedHandler
+
+        return [AuthorizedHandler(registry, settings), DecisionsHandler(registry, settings)]
+    if name == "execution":
+        from toolgate.workers.execution.handler import ExecutionHandler
+
+        return [ExecutionHandler(registry, settings)]
+    if name == "normalization":
         from toolgate.workers.normalization.handler import NormalizationHandler
 
-        app.consume(NormalizationHandler(registry, settings))
-    else:
-        from toolgate.contracts.policy import load_policy
-        from toolgate.workers.reconciliation.pruner import Pruner
-        from toolgate.workers.reconciliation.reconciler import Reconciler
+        return [NormalizationHandler(registry, settings)]
+    return []
 
-        reconciler = Reconciler(registry, settings)
-        pruner = Pruner(registry, load_policy(settings.policy_file), settings)
 
-        async def reconcile() -> None:
-            await reconciler.reconcile_once()
+def _reconciliation(app: StageApp, registry: Registry, settings: Settings) -> None:
+    from toolgate.contracts.policy import load_policy
+    from toolgate.workers.reconciliation.pruner import Pruner
+    from toolgate.workers.reconciliation.reconciler import Reconciler
 
-        async def prune() -> None:
-            await pruner.prune_once()
+    reconciler = Reconciler(registry, settings)
+    pruner = Pruner(registry, load_policy(settings.policy_file), settings)
 
-        app.every(settings.reconcile_interval_seconds, reconcile, "reconcile")
-        app.every(settings.retention_interval_seconds, prune, "retention")
-    return app
+    async def reconcile() -> None:
+        await reconciler.reconcile_once()
+
+    async def prune() -> None:
+        await pruner.prune_once()
+
+    app.every(settings.reconcile_interval_seconds, reconcile, "reconcile")
+    app.every(settings.retention_interval_seconds, prune, "retention")

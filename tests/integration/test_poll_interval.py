@@ -2,10 +2,11 @@
 
 aiokafka leaves the group when its consumer has not been polled for `max_poll_interval`, and
 does not rejoin while it stays unpolled. Faust polls again only once it has handed every record
-of the last poll to the stage, a few records per round, so one poll that returned a whole
-backlog kept the consumer unpolled for longer than that. Seen in a 100,000-call benchmark: the
-validation worker left its group 90 s in and stayed up, ready and idle, 52,855 proposals
-behind. A poll now returns at most a round's worth (`batch_max`).
+of the last poll to the stage, so one poll that returned a whole backlog kept the consumer
+unpolled for longer than that. Seen in a 100,000-call benchmark: the validation worker left its
+group 90 s in and stayed up, ready and idle, 52,855 proposals behind.
+A poll now returns at most a round's worth of proposals (`batch_max`), or a few StageBatches
+(workers/runtime/filling.py; test_execution_backlog for the rounds that follow).
 
 A validation worker with a small buffer and a 2 s poll interval, against the session's broker
 and Postgres on topics and a database of its own: 1,500 proposals arrive at once, and every one

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 import faust
@@ -25,8 +25,9 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import Headers
 from toolgate.workers.runtime import liveness, orphan
 from toolgate.workers.runtime.audit import AuditSink
+from toolgate.workers.runtime.filling import Bounds, Filling, bounds_for
 from toolgate.workers.runtime.handler import Handler
-from toolgate.workers.runtime.intake import RawRecord
+from toolgate.workers.runtime.intake import INTERNAL_SOURCES, RawRecord
 from toolgate.workers.runtime.rounds import Rounds
 from toolgate.workers.runtime.transport import App
 
@@ -43,7 +44,8 @@ def broker_urls(bootstrap: str) -> list[str]:
 
 
 class StageApp:
-    def __init__(self, name: str, settings: Settings) -> None:
+    def __init__(self, name: str, settings: Settings, sources: Sequence[str] = ()) -> None:
+        """A worker of stage `name`, whose handlers will consume the logical topics `sources`."""
         self.name = name
         self.settings = settings.require_infrastructure()
         self.topics = Topics(settings.topic_prefix)
@@ -65,15 +67,13 @@ class StageApp:
             broker_session_timeout=settings.session_timeout_s,
             broker_heartbeat_interval=settings.heartbeat_interval_s,
             broker_max_poll_interval=settings.max_poll_interval_s,
-            # A poll returns at most a round's worth. Faust polls again only once it has queued
-            # every record of the last poll; a poll returning a whole backlog (thousands) kept the
-            # consumer unpolled past max_poll_interval, and aiokafka then leaves the group and
-            # does not rejoin while unpolled: the stage stalled, up and idle (test_poll_interval).
-            broker_max_poll_records=settings.batch_max,
+            # A poll returns at most a few rounds' worth: a poll returning a whole backlog kept the
+            # consumer unpolled past max_poll_interval, and aiokafka then leaves the group and does
+            # not rejoin while unpolled: the stage stalled, up and idle (test_poll_interval).
+            broker_max_poll_records=min((self._bounds(s).poll_records for s in sources), default=settings.batch_max),
             broker_commit_interval=1.0,
             producer_linger_ms=settings.linger_ms,
             producer_acks=-1,
-            stream_buffer_maxsize=max(settings.stream_buffer, settings.batch_max),
             stream_wait_empty=False,
             logging_config=logging_config(settings.log_level),
         )
@@ -102,9 +102,11 @@ class StageApp:
             value_type=bytes,
             key_serializer="raw",
             value_serializer="raw",
+            maxsize=self._bounds(handler.source).buffer_records,
         ).__aiter__()
         rounds = Rounds(handler, self.topics, self.send, self.settings.batch_bytes, self.sealer, self.audits.write)
-        batch_max, within = self.settings.batch_max, self.settings.batch_ms / 1000.0
+        batch_max, batch_bytes = self.settings.batch_max, self.settings.batch_bytes
+        within = self.settings.batch_ms / 1000.0
         self._consumes = True
         # The topic is one of the app's channels (iterating it added it to app.topics): Faust's
         # consumer subscribes to it, fetches, applies flow control and commits acked offsets.
@@ -117,24 +119,28 @@ class StageApp:
             queue = topic.queue
             loop = asyncio.get_running_loop()
             while True:
-                events = [await queue.get()]
-                _take_queued(queue, events, batch_max)
+                round_ = Filling(await queue.get(), batch_max, batch_bytes)
+                round_.take(queue)
                 # A record with nothing queued behind it starts its round at once; a round
                 # lingers to fill only while records are arriving.
                 deadline = loop.time() + within
-                while 1 < len(events) < batch_max:
+                while len(round_.events) > 1 and not round_.full:
                     left = deadline - loop.time()
                     if left <= 0:
                         break
                     await asyncio.sleep(min(left, 0.002))  # cheaper than a wait_for task per record
-                    _take_queued(queue, events, batch_max)
-                await self._guarded(rounds.run([_raw(e) for e in events]))
+                    round_.take(queue)
+                await self._guarded(rounds.run([_raw(e) for e in round_.events]))
                 # Only now, with every output acknowledged by the broker, may the offsets go.
-                for event in events:
+                for event in round_.events:
                     event.ack()
 
         drain.__name__ = f"{self.name}_{handler.source}"
         self.app.task(drain)
+
+    def _bounds(self, source: str) -> Bounds:
+        internal = source in INTERNAL_SOURCES
+        return bounds_for(internal, self.settings.batch_max, self.settings.stream_buffer)
 
     def every(self, seconds: float, job: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
         """Run `job` every `seconds`; a failing run is logged and the next one still comes."""
@@ -221,15 +227,6 @@ class StageApp:
 
     async def _ready_now(self) -> None:
         self.mark_ready()
-
-
-def _take_queued(queue: asyncio.Queue[Any], events: list[Any], batch_max: int) -> None:
-    """Move what is queued now onto `events`, up to `batch_max` in all, without waiting."""
-    while len(events) < batch_max:
-        try:
-            events.append(queue.get_nowait())
-        except asyncio.QueueEmpty:
-            return
 
 
 def _raw(event: EventT[Any]) -> RawRecord:

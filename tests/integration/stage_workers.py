@@ -1,0 +1,78 @@
+"""Stage workers as separate processes on the session's broker and a module's own database and
+topics, for tests of one stage's behaviour under load (test_backpressure, test_poll_interval)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+from toolgate.ops.embedded import Broker
+from toolgate.schemas.codec import codec
+from toolgate.schemas.models import StageBatch, StageRecord
+
+from .conftest import Database
+
+PARTITIONS = 2
+
+
+def worker_env(database: Database, broker: Broker, prefix: str, home: Path, settings: dict[str, str]) -> dict[str, str]:
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")},
+        "TOOLGATE_HOME": str(home),
+        "TOOLGATE_SECRETS_DIR": str(database.home / "secrets"),
+        "TOOLGATE_KAFKA_BOOTSTRAP": broker.bootstrap,
+        "TOOLGATE_DATABASE_URL": database.database_url,
+        "TOOLGATE_TOPIC_PREFIX": prefix,
+        "TOOLGATE_PARTITIONS": str(PARTITIONS),
+        "TOOLGATE_TELEMETRY_EXPORTER": "none",
+        "TOOLGATE_METRICS_PORT": "-1",
+        **settings,
+    }
+
+
+@contextmanager
+def running(stage: str, env: dict[str, str]) -> Iterator[Path]:
+    """A worker of `stage`, ready (its group joined); yields its log, and stops it on the way out."""
+    home = Path(env["TOOLGATE_HOME"])
+    prefix = env["TOOLGATE_TOPIC_PREFIX"]
+    log = home / f"{stage}.log"
+    with open(log, "ab") as out:
+        command = [sys.executable, "-m", "toolgate.cli", "worker", stage]
+        worker = subprocess.Popen(command, env=env, stdout=out, stderr=out)
+    try:
+        deadline = time.monotonic() + 60
+        while not (home / "ready" / f"{prefix}{stage}.{worker.pid}").exists():
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        yield log
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(60)
+
+
+def call_ids_on(bootstrap: str, topic: str, wanted: set[str], timeout: float) -> set[str]:
+    """The call ids of the StageRecords on an internal topic, read until all of `wanted` came, or
+    `timeout`."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"sw-{uuid.uuid4().hex[:6]}"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while not wanted <= seen and time.monotonic() < deadline:
+            for msg in consumer.consume(500, 0.2):
+                if msg.error():
+                    continue
+                for item in codec().decode(msg.value() or b"", StageBatch).items:
+                    seen.add(codec().decode(item, StageRecord).call_id)
+    finally:
+        consumer.close()
+    return seen

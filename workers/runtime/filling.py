@@ -1,0 +1,79 @@
+"""How much a stage takes in: per poll, per buffer, and per round.
+
+A record of tool.proposals is one call, but a record of an internal topic is a StageBatch of
+every call one upstream round sent to that partition, a hundred or more. Counted in records
+alone, one execution round of a 100,000-call backlog took 500 such records, 13,036 calls, and
+ran for 48 s: past its keys' lease and past the consumer's max_poll_interval, so the stage
+left its consumer group and stalled, up and idle. Counted in bytes too, a round holds about
+as many calls whatever the topic; the first record is always taken, however large.
+
+Polls and the buffer are bounded the same way, in records sized to the topic, since the embedded
+broker (Tansu) ignores a fetch's byte limits. Faust polls again only once the buffer took every
+record of the last poll: with a full buffer, a poll's records must first go into rounds, so a
+poll of a few StageBatches keeps the consumer polled well within max_poll_interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+
+class _Message(Protocol):
+    @property
+    def value(self) -> bytes | None: ...
+
+
+class Queued(Protocol):
+    @property
+    def message(self) -> _Message: ...
+
+
+E = TypeVar("E", bound=Queued)
+
+# A StageBatch holds up to a whole upstream round, so a round may be one such record.
+INTERNAL_POLL_RECORDS = 4
+INTERNAL_BUFFER_RECORDS = 16
+
+
+@dataclass(frozen=True)
+class Bounds:
+    poll_records: int
+    buffer_records: int
+
+
+def bounds_for(internal: bool, batch_max: int, stream_buffer: int) -> Bounds:
+    """Records per poll and records held fetched, for a topic of StageBatches (internal) or of
+    one call per record."""
+    if internal:
+        return Bounds(INTERNAL_POLL_RECORDS, INTERNAL_BUFFER_RECORDS)
+    return Bounds(batch_max, max(stream_buffer, batch_max))
+
+
+class Filling(Generic[E]):
+    """The records of the round being filled, and whether it can take more."""
+
+    def __init__(self, first: E, batch_max: int, batch_bytes: int) -> None:
+        self.events = [first]
+        self.batch_max = batch_max
+        self.batch_bytes = batch_bytes
+        self.size = _size(first)
+
+    @property
+    def full(self) -> bool:
+        return len(self.events) >= self.batch_max or self.size >= self.batch_bytes
+
+    def take(self, queue: asyncio.Queue[Any]) -> None:
+        """Move what is queued now onto the round until it is full, without waiting."""
+        while not self.full:
+            try:
+                event: E = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            self.events.append(event)
+            self.size += _size(event)
+
+
+def _size(event: Queued) -> int:
+    return len(event.message.value or b"")
