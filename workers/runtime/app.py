@@ -73,6 +73,10 @@ class StageApp:
             broker_max_poll_records=min((self._bounds(s).poll_records for s in sources), default=settings.batch_max),
             broker_commit_interval=1.0,
             producer_linger_ms=settings.linger_ms,
+            # aiokafka's default batch (16 KiB) holds about ten observations: a round's 500 sends
+            # then queued behind each other, every waiter woken (with a timer) at each drain, and
+            # that was a third of normalization's CPU. One batch per partition holds a round.
+            producer_max_batch_size=settings.batch_bytes,
             producer_acks=-1,
             stream_wait_empty=False,
             logging_config=logging_config(settings.log_level),
