@@ -16,6 +16,8 @@ A round, for all its calls at once (each call's choices are decision.py's):
      result as an outbox row, and the audit entries. A co-located effect therefore commits with
      its COMPLETED record and outbox row or not at all. B is retried on transient failures
      without re-running E.
+A round whose effects all run in Postgres does A and B in one transaction: nothing happens
+between them that a rollback could not undo, so the reservation's own commit is saved.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ import logging
 import os
 import socket
 import uuid
+from typing import Any
+
+from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Registry
 from toolgate.faults import crash_point
@@ -74,12 +79,15 @@ class ExecutionHandler(Handler[StageRecord]):
     async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
         now = now_ms()
         attempts = [self._prepare(call, now) for call in calls]
-        await self._reserve(attempts, now)
-        external = [a for a in attempts if a.runs and not a.in_postgres and a.effect is None]
-        await self._external_effects(external)
-        if any(a.job.contract.executor["kind"] == "http" for a in external):
-            crash_point("execution.after_http_effect")
-        await self._record(attempts)
+        if all(a.in_postgres for a in attempts if a.result is None):
+            await self._reserve_and_record(attempts, now)
+        else:
+            await self._reserve(attempts, now)
+            external = [a for a in attempts if a.runs and not a.in_postgres and a.effect is None]
+            await self._external_effects(external)
+            if any(a.job.contract.executor["kind"] == "http" for a in external):
+                crash_point("execution.after_http_effect")
+            await self._record(attempts)
         for a in attempts:
             if a.result is not None:
                 out.outcomes[a.record.call_id] = str(a.result.outcome.taxonomy_class)
@@ -103,26 +111,37 @@ class ExecutionHandler(Handler[StageRecord]):
 
     async def _reserve(self, attempts: list[Attempt], now: int) -> None:
         """Phase A's one transaction (reservation.py), then what runs no effect is answered."""
-        late = [a for a in attempts if a.late]
-        held = [
-            a
-            for a in attempts
-            if a.result is None and not a.late and clearance.approvals_needed(a.record, a.job.contract)
-        ]
-        if not held and not any(a.result is None and a.key is not None for a in attempts):
+        if not _held(attempts) and not _keyed(attempts):
             return
-        lease = reservation.Lease(self.owner, self.lease_s)
         async with self.pool.connection() as conn, conn.transaction():
-            await reservation.settle_late(conn, late, now)
-            await reservation.clear(conn, held, now)
-            keyed = [a for a in attempts if a.result is None and a.key is not None]
-            await reservation.reserve(conn, keyed, now, lease, self.registry)
-            await reservation.bind_remote(conn, attempts)
+            keyed = await self._reserve_in(conn, attempts, now)
         for a in keyed:
             self._settle_without_effect(a, now)
 
+    async def _reserve_in(self, conn: AsyncConnection[Any], attempts: list[Attempt], now: int) -> list[Attempt]:
+        """Phase A's work in `conn`'s transaction; returns the calls that reserved a key."""
+        lease = reservation.Lease(self.owner, self.lease_s)
+        await reservation.settle_late(conn, [a for a in attempts if a.late], now)
+        await reservation.clear(conn, _held(attempts), now)
+        keyed = _keyed(attempts)
+        await reservation.reserve(conn, keyed, now, lease, self.registry)
+        await reservation.bind_remote(conn, attempts)
+        return keyed
+
+    async def _reserve_and_record(self, attempts: list[Attempt], now: int) -> None:
+        """A round whose effects all run in Postgres: phases A and B in one transaction, one
+        commit fewer. Nothing runs outside it, so a failure rolls back the keys' reservation
+        with the rest, and the round is retried whole (rounds.py), as a crash would."""
+        async with self.pool.connection() as conn, conn.transaction():
+            keyed = await self._reserve_in(conn, attempts, now)
+            for a in keyed:
+                self._settle_without_effect(a, now)
+            concluded = await recording.record_once(conn, attempts, self.topics, self.lease_s, now_ms())
+        for a, (res, status) in zip(attempts, concluded, strict=True):
+            a.result, a.status = res, status
+
     def _settle_without_effect(self, a: Attempt, now: int) -> None:
-        """After the reservation committed: answer what runs no effect (replays, conflicts)."""
+        """After the reservation: answer what runs no effect (replays, conflicts)."""
         if a.result is not None:
             return
         if a.leader is not None:
@@ -164,3 +183,15 @@ class ExecutionHandler(Handler[StageRecord]):
         concluded = await self.record_retry.run(once)
         for a, (res, status) in zip(attempts, concluded, strict=True):
             a.result, a.status = res, status
+
+
+def _held(attempts: list[Attempt]) -> list[Attempt]:
+    """The calls whose approval tickets phase A checks."""
+    return [
+        a for a in attempts if a.result is None and not a.late and clearance.approvals_needed(a.record, a.job.contract)
+    ]
+
+
+def _keyed(attempts: list[Attempt]) -> list[Attempt]:
+    """The calls whose idempotency keys phase A reserves."""
+    return [a for a in attempts if a.result is None and a.key is not None]
