@@ -30,7 +30,7 @@ DRAFTS = 3000
 DRAFTS_PER_RUN = 500
 
 
-def test_execution_deep_in_a_backlog_settles_every_call_within_its_lease(
+def test_execution_deep_in_a_backlog_keeps_its_rounds_short_and_makes_every_draft_once(
     database: Database, broker: Broker, topic_prefix: str, tmp_path: Path
 ) -> None:
     """3,000 drafts wait on tool.executable, in StageBatches of up to 50, before execution starts:

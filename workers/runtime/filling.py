@@ -3,8 +3,8 @@
 A record of tool.proposals is one call, but a record of an internal topic is a StageBatch of
 every call one upstream round sent to that partition, a hundred or more. Counted in records
 alone, one execution round of a 100,000-call backlog took 500 such records, 13,036 calls, and
-ran for 48 s: past its keys' lease and past the consumer's max_poll_interval, so the stage
-left its consumer group and stalled, up and idle. Counted in bytes too, a round holds about
+ran for 48 s: past its keys' lease and past the consumer's max_poll_interval, and the stage
+stalled with 17,134 keys PENDING. Counted in bytes too, a round holds about
 as many calls whatever the topic; the first record is always taken, however large.
 
 Polls and the buffer are bounded the same way, in records sized to the topic, since the embedded
