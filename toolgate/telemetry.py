@@ -37,7 +37,7 @@ from opentelemetry.sdk.metrics.export import (
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, TraceFlags, Tracer
@@ -142,11 +142,14 @@ def configure_logging(level: str = "INFO") -> None:
 # --- traces and metrics --------------------------------------------------------------------
 
 
+_SPAN_JSON = json.JSONEncoder(separators=(",", ":"), default=str)
+
+
 def span_line(span: ReadableSpan) -> str:
     """One finished span as a compact JSON line (ids in hex, times in epoch nanoseconds)."""
     ctx = span.context
     parent = span.parent
-    return json.dumps(
+    return _SPAN_JSON.encode(
         {
             "trace_id": f"{ctx.trace_id:032x}" if ctx else None,
             "span_id": f"{ctx.span_id:016x}" if ctx else None,
@@ -158,14 +161,12 @@ def span_line(span: ReadableSpan) -> str:
             "status": span.status.status_code.name,
             "service": span.resource.attributes.get("service.name"),
             "attributes": dict(span.attributes or {}),
-        },
-        separators=(",", ":"),
-        default=str,
+        }
     )
 
 
 class JsonLinesSpanExporter(SpanExporter):
-    """Appends each finished span as one compact JSON line (scrubbed) to a file."""
+    """Appends each finished span as one compact JSON line to a file, a batch scrubbed at once."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -173,9 +174,9 @@ class JsonLinesSpanExporter(SpanExporter):
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        lines = [SCRUBBER.text(span_line(span)) + "\n" for span in spans]
+        text = SCRUBBER.text("".join([span_line(span) + "\n" for span in spans]))
         with self._lock:
-            self._file.writelines(lines)
+            self._file.write(text)
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
@@ -218,8 +219,10 @@ def configure_telemetry(settings: Settings, service: str) -> None:
     resource = Resource.create({"service.name": f"toolgate-{service}", "service.instance.id": str(os.getpid())})
     provider = TracerProvider(resource=resource, sampler=ParentBased(TraceIdRatioBased(settings.trace_sample_ratio)))
     span_exporter = _span_exporter(settings, service)
+    processor = None
     if span_exporter is not None:
-        provider.add_span_processor(BatchSpanProcessor(span_exporter, max_queue_size=65536, schedule_delay_millis=1000))
+        processor = BatchSpanProcessor(span_exporter, max_queue_size=65536, schedule_delay_millis=1000)
+        provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)
     readers: list[MetricReader] = []
     metric_exporter = _metric_exporter(settings, service)
@@ -230,7 +233,7 @@ def configure_telemetry(settings: Settings, service: str) -> None:
         readers.append(prometheus)
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, views=views())
     metrics.set_meter_provider(meter_provider)
-    _configured.update(tracer=provider, meter=meter_provider)
+    _configured.update(tracer=provider, meter=meter_provider, spans=processor)
 
 
 def shutdown_telemetry() -> None:
@@ -238,6 +241,12 @@ def shutdown_telemetry() -> None:
         _configured["tracer"].shutdown()
         _configured["meter"].shutdown()
         _configured.clear()
+
+
+def span_processor() -> SpanProcessor | None:
+    """What this process's spans are exported through (None: not configured, or not exported)."""
+    processor: SpanProcessor | None = _configured.get("spans")
+    return processor
 
 
 def tracer() -> Tracer:

@@ -19,7 +19,7 @@ from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.results import reject
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span
+    from toolgate.call_spans import CallSpan
 
 M = TypeVar("M", bound=WireModel)
 
@@ -31,7 +31,7 @@ class Inbound(Generic[M]):
     model: M
     raw: bytes
     origin: Origin
-    span: Span | None = None
+    span: CallSpan | None = None
     traceparent: str = ""  # this stage's span: what outputs carry onward
 
     @property

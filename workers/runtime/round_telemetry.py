@@ -14,10 +14,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from opentelemetry.trace import SpanKind, Status, StatusCode
-
+from toolgate.call_spans import CallSpans
 from toolgate.schemas.models import ExecutionResult
-from toolgate.telemetry import meter, parent_context, parse_traceparent, traceparent_of, tracer
+from toolgate.telemetry import meter, parse_traceparent
 from toolgate.topics.headers import CALL_ID, TRACEPARENT, header
 from toolgate.workers.runtime.call_metrics import CallMetrics
 from toolgate.workers.runtime.emit import Emit
@@ -32,6 +31,7 @@ class RoundTelemetry:
         self.stage = stage
         m = meter()
         self._attrs = {"stage": stage}
+        self._spans = CallSpans(f"toolgate.{stage}")
         self._calls = m.create_counter("toolgate.calls", description="calls a stage finished, by outcome")
         self._round_seconds = m.create_histogram("toolgate.round.duration", unit="s")
         self._round_size = m.create_histogram("toolgate.round.size", unit="{call}")
@@ -41,24 +41,18 @@ class RoundTelemetry:
 
     def open_spans(self, calls: Sequence[Inbound[M]]) -> None:
         """One span per sampled call; every call gets the traceparent its outputs carry."""
-        t = tracer()
         for call in calls:
             parent = getattr(call.model, "traceparent", None) or header(call.origin.headers, TRACEPARENT)
             remote = parse_traceparent(parent)
             if remote is not None and not remote.trace_flags.sampled:
                 call.traceparent = str(parent)
                 continue
-            span = t.start_span(
-                f"toolgate.{self.stage}",
-                context=parent_context(remote) if remote is not None else None,
-                kind=SpanKind.CONSUMER,
-                attributes={
-                    **opened(self.stage, call.model, call.call_id or (header(call.origin.headers, CALL_ID) or "")),
-                    "messaging.source.partition": call.origin.partition,
-                },
-            )
+            call_id = call.call_id or (header(call.origin.headers, CALL_ID) or "")
+            attributes = opened(self.stage, call.model, call_id)
+            attributes["messaging.source.partition"] = call.origin.partition
+            span = self._spans.open(remote, attributes)
             call.span = span
-            call.traceparent = traceparent_of(span)
+            call.traceparent = span.traceparent if span is not None else str(parent or "")
 
     def close_spans(self, calls: Sequence[Inbound[M]], out: Emit) -> None:
         """End each call's span with its outcome in `out`, and count the outcomes."""
@@ -66,12 +60,9 @@ class RoundTelemetry:
         for call in calls:
             label = out.outcomes.get(call.call_id, "held")
             labels[label] += 1
-            if call.span is None:
-                continue
-            call.span.set_attributes(closed(self.stage, label, call.model))
-            if label in FAILED_OUTCOMES:
-                call.span.set_status(Status(StatusCode.ERROR, label))
-            call.span.end()
+            if call.span is not None:
+                error = label if label in FAILED_OUTCOMES else None
+                self._spans.end(call.span, closed(self.stage, label, call.model), error)
         for label, count in labels.items():
             self._calls.add(count, {**self._attrs, "outcome": label})
         if self._invocations is not None:
