@@ -27,15 +27,17 @@ def contracts() -> Iterator[None]:
     span_attributes.CONTRACTS.registry = None
 
 
-def counted(tool: str, taxonomy: TaxonomyClass, stage: str = "execution", **kwargs: Any) -> dict[str, float]:
-    """Each counter's total after one call of `tool` ended in `taxonomy`."""
+def counted(
+    tool: str, taxonomy: TaxonomyClass, stage: str = "execution", calls: int = 1, **kwargs: Any
+) -> dict[str, float]:
+    """Each counter's total after `calls` calls of `tool` ended in `taxonomy`, in one round."""
     reader = InMemoryMetricReader()
     metrics = CallMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
     call = stage_record(registry().resolve(tool, "1.0.0"))
     ended = result(
         call, stage=stage, result_outcome=outcome(taxonomy), traceparent="", home_partition=0, now_ms=1, **kwargs
     )
-    metrics.record([ended])
+    metrics.record([ended] * calls)
     data = reader.get_metrics_data()
     assert data is not None
     totals: dict[str, float] = {}
@@ -92,3 +94,13 @@ def test_the_rare_counters_start_at_zero_for_every_contract() -> None:
     totals = counted("invoice.fetch", T.SUCCESS)
     for name in ("tool.retry_budget.exhausted", "tool.mutation_class.violations", "tool.invocation.timeouts"):
         assert name in totals and totals[name] == 0
+
+
+def test_a_round_adds_every_call_it_ended() -> None:
+    one = counted("payment.charge_card", T.TIMEOUT, attempt_number=3)
+    three = counted("payment.charge_card", T.TIMEOUT, attempt_number=3, calls=3)
+    for name in ("tool.invocation.count", "tool.invocation.latency", "tool.invocation.timeouts"):
+        assert three[name] == 3 * one[name] == 3
+    assert three["tool.invocation.retries"] == 3 * one["tool.invocation.retries"] == 6
+    assert three["tool.retry_budget.exhausted"] == 3
+    assert three["tool.invocation.cost"] == 3 * one["tool.invocation.cost"]

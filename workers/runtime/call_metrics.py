@@ -29,9 +29,9 @@ The rare counters start at zero for every contract, so an alert on them has a se
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import defaultdict
 
-from opentelemetry.metrics import Meter
+from opentelemetry.metrics import Counter, Meter
 
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.telemetry import meter
@@ -43,6 +43,7 @@ OUTPUT_SCHEMA = frozenset({T.OBSERVATION_NORMALIZATION_FAIL})
 TRANSIENT = frozenset({T.TIMEOUT, T.DEPENDENCY_UNAVAILABLE, T.RATE_LIMITED, T.IDEMPOTENCY_CONFLICT})
 STATE_CHANGED = frozenset({T.COMPENSATION_REQUIRED, T.COMPENSATION_FAILED})
 Labels = tuple[tuple[str, str], ...]
+Adds = defaultdict[tuple[Counter, Labels], float]  # what a round adds to each counter, by label set
 
 
 class CallMetrics:
@@ -73,34 +74,37 @@ class CallMetrics:
                 self._schema.add(0, {"tool": contract.name, "phase": phase})
 
     def record(self, results: list[ExecutionResult]) -> None:
-        """Count the calls that ended in this round."""
+        """Count the calls that ended in this round: each counter once per label set (an add
+        costs ~15 µs in the SDK whatever it adds), the latency once per call."""
         if not self._zeroed:
             self._zero()
         now_ms = time.time() * 1000
-        counts: Counter[Labels] = Counter()
+        adds: Adds = defaultdict(float)
         for result in results:
-            counts[self._one(result, now_ms)] += 1
-        for labels, n in counts.items():
-            self._count.add(n, dict(labels))
+            self._one(result, now_ms, adds)
+        for (counter, labels), amount in adds.items():
+            counter.add(amount, dict(labels))
 
-    def _one(self, result: ExecutionResult, now_ms: float) -> Labels:
+    def _one(self, result: ExecutionResult, now_ms: float, adds: Adds) -> None:
         contract = CONTRACTS.of(result.tool_name, result.tool_version)
         side_effect = contract.side_effect_class if contract is not None else "unknown"
         timeout_class = str(contract.binding.get("timeout_class", "")) if contract is not None else ""
-        tool = {"tool": result.tool_name, "version": result.tool_version}
+        tool: Labels = (("tool", result.tool_name), ("version", result.tool_version))
+        timed: Labels = (*tool, ("timeout_class", timeout_class))
         taxonomy = result.outcome.taxonomy_class
-        self._latency.record(max(0.0, now_ms - result.created_at_ms), {**tool, "timeout_class": timeout_class})
+        self._latency.record(max(0.0, now_ms - result.created_at_ms), dict(timed))
         if result.attempt_number > 1:
-            self._retries.add(result.attempt_number - 1, tool)
+            adds[self._retries, tool] += result.attempt_number - 1
         if taxonomy is T.TIMEOUT:
-            self._timeouts.add(1, {**tool, "timeout_class": timeout_class})
+            adds[self._timeouts, timed] += 1
         if result.idempotency_hit:
-            self._replays.add(1, {"tool": result.tool_name, "side_effect_class": side_effect})
+            adds[self._replays, (("tool", result.tool_name), ("side_effect_class", side_effect))] += 1
         if taxonomy in INPUT_SCHEMA or taxonomy in OUTPUT_SCHEMA:
-            self._schema.add(1, {"tool": result.tool_name, "phase": "input" if taxonomy in INPUT_SCHEMA else "output"})
+            phase = "input" if taxonomy in INPUT_SCHEMA else "output"
+            adds[self._schema, (("tool", result.tool_name), ("phase", phase))] += 1
         if contract is not None:
-            self._contract_facts(result, contract.max_retries, side_effect, contract.document["runtime"], tool)
-        return (
+            self._contract_facts(result, contract.max_retries, side_effect, contract.document["runtime"], tool, adds)
+        labels = (
             ("tool", result.tool_name),
             ("version", result.tool_version),
             ("tenant", result.tenant_id),
@@ -109,22 +113,29 @@ class CallMetrics:
             ("status", "error" if result.outcome.is_error else "ok"),
             ("lifecycle", contract.lifecycle if contract is not None else "unknown"),
         )
+        adds[self._count, labels] += 1
 
     def _contract_facts(
-        self, result: ExecutionResult, max_retries: int, side_effect: str, runtime: object, tool: dict[str, str]
+        self,
+        result: ExecutionResult,
+        max_retries: int,
+        side_effect: str,
+        runtime: object,
+        tool: Labels,
+        adds: Adds,
     ) -> None:
         taxonomy = result.outcome.taxonomy_class
         if taxonomy in TRANSIENT and result.attempt_number > max_retries:
-            self._exhausted.add(1, tool)
+            adds[self._exhausted, tool] += 1
         if side_effect == "READ_ONLY" and (
             taxonomy in STATE_CHANGED or result.verification.post_action_verification_required
         ):
-            self._violations.add(1, tool)
+            adds[self._violations, tool] += 1
         cost = runtime.get("cost_profile") if isinstance(runtime, dict) else None
         if cost and result.stage == "execution" and not result.idempotency_hit:
-            labels = {
-                **tool,
-                "cost_category": str(cost.get("cost_unit", "call")),
-                "currency": str(cost.get("currency", "")),
-            }
-            self._cost.add(float(cost.get("cost_per_call", 0) or 0), labels)
+            labels = (
+                *tool,
+                ("cost_category", str(cost.get("cost_unit", "call"))),
+                ("currency", str(cost.get("currency", ""))),
+            )
+            adds[self._cost, labels] += float(cost.get("cost_per_call", 0) or 0)
