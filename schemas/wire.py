@@ -50,9 +50,15 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+# One decoder for every JSON field: `json.loads` with an argument builds a new one per call.
+_JSON = json.JSONDecoder(parse_constant=_not_json)
+
+
 def _from_wire(value: Any) -> Any:
-    if isinstance(value, str | bytes | bytearray):
-        return json.loads(value, parse_constant=_not_json)
+    if isinstance(value, bytes | bytearray):
+        value = value.decode(json.detect_encoding(value), "surrogatepass")  # as json.loads does
+    if isinstance(value, str):
+        return _JSON.decode(value)
     return value
 
 
