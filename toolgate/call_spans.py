@@ -29,6 +29,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from toolgate.telemetry import parent_context, span_processor
+from toolgate.topics.headers import format_traceparent
 
 Attributes = Mapping[str, str | bool | int]
 SCOPE = InstrumentationScope("toolgate")
@@ -46,7 +47,7 @@ class CallSpan:
     @property
     def traceparent(self) -> str:
         ctx = self.context
-        return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{'01' if ctx.trace_flags.sampled else '00'}"
+        return format_traceparent(ctx.trace_id, ctx.span_id, ctx.trace_flags.sampled)
 
 
 class CallSpans:

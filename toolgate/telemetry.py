@@ -40,7 +40,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, TraceFlags, Tracer
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, Tracer
 
 from toolgate.metrics_export import prometheus_reader, views
 from toolgate.settings import Settings
@@ -272,12 +272,6 @@ def parse_traceparent(traceparent: str | None) -> SpanContext | None:
 
 def parent_context(span_context: SpanContext) -> Any:
     return trace.set_span_in_context(NonRecordingSpan(span_context))
-
-
-def traceparent_of(span: Span) -> str:
-    ctx: SpanContext = span.get_span_context()
-    flags = "01" if ctx.trace_flags & TraceFlags.SAMPLED else "00"
-    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{flags}"
 
 
 @contextmanager

@@ -52,6 +52,7 @@ from toolgate.topics.headers import (
     PROPOSAL_DIGEST,
     TRACEPARENT,
     edge_headers,
+    format_traceparent,
     header,
     new_traceparent,
     pairs,
@@ -130,7 +131,7 @@ def _current_traceparent(sample_ratio: float) -> str:
     (every stage follows this decision: a call is traced end to end or not at all)."""
     ctx = trace.get_current_span().get_span_context()
     if ctx.is_valid:
-        return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{'01' if ctx.trace_flags.sampled else '00'}"
+        return format_traceparent(ctx.trace_id, ctx.span_id, ctx.trace_flags.sampled)
     return new_traceparent(sampled=random.random() < sample_ratio)
 
 

@@ -71,6 +71,11 @@ def new_traceparent(sampled: bool = True) -> str:
     return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-{'01' if sampled else '00'}"
 
 
+def format_traceparent(trace_id: int, span_id: int, sampled: bool) -> str:
+    """The W3C traceparent of a span, from its ids as OpenTelemetry holds them."""
+    return f"00-{trace_id:032x}-{span_id:016x}-{'01' if sampled else '00'}"
+
+
 def trace_id_of(traceparent: str) -> str:
     parts = traceparent.split("-")
     return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else ""

@@ -13,7 +13,8 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from toolgate.call_spans import CallSpans
-from toolgate.telemetry import parent_context, parse_traceparent, span_line, traceparent_of
+from toolgate.telemetry import parent_context, parse_traceparent, span_line
+from toolgate.topics.headers import format_traceparent
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 OPENED = {"toolgate.stage": "policy", "tool.name": "invoice.create_draft", "messaging.source.partition": 2}
@@ -59,9 +60,7 @@ def test_a_call_span_is_the_span_the_sdk_api_makes_for_the_same_call() -> None:
     assert ours.start_time is not None and ours.end_time is not None and ours.start_time <= ours.end_time
     # What the call carries onward names this span, sampled, in the agent's trace.
     assert ours.context is not None
-    assert span.traceparent == traceparent_of(through_api).replace(
-        f"{through_api.get_span_context().span_id:016x}", f"{ours.context.span_id:016x}"
-    )
+    assert span.traceparent == format_traceparent(remote.trace_id, ours.context.span_id, True)
 
 
 def test_a_span_ended_without_error_is_unset_and_carries_both_sets_of_attributes() -> None:
