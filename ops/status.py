@@ -6,7 +6,7 @@ What it reads, each from where it is true:
   (`infrastructure`) and how often it restarted each (`restarts`); a pid counts as running
   when it exists and is no zombie, a stage as ready when it left its marker in `ready/`.
 * consumer lag per stage: the records on the topics a stage reads (ops/acls.py `STAGE_RIGHTS`)
-  past the offsets its consumer group (`<prefix>toolgate-<stage>`, the Faust app id of
+  past the offsets its consumer group (`<prefix>toolgate-<stage>`, the group id of
   workers/runtime/app.py) committed. The outbox relay and reconciliation read Postgres, not
   Kafka: they have no lag, and none is made up for them. A partition's end is *read*, not taken
   from its high watermark: Tansu reports the base offset of the last produce batch plus one
@@ -84,7 +84,7 @@ FROM toolgate.outbox WHERE sent_at IS NULL
 
 
 def stage_group(prefix: str, stage: str) -> str:
-    """A stage's consumer group: its Faust app id (workers/runtime/app.py)."""
+    """A stage's consumer group: as workers/runtime/app.py names it."""
     return f"{prefix}toolgate-{stage}"
 
 

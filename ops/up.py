@@ -171,7 +171,7 @@ class Supervisor:
         except BlockingIOError:
             raise SystemExit(f"toolgate up is already running for {self.home}") from None
         if self.fresh:
-            for name in ("pgdata", "provider", "ready", "faust", "telemetry", "logs", "metrics"):
+            for name in ("pgdata", "provider", "ready", "telemetry", "logs", "metrics"):
                 shutil.rmtree(self.home / name, ignore_errors=True)
         for stale in (self.home / "ready").glob("*"):
             stale.unlink()

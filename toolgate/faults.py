@@ -9,7 +9,7 @@ The points are the moments where a crash is hardest to survive:
 
     execution.after_http_effect   an HTTP effect happened; the transaction that records it
                                   has not begun (reconciliation must find out what happened)
-    stage.after_produce           a stage produced a round's output; Faust has not committed
+    stage.after_produce           a stage produced a round's output; its offsets are not stored
                                   the input's offsets (the round comes again)
     approval.during_release       a decision released a call to execution inside its
                                   transaction, not yet committed (the decision comes again)

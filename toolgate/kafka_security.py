@@ -1,19 +1,18 @@
 """How every toolgate Kafka client authenticates and encrypts: SASL and TLS from the environment.
 
-toolgate talks to Kafka through two clients: confluent-kafka (librdkafka: the outbox relay,
-`ToolgateClient`, the admin client that provisions topics and ACLs) and Faust on aiokafka
-(the stages). Both must present the same identity to the same listener, so the settings live
-here once, as frozen data, and each client gets them in its own dialect:
+Every toolgate Kafka client is confluent-kafka's (librdkafka: the stages, the outbox relay,
+`ToolgateClient`, the admin client that provisions topics and ACLs), and each presents the
+identity the environment gives this process, so the settings live here once, as frozen data:
 
-| environment variable                | field               | librdkafka key             | aiokafka kwarg        |
-|-------------------------------------|---------------------|----------------------------|-----------------------|
-| `TOOLGATE_KAFKA_SECURITY_PROTOCOL`  | `protocol`          | `security.protocol`        | `security_protocol`   |
-| `TOOLGATE_KAFKA_SASL_MECHANISM`     | `sasl_mechanism`    | `sasl.mechanism`           | `sasl_mechanism`      |
-| `TOOLGATE_KAFKA_SASL_USERNAME`      | `sasl_username`     | `sasl.username`            | `sasl_plain_username` |
-| `TOOLGATE_KAFKA_SASL_PASSWORD_REF`  | `sasl_password_ref` | `sasl.password` (resolved) | `sasl_plain_password` |
-| `TOOLGATE_KAFKA_SSL_CAFILE`         | `ssl_cafile`        | `ssl.ca.location`          | `ssl_context`         |
-| `TOOLGATE_KAFKA_SSL_CERTFILE`       | `ssl_certfile`      | `ssl.certificate.location` | `ssl_context`         |
-| `TOOLGATE_KAFKA_SSL_KEYFILE`        | `ssl_keyfile`       | `ssl.key.location`         | `ssl_context`         |
+| environment variable                | field               | librdkafka key             |
+|-------------------------------------|---------------------|----------------------------|
+| `TOOLGATE_KAFKA_SECURITY_PROTOCOL`  | `protocol`          | `security.protocol`        |
+| `TOOLGATE_KAFKA_SASL_MECHANISM`     | `sasl_mechanism`    | `sasl.mechanism`           |
+| `TOOLGATE_KAFKA_SASL_USERNAME`      | `sasl_username`     | `sasl.username`            |
+| `TOOLGATE_KAFKA_SASL_PASSWORD_REF`  | `sasl_password_ref` | `sasl.password` (resolved) |
+| `TOOLGATE_KAFKA_SSL_CAFILE`         | `ssl_cafile`        | `ssl.ca.location`          |
+| `TOOLGATE_KAFKA_SSL_CERTFILE`       | `ssl_certfile`      | `ssl.certificate.location` |
+| `TOOLGATE_KAFKA_SSL_KEYFILE`        | `ssl_keyfile`       | `ssl.key.location`         |
 
 Nothing set means PLAINTEXT, and every builder returns nothing to add. The password is never
 held here: `sasl_password_ref` is a secret reference (toolgate.secrets), resolved by the
@@ -30,11 +29,10 @@ credentials); a client certificate without its key, or a key without its certifi
 from __future__ import annotations
 
 import os
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
@@ -176,60 +174,10 @@ class KafkaSecurity:
         config |= {key: path for key, path in files.items() if path}
         return config
 
-    def ssl_context(self) -> ssl.SSLContext | None:
-        """The TLS context for aiokafka and Faust (reads the files now); None without TLS.
-        Verifies the broker's certificate and host name, against `ssl_cafile` or else the
-        system's CAs, as librdkafka does."""
-        if not self.protocol.uses_tls:
-            return None
-        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.ssl_cafile)
-        if self.ssl_certfile:
-            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
-        return context
-
-    def aiokafka_kwargs(self, secrets: SecretProvider) -> dict[str, Any]:
-        """Keyword arguments for AIOKafkaProducer / AIOKafkaConsumer / AIOKafkaAdminClient;
-        empty for PLAINTEXT. The same mapping Faust makes from `faust_credentials`."""
-        if self.protocol is SecurityProtocol.PLAINTEXT:
-            return {}
-        kwargs: dict[str, Any] = {"security_protocol": self.protocol.value, "ssl_context": self.ssl_context()}
-        if self.protocol.uses_sasl:
-            assert self.sasl_mechanism is not None
-            kwargs |= {
-                "sasl_mechanism": self.sasl_mechanism.value,
-                "sasl_plain_username": self.sasl_username,
-                "sasl_plain_password": self._password(secrets),
-            }
-        return kwargs
-
-    def faust_credentials(self, secrets: SecretProvider) -> Any:
-        """The value for Faust's `broker_credentials` setting: None for PLAINTEXT,
-        `faust.SSLCredentials(context)` for SSL, `faust.SASLCredentials` for SASL (with the
-        TLS context for SASL_SSL, which is how faust-streaming 0.15 selects SASL_SSL)."""
-        if self.protocol is SecurityProtocol.PLAINTEXT:
-            return None
-        import faust  # imported here: the confluent-only tools need not load Faust
-
-        context = self.ssl_context()
-        if not self.protocol.uses_sasl:
-            return faust.SSLCredentials(context)
-        assert self.sasl_mechanism is not None
-        return faust.SASLCredentials(
-            username=self.sasl_username,
-            password=self._password(secrets),
-            ssl_context=context,
-            mechanism=self.sasl_mechanism.value,
-        )
-
 
 def client_config(settings: Settings) -> dict[str, str]:
     """librdkafka settings for this process's confluent-kafka clients (from the environment)."""
     return KafkaSecurity.from_env(os.environ).confluent_config(SecretProvider(settings.secrets_path))
-
-
-def broker_credentials(settings: Settings) -> Any:
-    """Faust's `broker_credentials` for this process's stages (from the environment)."""
-    return KafkaSecurity.from_env(os.environ).faust_credentials(SecretProvider(settings.secrets_path))
 
 
 __all__ = [
@@ -237,6 +185,5 @@ __all__ = [
     "KafkaSecurity",
     "SaslMechanism",
     "SecurityProtocol",
-    "broker_credentials",
     "client_config",
 ]

@@ -119,7 +119,7 @@ class JsonFormatter(logging.Formatter):
         return SCRUBBER.text(json.dumps(entry, default=str))
 
 
-NOISY = ("aiokafka", "faust", "mode", "kafka")
+NOISY = ("kafka",)
 
 
 def logging_config(level: str = "INFO") -> dict[str, Any]:

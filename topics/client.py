@@ -172,7 +172,7 @@ class ToolgateClient:
                 "max.in.flight.requests.per.connection": 1,
                 "acks": "all",
                 "linger.ms": 5,
-                "partitioner": "murmur2_random",  # the Java client's partitioner, as Faust's
+                "partitioner": "murmur2_random",  # the Java client's partitioner, as the stages'
             }
         )
         self._errors: list[str] = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+from collections import deque
 from dataclasses import dataclass
 
 import pytest
@@ -11,20 +11,12 @@ from toolgate.workers.runtime.filling import INTERNAL_POLL_RECORDS, Filling, bou
 
 
 @dataclass
-class _Message:
+class _Record:
     value: bytes | None
 
 
-@dataclass
-class _Event:
-    message: _Message
-
-
-def _queue(*sizes: int) -> asyncio.Queue[_Event]:
-    queue: asyncio.Queue[_Event] = asyncio.Queue()
-    for size in sizes:
-        queue.put_nowait(_Event(_Message(b"x" * size)))
-    return queue
+def _queue(*sizes: int) -> deque[_Record]:
+    return deque(_Record(b"x" * size) for size in sizes)
 
 
 @pytest.mark.parametrize(
@@ -46,17 +38,17 @@ def test_a_round_is_bounded_in_records_and_in_bytes(
     first: int, queued: list[int], batch_max: int, batch_bytes: int, taken: int, left: int
 ) -> None:
     queue = _queue(*queued)
-    round_ = Filling(_Event(_Message(b"x" * first if first else None)), batch_max, batch_bytes)
+    round_ = Filling(_Record(b"x" * first if first else None), batch_max, batch_bytes)
     round_.take(queue)
-    assert (len(round_.events), queue.qsize()) == (taken, left)
+    assert (len(round_.records), len(queue)) == (taken, left)
 
 
 def test_a_full_round_takes_nothing_more() -> None:
     queue = _queue(600_000)
-    round_ = Filling(_Event(_Message(b"x" * 600_000)), 500, 512 * 1024)
+    round_ = Filling(_Record(b"x" * 600_000), 500, 512 * 1024)
     assert round_.full
     round_.take(queue)
-    assert (len(round_.events), queue.qsize()) == (1, 1)
+    assert (len(round_.records), len(queue)) == (1, 1)
 
 
 def test_polls_of_stage_batches_are_a_few_records_and_polls_of_calls_a_round() -> None:

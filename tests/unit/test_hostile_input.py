@@ -6,6 +6,7 @@ import contextlib
 import json
 
 import pytest
+from confluent_kafka import KafkaError
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from toolgate.telemetry import parse_traceparent
 from toolgate.topics.headers import header_int
 from toolgate.workers.runtime import results
 from toolgate.workers.runtime.delivery import is_undeliverable
+from toolgate.workers.runtime.producer import ProduceError
 from toolgate.workers.validation import limits
 from toolgate.workers.validation.arguments import parse_arguments
 
@@ -167,15 +169,9 @@ def test_a_refusal_with_thousands_of_errors_keeps_its_class_and_the_first_errors
     assert json.dumps(out.data)  # still a JSON object
 
 
-class _SizeError(Exception):
-    pass
-
-
-_SizeError.__name__ = "MessageSizeTooLargeError"
-
-
 def test_produce_errors_no_retry_cures_are_told_from_the_others() -> None:
-    wrapped = RuntimeError("Error while sending")
-    wrapped.__cause__ = _SizeError()
-    assert is_undeliverable(wrapped) and is_undeliverable(_SizeError())
+    assert is_undeliverable(ProduceError(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)))
+    assert is_undeliverable(ProduceError(KafkaError(KafkaError.TOPIC_EXCEPTION)))
+    assert not is_undeliverable(ProduceError(KafkaError(KafkaError._TRANSPORT)))
+    assert not is_undeliverable(ProduceError(KafkaError(KafkaError._MSG_TIMED_OUT)))
     assert not is_undeliverable(ConnectionError("broker down")) and not is_undeliverable(None)

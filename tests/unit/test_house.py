@@ -23,7 +23,7 @@ PACKAGES = {
     "cli": "toolgate.cli",
     "toolgate": "toolgate",
 }
-IO_PACKAGES = ("psycopg", "psycopg_pool", "faust", "mode", "confluent_kafka", "aiokafka", "aiohttp", "opentelemetry")
+IO_PACKAGES = ("psycopg", "psycopg_pool", "confluent_kafka", "aiohttp", "opentelemetry")
 CLOCK_CALLS = {
     ("time", "time"),
     ("time", "monotonic"),

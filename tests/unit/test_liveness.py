@@ -1,4 +1,4 @@
-"""When a stage's consumer thread counts as stuck (workers/runtime/liveness.py)."""
+"""When a stage's wait for records counts as stuck (workers/runtime/liveness.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from toolgate.workers.runtime.liveness import STUCK_S, stuck
 
 
 @pytest.mark.parametrize(
-    ("last_wakeup_at", "now", "is_stuck"),
+    ("waiting_since", "now", "is_stuck"),
     [
         (0.0, 10_000.0, False),  # not started yet
         (100.0, 100.0 + STUCK_S - 1, False),
@@ -16,7 +16,5 @@ from toolgate.workers.runtime.liveness import STUCK_S, stuck
         (100.0, 100.0 + STUCK_S + 0.1, True),
     ],
 )
-def test_a_consumer_thread_is_stuck_only_after_the_limit_without_a_wakeup(
-    last_wakeup_at: float, now: float, is_stuck: bool
-) -> None:
-    assert stuck(last_wakeup_at, now) is is_stuck
+def test_a_wait_for_records_is_stuck_only_after_the_limit(waiting_since: float, now: float, is_stuck: bool) -> None:
+    assert stuck(waiting_since, now) is is_stuck

@@ -3,8 +3,9 @@ for every record.
 
 Sequence numbers per partition make a send retried after a lost acknowledgement land once.
 `deliver` returns, for each record, None once the broker acknowledged it or the error it
-failed with; `undeliverable` tells the errors no retry can cure (a record too large for the
-broker, a malformed one) from those that pass (the broker unreachable, a leader moving).
+failed with; `undeliverable` (workers/runtime/producer.py) tells the errors no retry can cure
+(a record too large for the broker, a malformed one) from those that pass (the broker
+unreachable, a leader moving).
 """
 
 from __future__ import annotations
@@ -16,21 +17,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from toolgate.workers.runtime.emit import Message
 
-UNDELIVERABLE = frozenset(
-    {
-        KafkaError.MSG_SIZE_TOO_LARGE,
-        KafkaError.INVALID_MSG_SIZE,
-        KafkaError.INVALID_MSG,
-        KafkaError.INVALID_RECORD,
-        KafkaError.RECORD_LIST_TOO_LARGE,
-        KafkaError.TOPIC_EXCEPTION,
-    }
-)
 NOT_ACKNOWLEDGED = KafkaError(KafkaError._TIMED_OUT, "no delivery report before the flush timed out")
-
-
-def undeliverable(error: KafkaError | None) -> bool:
-    return error is not None and error.code() in UNDELIVERABLE
 
 
 class IdempotentProducer:
@@ -43,7 +30,7 @@ class IdempotentProducer:
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": linger_ms,
-                "partitioner": "murmur2_random",  # the same partition for a key as Faust's producer
+                "partitioner": "murmur2_random",  # the same partition for a key as the stages' producer
                 "message.timeout.ms": 30_000,
             }
         )

@@ -35,10 +35,11 @@ from toolgate.kafka_security import client_config
 from toolgate.schemas.models import PayloadKind, TaxonomyClass
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
-from toolgate.workers.outbox.producer import IdempotentProducer, undeliverable
+from toolgate.workers.outbox.producer import IdempotentProducer
 from toolgate.workers.runtime.app import StageApp
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import EdgeRecord, Emit, Message, Origin
+from toolgate.workers.runtime.producer import undeliverable
 from toolgate.workers.runtime.transient import RELAY, TransientRetry
 
 log = logging.getLogger("toolgate.outbox")

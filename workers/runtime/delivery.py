@@ -18,22 +18,17 @@ from toolgate.schemas.models import PayloadKind, TaxonomyClass
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, Headers, header
 from toolgate.workers.runtime.emit import Emit, Message, Origin
+from toolgate.workers.runtime.producer import ProduceError
 
 log = logging.getLogger("toolgate.delivery")
 
 Send = Callable[[str, bytes | None, bytes, int | None, Headers], Awaitable[Awaitable[Any]]]
 Backoff = Callable[[int, BaseException], Awaitable[None]]
 
-UNDELIVERABLE = ("MessageSizeTooLargeError", "RecordTooLargeError", "RecordListTooLargeError", "InvalidTopicError")
-
 
 def is_undeliverable(exc: BaseException | None) -> bool:
-    """A produce error no retry can cure (Faust wraps aiokafka's errors: look at the cause too)."""
-    while exc is not None:
-        if type(exc).__name__ in UNDELIVERABLE:
-            return True
-        exc = exc.__cause__
-    return False
+    """A produce error no retry can cure (workers/runtime/producer.py)."""
+    return isinstance(exc, ProduceError) and exc.undeliverable
 
 
 class Delivery:

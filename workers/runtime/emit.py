@@ -2,7 +2,7 @@
 
 A stage never writes to Kafka in the middle of its decision: it adds items, edge records and
 dead letters to an `Emit`, and the runtime produces them all, waits for the broker's
-acknowledgements, and only then lets Faust ack the round's input. Every record leaves sealed
+acknowledgements, and only then stores the offsets of the round's input. Every record leaves sealed
 (toolgate.integrity): a MAC on internal topics and dead letters, the deployment's signature on a
 tenant's edge topics.
 """

@@ -7,30 +7,23 @@ ran for 48 s: past its keys' lease and past the consumer's max_poll_interval, an
 stalled with 17,134 keys PENDING. Counted in bytes too, a round holds about
 as many calls whatever the topic; the first record is always taken, however large.
 
-Polls and the buffer are bounded the same way, in records sized to the topic, since the embedded
-broker (Tansu) ignores a fetch's byte limits. Faust polls again only once the buffer took every
-record of the last poll: with a full buffer, a poll's records must first go into rounds, so a
-poll of a few StageBatches keeps the consumer polled well within max_poll_interval.
+What a stage takes from its consumer at once, and holds pending, is bounded the same way, in
+records sized to the topic, since the embedded broker (Tansu) ignores a fetch's byte limits.
 """
 
 from __future__ import annotations
 
-import asyncio
+from collections import deque
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 
-class _Message(Protocol):
+class _Record(Protocol):
     @property
     def value(self) -> bytes | None: ...
 
 
-class Queued(Protocol):
-    @property
-    def message(self) -> _Message: ...
-
-
-E = TypeVar("E", bound=Queued)
+R = TypeVar("R", bound=_Record)
 
 # A StageBatch holds up to a whole upstream round, so a round may be one such record.
 INTERNAL_POLL_RECORDS = 4
@@ -51,29 +44,22 @@ def bounds_for(internal: bool, batch_max: int, stream_buffer: int) -> Bounds:
     return Bounds(batch_max, max(stream_buffer, batch_max))
 
 
-class Filling(Generic[E]):
+class Filling(Generic[R]):
     """The records of the round being filled, and whether it can take more."""
 
-    def __init__(self, first: E, batch_max: int, batch_bytes: int) -> None:
-        self.events = [first]
+    def __init__(self, first: R, batch_max: int, batch_bytes: int) -> None:
+        self.records = [first]
         self.batch_max = batch_max
         self.batch_bytes = batch_bytes
-        self.size = _size(first)
+        self.size = len(first.value or b"")
 
     @property
     def full(self) -> bool:
-        return len(self.events) >= self.batch_max or self.size >= self.batch_bytes
+        return len(self.records) >= self.batch_max or self.size >= self.batch_bytes
 
-    def take(self, queue: asyncio.Queue[Any]) -> None:
-        """Move what is queued now onto the round until it is full, without waiting."""
-        while not self.full:
-            try:
-                event: E = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            self.events.append(event)
-            self.size += _size(event)
-
-
-def _size(event: Queued) -> int:
-    return len(event.message.value or b"")
+    def take(self, pending: deque[R]) -> None:
+        """Move what is pending now onto the round until it is full, without waiting."""
+        while pending and not self.full:
+            record = pending.popleft()
+            self.records.append(record)
+            self.size += len(record.value or b"")

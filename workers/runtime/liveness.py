@@ -1,12 +1,12 @@
-"""A stage whose Kafka consumer stopped waking up ends itself, so that `toolgate up` (or any
+"""A stage whose Kafka consumer stopped answering ends itself, so that `toolgate up` (or any
 supervisor) starts it afresh.
 
-Faust consumes in a thread of its own (mode's ServiceThread), whose event loop records when it
-last woke. Seen in the chaos suite, after the broker came back empty and the consumer group
-was rejoined: that thread stopped waking for good ("Thread keepalive is not responding")
-while the process stayed alive, ready, and holding its partitions, so nothing downstream ever
-came again. A process that does not consume must not look alive: after STUCK_S without a
-wake-up it exits, and its uncommitted rounds come again to its successor, as after any crash.
+A stage waits for records at most a second at a time (workers/runtime/consumer.py). Seen in the
+chaos suite, after the broker came back empty and the consumer group was rejoined, the consumer
+the stages ran on before stopped waking for good while the process stayed alive, ready, and
+holding its partitions, so nothing downstream ever came again. A process that does not consume
+must not look alive: a wait for records still unanswered after STUCK_S ends the process, and
+its uncommitted rounds come again to its successor, as after any crash.
 """
 
 from __future__ import annotations
@@ -15,27 +15,32 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any
+from typing import Protocol
 
 log = logging.getLogger("toolgate.worker")
 STUCK_S = 60.0
 EXIT_STUCK = 72
 
 
-def stuck(last_wakeup_at: float, now: float, limit_s: float = STUCK_S) -> bool:
-    """Whether a consumer thread that last woke at `last_wakeup_at` (0: not started) is stuck."""
-    return last_wakeup_at > 0 and now - last_wakeup_at > limit_s
+class Waiting(Protocol):
+    @property
+    def waiting_since(self) -> float: ...
 
 
-async def watch(app: Any, stage: str, poll_s: float = 5.0, limit_s: float = STUCK_S) -> None:
-    """Run in the stage's main loop: exit when the consumer thread stopped waking up."""
+def stuck(waiting_since: float, now: float, limit_s: float = STUCK_S) -> bool:
+    """Whether a wait for records that began at `waiting_since` (0: none is in flight) is stuck."""
+    return waiting_since > 0 and now - waiting_since > limit_s
+
+
+async def watch(consumer: Waiting, stage: str, poll_s: float = 5.0, limit_s: float = STUCK_S) -> None:
+    """Run in the stage's event loop: exit when the consumer's wait for records never returned."""
     while True:
         await asyncio.sleep(poll_s)
-        thread = getattr(app.consumer, "_thread", None)
-        if thread is not None and stuck(thread.last_wakeup_at, time.monotonic(), limit_s):
+        since = consumer.waiting_since
+        if stuck(since, time.monotonic(), limit_s):
             log.critical(
-                "consumer thread has not woken for %.0f s: exiting to be restarted",
-                time.monotonic() - thread.last_wakeup_at,
+                "a wait for records has not returned for %.0f s: exiting to be restarted",
+                time.monotonic() - since,
                 extra={"stage": stage, "action": "consumer_stuck"},
             )
             os._exit(EXIT_STUCK)

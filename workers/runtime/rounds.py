@@ -1,17 +1,17 @@
-"""One round of a stage: read, decide, audit, produce, and only then let Faust ack.
+"""One round of a stage: read, decide, audit, produce, and only then let its offsets go.
 
-The order is fixed: take up to N records or T ms from the stream; read them (`intake`: MAC
+The order is fixed: take up to N records or T ms from the consumer; read them (`intake`: MAC
 check, decoding, dead letters for what cannot be read); open one span per call, a child of the
 trace the call carries (`round_telemetry`); run the stage's batch decision (`handler`: one round
 of Postgres work for all calls); write the audit entries the round produced outside a handler's
 transaction; produce every output and wait for the broker's acknowledgements (`delivery`); then
-return, so Faust acks the input records.
+return, so the worker stores the input records' offsets (workers/runtime/app.py).
 
 Failures: a transient one (Postgres restarting, broker unreachable) retries the round, since
 its input is fine (`transient`); any other exception falls back to deciding call by call, and a
 call that still fails alone is answered by its handler's `on_failure` (UNKNOWN_ERROR, fail
-closed) and dead-lettered, and the others go on. Nothing escapes: an exception leaving a Faust
-agent would ack the round anyway.
+closed) and dead-lettered, and the others go on. Nothing escapes: the worker treats an
+exception out of a round as a broken runtime and exits without storing the round's offsets.
 """
 
 from __future__ import annotations

@@ -1,0 +1,156 @@
+"""A stage's consumer: its group membership, the records fetched for its rounds, and the offsets
+it may commit.
+
+confluent-kafka (librdkafka) fetches, heartbeats and commits in threads of its own. Waiting for
+records is the only call that blocks; it runs in one thread of this consumer while the event
+loop goes on, and it returns as soon as a record has arrived (then takes, without waiting, what
+else is already fetched). Measured on the embedded broker, a record went from produce to consume
+in 2.5 ms this way, against 4.1-4.6 ms through Faust; and a record cost no task of its own.
+
+Offsets are stored only for the records of a finished round (`done`), whose outputs the broker
+acknowledged, and librdkafka commits what is stored every second, on a rebalance and at close.
+So a round that did not finish is consumed again, by this worker or the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import cast
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from toolgate.kafka_security import client_config
+from toolgate.settings import Settings
+from toolgate.topics.headers import as_pairs
+from toolgate.workers.runtime.filling import Bounds
+from toolgate.workers.runtime.intake import RawRecord
+
+log = logging.getLogger("toolgate.worker")
+
+IDLE_WAIT_S = 1.0  # the longest one wait for records lasts (and so a shutdown waits for it)
+FETCH_QUEUE_BACKOFF_MS = 10  # librdkafka's default (1 s) idles a partition whose queue was full
+
+
+class StageConsumer:
+    """Subscribes the group `group` to `bounds`' topics (physical names)."""
+
+    def __init__(
+        self, settings: Settings, group: str, bounds: dict[str, Bounds], on_assigned: Callable[[], None]
+    ) -> None:
+        self.bounds = bounds
+        self.pending: dict[str, deque[RawRecord]] = {topic: deque() for topic in bounds}
+        self.on_assigned = on_assigned
+        self._poll_records = min(b.poll_records for b in bounds.values())
+        # When the wait for records in flight began (0: none is): what liveness watches.
+        self.waiting_since = 0.0
+        self._consumer = Consumer(
+            {
+                **client_config(settings),
+                "bootstrap.servers": settings.kafka_bootstrap,
+                "group.id": group,
+                "client.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": True,
+                "auto.commit.interval.ms": 1000,
+                "enable.auto.offset.store": False,
+                "session.timeout.ms": int(settings.session_timeout_s * 1000),
+                "heartbeat.interval.ms": int(settings.heartbeat_interval_s * 1000),
+                # librdkafka refuses a poll interval shorter than the session timeout.
+                "max.poll.interval.ms": int(max(settings.max_poll_interval_s, settings.session_timeout_s) * 1000),
+                # How long the broker may hold a fetch that finds nothing: short, so that a record
+                # arriving while it waits is not held behind it (the embedded broker does not
+                # always answer a waiting fetch early).
+                "fetch.wait.max.ms": settings.fetch_wait_ms,
+                # What librdkafka fetches ahead, per partition: a few rounds' worth.
+                "queued.min.messages": max(b.buffer_records for b in bounds.values()),
+                "queued.max.messages.kbytes": max(4 * settings.batch_bytes // 1024, 1024),
+                "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
+            },
+            logger=logging.getLogger("kafka.consumer"),
+        )
+        self._consumer.subscribe(list(bounds), on_assign=self._assigned, on_revoke=self._revoked)
+        self._waiter = ThreadPoolExecutor(1, thread_name_prefix="consumer-wait")
+
+    # --- fetching ---------------------------------------------------------------------------
+
+    async def wait(self, timeout_s: float = IDLE_WAIT_S) -> None:
+        """Wait up to `timeout_s` for a record, unless one is pending already; then take what
+        else has been fetched."""
+        if not self.has_pending():
+            loop = asyncio.get_running_loop()
+            self.waiting_since = time.monotonic()
+            try:
+                first = await loop.run_in_executor(self._waiter, self._consumer.poll, timeout_s)
+            finally:
+                self.waiting_since = 0.0
+            if first is not None:
+                self._queue([first])
+        self.take()
+
+    def take(self) -> None:
+        """Move what librdkafka has fetched onto the pending queues, without waiting, as far as
+        their bounds allow."""
+        if any(len(self.pending[topic]) >= b.buffer_records for topic, b in self.bounds.items()):
+            return
+        self._queue(self._consumer.consume(self._poll_records, 0))
+
+    def has_pending(self) -> bool:
+        return any(self.pending.values())
+
+    def ready(self) -> list[str]:
+        """The topics with records pending."""
+        return [topic for topic, queue in self.pending.items() if queue]
+
+    def _queue(self, messages: Iterable[Message]) -> None:
+        for msg in messages:
+            error = msg.error()
+            if error is None:
+                self.pending[str(msg.topic())].append(_raw(msg))
+            elif error.fatal():
+                raise KafkaException(error)
+            elif error.code() != KafkaError._PARTITION_EOF:
+                log.warning("consumer error", extra={"action": "consumer_error", "error": error.str()})
+
+    # --- offsets ----------------------------------------------------------------------------
+
+    def done(self, topic: str, records: Sequence[RawRecord]) -> None:
+        """Store the offsets past `records` of `topic` (a finished round): librdkafka commits them."""
+        last: dict[int, int] = {}
+        for rec in records:
+            last[rec.partition] = max(last.get(rec.partition, -1), rec.offset)
+        offsets = [TopicPartition(topic, partition, offset + 1) for partition, offset in last.items()]
+        try:
+            self._consumer.store_offsets(offsets=offsets)
+        except KafkaException as exc:  # revoked meanwhile: the new owner consumes them again
+            log.info("offsets not stored", extra={"action": "offsets_not_stored", "error": str(exc)})
+
+    # --- the group --------------------------------------------------------------------------
+
+    def _assigned(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("partitions assigned", extra={"action": "assigned", "count": len(partitions)})
+        self.on_assigned()
+
+    def _revoked(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Records of a revoked partition go to its next owner: drop the ones still pending."""
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        for topic, queue in self.pending.items():
+            kept = [rec for rec in queue if (topic, rec.partition) not in gone]
+            if len(kept) != len(queue):
+                self.pending[topic] = deque(kept)
+        log.info("partitions revoked", extra={"action": "revoked", "count": len(partitions)})
+
+    def close(self) -> None:
+        """Commit what is stored and leave the group."""
+        self._waiter.shutdown(wait=True)
+        self._consumer.close()
+
+
+def _raw(msg: Message) -> RawRecord:
+    """A fetched record (no error: its topic, partition and offset are known)."""
+    headers = cast(list[tuple[str, bytes | None]] | None, msg.headers())  # a consumer's are (str, bytes)
+    return RawRecord(msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value(), as_pairs(headers))

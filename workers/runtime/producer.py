@@ -1,0 +1,145 @@
+"""A stage's producer: confluent-kafka (librdkafka), each record's acknowledgement awaitable.
+
+librdkafka batches and sends in its own threads; what it reports back (a record acknowledged by
+every in-sync replica, or failed) is served by `poll`, which a thread of this producer calls
+without pause. The reports of one poll reach the event loop together, in one wake-up, and settle
+the futures `send` returned. Measured against Faust's aiokafka producer on the embedded broker,
+an acknowledgement came back in 1.0 ms instead of 1.7 ms, and a send cost a few microseconds of
+the event loop instead of tens.
+
+Not idempotent, as before: a record sent twice after a lost acknowledgement is harmless, since
+every consumer is idempotent, and the broker's restart (the embedded one keeps nothing) must not
+leave the producer fenced off with stale sequence numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from functools import partial
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from toolgate.kafka_security import client_config
+from toolgate.settings import Settings
+from toolgate.topics.headers import Headers
+
+# Errors no retry can cure: the record is too large for the broker, malformed, or its topic
+# cannot exist. Anything else (the broker unreachable, a leader moving) passes.
+UNDELIVERABLE = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.INVALID_MSG_SIZE,
+        KafkaError.INVALID_MSG,
+        KafkaError.INVALID_RECORD,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.TOPIC_EXCEPTION,
+    }
+)
+SERVE_S = 0.05  # how long one poll of the delivery reports may wait
+FULL_QUEUE_PAUSE_S = 0.005
+
+
+def undeliverable(error: KafkaError | None) -> bool:
+    return error is not None and error.code() in UNDELIVERABLE
+
+
+class ProduceError(Exception):
+    """A record the broker did not take, with librdkafka's error."""
+
+    def __init__(self, error: KafkaError) -> None:
+        super().__init__(error.str())
+        self.error = error
+
+    @property
+    def undeliverable(self) -> bool:
+        return undeliverable(self.error)
+
+
+Report = tuple["asyncio.Future[None]", KafkaError | None]
+
+
+class StageProducer:
+    def __init__(self, settings: Settings, client_id: str) -> None:
+        self._producer = Producer(
+            {
+                **client_config(settings),
+                "bootstrap.servers": settings.kafka_bootstrap,
+                "client.id": client_id,
+                "acks": "all",
+                "enable.idempotence": False,
+                "linger.ms": settings.linger_ms,
+                # One round's records for a partition go out as one batch.
+                "batch.size": max(settings.batch_bytes * 2, 1_000_000),
+                # The partition a key maps to, as Java clients, aiokafka and the relay map it.
+                "partitioner": "murmur2_random",
+                "message.timeout.ms": 30_000,
+            }
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reports: list[Report] = []
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.Thread(target=self._serve, name="producer-reports", daemon=True)
+        self._thread.start()
+
+    async def send(
+        self, topic: str, key: bytes | None, value: bytes, partition: int | None, headers: Headers
+    ) -> asyncio.Future[None]:
+        """Hand one record to librdkafka; the future settles with the broker's answer."""
+        assert self._loop is not None, "start() the producer first"
+        fut: asyncio.Future[None] = self._loop.create_future()
+        kwargs: dict[str, Any] = {
+            "key": key,
+            "value": value,
+            "headers": headers,
+            "on_delivery": partial(self._report, fut),
+        }
+        if partition is not None:
+            kwargs["partition"] = partition
+        while True:
+            try:
+                self._producer.produce(topic, **kwargs)
+                return fut
+            except BufferError:  # librdkafka's queue is full: wait for acknowledgements to drain it
+                await asyncio.sleep(FULL_QUEUE_PAUSE_S)
+            except KafkaException as exc:  # refused before it was queued (too large, unknown topic)
+                fut.set_exception(ProduceError(exc.args[0]))
+                return fut
+
+    def _report(self, fut: asyncio.Future[None], err: KafkaError | None, _msg: Any) -> None:
+        self._reports.append((fut, err))  # called in the serving thread, inside poll()
+
+    def _serve(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        while not self._stopping.is_set():
+            self._producer.poll(SERVE_S)
+            if self._reports:
+                reports, self._reports = self._reports, []
+                try:
+                    loop.call_soon_threadsafe(_settle, reports)
+                except RuntimeError:  # the loop is closed: nobody waits any more
+                    return
+
+    def close(self, timeout_s: float = 10.0) -> int:
+        """Wait up to `timeout_s` for what is queued to be acknowledged; the count still queued."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+        left: int = self._producer.flush(timeout_s)
+        return left
+
+
+def _settle(reports: list[Report]) -> None:
+    for fut, err in reports:
+        if fut.done():
+            continue
+        if err is None:
+            fut.set_result(None)
+        else:
+            fut.set_exception(ProduceError(err))
