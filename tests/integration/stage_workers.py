@@ -59,15 +59,16 @@ def running(stage: str, env: dict[str, str]) -> Iterator[Path]:
         worker.wait(60)
 
 
-def call_ids_on(bootstrap: str, topic: str, wanted: set[str], timeout: float) -> set[str]:
-    """The call ids of the StageRecords on an internal topic, read until all of `wanted` came, or
-    `timeout`."""
+def call_ids_on(bootstrap: str, topic: str, wanted: set[str], timeout: float, enough: int | None = None) -> set[str]:
+    """The call ids of the StageRecords on an internal topic, read until all of `wanted` came
+    (or `enough` of them), or `timeout`."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"sw-{uuid.uuid4().hex[:6]}"})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     seen: set[str] = set()
     deadline = time.monotonic() + timeout
     try:
-        while not wanted <= seen and time.monotonic() < deadline:
+        target = len(wanted) if enough is None else enough
+        while len(wanted & seen) < target and time.monotonic() < deadline:
             for msg in consumer.consume(500, 0.2):
                 if msg.error():
                     continue
