@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 from toolgate.ops.embedded import Broker
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import StageBatch, StageRecord
+from toolgate.topics.client import ToolgateClient
 
 from .conftest import Database
 
@@ -57,6 +58,18 @@ def running(stage: str, env: dict[str, str]) -> Iterator[Path]:
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(60)
+
+
+def publish_fetches(client: ToolgateClient, calls: int, user_id: str) -> set[str]:
+    """`calls` signed `invoice.fetch` proposals, published at once; their call ids."""
+    sent = {
+        client.propose(
+            "invoice.fetch", {"invoice_id": "inv_acme0001"}, agent_id="cli", user_id=user_id, flush=False
+        ).call_id
+        for _ in range(calls)
+    }
+    client.flush()
+    return sent
 
 
 def call_ids_on(bootstrap: str, topic: str, wanted: set[str], timeout: float, enough: int | None = None) -> set[str]:

@@ -15,7 +15,7 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.client import ToolgateClient
 
 from .conftest import Database
-from .stage_workers import call_ids_on, running, worker_env
+from .stage_workers import call_ids_on, publish_fetches, running, worker_env
 
 CALLS = 600
 
@@ -28,13 +28,7 @@ def run_validation_against_backlog(
     env = worker_env(database, broker, prefix, home, settings)
     with running("validation", env) as log:
         client = ToolgateClient(broker.bootstrap, prefix=prefix, keyring=AgentKeyring(database.home / "agents"))
-        sent = {
-            client.propose(
-                "invoice.fetch", {"invoice_id": "inv_acme0001"}, agent_id="cli", user_id="bp", flush=False
-            ).call_id
-            for _ in range(calls)
-        }
-        client.flush()
+        sent = publish_fetches(client, calls, "bp")
         seen = call_ids_on(broker.bootstrap, Topics(prefix).validated, sent, timeout=90)
         return len(sent - seen), log.read_text()
 

@@ -6,8 +6,8 @@ of 48 s: past its keys' 30 s lease and the consumer's poll interval, and the sta
 17,134 keys PENDING. A round now holds about `batch_bytes` of records, whatever the topic
 (workers/runtime/filling.py).
 
-Validation, policy and approval-wait put 3,000 drafts on tool.executable, in StageBatches of up
-to 50, before an execution worker starts, all against the session's broker and Postgres on
+Validation, policy and approval-wait put 3,000 drafts on tool.executable (validation's rounds of up
+to 50) before an execution worker starts, all against the session's broker and Postgres on
 topics and a database of this module's own.
 """
 
@@ -33,7 +33,7 @@ DRAFTS_PER_RUN = 500
 def test_execution_deep_in_a_backlog_keeps_its_rounds_short_and_makes_every_draft_once(
     database: Database, broker: Broker, topic_prefix: str, tmp_path: Path
 ) -> None:
-    """3,000 drafts wait on tool.executable, in StageBatches of up to 50, before execution starts:
+    """3,000 drafts wait on tool.executable, in StageBatches, before execution starts:
     its rounds hold about `batch_bytes` of them, not `batch_max` records (all 3,000 at once), so
     each stays short against its keys' lease and the poll interval; every draft is made once."""
     upstream = worker_env(database, broker, topic_prefix, tmp_path, {"TOOLGATE_BATCH_MAX": "50"})
@@ -63,8 +63,11 @@ def test_execution_deep_in_a_backlog_keeps_its_rounds_short_and_makes_every_draf
     keys = _keys(database)
     assert keys == {"COMPLETED": DRAFTS}, f"keys {keys}\n{log.read_text()[-3000:]}"
     assert _drafts(database) - drafts_before == DRAFTS
-    # 64 KiB is about a hundred drafts; a round may go one StageBatch (50) past it.
-    assert 0 < _largest_round(tmp_path / "telemetry" / "metrics-execution.jsonl") <= 300
+    # 64 KiB is about 190 drafts, and a round may go one StageBatch past it. Approval-wait writes
+    # one StageBatch per partition and round, and its rounds take several of policy's: one can
+    # hold a few hundred drafts (350 seen once the stages answered sooner). All 3,000 at once
+    # was the bound before.
+    assert 0 < _largest_round(tmp_path / "telemetry" / "metrics-execution.jsonl") <= DRAFTS // 5
 
 
 def _largest_round(metrics: Path) -> float:

@@ -18,7 +18,7 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.client import ToolgateClient
 
 from .conftest import Database
-from .stage_workers import call_ids_on, running, worker_env
+from .stage_workers import call_ids_on, publish_fetches, running, worker_env
 
 CALLS = 1500
 
@@ -31,13 +31,7 @@ def test_a_worker_leaving_its_group_mid_backlog_hands_every_call_to_the_other(
     client = ToolgateClient(broker.bootstrap, prefix=topic_prefix, keyring=AgentKeyring(database.home / "agents"))
     with running("validation", env) as log:
         with running("validation", env):
-            sent = {
-                client.propose(
-                    "invoice.fetch", {"invoice_id": "inv_acme0001"}, agent_id="cli", user_id="so", flush=False
-                ).call_id
-                for _ in range(CALLS)
-            }
-            client.flush()
+            sent = publish_fetches(client, CALLS, "so")
             # The second worker leaves once the backlog is under way, not before it began.
             started = call_ids_on(broker.bootstrap, validated, sent, timeout=30, enough=100)
             assert len(started) >= 100, log.read_text()[-3000:]
