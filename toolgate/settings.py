@@ -38,11 +38,15 @@ class Settings:
     batch_max: int = 500
     batch_ms: int = 20
     # How long the broker may hold a stage consumer's fetch that finds no records. It bounds
-    # each hop's latency on a broker that does not answer a waiting fetch when records arrive
-    # (Tansu, workers/runtime/transport.py); shorter costs more idle fetch requests. Measured
-    # (sequential bench, 2 cores): 2, 5 or 10 ms instead of 25 took every stage's CPU up by
-    # 50-100% and made each call slower (p50 86-100 ms against 74), CPU being what it lacks.
-    fetch_wait_ms: int = 25
+    # each hop's latency on a broker that does not always answer a waiting fetch when records
+    # arrive (the embedded Tansu: produce -> consume took 2.5-3.5 ms or 10.6 ms with a 25 ms
+    # wait, as the produce fell in the wait, and 22 ms with 100 ms); shorter costs idle fetch
+    # requests, which the stages' librdkafka makes in C and the broker answers. Measured on the
+    # embedded stack (2 cores, alternating): 5 ms instead of 25 took one call at a time from
+    # 62-69 ms p50 to 45-57 ms, and cost the broker ~0.3 ms of CPU per call at full speed and
+    # ~40% of a core more when idle; 10 ms gave 53-54 ms. On Apache Kafka, which answers a
+    # waiting fetch as records arrive, a long wait (100-500 ms) costs no latency: set it there.
+    fetch_wait_ms: int = 5
     # How long a stage's producer (and the outbox relay's) holds a record to batch it with others.
     # A round hands all its records to the producer at once, so they batch without a linger; 2 ms
     # cost each hop 2 ms and measured no throughput.
