@@ -34,7 +34,8 @@ class Settings:
     partitions: int = 4
     # A stage's round: up to batch_max records. A record that arrives with nothing queued behind
     # it starts a round at once; while more are queued (load), a round lingers up to batch_ms
-    # milliseconds to fill. Batching comes from load, not from waiting.
+    # milliseconds to fill, for as long as records keep arriving (filling.py). Batching comes
+    # from load, not from waiting.
     batch_max: int = 500
     batch_ms: int = 20
     # How long the broker may hold a stage consumer's fetch that finds no records. It bounds

@@ -1,13 +1,15 @@
-"""How much a stage takes into a round, a poll and its buffer (workers/runtime/filling.py)."""
+"""How much a stage takes into a round, a poll and its buffer, and how long a round lingers to
+fill (workers/runtime/filling.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from dataclasses import dataclass
 
 import pytest
 
-from toolgate.workers.runtime.filling import INTERNAL_POLL_RECORDS, Filling, bounds_for
+from toolgate.workers.runtime.filling import INTERNAL_POLL_RECORDS, LINGER_STEP_S, Filling, bounds_for
 
 
 @dataclass
@@ -57,3 +59,67 @@ def test_polls_of_stage_batches_are_a_few_records_and_polls_of_calls_a_round() -
     assert internal.poll_records == INTERNAL_POLL_RECORDS < edge.poll_records == 500
     assert internal.buffer_records < edge.buffer_records == 4096
     assert bounds_for(False, batch_max=8000, stream_buffer=16).buffer_records == 8000
+
+
+class _Clock:
+    """A clock that moves only when the round sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def _linger(round_: Filling[_Record], arrivals: list[int], within_s: float = 0.020) -> _Clock:
+    """Linger `round_` while `arrivals[i]` records arrive during its i-th look (none after)."""
+    clock = _Clock()
+    queue: deque[_Record] = deque()
+    looks = iter(arrivals)
+
+    def refill() -> None:
+        queue.extend(_Record(b"x") for _ in range(next(looks, 0)))
+        round_.take(queue)
+
+    asyncio.run(round_.linger(refill, within_s, clock, clock.sleep))
+    return clock
+
+
+def test_a_round_with_nothing_behind_it_starts_at_once() -> None:
+    round_ = Filling(_Record(b"x"), 500, 512 * 1024)
+    assert _linger(round_, [5]).slept == []
+    assert len(round_.records) == 1
+
+
+def test_a_round_stops_lingering_at_the_first_look_that_brings_nothing() -> None:
+    """Two records pending is load, but not a reason to wait out the whole window, as rounds
+    did before (ten looks of 2 ms, whatever they found)."""
+    round_ = Filling(_Record(b"x"), 500, 512 * 1024)
+    round_.take(_queue(1))
+    assert _linger(round_, [0, 1, 1]).slept == [LINGER_STEP_S]
+    assert len(round_.records) == 2
+
+
+def test_a_round_lingers_while_records_keep_arriving() -> None:
+    round_ = Filling(_Record(b"x"), 500, 512 * 1024)
+    round_.take(_queue(1))
+    assert _linger(round_, [3, 2, 1, 0]).slept == [LINGER_STEP_S] * 4
+    assert len(round_.records) == 8
+
+
+def test_lingering_ends_with_its_window_or_a_full_round() -> None:
+    steady = Filling(_Record(b"x"), 500, 512 * 1024)
+    steady.take(_queue(1))
+    clock = _linger(steady, [1] * 100, within_s=0.005)
+    assert clock.slept == pytest.approx([LINGER_STEP_S, LINGER_STEP_S, 0.001])
+    assert len(steady.records) == 5
+
+    filling = Filling(_Record(b"x"), 4, 512 * 1024)
+    filling.take(_queue(1))
+    assert len(_linger(filling, [5]).slept) == 1
+    assert len(filling.records) == 4 and filling.full

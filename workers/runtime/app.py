@@ -17,6 +17,7 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from functools import partial
 from typing import Any
 
 from toolgate.integrity import Sealer, deployment_keys
@@ -29,7 +30,7 @@ from toolgate.workers.runtime.audit import AuditSink
 from toolgate.workers.runtime.consumer import StageConsumer
 from toolgate.workers.runtime.filling import Bounds, Filling, bounds_for
 from toolgate.workers.runtime.handler import Handler
-from toolgate.workers.runtime.intake import INTERNAL_SOURCES
+from toolgate.workers.runtime.intake import INTERNAL_SOURCES, RawRecord
 from toolgate.workers.runtime.producer import StageProducer
 from toolgate.workers.runtime.rounds import Rounds
 
@@ -92,16 +93,7 @@ class StageApp:
                 pending = consumer.pending[topic]
                 round_ = Filling(pending.popleft(), batch_max, batch_bytes)
                 round_.take(pending)
-                # A record with nothing pending behind it starts its round at once; a round
-                # lingers to fill only while records are arriving.
-                deadline = loop.time() + within
-                while len(round_.records) > 1 and not round_.full:
-                    left = deadline - loop.time()
-                    if left <= 0:
-                        break
-                    await asyncio.sleep(min(left, 0.002))
-                    consumer.take()
-                    round_.take(consumer.pending[topic])
+                await round_.linger(partial(_refill, consumer, round_, topic), within, loop.time, asyncio.sleep)
                 await self._guarded(rounds[topic].run(round_.records))
                 # Only now, with every output acknowledged by the broker, may the offsets go.
                 consumer.done(topic, round_.records)
@@ -214,3 +206,9 @@ class StageApp:
         await asyncio.to_thread(self.producer.close)
         if ended:
             os._exit(EXIT_TASK_ENDED)
+
+
+def _refill(consumer: StageConsumer, round_: Filling[RawRecord], topic: str) -> None:
+    """Move what `consumer` has fetched of `topic` since onto the round being filled."""
+    consumer.take()
+    round_.take(consumer.pending[topic])

@@ -14,6 +14,7 @@ records sized to the topic, since the embedded broker (Tansu) ignores a fetch's 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -24,6 +25,9 @@ class _Record(Protocol):
 
 
 R = TypeVar("R", bound=_Record)
+
+# A round that lingers looks for more records this often, and stops at the first look that finds none.
+LINGER_STEP_S = 0.002
 
 # A StageBatch holds up to a whole upstream round, so a round may be one such record.
 INTERNAL_POLL_RECORDS = 4
@@ -63,3 +67,27 @@ class Filling(Generic[R]):
             record = pending.popleft()
             self.records.append(record)
             self.size += len(record.value or b"")
+
+    async def linger(
+        self,
+        refill: Callable[[], None],
+        within_s: float,
+        clock: Callable[[], float],
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> None:
+        """Fill the round while records are arriving, up to `within_s`; `refill` moves what has
+        arrived onto it. A round of one record, with nothing pending behind it, starts at once.
+        With more (load), the round looks again every LINGER_STEP_S while it is not full, and
+        stops at the first look that brings nothing: the burst has passed. (Before, a round with
+        two records pending lingered out the whole window: traced at 100 calls/s, validation
+        sat 20 ms in every round, in ten 2 ms sleeps, whether or not anything arrived.)"""
+        deadline = clock() + within_s
+        while len(self.records) > 1 and not self.full:
+            left = deadline - clock()
+            if left <= 0:
+                return
+            before = len(self.records)
+            await sleep(min(left, LINGER_STEP_S))
+            refill()
+            if len(self.records) == before:
+                return
