@@ -79,8 +79,8 @@ class Filling(Generic[R]):
         arrived onto it. A round of one record, with nothing pending behind it, starts at once.
         With more (load), the round looks again every LINGER_STEP_S while it is not full, and
         stops at the first look that brings nothing: the burst has passed. (Before, a round with
-        two records pending lingered out the whole window: traced at 100 calls/s, validation
-        sat 20 ms in every round, in ten 2 ms sleeps, whether or not anything arrived.)"""
+        two records pending lingered out the whole window whatever its looks found: traced at
+        100 calls/s, 16 of 17 validation rounds spent 15-26 ms in it before their BEGIN.)"""
         deadline = clock() + within_s
         while len(self.records) > 1 and not self.full:
             left = deadline - clock()
