@@ -9,6 +9,9 @@ as many calls whatever the topic; the first record is always taken, however larg
 
 What a stage takes from its consumer at once, and holds pending, is bounded the same way, in
 records sized to the topic, since the embedded broker (Tansu) ignores a fetch's byte limits.
+
+And how long a round waits to fill: not at all when nothing is queued behind its first record,
+and under load only while records keep arriving (`Filling.linger`).
 """
 
 from __future__ import annotations
