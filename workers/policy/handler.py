@@ -31,22 +31,40 @@ from toolgate.workers.runtime.results import reject
 
 STAGE = "policy"
 
+# The counters migration 0013's triggers keep beside the events: one row per run and dimension.
 PER_RUN = """
-SELECT tenant_id, run_id, dimension, count(*) FROM toolgate.usage_events
-WHERE (tenant_id, run_id) IN (SELECT * FROM unnest(%s::text[], %s::text[])) GROUP BY 1, 2, 3
+SELECT tenant_id, run_id, dimension, used FROM toolgate.usage_runs
+WHERE (tenant_id, run_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
 """
 PER_DAY = """
 SELECT tenant_id, dimension, used FROM toolgate.usage_daily
 WHERE tenant_id = ANY(%s) AND day = (now() AT TIME ZONE 'UTC')::date
 """
-# Counted in the database: a round reads one row per tenant and tool, however busy the window.
+# A window's calls: the per-second counters of its whole seconds, plus its oldest, partial second
+# counted from the events themselves (at most a second of them); and its oldest call, the first
+# entry of the call index inside it. However busy the window, a round reads about one row per
+# second of it.
 RATE = """
-SELECT u.tenant_id, u.tool_name, count(*), (extract(epoch FROM min(u.at)) * 1000)::bigint
-FROM toolgate.usage_events u
-JOIN unnest(%s::text[], %s::text[], %s::int[]) AS w(tenant_id, tool_name, window_sec)
-  ON u.tenant_id = w.tenant_id AND u.tool_name = w.tool_name
-WHERE u.dimension = 'call' AND u.at > now() - make_interval(secs => w.window_sec)
-GROUP BY 1, 2
+SELECT w.tenant_id, w.tool_name, c.calls, c.oldest
+FROM unnest(%s::text[], %s::text[], %s::int[]) AS w(tenant_id, tool_name, window_sec)
+CROSS JOIN LATERAL (SELECT now() - make_interval(secs => w.window_sec) AS edge) e
+CROSS JOIN LATERAL (SELECT floor(extract(epoch FROM e.edge))::bigint AS second) s
+CROSS JOIN LATERAL (
+    SELECT (coalesce((
+        SELECT sum(n.calls) FROM toolgate.usage_seconds n
+        WHERE n.tenant_id = w.tenant_id AND n.tool_name = w.tool_name AND n.second > s.second
+    ), 0) + (
+        SELECT count(*) FROM toolgate.usage_events u
+        WHERE u.dimension = 'call' AND u.tenant_id = w.tenant_id AND u.tool_name = w.tool_name
+          AND u.at > e.edge AND u.at < to_timestamp(s.second + 1)
+    ))::bigint AS calls, (
+        SELECT (extract(epoch FROM u.at) * 1000)::bigint FROM toolgate.usage_events u
+        WHERE u.dimension = 'call' AND u.tenant_id = w.tenant_id AND u.tool_name = w.tool_name AND u.at > e.edge
+        ORDER BY u.at LIMIT 1
+    ) AS oldest
+    OFFSET 0  -- computed once, not again for the filter below
+) c
+WHERE c.calls > 0
 """
 LOCK_TENANT = "SELECT pg_advisory_xact_lock(hashtext('toolgate-usage'), hashtext(%s))"
 COUNTED = "SELECT event_id FROM toolgate.usage_events WHERE dimension = 'call' AND event_id = ANY(%s)"
