@@ -27,6 +27,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from toolgate.agent_keys import AgentSigner
 from toolgate.contracts.registry import load_registry
 from toolgate.ops.bench_hops import TopicTimes
+from toolgate.ops.bench_machine import MachineMeter
 from toolgate.ops.bench_stats import hop_table, latency_summary
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
@@ -175,6 +176,7 @@ def run_bench(
     meter = None
     if cpu and settings.runtime_file.exists():
         meter = CpuMeter(json.loads(settings.runtime_file.read_text()))
+    machine = MachineMeter() if cpu else None
     client_cpu = time.process_time()
     clock = _Clock()
     with _progress_bar(progress) as bar:
@@ -187,12 +189,15 @@ def run_bench(
     used = None
     if meter is not None:
         used = {**meter.per_call_us(calls), "bench client": round(1e6 * (time.process_time() - client_cpu) / calls)}
+    machine_shares = machine.read() if machine is not None else None
     report = _report(tool, calls, rate, run)
     report["mode"] = "sequential" if sequential else "offered"
     report["hops"] = hop_table(_paths(run, clock, times.read(set(run.sent))))
     if used is not None:
         report["cpu_us_per_call"] = used
         report["cpu_us_per_call_total"] = sum(used.values())
+    if machine_shares is not None:
+        report["machine"] = machine_shares
     return report
 
 
