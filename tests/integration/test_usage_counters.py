@@ -86,7 +86,7 @@ def test_counters_equal_the_events_however_written_or_pruned(database: str) -> N
         assert runs == run_counts and seconds == second_counts
         assert dict(((t, r, d), n) for t, r, d, n in runs)[("acme", "r1", "call")] >= 1
 
-        # Pruned as retention prunes (by age, in batches), and one event taken out by hand.
+        # Pruned by age, as retention prunes, and one event taken out by hand.
         conn.execute("DELETE FROM toolgate.usage_events WHERE at < now() - make_interval(secs => 45)")
         conn.execute("DELETE FROM toolgate.usage_events WHERE event_id = 'op2'")
         runs, run_counts, seconds, second_counts = counters_and_counts(conn)
