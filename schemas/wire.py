@@ -65,6 +65,13 @@ def _from_wire(value: Any) -> Any:
 JsonObject = Annotated[dict[str, Any], BeforeValidator(_from_wire)]
 
 
+def field_of(model: object, name: str) -> Any:
+    """`model`'s field `name`, or None when it has none. `getattr` with a default costs ~9 µs
+    for a name a pydantic model lacks (its slow path raises and catches inside), 0.2 µs here:
+    stages read optional fields of every call this way."""
+    return getattr(model, "__dict__", {}).get(name)
+
+
 class WireModel(BaseModel):
     """A toolgate message: frozen, closed, and mapped one-to-one onto an Avro record."""
 

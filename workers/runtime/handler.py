@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
-from toolgate.schemas.wire import WireModel
+from toolgate.schemas.wire import WireModel, field_of
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.results import reject
@@ -36,7 +36,7 @@ class Inbound(Generic[M]):
 
     @property
     def call_id(self) -> str:
-        return str(getattr(self.model, "call_id", "") or getattr(self.model, "approval_id", ""))
+        return str(field_of(self.model, "call_id") or field_of(self.model, "approval_id") or "")
 
 
 class Handler(Generic[M]):

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from toolgate.call_spans import CallSpans
 from toolgate.schemas.models import ExecutionResult
+from toolgate.schemas.wire import field_of
 from toolgate.telemetry import meter, parse_traceparent
 from toolgate.topics.headers import CALL_ID, TRACEPARENT, header
 from toolgate.workers.runtime.call_metrics import CallMetrics
@@ -42,7 +43,7 @@ class RoundTelemetry:
     def open_spans(self, calls: Sequence[Inbound[M]]) -> None:
         """One span per sampled call; every call gets the traceparent its outputs carry."""
         for call in calls:
-            parent = getattr(call.model, "traceparent", None) or header(call.origin.headers, TRACEPARENT)
+            parent = field_of(call.model, "traceparent") or header(call.origin.headers, TRACEPARENT)
             remote = parse_traceparent(parent)
             if remote is not None and not remote.trace_flags.sampled:
                 call.traceparent = str(parent)

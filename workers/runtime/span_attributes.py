@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from toolgate.hashing import fingerprint
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
+from toolgate.schemas.wire import field_of
 from toolgate.taxonomy import VECTORS
 
 if TYPE_CHECKING:
@@ -91,11 +92,11 @@ def contract_facts(contract: Contract | None) -> Attributes:
 
 def opened(stage: str, model: object, call_id: str) -> Attributes:
     """What a call's span carries from the start: who, which tool, under which contract."""
-    name = str(getattr(model, "tool_name", "") or "")
-    spec = str(getattr(model, "tool_version", "") or "")
-    tenant = str(getattr(model, "tenant_id", "") or "")
+    name = str(field_of(model, "tool_name") or "")
+    spec = str(field_of(model, "tool_version") or "")
+    tenant = str(field_of(model, "tenant_id") or "")
     contract = CONTRACTS.of(name, spec)
-    arguments = getattr(model, "arguments", None)
+    arguments = field_of(model, "arguments")
     return {
         "toolgate.stage": stage,
         "gen_ai.operation.name": OPERATION,
@@ -103,8 +104,8 @@ def opened(stage: str, model: object, call_id: str) -> Attributes:
         "tool.version": contract.version if contract is not None else spec,
         "tool.call_id": call_id,
         "tenant.id": tenant,
-        "tool.idempotency_key_hash": key_hash(tenant, getattr(model, "idempotency_key", None)),
-        "tool.approval_id": str(getattr(model, "approval_id", "") or ""),
+        "tool.idempotency_key_hash": key_hash(tenant, field_of(model, "idempotency_key")),
+        "tool.approval_id": str(field_of(model, "approval_id") or ""),
         # What a replay needs: the call's identity, its tool and its arguments (or its result).
         "trace.replayable": bool(call_id and name and (arguments is not None or isinstance(model, ExecutionResult))),
         **contract_facts(contract),
@@ -117,7 +118,7 @@ def validation_status(stage: str, label: str, failed: bool, model: object) -> st
     if stage == "validation":
         if failed:
             return "failed"
-        return "repaired" if int(getattr(model, "repair_attempt", 0) or 0) > 0 else "passed"
+        return "repaired" if int(field_of(model, "repair_attempt") or 0) > 0 else "passed"
     return "blocked" if failed else "passed"
 
 
