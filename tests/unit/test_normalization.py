@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from tests.unit.factories import FAST_FEW, JSON_VALUES, TRACEPARENT, registry, stage_record
+from tests.unit.factories import FAST, JSON_VALUES, TRACEPARENT, registry, stage_record
 from toolgate.schemas.models import ExecutionResult, FieldError, Observation, TaxonomyClass, Verification
 from toolgate.taxonomy import vector
 from toolgate.telemetry import Scrubber
@@ -179,30 +180,80 @@ def test_bad_traceparent_gives_empty_trace_id() -> None:
     assert obs.execution_metadata.trace_id == "" and reference_errors(obs) == []
 
 
-@FAST_FEW
-@given(
-    data=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=5),
-    taxonomy=st.sampled_from(list(TaxonomyClass)),
-    warnings=st.lists(st.text(max_size=10), max_size=3),
+FORMATS = fastjsonschema.compile(json.loads(REFERENCE.read_text()))  # checks "date-time" too
+LAST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last instant RFC 3339 writes
+TEXT = st.text(max_size=10)
+FIELD_ERRORS = st.lists(
+    st.builds(FieldError, field=st.none() | TEXT, code=TEXT, message=TEXT, expected=st.none() | TEXT), max_size=3
 )
-def test_arbitrary_data_always_gives_a_reference_observation(
-    data: dict[str, Any], taxonomy: TaxonomyClass, warnings: list[str]
+VERIFICATIONS = st.builds(
+    Verification,
+    post_action_verification_required=st.booleans(),
+    target_state_reference=st.none() | TEXT,
+    expected_state=st.none() | st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=3),
+    delay_seconds=st.integers(min_value=0, max_value=2**31 - 1),
+)
+
+
+@FAST
+@given(
+    data=st.none() | st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=5),
+    taxonomy=st.sampled_from(list(TaxonomyClass)),
+    tool=st.sampled_from(sorted(GOOD_DATA)),
+    errors=FIELD_ERRORS,
+    warnings=st.lists(TEXT, max_size=3),
+    verification=VERIFICATIONS,
+    created=st.integers(min_value=0, max_value=LAST_MS),
+    completed=st.integers(min_value=0, max_value=LAST_MS),
+    attempt=st.integers(min_value=-(2**31), max_value=2**31 - 1),
+    hit=st.booleans(),
+    traceparent=st.just(TRACEPARENT) | TEXT,
+)
+def test_every_observation_normalize_builds_satisfies_the_reference_schema(
+    data: dict[str, Any] | None,
+    taxonomy: TaxonomyClass,
+    tool: str,
+    errors: list[FieldError],
+    warnings: list[str],
+    verification: Verification,
+    created: int,
+    completed: int,
+    attempt: int,
+    hit: bool,
+    traceparent: str,
 ) -> None:
-    record = stage_record(registry().resolve("invoice.fetch", "latest"))
+    """What stands in for a run-time check of every observation against the reference schema
+    (normalization no longer pays for one per call): whatever an ExecutionResult holds within its
+    model, the observation built from it satisfies the schema, formats included."""
     res = result(
-        record,
+        stage_record(registry().resolve(tool, "latest")),
         stage="execution",
         result_outcome=outcome(taxonomy),
-        traceparent=TRACEPARENT,
+        traceparent=traceparent,
         home_partition=0,
-        now_ms=NOW,
+        now_ms=completed,
         data=data,
+        errors=errors,
         warnings=warnings,
-    )
+        idempotency_hit=hit,
+        attempt_number=attempt,
+        verification=verification,
+    ).model_copy(update={"created_at_ms": created})
     normalized = normalize(res, registry(), SCRUB)
-    assert reference_errors(normalized.observation) == []
+    document = normalized.observation.model_dump(mode="json")
+    assert [e.message for e in VALIDATOR.iter_errors(document)] == []
+    FORMATS(document)
     if normalized.problem is not None:
         assert normalized.observation.status.fail_closed and normalized.observation.result_payload.data is None
+
+
+def test_a_negative_verification_delay_fails_closed() -> None:
+    """The one reference constraint the models do not hold (delay_seconds >= 0)."""
+    res = success("invoice.fetch", GOOD_DATA["invoice.fetch"], verification=Verification(delay_seconds=-1))
+    normalized = normalize(res, registry(), SCRUB)
+    assert normalized.problem is not None and "delay_seconds" in normalized.problem
+    assert normalized.observation.status.taxonomy_class is TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL
+    assert normalized.observation.verification.delay_seconds == 0 and reference_errors(normalized.observation) == []
 
 
 # --- secrets ------------------------------------------------------------------------------
