@@ -58,9 +58,9 @@ class EdgeRecord:
     tenant: str | None = None  # for a per-tenant topic
 
 
-@dataclass
+@dataclass(frozen=True)
 class Origin:
-    """Where an input came from, for dead letters."""
+    """Where an input came from, for dead letters (the items of one batch share theirs)."""
 
     topic: str  # logical
     partition: int

@@ -97,8 +97,8 @@ class Intake(Generic[M]):
             out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, f"undecodable StageBatch: {exc}")
             return []
         calls: list[Inbound[M]] = []
+        item_origin = replace(origin, kind=PayloadKind.STAGE_ITEM)  # the batch's items share it
         for item in batch.items:
-            item_origin = replace(origin, kind=PayloadKind.STAGE_ITEM)
             try:
                 calls.append(Inbound(self.handler.decode(item), item, item_origin))
             except DecodeError as exc:
