@@ -19,7 +19,7 @@ from tests.unit.factories import FAST, FAST_FEW, JSON_VALUES, TOP_LEVEL, minimal
 from toolgate.schemas import models
 from toolgate.schemas.codec import HEADER_LEN, MARKER, DecodeError, codec, schema_fingerprint
 from toolgate.schemas.models import ExecutionResult, StageBatch, StageRecord, ToolProposal
-from toolgate.schemas.wire import WireModel
+from toolgate.schemas.wire import WireModel, field_of
 
 AVRO_DIR = Path(models.__file__).parent / "avro"
 SAMPLES = sample_models()
@@ -330,3 +330,12 @@ def test_corrupted_byte_only_decode_error(position: int, value: int) -> None:
     data = bytearray(ENCODED[ToolProposal])
     data[position % len(data)] = value
     _decode_only_decode_error(bytes(data))
+
+
+@pytest.mark.parametrize("cls", TOP_LEVEL, ids=lambda c: c.__name__)
+def test_field_of_reads_every_field_as_getattr_does_and_none_for_the_rest(cls: type) -> None:
+    model = sample_models()[cls]
+    for name in type(model).model_fields:
+        assert field_of(model, name) == getattr(model, name)
+    assert field_of(model, "no_such_field") is None
+    assert field_of(object(), "call_id") is None  # no __dict__ at all
