@@ -79,7 +79,8 @@ STAGE_RIGHTS: Mapping[str, StageRights] = {
     "approval-wait": StageRights(
         reads=("authorized", "approvals_decisions"), writes=("executable", "results", "deadletter")
     ),
-    # Results go through the outbox, except the answer to a call that failed on its own.
+    # Results go through the outbox; execution publishes its own once committed (the relay
+    # those a crash left), and the answer to a call that failed on its own.
     "execution": StageRights(reads=("executable",), writes=("results", "deadletter")),
     # Publishes what the other stages put in the outbox; reads Postgres, not Kafka.
     "outbox-relay": StageRights(

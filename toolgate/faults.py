@@ -9,6 +9,8 @@ The points are the moments where a crash is hardest to survive:
 
     execution.after_http_effect   an HTTP effect happened; the transaction that records it
                                   has not begun (reconciliation must find out what happened)
+    execution.after_commit        execution committed a round's results; it has not published
+                                  them (the relay does, when their hold ends)
     stage.after_produce           a stage produced a round's output; its offsets are not stored
                                   the input's offsets (the round comes again)
     approval.during_release       a decision released a call to execution inside its
@@ -29,7 +31,13 @@ import signal
 log = logging.getLogger("toolgate.faults")
 
 POINTS = frozenset(
-    {"execution.after_http_effect", "stage.after_produce", "approval.during_release", "relay.during_publish"}
+    {
+        "execution.after_http_effect",
+        "execution.after_commit",
+        "stage.after_produce",
+        "approval.during_release",
+        "relay.during_publish",
+    }
 )
 ENV = "TOOLGATE_FAULTS"
 

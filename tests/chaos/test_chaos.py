@@ -7,8 +7,9 @@ SIGKILLed at least once (execution and the relay more), Postgres is SIGKILLed (n
 it recovers from its WAL), the embedded broker is SIGKILLed (it comes back with no topics:
 toolgate up re-drives from Postgres), and `toolgate up` as a whole is SIGKILLed and started
 again on its home. The named crash points (toolgate/faults.py) fire too: after an HTTP effect
-and before its record, after a stage produced and before its offsets, during an approval's
-release, during the relay's publish. The agent's client waits for every call, re-publishing
+and before its record, after execution committed its results and before it published them,
+after a stage produced and before its offsets, during an approval's release, during the
+relay's publish. The agent's client waits for every call, re-publishing
 what the chaos lost.
 
 Only invariants are checked at the end, from Postgres, the provider's own ledger and the
@@ -60,7 +61,8 @@ WORKERS = ("validation", "policy", "approval-wait", "execution", "outbox-relay",
 # Every named crash point (toolgate/faults.py), each with a chance small enough that toolgate
 # up's restart backoff never grows long.
 FAULTS = (
-    "execution.after_http_effect=0.05,stage.after_produce=0.02,approval.during_release=0.06,relay.during_publish=0.02"
+    "execution.after_http_effect=0.05,execution.after_commit=0.01,stage.after_produce=0.02,"
+    "approval.during_release=0.06,relay.during_publish=0.02"
 )
 CHARGE_SHARE = 0.2
 DRAFT = {

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from toolgate.ops.embedded import Broker
 from toolgate.schemas.codec import codec
-from toolgate.schemas.models import StageBatch, StageRecord
+from toolgate.schemas.models import ExecutionResult, StageBatch, StageRecord
 from toolgate.topics.client import ToolgateClient
 
 from .conftest import Database
@@ -72,9 +72,16 @@ def publish_fetches(client: ToolgateClient, calls: int, user_id: str) -> set[str
     return sent
 
 
-def call_ids_on(bootstrap: str, topic: str, wanted: set[str], timeout: float, enough: int | None = None) -> set[str]:
-    """The call ids of the StageRecords on an internal topic, read until all of `wanted` came
-    (or `enough` of them), or `timeout`."""
+def call_ids_on(
+    bootstrap: str,
+    topic: str,
+    wanted: set[str],
+    timeout: float,
+    enough: int | None = None,
+    model: type[StageRecord | ExecutionResult] = StageRecord,
+) -> set[str]:
+    """The call ids of the items (StageRecords, or `model`) on an internal topic, read until all
+    of `wanted` came (or `enough` of them), or `timeout`."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"sw-{uuid.uuid4().hex[:6]}"})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     seen: set[str] = set()
@@ -86,7 +93,7 @@ def call_ids_on(bootstrap: str, topic: str, wanted: set[str], timeout: float, en
                 if msg.error():
                     continue
                 for item in codec().decode(msg.value() or b"", StageBatch).items:
-                    seen.add(codec().decode(item, StageRecord).call_id)
+                    seen.add(codec().decode(item, model).call_id)
     finally:
         consumer.close()
     return seen

@@ -24,6 +24,7 @@ from toolgate.schemas.models import StageBatch
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
 from toolgate.workers.outbox.relay import OutboxRelay
+from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.outbox import INSERT, OutboxRow, columns
 
 from .conftest import Server, fresh_topics, with_topics
@@ -131,3 +132,54 @@ def test_a_row_the_broker_will_never_take_is_dead_lettered_and_blocks_nothing(po
         assert [(d.source_topic, len(d.value) > 500_000, "not delivered" in d.reason) for d in letters] == [
             ("results", True, True)
         ]
+
+
+def test_a_held_row_is_left_to_its_writer_until_its_hold_ends(postgres: Server, broker: Broker) -> None:
+    """Execution publishes its results' rows itself once committed: the relay is not woken for
+    them and does not claim them while they are held, and takes them as a crash left them when
+    the hold ends. A row that is due now still wakes it."""
+    with scratch(postgres, broker) as settings:
+        topics = Topics(settings.topic_prefix)
+
+        async def run() -> tuple[list[int], list[int], int, int, bool, bool]:
+            relay = OutboxRelay(None, settings)
+            await relay.pool.open()
+            listener = await psycopg.AsyncConnection.connect(settings.database_url, autocommit=True)
+            await listener.execute("LISTEN toolgate_outbox")
+            try:
+                async with await psycopg.AsyncConnection.connect(settings.database_url) as conn:
+                    held = [OutboxRow("results", 0, "item", None, b"held-%d" % i) for i in range(3)]
+                    ids = [row[0] for row in await (await outbox.enqueue_held(conn, held, topics, 1.0)).fetchall()]
+                    await conn.commit()
+                    woken_by_held = await _notified(listener)
+                    too_early = await relay.relay_once()
+                    await asyncio.sleep(1.2)
+                    after_hold = await relay.relay_once()
+                    await outbox.enqueue(conn, [OutboxRow("results", 1, "item", None, b"due")], topics)
+                    await conn.commit()
+                    woken_by_due = await _notified(listener)
+                sent = [
+                    r[0]
+                    for r in await (
+                        await listener.execute("SELECT id FROM toolgate.outbox WHERE sent_at IS NOT NULL ORDER BY id")
+                    ).fetchall()
+                ]
+                return ids, sent, too_early, after_hold, woken_by_held, woken_by_due
+            finally:
+                await listener.close()
+                await relay.pool.close()
+
+        ids, sent, too_early, after_hold, woken_by_held, woken_by_due = asyncio.run(run())
+        assert len(ids) == 3 and not woken_by_held and woken_by_due
+        assert (too_early, after_hold) == (0, 3) and sent == ids
+        delivered = [
+            item for msg in published(settings, (0,)) for item in codec().decode(msg.value() or b"", StageBatch).items
+        ]
+        assert sorted(delivered) == [b"held-0", b"held-1", b"held-2"]
+
+
+async def _notified(listener: psycopg.AsyncConnection[Any], wait_s: float = 0.5) -> bool:
+    """Whether a notification came to `listener` within `wait_s`."""
+    async for _ in listener.notifies(timeout=wait_s, stop_after=1):
+        return True
+    return False

@@ -46,6 +46,7 @@ from toolgate.workers.execution.effects import Done, Job, Unknown
 from toolgate.workers.execution.executors import run_python
 from toolgate.workers.execution.http import HttpExecutor
 from toolgate.workers.execution.retry import deadline_for, policy_for, with_retries
+from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
@@ -80,17 +81,33 @@ class ExecutionHandler(Handler[StageRecord]):
         now = now_ms()
         attempts = [self._prepare(call, now) for call in calls]
         if all(a.in_postgres for a in attempts if a.result is None):
-            await self._reserve_and_record(attempts, now)
+            held = await self._reserve_and_record(attempts, now)
         else:
             await self._reserve(attempts, now)
             external = [a for a in attempts if a.runs and not a.in_postgres and a.effect is None]
             await self._external_effects(external)
             if any(a.job.contract.executor["kind"] == "http" for a in external):
                 crash_point("execution.after_http_effect")
-            await self._record(attempts)
+            held = await self._record(attempts)
+        crash_point("execution.after_commit")
+        held.publish(out)
         for a in attempts:
             if a.result is not None:
                 out.outcomes[a.record.call_id] = str(a.result.outcome.taxonomy_class)
+
+    async def delivered(self, out: Emit) -> None:
+        """The round's results are acknowledged: their outbox rows are sent. If this fails, the
+        relay publishes them again when their hold ends; consumers are idempotent."""
+        if not out.outbox_ids:
+            return
+        try:
+            async with self.pool.connection() as conn:
+                await outbox.mark_sent(conn, out.outbox_ids)
+        except Exception as exc:
+            log.warning(
+                "published results not marked sent; the relay sends them again",
+                extra={"stage": STAGE, "action": "mark_sent_failed", "count": len(out.outbox_ids), "error": repr(exc)},
+            )
 
     def _prepare(self, call: Inbound[StageRecord], now: int) -> Attempt:
         record = call.model
@@ -128,7 +145,7 @@ class ExecutionHandler(Handler[StageRecord]):
         await reservation.bind_remote(conn, attempts)
         return keyed
 
-    async def _reserve_and_record(self, attempts: list[Attempt], now: int) -> None:
+    async def _reserve_and_record(self, attempts: list[Attempt], now: int) -> outbox.Held:
         """A round whose effects all run in Postgres: phases A and B in one transaction, one
         commit fewer. Nothing runs outside it, so a failure rolls back the keys' reservation
         with the rest, and the round is retried whole (rounds.py), as a crash would."""
@@ -136,9 +153,8 @@ class ExecutionHandler(Handler[StageRecord]):
             keyed = await self._reserve_in(conn, attempts, now)
             for a in keyed:
                 self._settle_without_effect(a, now)
-            concluded = await recording.record_once(conn, attempts, self.topics, self.lease_s, now_ms())
-        for a, (res, status) in zip(attempts, concluded, strict=True):
-            a.result, a.status = res, status
+            recorded = await recording.record_once(conn, attempts, self.topics, self.lease_s, now_ms())
+        return self._concluded(attempts, recorded)
 
     def _settle_without_effect(self, a: Attempt, now: int) -> None:
         """After the reservation: answer what runs no effect (replays, conflicts)."""
@@ -175,14 +191,19 @@ class ExecutionHandler(Handler[StageRecord]):
 
     # --- B: record -------------------------------------------------------------------------
 
-    async def _record(self, attempts: list[Attempt]) -> None:
-        async def once() -> list[recording.Ended]:
+    async def _record(self, attempts: list[Attempt]) -> outbox.Held:
+        async def once() -> recording.Recorded:
             async with self.pool.connection() as conn, conn.transaction():
                 return await recording.record_once(conn, attempts, self.topics, self.lease_s, now_ms())
 
-        concluded = await self.record_retry.run(once)
-        for a, (res, status) in zip(attempts, concluded, strict=True):
+        return self._concluded(attempts, await self.record_retry.run(once))
+
+    @staticmethod
+    def _concluded(attempts: list[Attempt], recorded: recording.Recorded) -> outbox.Held:
+        """Committed: each call's result and key status take effect; the rows to publish."""
+        for a, (res, status) in zip(attempts, recorded.ended, strict=True):
             a.result, a.status = res, status
+        return recorded.held
 
 
 def _held(attempts: list[Attempt]) -> list[Attempt]:

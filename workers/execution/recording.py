@@ -6,6 +6,10 @@ of the external ones, and writes, for every call: its key's status (COMPLETED / 
 still PENDING), its result as an outbox row, the earlier call a compensation undid (or the
 dead letter of one that failed), and the audit entries. A co-located effect therefore commits
 with its COMPLETED record and outbox row or not at all. The decisions are decision.py's.
+
+The results' rows are inserted held (workers/runtime/outbox.py): execution publishes them itself
+once the transaction committed, a hop shorter than waking the relay; the relay takes them only
+if execution dies before they are acknowledged.
 """
 
 from __future__ import annotations
@@ -32,19 +36,30 @@ from toolgate.workers.runtime import audit, deadletters, outbox
 Ended = tuple[ExecutionResult | None, KeyStatus | None]  # a call's result and its key's status
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """How each call ended, and the results' outbox rows for execution to publish itself."""
+
+    ended: list[Ended]
+    held: outbox.Held
+
+
 @dataclass
 class Writes:
     """What the recording transaction writes, gathered call by call, written in one go."""
 
     settle: list[dict[str, Any]] = field(default_factory=list)
     rows: list[outbox.OutboxRow] = field(default_factory=list)
+    results: list[outbox.OutboxRow] = field(default_factory=list)  # inserted held
     entries: list[audit.Entry] = field(default_factory=list)
     compensated: list[tuple[str | None, str, str]] = field(default_factory=list)
     compensation_failed: list[tuple[str, str]] = field(default_factory=list)
 
-    async def write(self, conn: AsyncConnection[Any], topics: Topics, lease_s: float) -> None:
-        # Pipelined: these writes need no answer, so they go out with the audit chain's first
-        # read, one round trip for all (the server runs them in order, in this transaction).
+    async def write(self, conn: AsyncConnection[Any], topics: Topics, lease_s: float) -> outbox.Held:
+        # Pipelined: these writes need no answer but the held rows' ids, so they go out with the
+        # audit chain's first read, one round trip for all (the server runs them in order, in
+        # this transaction).
+        held = None
         async with conn.pipeline():
             await keys.settle(conn, self.settle, lease_s)
             if self.compensated:
@@ -52,14 +67,18 @@ class Writes:
             if self.compensation_failed:
                 await conn.cursor().executemany(compensation.MARK_FAILED, self.compensation_failed)
             await outbox.enqueue(conn, self.rows, topics)
+            if self.results:
+                held = await outbox.enqueue_held(conn, self.results, topics)
             await audit.append(conn, self.entries)
+        ids = [int(row[0]) for row in await held.fetchall()] if held is not None else []
+        return outbox.Held(ids, self.results)
 
 
 async def record_once(
     conn: AsyncConnection[Any], attempts: list[Attempt], topics: Topics, lease_s: float, now: int
-) -> list[Ended]:
+) -> Recorded:
     """Everything of phase B inside one transaction; returns each call's result and key
-    status, which take effect only once the transaction committed."""
+    status, which take effect only once the transaction committed, and the rows to publish then."""
     local = await local_effects(conn, [a for a in attempts if a.runs and a.in_postgres])
     after_failed = await after_effects(conn, attempts)
     writes = Writes()
@@ -80,8 +99,8 @@ async def record_once(
         if res is not None:
             by_attempt[id(a)] = res
             _publish(a, res, status, writes)
-    await writes.write(conn, topics, lease_s)
-    return concluded
+    held = await writes.write(conn, topics, lease_s)
+    return Recorded(concluded, held)
 
 
 def _conclude(
@@ -134,7 +153,7 @@ def _compensation(
 
 def _publish(a: Attempt, res: ExecutionResult, status: KeyStatus | None, writes: Writes) -> None:
     """The call's result as an outbox row, and its audit entry when it is audited."""
-    writes.rows.append(outbox.item("results", a.record.home_partition, res))
+    writes.results.append(outbox.item("results", a.record.home_partition, res))
     if not decision.audited(a.job.contract, res, status):
         return
     r = a.record

@@ -9,7 +9,9 @@ locked them. Each record leaves sealed like any stage's output: a MAC on interna
 dead letters, the deployment's signature on a tenant's edge topics (toolgate.integrity). A
 crash between produce and commit re-publishes the rows: downstream consumers are idempotent.
 The relay sleeps on LISTEN toolgate_outbox (a trigger notifies on insert) instead of polling
-tightly, and prunes sent rows after a retention period, so the table stays bounded.
+tightly, and prunes sent rows after a retention period, so the table stays bounded. Rows their
+writer publishes itself (execution's results: workers/runtime/outbox.py) are inserted held: the
+relay takes one only if it is still unsent when its hold ends, as a crash leaves it.
 
 A row the broker can never take (too large, malformed), or that keeps failing past
 MAX_ATTEMPTS, is given up: marked failed and dead-lettered (its payload and why), so it never
@@ -39,6 +41,7 @@ from toolgate.workers.outbox.producer import IdempotentProducer
 from toolgate.workers.runtime.app import StageApp
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import EdgeRecord, Emit, Message, Origin
+from toolgate.workers.runtime.outbox import mark_sent
 from toolgate.workers.runtime.producer import undeliverable
 from toolgate.workers.runtime.transient import RELAY, TransientRetry
 
@@ -49,7 +52,6 @@ CLAIM = """
 SELECT id, topic, partition, kind, key, payload, headers FROM toolgate.outbox
 WHERE sent_at IS NULL AND (retry_at IS NULL OR retry_at <= now()) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
 """
-MARK_SENT = "UPDATE toolgate.outbox SET sent_at = now() WHERE id = ANY(%s)"
 COUNT_ATTEMPT = """
 UPDATE toolgate.outbox SET attempts = attempts + 1,
     retry_at = now() + make_interval(secs => least(60, 2 ^ least(attempts, 10)))
@@ -134,7 +136,7 @@ class OutboxRelay:
             errors = await self.producer.deliver(self._messages(rows))
             crash_point("relay.during_publish")
             if not any(errors):
-                await conn.execute(MARK_SENT, ([r.id for r in rows],))
+                await mark_sent(conn, [r.id for r in rows])
                 return len(rows)
             # Which rows? One message each: what was delivered in the batched try goes again
             # (consumers are idempotent), what fails now fails for a reason of its own.
@@ -142,7 +144,7 @@ class OutboxRelay:
             sent = [row.id for row, error in zip(rows, alone, strict=True) if error is None]
             failing = [(row, error) for row, error in zip(rows, alone, strict=True) if error is not None]
             given_up = await self._give_up(conn, failing)
-            await conn.execute(MARK_SENT, (sent,))
+            await mark_sent(conn, sent)
         log.warning(
             "outbox rows not delivered",
             extra={"stage": STAGE, "action": "relay_partial", "count": len(failing) - len(given_up)},

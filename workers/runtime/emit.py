@@ -79,6 +79,9 @@ class Emit:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     outcomes: dict[str, str] = field(default_factory=dict)
     audits: list[Entry] = field(default_factory=list)  # written before anything is produced
+    # Committed outbox rows these outputs publish (workers/runtime/outbox.py): marked sent once
+    # the broker acknowledged them.
+    outbox_ids: list[int] = field(default_factory=list)
 
     def item(self, topic: str, partition: int, model: StageRecord | ExecutionResult) -> None:
         data = results.encoded(model) if isinstance(model, ExecutionResult) else codec().encode(model)
@@ -204,6 +207,7 @@ class Emit:
         self.dead_letters.extend(other.dead_letters)
         self.outcomes.update(other.outcomes)
         self.audits.extend(other.audits)
+        self.outbox_ids.extend(other.outbox_ids)
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.items.values()) + len(self.records) + len(self.dead_letters)

@@ -3,13 +3,20 @@
 Any Kafka write that follows from a Postgres state change (an execution's result, an
 approval's release, an expiry) goes through here, so the state and the record that announces
 it commit or roll back together; the outbox relay publishes them.
+
+A writer on a call's critical path may publish its rows itself, once they are committed, rather
+than wait for the relay to be woken: it inserts them held (`enqueue_held`), which the relay
+leaves alone for `HOLD_S`, produces them, and marks them sent (`mark_sent`) once the broker
+acknowledged them. A writer that dies in between leaves them to the relay when the hold ends,
+so a held row is published at least once, as every row is.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.types.json import Jsonb
 
 from toolgate.schemas.codec import codec
@@ -18,6 +25,7 @@ from toolgate.schemas.wire import WireModel
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import edge_headers
 from toolgate.workers.runtime import results
+from toolgate.workers.runtime.emit import Emit
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,18 @@ SELECT * FROM unnest(%s::text[], %s::integer[], %s::text[], %s::bytea[], %s::byt
 """
 
 
+# How long the relay leaves a held row to the writer that publishes it itself: far longer than a
+# round takes to produce (milliseconds), short enough that a row a crash left goes out soon.
+HOLD_S = 5.0
+INSERT_HELD = """
+INSERT INTO toolgate.outbox (topic, partition, kind, key, payload, headers, retry_at)
+SELECT u.*, now() + make_interval(secs => %s)
+FROM unnest(%s::text[], %s::integer[], %s::text[], %s::bytea[], %s::bytea[], %s::jsonb[]) AS u
+RETURNING id
+"""
+MARK_SENT = "UPDATE toolgate.outbox SET sent_at = now() WHERE id = ANY(%s)"
+
+
 Columns = tuple[list[str], list[int | None], list[str], list[bytes | None], list[bytes], list[Jsonb]]
 
 
@@ -81,3 +101,33 @@ async def enqueue(conn: AsyncConnection[object], rows: list[OutboxRow], topics: 
     """Insert rows inside the caller's transaction."""
     if rows:
         await conn.execute(INSERT, columns(rows, topics))
+
+
+@dataclass(frozen=True)
+class Held:
+    """Item rows inserted held, for their writer to publish once its transaction committed."""
+
+    ids: list[int]
+    rows: list[OutboxRow]
+
+    def publish(self, out: Emit) -> None:
+        """Hand the rows to the round's output; the round marks them sent once acknowledged."""
+        for row in self.rows:
+            if row.kind != "item" or row.partition is None:
+                raise ValueError(f"only item rows are held, not a {row.kind} row for {row.topic}")
+            out.raw_item(row.topic, row.partition, row.payload)
+        out.outbox_ids.extend(self.ids)
+
+
+async def enqueue_held(
+    conn: AsyncConnection[Any], rows: list[OutboxRow], topics: Topics, hold_s: float = HOLD_S
+) -> AsyncCursor[Any]:
+    """Insert rows the caller publishes itself once its transaction committed; the relay takes
+    them only if they are still unsent `hold_s` after. The cursor returns their ids (in a
+    pipeline, once it is synced)."""
+    return await conn.execute(INSERT_HELD, (hold_s, *columns(rows, topics)))
+
+
+async def mark_sent(conn: AsyncConnection[Any], ids: list[int]) -> None:
+    """The rows were acknowledged by the broker: the relay has nothing left to do for them."""
+    await conn.execute(MARK_SENT, (ids,))

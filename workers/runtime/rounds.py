@@ -4,8 +4,9 @@ The order is fixed: take up to N records or T ms from the consumer; read them (`
 check, decoding, dead letters for what cannot be read); open one span per call, a child of the
 trace the call carries (`round_telemetry`); run the stage's batch decision (`handler`: one round
 of Postgres work for all calls); write the audit entries the round produced outside a handler's
-transaction; produce every output and wait for the broker's acknowledgements (`delivery`); then
-return, so the worker stores the input records' offsets (workers/runtime/app.py).
+transaction; produce every output and wait for the broker's acknowledgements (`delivery`); tell
+the handler they are delivered; then return, so the worker stores the input records' offsets
+(workers/runtime/app.py).
 
 Failures: a transient one (Postgres restarting, broker unreachable) retries the round, since
 its input is fine (`transient`); any other exception falls back to deciding call by call, and a
@@ -80,6 +81,7 @@ class Rounds(Generic[M]):
         for call_out in (out, decided):
             await self.delivery.flush(call_out)
         crash_point("stage.after_produce")
+        await self.handler.delivered(decided)
         self.telemetry.close_spans(calls, decided)
         dead = len(out.dead_letters) + len(decided.dead_letters)
         self.telemetry.round_done(self.clock() - started, len(calls), dead)

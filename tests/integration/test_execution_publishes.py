@@ -1,0 +1,50 @@
+"""Execution publishes its results itself once they are committed, with no relay to wake.
+
+An agent waits for every observation, and waking the outbox relay for each round cost a call
+a hop. Execution's results are inserted into the outbox held (the relay leaves them alone for a
+few seconds) and produced by execution right after its commit, then marked sent. Validation,
+policy, approval-wait and execution run here on the session's broker and Postgres, topics and a
+database of this module's own, and no relay runs: every result must reach tool.results anyway,
+every draft made once, and no outbox row left unsent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolgate.agent_keys import AgentKeyring
+from toolgate.ops.embedded import Broker
+from toolgate.schemas.models import ExecutionResult
+from toolgate.topics.catalog import Topics
+from toolgate.topics.client import ToolgateClient
+
+from .conftest import Database
+from .stage_workers import call_ids_on, running, worker_env
+
+DRAFTS = 40
+
+
+def test_execution_publishes_its_committed_results_without_the_relay(
+    database: Database, broker: Broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    env = worker_env(database, broker, topic_prefix, tmp_path, {})
+    client = ToolgateClient(broker.bootstrap, prefix=topic_prefix, keyring=AgentKeyring(database.home / "agents"))
+    line = {"description": "Consulting", "quantity": 1, "unit_amount_cents": 100}
+    args = {"customer_id": "cust_acme01", "currency": "USD", "due_date": "2030-12-31", "lines": [line]}
+    stages = ("validation", "policy", "approval-wait", "execution")
+    drafts_before = _drafts(database)
+    with running(stages[0], env), running(stages[1], env), running(stages[2], env), running(stages[3], env) as log:
+        sent = {
+            client.propose("invoice.create_draft", args, agent_id="cli", user_id="bp", flush=False).call_id
+            for _ in range(DRAFTS)
+        }
+        client.flush()
+        answered = call_ids_on(broker.bootstrap, Topics(topic_prefix).results, sent, 60, model=ExecutionResult)
+        assert sent <= answered, f"{len(sent - answered)} results never reached tool.results\n{log.read_text()[-3000:]}"
+    unsent = database.sql("SELECT count(*) FROM toolgate.outbox WHERE sent_at IS NULL")[0][0]
+    assert unsent == 0
+    assert _drafts(database) - drafts_before == DRAFTS
+
+
+def _drafts(database: Database) -> int:
+    return int(database.sql("SELECT count(*) FROM demo.invoices WHERE status = 'draft'")[0][0])
