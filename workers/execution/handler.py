@@ -55,6 +55,10 @@ from toolgate.workers.runtime.transient import RECORD, TransientRetry
 
 log = logging.getLogger("toolgate.execution")
 
+# Results published by execution are marked sent this often, all in one statement: far within
+# their hold (workers/runtime/outbox.py), after which the relay would publish them again.
+MARK_SENT_EVERY_S = 0.5
+
 
 class ExecutionHandler(Handler[StageRecord]):
     stage = STAGE
@@ -70,6 +74,8 @@ class ExecutionHandler(Handler[StageRecord]):
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease_s = settings.lease_seconds
         self.record_retry = TransientRetry(RECORD, log, "recording failed; retrying", {"stage": STAGE})
+        self._published: list[int] = []  # outbox rows of results acknowledged, not yet marked sent
+        self._marker: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self.pool.open()
@@ -96,17 +102,37 @@ class ExecutionHandler(Handler[StageRecord]):
                 out.outcomes[a.record.call_id] = str(a.result.outcome.taxonomy_class)
 
     async def delivered(self, out: Emit) -> None:
-        """The round's results are acknowledged: their outbox rows are sent. If this fails, the
-        relay publishes them again when their hold ends; consumers are idempotent."""
-        if not out.outbox_ids:
+        """The round's results are acknowledged: their outbox rows are marked sent soon, in one
+        statement for every round of the last MARK_SENT_EVERY_S, off the calls' path."""
+        if out.outbox_ids:
+            self._published.extend(out.outbox_ids)
+            if self._marker is None:
+                self._marker = asyncio.create_task(self._mark_sent_periodically(), name="mark_sent")
+
+    async def stop(self) -> None:
+        if self._marker is not None:
+            self._marker.cancel()
+            self._marker = None
+        await self._mark_sent()
+
+    async def _mark_sent_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(MARK_SENT_EVERY_S)
+            await self._mark_sent()
+
+    async def _mark_sent(self) -> None:
+        """Mark what was published sent. Rows this fails for (or that a crash leaves) the relay
+        publishes again when their hold ends: consumers are idempotent."""
+        ids, self._published = self._published, []
+        if not ids:
             return
         try:
             async with self.pool.connection() as conn:
-                await outbox.mark_sent(conn, out.outbox_ids)
+                await outbox.mark_sent(conn, ids)
         except Exception as exc:
             log.warning(
                 "published results not marked sent; the relay sends them again",
-                extra={"stage": STAGE, "action": "mark_sent_failed", "count": len(out.outbox_ids), "error": repr(exc)},
+                extra={"stage": STAGE, "action": "mark_sent_failed", "count": len(ids), "error": repr(exc)},
             )
 
     def _prepare(self, call: Inbound[StageRecord], now: int) -> Attempt:

@@ -28,6 +28,7 @@ from typing import Any
 import uvloop
 
 from toolgate.integrity import Sealer, deployment_keys
+from toolgate.schemas.codec import codec
 from toolgate.settings import Settings
 from toolgate.telemetry import configure_telemetry, shutdown_telemetry
 from toolgate.topics.catalog import Topics
@@ -89,6 +90,7 @@ class StageApp:
             topic: Rounds(handler, self.topics, self.send, self.settings.batch_bytes, self.sealer, self.audits.write)
             for topic, handler in self._handlers.items()
         }
+        codec()  # the schemas are read now, not in the first call's round
         for handler in self._handlers.values():
             await handler.start()
         batch_max, batch_bytes = self.settings.batch_max, self.settings.batch_bytes
@@ -209,6 +211,11 @@ class StageApp:
         for task in [stop, *tasks]:
             task.cancel()
         await asyncio.gather(stop, *tasks, return_exceptions=True)
+        for handler in self._handlers.values():
+            try:
+                await asyncio.wait_for(handler.stop(), SHUTDOWN_GRACE_S)
+            except Exception:
+                log.exception("handler did not stop cleanly", extra={"stage": self.name, "action": "stop_failed"})
         if consumer is not None:
             await asyncio.to_thread(consumer.close)
         await asyncio.to_thread(self.producer.close)

@@ -3,8 +3,8 @@
 The runtime (`rounds.Rounds`) reads the records, hands the handler every call it could read,
 and produces whatever the handler put into the round's `Emit`. A handler overrides `handle`,
 and may override `start` (open pools), `decode` (read a record of its source topic),
-`delivered` (after the round's output is acknowledged), `on_failure` (answer one call that
-failed on its own) and `on_undecodable`.
+`delivered` (after the round's output is acknowledged), `stop` (as the worker stops),
+`on_failure` (answer one call that failed on its own) and `on_undecodable`.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ class Handler(Generic[M]):
 
     async def delivered(self, out: Emit) -> None:
         """After the broker acknowledged everything the round produced, before its offsets go."""
+
+    async def stop(self) -> None:
+        """Finish what the handler keeps beyond a round, as the worker stops."""
 
     def on_failure(self, call: Inbound[M], error: str, out: Emit) -> None:
         """Answer one call that failed on its own: UNKNOWN_ERROR, fail closed."""
