@@ -8,8 +8,12 @@ import socket
 import urllib.request
 from pathlib import Path
 
+import pytest
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter
+
 from toolgate.metrics_export import port_file, prometheus_reader, reported_port
 from toolgate.settings import Settings
+from toolgate.telemetry import exemplar_filter
 
 
 def test_no_metrics_server_at_minus_one(tmp_path: Path) -> None:
@@ -32,3 +36,15 @@ def test_a_taken_port_falls_back_to_a_free_one_and_the_real_port_is_recorded(tmp
             assert response.status == 200
     assert reported_port(settings, "execution", os.getpid() + 1) is None  # another process's report
     assert reported_port(settings, "policy", os.getpid()) is None  # none at all
+
+
+def test_exemplars_are_offered_only_where_an_otlp_backend_receives_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OTEL_METRICS_EXEMPLAR_FILTER", raising=False)
+    for exporter in ("file", "none"):
+        chosen = exemplar_filter(Settings(home=tmp_path, telemetry_exporter=exporter))
+        assert isinstance(chosen, AlwaysOffExemplarFilter)
+    assert exemplar_filter(Settings(home=tmp_path, telemetry_exporter="otlp")) is None  # the SDK's default
+    monkeypatch.setenv("OTEL_METRICS_EXEMPLAR_FILTER", "always_on")
+    assert exemplar_filter(Settings(home=tmp_path, telemetry_exporter="file")) is None  # the operator's
