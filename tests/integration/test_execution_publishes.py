@@ -10,15 +10,19 @@ every draft made once, and every outbox row marked sent within its hold.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 from toolgate.agent_keys import AgentKeyring
+from toolgate.contracts.registry import load_registry
 from toolgate.ops.embedded import Broker
 from toolgate.schemas.models import ExecutionResult
 from toolgate.topics.catalog import Topics
 from toolgate.topics.client import ToolgateClient
+from toolgate.workers.execution.handler import ExecutionHandler
 from toolgate.workers.runtime import outbox
+from toolgate.workers.runtime.emit import Emit
 
 from .conftest import Database
 from .stage_workers import call_ids_on, running, worker_env
@@ -57,3 +61,34 @@ def _unsent(database: Database) -> int:
 
 def _drafts(database: Database) -> int:
     return int(database.sql("SELECT count(*) FROM demo.invoices WHERE status = 'draft'")[0][0])
+
+
+def test_execution_marks_what_it_published_as_it_stops(database: Database) -> None:
+    """Execution marks its published rows sent every half second; what it published since the
+    last time is marked as it stops, so a clean stop leaves the relay nothing to send again."""
+    topics = Topics(database.settings.topic_prefix)
+    rows = [outbox.OutboxRow("results", 0, "item", None, b"published-%d" % i) for i in range(3)]
+
+    async def publish_then_stop() -> tuple[list[int], int]:
+        handler = ExecutionHandler(load_registry(), database.settings)
+        await handler.start()
+        try:
+            async with handler.pool.connection() as conn:
+                cursor = await outbox.enqueue_held(conn, rows, topics)
+                ids = [row[0] for row in await cursor.fetchall()]
+            out = Emit("execution")
+            out.outbox_ids.extend(ids)
+            await handler.delivered(out)
+            await handler.stop()  # well within the half second
+            async with handler.pool.connection() as conn:
+                cursor = await conn.execute(
+                    "SELECT count(*) FROM toolgate.outbox WHERE id = ANY(%s) AND sent_at IS NOT NULL", (ids,)
+                )
+                marked = await cursor.fetchone()
+            return ids, int(marked[0]) if marked else 0
+        finally:
+            await handler.pool.close()
+            await handler.http.close()
+
+    ids, marked = asyncio.run(publish_then_stop())
+    assert len(ids) == 3 and marked == 3
