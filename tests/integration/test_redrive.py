@@ -19,8 +19,8 @@ from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
 from toolgate.workers.reconciliation.redrive import redrive
-from toolgate.workers.runtime import audit
-from toolgate.workers.runtime.outbox import INSERT
+from toolgate.workers.runtime import audit, outbox
+from toolgate.workers.runtime.outbox import INSERT, OutboxRow
 
 from ..unit.factories import registry, sample_models, stage_record
 from .conftest import Database
@@ -101,3 +101,29 @@ def test_redrive_says_again_what_is_in_flight_and_nothing_else(database: Databas
             "SELECT detail FROM toolgate.audit_log WHERE action = 'transport_redriven'"
         ).fetchall()
         assert detail == counts
+
+
+def test_a_result_execution_published_to_a_broker_that_lost_it_is_published_again(database: Database) -> None:
+    """Execution publishes its results held, then marks them sent up to half a second later. A
+    re-drive in between (the broker lost its topics, and with them what execution published)
+    makes them due at once, and execution's late mark no longer hides them from the relay."""
+    settings = replace(database.settings, topic_prefix=f"redrive{uuid.uuid4().hex[:6]}.")
+    topics = Topics(settings.topic_prefix)
+
+    async def publish_redrive_mark() -> list[tuple[bool, bool]]:
+        async with await psycopg.AsyncConnection.connect(settings.database_url) as conn:
+            rows = [OutboxRow("results", 0, "item", None, b"published to a broker that lost it")]
+            ids = [r[0] for r in await (await outbox.enqueue_held(conn, rows, topics)).fetchall()]
+            await conn.commit()
+            async with conn.transaction():
+                await redrive(conn, topics, rewind_outbox=True)
+            await outbox.mark_published(conn, ids)  # execution's mark, after the re-drive
+            await conn.commit()
+            cur = await conn.execute(
+                "SELECT sent_at IS NULL, coalesce(retry_at <= now(), true) FROM toolgate.outbox WHERE id = ANY(%s)",
+                (ids,),
+            )
+            return [(bool(unsent), bool(due)) for unsent, due in await cur.fetchall()]
+
+    audit.use_key(deployment_keys(settings).signing_key)
+    assert asyncio.run(publish_redrive_mark()) == [(True, True)], "unsent and due now: the relay publishes it"

@@ -128,7 +128,7 @@ class ExecutionHandler(Handler[StageRecord]):
             return
         try:
             async with self.pool.connection() as conn:
-                await outbox.mark_sent(conn, ids)
+                await outbox.mark_published(conn, ids)
         except Exception as exc:
             log.warning(
                 "published results not marked sent; the relay sends them again",

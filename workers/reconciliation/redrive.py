@@ -43,10 +43,13 @@ SELECT approval_id FROM toolgate.approvals
 WHERE status = 'PENDING' OR (status = 'APPROVED' AND consumed_by IS NULL)
 ORDER BY created_at
 """
-# Sent rows that were not given up (a row marked failed was dead-lettered instead).
+# Sent rows that were not given up (a row marked failed was dead-lettered instead), and rows
+# waiting: held for the execution that published them (which may have published them to the
+# broker that lost them, and now may not mark them sent: workers/runtime/outbox.py), or backing
+# off after a failed try. All are due at once.
 REWIND = """
 UPDATE toolgate.outbox SET sent_at = NULL, attempts = 0, retry_at = NULL
-WHERE sent_at IS NOT NULL AND failed_at IS NULL
+WHERE failed_at IS NULL AND (sent_at IS NOT NULL OR retry_at > now())
 """
 
 

@@ -78,6 +78,11 @@ FROM unnest(%s::text[], %s::integer[], %s::text[], %s::bytea[], %s::bytea[], %s:
 RETURNING id
 """
 MARK_SENT = "UPDATE toolgate.outbox SET sent_at = now() WHERE id = ANY(%s)"
+# A held row its writer published: unless a re-drive released it meanwhile (retry_at cleared,
+# the broker that took it having lost it) or the relay sent it already.
+MARK_PUBLISHED = """
+UPDATE toolgate.outbox SET sent_at = now() WHERE id = ANY(%s) AND sent_at IS NULL AND retry_at IS NOT NULL
+"""
 
 
 Columns = tuple[list[str], list[int | None], list[str], list[bytes | None], list[bytes], list[Jsonb]]
@@ -131,3 +136,9 @@ async def enqueue_held(
 async def mark_sent(conn: AsyncConnection[Any], ids: list[int]) -> None:
     """The rows were acknowledged by the broker: the relay has nothing left to do for them."""
     await conn.execute(MARK_SENT, (ids,))
+
+
+async def mark_published(conn: AsyncConnection[Any], ids: list[int]) -> None:
+    """Held rows their writer published and the broker acknowledged: sent, unless a re-drive
+    released them since (the broker lost what it took) or the relay sent them already."""
+    await conn.execute(MARK_PUBLISHED, (ids,))
