@@ -6,8 +6,8 @@ it commit or roll back together; the outbox relay publishes them.
 
 A writer on a call's critical path may publish its rows itself, once they are committed, rather
 than wait for the relay to be woken: it inserts them held (`enqueue_held`), which the relay
-leaves alone for `HOLD_S`, produces them, and marks them sent (`mark_sent`) once the broker
-acknowledged them. A writer that dies in between leaves them to the relay when the hold ends,
+leaves alone for `HOLD_S`, produces them, and marks them sent (`mark_published`) once the
+broker acknowledged them. A writer that dies in between leaves them to the relay when the hold ends,
 so a held row is published at least once, as every row is.
 """
 
