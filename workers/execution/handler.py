@@ -23,6 +23,7 @@ between them that a rollback could not undo, so the reservation's own commit is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -112,6 +113,8 @@ class ExecutionHandler(Handler[StageRecord]):
     async def stop(self) -> None:
         if self._marker is not None:
             self._marker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._marker  # a mark cut short hands its rows back for the last one
             self._marker = None
         await self._mark_sent()
 
@@ -129,6 +132,9 @@ class ExecutionHandler(Handler[StageRecord]):
         try:
             async with self.pool.connection() as conn:
                 await outbox.mark_published(conn, ids)
+        except asyncio.CancelledError:
+            self._published[:0] = ids
+            raise
         except Exception as exc:
             log.warning(
                 "published results not marked sent; the relay sends them again",
