@@ -43,7 +43,7 @@ SELECT a.approval_id, a.status, a.request, a.packet,
        (array_agg(d.approver_id ORDER BY d.decided_at) FILTER (WHERE d.verdict = 'DENY'))[1],
        (array_agg(d.reason ORDER BY d.decided_at) FILTER (WHERE d.verdict = 'DENY'))[1]
 FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
-WHERE a.approval_id = ANY(%s)
+WHERE a.approval_id = ANY(%b)
 GROUP BY a.approval_id
 """
 

@@ -29,15 +29,15 @@ SELECT a.approval_id, a.tool_name, a.tool_version, a.payload_hash, a.risk_class,
        coalesce(array_agg(d.decision_id) FILTER (WHERE d.decision_id IS NOT NULL), '{}'), a.approver_groups,
        a.state_version
 FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
-WHERE a.approval_id = ANY(%s)
+WHERE a.approval_id = ANY(%b)
 GROUP BY a.approval_id
 """
 LOCK_TICKETS = """
-SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%s) ORDER BY approval_id FOR UPDATE
+SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%b) ORDER BY approval_id FOR UPDATE
 """
 LOAD_APPROVERS = """
 SELECT approver_id, public_key, risk_classes, status = 'active', groups FROM toolgate.approvers
-WHERE approver_id = ANY(%s)
+WHERE approver_id = ANY(%b)
 """
 INSERT_TICKETS = """
 INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, payload_hash,
@@ -63,7 +63,7 @@ ON CONFLICT DO NOTHING
 """
 CLOSE_TICKETS = (
     "UPDATE toolgate.approvals a SET status = c.status, decided_at = now() "
-    "FROM unnest(%s::text[], %s::text[]) AS c(approval_id, status) "
+    "FROM unnest(%b::text[], %b::text[]) AS c(approval_id, status) "
     "WHERE a.approval_id = c.approval_id AND a.status = 'PENDING'"
 )
 

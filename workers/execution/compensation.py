@@ -29,7 +29,7 @@ from toolgate.workers.validation.decision import apply_defaults
 LOAD = """
 SELECT tenant_id, call_id, idempotency_key, status, tool_name, tool_version, compensated_by, request, response
 FROM toolgate.idempotency_keys
-WHERE (tenant_id, call_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+WHERE (tenant_id, call_id) IN (SELECT * FROM unnest(%b::text[], %b::text[]))
 ORDER BY tenant_id, idempotency_key
 FOR UPDATE
 """

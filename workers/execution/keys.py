@@ -29,9 +29,9 @@ INSERT INTO toolgate.idempotency_keys (tenant_id, idempotency_key, request_hash,
 SELECT k.tenant_id, k.idempotency_key, k.request_hash, 'PENDING', k.tool_name, k.tool_version, k.executor, k.call_id,
     k.home_partition, 1, k.request, %(owner)s, now() + make_interval(secs => %(lease)s),
     now() + make_interval(secs => k.ttl)
-FROM unnest(%(tenant_id)s::text[], %(idempotency_key)s::text[], %(request_hash)s::text[], %(tool_name)s::text[],
-    %(tool_version)s::text[], %(executor)s::text[], %(call_id)s::text[], %(home_partition)s::int[],
-    %(request)s::bytea[], %(ttl)s::int[])
+FROM unnest(%(tenant_id)b::text[], %(idempotency_key)b::text[], %(request_hash)b::text[], %(tool_name)b::text[],
+    %(tool_version)b::text[], %(executor)b::text[], %(call_id)b::text[], %(home_partition)b::int[],
+    %(request)b::bytea[], %(ttl)b::int[])
     AS k(tenant_id, idempotency_key, request_hash, tool_name, tool_version, executor, call_id, home_partition,
     request, ttl)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
@@ -54,13 +54,13 @@ SELECT tenant_id, idempotency_key, status, request_hash, call_id, attempt, lease
        (extract(epoch FROM lease_until) * 1000)::bigint, response, error_code,
        (extract(epoch FROM expires_at) * 1000)::bigint
 FROM toolgate.idempotency_keys
-WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%b::text[], %b::text[]))
 ORDER BY tenant_id, idempotency_key
 FOR UPDATE
 """
 OUTCOMES = """
 SELECT tenant_id, idempotency_key, status, request_hash, response FROM toolgate.idempotency_keys
-WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%b::text[], %b::text[]))
 """
 REDRIVE = """
 UPDATE toolgate.idempotency_keys k SET status = 'PENDING', attempt = r.attempt, call_id = r.call_id,

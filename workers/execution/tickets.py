@@ -19,7 +19,7 @@ from toolgate.states import TicketStatus
 from toolgate.workers.execution.clearance import Ticket
 from toolgate.workers.runtime import fact_loader, facts, target_state
 
-LOCK = "SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%s) ORDER BY approval_id FOR UPDATE"
+LOCK = "SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%b) ORDER BY approval_id FOR UPDATE"
 LOAD = """
 SELECT a.approval_id, a.status, a.call_id, a.tenant_id, a.tool_name, a.tool_version, a.payload_hash,
        a.required_approvals, a.state_version, a.consumed_by,
@@ -27,12 +27,12 @@ SELECT a.approval_id, a.status, a.call_id, a.tenant_id, a.tool_name, a.tool_vers
 FROM toolgate.approvals a
 LEFT JOIN toolgate.approval_decisions d USING (approval_id)
 LEFT JOIN toolgate.approvers p ON p.approver_id = d.approver_id
-WHERE a.approval_id = ANY(%s)
+WHERE a.approval_id = ANY(%b)
 GROUP BY a.approval_id
 """
 CONSUME = """
 UPDATE toolgate.approvals a SET consumed_by = c.operation, consumed_at = coalesce(a.consumed_at, now())
-FROM unnest(%s::text[], %s::text[]) AS c(approval_id, operation)
+FROM unnest(%b::text[], %b::text[]) AS c(approval_id, operation)
 WHERE a.approval_id = c.approval_id AND a.status = 'APPROVED'
   AND (a.consumed_by IS NULL OR a.consumed_by = c.operation)
 RETURNING a.approval_id

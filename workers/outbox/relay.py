@@ -55,11 +55,11 @@ WHERE sent_at IS NULL AND (retry_at IS NULL OR retry_at <= now()) ORDER BY id LI
 COUNT_ATTEMPT = """
 UPDATE toolgate.outbox SET attempts = attempts + 1,
     retry_at = now() + make_interval(secs => least(60, 2 ^ least(attempts, 10)))
-WHERE id = ANY(%s) RETURNING id, attempts
+WHERE id = ANY(%b) RETURNING id, attempts
 """
 MARK_FAILED = """
 UPDATE toolgate.outbox o SET sent_at = now(), failed_at = now(), error = f.error
-FROM unnest(%s::bigint[], %s::text[]) AS f(id, error) WHERE o.id = f.id
+FROM unnest(%b::bigint[], %b::text[]) AS f(id, error) WHERE o.id = f.id
 """
 MAX_ATTEMPTS = 20  # with a backoff of up to a minute between them: about a quarter of an hour
 

@@ -34,11 +34,11 @@ STAGE = "policy"
 # The counters migration 0013's triggers keep beside the events: one row per run and dimension.
 PER_RUN = """
 SELECT tenant_id, run_id, dimension, used FROM toolgate.usage_runs
-WHERE (tenant_id, run_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+WHERE (tenant_id, run_id) IN (SELECT * FROM unnest(%b::text[], %b::text[]))
 """
 PER_DAY = """
 SELECT tenant_id, dimension, used FROM toolgate.usage_daily
-WHERE tenant_id = ANY(%s) AND day = (now() AT TIME ZONE 'UTC')::date
+WHERE tenant_id = ANY(%b) AND day = (now() AT TIME ZONE 'UTC')::date
 """
 # A window's calls: the per-second counters of its whole seconds, plus its oldest, partial second
 # counted from the events themselves (at most a second of them); and its oldest call, the first
@@ -46,7 +46,7 @@ WHERE tenant_id = ANY(%s) AND day = (now() AT TIME ZONE 'UTC')::date
 # second of it.
 RATE = """
 SELECT w.tenant_id, w.tool_name, c.calls, c.oldest
-FROM unnest(%s::text[], %s::text[], %s::int[]) AS w(tenant_id, tool_name, window_sec)
+FROM unnest(%b::text[], %b::text[], %b::int[]) AS w(tenant_id, tool_name, window_sec)
 CROSS JOIN LATERAL (SELECT now() - make_interval(secs => w.window_sec) AS edge) e
 CROSS JOIN LATERAL (SELECT floor(extract(epoch FROM e.edge))::bigint AS second) s
 CROSS JOIN LATERAL (
@@ -67,7 +67,7 @@ CROSS JOIN LATERAL (
 WHERE c.calls > 0
 """
 LOCK_TENANT = "SELECT pg_advisory_xact_lock(hashtext('toolgate-usage'), hashtext(%s))"
-COUNTED = "SELECT event_id FROM toolgate.usage_events WHERE dimension = 'call' AND event_id = ANY(%s)"
+COUNTED = "SELECT event_id FROM toolgate.usage_events WHERE dimension = 'call' AND event_id = ANY(%b)"
 # Only the events inserted now (not those of an operation counted before) add to the day's counters.
 RECORD = """
 WITH counted AS (

@@ -79,7 +79,7 @@ STATEMENTS: tuple[tuple[str, str, str], ...] = (
             "t.status = 'EXPIRED' AND "
             + _older("t.expires_at")
             + " AND t.expires_at < now() - make_interval(secs => CASE WHEN t.tool_name || '@' || t.tool_version"
-            " = ANY(%(refusing)s) THEN %(tombstone)s ELSE %(age)s END)",
+            " = ANY(%(refusing)b) THEN %(tombstone)s ELSE %(age)s END)",
         ),
         "expired_keys",
     ),

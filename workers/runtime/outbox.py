@@ -64,7 +64,7 @@ def record(
 
 INSERT = """
 INSERT INTO toolgate.outbox (topic, partition, kind, key, payload, headers)
-SELECT * FROM unnest(%s::text[], %s::integer[], %s::text[], %s::bytea[], %s::bytea[], %s::jsonb[])
+SELECT * FROM unnest(%b::text[], %b::integer[], %b::text[], %b::bytea[], %b::bytea[], %b::jsonb[])
 """
 
 
@@ -74,14 +74,14 @@ HOLD_S = 5.0
 INSERT_HELD = """
 INSERT INTO toolgate.outbox (topic, partition, kind, key, payload, headers, retry_at)
 SELECT u.*, now() + make_interval(secs => %s)
-FROM unnest(%s::text[], %s::integer[], %s::text[], %s::bytea[], %s::bytea[], %s::jsonb[]) AS u
+FROM unnest(%b::text[], %b::integer[], %b::text[], %b::bytea[], %b::bytea[], %b::jsonb[]) AS u
 RETURNING id
 """
-MARK_SENT = "UPDATE toolgate.outbox SET sent_at = now() WHERE id = ANY(%s)"
+MARK_SENT = "UPDATE toolgate.outbox SET sent_at = now() WHERE id = ANY(%b)"
 # A held row its writer published: unless a re-drive released it meanwhile (retry_at cleared,
 # the broker that took it having lost it) or the relay sent it already.
 MARK_PUBLISHED = """
-UPDATE toolgate.outbox SET sent_at = now() WHERE id = ANY(%s) AND sent_at IS NULL AND retry_at IS NOT NULL
+UPDATE toolgate.outbox SET sent_at = now() WHERE id = ANY(%b) AND sent_at IS NULL AND retry_at IS NOT NULL
 """
 
 

@@ -17,17 +17,17 @@ from toolgate.workers.validation.identity import AgentKey, RegisteredAgent
 AGENTS = """
 SELECT a.agent_id, a.tenant_id, a.scopes, a.status = 'active', k.key_id, k.public_key, k.status = 'active'
 FROM toolgate.agents a LEFT JOIN toolgate.agent_keys k USING (agent_id)
-WHERE a.agent_id = ANY(%s)
+WHERE a.agent_id = ANY(%b)
 """
 REGISTER = """
 INSERT INTO toolgate.calls (tenant_id, call_id, proposal_digest, agent_id)
-SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])
+SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[])
 ON CONFLICT (tenant_id, call_id) DO NOTHING
 RETURNING tenant_id, call_id, proposal_digest
 """
 DIGESTS = """
 SELECT tenant_id, call_id, proposal_digest FROM toolgate.calls
-WHERE (tenant_id, call_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+WHERE (tenant_id, call_id) IN (SELECT * FROM unnest(%b::text[], %b::text[]))
 """
 
 _KEYS: dict[bytes, PublicKey] = {}  # parsed once per process: a key's bytes never change meaning

@@ -16,12 +16,12 @@ from toolgate.workers.validation.decision import Decision, Reject
 REPAIRS = """
 SELECT tenant_id, run_id, logical_operation_id, call_id, payload_fingerprint, error_fingerprint
 FROM toolgate.repair_attempts
-WHERE (tenant_id, run_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+WHERE (tenant_id, run_id) IN (SELECT * FROM unnest(%b::text[], %b::text[]))
 """
 RECORD_REPAIRS = """
 INSERT INTO toolgate.repair_attempts (tenant_id, run_id, logical_operation_id, call_id, payload_fingerprint,
     error_fingerprint)
-SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[])
 ON CONFLICT DO NOTHING
 """
 
