@@ -133,10 +133,12 @@ async def append(conn: AsyncConnection[Any], entries: list[Entry]) -> None:
     """Append entries, and the signed checkpoint after them, inside the caller's transaction."""
     if not entries:
         return
-    async with conn.pipeline():  # the lock and the read of the tail: one round trip, in this order
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_ID,))
-        cur = await conn.execute(TAIL)
-        row = await cur.fetchone()
+    # The lock, then the read of the tail. Not a pipeline of their own: for two statements
+    # psycopg's pipeline costs more client CPU than the round trip it saves (~350 against ~240 µs
+    # here, measured). Inside a caller's pipeline (execution's writes) they still go with it.
+    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_ID,))
+    cur = await conn.execute(TAIL)
+    row = await cur.fetchone()
     assert row is not None
     at, prev, count = str(row[0]), str(row[1] or GENESIS), int(row[2])
     rows = []
