@@ -85,12 +85,29 @@ def signed_bytes(proposal: ToolProposal) -> bytes:
 
 def digest(proposal: ToolProposal) -> str:
     """What the call asks for, independent of when and with which key it was signed."""
-    return DIGEST_PREFIX + hashlib.sha256(_canonical(_content(proposal))).hexdigest()
+    return _digest(_content(proposal))
+
+
+def _digest(content: dict[str, Any]) -> str:
+    return DIGEST_PREFIX + hashlib.sha256(_canonical(content)).hexdigest()
 
 
 def sign(proposal: ToolProposal, key_id: str, key: PrivateKey) -> ToolProposal:
     document = {**_content(proposal), "created_at_ms": proposal.created_at_ms, "key_id": key_id}
     return proposal.model_copy(update={"key_id": key_id, "signature": key.sign(_canonical(document))})
+
+
+def verified_digest(proposal: ToolProposal, public_key: PublicKey) -> str | None:
+    """The proposal's digest if `public_key` signed exactly this proposal, else None: `verify`
+    and `digest` from one signing document (validation checks every proposal this way)."""
+    if not proposal.signature:
+        return None
+    content = _content(proposal)
+    try:
+        message = _canonical({**content, "created_at_ms": proposal.created_at_ms, "key_id": proposal.key_id})
+    except ValueError:  # a field RFC 8785 cannot represent: nobody can have signed it
+        return None
+    return _digest(content) if public_key.ok(proposal.signature, message) else None
 
 
 def verify(proposal: ToolProposal, public_key: PublicKey) -> bool:

@@ -11,7 +11,15 @@ from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, principal, proposal
 from toolgate.ed25519 import PrivateKey
-from toolgate.proposal_signing import arguments_sha256, digest, sign, signed_bytes, signing_document, verify
+from toolgate.proposal_signing import (
+    arguments_sha256,
+    digest,
+    sign,
+    signed_bytes,
+    signing_document,
+    verified_digest,
+    verify,
+)
 from toolgate.schemas.models import Principal
 from toolgate.signing import new_key
 
@@ -55,6 +63,15 @@ def test_a_signed_proposal_verifies_with_its_key_only() -> None:
 @pytest.mark.parametrize(("field", "change"), TAMPERED, ids=[f for f, _ in TAMPERED])
 def test_changing_any_signed_field_breaks_the_signature(field: str, change: dict[str, Any]) -> None:
     assert not verify(SIGNED.model_copy(update=change), KEY.public)
+    assert verified_digest(SIGNED.model_copy(update=change), KEY.public) is None
+
+
+def test_a_verified_digest_is_the_digest_of_a_proposal_its_key_signed_and_nothing_else() -> None:
+    assert verified_digest(SIGNED, KEY.public) == digest(SIGNED)
+    assert verified_digest(SIGNED, new_signing_key().public) is None
+    assert verified_digest(SIGNED.model_copy(update={"signature": None}), KEY.public) is None
+    assert verified_digest(SIGNED.model_copy(update={"signature": b""}), KEY.public) is None
+    assert verified_digest(SIGNED.model_copy(update={"created_at_ms": 2**60}), KEY.public) is None
 
 
 def test_unsigned_and_empty_signatures_do_not_verify() -> None:

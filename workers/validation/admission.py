@@ -59,16 +59,24 @@ def screen(
     identity = authenticate(proposal, agent, now_ms, window)
     if isinstance(identity, Unproven):
         return Drop(TaxonomyClass.PERMISSION_DENIED, identity.reason, refusal_entry(proposal, identity))
-    own = limits.trimmed(proposal).model_copy(update={"tenant_id": identity.tenant_id})
     if isinstance(identity, Refused):
         error = FieldError(field="principal", code=identity.code, message=identity.reason)
         entry = refusal_entry(proposal, identity)
-        return Refuse(own, TaxonomyClass.PERMISSION_DENIED, (error,), identity.digest, entry)
+        return Refuse(
+            _answerable(proposal, identity), TaxonomyClass.PERMISSION_DENIED, (error,), identity.digest, entry
+        )
     if oversized is not None:
         too_big = Refused(identity.tenant_id, oversized.errors[0].code, "oversized", identity.digest)
         entry = refusal_entry(proposal, too_big, TaxonomyClass.OUT_OF_BOUNDS)
-        return Refuse(own, TaxonomyClass.OUT_OF_BOUNDS, oversized.errors, identity.digest, entry)
+        return Refuse(
+            _answerable(proposal, too_big), TaxonomyClass.OUT_OF_BOUNDS, oversized.errors, identity.digest, entry
+        )
     return identity
+
+
+def _answerable(proposal: ToolProposal, identity: Refused) -> ToolProposal:
+    """The proposal as a refusal may carry it back: trimmed, in the agent's own tenant."""
+    return limits.trimmed(proposal).model_copy(update={"tenant_id": identity.tenant_id})
 
 
 def as_registered(proposal: ToolProposal, identity: Proven) -> ToolProposal:

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from toolgate.ed25519 import PublicKey
-from toolgate.proposal_signing import digest, verify
+from toolgate.proposal_signing import verified_digest
 from toolgate.schemas.models import ToolProposal
 
 
@@ -90,9 +90,9 @@ def authenticate(proposal: ToolProposal, agent: RegisteredAgent | None, now_ms: 
         return Unproven("revoked_agent", f"agent {agent_id} is revoked")
     if not key.active:
         return Unproven("revoked_key", f"key {proposal.key_id} of agent {agent_id} is revoked")
-    if not verify(proposal, key.public_key):
+    call_digest = verified_digest(proposal, key.public_key)
+    if call_digest is None:
         return Unproven("bad_signature", f"the signature does not verify against key {proposal.key_id} of {agent_id}")
-    call_digest = digest(proposal)
     if proposal.tenant_id != agent.tenant_id:
         return Refused(
             agent.tenant_id,
