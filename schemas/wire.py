@@ -34,16 +34,21 @@ def _plain(value: Any) -> bool:
     return False
 
 
+# Sorted compact JSON, one encoder for every call: `json.dumps` with any argument builds a new
+# one each time (~3 µs of the 5-10 µs a small object takes).
+_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: Any) -> str:
     """RFC 8785 (JCS) canonical JSON text of a JSON value."""
     if _plain(value):
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return _COMPACT.encode(value)
     return rfc8785.dumps(value).decode("utf-8")
 
 
 def compact_json(value: Any) -> str:
     """Deterministic compact JSON (sorted keys), the wire form of a JSON field."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _COMPACT.encode(value)
 
 
 def _not_json(name: str) -> Any:

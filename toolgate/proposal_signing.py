@@ -22,12 +22,11 @@ carries its call's digest, so a client accepts only the answer to what it propos
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
 from toolgate.ed25519 import PrivateKey, PublicKey
 from toolgate.schemas.models import ToolProposal
-from toolgate.schemas.wire import MAX_SAFE_INTEGER
+from toolgate.schemas.wire import MAX_SAFE_INTEGER, compact_json
 
 PURPOSE = "toolgate.proposal.v1"
 DIGEST_PREFIX = "sha256:"
@@ -64,10 +63,10 @@ def signing_document(proposal: ToolProposal) -> dict[str, Any]:
 
 
 def _canonical(document: dict[str, Any]) -> bytes:
-    """RFC 8785 of a signing document, at the price of one `json.dumps` (every proposal is
-    signed by its client and checked by validation, so this is on the hot path).
+    """RFC 8785 of a signing document, at the price of one sorted compact JSON encoding (every
+    proposal is signed by its client and checked by validation, so this is on the hot path).
 
-    For this document, sorted compact `json.dumps` *is* RFC 8785: its keys are fixed ASCII
+    For this document, sorted compact JSON (`compact_json`) *is* RFC 8785: its keys are fixed ASCII
     names, its values strings, integers, booleans, nulls and a list of strings, never floats;
     JSON strings are escaped alike by both (and kept as UTF-8). What is left to check: every
     integer within IEEE 754's exact range, and no lone surrogate in a string (encoding fails).
@@ -76,7 +75,7 @@ def _canonical(document: dict[str, Any]) -> bytes:
         value = document.get(name)
         if value is not None and not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             raise ValueError(f"{name} is outside the range canonical JSON represents exactly")
-    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return compact_json(document).encode()
 
 
 def signed_bytes(proposal: ToolProposal) -> bytes:
