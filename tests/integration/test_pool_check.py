@@ -1,5 +1,4 @@
-"""A worker's pool checks a connection on checkout with a round trip only when it sat idle,
-and plans each prepared statement once.
+"""A worker's pool checks a connection on checkout with a round trip only when it sat idle.
 
 Against the session's real Postgres: a connection whose server process is terminated while it
 sits idle in the pool is caught by the checkout check and replaced, so the caller never sees
@@ -72,30 +71,3 @@ def test_a_connection_killed_right_after_use_fails_transient_and_is_discarded(da
     first, error, third = asyncio.run(scenario())
     assert error is not None and is_transient(error)
     assert third != first
-
-
-def test_a_pool_connection_plans_a_prepared_statement_once(database: Database) -> None:
-    """Postgres would plan a prepared statement that takes an array anew for each of its first
-    five executions, and for every one after whenever the generic plan looks costlier; a
-    worker's connection plans it once (workers/runtime/db.generic_plans)."""
-
-    async def scenario() -> tuple[int, int]:
-        pool = make_pool(database.database_url, "pool-check-plans", max_size=1)
-        await pool.open()
-        try:
-            async with pool.connection() as conn:
-                for _ in range(12):  # psycopg prepares it after five
-                    await conn.execute("SELECT x FROM unnest(%b::text[]) AS x WHERE x <> %s", (["a", "b"], "c"))
-                cur = await conn.execute(
-                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
-                    ("SELECT x FROM unnest%",),
-                )
-                row = await cur.fetchone()
-                assert row is not None, "psycopg did not prepare the statement"
-                return int(row[0]), int(row[1])
-        finally:
-            await pool.close()
-
-    generic, custom = asyncio.run(scenario())
-    assert custom == 0
-    assert generic > 0

@@ -61,19 +61,6 @@ class IdleCheck:
             await AsyncConnectionPool.check_connection(conn)
 
 
-async def generic_plans(conn: psycopg.AsyncConnection[Any]) -> None:
-    """A new connection plans each prepared statement once, for any parameters.
-
-    psycopg prepares a statement it has run five times, but Postgres then keeps planning it
-    again for every execution whenever its generic plan's estimate looks costlier than the
-    custom plans', as it does for the statements that take arrays (unnest estimates ten rows):
-    policy's usage reads cost the server ~1.1 ms a round, ~0.55 ms with generic plans, measured.
-    toolgate's statements look rows up by key, where a plan for any value is the plan for each.
-    """
-    await conn.execute("SET plan_cache_mode = force_generic_plan")
-    await conn.commit()
-
-
 def make_pool(database_url: str, name: str, max_size: int = 4) -> AsyncConnectionPool:
     idle = IdleCheck(STALE_AFTER_S)
     return AsyncConnectionPool(
@@ -85,7 +72,6 @@ def make_pool(database_url: str, name: str, max_size: int = 4) -> AsyncConnectio
         timeout=10.0,
         reconnect_timeout=3600.0,
         kwargs={"application_name": f"toolgate-{name}"},
-        configure=generic_plans,
         check=idle.check,
         reset=idle.returned,
     )
