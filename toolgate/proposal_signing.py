@@ -59,7 +59,11 @@ def _content(proposal: ToolProposal) -> dict[str, Any]:
 
 
 def signing_document(proposal: ToolProposal) -> dict[str, Any]:
-    return {**_content(proposal), "created_at_ms": proposal.created_at_ms, "key_id": proposal.key_id}
+    return _document(_content(proposal), proposal.created_at_ms, proposal.key_id)
+
+
+def _document(content: dict[str, Any], created_at_ms: int, key_id: str | None) -> dict[str, Any]:
+    return {**content, "created_at_ms": created_at_ms, "key_id": key_id}
 
 
 def _canonical(document: dict[str, Any]) -> bytes:
@@ -92,7 +96,7 @@ def _digest(content: dict[str, Any]) -> str:
 
 
 def sign(proposal: ToolProposal, key_id: str, key: PrivateKey) -> ToolProposal:
-    document = {**_content(proposal), "created_at_ms": proposal.created_at_ms, "key_id": key_id}
+    document = _document(_content(proposal), proposal.created_at_ms, key_id)
     return proposal.model_copy(update={"key_id": key_id, "signature": key.sign(_canonical(document))})
 
 
@@ -103,7 +107,7 @@ def verified_digest(proposal: ToolProposal, public_key: PublicKey) -> str | None
         return None
     content = _content(proposal)
     try:
-        message = _canonical({**content, "created_at_ms": proposal.created_at_ms, "key_id": proposal.key_id})
+        message = _canonical(_document(content, proposal.created_at_ms, proposal.key_id))
     except ValueError:  # a field RFC 8785 cannot represent: nobody can have signed it
         return None
     return _digest(content) if public_key.ok(proposal.signature, message) else None
@@ -111,10 +115,4 @@ def verified_digest(proposal: ToolProposal, public_key: PublicKey) -> str | None
 
 def verify(proposal: ToolProposal, public_key: PublicKey) -> bool:
     """True only for a signature by `public_key` over exactly this proposal's document."""
-    if not proposal.signature:
-        return False
-    try:
-        message = signed_bytes(proposal)
-    except ValueError:  # a field RFC 8785 cannot represent: nobody can have signed it
-        return False
-    return public_key.ok(proposal.signature, message)
+    return verified_digest(proposal, public_key) is not None
