@@ -21,6 +21,7 @@ from fastavro.types import Schema
 
 from toolgate.errors import PermanentError
 from toolgate.schemas import models
+from toolgate.schemas.avro_compiled import Reader, Unsupported, Writer, compile_codec
 from toolgate.schemas.codegen import all_named_types
 from toolgate.schemas.wire import WireModel, compact_json
 
@@ -87,6 +88,9 @@ class Codec:
         self._writers: dict[type[WireModel], tuple[bytes, Schema]] = {}
         # fingerprint -> (model class, writer schema, reader schema)
         self._readers: dict[bytes, tuple[type[WireModel], Schema, Schema]] = {}
+        # Today's schemas, compiled (avro_compiled): a third to a half of fastavro's time.
+        self._compiled_writers: dict[type[WireModel], tuple[bytes, Writer]] = {}
+        self._compiled_readers: dict[bytes, tuple[type[WireModel], Reader]] = {}
         documents = all_named_types()
         self._json_paths = {cls: _json_paths(documents, name, "toolgate") for name, cls in self._classes.items()}
         for path in sorted(avro_dir.glob("*.avsc")):
@@ -97,6 +101,12 @@ class Codec:
             fp = schema_fingerprint(parsed)
             self._writers[cls] = (fp, parsed)
             self._readers[fp] = (cls, parsed, parsed)
+            try:
+                reader, writer = compile_codec(parsed)  # type: ignore[arg-type]
+            except Unsupported:
+                continue
+            self._compiled_writers[cls] = (MARKER + fp, writer)
+            self._compiled_readers[fp] = (cls, reader)
         for release in sorted((avro_dir / "released").glob("*")):
             for path in sorted(release.glob("*.avsc")):
                 cls = self._classes.get(path.name.removesuffix(".avsc"))
@@ -113,6 +123,12 @@ class Codec:
         return self._writers[cls][1]
 
     def encode(self, model: WireModel) -> bytes:
+        compiled = self._compiled_writers.get(type(model))
+        if compiled is not None:
+            header, writer = compiled
+            out = bytearray(header)
+            writer(out, _to_wire(model.model_dump(), self._json_paths[type(model)]))
+            return bytes(out)
         fp, parsed = self._writers[type(model)]
         buf = io.BytesIO()
         buf.write(MARKER)
@@ -130,6 +146,9 @@ class Codec:
     def decode_any(self, data: bytes) -> tuple[type[WireModel], dict[str, Any]]:
         if len(data) < HEADER_LEN or data[:2] != MARKER:
             raise DecodeError("not an Avro single-object encoded record (bad marker)")
+        compiled = self._compiled_readers.get(bytes(data[2:HEADER_LEN]))
+        if compiled is not None:
+            return _read_compiled(bytes(data), *compiled)
         reader = self._readers.get(bytes(data[2:HEADER_LEN]))
         if reader is None:
             raise DecodeError(f"unknown schema fingerprint {data[2:HEADER_LEN].hex()}")
@@ -187,6 +206,16 @@ class Codec:
         if buf.tell() != len(data):
             raise DecodeError(f"{len(data) - buf.tell()} trailing bytes after {cls.avro_name}")
         return model
+
+
+def _read_compiled(data: bytes, cls: type[WireModel], reader: Reader) -> tuple[type[WireModel], dict[str, Any]]:
+    try:
+        record, end = reader(data, HEADER_LEN)
+    except Exception as exc:  # IndexError or EOFError (too short), ValueError, UnicodeDecodeError
+        raise DecodeError(f"corrupt {cls.avro_name} body: {exc}") from exc
+    if end != len(data):
+        raise DecodeError(f"{len(data) - end} trailing bytes after {cls.avro_name}")
+    return cls, record
 
 
 def _strings_as_bytes(schema: Any) -> Any:
