@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from toolgate.ed25519 import PrivateKey
-from toolgate.proposal_signing import sign
+from toolgate.proposal_signing import sign, signed_with_digest
 from toolgate.schemas.models import ToolProposal
 from toolgate.signing import public_bytes
 
@@ -70,6 +70,10 @@ class AgentSigner:
 
     def sign(self, proposal: ToolProposal) -> ToolProposal:
         return sign(proposal, self.key_id, self.key)
+
+    def sign_with_digest(self, proposal: ToolProposal) -> tuple[ToolProposal, str]:
+        """The signed proposal and its digest (what toolgate's answer must name)."""
+        return signed_with_digest(proposal, self.key_id, self.key)
 
 
 class AgentKeyring:

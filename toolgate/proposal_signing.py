@@ -96,8 +96,15 @@ def _digest(content: dict[str, Any]) -> str:
 
 
 def sign(proposal: ToolProposal, key_id: str, key: PrivateKey) -> ToolProposal:
-    document = _document(_content(proposal), proposal.created_at_ms, key_id)
-    return proposal.model_copy(update={"key_id": key_id, "signature": key.sign(_canonical(document))})
+    return signed_with_digest(proposal, key_id, key)[0]
+
+
+def signed_with_digest(proposal: ToolProposal, key_id: str, key: PrivateKey) -> tuple[ToolProposal, str]:
+    """The proposal signed with `key`, and its `digest`, from one signing content (a client
+    does both for every call it proposes)."""
+    content = _content(proposal)
+    signature = key.sign(_canonical(_document(content, proposal.created_at_ms, key_id)))
+    return proposal.model_copy(update={"key_id": key_id, "signature": signature}), _digest(content)
 
 
 def verified_digest(proposal: ToolProposal, public_key: PublicKey) -> str | None:

@@ -40,7 +40,6 @@ from opentelemetry import trace
 from toolgate.agent_keys import AgentKeyring, AgentSigner
 from toolgate.integrity import EdgeVerifier, deployment_keys
 from toolgate.kafka_security import client_config
-from toolgate.proposal_signing import digest
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Observation, Principal, ToolProposal, Verdict
 from toolgate.secrets import SecretProvider
@@ -257,7 +256,8 @@ class ToolgateClient:
             created_at_ms=now,
             compensation_of=compensation_of,
         )
-        return self._send(signer.sign(proposal), signer.tenant_id, start, flush)
+        signed, proposal_digest = signer.sign_with_digest(proposal)
+        return self._send(signed, proposal_digest, signer.tenant_id, start, flush)
 
     def _keyring_signer(self, agent_id: str | None) -> AgentSigner:
         if agent_id is None:
@@ -265,7 +265,12 @@ class ToolgateClient:
         return self.signer(agent_id)
 
     def _send(
-        self, proposal: ToolProposal, answer_tenant: str, start: tuple[tuple[int, int], ...], flush: bool
+        self,
+        proposal: ToolProposal,
+        proposal_digest: str,
+        answer_tenant: str,
+        start: tuple[tuple[int, int], ...],
+        flush: bool,
     ) -> Proposed:
         """Publish a signed proposal with its edge headers; remember it until it is answered."""
         traceparent = _current_traceparent(self.trace_sample_ratio)
@@ -283,7 +288,7 @@ class ToolgateClient:
             proposal.created_at_ms,
             start,
             answer_tenant,
-            digest(proposal),
+            proposal_digest,
             record,
             proposal.deadline_ms,
         )

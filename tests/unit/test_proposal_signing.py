@@ -16,6 +16,7 @@ from toolgate.proposal_signing import (
     digest,
     sign,
     signed_bytes,
+    signed_with_digest,
     signing_document,
     verified_digest,
     verify,
@@ -72,6 +73,13 @@ def test_a_verified_digest_is_the_digest_of_a_proposal_its_key_signed_and_nothin
     assert verified_digest(SIGNED.model_copy(update={"signature": None}), KEY.public) is None
     assert verified_digest(SIGNED.model_copy(update={"signature": b""}), KEY.public) is None
     assert verified_digest(SIGNED.model_copy(update={"created_at_ms": 2**60}), KEY.public) is None
+
+
+def test_signed_with_digest_is_sign_and_the_digest_of_what_was_signed() -> None:
+    unsigned = proposal("invoice.fetch", {"invoice_id": "inv_acme0001"})
+    signed, signed_digest = signed_with_digest(unsigned, "k_1", KEY)
+    assert signed == SIGNED  # Ed25519 signatures are deterministic
+    assert signed_digest == digest(SIGNED) == verified_digest(signed, KEY.public)
 
 
 def test_unsigned_and_empty_signatures_do_not_verify() -> None:
