@@ -88,7 +88,7 @@ class Codec:
         self._writers: dict[type[WireModel], tuple[bytes, Schema]] = {}
         # fingerprint -> (model class, writer schema, reader schema)
         self._readers: dict[bytes, tuple[type[WireModel], Schema, Schema]] = {}
-        # Today's schemas, compiled (avro_compiled): a third to a half of fastavro's time.
+        # Today's schemas, compiled (avro_compiled): a quarter less time to read, two fifths to write.
         self._compiled_writers: dict[type[WireModel], tuple[bytes, Writer]] = {}
         self._compiled_readers: dict[bytes, tuple[type[WireModel], Reader]] = {}
         documents = all_named_types()
