@@ -119,9 +119,10 @@ class _Compiler:
                 return null, other
         raise Unsupported(f"union {schema!r}")
 
-    def _symbols(self, schema: Mapping[str, Any]) -> str:
-        name = f"SYMBOLS_{len(self.constants)}"
-        self.constants[name] = tuple(schema["symbols"])
+    def _constant(self, stem: str, value: Any) -> str:
+        """A name for `value` in the generated module, unique across all its functions."""
+        name = f"{stem}_{len(self.constants)}"
+        self.constants[name] = value
         return name
 
     def _record_function(self, schema: Mapping[str, Any], prefix: str) -> str:
@@ -174,7 +175,7 @@ class _Compiler:
         elif kind == "string":
             self._read_blob(src, var, "{}.decode()")
         elif kind == "enum":
-            symbols = self._symbols(schema)
+            symbols = self._constant("SYMBOLS", tuple(schema["symbols"]))
             index = src.fresh("i")
             self._read_varint(src, index)
             src.line(f"if {index} < 0: raise ValueError('a negative enum index')")
@@ -217,8 +218,7 @@ class _Compiler:
         for field in schema["fields"]:
             var = src.fresh("v")
             if "default" in field:
-                default = src.fresh("DEFAULT_")
-                self.constants[default] = field["default"]
+                default = self._constant("DEFAULT", field["default"])
                 src.line(f"{var} = d.get({field['name']!r}, {default})")
             else:
                 src.line(f"{var} = d.get({field['name']!r})")
@@ -248,8 +248,7 @@ class _Compiler:
                 src.line(f"{blob} = bytes({var})")
             src.line(f"write_long(out, len({blob})); out += {blob}")
         elif kind == "enum":
-            table = f"INDEX_{len(self.constants)}"
-            self.constants[table] = {symbol: i for i, symbol in enumerate(schema["symbols"])}
+            table = self._constant("INDEX", {symbol: i for i, symbol in enumerate(schema["symbols"])})
             small = len(schema["symbols"]) < 64  # every index a one-byte varint
             src.line(f"out.append({table}[{var}] << 1)" if small else f"write_long(out, {table}[{var}])")
         elif kind == "record":

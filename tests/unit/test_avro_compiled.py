@@ -146,3 +146,18 @@ def test_header_length_is_where_bodies_start() -> None:
     data = codec().encode(model)
     parsed, wire = _wire(model)
     assert data[HEADER_LEN:] == _fastavro_bytes(parsed, wire)
+
+
+def test_a_field_left_out_takes_its_own_records_default_as_fastavro_writes_it() -> None:
+    """Two records with a defaulted field at the same place: each writes its own default."""
+    inner = {"type": "record", "name": "Inner", "fields": [{"name": "n", "type": "long", "default": 7}]}
+    outer = {
+        "type": "record",
+        "name": "Outer",
+        "fields": [{"name": "m", "type": "long", "default": 3}, {"name": "i", "type": inner}],
+    }
+    schema = parse_schema(outer)
+    _, write = compile_codec(schema)
+    out = bytearray()
+    write(out, {"i": {}})
+    assert bytes(out) == _fastavro_bytes(schema, {"i": {}})
