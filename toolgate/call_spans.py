@@ -12,7 +12,11 @@ provider exports through (`telemetry.configure_telemetry`): 50-65 µs a span, ex
 (20,000 spans measured alone, alternating).
 
 Sampling is the provider's: a call whose parent was not sampled gets no span and passes its
-parent's traceparent on; one without a parent starts a trace if the sampler says so.
+parent's traceparent on; one without a parent starts a trace if the sampler says so. When that
+sampler lets a sampled remote parent decide (`ParentBased` with its default `AlwaysOnSampler`
+there, as `configure_telemetry` installs), a call whose parent was sampled is recorded without
+asking it: what it would answer is known (RECORD_AND_SAMPLE, the parent's trace state, no
+attributes), and asking cost 7 of the 13 µs a span took to open.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import cast
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.sampling import Decision
+from opentelemetry.sdk.trace.sampling import Decision, ParentBased, Sampler
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
@@ -33,6 +37,13 @@ from toolgate.topics.headers import format_traceparent
 
 Attributes = Mapping[str, str | bool | int]
 SCOPE = InstrumentationScope("toolgate")
+SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+
+
+def parent_decides(sampler: Sampler) -> bool:
+    """Whether `sampler` records every call whose remote parent was sampled, adding nothing:
+    a `ParentBased` that kept its default for that case (its description names it)."""
+    return type(sampler) is ParentBased and "remoteParentSampled:AlwaysOnSampler," in sampler.get_description()
 
 
 @dataclass(slots=True)
@@ -50,6 +61,10 @@ class CallSpan:
         return format_traceparent(ctx.trace_id, ctx.span_id, ctx.trace_flags.sampled)
 
 
+def _sampled_remote(parent: SpanContext | None) -> bool:
+    return parent is not None and parent.is_remote and parent.is_valid and parent.trace_flags.sampled
+
+
 class CallSpans:
     """Opens and ends the spans named `name` of one stage's calls."""
 
@@ -64,6 +79,7 @@ class CallSpans:
         self.kind = kind
         self._provider = provider
         self._processor = processor
+        self._parent_decides = provider is not None and parent_decides(provider.sampler)
 
     def _sdk(self) -> TracerProvider | None:
         """The SDK's provider once the process installed it (stages are built before that).
@@ -73,6 +89,7 @@ class CallSpans:
             found = trace.get_tracer_provider()
             if isinstance(found, TracerProvider):
                 self._provider, self._processor = found, span_processor()
+                self._parent_decides = parent_decides(found.sampler)
         return self._provider
 
     def open(self, parent: SpanContext | None, attributes: Attributes) -> CallSpan | None:
@@ -82,6 +99,15 @@ class CallSpans:
         if provider is None:
             return None
         ids = provider.id_generator
+        if self._parent_decides and _sampled_remote(parent):
+            context = SpanContext(
+                parent.trace_id,
+                ids.generate_span_id(),
+                is_remote=False,
+                trace_flags=SAMPLED,
+                trace_state=parent.trace_state,
+            )
+            return CallSpan(context, parent, time.time_ns(), dict(attributes))
         trace_id = parent.trace_id if parent is not None else ids.generate_trace_id()
         context = parent_context(parent) if parent is not None else None
         sampling = provider.sampler.should_sample(context, trace_id, self.name, self.kind)

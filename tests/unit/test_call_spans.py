@@ -9,10 +9,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, TraceIdRatioBased
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceState
 
-from toolgate.call_spans import CallSpans
+from toolgate.call_spans import CallSpans, parent_decides
 from toolgate.telemetry import parent_context, parse_traceparent, span_line
 from toolgate.topics.headers import format_traceparent
 
@@ -32,7 +32,7 @@ def provider(ratio: float = 1.0) -> tuple[TracerProvider, InMemorySpanExporter, 
     return sdk, exporter, processor
 
 
-def comparable(line: str) -> dict[str, object]:
+def comparable(line: bytes) -> dict[str, object]:
     """A span's JSON line without what differs between any two spans: ids and times."""
     span = json.loads(line)
     return {k: v for k, v in span.items() if k not in ("span_id", "start", "end")}
@@ -92,3 +92,53 @@ def test_a_trace_the_sampler_drops_is_not_recorded_and_says_so_onward() -> None:
     assert span is not None and span.traceparent.endswith("-00")
     spans.end(span, CLOSED)
     assert exporter.get_finished_spans() == ()
+
+
+def test_a_sampler_that_does_not_follow_a_sampled_parent_is_still_asked() -> None:
+    # The fast path holds only for ParentBased's default; a sampler that drops sampled remote
+    # parents is asked, and its answer is kept.
+    sdk = TracerProvider(sampler=ParentBased(TraceIdRatioBased(1.0), remote_parent_sampled=ALWAYS_OFF))
+    exporter = InMemorySpanExporter()
+    processor = SimpleSpanProcessor(exporter)
+    assert not parent_decides(sdk.sampler)
+    span = CallSpans("toolgate.policy", sdk, processor).open(parse_traceparent(PARENT), OPENED)
+    assert span is not None and span.traceparent.endswith("-00")
+    assert exporter.get_finished_spans() == ()
+
+
+def test_only_parent_based_with_its_default_for_sampled_remote_parents_lets_the_parent_decide() -> None:
+    assert parent_decides(ParentBased(TraceIdRatioBased(0.25)))
+    assert parent_decides(ParentBased(ALWAYS_OFF))
+    assert not parent_decides(ParentBased(ALWAYS_ON, remote_parent_sampled=TraceIdRatioBased(0.5)))
+    assert not parent_decides(TraceIdRatioBased(1.0))
+    assert not parent_decides(ALWAYS_ON)
+
+
+def test_a_sampled_parent_passes_its_trace_state_on() -> None:
+    sdk, _, processor = provider()
+    remote = parse_traceparent(PARENT)
+    assert remote is not None
+    with_state = SpanContext(
+        remote.trace_id, remote.span_id, True, remote.trace_flags, TraceState([("vendor", "value")])
+    )
+    span = CallSpans("toolgate.policy", sdk, processor).open(with_state, OPENED)
+    through_api = sdk.get_tracer("toolgate").start_span("toolgate.policy", context=parent_context(with_state))
+    assert span is not None and through_api.get_span_context().trace_state == span.context.trace_state
+    assert span.context.trace_state == TraceState([("vendor", "value")])
+
+
+def test_a_malformed_traceparent_is_no_parent() -> None:
+    for text in (
+        None,
+        "",
+        PARENT.upper(),
+        PARENT + "0",
+        PARENT.replace("-", "_"),
+        "00-00000000000000000000000000000000-b7ad6b7169203331-01",  # an invalid (zero) trace id
+        "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+        "00-+af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    ):
+        assert parse_traceparent(text) is None, text
+    parsed = parse_traceparent(PARENT)
+    assert parsed is not None and parsed.is_remote and parsed.trace_flags.sampled
+    assert format_traceparent(parsed.trace_id, parsed.span_id, True) == PARENT

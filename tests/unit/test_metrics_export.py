@@ -3,15 +3,20 @@ that is taken, none at -1, and the port it really listens on recorded for `toolg
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import socket
+import time
 import urllib.request
+from collections import deque
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
+from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
 
-from toolgate.metrics_export import port_file, prometheus_reader, reported_port
+from toolgate.metrics_export import ExportingPrometheusReader, port_file, prometheus_reader, reported_port
 from toolgate.settings import Settings
 from toolgate.telemetry import exemplar_filter
 
@@ -48,3 +53,30 @@ def test_exemplars_are_offered_only_where_an_otlp_backend_receives_them(
     assert exemplar_filter(Settings(home=tmp_path, telemetry_exporter="otlp")) is None  # the SDK's default
     monkeypatch.setenv("OTEL_METRICS_EXEMPLAR_FILTER", "always_on")
     assert exemplar_filter(Settings(home=tmp_path, telemetry_exporter="file")) is None  # the operator's
+
+
+def test_one_reader_serves_the_scrape_and_the_periodic_export(tmp_path: Path) -> None:
+    """Each measurement is recorded once, into one reader that both /metrics and the file read."""
+    lines: list[str] = []
+    file_exporter = ConsoleMetricExporter(out=io.StringIO(), formatter=lambda m: lines.append(m.to_json()) or "")
+    settings = Settings(home=tmp_path, metrics_port=0, topic_prefix="t2-")
+    reader = prometheus_reader(settings, "policy", file_exporter, interval_s=0.1)
+    assert isinstance(reader, ExportingPrometheusReader)
+    provider = MeterProvider(metric_readers=[reader])
+    counter = provider.get_meter("test").create_counter("toolgate.calls")
+    counter.add(3, {"stage": "policy"})
+    deadline = time.monotonic() + 5
+    while len(lines) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(lines) >= 3  # several exports, none of them left queued for a scrape
+    assert reader._collector._metrics_datas == deque()  # what would grow unscraped
+    port = reported_port(settings, "policy", os.getpid())
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        scraped = response.read().decode()
+    (calls,) = [line for line in scraped.splitlines() if line.startswith("toolgate_calls_total{")]
+    assert 'stage="policy"' in calls and calls.endswith(" 3.0")
+    counter.add(2, {"stage": "policy"})
+    provider.shutdown()  # the last export has the last measurement
+    last = json.loads(lines[-1])
+    (point,) = last["resource_metrics"][0]["scope_metrics"][0]["metrics"][0]["data"]["data_points"]
+    assert point["value"] == 5
