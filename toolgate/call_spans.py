@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeGuard, cast
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -43,7 +43,7 @@ SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 def parent_decides(sampler: Sampler) -> bool:
     """Whether `sampler` records every call whose remote parent was sampled, adding nothing:
     a `ParentBased` that kept its default for that case (its description names it)."""
-    return type(sampler) is ParentBased and "remoteParentSampled:AlwaysOnSampler," in sampler.get_description()
+    return type(sampler) is ParentBased and "remoteParentSampled:AlwaysOnSampler," in str(sampler.get_description())  # type: ignore[no-untyped-call]
 
 
 @dataclass(slots=True)
@@ -61,7 +61,7 @@ class CallSpan:
         return format_traceparent(ctx.trace_id, ctx.span_id, ctx.trace_flags.sampled)
 
 
-def _sampled_remote(parent: SpanContext | None) -> bool:
+def _sampled_remote(parent: SpanContext | None) -> TypeGuard[SpanContext]:
     return parent is not None and parent.is_remote and parent.is_valid and parent.trace_flags.sampled
 
 
@@ -100,14 +100,14 @@ class CallSpans:
             return None
         ids = provider.id_generator
         if self._parent_decides and _sampled_remote(parent):
-            context = SpanContext(
+            followed = SpanContext(
                 parent.trace_id,
                 ids.generate_span_id(),
                 is_remote=False,
                 trace_flags=SAMPLED,
                 trace_state=parent.trace_state,
             )
-            return CallSpan(context, parent, time.time_ns(), dict(attributes))
+            return CallSpan(followed, parent, time.time_ns(), dict(attributes))
         trace_id = parent.trace_id if parent is not None else ids.generate_trace_id()
         context = parent_context(parent) if parent is not None else None
         sampling = provider.sampler.should_sample(context, trace_id, self.name, self.kind)
