@@ -62,3 +62,16 @@ def test_an_integer_beyond_64_bits_is_still_written() -> None:
         "big": 2**70,
         "seq": [1, 2],
     }
+
+
+def test_every_line_break_python_knows_stays_inside_its_line(tmp_path: Path) -> None:
+    # `str.splitlines`, as readers of a lines file use it, also splits at U+2028, U+2029, U+0085
+    # and the ASCII separators: an attribute holding any of them must not cut its span's line.
+    breaks = "a\nb\rc\x0bd\x0ce\x1cf\x1dg\x1eh\x85i\u2028j\u2029k"
+    exporter = JsonLinesSpanExporter(tmp_path / "spans.jsonl")
+    exporter.export([finished({"tool.name": breaks}), finished({"tool.call_id": breaks}, 7)])
+    exporter.shutdown()
+    lines = (tmp_path / "spans.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2
+    assert json.loads(lines[0])["attributes"] == {"tool.name": breaks}
+    assert json.loads(lines[1])["attributes"] == {"tool.call_id": breaks}
