@@ -43,7 +43,10 @@ SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 def parent_decides(sampler: Sampler) -> bool:
     """Whether `sampler` records every call whose remote parent was sampled, adding nothing:
     a `ParentBased` that kept its default for that case (its description names it)."""
-    return type(sampler) is ParentBased and "remoteParentSampled:AlwaysOnSampler," in str(sampler.get_description())  # type: ignore[no-untyped-call]
+    if type(sampler) is not ParentBased:
+        return False
+    description = str(sampler.get_description())  # type: ignore[no-untyped-call]
+    return "remoteParentSampled:AlwaysOnSampler," in description
 
 
 @dataclass(slots=True)

@@ -39,6 +39,7 @@ log = logging.getLogger("toolgate.metrics")
 # Latency histograms in seconds need buckets below one second; the SDK's defaults start at 5.
 SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 MS_BUCKETS = (5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0, 60000.0, 300000.0)
+EXPORT_EVERY_S = 10.0  # how often metrics go to the file (or OTLP)
 ROUND_SIZE_BUCKETS = (1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 500.0)
 
 
@@ -102,7 +103,7 @@ class ExportingPrometheusReader(PrometheusMetricReader):
 
 
 def prometheus_reader(
-    settings: Settings, service: str, exporter: MetricExporter | None = None, interval_s: float = 10.0
+    settings: Settings, service: str, exporter: MetricExporter | None = None, interval_s: float = EXPORT_EVERY_S
 ) -> PrometheusMetricReader | None:
     """Serve `/metrics` for this process and return the reader to install, which also exports
     to `exporter` every `interval_s` if one is given; None when the port is -1. A configured port

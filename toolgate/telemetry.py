@@ -43,7 +43,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, Tracer
 
-from toolgate.metrics_export import prometheus_reader, views
+from toolgate.metrics_export import EXPORT_EVERY_S, prometheus_reader, views
 from toolgate.settings import Settings
 
 # --- secrets scrubbing -------------------------------------------------------------------
@@ -234,7 +234,6 @@ def _span_exporter(settings: Settings, service: str) -> SpanExporter | None:
 
 
 _configured: dict[str, Any] = {}
-METRICS_EXPORT_S = 10.0
 
 
 def configure_telemetry(settings: Settings, service: str) -> None:
@@ -253,11 +252,11 @@ def configure_telemetry(settings: Settings, service: str) -> None:
     # reader only when there is no /metrics (metrics_export.py says why).
     readers: list[MetricReader] = []
     metric_exporter = _metric_exporter(settings, service)
-    prometheus = prometheus_reader(settings, service, metric_exporter, METRICS_EXPORT_S)
+    prometheus = prometheus_reader(settings, service, metric_exporter)
     if prometheus is not None:
         readers.append(prometheus)
     elif metric_exporter is not None:
-        readers.append(PeriodicExportingMetricReader(metric_exporter, export_interval_millis=METRICS_EXPORT_S * 1000))
+        readers.append(PeriodicExportingMetricReader(metric_exporter, export_interval_millis=EXPORT_EVERY_S * 1000))
     meter_provider = MeterProvider(
         resource=resource, metric_readers=readers, views=views(), exemplar_filter=exemplar_filter(settings)
     )
