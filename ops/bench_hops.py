@@ -20,6 +20,7 @@ from toolgate.integrity import Sealer, deployment_keys
 from toolgate.ops.bench_stats import INTERNAL_POINTS, POINTS
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation, StageBatch
+from toolgate.schemas.wire import field_of
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.topics.client import INTERIM_CODE, ToolgateClient
@@ -92,9 +93,11 @@ class TopicTimes:
                 return
             for item in items:
                 try:
-                    yield str(codec().decode_any(item)[1]["call_id"])
-                except (DecodeError, KeyError):
+                    call_id = field_of(codec().model_of(item), "call_id")
+                except DecodeError:
                     continue
+                if call_id is not None:
+                    yield str(call_id)
         elif point == "proposals":
             yield header(msg.headers(), CALL_ID) or ""
         elif point == "observation" and self.client.genuine(msg):

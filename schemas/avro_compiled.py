@@ -15,15 +15,24 @@ The bytes are fastavro's, value for value: a single block per non-empty array, u
 index, zig-zag varints. A body that ends early, has a negative length, names a branch or
 symbol that does not exist, or is not UTF-8 where a string is raises (IndexError, EOFError,
 ValueError, UnicodeDecodeError), as fastavro does; the codec turns each into a DecodeError.
+
+A reader returns a record as a dict of its fields, an enum as its symbol, and a writer takes a
+record as a mapping of its fields. A `Build` changes both ends: the reader returns what
+`build.records[name]` makes of each record's dict and each enum symbol mapped through
+`build.enums[name]`; the writer takes each record's fields from `build.values_of(record)` and
+writes a field through `build.written[(record, field)]` first. The codec reads and writes its
+models this way: no validation again of what the schema enforced, and no dump into dicts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from dataclasses import field as member
 from typing import Any
 
-Reader = Callable[[bytes, int], tuple[dict[str, Any], int]]
-Writer = Callable[[bytearray, Mapping[str, Any]], None]
+Reader = Callable[[bytes, int], tuple[Any, int]]
+Writer = Callable[[bytearray, Any], None]  # a mapping of the fields, or what `Build.values_of` takes
 
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "bytes", "string"})
@@ -66,6 +75,19 @@ def write_long(out: bytearray, v: int) -> None:
     out.append(n)
 
 
+@dataclass(frozen=True)
+class Build:
+    """What a reader makes of each record (by full name, from the dict of its fields) and of
+    each enum symbol (by the enum's full name): a named type it lacks is read as a dict or a
+    symbol. Where a writer finds a record's fields, and what it makes of a field (by record
+    and field name) before it writes it."""
+
+    records: Mapping[str, Callable[[dict[str, Any]], Any]] = member(default_factory=dict)
+    enums: Mapping[str, Callable[[str], Any]] = member(default_factory=dict)
+    values_of: Callable[[Any], Mapping[str, Any]] | None = None
+    written: Mapping[tuple[str, str], Callable[[Any], Any]] = member(default_factory=dict)
+
+
 class _Source:
     """Python source being generated, with indentation and fresh local names."""
 
@@ -83,8 +105,9 @@ class _Source:
 
 
 class _Compiler:
-    def __init__(self, named: Mapping[str, Any]) -> None:
+    def __init__(self, named: Mapping[str, Any], build: Build) -> None:
         self.named = named
+        self.build = build
         self.constants: dict[str, Any] = {"read_long": read_long, "read_blob": read_blob, "write_long": write_long}
         self.functions: dict[str, list[str]] = {}
 
@@ -142,7 +165,11 @@ class _Compiler:
             var = src.fresh("v")
             self._read(src, field["type"], var)
             values.append(f"{field['name']!r}: {var}")
-        src.line(f"return {{{', '.join(values)}}}, p")
+        record = f"{{{', '.join(values)}}}"
+        make = self.build.records.get(schema["name"])
+        if make is not None:
+            record = f"{self._constant('MAKE', make)}({record})"
+        src.line(f"return {record}, p")
         self.functions[name] = [f"def {name}(b, p):", "    size = len(b)", *src.lines]
         return name
 
@@ -175,7 +202,8 @@ class _Compiler:
         elif kind == "string":
             self._read_blob(src, var, "{}.decode()")
         elif kind == "enum":
-            symbols = self._constant("SYMBOLS", tuple(schema["symbols"]))
+            as_value = self.build.enums.get(schema["name"], str)
+            symbols = self._constant("SYMBOLS", tuple(as_value(symbol) for symbol in schema["symbols"]))
             index = src.fresh("i")
             self._read_varint(src, index)
             src.line(f"if {index} < 0: raise ValueError('a negative enum index')")
@@ -215,6 +243,8 @@ class _Compiler:
             return name
         self.functions[name] = []
         src = _Source()
+        if self.build.values_of is not None:
+            src.line(f"d = {self._constant('VALUES', self.build.values_of)}(d)")
         for field in schema["fields"]:
             var = src.fresh("v")
             if "default" in field:
@@ -222,6 +252,9 @@ class _Compiler:
                 src.line(f"{var} = d.get({field['name']!r}, {default})")
             else:
                 src.line(f"{var} = d.get({field['name']!r})")
+            written = self.build.written.get((schema["name"], field["name"]))
+            if written is not None:
+                src.line(f"if {var} is not None: {var} = {self._constant('WRITTEN', written)}({var})")
             self._write(src, field["type"], var)
         self.functions[name] = [f"def {name}(out, d):", *(src.lines or ["    pass"])]
         return name
@@ -273,12 +306,13 @@ class _Compiler:
             src.depth -= 1
 
 
-def compile_codec(schema: Mapping[str, Any]) -> tuple[Reader, Writer]:
+def compile_codec(schema: Mapping[str, Any], build: Build | None = None) -> tuple[Reader, Writer]:
     """A reader and a writer of the body of a record of `schema`, a schema parsed by fastavro
-    (named types it refers to by name are in its `__named_schemas`)."""
+    (named types it refers to by name are in its `__named_schemas`); the reader makes what
+    `build` says of each record and enum."""
     if not isinstance(schema, Mapping) or schema.get("type") != "record":
         raise Unsupported("only a record is compiled")
-    compiler = _Compiler(schema.get("__named_schemas", {}))
+    compiler = _Compiler(schema.get("__named_schemas", {}), build or Build())
     read, write = compiler.reader(schema), compiler.writer(schema)
     namespace = dict(compiler.constants)
     source = "\n".join(line for lines in compiler.functions.values() for line in lines)

@@ -19,7 +19,7 @@ where the standard library writes `1e-07`): the same value, and RFC 8785's own f
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
 import orjson
 import rfc8785
@@ -95,6 +95,15 @@ def _loads(text: str) -> Any:
     return _JSON.decode(text)
 
 
+def json_object(text: str) -> dict[str, Any]:
+    """The JSON object `text` holds; ValueError (RecursionError when nested too deep) for
+    anything else, as a JSON field's validation refuses it."""
+    value = _loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON field holds {type(value).__name__}, not an object")
+    return value
+
+
 def _from_wire(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
         value = value.decode(json.detect_encoding(value), "surrogatepass")  # as json.loads does
@@ -118,3 +127,24 @@ class WireModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     avro_name: ClassVar[str]  # the Avro record's full name; every generated model sets it
+
+    @classmethod
+    def built(cls, values: dict[str, Any]) -> Self:
+        """The model of `values`, which hold every field, each already of its field's type (the
+        codec's compiled reader, whose schema enforced them), not validated again. It sets
+        what `model_construct` sets, without that method's search for aliases and defaults:
+        2.4 µs for a StageRecord, where `model_construct` takes 17 and validation 18-19."""
+        model = _new(cls)
+        _set(model, "__dict__", values)
+        _fields_set(model, set(values))
+        _extra(model, None)
+        _private(model, None)
+        return model
+
+
+# How pydantic sets a model's state, without looking each name up again (1.4 µs a model, not 2.1).
+_new = object.__new__
+_set = object.__setattr__
+_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_private = BaseModel.__dict__["__pydantic_private__"].__set__
