@@ -6,11 +6,12 @@ import json
 from typing import Any
 
 import pytest
+import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, JSON_VALUES
-from toolgate.schemas.wire import _JSON, _loads, compact_json
+from toolgate.schemas.wire import _JSON, _loads, canonical_json, compact_json
 
 STANDARD = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -117,3 +118,45 @@ def test_any_text_of_numbers_is_read_as_the_standard_library_reads_it(text: str)
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_every_float_reads_back_exactly(value: float) -> None:
     assert _loads(compact_json({"f": value})) == {"f": value}
+
+
+WIDE_TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=8) | st.text(max_size=8)
+ANY_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.integers(-(2**53) - 2, -(2**53) + 2)
+    | st.integers(2**53 - 2, 2**53 + 2)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | WIDE_TEXT,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(WIDE_TEXT, children, max_size=4),
+    max_leaves=20,
+)
+
+
+@FAST
+@given(ANY_JSON)
+def test_canonical_json_is_rfc8785(value: Any) -> None:
+    """Whichever way it takes (the plain fast path or the rfc8785 package), the text is RFC 8785's:
+    non-BMP keys and strings, integers at the edge of IEEE 754's exact range, floats."""
+    try:
+        expected = rfc8785.dumps(value).decode()
+    except (rfc8785.IntegerDomainError, rfc8785.FloatDomainError):
+        with pytest.raises((rfc8785.IntegerDomainError, rfc8785.FloatDomainError)):
+            canonical_json(value)
+        return
+    assert canonical_json(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", {"": ""}, {"a": ["", 1, None, True]}, [[[[]]]], {"k": "\U0001f600"}, {"\U0001f600": 1}, 2**53, [2**53 - 1]],
+)
+def test_canonical_json_at_the_edges(value: Any) -> None:
+    try:
+        expected = rfc8785.dumps(value).decode()
+    except rfc8785.IntegerDomainError:
+        with pytest.raises(rfc8785.IntegerDomainError):
+            canonical_json(value)
+        return
+    assert canonical_json(value) == expected
