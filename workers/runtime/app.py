@@ -33,7 +33,7 @@ from toolgate.settings import Settings
 from toolgate.telemetry import configure_telemetry, shutdown_telemetry
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import Headers
-from toolgate.workers.runtime import liveness, orphan
+from toolgate.workers.runtime import heap, liveness, orphan
 from toolgate.workers.runtime.audit import AuditSink
 from toolgate.workers.runtime.consumer import StageConsumer
 from toolgate.workers.runtime.filling import Bounds, Filling, bounds_for
@@ -93,6 +93,7 @@ class StageApp:
         codec()  # the schemas are read now, not in the first call's round
         for handler in self._handlers.values():
             await handler.start()
+        heap.settle()
         batch_max, batch_bytes = self.settings.batch_max, self.settings.batch_bytes
         within = self.settings.batch_ms / 1000.0
         loop = asyncio.get_running_loop()
@@ -196,6 +197,7 @@ class StageApp:
             tasks.append(asyncio.create_task(liveness.watch(consumer, self.name), name="liveness"))
         else:
             # No topic to consume (outbox relay, reconciliation): timers, tasks and the producer.
+            heap.settle()
             self.mark_ready()
         stop = asyncio.create_task(stopping.wait(), name="signals")
         done, _ = await asyncio.wait([stop, *tasks], return_when=asyncio.FIRST_COMPLETED)
