@@ -61,66 +61,66 @@ class Contract:
     binding: Mapping[str, Any]
     source: str = field(compare=False)
 
-    @property
+    @cached_property
     def name(self) -> str:
         return str(self.document["identity"]["name"])
 
-    @property
+    @cached_property
     def version(self) -> str:
         return str(self.document["identity"]["version"])
 
-    @property
+    @cached_property
     def version_tuple(self) -> tuple[int, int, int]:
         return parse_version(self.version)
 
-    @property
+    @cached_property
     def lifecycle(self) -> str:
         return str(self.document["identity"]["lifecycle"]["status"])
 
-    @property
+    @cached_property
     def side_effect_class(self) -> str:
         return str(self.document["transactional"]["side_effect_class"])
 
-    @property
+    @cached_property
     def is_mutation(self) -> bool:
         return self.side_effect_class != "READ_ONLY"
 
-    @property
+    @cached_property
     def required_scopes(self) -> tuple[str, ...]:
         return tuple(self.document["security"]["required_scopes"])
 
-    @property
+    @cached_property
     def input_schema(self) -> Mapping[str, Any]:
         return self.document["affordance"]["input_schema"]  # type: ignore[no-any-return]
 
-    @property
+    @cached_property
     def output_schema(self) -> Mapping[str, Any]:
         return self.document["affordance"]["output_schema"]  # type: ignore[no-any-return]
 
-    @property
+    @cached_property
     def executor(self) -> Mapping[str, Any]:
         return self.binding["executor"]  # type: ignore[no-any-return]
 
-    @property
+    @cached_property
     def required_approvals(self) -> int:
         approval = self.binding.get("approval")
         if approval:
             return int(approval["required_approvals"])
         return 1 if self.document["transactional"]["confirmation_required"] else 0
 
-    @property
+    @cached_property
     def approval(self) -> Mapping[str, Any]:
         return self.binding.get("approval") or {}
 
-    @property
+    @cached_property
     def timeout_ms(self) -> int:
         return int(self.document["runtime"]["timeout_ms"])
 
-    @property
+    @cached_property
     def max_retries(self) -> int:
         return int(self.document["runtime"]["max_retries"])
 
-    @property
+    @cached_property
     def idempotency_ttl_seconds(self) -> int:
         return int(self.document["idempotency"]["ttl_seconds"] or 86400)
 
