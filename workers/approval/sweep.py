@@ -6,7 +6,6 @@ by reconciliation for expiry (it imports this module, not the handlers).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -22,7 +21,7 @@ from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.approval.packet import escalated, next_escalation_ms
 from toolgate.workers.runtime import audit, outbox
 from toolgate.workers.runtime.clock import now_ms
-from toolgate.workers.runtime.db import make_pool
+from toolgate.workers.runtime.db import make_pool, rows_json
 
 EXPIRE = """
 UPDATE toolgate.approvals SET status = 'AUTO_DENIED', decided_at = now()
@@ -116,7 +115,7 @@ async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, top
             )
         )
     if updates:
-        await conn.execute(RECORD_ESCALATIONS, (json.dumps(updates),))
+        await conn.execute(RECORD_ESCALATIONS, (rows_json(updates),))
     await outbox.enqueue(conn, rows, topics)
     await audit.append(conn, entries)
     return len(due)

@@ -9,7 +9,6 @@ is and not returned); `record_decisions` and `close` write what decisions did to
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +19,7 @@ from toolgate.schemas.models import ApprovalDecision, StageRecord
 from toolgate.states import TicketStatus
 from toolgate.workers.approval.decision import Approver, Ticket
 from toolgate.workers.approval.packet import Opening
+from toolgate.workers.runtime.db import rows_json
 
 LOAD_TICKETS = """
 SELECT a.approval_id, a.tool_name, a.tool_version, a.payload_hash, a.risk_class, a.required_approvals, a.status,
@@ -128,7 +128,7 @@ def ticket_row(opened: Opening) -> dict[str, Any]:
 
 async def insert(conn: AsyncConnection[Any], opened: Iterable[Opening]) -> set[str]:
     """Write the tickets that do not exist yet; the approval_ids of those written."""
-    cur = await conn.execute(INSERT_TICKETS, (json.dumps([ticket_row(o) for o in opened]),))
+    cur = await conn.execute(INSERT_TICKETS, (rows_json([ticket_row(o) for o in opened]),))
     return {r[0] for r in await cur.fetchall()}
 
 
@@ -145,7 +145,7 @@ def decision_row(decision: ApprovalDecision) -> dict[str, Any]:
 
 
 async def record_decisions(conn: AsyncConnection[Any], counted: list[ApprovalDecision]) -> None:
-    await conn.execute(RECORD_DECISIONS, (json.dumps([decision_row(d) for d in counted]),))
+    await conn.execute(RECORD_DECISIONS, (rows_json([decision_row(d) for d in counted]),))
 
 
 async def close(conn: AsyncConnection[Any], decided: list[Ticket]) -> None:

@@ -8,7 +8,6 @@ reads stored outcomes; phase B settles each key with its status and stored respo
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -20,6 +19,7 @@ from toolgate.workers.execution.answers import stored_response
 from toolgate.workers.execution.attempt import Attempt
 from toolgate.workers.execution.decision import StoredOutcome
 from toolgate.workers.execution.idempotency import KeyRow
+from toolgate.workers.runtime.db import rows_json
 
 Ident = tuple[str, str]  # (tenant_id, idempotency_key)
 
@@ -144,7 +144,7 @@ def redrive_row(a: Attempt, attempt: int) -> dict[str, Any]:
 
 async def redrive(conn: AsyncConnection[Any], rows: list[dict[str, Any]], owner: str, lease_s: float) -> None:
     if rows:
-        await conn.execute(REDRIVE, {"rows": json.dumps(rows), "owner": owner, "lease": lease_s})
+        await conn.execute(REDRIVE, {"rows": rows_json(rows), "owner": owner, "lease": lease_s})
 
 
 def settlement(tenant_id: str, key: str, res: ExecutionResult, status: KeyStatus) -> dict[str, Any]:
@@ -160,4 +160,4 @@ def settlement(tenant_id: str, key: str, res: ExecutionResult, status: KeyStatus
 
 async def settle(conn: AsyncConnection[Any], rows: list[dict[str, Any]], lease_s: float) -> None:
     if rows:
-        await conn.execute(SETTLE, {"rows": json.dumps(rows), "lease": lease_s})
+        await conn.execute(SETTLE, {"rows": rows_json(rows), "lease": lease_s})

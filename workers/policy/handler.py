@@ -9,7 +9,6 @@ the allowed calls, and an audit entry for every refusal.
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -24,7 +23,7 @@ from toolgate.states import StageOutcome
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, decide, refs
 from toolgate.workers.runtime import audit, fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
-from toolgate.workers.runtime.db import make_pool
+from toolgate.workers.runtime.db import make_pool, rows_json
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.results import reject
@@ -131,7 +130,7 @@ class PolicyHandler(Handler[StageRecord]):
                     usage.record(record, events[id(call)], decision.spends, now)
                     spent += [_event(events[id(call)], dim, record) for dim in (*decision.spends, "call")]
             if spent:
-                await conn.execute(RECORD, (json.dumps(spent),))
+                await conn.execute(RECORD, (rows_json(spent),))
             await audit.append(conn, refused)
 
     def _allow(self, call: Inbound[StageRecord], decision: Allow, now: int, out: Emit) -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import AsyncConnection
 
 from toolgate.schemas.wire import canonical_json
-from toolgate.workers.runtime.db import make_pool
+from toolgate.workers.runtime.db import make_pool, rows_json
 
 if TYPE_CHECKING:
     from toolgate.ed25519 import PrivateKey, PublicKey
@@ -162,10 +161,10 @@ async def append(conn: AsyncConnection[Any], entries: list[Entry]) -> None:
         prev = digest
     key = _signing_key()
     if key is None:
-        await conn.execute(ROWS, (json.dumps(rows),))
+        await conn.execute(ROWS, (rows_json(rows),))
     else:
         signature = key.sign(checkpoint_bytes(count, prev))
-        await conn.execute(ROWS_AND_CHECKPOINT, (json.dumps(rows), count, prev, signature))
+        await conn.execute(ROWS_AND_CHECKPOINT, (rows_json(rows), count, prev, signature))
 
 
 class AuditSink:

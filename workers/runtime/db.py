@@ -8,17 +8,35 @@ isolated to the call that caused it.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import weakref
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import psycopg
 from psycopg import errors
 from psycopg_pool import AsyncConnectionPool
 
 TRANSIENT_SQLSTATE_CLASSES = ("08", "53", "57")  # connection, resources, operator intervention
 TRANSIENT_SQLSTATES = ("40001", "40P01")  # serialization failure, deadlock
+
+
+# What orjson would write where json.dumps refuses (a datetime, a dataclass) it hands back.
+_AS_JSON_DUMPS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def rows_json(rows: Any) -> str:
+    """Rows as the JSON text of one `jsonb_to_recordset` parameter: a round's writes in one
+    statement. orjson writes it, a fifth of json.dumps's time (usage events, key settlements and
+    audit entries are one row per call). What orjson refuses (a lone surrogate, an integer beyond
+    64 bits, a key that is not a string, a type JSON has no form for) json.dumps writes or
+    refuses as before, so Postgres gets the same text for it and answers as it did."""
+    try:
+        return orjson.dumps(rows, option=_AS_JSON_DUMPS).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(rows)
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -1,0 +1,40 @@
+"""A round's rows as one jsonb parameter (workers/runtime/db.py, rows_json): orjson's speed, and
+json.dumps's text wherever orjson refuses."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.unit.factories import FAST, JSON_VALUES
+from toolgate.workers.runtime.db import rows_json
+
+ROWS = st.lists(st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=6), max_size=6)
+
+
+@FAST
+@given(ROWS)
+def test_rows_are_the_json_values_json_dumps_writes(rows: list[dict[str, Any]]) -> None:
+    assert json.loads(rows_json(rows)) == json.loads(json.dumps(rows))
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [{"response": {"text": "\ud800"}}],  # a lone surrogate: escaped, as Postgres always got it
+        [{"n": 2**64}],
+        [{"detail": {1: "a key that is not a string"}}],
+    ],
+)
+def test_what_orjson_refuses_is_written_as_json_dumps_writes_it(rows: list[dict[str, Any]]) -> None:
+    assert rows_json(rows) == json.dumps(rows)
+
+
+def test_what_json_has_no_form_for_is_still_refused() -> None:
+    with pytest.raises(TypeError):
+        rows_json([{"at": dt.datetime(2026, 11, 24, tzinfo=dt.UTC)}])
