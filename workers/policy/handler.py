@@ -21,7 +21,7 @@ from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, decide, refs
-from toolgate.workers.runtime import audit, fact_loader, facts
+from toolgate.workers.runtime import audit, batch, fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool, rows_json
 from toolgate.workers.runtime.emit import Emit
@@ -92,7 +92,7 @@ class PolicyHandler(Handler[StageRecord]):
         self.registry = registry
         self.policy = policy or load_policy(settings.policy_file)
         self.environment = settings.environment
-        self.pool = make_pool(settings.database_url, STAGE)
+        self.pool = make_pool(settings.database_url, STAGE, autocommit=True)
 
     async def start(self) -> None:
         await self.pool.open()
@@ -100,10 +100,15 @@ class PolicyHandler(Handler[StageRecord]):
     async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
         contracts = {id(c): self.registry.get(c.model.tool_name, c.model.tool_version) for c in calls}
         events = {id(c): usage_event(c.model, contracts[id(c)].is_mutation) for c in calls}
-        async with self.pool.connection() as conn, conn.transaction():
-            wanted = facts.needed(r for c in calls for r in refs(c.model, contracts[id(c)]))
-            known = await fact_loader.fetch(conn, wanted)
-            usage = await self._usage(conn, calls, contracts, list(events.values()))
+        wanted = facts.needed(r for c in calls for r in refs(c.model, contracts[id(c)]))
+        lookups = fact_loader.statements(wanted)
+        reads = UsageReads(calls, contracts, list(events.values()), self.policy)
+        async with self.pool.connection() as conn, batch.transaction(conn):
+            # One round trip: BEGIN, the facts, the tenants' locks and the usage reads. The server
+            # runs them in order, so every usage read happens under the tenants' locks.
+            results = await batch.run(conn, [batch.BEGIN, *lookups, *reads.statements()])
+            known = fact_loader.collect(wanted, results[1 : 1 + len(lookups)])
+            usage = reads.usage(results[1 + len(lookups) :])
             now = now_ms()
             spent: list[dict[str, str]] = []
             refused: list[audit.Entry] = []
@@ -129,9 +134,13 @@ class PolicyHandler(Handler[StageRecord]):
                 if decision.spends:  # a new operation (not a dry run, not a retry counted before)
                     usage.record(record, events[id(call)], decision.spends, now)
                     spent += [_event(events[id(call)], dim, record) for dim in (*decision.spends, "call")]
-            if spent:
-                await conn.execute(RECORD, (rows_json(spent),))
-            await audit.append(conn, refused)
+            writes = [(_client_side(RECORD), (rows_json(spent),))] if spent else []
+            if refused:  # the audit chain reads its tail before it writes: its own round trips
+                if writes:
+                    await batch.run(conn, writes)
+                await audit.append(conn, refused)
+                writes = []
+            await batch.run(conn, [*writes, batch.COMMIT])
 
     def _allow(self, call: Inbound[StageRecord], decision: Allow, now: int, out: Emit) -> None:
         record = call.model
@@ -153,36 +162,43 @@ class PolicyHandler(Handler[StageRecord]):
             ),
         )
 
-    async def _usage(
-        self,
-        conn: AsyncConnection[Any],
-        calls: list[Inbound[StageRecord]],
-        contracts: dict[int, Contract],
-        event_ids: list[str],
-    ) -> Usage:
-        tenants = sorted({c.model.tenant_id for c in calls})
-        runs = sorted({(c.model.tenant_id, c.model.run_id) for c in calls})
-        windows: Windows = {}
-        for c in calls:
-            limit = self.policy.rate_limit(c.model.tenant_id, contracts[id(c)])
-            windows[(c.model.tenant_id, c.model.tool_name)] = limit["window_sec"]
-        usage = Usage()
-        # Pipelined: the locks and the four reads go out together, one round trip in all; the
-        # server still runs them in order, so every read happens under the tenants' locks.
-        async with conn.pipeline():
-            for tenant in tenants:  # sorted: two workers lock tenants in the same order
-                await conn.execute(LOCK_TENANT, (tenant,))
-            per_run = await conn.execute(PER_RUN, ([t for t, _ in runs], [r for _, r in runs]))
-            per_day = await conn.execute(PER_DAY, (tenants,))
-            counted = await conn.execute(COUNTED, (event_ids,))
-            usage.rate = await recent_calls(conn, windows)  # its fetch sends the whole pipeline
-            usage.per_run = {(t, r, d): n for t, r, d, n in await per_run.fetchall()}
-            usage.per_day = {(t, d): n for t, d, n in await per_day.fetchall()}
-            usage.counted = {row[0] for row in await counted.fetchall()}
-        return usage
-
 
 Windows = dict[tuple[str, str], int]  # (tenant, tool) -> window, seconds
+
+
+class UsageReads:
+    """A round's usage reads, as statements of a batch: each tenant's lock (sorted, so two
+    workers lock tenants in the same order), then the runs' and days' counters, which of the
+    round's events were counted before, and each tool's rate window."""
+
+    def __init__(
+        self, calls: list[Inbound[StageRecord]], contracts: dict[int, Contract], event_ids: list[str], policy: Policy
+    ) -> None:
+        self.tenants = sorted({c.model.tenant_id for c in calls})
+        self.runs = sorted({(c.model.tenant_id, c.model.run_id) for c in calls})
+        self.event_ids = event_ids
+        self.windows: Windows = {}
+        for c in calls:
+            limit = policy.rate_limit(c.model.tenant_id, contracts[id(c)])
+            self.windows[(c.model.tenant_id, c.model.tool_name)] = limit["window_sec"]
+
+    def statements(self) -> list[batch.Statement]:
+        return [
+            *[(_client_side(LOCK_TENANT), (tenant,)) for tenant in self.tenants],
+            (_client_side(PER_RUN), ([t for t, _ in self.runs], [r for _, r in self.runs])),
+            (_client_side(PER_DAY), (self.tenants,)),
+            (_client_side(COUNTED), (self.event_ids,)),
+            (_client_side(RATE), _rate_params(self.windows)),
+        ]
+
+    def usage(self, results: list[batch.Result]) -> Usage:
+        per_run, per_day, counted, rate = results[len(self.tenants) :]
+        usage = Usage()
+        usage.per_run = {(t, r, d): n for t, r, d, n in per_run.rows}
+        usage.per_day = {(t, d): n for t, d, n in per_day.rows}
+        usage.counted = {row[0] for row in counted.rows}
+        usage.rate = _recent(rate.rows)
+        return usage
 
 
 def usage_event(record: StageRecord, is_mutation: bool) -> str:
@@ -193,8 +209,21 @@ def usage_event(record: StageRecord, is_mutation: bool) -> str:
 
 async def recent_calls(conn: AsyncConnection[Any], windows: Windows) -> dict[tuple[str, str], Recent]:
     """The calls each (tenant, tool) made within its window of so many seconds, from usage events."""
-    cur = await conn.execute(RATE, ([k[0] for k in windows], [k[1] for k in windows], list(windows.values())))
-    return {(tenant, tool): Recent(count, oldest) for tenant, tool, count, oldest in await cur.fetchall()}
+    cur = await conn.execute(RATE, _rate_params(windows))
+    return _recent(await cur.fetchall())
+
+
+def _rate_params(windows: Windows) -> tuple[list[str], list[str], list[int]]:
+    return [k[0] for k in windows], [k[1] for k in windows], list(windows.values())
+
+
+def _recent(rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], Recent]:
+    return {(tenant, tool): Recent(count, oldest) for tenant, tool, count, oldest in rows}
+
+
+def _client_side(query: str) -> str:
+    """A statement written for binary parameters (%b), for a batch's client-side binding."""
+    return query.replace("%b", "%s")
 
 
 def _event(event_id: str, dimension: str, record: StageRecord) -> dict[str, str]:

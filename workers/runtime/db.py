@@ -79,7 +79,9 @@ class IdleCheck:
             await AsyncConnectionPool.check_connection(conn)
 
 
-def make_pool(database_url: str, name: str, max_size: int = 4) -> AsyncConnectionPool:
+def make_pool(database_url: str, name: str, max_size: int = 4, autocommit: bool = False) -> AsyncConnectionPool:
+    """A worker's pool; `autocommit` for one whose transactions are batches that say BEGIN and
+    COMMIT themselves (`batch.py`)."""
     idle = IdleCheck(STALE_AFTER_S)
     return AsyncConnectionPool(
         database_url,
@@ -89,7 +91,7 @@ def make_pool(database_url: str, name: str, max_size: int = 4) -> AsyncConnectio
         open=False,
         timeout=10.0,
         reconnect_timeout=3600.0,
-        kwargs={"application_name": f"toolgate-{name}"},
+        kwargs={"application_name": f"toolgate-{name}", "autocommit": autocommit},
         check=idle.check,
         reset=idle.returned,
     )

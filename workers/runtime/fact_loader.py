@@ -3,11 +3,13 @@ for all of its ids at once."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
+
+from toolgate.workers.runtime import batch
 
 
 async def fetch(
@@ -16,12 +18,31 @@ async def fetch(
     """Run each lookup once for its ids (`for_update`: locking the rows, ids in sorted order, so
     two transactions lock them in the same order)."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
-    for lookup, ids in sorted(wanted.items()):
-        if not ids:
-            continue
+    for lookup, ids in _lookups(wanted):
         query = lookup.rstrip().rstrip(";") + " ORDER BY 1 FOR UPDATE" if for_update else lookup
         async with conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(query, {"ids": sorted(ids)})
-            for row in await cur.fetchall():
-                found[(lookup, str(row["id"]))] = row
+            await cur.execute(query, {"ids": ids})
+            _found(found, lookup, await cur.fetchall())
     return found
+
+
+def statements(wanted: Mapping[str, set[str]]) -> list[batch.Statement]:
+    """The lookups as statements of a batch (`batch.run`), in the order `collect` reads them."""
+    return [(lookup, {"ids": ids}) for lookup, ids in _lookups(wanted)]
+
+
+def collect(wanted: Mapping[str, set[str]], results: Sequence[batch.Result]) -> dict[tuple[str, str], dict[str, Any]]:
+    """What `statements(wanted)` found, from their results in a batch."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for (lookup, _), result in zip(_lookups(wanted), results, strict=True):
+        _found(found, lookup, result.dicts())
+    return found
+
+
+def _lookups(wanted: Mapping[str, set[str]]) -> list[tuple[str, list[str]]]:
+    return [(lookup, sorted(ids)) for lookup, ids in sorted(wanted.items()) if ids]
+
+
+def _found(found: dict[tuple[str, str], dict[str, Any]], lookup: str, rows: Sequence[dict[str, Any]]) -> None:
+    for row in rows:
+        found[(lookup, str(row["id"]))] = row

@@ -1,0 +1,72 @@
+"""A transaction's statements in as few round trips as they allow: simple-protocol batches.
+
+psycopg costs the client about 135 µs of CPU per round trip (uvloop, this machine), and a round
+of one call made about 35 of them across the stages. Statements that do not wait on each other's
+answers go as one simple-protocol query instead, their values bound in the client by psycopg
+(`AsyncClientCursor.mogrify`: libpq's quoting), and the server runs them in order, each with a
+snapshot of its own as in separate round trips. Measured alone, a transaction of BEGIN, three
+statements and COMMIT cost the client 390-410 µs of CPU in two such batches, against 668-693 µs
+one statement at a time and 1,044-1,052 µs in a psycopg pipeline.
+
+Bound in the client, a negative number is written `-5`, and a cast binds before the sign:
+`%s::bigint` of -2**63 overflows. A scalar parameter with a cast goes in parentheses,
+`(%s)::bigint`; an array (`%s::int[]`) is written as a quoted literal and needs none.
+
+The connection is in autocommit mode: the batches say BEGIN and COMMIT themselves, and psycopg
+sends nothing of its own. `transaction` rolls back whatever a failure leaves open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncClientCursor, AsyncConnection
+from psycopg.pq import TransactionStatus
+
+Statement = tuple[str, Any]  # a query with %s or %(name)s placeholders, and its parameters (or None)
+BEGIN: Statement = ("BEGIN", None)
+COMMIT: Statement = ("COMMIT", None)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one statement of a batch returned: its columns and rows (none for a command)."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+async def run(conn: AsyncConnection[Any], statements: Sequence[Statement]) -> list[Result]:
+    """Run `statements` in one round trip; what each returned, in order."""
+    cur = AsyncClientCursor(conn)
+    await cur.execute(";\n".join(cur.mogrify(query, params) for query, params in statements))
+    results: list[Result] = []
+    while True:
+        if cur.description is None:
+            results.append(Result([], []))
+        else:
+            results.append(Result([c.name for c in cur.description], list(await cur.fetchall())))
+        if not cur.nextset():
+            break
+    if len(results) != len(statements):
+        raise RuntimeError(f"{len(statements)} statements gave {len(results)} results")
+    return results
+
+
+@asynccontextmanager
+async def transaction(conn: AsyncConnection[Any]) -> AsyncIterator[AsyncConnection[Any]]:
+    """Roll back what a failure inside leaves open (the batches say BEGIN and COMMIT)."""
+    if not conn.autocommit:
+        raise RuntimeError("a batched transaction needs a connection in autocommit mode")
+    try:
+        yield conn
+    except BaseException:
+        if not conn.broken and conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+            await conn.execute("ROLLBACK")
+        raise
