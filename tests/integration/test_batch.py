@@ -71,6 +71,18 @@ def test_every_statement_answers_in_order_commands_included(database: Database) 
     assert one.rows == [(1,)]
 
 
+def test_a_statement_ending_in_a_line_comment_keeps_the_next_one_apart(database: Database) -> None:
+    async def scenario() -> list[batch.Result]:
+        conn = await _connect(database)
+        try:
+            return await batch.run(conn, [("SELECT 1 AS one -- a lookup's comment", None), ("SELECT 2 AS two", None)])
+        finally:
+            await conn.close()
+
+    one, two = asyncio.run(scenario())
+    assert one.rows == [(1,)] and two.rows == [(2,)]
+
+
 def test_a_failing_batch_writes_nothing_and_leaves_no_transaction_open(database: Database) -> None:
     database.sql("CREATE TABLE IF NOT EXISTS batch_probe (v text)")
 

@@ -45,7 +45,8 @@ class Result:
 async def run(conn: AsyncConnection[Any], statements: Sequence[Statement]) -> list[Result]:
     """Run `statements` in one round trip; what each returned, in order."""
     cur = AsyncClientCursor(conn)
-    await cur.execute(";\n".join(cur.mogrify(query, params) for query, params in statements))
+    # Each statement ends on a line of its own: a trailing `--` comment cannot swallow the `;`.
+    await cur.execute("\n;\n".join(cur.mogrify(query, params) for query, params in statements))
     results: list[Result] = []
     while True:
         if cur.description is None:
