@@ -1,7 +1,8 @@
 """Validation's reads and writes about callers: the registered agents a round's proposals name,
 and the call_ids they use (one proposal digest per tenant and call_id).
 
-Both run inside the round's transaction, one statement each for the whole round.
+One statement each for the whole round, each its own transaction (the handler's pool is in
+autocommit mode; validation/handler.py says why that is safe).
 """
 
 from __future__ import annotations

@@ -1,9 +1,17 @@
 """The validation handler: tool.proposals -> tool.validated (or a typed refusal on tool.results).
 
-One transaction per round: the registered agents the round's proposals name (the signature
-is checked before anything else: identity.py), the call_ids they use (callers.py), the facts
-semantic rules compare against, the repair-loop record (repair_log.py), and an audit entry
-for every proposal refused at the door.
+A round's Postgres work, for all its calls at once: the registered agents the round's proposals
+name (the signature is checked before anything else: identity.py), the call_ids they use
+(callers.py), the facts semantic rules compare against, and, when a call failed repairably or
+was refused at the door, the repair-loop record (repair_log.py) and the audit entries in one
+transaction.
+
+The reads and the call_ids' registration are statements of their own (the pool is in
+autocommit mode): two round trips for a round whose calls all pass, instead of four with BEGIN
+and COMMIT around them. Nothing needs them in one transaction: under READ COMMITTED each
+statement reads its own snapshot anyway, and a round retried after a crash between them
+registers nothing new (a call_id bound to the same digest is the same call) and writes the same
+repair records (skipped if present) and audit entries as the first try would have.
 """
 
 from __future__ import annotations
@@ -59,7 +67,7 @@ class ValidationHandler(Handler[ToolProposal]):
     def __init__(self, registry: Registry, settings: Settings, policy: Policy | None = None) -> None:
         self.registry = registry
         self.policy = policy or load_policy(settings.policy_file)
-        self.pool = make_pool(settings.database_url, STAGE)
+        self.pool = make_pool(settings.database_url, STAGE, autocommit=True)
         self.window = Window(
             int(settings.proposal_max_age_seconds * 1000), int(settings.proposal_future_skew_seconds * 1000)
         )
@@ -73,7 +81,7 @@ class ValidationHandler(Handler[ToolProposal]):
         self._proven = {}
         now = now_ms()
         today = dt.datetime.fromtimestamp(now / 1000, dt.UTC).date()
-        async with self.pool.connection() as conn, conn.transaction():
+        async with self.pool.connection() as conn:
             entries: list[audit.Entry] = []
             admitted = await self._admit(conn, calls, now, out, entries)
             decisions = [decide(a.proposal, self.registry) for a in admitted]
@@ -84,10 +92,11 @@ class ValidationHandler(Handler[ToolProposal]):
             decisions = [
                 self._semantic(d, known, today, a.proposal.tenant_id) for a, d in zip(admitted, decisions, strict=True)
             ]
-            decisions = await repair_log.apply(
-                conn, [a.proposal for a in admitted], decisions, self.policy.repair, self.registry
-            )
-            await audit.append(conn, entries)
+            proposals = [a.proposal for a in admitted]
+            if entries or repair_log.failing(proposals, decisions):
+                async with conn.transaction():
+                    decisions = await repair_log.apply(conn, proposals, decisions, self.policy.repair, self.registry)
+                    await audit.append(conn, entries)
         self._emit(admitted, decisions, now, out)
 
     async def _admit(

@@ -35,6 +35,15 @@ def _contract_limit(registry: Registry, proposal: ToolProposal) -> int | None:
     return int(limit) if limit else None
 
 
+def failing(proposals: Sequence[ToolProposal], decisions: Sequence[Decision]) -> list[tuple[ToolProposal, Reject]]:
+    """The calls whose validation failed in a way the model may repair: the loop's record."""
+    return [
+        (p, d)
+        for p, d in zip(proposals, decisions, strict=True)
+        if isinstance(d, Reject) and d.taxonomy_class in repair.REPAIRABLE
+    ]
+
+
 async def apply(
     conn: AsyncConnection[Any],
     proposals: Sequence[ToolProposal],
@@ -44,19 +53,15 @@ async def apply(
 ) -> list[Decision]:
     """The decisions with repair loops that went on too long ended (BUDGET_EXHAUSTED), and
     this round's repairable failures recorded."""
-    failing = [
-        (p, d)
-        for p, d in zip(proposals, decisions, strict=True)
-        if isinstance(d, Reject) and d.taxonomy_class in repair.REPAIRABLE
-    ]
-    if not failing:
+    failed = failing(proposals, decisions)
+    if not failed:
         return list(decisions)
-    runs = sorted({(p.tenant_id, p.run_id) for p, _ in failing})
+    runs = sorted({(p.tenant_id, p.run_id) for p, _ in failed})
     cur = await conn.execute(REPAIRS, ([t for t, _ in runs], [r for _, r in runs]))
     history: list[tuple[Any, ...]] = list(await cur.fetchall())
     updated: dict[int, Decision] = {}
     recorded: list[tuple[str, ...]] = []
-    for p, decision in failing:
+    for p, decision in failed:
         payload_fp = repair.payload_fingerprint(p)
         error_fp = repair.error_fingerprint(decision.errors)
         in_run = [h for h in history if (h[0], h[1]) == (p.tenant_id, p.run_id) and h[3] != p.call_id]
