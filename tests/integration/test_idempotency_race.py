@@ -25,9 +25,9 @@ from .conftest import Database
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
-def draft_call(key: str, tenant: str) -> Inbound[StageRecord]:
+def draft_call(key: str, tenant: str, customer_id: str = "cust_acme01") -> Inbound[StageRecord]:
     arguments = {
-        "customer_id": "cust_acme01",
+        "customer_id": customer_id,
         "currency": "USD",
         "due_date": "2030-12-31",
         "memo": None,

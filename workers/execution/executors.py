@@ -1,7 +1,8 @@
 """Executors behind one interface, chosen by the contract's binding.
 
 postgres  one pre-authorized, parameterized statement per call, run inside the transaction
-          that also records COMPLETED and the outbox row, each call in its own savepoint.
+          that also records COMPLETED and the outbox row; a statement refused makes the
+          transaction run again with each call in its own savepoint.
 http      JSON over HTTP (http.py): the idempotency key in a header, auth resolved from a
           secret reference at call time, an egress allowlist, and the provider's status query
           when the outcome is unknown.
@@ -37,6 +38,7 @@ __all__ = [
     "Effect",
     "Failed",
     "Job",
+    "Refused",
     "Unknown",
     "failed",
     "run_after_effects",
@@ -88,59 +90,85 @@ def map_sqlstate(contract: Contract, exc: psycopg.Error) -> TaxonomyClass:
     return TaxonomyClass.UNKNOWN_ERROR
 
 
-async def run_postgres_batch(conn: AsyncConnection[Any], jobs: list[Job]) -> list[Effect]:
+class Refused(Exception):
+    """An effect's statement was refused outside a savepoint (`run_postgres_batch`, not careful):
+    the caller's whole transaction is lost, and runs again with savepoints."""
+
+
+async def run_postgres_batch(conn: AsyncConnection[Any], jobs: list[Job], careful: bool = True) -> list[Effect]:
     """Every call's statement inside the caller's transaction, in the calls' order.
 
-    Fast path: all statements in one pipeline (one network round trip for the batch), under
-    one savepoint; consecutive calls of one statement go as one `executemany`, which prepares
-    the query once and reads each call's rows as a result set of its own (half the client's
-    CPU of one `execute` per call: ~90 against ~190 µs a statement, measured). If any statement
-    fails, that savepoint is rolled back and the calls run one by one, each in a savepoint of
-    its own, so one refused call never spoils the others. A single call goes that way at once:
-    for one statement the pipeline and `executemany` cost more client CPU than they save (~470
-    against ~370 µs with the savepoint, measured).
+    Not `careful`: the statements run as they are, without a savepoint (two round trips fewer
+    than one around them), and a refused statement raises `Refused`: the caller's transaction
+    can only be rolled back, and the caller runs it again carefully. A statement is rarely
+    refused (validation checked its arguments and the facts they name), so a round nearly
+    always commits at the first try.
+
+    `careful`: all statements under one savepoint; if any fails, that savepoint is rolled back
+    and the calls run one by one, each in a savepoint of its own, so one refused call never
+    spoils the others. A single call goes that way at once: for one statement the pipeline and
+    `executemany` cost more client CPU than they save (~470 against ~370 µs with the savepoint,
+    measured).
     """
     if not jobs:
         return []
+    if not careful:
+        try:
+            return await _all_at_once(conn, jobs)
+        except psycopg.OperationalError:
+            raise  # the connection itself: transient, the whole transaction retries
+        except psycopg.Error as exc:
+            raise Refused(f"{exc.sqlstate}: {type(exc).__name__}") from exc
     if len(jobs) == 1:
         return [await run_postgres(conn, jobs[0])]
+    try:
+        async with conn.transaction():
+            return await _all_at_once(conn, jobs)
+    except psycopg.OperationalError:
+        raise
+    except psycopg.Error:
+        return [await run_postgres(conn, job) for job in jobs]
+
+
+async def _all_at_once(conn: AsyncConnection[Any], jobs: list[Job]) -> list[Effect]:
+    """The statements in one round trip: one alone, or all in one pipeline, where consecutive
+    calls of one statement go as one `executemany`, which prepares the query once and reads each
+    call's rows as a result set of its own (half the client's CPU of one `execute` per call: ~90
+    against ~190 µs a statement, measured)."""
+    if len(jobs) == 1:
+        job = jobs[0]
+        cur = await conn.execute(job.contract.executor["statement"], statement_params(job))
+        rows = await cur.fetchall() if cur.description else []
+        return [_effect(job, [c.name for c in cur.description or []], rows, cur.rowcount)]
     runs: list[list[Job]] = []  # consecutive jobs of one statement
     for job in jobs:
         if runs and runs[-1][0].contract.executor["statement"] == job.contract.executor["statement"]:
             runs[-1].append(job)
         else:
             runs.append([job])
-    try:
-        async with conn.transaction():
-            cursors = []
-            async with conn.pipeline():
-                for run in runs:
-                    cur = conn.cursor()
-                    await cur.executemany(
-                        run[0].contract.executor["statement"], [statement_params(job) for job in run], returning=True
-                    )
-                    cursors.append(cur)
-            effects: list[Effect] = []
-            for run, cur in zip(runs, cursors, strict=True):
-                for n, job in enumerate(run):
-                    if n and not cur.nextset():
-                        raise psycopg.InterfaceError(f"{len(run)} statements gave {n} results")
-                    rows = await cur.fetchall() if cur.description else []
-                    effects.append(_effect(job, [c.name for c in cur.description or []], rows, cur.rowcount))
-            return effects
-    except psycopg.OperationalError:
-        raise  # the connection itself: transient, the whole transaction retries
-    except psycopg.Error:
-        return [await run_postgres(conn, job) for job in jobs]
+    cursors = []
+    async with conn.pipeline():
+        for run in runs:
+            cur = conn.cursor()
+            await cur.executemany(
+                run[0].contract.executor["statement"], [statement_params(job) for job in run], returning=True
+            )
+            cursors.append(cur)
+    effects: list[Effect] = []
+    for run, cur in zip(runs, cursors, strict=True):
+        for n, job in enumerate(run):
+            if n and not cur.nextset():
+                raise psycopg.InterfaceError(f"{len(run)} statements gave {n} results")
+            rows = await cur.fetchall() if cur.description else []
+            effects.append(_effect(job, [c.name for c in cur.description or []], rows, cur.rowcount))
+    return effects
 
 
 async def run_postgres(conn: AsyncConnection[Any], job: Job) -> Effect:
     """One call's statement inside the caller's transaction, in a savepoint of its own."""
     try:
         async with conn.transaction():
-            cur = await conn.execute(job.contract.executor["statement"], statement_params(job))
-            rows = await cur.fetchall() if cur.description else []
-            return _effect(job, [c.name for c in cur.description or []], rows, cur.rowcount)
+            return (await _all_at_once(conn, [job]))[0]
     except psycopg.OperationalError:
         raise
     except psycopg.Error as exc:

@@ -12,10 +12,10 @@ A round, for all its calls at once (each call's choices are decision.py's):
      outcome is checked with the provider's status query at once.
   B. record (recording.py): one transaction re-reads approved targets under FOR UPDATE
      (STALE_STATE if they moved since approval) and consumes their tickets, runs the Postgres
-     effects (each in a savepoint), writes COMPLETED / FAILED / still-PENDING, every call's
-     result as an outbox row, and the audit entries. A co-located effect therefore commits with
-     its COMPLETED record and outbox row or not at all. B is retried on transient failures
-     without re-running E.
+     effects (all at once; if one is refused, the transaction runs again with a savepoint for
+     each), writes COMPLETED / FAILED / still-PENDING, every call's result as an outbox row,
+     and the audit entries. A co-located effect therefore commits with its COMPLETED record and
+     outbox row or not at all. B is retried on transient failures without re-running E.
 A round whose effects all run in Postgres does A and B in one transaction: nothing happens
 between them that a rollback could not undo, so the reservation's own commit is saved.
 """
@@ -28,6 +28,7 @@ import logging
 import os
 import socket
 import uuid
+from functools import partial
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -44,10 +45,10 @@ from toolgate.workers.execution import clearance, decision, recording, reservati
 from toolgate.workers.execution.answers import STAGE
 from toolgate.workers.execution.attempt import Attempt
 from toolgate.workers.execution.effects import Done, Job, Unknown
-from toolgate.workers.execution.executors import run_python
+from toolgate.workers.execution.executors import Refused, run_python
 from toolgate.workers.execution.http import HttpExecutor
 from toolgate.workers.execution.retry import deadline_for, policy_for, with_retries
-from toolgate.workers.runtime import outbox
+from toolgate.workers.runtime import batch, outbox
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
@@ -70,7 +71,7 @@ class ExecutionHandler(Handler[StageRecord]):
         self.registry = registry
         self.settings = settings
         self.topics = Topics(settings.topic_prefix)
-        self.pool = make_pool(settings.database_url, STAGE, max_size=4)
+        self.pool = make_pool(settings.database_url, STAGE, max_size=4, autocommit=True)
         self.http = HttpExecutor(settings, SecretProvider(settings.secrets_path))
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease_s = settings.lease_seconds
@@ -88,7 +89,13 @@ class ExecutionHandler(Handler[StageRecord]):
         now = now_ms()
         attempts = [self._prepare(call, now) for call in calls]
         if all(a.in_postgres for a in attempts if a.result is None):
-            held = await self._reserve_and_record(attempts, now)
+            try:
+                held = await self._reserve_and_record(attempts, now, careful=False)
+            except Refused:
+                # Nothing of the round was committed: it runs again from the start, each effect
+                # in a savepoint of its own, so the refused one spoils none of the others.
+                attempts = [self._prepare(call, now) for call in calls]
+                held = await self._reserve_and_record(attempts, now, careful=True)
         else:
             await self._reserve(attempts, now)
             external = [a for a in attempts if a.runs and not a.in_postgres and a.effect is None]
@@ -177,15 +184,18 @@ class ExecutionHandler(Handler[StageRecord]):
         await reservation.bind_remote(conn, attempts)
         return keyed
 
-    async def _reserve_and_record(self, attempts: list[Attempt], now: int) -> outbox.Held:
+    async def _reserve_and_record(self, attempts: list[Attempt], now: int, careful: bool) -> outbox.Held:
         """A round whose effects all run in Postgres: phases A and B in one transaction, one
         commit fewer. Nothing runs outside it, so a failure rolls back the keys' reservation
-        with the rest, and the round is retried whole (rounds.py), as a crash would."""
-        async with self.pool.connection() as conn, conn.transaction():
+        with the rest, and the round is retried whole (rounds.py), as a crash would; not
+        `careful`, a refused effect raises `Refused` once all is rolled back."""
+        async with self.pool.connection() as conn, batch.transaction(conn):
+            await recording.begin(conn)
             keyed = await self._reserve_in(conn, attempts, now)
             for a in keyed:
                 self._settle_without_effect(a, now)
-            recorded = await recording.record_once(conn, attempts, self.topics, self.lease_s, now_ms())
+            recorded = await recording.record_once(conn, attempts, self.topics, self.lease_s, now_ms(), careful)
+            await recording.commit(conn, recorded)
         return self._concluded(attempts, recorded)
 
     def _settle_without_effect(self, a: Attempt, now: int) -> None:
@@ -224,11 +234,21 @@ class ExecutionHandler(Handler[StageRecord]):
     # --- B: record -------------------------------------------------------------------------
 
     async def _record(self, attempts: list[Attempt]) -> outbox.Held:
-        async def once() -> recording.Recorded:
-            async with self.pool.connection() as conn, conn.transaction():
-                return await recording.record_once(conn, attempts, self.topics, self.lease_s, now_ms())
+        """Phase B, retried on transient failures without running E again; a refused Postgres
+        effect makes it run again with a savepoint for each."""
 
-        return self._concluded(attempts, await self.record_retry.run(once))
+        async def once(careful: bool) -> recording.Recorded:
+            async with self.pool.connection() as conn, batch.transaction(conn):
+                await recording.begin(conn)
+                recorded = await recording.record_once(conn, attempts, self.topics, self.lease_s, now_ms(), careful)
+                await recording.commit(conn, recorded)
+                return recorded
+
+        try:
+            recorded = await self.record_retry.run(partial(once, False))
+        except Refused:
+            recorded = await self.record_retry.run(partial(once, True))
+        return self._concluded(attempts, recorded)
 
     @staticmethod
     def _concluded(attempts: list[Attempt], recorded: recording.Recorded) -> outbox.Held:

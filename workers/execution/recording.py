@@ -1,7 +1,8 @@
 """Phase B of an execution round: one transaction records how every call ended.
 
 It re-reads approved targets under FOR UPDATE (STALE_STATE if they moved since approval) and
-consumes their tickets, runs the Postgres effects (each in a savepoint) and the after_effects
+consumes their tickets, runs the Postgres effects (all at once; with a savepoint each only when
+one was refused, in a second try of the transaction) and the after_effects
 of the external ones, and writes, for every call: its key's status (COMPLETED / FAILED /
 still PENDING), its result as an outbox row, the earlier call a compensation undid (or the
 dead letter of one that failed), and the audit entries. A co-located effect therefore commits
@@ -31,17 +32,30 @@ from toolgate.workers.execution.attempt import Attempt
 from toolgate.workers.execution.effects import Done, Effect
 from toolgate.workers.execution.executors import failed, run_after_effects, run_postgres_batch
 from toolgate.workers.execution.reservation import consumed_elsewhere, unconsumed
-from toolgate.workers.runtime import audit, deadletters, outbox
+from toolgate.workers.runtime import audit, batch, deadletters, outbox
 
 Ended = tuple[ExecutionResult | None, KeyStatus | None]  # a call's result and its key's status
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """How each call ended, and the results' outbox rows for execution to publish itself."""
+    """How each call ended, the results' outbox rows for execution to publish itself, and the
+    audit chain's append, which `commit` runs with COMMIT."""
 
     ended: list[Ended]
     held: outbox.Held
+    audit: batch.Statement | None = None
+
+
+async def begin(conn: AsyncConnection[Any]) -> None:
+    """Open the round's transaction on a connection in autocommit mode (`batch.transaction`
+    rolls back what a failure leaves open): its end is `commit`'s."""
+    await conn.execute("BEGIN")
+
+
+async def commit(conn: AsyncConnection[Any], recorded: Recorded) -> None:
+    """Append the round's audit entries and commit, in one round trip."""
+    await batch.run(conn, [recorded.audit, batch.COMMIT] if recorded.audit is not None else [batch.COMMIT])
 
 
 @dataclass
@@ -55,11 +69,15 @@ class Writes:
     compensated: list[tuple[str | None, str, str]] = field(default_factory=list)
     compensation_failed: list[tuple[str, str]] = field(default_factory=list)
 
-    async def write(self, conn: AsyncConnection[Any], topics: Topics, lease_s: float) -> outbox.Held:
-        # Pipelined: these writes need no answer but the held rows' ids, so they go out with the
-        # audit chain's first read, one round trip for all (the server runs them in order, in
-        # this transaction).
-        held = None
+    async def write(
+        self, conn: AsyncConnection[Any], topics: Topics, lease_s: float
+    ) -> tuple[outbox.Held, batch.Statement | None]:
+        """The writes, and the audit chain's append for `commit` to run with COMMIT.
+
+        Pipelined: these writes need no answer but the held rows' ids and the audit chain's tail,
+        so they go out with the chain's lock and the read of its tail, one round trip for all
+        (the server runs them in order, in this transaction)."""
+        held = tail = None
         async with conn.pipeline():
             await keys.settle(conn, self.settle, lease_s)
             if self.compensated:
@@ -69,17 +87,20 @@ class Writes:
             await outbox.enqueue(conn, self.rows, topics)
             if self.results:
                 held = await outbox.enqueue_held(conn, self.results, topics)
-            await audit.append(conn, self.entries)
+            if self.entries:
+                tail = await audit.tail(conn)
         ids = [int(row[0]) for row in await held.fetchall()] if held is not None else []
-        return outbox.Held(ids, self.results)
+        rows = await audit.rows_statement(tail, self.entries) if tail is not None else None
+        return outbox.Held(ids, self.results), rows
 
 
 async def record_once(
-    conn: AsyncConnection[Any], attempts: list[Attempt], topics: Topics, lease_s: float, now: int
+    conn: AsyncConnection[Any], attempts: list[Attempt], topics: Topics, lease_s: float, now: int, careful: bool
 ) -> Recorded:
     """Everything of phase B inside one transaction; returns each call's result and key
-    status, which take effect only once the transaction committed, and the rows to publish then."""
-    local = await local_effects(conn, [a for a in attempts if a.runs and a.in_postgres])
+    status, which take effect only once the transaction committed, and the rows to publish then.
+    Not `careful`, a Postgres effect refused raises `Refused` (executors.run_postgres_batch)."""
+    local = await local_effects(conn, [a for a in attempts if a.runs and a.in_postgres], careful)
     after_failed = await after_effects(conn, attempts)
     writes = Writes()
     by_attempt: dict[int, ExecutionResult] = {}
@@ -99,8 +120,8 @@ async def record_once(
         if res is not None:
             by_attempt[id(a)] = res
             _publish(a, res, status, writes)
-    held = await writes.write(conn, topics, lease_s)
-    return Recorded(concluded, held)
+    held, appended = await writes.write(conn, topics, lease_s)
+    return Recorded(concluded, held, appended)
 
 
 def _conclude(
@@ -171,7 +192,7 @@ def _publish(a: Attempt, res: ExecutionResult, status: KeyStatus | None, writes:
     )
 
 
-async def local_effects(conn: AsyncConnection[Any], local: list[Attempt]) -> dict[int, Effect]:
+async def local_effects(conn: AsyncConnection[Any], local: list[Attempt], careful: bool) -> dict[int, Effect]:
     """Run the Postgres effects in the recording transaction; an approved one only while its
     target, locked now, is still in the state the approver saw, consuming its ticket here."""
     bound = [a for a in local if a.ticket is not None and a.ticket.state_version is not None]
@@ -184,7 +205,7 @@ async def local_effects(conn: AsyncConnection[Any], local: list[Attempt]) -> dic
     for a in await unconsumed(conn, [a for a in local if id(a) not in effects]):
         effects[id(a)] = consumed_elsewhere(a)
     run = [a for a in local if id(a) not in effects]
-    effects.update(zip(map(id, run), await run_postgres_batch(conn, [a.job for a in run]), strict=True))
+    effects.update(zip(map(id, run), await run_postgres_batch(conn, [a.job for a in run], careful), strict=True))
     return effects
 
 

@@ -33,9 +33,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 
 from toolgate.schemas.wire import canonical_json
+from toolgate.workers.runtime import batch
 from toolgate.workers.runtime.db import make_pool, rows_json
 
 if TYPE_CHECKING:
@@ -130,14 +131,28 @@ ROWS_AND_CHECKPOINT = (
 
 async def append(conn: AsyncConnection[Any], entries: list[Entry]) -> None:
     """Append entries, and the signed checkpoint after them, inside the caller's transaction."""
-    if not entries:
-        return
-    # The lock, then the read of the tail. Not a pipeline of their own: for two statements
-    # psycopg's pipeline costs more client CPU than the round trip it saves (~350 against ~240 µs
-    # here, measured). Inside a caller's pipeline (execution's writes) they still go with it.
+    if entries:
+        query, params = await rows_statement(await tail(conn), entries)
+        await conn.execute(query, params)
+
+
+async def tail(conn: AsyncConnection[Any]) -> AsyncCursor[Any]:
+    """Take the chain's lock and read its tail, inside the caller's transaction: the cursor
+    `rows_statement` reads. In a caller's pipeline (execution's writes), both go with it, and
+    their answer comes with its sync.
+
+    The lock, then the read of the tail. Not a pipeline of their own: for two statements
+    psycopg's pipeline costs more client CPU than the round trip it saves (~350 against ~240 µs
+    here, measured)."""
     await conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_ID,))
-    cur = await conn.execute(TAIL)
-    row = await cur.fetchone()
+    return await conn.execute(TAIL)
+
+
+async def rows_statement(tail: AsyncCursor[Any], entries: list[Entry]) -> batch.Statement:
+    """The statement that appends `entries` after the tail `tail` read, and the signed checkpoint
+    after them: for the caller to run before it commits, on its own or with COMMIT in one batch
+    (`batch.run`)."""
+    row = await tail.fetchone()
     assert row is not None
     at, prev, count = str(row[0]), str(row[1] or GENESIS), int(row[2])
     rows = []
@@ -161,10 +176,9 @@ async def append(conn: AsyncConnection[Any], entries: list[Entry]) -> None:
         prev = digest
     key = _signing_key()
     if key is None:
-        await conn.execute(ROWS, (rows_json(rows),))
-    else:
-        signature = key.sign(checkpoint_bytes(count, prev))
-        await conn.execute(ROWS_AND_CHECKPOINT, (rows_json(rows), count, prev, signature))
+        return ROWS, (rows_json(rows),)
+    signature = key.sign(checkpoint_bytes(count, prev))
+    return ROWS_AND_CHECKPOINT, (rows_json(rows), count, prev, signature)
 
 
 class AuditSink:
