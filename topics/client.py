@@ -538,6 +538,9 @@ class ToolgateClient:
         del self._producer
 
 
+PRUNE_FIRST = 1024  # waiting calls at which the client first looks for calls past their window
+
+
 class Unanswered:
     """The calls a client proposed that have no final answer yet, each with when it is due to
     be re-published: RESEND_FIRST_S after it was sent, then twice as long each time up to
@@ -548,6 +551,7 @@ class Unanswered:
     def __init__(self) -> None:
         self._calls: dict[str, tuple[Proposed, float, float]] = {}  # call_id -> (proposed, due at, interval)
         self._lock = threading.Lock()  # observation feeds tell it what they hear on their threads
+        self._prune_at = PRUNE_FIRST
 
     def add(self, proposed: Proposed, now: float) -> None:
         if proposed.record is None:
@@ -557,10 +561,13 @@ class Unanswered:
 
     def _add(self, proposed: Proposed, now: float) -> None:
         self._calls[proposed.call_id] = (proposed, now + RESEND_FIRST_S, RESEND_FIRST_S)
-        if len(self._calls) % 1024 == 0:  # calls nobody waits for do not pile up
+        if len(self._calls) >= self._prune_at:  # calls nobody waits for do not pile up
             wall_ms = time.time() * 1000
             for call_id in [c for c, (p, _, _) in self._calls.items() if wall_ms >= p.resend_until_ms()]:
                 del self._calls[call_id]
+            # The next look once as many calls again are waiting: a look costs each add O(1), not
+            # a pass over every waiting call per 1,024 adds (at 100,000 calls in flight, 5 million).
+            self._prune_at = max(PRUNE_FIRST, 2 * len(self._calls))
 
     def __contains__(self, call_id: object) -> bool:
         return call_id in self._calls

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from toolgate.schemas.models import Observation
-from toolgate.topics.client import RESEND_FIRST_S, RESEND_MAX_S, Observed, Proposed, Record, Unanswered
+from toolgate.topics.client import PRUNE_FIRST, RESEND_FIRST_S, RESEND_MAX_S, Observed, Proposed, Record, Unanswered
 
 from .factories import sample_models
 
@@ -78,3 +78,17 @@ def test_a_call_not_proposed_by_this_client_is_not_tracked() -> None:
     proposed = _proposed("raw")
     calls.add(Proposed(proposed.call_id, "run", "tp", proposed.created_at_ms), now=0.0)
     assert "raw" not in calls
+
+
+def test_calls_past_their_window_are_forgotten_and_the_look_for_them_stays_rare() -> None:
+    calls = Unanswered()
+    past = int(time.time() * 1000) - 3_600_000  # created an hour ago: past its signature's window
+    for n in range(PRUNE_FIRST - 1):
+        calls.add(_proposed(f"old{n}", created_at_ms=past), now=0.0)
+    assert f"old{PRUNE_FIRST - 2}" in calls
+    calls.add(_proposed("new0"), now=0.0)  # the 1,024th: the look, which forgets all but this one
+    assert "old0" not in calls and "new0" in calls
+    for n in range(1, 3 * PRUNE_FIRST):  # live calls: nothing to forget, and no look per 1,024 adds
+        calls.add(_proposed(f"new{n}"), now=0.0)
+    assert all(f"new{n}" in calls for n in range(3 * PRUNE_FIRST))
+    assert calls._prune_at == 4 * PRUNE_FIRST
