@@ -90,7 +90,7 @@ class Writes:
             if self.entries:
                 tail = await audit.tail(conn)
         ids = [int(row[0]) for row in await held.fetchall()] if held is not None else []
-        rows = await audit.rows_statement(tail, self.entries) if tail is not None else None
+        rows = audit.rows_statement(await tail.fetchone(), self.entries) if tail is not None else None
         return outbox.Held(ids, self.results), rows
 
 

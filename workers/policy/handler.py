@@ -144,11 +144,9 @@ class PolicyHandler(Handler[StageRecord]):
                     usage.record(record, events[id(call)], decision.spends, now)
                     spent += [_event(events[id(call)], dim, record) for dim in (*decision.spends, "call")]
             writes = [(_client_side(RECORD), (rows_json(spent),))] if spent else []
-            if refused:  # the audit chain reads its tail before it writes: its own round trips
-                if writes:
-                    await batch.run(conn, writes)
-                await audit.append(conn, refused)
-                writes = []
+            if refused:  # the audit chain's lock and tail first: the rows follow from the tail
+                (*_, head) = await batch.run(conn, [*writes, *audit.HEAD])
+                writes = [audit.rows_statement(head.rows[0], refused)]
             await batch.run(conn, [*writes, batch.COMMIT])
 
     def _allow(self, call: Inbound[StageRecord], decision: Allow, now: int, out: Emit) -> None:
