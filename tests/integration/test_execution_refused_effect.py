@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from toolgate.contracts.registry import load_registry
+from toolgate.workers.execution.effects import Done
 from toolgate.workers.execution.executors import Refused, run_postgres_batch
 from toolgate.workers.execution.handler import ExecutionHandler
 from toolgate.workers.runtime.emit import Emit
@@ -61,6 +62,6 @@ def test_without_savepoints_a_refused_statement_spoils_the_transaction(database:
             assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
             async with conn.transaction():
                 effects = await run_postgres_batch(conn, jobs[:1], careful=False)
-            assert effects[0].__class__.__name__ == "Done"
+            assert isinstance(effects[0], Done)
 
     asyncio.run(batch())
