@@ -2,10 +2,10 @@
 
 Runs exactly the SQL of the execution stage's rounds for invoice.create_draft, in a scratch
 database on the same server (created, migrated and dropped here, so the running pipeline
-never sees its rows), with no Kafka, no decoding and no stage logic: transaction A reserves
-a round's keys (one multi-row INSERT and one SELECT ... FOR UPDATE), transaction B runs the
-effects in one pipeline, settles the keys and writes the outbox rows. Several connections
-run rounds side by side, as several execution workers would.
+never sees its rows), with no Kafka, no decoding and no stage logic: one transaction reads a
+round's keys under FOR UPDATE (none exists), runs the effects in one pipeline, inserts the keys
+with their end and writes the outbox rows, as a round whose effects all run in Postgres does.
+Several connections run rounds side by side, as several execution workers would.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from toolgate.contracts.registry import load_registry
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.states import KeyStatus
 from toolgate.topics.catalog import Topics
-from toolgate.workers.execution.keys import LOCK, RESERVE, SETTLE, reserve_params
+from toolgate.workers.execution.keys import INSERT_SETTLED, LOCK, SETTLED_COLUMNS
 from toolgate.workers.runtime.outbox import INSERT as OUTBOX_INSERT
 from toolgate.workers.runtime.outbox import OutboxRow, columns
 
@@ -50,24 +50,15 @@ def _round(conn: psycopg.Connection[Any], statement: str, arguments: dict[str, A
         for k in keys
     ]
     with conn.transaction():
-        conn.execute(RESERVE, reserve_params(reserve, "pgceiling", 30)).fetchall()
         conn.execute(LOCK, ([TENANT] * batch, keys)).fetchall()
-    with conn.transaction():
         with conn.pipeline():
             cursors = [conn.execute(statement, {**arguments, "ctx.idempotency_key": k, "ctx.call_id": k}) for k in keys]
         for cur in cursors:
             cur.fetchall()
-        settle = [
-            {
-                "tenant_id": TENANT,
-                "idempotency_key": k,
-                "status": KeyStatus.COMPLETED,
-                "response": {"data": {"ok": 1}},
-                "error_code": None,
-            }
-            for k in keys
-        ]
-        conn.execute(SETTLE, {"rows": json.dumps(settle), "lease": 30})
+        ended = {"status": KeyStatus.COMPLETED, "response": json.dumps({"data": {"ok": 1}}), "error_code": None}
+        settled = [{**row, **ended} for row in reserve]
+        params = {column: [row[column] for row in settled] for column in SETTLED_COLUMNS}
+        conn.execute(INSERT_SETTLED, {**params, "owner": "pgceiling", "lease": 30}).fetchall()
         outbox = [OutboxRow("results", 0, "item", None, PAYLOAD) for _ in keys]
         conn.execute(OUTBOX_INSERT, columns(outbox, Topics("")))
 

@@ -32,6 +32,7 @@ class Attempt:
     original: compensation.Original | None = None  # the call this one compensates
     ticket: clearance.Ticket | None = None  # the approval it runs under
     late: bool = False  # a mutation past its deadline: it runs nothing, but may replay
+    unwritten: bool = False  # its key is new and is inserted with its end (keys.insert_settled)
 
     @property
     def record(self) -> StageRecord:

@@ -41,7 +41,7 @@ from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
-from toolgate.workers.execution import clearance, decision, recording, reservation
+from toolgate.workers.execution import clearance, decision, keys, recording, reservation
 from toolgate.workers.execution.answers import STAGE
 from toolgate.workers.execution.attempt import Attempt
 from toolgate.workers.execution.effects import Done, Job, Unknown
@@ -73,8 +73,8 @@ class ExecutionHandler(Handler[StageRecord]):
         self.topics = Topics(settings.topic_prefix)
         self.pool = make_pool(settings.database_url, STAGE, max_size=4, autocommit=True)
         self.http = HttpExecutor(settings, SecretProvider(settings.secrets_path))
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.lease_s = settings.lease_seconds
+        owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease = reservation.Lease(owner, settings.lease_seconds)
         self.record_retry = TransientRetry(RECORD, log, "recording failed; retrying", {"stage": STAGE})
         self._published: list[int] = []  # outbox rows of results acknowledged, not yet marked sent
         self._marker: asyncio.Task[None] | None = None
@@ -91,9 +91,10 @@ class ExecutionHandler(Handler[StageRecord]):
         if all(a.in_postgres for a in attempts if a.result is None):
             try:
                 held = await self._reserve_and_record(attempts, now, careful=False)
-            except Refused:
+            except (Refused, keys.KeyTaken):
                 # Nothing of the round was committed: it runs again from the start, each effect
-                # in a savepoint of its own, so the refused one spoils none of the others.
+                # in a savepoint of its own, so the refused one spoils none of the others (and a
+                # key taken meanwhile is found).
                 attempts = [self._prepare(call, now) for call in calls]
                 held = await self._reserve_and_record(attempts, now, careful=True)
         else:
@@ -170,17 +171,19 @@ class ExecutionHandler(Handler[StageRecord]):
         if not _held(attempts) and not _keyed(attempts):
             return
         async with self.pool.connection() as conn, conn.transaction():
-            keyed = await self._reserve_in(conn, attempts, now)
+            keyed = await self._reserve_in(conn, attempts, now, deferred=False)
         for a in keyed:
             self._settle_without_effect(a, now)
 
-    async def _reserve_in(self, conn: AsyncConnection[Any], attempts: list[Attempt], now: int) -> list[Attempt]:
-        """Phase A's work in `conn`'s transaction; returns the calls that reserved a key."""
-        lease = reservation.Lease(self.owner, self.lease_s)
+    async def _reserve_in(
+        self, conn: AsyncConnection[Any], attempts: list[Attempt], now: int, *, deferred: bool
+    ) -> list[Attempt]:
+        """Phase A's work in `conn`'s transaction; returns the calls that reserved a key
+        (`deferred`: new keys are inserted with their end, in this transaction)."""
         await reservation.settle_late(conn, [a for a in attempts if a.late], now)
         await reservation.clear(conn, _held(attempts), now)
         keyed = _keyed(attempts)
-        await reservation.reserve(conn, keyed, now, lease, self.registry)
+        await reservation.reserve(conn, keyed, now, self.lease, self.registry, deferred=deferred)
         await reservation.bind_remote(conn, attempts)
         return keyed
 
@@ -191,10 +194,10 @@ class ExecutionHandler(Handler[StageRecord]):
         `careful`, a refused effect raises `Refused` once all is rolled back."""
         async with self.pool.connection() as conn, batch.transaction(conn):
             await recording.begin(conn)
-            keyed = await self._reserve_in(conn, attempts, now)
+            keyed = await self._reserve_in(conn, attempts, now, deferred=True)
             for a in keyed:
                 self._settle_without_effect(a, now)
-            recorded = await recording.record_once(conn, attempts, self.topics, self.lease_s, now_ms(), careful)
+            recorded = await recording.record_once(conn, attempts, self.topics, self.lease, now_ms(), careful)
             await recording.commit(conn, recorded)
         return self._concluded(attempts, recorded)
 
@@ -240,7 +243,7 @@ class ExecutionHandler(Handler[StageRecord]):
         async def once(careful: bool) -> recording.Recorded:
             async with self.pool.connection() as conn, batch.transaction(conn):
                 await recording.begin(conn)
-                recorded = await recording.record_once(conn, attempts, self.topics, self.lease_s, now_ms(), careful)
+                recorded = await recording.record_once(conn, attempts, self.topics, self.lease, now_ms(), careful)
                 await recording.commit(conn, recorded)
                 return recorded
 

@@ -2,11 +2,12 @@
 
 It re-reads approved targets under FOR UPDATE (STALE_STATE if they moved since approval) and
 consumes their tickets, runs the Postgres effects (all at once; with a savepoint each only when
-one was refused, in a second try of the transaction) and the after_effects
-of the external ones, and writes, for every call: its key's status (COMPLETED / FAILED /
-still PENDING), its result as an outbox row, the earlier call a compensation undid (or the
-dead letter of one that failed), and the audit entries. A co-located effect therefore commits
-with its COMPLETED record and outbox row or not at all. The decisions are decision.py's.
+one was refused, in a second try of the transaction) and the after_effects of the external
+ones, and writes, for every call: its key's status (COMPLETED / FAILED / still PENDING; a new
+key of a round that reserved in this same transaction is inserted with it), its result as an
+outbox row, the earlier call a compensation undid (or the dead letter of one that failed), and
+the audit entries. A co-located effect therefore commits with its COMPLETED record and outbox
+row or not at all. The decisions are decision.py's.
 
 The results' rows are inserted held (workers/runtime/outbox.py): execution publishes them itself
 once the transaction committed, a hop shorter than waking the relay; the relay takes them only
@@ -31,7 +32,7 @@ from toolgate.workers.execution.answers import STAGE
 from toolgate.workers.execution.attempt import Attempt
 from toolgate.workers.execution.effects import Done, Effect
 from toolgate.workers.execution.executors import failed, run_after_effects, run_postgres_batch
-from toolgate.workers.execution.reservation import consumed_elsewhere, unconsumed
+from toolgate.workers.execution.reservation import Lease, consumed_elsewhere, unconsumed
 from toolgate.workers.runtime import audit, batch, deadletters, outbox
 
 Ended = tuple[ExecutionResult | None, KeyStatus | None]  # a call's result and its key's status
@@ -63,6 +64,7 @@ class Writes:
     """What the recording transaction writes, gathered call by call, written in one go."""
 
     settle: list[dict[str, Any]] = field(default_factory=list)
+    insert: list[dict[str, Any]] = field(default_factory=list)  # new keys, with their end
     rows: list[outbox.OutboxRow] = field(default_factory=list)
     results: list[outbox.OutboxRow] = field(default_factory=list)  # inserted held
     entries: list[audit.Entry] = field(default_factory=list)
@@ -70,16 +72,18 @@ class Writes:
     compensation_failed: list[tuple[str, str]] = field(default_factory=list)
 
     async def write(
-        self, conn: AsyncConnection[Any], topics: Topics, lease_s: float
+        self, conn: AsyncConnection[Any], topics: Topics, lease: Lease
     ) -> tuple[outbox.Held, batch.Statement | None]:
         """The writes, and the audit chain's append for `commit` to run with COMMIT.
 
-        Pipelined: these writes need no answer but the held rows' ids and the audit chain's tail,
-        so they go out with the chain's lock and the read of its tail, one round trip for all
-        (the server runs them in order, in this transaction)."""
+        Pipelined: these writes need no answer but the keys inserted, the held rows' ids and the
+        audit chain's tail, so they go out with the chain's lock and the read of its tail, one
+        round trip for all (the server runs them in order, in this transaction). A new key taken
+        meanwhile raises `keys.KeyTaken`."""
         held = tail = None
         async with conn.pipeline():
-            await keys.settle(conn, self.settle, lease_s)
+            inserted = await keys.insert_settled(conn, self.insert, lease.owner, lease.seconds)
+            await keys.settle(conn, self.settle, lease.seconds)
             if self.compensated:
                 await conn.cursor().executemany(compensation.MARK_COMPENSATED, self.compensated)
             if self.compensation_failed:
@@ -89,13 +93,14 @@ class Writes:
                 held = await outbox.enqueue_held(conn, self.results, topics)
             if self.entries:
                 tail = await audit.tail(conn)
+        await keys.taken(inserted, self.insert)
         ids = [int(row[0]) for row in await held.fetchall()] if held is not None else []
         rows = audit.rows_statement(await tail.fetchone(), self.entries) if tail is not None else None
         return outbox.Held(ids, self.results), rows
 
 
 async def record_once(
-    conn: AsyncConnection[Any], attempts: list[Attempt], topics: Topics, lease_s: float, now: int, careful: bool
+    conn: AsyncConnection[Any], attempts: list[Attempt], topics: Topics, lease: Lease, now: int, careful: bool
 ) -> Recorded:
     """Everything of phase B inside one transaction; returns each call's result and key
     status, which take effect only once the transaction committed, and the rows to publish then.
@@ -120,7 +125,7 @@ async def record_once(
         if res is not None:
             by_attempt[id(a)] = res
             _publish(a, res, status, writes)
-    held, appended = await writes.write(conn, topics, lease_s)
+    held, appended = await writes.write(conn, topics, lease)
     return Recorded(concluded, held, appended)
 
 
@@ -134,7 +139,9 @@ def _conclude(
         res = decision.after_effect_failed(res, after_error)
     if a.original is not None:
         _compensation(a, a.original, decision.compensation_after(status), writes, now)
-    if a.key is not None:
+    if a.unwritten:
+        writes.insert.append(keys.settled_row(a, res, status))
+    elif a.key is not None:
         writes.settle.append(keys.settlement(a.record.tenant_id, a.key, res, status))
     return res, status
 

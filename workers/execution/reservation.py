@@ -56,19 +56,29 @@ async def clear(conn: AsyncConnection[Any], held: list[Attempt], now: int) -> No
             a.ticket = verdict.ticket
 
 
-async def reserve(conn: AsyncConnection[Any], keyed: list[Attempt], now: int, lease: Lease, registry: Registry) -> None:
-    """Reserve keys, lock the existing ones, plan each; a key that runs again is re-driven."""
+async def reserve(
+    conn: AsyncConnection[Any], keyed: list[Attempt], now: int, lease: Lease, registry: Registry, *, deferred: bool
+) -> None:
+    """Reserve keys, lock the existing ones, plan each; a key that runs again is re-driven.
+    `deferred`: the round records in this same transaction, so a new key is not inserted now
+    but once, with its end (keys.py); the attempt is marked `unwritten`."""
     if not keyed:
         return
     await _check_compensations(conn, keyed, now, registry)
     first = _leaders(keyed)
     if not first:
         return
-    fresh = await keys.reserve(conn, list(first.values()), lease.owner, lease.seconds)
-    # A fresh key's row is this transaction's own insert, locked already and known: only the
-    # keys that existed before are read, under FOR UPDATE (usually none: one statement saved).
-    old = [ident for ident in first if ident not in fresh]
-    existing = await keys.lock(conn, old) if old else {}
+    if deferred:
+        existing = await keys.lock(conn, list(first))
+        fresh = {ident for ident in first if ident not in existing}
+        for ident in fresh:
+            first[ident].unwritten = True
+    else:
+        fresh = await keys.reserve(conn, list(first.values()), lease.owner, lease.seconds)
+        # A fresh key's row is this transaction's own insert, locked already and known: only the
+        # keys that existed before are read, under FOR UPDATE (usually none: one statement saved).
+        old = [ident for ident in first if ident not in fresh]
+        existing = await keys.lock(conn, old) if old else {}
     redrive = []
     for ident, a in first.items():
         row = None if ident in fresh else existing.get(ident)

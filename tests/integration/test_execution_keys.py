@@ -1,0 +1,101 @@
+"""A round whose effects all run in Postgres writes each new idempotency key once, with its end,
+and a key another transaction takes meanwhile is found when the round runs again. Against the
+session's real Postgres, through `ExecutionHandler.handle`."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+
+import psycopg
+
+from toolgate.contracts.registry import load_registry
+from toolgate.hashing import request_hash
+from toolgate.schemas.models import StageRecord
+from toolgate.workers.execution.handler import ExecutionHandler
+from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.handler import Inbound
+
+from .conftest import Database
+from .test_idempotency_race import draft_call
+
+COUNT_UPDATES = """
+CREATE TABLE key_updates (idempotency_key text NOT NULL);
+CREATE FUNCTION key_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO key_updates VALUES (NEW.idempotency_key);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER key_updated AFTER UPDATE ON toolgate.idempotency_keys FOR EACH ROW EXECUTE FUNCTION key_updated();
+"""
+
+
+async def _with_handler(database: Database, work: Callable[[ExecutionHandler], Awaitable[None]]) -> None:
+    handler = ExecutionHandler(load_registry(), database.settings)
+    await handler.start()
+    try:
+        await work(handler)
+    finally:
+        await handler.http.close()
+        await handler.pool.close()
+
+
+def _handle(database: Database, calls: list[Inbound[StageRecord]]) -> Emit:
+    out = Emit("execution")
+
+    async def work(handler: ExecutionHandler) -> None:
+        await handler.handle(calls, out)
+
+    asyncio.run(_with_handler(database, work))
+    return out
+
+
+def test_a_new_key_is_inserted_once_with_its_end_and_replayed_after(database: Database) -> None:
+    database.sql(COUNT_UPDATES)
+    keys = [f"once-{uuid.uuid4().hex}" for _ in range(3)]
+    out = _handle(database, [draft_call(key, "acme") for key in keys])
+    assert set(out.outcomes.values()) == {"SUCCESS"}
+    rows = database.sql(
+        "SELECT status, attempt, lease_owner, lease_until, completed_at IS NOT NULL, expires_at > now(),"
+        " response->'outcome'->>'taxonomy_class', length(request) > 0"
+        " FROM toolgate.idempotency_keys WHERE idempotency_key = ANY(%s)",
+        (keys,),
+    )
+    assert rows == [("COMPLETED", 1, None, None, True, True, "SUCCESS", True)] * 3
+    assert database.sql("SELECT count(*) FROM key_updates") == [(0,)]
+
+    again = [draft_call(key, "acme") for key in keys]  # new calls, the same operations
+    replayed = _handle(database, again)
+    assert [replayed.outcomes[c.call_id] for c in again] == ["SUCCESS"] * 3
+    invoices = database.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = ANY(%s)", (keys,))
+    assert invoices == [(3,)]
+
+
+def test_a_key_taken_meanwhile_is_found_when_the_round_runs_again(database: Database) -> None:
+    """Another worker reserves the key after this round read that it was new: the round's
+    insert waits for it, finds it taken, and the round runs again without its effect."""
+    key = f"taken-{uuid.uuid4().hex}"
+    call = draft_call(key, "acme")
+    out = Emit("execution")
+
+    async def work(handler: ExecutionHandler) -> None:
+        async with await psycopg.AsyncConnection.connect(database.database_url) as other:
+            await other.execute(
+                "INSERT INTO toolgate.idempotency_keys (tenant_id, idempotency_key, request_hash, status, tool_name,"
+                " tool_version, executor, call_id, home_partition, request, lease_owner, lease_until, expires_at)"
+                " VALUES ('acme', %s, %s, 'PENDING', 'invoice.create_draft', '1.0.0', 'postgres', 'call_other', 0,"
+                " '\\x00', 'another-worker', now() + interval '1 hour', now() + interval '1 day')",
+                (key, request_hash(call.model)),
+            )
+            round_ = asyncio.create_task(handler.handle([call], out))
+            await asyncio.sleep(1.0)
+            assert not round_.done()  # its insert waits on the other worker's
+            await other.commit()
+            await round_
+
+    asyncio.run(_with_handler(database, work))
+    assert out.outcomes[call.call_id] == "IDEMPOTENCY_CONFLICT"
+    assert database.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(0,)]
+    row = database.sql("SELECT status, lease_owner FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,))
+    assert row == [("PENDING", "another-worker")]
