@@ -23,7 +23,7 @@ from toolgate.contracts.registry import load_registry
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.states import KeyStatus
 from toolgate.topics.catalog import Topics
-from toolgate.workers.execution.keys import INSERT_SETTLED, LOCK, SETTLED_COLUMNS
+from toolgate.workers.execution.keys import INSERT_SETTLED, LOCK, settled_params
 from toolgate.workers.runtime.outbox import INSERT as OUTBOX_INSERT
 from toolgate.workers.runtime.outbox import OutboxRow, columns
 
@@ -57,8 +57,7 @@ def _round(conn: psycopg.Connection[Any], statement: str, arguments: dict[str, A
             cur.fetchall()
         ended = {"status": KeyStatus.COMPLETED, "response": json.dumps({"data": {"ok": 1}}), "error_code": None}
         settled = [{**row, **ended} for row in reserve]
-        params = {column: [row[column] for row in settled] for column in SETTLED_COLUMNS}
-        conn.execute(INSERT_SETTLED, {**params, "owner": "pgceiling", "lease": 30}).fetchall()
+        conn.execute(INSERT_SETTLED, settled_params(settled, "pgceiling", 30)).fetchall()
         outbox = [OutboxRow("results", 0, "item", None, PAYLOAD) for _ in keys]
         conn.execute(OUTBOX_INSERT, columns(outbox, Topics("")))
 

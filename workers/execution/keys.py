@@ -213,7 +213,12 @@ async def insert_settled(
     was taken meanwhile (`taken`). In a pipeline, its rows are read after the sync."""
     if not rows:
         return None
-    return await conn.execute(INSERT_SETTLED, {**_arrays(rows, SETTLED_COLUMNS), "owner": owner, "lease": lease_s})
+    return await conn.execute(INSERT_SETTLED, settled_params(rows, owner, lease_s))
+
+
+def settled_params(rows: list[dict[str, Any]], owner: str, lease_s: float) -> dict[str, Any]:
+    """INSERT_SETTLED's parameters: one array per column, and the lease a key still PENDING gets."""
+    return {**_arrays(rows, SETTLED_COLUMNS), "owner": owner, "lease": lease_s}
 
 
 async def taken(cur: AsyncCursor[Any] | None, rows: list[dict[str, Any]]) -> None:
