@@ -6,19 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
 
 import psycopg
 
-from toolgate.contracts.registry import load_registry
 from toolgate.hashing import request_hash
-from toolgate.schemas.models import StageRecord
 from toolgate.workers.execution.handler import ExecutionHandler
 from toolgate.workers.runtime.emit import Emit
-from toolgate.workers.runtime.handler import Inbound
 
 from .conftest import Database
-from .test_idempotency_race import draft_call
+from .test_idempotency_race import draft_call, handle_round, with_handler
 
 COUNT_UPDATES = """
 CREATE TABLE key_updates (idempotency_key text NOT NULL);
@@ -31,30 +27,10 @@ CREATE TRIGGER key_updated AFTER UPDATE ON toolgate.idempotency_keys FOR EACH RO
 """
 
 
-async def _with_handler(database: Database, work: Callable[[ExecutionHandler], Awaitable[None]]) -> None:
-    handler = ExecutionHandler(load_registry(), database.settings)
-    await handler.start()
-    try:
-        await work(handler)
-    finally:
-        await handler.http.close()
-        await handler.pool.close()
-
-
-def _handle(database: Database, calls: list[Inbound[StageRecord]]) -> Emit:
-    out = Emit("execution")
-
-    async def work(handler: ExecutionHandler) -> None:
-        await handler.handle(calls, out)
-
-    asyncio.run(_with_handler(database, work))
-    return out
-
-
 def test_a_new_key_is_inserted_once_with_its_end_and_replayed_after(database: Database) -> None:
     database.sql(COUNT_UPDATES)
     keys = [f"once-{uuid.uuid4().hex}" for _ in range(3)]
-    out = _handle(database, [draft_call(key, "acme") for key in keys])
+    out = handle_round(database, [draft_call(key, "acme") for key in keys])
     assert set(out.outcomes.values()) == {"SUCCESS"}
     rows = database.sql(
         "SELECT status, attempt, lease_owner, lease_until, completed_at IS NOT NULL, expires_at > now(),"
@@ -66,7 +42,7 @@ def test_a_new_key_is_inserted_once_with_its_end_and_replayed_after(database: Da
     assert database.sql("SELECT count(*) FROM key_updates") == [(0,)]
 
     again = [draft_call(key, "acme") for key in keys]  # new calls, the same operations
-    replayed = _handle(database, again)
+    replayed = handle_round(database, again)
     assert [replayed.outcomes[c.call_id] for c in again] == ["SUCCESS"] * 3
     invoices = database.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = ANY(%s)", (keys,))
     assert invoices == [(3,)]
@@ -94,7 +70,7 @@ def test_a_key_taken_meanwhile_is_found_when_the_round_runs_again(database: Data
             await other.commit()
             await round_
 
-    asyncio.run(_with_handler(database, work))
+    asyncio.run(with_handler(database, work))
     assert out.outcomes[call.call_id] == "IDEMPOTENCY_CONFLICT"
     assert database.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(0,)]
     row = database.sql("SELECT status, lease_owner FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,))

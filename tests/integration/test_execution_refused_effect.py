@@ -10,14 +10,11 @@ import uuid
 import psycopg
 import pytest
 
-from toolgate.contracts.registry import load_registry
 from toolgate.workers.execution.effects import Done
 from toolgate.workers.execution.executors import Refused, run_postgres_batch
-from toolgate.workers.execution.handler import ExecutionHandler
-from toolgate.workers.runtime.emit import Emit
 
 from .conftest import Database
-from .test_idempotency_race import draft_call
+from .test_idempotency_race import draft_call, handle_round
 from .test_postgres_effects import job
 
 
@@ -25,18 +22,7 @@ def test_a_refused_effect_fails_alone_and_the_others_of_its_round_commit(databas
     keys = [f"refused-{uuid.uuid4().hex}" for _ in range(3)]
     # The second names no customer there is: the database refuses its insert.
     calls = [draft_call(key, "acme", "cust_nobody" if n == 1 else "cust_acme01") for n, key in enumerate(keys)]
-    out = Emit("execution")
-
-    async def round_() -> None:
-        handler = ExecutionHandler(load_registry(), database.settings)
-        await handler.start()
-        try:
-            await handler.handle(calls, out)
-        finally:
-            await handler.http.close()
-            await handler.pool.close()
-
-    asyncio.run(round_())
+    out = handle_round(database, calls)
     assert [out.outcomes[c.call_id] for c in calls] == ["SUCCESS", "STALE_STATE", "SUCCESS"]
     statuses = dict(
         database.sql(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 
 from toolgate.contracts.registry import load_registry
 from toolgate.hashing import payload_hash
@@ -51,6 +52,28 @@ def draft_call(key: str, tenant: str, customer_id: str = "cust_acme01") -> Inbou
     )
     origin = Origin("executable", 0, 0, None, [], PayloadKind.STAGE_ITEM)
     return Inbound(record, codec().encode(record), origin, traceparent=TRACE)
+
+
+async def with_handler(database: Database, work: Callable[[ExecutionHandler], Awaitable[None]]) -> None:
+    """Run `work` with a started ExecutionHandler on `database`, closed after."""
+    handler = ExecutionHandler(load_registry(), database.settings)
+    await handler.start()
+    try:
+        await work(handler)
+    finally:
+        await handler.http.close()
+        await handler.pool.close()
+
+
+def handle_round(database: Database, calls: list[Inbound[StageRecord]]) -> Emit:
+    """What one execution round of `calls` emits."""
+    out = Emit("execution")
+
+    async def work(handler: ExecutionHandler) -> None:
+        await handler.handle(calls, out)
+
+    asyncio.run(with_handler(database, work))
+    return out
 
 
 def test_two_workers_one_key_one_effect(database: Database) -> None:
