@@ -104,3 +104,26 @@ def test_a_round_adds_every_call_it_ended() -> None:
     assert three["tool.invocation.retries"] == 3 * one["tool.invocation.retries"] == 6
     assert three["tool.retry_budget.exhausted"] == 3
     assert three["tool.invocation.cost"] == 3 * one["tool.invocation.cost"]
+
+
+def test_a_tool_no_contract_has_is_counted_as_unknown_and_not_kept() -> None:
+    reader = InMemoryMetricReader()
+    metrics = CallMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
+    call = stage_record(registry().resolve("invoice.fetch", "1.0.0"))
+    ended = result(
+        call, stage="validation", result_outcome=outcome(T.TYPE_MISMATCH), traceparent="", home_partition=0, now_ms=1
+    )
+    metrics.record([ended.model_copy(update={"tool_name": f"made.up_{n}"}) for n in range(50)])
+    data = reader.get_metrics_data()
+    assert data is not None
+    counts = [
+        dict(point.attributes or {})
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "tool.invocation.count"
+        for point in metric.data.data_points
+    ]
+    assert len(counts) == 50
+    assert {(c["side_effect_class"], c["lifecycle"]) for c in counts} == {("unknown", "unknown")}
+    assert metrics._shapes == {}

@@ -51,6 +51,17 @@ def test_an_unknown_tool_keeps_its_spec_and_empty_contract_facts() -> None:
     assert opened["tool.idempotency_key_hash"] == ""  # no key, no hash
 
 
+def test_tool_names_the_registry_does_not_know_are_not_kept() -> None:
+    """A signed proposal may name any tool: the lookups of names no contract has are not
+    cached, or a caller inventing names would grow every stage's memory without end."""
+    contracts = span_attributes.Contracts()
+    contracts.use(registry())
+    for n in range(1_000):
+        assert contracts.of(f"made.up_{n}", "1.0.0") is None
+    assert contracts.of("notify.send_email", "1.x") is contracts.of("notify.send_email", "1.x") is not None
+    assert len(contracts._found) == 1
+
+
 @pytest.mark.parametrize(
     ("stage", "label", "status", "code", "retryable", "repairable"),
     [

@@ -138,8 +138,9 @@ async def _all_at_once(conn: AsyncConnection[Any], jobs: list[Job]) -> list[Effe
     if len(jobs) == 1:
         job = jobs[0]
         cur = await conn.execute(job.contract.executor["statement"], statement_params(job))
-        rows = await cur.fetchall() if cur.description else []
-        return [_effect(job, [c.name for c in cur.description or []], rows, cur.rowcount)]
+        columns = [c.name for c in cur.description or []]
+        rows = await cur.fetchall() if columns else []
+        return [_effect(job, columns, rows, cur.rowcount)]
     runs: list[list[Job]] = []  # consecutive jobs of one statement
     for job in jobs:
         if runs and runs[-1][0].contract.executor["statement"] == job.contract.executor["statement"]:
@@ -156,11 +157,14 @@ async def _all_at_once(conn: AsyncConnection[Any], jobs: list[Job]) -> list[Effe
             cursors.append(cur)
     effects: list[Effect] = []
     for run, cur in zip(runs, cursors, strict=True):
+        # One statement's results have one shape: its columns are read once, not per call
+        # (`description` builds its Column objects again at every read).
+        columns = [c.name for c in cur.description or []]
         for n, job in enumerate(run):
             if n and not cur.nextset():
                 raise psycopg.InterfaceError(f"{len(run)} statements gave {n} results")
-            rows = await cur.fetchall() if cur.description else []
-            effects.append(_effect(job, [c.name for c in cur.description or []], rows, cur.rowcount))
+            rows = await cur.fetchall() if columns else []
+            effects.append(_effect(job, columns, rows, cur.rowcount))
     return effects
 
 

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 
 from opentelemetry.metrics import Counter, Meter
 
+from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.telemetry import meter
 from toolgate.workers.runtime.span_attributes import CONTRACTS
@@ -59,6 +61,7 @@ class CallMetrics:
         self._exhausted = m.create_counter("tool.retry_budget.exhausted", description="retryable ends past max_retries")
         self._violations = m.create_counter("tool.mutation_class.violations", description="READ_ONLY changed state")
         self._zeroed = False
+        self._shapes: dict[tuple[str, str], _Shape] = {}
 
     def _zero(self) -> None:
         """Start the rare counters at zero for every contract (once the meter is installed)."""
@@ -86,56 +89,86 @@ class CallMetrics:
             counter.add(amount, dict(labels))
 
     def _one(self, result: ExecutionResult, now_ms: float, adds: Adds) -> None:
-        contract = CONTRACTS.of(result.tool_name, result.tool_version)
-        side_effect = contract.side_effect_class if contract is not None else "unknown"
-        timeout_class = str(contract.binding.get("timeout_class", "")) if contract is not None else ""
-        tool: Labels = (("tool", result.tool_name), ("version", result.tool_version))
-        timed: Labels = (*tool, ("timeout_class", timeout_class))
+        shape = self._shape(result.tool_name, result.tool_version)
         taxonomy = result.outcome.taxonomy_class
-        self._latency.record(max(0.0, now_ms - result.created_at_ms), dict(timed))
+        self._latency.record(max(0.0, now_ms - result.created_at_ms), shape.timed_attributes)
         if result.attempt_number > 1:
-            adds[self._retries, tool] += result.attempt_number - 1
+            adds[self._retries, shape.tool] += result.attempt_number - 1
         if taxonomy is T.TIMEOUT:
-            adds[self._timeouts, timed] += 1
+            adds[self._timeouts, shape.timed] += 1
         if result.idempotency_hit:
-            adds[self._replays, (("tool", result.tool_name), ("side_effect_class", side_effect))] += 1
+            adds[self._replays, shape.replayed] += 1
         if taxonomy in INPUT_SCHEMA or taxonomy in OUTPUT_SCHEMA:
             phase = "input" if taxonomy in INPUT_SCHEMA else "output"
-            adds[self._schema, (("tool", result.tool_name), ("phase", phase))] += 1
-        if contract is not None:
-            self._contract_facts(result, contract.max_retries, side_effect, contract.document["runtime"], tool, adds)
+            adds[self._schema, (shape.tool[0], ("phase", phase))] += 1
+        if shape.known:
+            self._contract_facts(result, shape, adds)
         labels = (
-            ("tool", result.tool_name),
-            ("version", result.tool_version),
+            *shape.tool,
             ("tenant", result.tenant_id),
-            ("side_effect_class", side_effect),
+            ("side_effect_class", shape.side_effect),
             ("taxonomy_class", taxonomy.value),
             ("status", "error" if result.outcome.is_error else "ok"),
-            ("lifecycle", contract.lifecycle if contract is not None else "unknown"),
+            ("lifecycle", shape.lifecycle),
         )
         adds[self._count, labels] += 1
 
-    def _contract_facts(
-        self,
-        result: ExecutionResult,
-        max_retries: int,
-        side_effect: str,
-        runtime: object,
-        tool: Labels,
-        adds: Adds,
-    ) -> None:
+    def _shape(self, name: str, version: str) -> _Shape:
+        """What a call's labels take from its contract, worked out once per (tool, version)."""
+        shape = self._shapes.get((name, version))
+        if shape is None:
+            shape = _Shape.of(name, version, CONTRACTS.of(name, version))
+            if shape.known:  # only the registry's: a name any caller can make up is not kept
+                self._shapes[name, version] = shape
+        return shape
+
+    def _contract_facts(self, result: ExecutionResult, shape: _Shape, adds: Adds) -> None:
         taxonomy = result.outcome.taxonomy_class
-        if taxonomy in TRANSIENT and result.attempt_number > max_retries:
-            adds[self._exhausted, tool] += 1
-        if side_effect == "READ_ONLY" and (
+        if taxonomy in TRANSIENT and result.attempt_number > shape.max_retries:
+            adds[self._exhausted, shape.tool] += 1
+        if shape.side_effect == "READ_ONLY" and (
             taxonomy in STATE_CHANGED or result.verification.post_action_verification_required
         ):
-            adds[self._violations, tool] += 1
-        cost = runtime.get("cost_profile") if isinstance(runtime, dict) else None
-        if cost and result.stage == "execution" and not result.idempotency_hit:
-            labels = (
+            adds[self._violations, shape.tool] += 1
+        if shape.cost is not None and result.stage == "execution" and not result.idempotency_hit:
+            labels, amount = shape.cost
+            adds[self._cost, labels] += amount
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """A contract's part in a call's labels: its side-effect class, timeout class, lifecycle,
+    retry allowance and cost profile (an unknown contract: "unknown" and none)."""
+
+    tool: Labels
+    timed: Labels
+    timed_attributes: dict[str, str]  # the latency's, as the SDK takes them
+    replayed: Labels
+    side_effect: str
+    lifecycle: str
+    known: bool
+    max_retries: int = 0
+    cost: tuple[Labels, float] | None = None
+
+    @classmethod
+    def of(cls, name: str, version: str, contract: Contract | None) -> _Shape:
+        tool: Labels = (("tool", name), ("version", version))
+        timeout_class = str(contract.binding.get("timeout_class", "")) if contract is not None else ""
+        timed: Labels = (*tool, ("timeout_class", timeout_class))
+        side_effect = contract.side_effect_class if contract is not None else "unknown"
+        replayed: Labels = (("tool", name), ("side_effect_class", side_effect))
+        if contract is None:
+            return cls(tool, timed, dict(timed), replayed, side_effect, "unknown", known=False)
+        runtime = contract.document["runtime"]
+        profile = runtime.get("cost_profile") if isinstance(runtime, dict) else None
+        cost = None
+        if profile:
+            labels: Labels = (
                 *tool,
-                ("cost_category", str(cost.get("cost_unit", "call"))),
-                ("currency", str(cost.get("currency", ""))),
+                ("cost_category", str(profile.get("cost_unit", "call"))),
+                ("currency", str(profile.get("currency", ""))),
             )
-            adds[self._cost, labels] += float(cost.get("cost_per_call", 0) or 0)
+            cost = (labels, float(profile.get("cost_per_call", 0) or 0))
+        return cls(
+            tool, timed, dict(timed), replayed, side_effect, contract.lifecycle, True, contract.max_retries, cost
+        )

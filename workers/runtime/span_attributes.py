@@ -33,21 +33,23 @@ PENDING = frozenset({"held", TaxonomyClass.CONFIRMATION_MISSING.value})
 
 
 class Contracts:
-    """The contract a call names, looked up once per (name, version spec)."""
+    """The contract a call names, looked up once per (name, version spec) the registry knows."""
 
     def __init__(self) -> None:
         self.registry: Registry | None = None
-        self._found: dict[tuple[str, str], Contract | None] = {}
+        self._found: dict[tuple[str, str], Contract] = {}
 
     def use(self, registry: Registry) -> None:
         self.registry = registry
         self._found.clear()
 
     def of(self, name: str, spec: str) -> Contract | None:
-        key = (name, spec)
-        if key not in self._found:
-            self._found[key] = self._resolve(name, spec)
-        return self._found[key]
+        found = self._found.get((name, spec))
+        if found is None:
+            found = self._resolve(name, spec)
+            if found is not None:  # a name or spec the registry does not know is not kept:
+                self._found[name, spec] = found  # any caller can make up as many as it likes
+        return found
 
     def _resolve(self, name: str, spec: str) -> Contract | None:
         if self.registry is None or not name:
