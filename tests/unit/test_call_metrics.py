@@ -106,7 +106,7 @@ def test_a_round_adds_every_call_it_ended() -> None:
     assert three["tool.invocation.cost"] == 3 * one["tool.invocation.cost"]
 
 
-def test_a_tool_no_contract_has_is_counted_as_unknown_and_not_kept() -> None:
+def test_tools_no_contract_has_are_counted_as_one_unknown_series() -> None:
     reader = InMemoryMetricReader()
     metrics = CallMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
     call = stage_record(registry().resolve("invoice.fetch", "1.0.0"))
@@ -124,6 +124,8 @@ def test_a_tool_no_contract_has_is_counted_as_unknown_and_not_kept() -> None:
         if metric.name == "tool.invocation.count"
         for point in metric.data.data_points
     ]
-    assert len(counts) == 50
-    assert {(c["side_effect_class"], c["lifecycle"]) for c in counts} == {("unknown", "unknown")}
+    # One series, whatever names callers make up: a name is no label unless a contract has it.
+    assert [(c["tool"], c["version"], c["side_effect_class"], c["lifecycle"]) for c in counts] == [
+        ("unknown", "unknown", "unknown", "unknown")
+    ]
     assert metrics._shapes == {}

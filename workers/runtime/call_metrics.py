@@ -20,6 +20,10 @@ rules (ops/prometheus/toolgate-rules.yml), not gauges computed here. Latency is 
 the proposal's creation to its observation. Counts are added once per round per label set, so
 the cost on the hot path is a dict update per call.
 
+Labels come from the registry, never from what a call says: a call naming a tool or version no
+contract has (refused by validation) is counted with tool, version and the contract's labels
+"unknown", or any caller could add series to Prometheus without end.
+
 A mutation-class violation is a call of a tool declared READ_ONLY whose result says state changed:
 it asks for post-action verification or for compensation. A retry budget is exhausted when a
 call ends in a retryable class after more attempts than its contract's `max_retries` allows.
@@ -45,6 +49,7 @@ OUTPUT_SCHEMA = frozenset({T.OBSERVATION_NORMALIZATION_FAIL})
 TRANSIENT = frozenset({T.TIMEOUT, T.DEPENDENCY_UNAVAILABLE, T.RATE_LIMITED, T.IDEMPOTENCY_CONFLICT})
 STATE_CHANGED = frozenset({T.COMPENSATION_REQUIRED, T.COMPENSATION_FAILED})
 Labels = tuple[tuple[str, str], ...]
+UNKNOWN = "unknown"  # every label a contract would give, for a call naming none the registry has
 Adds = defaultdict[tuple[Counter, Labels], float]  # what a round adds to each counter, by label set
 
 
@@ -138,7 +143,8 @@ class CallMetrics:
 @dataclass(frozen=True)
 class _Shape:
     """A contract's part in a call's labels: its side-effect class, timeout class, lifecycle,
-    retry allowance and cost profile (an unknown contract: "unknown" and none)."""
+    retry allowance and cost profile. A call naming a tool or version the registry does not have
+    is labelled "unknown" throughout, its tool and version too."""
 
     tool: Labels
     timed: Labels
@@ -152,13 +158,15 @@ class _Shape:
 
     @classmethod
     def of(cls, name: str, version: str, contract: Contract | None) -> _Shape:
+        if contract is None:  # a caller may name any tool: its name is no label (unbounded series)
+            name = version = UNKNOWN
         tool: Labels = (("tool", name), ("version", version))
         timeout_class = str(contract.binding.get("timeout_class", "")) if contract is not None else ""
         timed: Labels = (*tool, ("timeout_class", timeout_class))
-        side_effect = contract.side_effect_class if contract is not None else "unknown"
+        side_effect = contract.side_effect_class if contract is not None else UNKNOWN
         replayed: Labels = (("tool", name), ("side_effect_class", side_effect))
         if contract is None:
-            return cls(tool, timed, dict(timed), replayed, side_effect, "unknown", known=False)
+            return cls(tool, timed, dict(timed), replayed, side_effect, UNKNOWN, known=False)
         runtime = contract.document["runtime"]
         profile = runtime.get("cost_profile") if isinstance(runtime, dict) else None
         cost = None
