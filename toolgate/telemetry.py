@@ -22,9 +22,10 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -153,7 +154,10 @@ def span_line(span: ReadableSpan) -> bytes:
     took 23 µs for one (~800 bytes, 14 attributes), orjson under 5 (measured here). What orjson
     refuses (an integer beyond 64 bits in an attribute) goes through the standard encoder.
     orjson leaves U+2028, U+2029 and U+0085 unescaped, and `str.splitlines` (as many readers of
-    a lines file) splits at each: they are escaped, as the standard encoder did."""
+    a lines file) splits at each: they are escaped, as the standard encoder did. Only a line with
+    a byte beyond ASCII can hold one, so only such a line is searched (the three searches took
+    2.4 µs of a line's ~8; `isascii` 0.05); and the span's attributes, a read-only view of a dict,
+    are copied by the dict's own copy (0.1 µs, where `dict()` of the view took 1-2)."""
     ctx = span.context
     parent = span.parent
     document = {
@@ -166,16 +170,23 @@ def span_line(span: ReadableSpan) -> bytes:
         "end": span.end_time,
         "status": span.status.status_code.name,
         "service": span.resource.attributes.get("service.name"),
-        "attributes": dict(span.attributes or {}),
+        "attributes": _plain(span.attributes),
     }
     try:
         line = orjson.dumps(document, default=str)
     except orjson.JSONEncodeError:
         return _SPAN_JSON.encode(document).encode()
-    if b"\xe2\x80\xa8" in line or b"\xe2\x80\xa9" in line or b"\xc2\x85" in line:
+    if not line.isascii() and (b"\xe2\x80\xa8" in line or b"\xe2\x80\xa9" in line or b"\xc2\x85" in line):
         line = line.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
         line = line.replace(b"\xc2\x85", b"\\u0085")
     return line
+
+
+def _plain(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A span's attributes as a dict orjson takes."""
+    if isinstance(attributes, MappingProxyType):
+        return attributes.copy()
+    return dict(attributes or {})
 
 
 class JsonLinesSpanExporter(SpanExporter):
@@ -187,7 +198,7 @@ class JsonLinesSpanExporter(SpanExporter):
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        lines = SCRUBBER.bytes(b"".join([span_line(span) + b"\n" for span in spans]))
+        lines = SCRUBBER.bytes(b"\n".join([span_line(span) for span in spans]) + b"\n")
         with self._lock:
             self._file.write(lines)
             self._file.flush()
