@@ -223,8 +223,9 @@ def test_every_observation_normalize_builds_satisfies_the_reference_schema(
     traceparent: str,
 ) -> None:
     """What stands in for a run-time check of every observation against the reference schema
-    (normalization no longer pays for one per call): whatever an ExecutionResult holds within its
-    model, the observation built from it satisfies the schema, formats included."""
+    (normalization no longer pays for one per call), and for validating the observation's models
+    as they are built: whatever an ExecutionResult holds within its model, the observation built
+    from it is what validation would make of it, and satisfies the schema, formats included."""
     res = result(
         stage_record(registry().resolve(tool, "latest")),
         stage="execution",
@@ -240,6 +241,8 @@ def test_every_observation_normalize_builds_satisfies_the_reference_schema(
         verification=verification,
     ).model_copy(update={"created_at_ms": created})
     normalized = normalize(res, registry(), SCRUB)
+    # Built without validation (decision.build): validating the same values gives the same model.
+    assert Observation.model_validate(normalized.observation.model_dump()) == normalized.observation
     assert reference_errors(normalized.observation) == []
     FORMATS(normalized.observation.model_dump(mode="json"))
     if normalized.problem is not None:

@@ -60,40 +60,51 @@ def build(
     scrub: Scrub,
     taxonomy: TaxonomyClass | None = None,
 ) -> Observation:
+    """The observation of `res`. Every value comes from models already validated (the result,
+    a taxonomy class's vector) or is made here of their types, so the models are built without
+    validating them again (`WireModel.built`: 11 → ~4 µs an observation, measured alone); the
+    property test of test_normalization.py holds that validating the same values gives the same
+    observation, and that it satisfies the reference schema."""
     status = res.outcome
     if taxonomy is not None:
         v = vector(taxonomy)
-        status_model = ObservationStatus(
-            code=v.code,
-            is_error=True,
-            taxonomy_class=taxonomy,
-            retryable=v.retryable,
-            repairable=v.repairable,
-            requires_approval=v.requires_approval,
-            fail_closed=True,
-        )
+        status_values: dict[str, Any] = {
+            "code": v.code,
+            "is_error": True,
+            "taxonomy_class": taxonomy,
+            "retryable": v.retryable,
+            "repairable": v.repairable,
+            "requires_approval": v.requires_approval,
+            "fail_closed": True,
+        }
     else:
-        status_model = ObservationStatus(
-            code=status.code,
-            is_error=status.is_error,
-            taxonomy_class=status.taxonomy_class,
-            retryable=status.retryable,
-            repairable=status.repairable,
-            requires_approval=status.requires_approval,
-            fail_closed=status.fail_closed,
-        )
-    return Observation(
-        tool_identity=ToolIdentity(name=res.tool_name, version=res.tool_version, call_id=res.call_id),
-        execution_metadata=ExecutionMetadata(
-            timestamp=rfc3339(res.completed_at_ms),
-            latency_ms=max(0, res.completed_at_ms - res.created_at_ms),
-            idempotency_hit=res.idempotency_hit,
-            trace_id=trace_id_of(res.traceparent),
-            attempt_number=max(1, res.attempt_number),
-        ),
-        status=status_model,
-        result_payload=ResultPayload(data=data, errors=errors, warnings=[scrub.text(w) for w in res.warnings]),
-        verification=res.verification if taxonomy is None else Verification(),
+        status_values = {
+            "code": status.code,
+            "is_error": status.is_error,
+            "taxonomy_class": status.taxonomy_class,
+            "retryable": status.retryable,
+            "repairable": status.repairable,
+            "requires_approval": status.requires_approval,
+            "fail_closed": status.fail_closed,
+        }
+    metadata = {
+        "timestamp": rfc3339(res.completed_at_ms),
+        "latency_ms": max(0, res.completed_at_ms - res.created_at_ms),
+        "idempotency_hit": res.idempotency_hit,
+        "trace_id": trace_id_of(res.traceparent),
+        "attempt_number": max(1, res.attempt_number),
+    }
+    payload = {"data": data, "errors": errors, "warnings": [scrub.text(w) for w in res.warnings]}
+    return Observation.built(
+        {
+            "tool_identity": ToolIdentity.built(
+                {"name": res.tool_name, "version": res.tool_version, "call_id": res.call_id}
+            ),
+            "execution_metadata": ExecutionMetadata.built(metadata),
+            "status": ObservationStatus.built(status_values),
+            "result_payload": ResultPayload.built(payload),
+            "verification": res.verification if taxonomy is None else Verification(),
+        }
     )
 
 
