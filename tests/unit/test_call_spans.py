@@ -4,7 +4,9 @@ API makes, parented and sampled the same way."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -13,7 +15,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased,
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceState
 
 from toolgate.call_spans import CallSpans, parent_decides
-from toolgate.telemetry import parent_context, parse_traceparent, span_line
+from toolgate.telemetry import JsonLinesSpanExporter, parent_context, parse_traceparent, span_line
 from toolgate.topics.headers import format_traceparent
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -61,6 +63,43 @@ def test_a_call_span_is_the_span_the_sdk_api_makes_for_the_same_call() -> None:
     # What the call carries onward names this span, sampled, in the agent's trace.
     assert ours.context is not None
     assert span.traceparent == format_traceparent(remote.trace_id, ours.context.span_id, True)
+
+
+@pytest.mark.parametrize("error", ["UNKNOWN_ERROR", None])
+def test_a_span_written_as_a_line_is_the_line_the_exporter_writes_for_it(tmp_path: Path, error: str | None) -> None:
+    """With the JSON-lines file, a call's span is written from its own values (no SDK span
+    object), a round's at once on `flush`: the same line as the SDK's span would give."""
+    sdk, exporter, processor = provider()
+    lines = JsonLinesSpanExporter(tmp_path / "spans.jsonl")
+    direct = CallSpans("toolgate.policy", sdk, processor, lines=lines)
+    through_sdk = CallSpans("toolgate.policy", sdk, processor)
+    remote = parse_traceparent(PARENT)
+    first, second = direct.open(remote, OPENED), through_sdk.open(remote, OPENED)
+    assert first is not None and second is not None
+    direct.end(first, CLOSED, error)
+    assert not (tmp_path / "spans.jsonl").read_bytes()  # nothing before the round's flush
+    direct.flush()
+    through_sdk.end(second, CLOSED, error)
+    direct.flush()  # nothing ended since: nothing written
+    lines.shutdown()
+    written = (tmp_path / "spans.jsonl").read_bytes().splitlines()
+    (theirs,) = exporter.get_finished_spans()  # the direct span never reached the processor
+    assert len(written) == 1
+    assert comparable(written[0]) == comparable(span_line(theirs))
+    assert json.loads(written[0])["span_id"] == f"{first.context.span_id:016x}"
+
+
+def test_spans_that_cannot_be_written_are_lost_not_the_round(tmp_path: Path) -> None:
+    sdk, _, processor = provider()
+    lines = JsonLinesSpanExporter(tmp_path / "spans.jsonl")
+    spans = CallSpans("toolgate.policy", sdk, processor, lines=lines)
+    span = spans.open(parse_traceparent(PARENT), OPENED)
+    assert span is not None
+    spans.end(span, CLOSED)
+    lines.shutdown()  # the file is closed: writing raises
+    spans.flush()  # logged, not raised
+    spans.flush()  # and not tried again
+    assert (tmp_path / "spans.jsonl").read_bytes() == b""
 
 
 def test_a_span_ended_without_error_is_unset_and_carries_both_sets_of_attributes() -> None:

@@ -64,6 +64,7 @@ class RoundTelemetry:
             if call.span is not None:
                 error = label if label in FAILED_OUTCOMES else None
                 self._spans.end(call.span, closed(self.stage, label, call.model), error)
+        self._spans.flush()
         for label, count in labels.items():
             self._calls.add(count, {**self._attrs, "outcome": label})
         if self._invocations is not None:
