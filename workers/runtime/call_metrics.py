@@ -122,9 +122,10 @@ class CallMetrics:
         """What a call's labels take from its contract, worked out once per (tool, version)."""
         shape = self._shapes.get((name, version))
         if shape is None:
-            shape = _Shape.of(name, version, CONTRACTS.of(name, version))
-            if shape.known:  # only the registry's: a name any caller can make up is not kept
-                self._shapes[name, version] = shape
+            contract = CONTRACTS.of(name, version)
+            if contract is None:  # not kept: a name any caller can make up
+                return UNKNOWN_SHAPE
+            shape = self._shapes[name, version] = _Shape.of(name, version, contract)
         return shape
 
     def _contract_facts(self, result: ExecutionResult, shape: _Shape, adds: Adds) -> None:
@@ -157,16 +158,11 @@ class _Shape:
     cost: tuple[Labels, float] | None = None
 
     @classmethod
-    def of(cls, name: str, version: str, contract: Contract | None) -> _Shape:
-        if contract is None:  # a caller may name any tool: its name is no label (unbounded series)
-            name = version = UNKNOWN
+    def of(cls, name: str, version: str, contract: Contract) -> _Shape:
         tool: Labels = (("tool", name), ("version", version))
-        timeout_class = str(contract.binding.get("timeout_class", "")) if contract is not None else ""
-        timed: Labels = (*tool, ("timeout_class", timeout_class))
-        side_effect = contract.side_effect_class if contract is not None else UNKNOWN
+        timed: Labels = (*tool, ("timeout_class", str(contract.binding.get("timeout_class", ""))))
+        side_effect = contract.side_effect_class
         replayed: Labels = (("tool", name), ("side_effect_class", side_effect))
-        if contract is None:
-            return cls(tool, timed, dict(timed), replayed, side_effect, UNKNOWN, known=False)
         runtime = contract.document["runtime"]
         profile = runtime.get("cost_profile") if isinstance(runtime, dict) else None
         cost = None
@@ -180,3 +176,18 @@ class _Shape:
         return cls(
             tool, timed, dict(timed), replayed, side_effect, contract.lifecycle, True, contract.max_retries, cost
         )
+
+
+# A caller may name any tool: a call naming one the registry does not have is counted under this
+# one shape, so its name is no label (or the series would be unbounded).
+_UNKNOWN_TOOL: Labels = (("tool", UNKNOWN), ("version", UNKNOWN))
+_UNKNOWN_TIMED: Labels = (*_UNKNOWN_TOOL, ("timeout_class", ""))
+UNKNOWN_SHAPE = _Shape(
+    _UNKNOWN_TOOL,
+    _UNKNOWN_TIMED,
+    dict(_UNKNOWN_TIMED),
+    (("tool", UNKNOWN), ("side_effect_class", UNKNOWN)),
+    UNKNOWN,
+    UNKNOWN,
+    known=False,
+)
