@@ -4,6 +4,10 @@ A result must always be deliverable: `encoded` bounds the bytes of every result 
 the outbox writes. A result beyond the bound (a provider's huge answer, a dry run's preview of
 huge arguments, thousands of field errors) keeps its identity and outcome but withholds its
 data, and an effect that did happen is reported as PARTIAL_SUCCESS: done, result withheld.
+
+`result` and `outcome` build their models from values their signatures already type, without
+validating them again (`WireModel.built`): execution builds one of each per call, 9.5-10.2 µs
+validated. `tests/unit/test_results.py` holds that validation makes the same models of them.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from toolgate.taxonomy import vector
 
 MAX_RESULT_BYTES = 512 * 1024
 MAX_ERRORS = 50
+NO_VERIFICATION = Verification()  # models are frozen: one serves every result without hints
 
 
 def outcome(
@@ -41,16 +46,18 @@ def outcome(
     is_error: bool | None = None,
 ) -> Outcome:
     v = vector(taxonomy)
-    return Outcome(
-        taxonomy_class=taxonomy,
-        code=v.code if code is None else code,
-        is_error=(taxonomy is not TaxonomyClass.SUCCESS) if is_error is None else is_error,
-        retryable=v.retryable if retryable is None else retryable,
-        repairable=v.repairable if repairable is None else repairable,
-        requires_approval=v.requires_approval if requires_approval is None else requires_approval,
-        fail_closed=v.fail_closed if fail_closed is None else fail_closed,
-        next_action=v.next_action if next_action is None else next_action,
-        retry_after_ms=retry_after_ms,
+    return Outcome.built(
+        {
+            "taxonomy_class": taxonomy,
+            "code": v.code if code is None else code,
+            "is_error": (taxonomy is not TaxonomyClass.SUCCESS) if is_error is None else is_error,
+            "retryable": v.retryable if retryable is None else retryable,
+            "repairable": v.repairable if repairable is None else repairable,
+            "requires_approval": v.requires_approval if requires_approval is None else requires_approval,
+            "fail_closed": v.fail_closed if fail_closed is None else fail_closed,
+            "next_action": v.next_action if next_action is None else next_action,
+            "retry_after_ms": retry_after_ms,
+        }
     )
 
 
@@ -93,27 +100,29 @@ def result(
         data = feedback(result_outcome, errors)
     if tool_version is None:
         tool_version = call.tool_version
-    return ExecutionResult(
-        **identity_of(call),
-        traceparent=traceparent,
-        home_partition=home_partition,
-        tool_name=call.tool_name,
-        tool_version=tool_version,
-        stage=stage,
-        outcome=result_outcome,
-        data=data,
-        errors=list(errors),
-        warnings=list(warnings),
-        idempotency_hit=idempotency_hit,
-        attempt_number=attempt_number,
-        verification=verification or Verification(),
-        approval_id=approval_id,
-        completed_at_ms=now_ms,
-        proposal_digest=(
-            proposal_digest
-            if proposal_digest is not None
-            else (call.proposal_digest if isinstance(call, StageRecord) else "")
-        ),
+    return ExecutionResult.built(
+        {
+            **identity_of(call),
+            "traceparent": traceparent,
+            "home_partition": home_partition,
+            "tool_name": call.tool_name,
+            "tool_version": tool_version,
+            "stage": stage,
+            "outcome": result_outcome,
+            "data": dict(data) if data is not None else None,  # a copy, as validation would make
+            "errors": list(errors),
+            "warnings": list(warnings),
+            "idempotency_hit": idempotency_hit,
+            "attempt_number": attempt_number,
+            "verification": verification or NO_VERIFICATION,
+            "approval_id": approval_id,
+            "completed_at_ms": now_ms,
+            "proposal_digest": (
+                proposal_digest
+                if proposal_digest is not None
+                else (call.proposal_digest if isinstance(call, StageRecord) else "")
+            ),
+        }
     )
 
 
