@@ -1,5 +1,5 @@
 """A round's rows as one jsonb parameter (workers/runtime/db.py, rows_json): orjson's speed, and
-json.dumps's text wherever orjson refuses."""
+json.dumps's text wherever orjson refuses; and any jsonb parameter (`jsonb`) written by it."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from psycopg.adapt import PyFormat, Transformer
 
 from tests.unit.factories import FAST, JSON_VALUES
-from toolgate.workers.runtime.db import rows_json
+from toolgate.workers.runtime.db import jsonb, rows_json
 
 ROWS = st.lists(st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=6), max_size=6)
 
@@ -38,3 +39,11 @@ def test_what_orjson_refuses_is_written_as_json_dumps_writes_it(rows: list[dict[
 def test_what_json_has_no_form_for_is_still_refused() -> None:
     with pytest.raises(TypeError):
         rows_json([{"at": dt.datetime(2026, 11, 24, tzinfo=dt.UTC)}])
+
+
+@pytest.mark.parametrize("fmt", [PyFormat.TEXT, PyFormat.BINARY])
+@pytest.mark.parametrize("value", [[{"description": "Consulting", "quantity": 2}], {"n": 2**64}, []])
+def test_a_jsonb_parameter_is_written_by_rows_json(value: Any, fmt: PyFormat) -> None:
+    param = jsonb(value)
+    written = bytes(Transformer().get_dumper(param, fmt).dump(param) or b"")
+    assert written.removeprefix(b"\x01") == rows_json(value).encode()  # jsonb's binary form: a version byte

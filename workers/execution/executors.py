@@ -26,12 +26,12 @@ from typing import Any
 
 import psycopg
 from psycopg import AsyncConnection
-from psycopg.types.json import Jsonb
 
 from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import FieldError, TaxonomyClass
 from toolgate.telemetry import SCRUBBER
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
+from toolgate.workers.runtime.db import jsonb
 
 __all__ = [
     "Done",
@@ -74,7 +74,7 @@ def statement_params(job: Job) -> dict[str, Any]:
     names = set(job.contract.input_schema.get("properties", {})) | set(job.record.arguments)
     for name in names:
         value = job.record.arguments.get(name)
-        params[f"args.{name}"] = Jsonb(value) if isinstance(value, dict | list) else value
+        params[f"args.{name}"] = jsonb(value) if isinstance(value, dict | list) else value
     return params
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import psycopg
 from psycopg import errors
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 TRANSIENT_SQLSTATE_CLASSES = ("08", "53", "57")  # connection, resources, operator intervention
@@ -37,6 +38,13 @@ def rows_json(rows: Any) -> str:
         return orjson.dumps(rows, option=_AS_JSON_DUMPS).decode()
     except orjson.JSONEncodeError:
         return json.dumps(rows)
+
+
+def jsonb(value: Any) -> Jsonb:
+    """`value` as a jsonb parameter whose text `rows_json` writes: psycopg's own dumper calls
+    json.dumps (~5 µs for an invoice's line items, orjson under 1). Postgres parses the text
+    into the same jsonb either way."""
+    return Jsonb(value, dumps=rows_json)
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -25,6 +25,7 @@ from toolgate.schemas.wire import WireModel
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import edge_headers
 from toolgate.workers.runtime import results
+from toolgate.workers.runtime.db import jsonb
 from toolgate.workers.runtime.emit import Emit
 
 
@@ -98,7 +99,7 @@ def columns(rows: list[OutboxRow], topics: Topics) -> Columns:
         [r.kind for r in rows],
         [r.key for r in rows],
         [r.payload for r in rows],
-        [Jsonb([list(h) for h in r.headers]) for r in rows],
+        [jsonb([list(h) for h in r.headers]) for r in rows],
     )
 
 
