@@ -110,6 +110,7 @@ class _Compiler:
         self.build = build
         self.constants: dict[str, Any] = {"read_long": read_long, "read_blob": read_blob, "write_long": write_long}
         self.functions: dict[str, list[str]] = {}
+        self._skipping: set[str] = set()  # records being stepped over (`_skip`)
 
     # --- shared ---------------------------------------------------------------------------
 
@@ -235,6 +236,83 @@ class _Compiler:
             src.depth -= 1
             src.line(f"else: raise ValueError('union branch ' + str({index}) + ' does not exist')")
 
+    def head(self, schema: Mapping[str, Any], names: frozenset[str]) -> str:
+        """A reader of the leading fields of a record up to the last of `names`: those it
+        returns (a dict), the others it steps over without making anything of them; nothing
+        after the last is looked at."""
+        fields = [field["name"] for field in schema["fields"]]
+        if not names or not names <= set(fields):
+            raise Unsupported(f"fields {sorted(names - set(fields))} are not in {schema['name']}")
+        name = self._record_function(schema, "head")
+        src = _Source()
+        values = []
+        last = max(fields.index(n) for n in names)
+        for field in schema["fields"][: last + 1]:
+            if field["name"] in names:
+                var = src.fresh("v")
+                self._read(src, field["type"], var)
+                values.append(f"{field['name']!r}: {var}")
+            else:
+                self._skip(src, field["type"])
+        src.line(f"return {{{', '.join(values)}}}, p")
+        self.functions[name] = [f"def {name}(b, p):", "    size = len(b)", *src.lines]
+        return name
+
+    def _skip_varint(self, src: _Source) -> None:
+        src.line("c = b[p]; p += 1")
+        src.line("while c & 128: c = b[p]; p += 1")
+
+    def _skip(self, src: _Source, schema: Any) -> None:
+        """Step `p` over a value of `schema`, checking what reading it would check of its framing."""
+        kind = self._kind(schema)
+        schema = self._resolve(schema)
+        if kind == "null":
+            return
+        if kind == "boolean":
+            src.line("p += 1")
+        elif kind in ("int", "long", "enum"):
+            self._skip_varint(src)
+        elif kind in ("bytes", "string"):
+            length = src.fresh("n")
+            self._read_varint(src, length)
+            src.line(f"if {length} < 0: raise EOFError('a negative length')")
+            src.line(f"p += {length}")
+            src.line("if p > size: raise EOFError('a length past the end')")
+        elif kind == "record":
+            if schema["name"] in self._skipping:
+                raise Unsupported(f"a record that holds itself ({schema['name']}) is not stepped over")
+            self._skipping.add(schema["name"])
+            for field in schema["fields"]:
+                self._skip(src, field["type"])
+            self._skipping.discard(schema["name"])
+        elif kind == "array":
+            count, length = src.fresh("k"), src.fresh("n")
+            self._read_varint(src, count)
+            src.line(f"while {count}:")
+            src.depth += 1
+            src.line(f"if {count} < 0:")  # a block that says its size in bytes: stepped over whole
+            src.line(f"    {length}, p = read_long(b, p); p += {length}")
+            src.line("    if p > size: raise EOFError('a length past the end')")
+            src.line("else:")
+            src.depth += 1
+            src.line(f"for _ in range({count}):")
+            src.depth += 1
+            self._skip(src, schema["items"])
+            src.line("pass")
+            src.depth -= 2
+            self._read_varint(src, count)
+            src.depth -= 1
+        else:
+            null, other = self._nullable(schema)
+            index = src.fresh("i")
+            self._read_varint(src, index)
+            src.line(f"if {index} == {1 - null}:")
+            src.depth += 1
+            self._skip(src, other)
+            src.line("pass")
+            src.depth -= 1
+            src.line(f"elif {index} != {null}: raise ValueError('union branch ' + str({index}) + ' does not exist')")
+
     # --- writers --------------------------------------------------------------------------
 
     def writer(self, schema: Mapping[str, Any]) -> str:
@@ -304,6 +382,19 @@ class _Compiler:
             src.line(f"out.append({(1 - null) << 1})")
             self._write(src, other, var)
             src.depth -= 1
+
+
+def compile_head(schema: Mapping[str, Any], names: frozenset[str], build: Build | None = None) -> Reader:
+    """A reader of only the top-level fields `names` of a record of `schema` (a dict of them),
+    which reads the body no further than the last of them (`_Compiler.head`)."""
+    if not isinstance(schema, Mapping) or schema.get("type") != "record":
+        raise Unsupported("only a record is compiled")
+    compiler = _Compiler(schema.get("__named_schemas", {}), build or Build())
+    head = compiler.head(schema, names)
+    namespace = dict(compiler.constants)
+    source = "\n".join(line for lines in compiler.functions.values() for line in lines)
+    exec(compile(source, f"<avro head of {schema['name']}>", "exec"), namespace)  # our own source, from a schema
+    return namespace[head]  # type: ignore[no-any-return]
 
 
 def compile_codec(schema: Mapping[str, Any], build: Build | None = None) -> tuple[Reader, Writer]:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, TOP_LEVEL, minimal_models, sample_models
-from toolgate.schemas.avro_compiled import Unsupported, compile_codec, read_long, write_long
+from toolgate.schemas.avro_compiled import Unsupported, compile_codec, compile_head, read_long, write_long
 from toolgate.schemas.codec import HEADER_LEN, _to_wire, codec
 from toolgate.schemas.models import StageRecord
 from toolgate.schemas.wire import WireModel
@@ -170,3 +170,63 @@ def test_a_field_left_out_takes_its_own_records_default_as_fastavro_writes_it() 
     out = bytearray()
     write(out, {"i": {}})
     assert bytes(out) == _fastavro_bytes(schema, {"i": {}})
+
+
+def _field_sets(model: WireModel) -> list[frozenset[str]]:
+    """Each field alone, each leading run of fields, and every other field."""
+    names = [f["name"] for f in codec().schema_of(type(model))["fields"]]  # type: ignore[index]
+    return [
+        *(frozenset({n}) for n in names),
+        *(frozenset(names[:i]) for i in range(1, len(names) + 1)),
+        frozenset(names[::2]),
+    ]
+
+
+@pytest.mark.parametrize("model", MODELS, ids=[f"{type(m).__name__}-{i}" for i, m in enumerate(MODELS)])
+def test_a_head_reads_its_fields_as_the_whole_reader_does(model: WireModel) -> None:
+    parsed, wire = _wire(model)
+    read, _ = compile_codec(parsed)
+    body = _fastavro_bytes(parsed, wire)
+    whole, _ = read(body, 0)
+    for names in _field_sets(model):
+        got, end = compile_head(parsed, names)(body, 0)
+        assert got == {n: whole[n] for n in names}
+        assert end <= len(body)
+
+
+@FAST
+@given(
+    text=st.text(max_size=300),
+    items=st.lists(st.text(max_size=70), max_size=70),
+    key=st.none() | st.text(max_size=5),
+    approvals=st.integers(-(2**31), 2**31 - 1),
+    names=st.sets(st.sampled_from(sorted(StageRecord.model_fields)), min_size=1),
+)
+def test_a_head_of_any_values_is_what_the_whole_reader_reads(
+    text: str, items: list[str], key: str | None, approvals: int, names: set[str]
+) -> None:
+    update = {"call_id": text, "approvers": items, "warnings": items, "idempotency_key": key}
+    record = sample_models()[StageRecord].model_copy(update={**update, "required_approvals": approvals})
+    parsed, wire = _wire(record)
+    read, _ = compile_codec(parsed)
+    body = _fastavro_bytes(parsed, wire)
+    got, _ = compile_head(parsed, frozenset(names))(body, 0)
+    assert got == {n: v for n, v in read(body, 0)[0].items() if n in names}
+
+
+def test_a_head_cut_short_raises() -> None:
+    parsed, wire = _wire(sample_models()[StageRecord])
+    body = _fastavro_bytes(parsed, wire)
+    head = compile_head(parsed, frozenset({"approval_id"}))
+    _, end = head(body, 0)
+    for cut in range(end):
+        with pytest.raises((IndexError, EOFError)):
+            head(body[:cut], 0)
+
+
+def test_a_head_of_a_field_the_record_lacks_is_unsupported() -> None:
+    parsed, _ = _wire(sample_models()[StageRecord])
+    with pytest.raises(Unsupported):
+        compile_head(parsed, frozenset({"call_id", "no_such_field"}))
+    with pytest.raises(Unsupported):
+        compile_head(parsed, frozenset())

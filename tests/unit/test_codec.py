@@ -20,7 +20,7 @@ from tests.unit.factories import FAST, FAST_FEW, JSON_VALUES, TOP_LEVEL, minimal
 from toolgate.schemas import models
 from toolgate.schemas.codec import HEADER_LEN, MARKER, DecodeError, codec, schema_fingerprint
 from toolgate.schemas.models import ExecutionResult, StageBatch, StageRecord, ToolProposal
-from toolgate.schemas.wire import WireModel, field_of
+from toolgate.schemas.wire import WireModel, compact_json, field_of
 
 AVRO_DIR = Path(models.__file__).parent / "avro"
 SAMPLES = sample_models()
@@ -387,3 +387,35 @@ def test_field_of_reads_every_field_as_getattr_does_and_none_for_the_rest(cls: t
         assert field_of(model, name) == getattr(model, name)
     assert field_of(model, "no_such_field") is None
     assert field_of(object(), "call_id") is None  # no __dict__ at all
+
+
+HEAD_NAMES = frozenset({"call_id", "home_partition", "arguments", "required_approvals", "approval_id"})
+
+
+def test_a_head_is_the_fields_decoding_makes_and_json_as_its_text() -> None:
+    record = SAMPLES[StageRecord]
+    head = codec().head(ENCODED[StageRecord], StageRecord, HEAD_NAMES)
+    assert head is not None
+    assert head.pop("arguments") == compact_json(record.arguments)
+    assert head == {n: getattr(record, n) for n in HEAD_NAMES - {"arguments"}}
+
+
+def test_a_head_of_an_older_release_is_left_to_decode() -> None:
+    old = load_schema(str(AVRO_DIR / "released" / "0.1.0" / "toolgate.StageRecord.avsc"))
+    buf = io.BytesIO()
+    schemaless_writer(buf, old, {**SAMPLES[StageRecord].model_dump(), "arguments": "{}"})
+    written = MARKER + schema_fingerprint(old) + buf.getvalue()
+    assert schema_fingerprint(old) != codec().fingerprint_of(StageRecord)
+    assert codec().head(written, StageRecord, HEAD_NAMES) is None
+    assert codec().decode(written, StageRecord).call_id == SAMPLES[StageRecord].call_id
+
+
+def test_a_head_of_anything_else_is_refused() -> None:
+    with pytest.raises(DecodeError):
+        codec().head(ENCODED[ExecutionResult], StageRecord, HEAD_NAMES)
+    with pytest.raises(DecodeError):
+        codec().head(b"\xc3\x01" + b"\x00" * 8, StageRecord, HEAD_NAMES)
+    with pytest.raises(DecodeError):
+        codec().head(b"not avro", StageRecord, HEAD_NAMES)
+    with pytest.raises(DecodeError):
+        codec().head(ENCODED[StageRecord][: HEADER_LEN + 3], StageRecord, HEAD_NAMES)

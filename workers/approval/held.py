@@ -10,8 +10,12 @@ is said again is the ticket's (resume.py).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from toolgate.contracts.registry import Contract, Registry
-from toolgate.schemas.models import StageRecord
+from toolgate.schemas.codec import DecodeError, codec
+from toolgate.schemas.models import StageRecord, TaxonomyClass
+from toolgate.schemas.wire import WireModel
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume, tickets
@@ -21,12 +25,33 @@ from toolgate.workers.runtime import audit, fact_loader, facts, outbox, target_s
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
-from toolgate.workers.runtime.handler import Handler, Inbound
+from toolgate.workers.runtime.handler import Handler, Inbound, fail_closed
 
 Opened = dict[str, tuple[Inbound[StageRecord], Opening]]  # by approval_id
 
 
-class AuthorizedHandler(Handler[StageRecord]):
+class Head(WireModel):
+    """The leading fields of a StageRecord that forwarding a call and its span read."""
+
+    avro_name: ClassVar[str] = StageRecord.avro_name
+    call_id: str
+    traceparent: str
+    home_partition: int
+    tenant_id: str
+    tool_name: str
+    tool_version: str
+    arguments: str  # the JSON text, unread
+    idempotency_key: str | None
+    dry_run: bool
+    required_approvals: int
+    approval_id: str | None
+
+
+HEAD = frozenset(Head.model_fields)
+Read = StageRecord | Head
+
+
+class AuthorizedHandler(Handler[Read]):
     stage = STAGE
     source = "authorized"
     model = StageRecord
@@ -39,7 +64,7 @@ class AuthorizedHandler(Handler[StageRecord]):
     async def start(self) -> None:
         await self.pool.open()
 
-    async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
+    async def handle(self, calls: list[Inbound[Read]], out: Emit) -> None:
         now = now_ms()
         waiting = self._forward(calls, out)
         if not waiting:
@@ -62,8 +87,18 @@ class AuthorizedHandler(Handler[StageRecord]):
         for approval_id, (call, _) in held.items():
             out.outcomes[call.model.call_id] = "held" if approval_id in created else "resumed"
 
-    def _forward(self, calls: list[Inbound[StageRecord]], out: Emit) -> list[tuple[Inbound[StageRecord], Contract]]:
-        """Forward what needs no approval; the rest, with their contracts, wait."""
+    def decode(self, value: bytes) -> Read:
+        """A call's head, or the whole record an older release wrote."""
+        head = codec().head(value, StageRecord, HEAD)
+        return Head.built(head) if head is not None else codec().decode(value, StageRecord)
+
+    def on_failure(self, call: Inbound[Read], error: str, out: Emit) -> None:
+        whole = _whole(call)
+        if whole is not None:
+            fail_closed(whole.model, self.stage, call.traceparent, out)
+
+    def _forward(self, calls: list[Inbound[Read]], out: Emit) -> list[tuple[Inbound[StageRecord], Contract]]:
+        """Forward what needs no approval; the rest, read whole, with their contracts, wait."""
         waiting: list[tuple[Inbound[StageRecord], Contract]] = []
         for call in calls:
             record = call.model
@@ -72,8 +107,23 @@ class AuthorizedHandler(Handler[StageRecord]):
                 out.raw_item("executable", record.home_partition, call.raw)
                 out.outcomes[record.call_id] = "forwarded"
                 continue
-            waiting.append((call, self.registry.get(record.tool_name, record.tool_version)))
+            whole = _whole(call)
+            if whole is None:  # its head was read, the rest is not a StageRecord
+                out.dead_letter(call.origin, call.raw, TaxonomyClass.SYNTACTIC_PARSE_FAIL, "undecodable StageRecord")
+                continue
+            waiting.append((whole, self.registry.get(record.tool_name, record.tool_version)))
         return waiting
+
+
+def _whole(call: Inbound[Read]) -> Inbound[StageRecord] | None:
+    """The call with its whole record; None when its bytes are not one."""
+    if isinstance(call.model, StageRecord):
+        return Inbound(call.model, call.raw, call.origin, call.span, call.traceparent)
+    try:
+        record = codec().decode(call.raw, StageRecord)
+    except DecodeError:
+        return None
+    return Inbound(record, call.raw, call.origin, call.span, call.traceparent)
 
 
 def announce(held: Opened, created: set[str], now: int) -> tuple[list[outbox.OutboxRow], list[audit.Entry]]:

@@ -61,27 +61,8 @@ class Handler(Generic[M]):
 
     def on_failure(self, call: Inbound[M], error: str, out: Emit) -> None:
         """Answer one call that failed on its own: UNKNOWN_ERROR, fail closed."""
-        model = call.model
-        if isinstance(model, StageRecord):
-            out.item(
-                "results",
-                model.home_partition,
-                reject(
-                    model,
-                    TaxonomyClass.UNKNOWN_ERROR,
-                    [
-                        FieldError(
-                            field=None,
-                            code="internal_error",
-                            message="the call failed inside toolgate; an operator has it",
-                        )
-                    ],
-                    stage=self.stage,
-                    traceparent=call.traceparent,
-                    home_partition=model.home_partition,
-                    now_ms=now_ms(),
-                ),
-            )
+        if isinstance(call.model, StageRecord):
+            fail_closed(call.model, self.stage, call.traceparent, out)
 
     def decode(self, value: bytes) -> M:
         """One record (or batch item) of the source topic; DecodeError if it is none."""
@@ -90,3 +71,27 @@ class Handler(Generic[M]):
     def on_undecodable(self, origin: Origin, value: bytes, out: Emit) -> None:
         """A record that does not decode: dead-letter it with its original bytes."""
         out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, "undecodable record")
+
+
+FAILED_INSIDE = "the call failed inside toolgate; an operator has it"
+
+
+def fail_closed(record: StageRecord, stage: str, traceparent: str, out: Emit) -> None:
+    """The answer to a call that failed inside `stage`: UNKNOWN_ERROR, to its agent."""
+    out.item(
+        "results",
+        record.home_partition,
+        reject(
+            record,
+            TaxonomyClass.UNKNOWN_ERROR,
+            [
+                FieldError(
+                    field=None, code="internal_error", message="the call failed inside toolgate; an operator has it"
+                )
+            ],
+            stage=stage,
+            traceparent=traceparent,
+            home_partition=record.home_partition,
+            now_ms=now_ms(),
+        ),
+    )
