@@ -286,20 +286,18 @@ class _Compiler:
                 self._skip(src, field["type"])
             self._skipping.discard(schema["name"])
         elif kind == "array":
-            count, length = src.fresh("k"), src.fresh("n")
+            count = src.fresh("k")
             self._read_varint(src, count)
             src.line(f"while {count}:")
             src.depth += 1
-            src.line(f"if {count} < 0:")  # a block that says its size in bytes: stepped over whole
-            src.line(f"    {length}, p = read_long(b, p); p += {length}")
-            src.line("    if p > size: raise EOFError('a length past the end')")
-            src.line("else:")
-            src.depth += 1
+            # A block that also says its size in bytes: its items are stepped over one by one all
+            # the same, as the reader reads them, never trusting the size to move `p`.
+            src.line(f"if {count} < 0: {count} = -{count}; _, p = read_long(b, p)")
             src.line(f"for _ in range({count}):")
             src.depth += 1
             self._skip(src, schema["items"])
             src.line("pass")
-            src.depth -= 2
+            src.depth -= 1
             self._read_varint(src, count)
             src.depth -= 1
         else:

@@ -54,6 +54,7 @@ def test_a_call_that_waits_whose_record_is_whole_only_in_its_head_is_dead_letter
     assert handler()._forward([call], out) == []
     [dead] = out.dead_letters
     assert dead.value == call.raw and dead.taxonomy_class == TaxonomyClass.SYNTACTIC_PARSE_FAIL
+    assert dead.call_id == "call_1"
 
 
 def test_a_call_that_failed_here_is_answered_fail_closed_from_its_whole_record() -> None:

@@ -230,3 +230,38 @@ def test_a_head_of_a_field_the_record_lacks_is_unsupported() -> None:
         compile_head(parsed, frozenset({"call_id", "no_such_field"}))
     with pytest.raises(Unsupported):
         compile_head(parsed, frozenset())
+
+
+@FAST
+@given(position=st.integers(0, 10_000), value=st.integers(0, 255), cut=st.integers(0, 10_000))
+def test_a_head_of_a_corrupt_body_raises_or_reads_what_the_whole_reader_reads(
+    position: int, value: int, cut: int
+) -> None:
+    parsed, wire = _wire(sample_models()[StageRecord])
+    body = bytearray(_fastavro_bytes(parsed, wire))
+    body[position % len(body)] = value
+    body = body[: cut % (len(body) + 1)]
+    names = frozenset({"call_id", "tool_name", "required_approvals", "approval_id"})
+    try:
+        got, _ = compile_head(parsed, names)(bytes(body), 0)
+    except (IndexError, EOFError, ValueError, UnicodeDecodeError):
+        return
+    read, _ = compile_codec(parsed)
+    try:
+        whole, _ = read(bytes(body), 0)
+    except (IndexError, EOFError, ValueError, UnicodeDecodeError):
+        return  # the rest, after the head, is what is corrupt
+    assert got == {n: whole[n] for n in names}
+
+
+def test_a_block_with_its_size_is_stepped_over_item_by_item() -> None:
+    schema = parse_schema(
+        {
+            "type": "record",
+            "name": "R",
+            "fields": [{"name": "a", "type": {"type": "array", "items": "long"}}, {"name": "b", "type": "string"}],
+        }
+    )
+    body = bytes([3, 0x80, 0x01, 2, 4, 0, 2]) + b"x"  # 2 items, "64 bytes" (they are 2): 1, 2; then "x"
+    assert compile_head(schema, frozenset({"b"}))(body, 0) == ({"b": "x"}, len(body))
+    assert compile_codec(schema)[0](body, 0) == ({"a": [1, 2], "b": "x"}, len(body))

@@ -109,7 +109,8 @@ class AuthorizedHandler(Handler[Read]):
                 continue
             whole = _whole(call)
             if whole is None:  # its head was read, the rest is not a StageRecord
-                out.dead_letter(call.origin, call.raw, TaxonomyClass.SYNTACTIC_PARSE_FAIL, "undecodable StageRecord")
+                reason = "undecodable StageRecord"
+                out.dead_letter(call.origin, call.raw, TaxonomyClass.SYNTACTIC_PARSE_FAIL, reason, record.call_id)
                 continue
             waiting.append((whole, self.registry.get(record.tool_name, record.tool_version)))
         return waiting

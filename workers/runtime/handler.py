@@ -84,11 +84,7 @@ def fail_closed(record: StageRecord, stage: str, traceparent: str, out: Emit) ->
         reject(
             record,
             TaxonomyClass.UNKNOWN_ERROR,
-            [
-                FieldError(
-                    field=None, code="internal_error", message="the call failed inside toolgate; an operator has it"
-                )
-            ],
+            [FieldError(field=None, code="internal_error", message=FAILED_INSIDE)],
             stage=stage,
             traceparent=traceparent,
             home_partition=record.home_partition,
