@@ -189,6 +189,21 @@ class _Compiler:
         src.line(f"    {var} = {decode.format(f'b[{start}:p]')}")
         src.line(f"else: {var}, p = read_blob(b, p); {var} = {decode.format(var)}")
 
+    def _blocks(self, src: _Source, item: Callable[[], None]) -> None:
+        """An array's blocks at `p`, `item` generating what is done with each of their items. A
+        block that also says its size in bytes has that size read past."""
+        count = src.fresh("k")
+        self._read_varint(src, count)
+        src.line(f"while {count}:")
+        src.depth += 1
+        src.line(f"if {count} < 0: {count} = -{count}; _, p = read_long(b, p)")
+        src.line(f"for _ in range({count}):")
+        src.depth += 1
+        item()
+        src.depth -= 1
+        self._read_varint(src, count)
+        src.depth -= 1
+
     def _read(self, src: _Source, schema: Any, var: str) -> None:
         kind = self._kind(schema)
         schema = self._resolve(schema)
@@ -212,19 +227,14 @@ class _Compiler:
         elif kind == "record":
             src.line(f"{var}, p = {self.reader(schema)}(b, p)")
         elif kind == "array":
-            count, item = src.fresh("k"), src.fresh("x")
+            item = src.fresh("x")
             src.line(f"{var} = []")
-            self._read_varint(src, count)
-            src.line(f"while {count}:")
-            src.depth += 1
-            src.line(f"if {count} < 0: {count} = -{count}; _, p = read_long(b, p)")
-            src.line(f"for _ in range({count}):")
-            src.depth += 1
-            self._read(src, schema["items"], item)
-            src.line(f"{var}.append({item})")
-            src.depth -= 1
-            self._read_varint(src, count)
-            src.depth -= 1
+
+            def read_item() -> None:
+                self._read(src, schema["items"], item)
+                src.line(f"{var}.append({item})")
+
+            self._blocks(src, read_item)
         else:  # a union with null
             null, other = self._nullable(schema)
             index = src.fresh("i")
@@ -286,20 +296,14 @@ class _Compiler:
                 self._skip(src, field["type"])
             self._skipping.discard(schema["name"])
         elif kind == "array":
-            count = src.fresh("k")
-            self._read_varint(src, count)
-            src.line(f"while {count}:")
-            src.depth += 1
-            # A block that also says its size in bytes: its items are stepped over one by one all
-            # the same, as the reader reads them, never trusting the size to move `p`.
-            src.line(f"if {count} < 0: {count} = -{count}; _, p = read_long(b, p)")
-            src.line(f"for _ in range({count}):")
-            src.depth += 1
-            self._skip(src, schema["items"])
-            src.line("pass")
-            src.depth -= 1
-            self._read_varint(src, count)
-            src.depth -= 1
+
+            def skip_item() -> None:
+                self._skip(src, schema["items"])
+                src.line("pass")
+
+            # Item by item even in a block that also says its size in bytes, as the reader reads
+            # it: the size is never trusted to move `p`.
+            self._blocks(src, skip_item)
         else:
             null, other = self._nullable(schema)
             index = src.fresh("i")
