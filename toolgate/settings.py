@@ -54,6 +54,11 @@ class Settings:
     # A round hands all its records to the producer at once, so they batch without a linger; 2 ms
     # cost each hop 2 ms and measured no throughput.
     linger_ms: int = 0
+    # The codec toolgate's producers compress the records of topics only toolgate reads with
+    # (proposals, decisions, the StageBatches between stages: topics/catalog.py); observations,
+    # approval requests and dead letters stay plain for clients built without it. The embedded
+    # broker's CPU grows with the bytes it keeps and serves: README, "Compressed batches".
+    compression: str = "lz4"
     # A StageBatch record is split when it would exceed this many bytes.
     batch_bytes: int = 512 * 1024
     # Records a stage's consumer holds fetched but not yet taken into a round; beyond it the
@@ -145,6 +150,7 @@ _ENV = {
     "batch_ms": "TOOLGATE_BATCH_MS",
     "fetch_wait_ms": "TOOLGATE_FETCH_WAIT_MS",
     "linger_ms": "TOOLGATE_LINGER_MS",
+    "compression": "TOOLGATE_COMPRESSION",
     "batch_bytes": "TOOLGATE_BATCH_BYTES",
     "stream_buffer": "TOOLGATE_STREAM_BUFFER",
     "max_poll_interval_s": "TOOLGATE_MAX_POLL_INTERVAL_SECONDS",

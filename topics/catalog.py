@@ -35,6 +35,10 @@ class TopicSpec:
     key: str
     doc: str
     per_tenant: bool = False  # one topic per tenant: `<name>.<tenant>`
+    # Read by toolgate's own processes only, so its records go compressed (settings.compression);
+    # a topic that agents, approval services or operators' tools read stays plain, for clients
+    # built without every codec.
+    compressed: bool = False
 
 
 CATALOG: tuple[TopicSpec, ...] = (
@@ -45,9 +49,16 @@ CATALOG: tuple[TopicSpec, ...] = (
         7 * DAY_MS,
         "run_id",
         "ToolProposal, written by agents, read by validation",
+        compressed=True,
     ),
     TopicSpec(
-        "validated", "tool.validated", Shape.INTERNAL, DAY_MS, "-", "StageBatch of StageRecord, validation -> policy"
+        "validated",
+        "tool.validated",
+        Shape.INTERNAL,
+        DAY_MS,
+        "-",
+        "StageBatch of StageRecord, validation -> policy",
+        compressed=True,
     ),
     TopicSpec(
         "authorized",
@@ -56,6 +67,7 @@ CATALOG: tuple[TopicSpec, ...] = (
         DAY_MS,
         "-",
         "StageBatch of StageRecord, policy -> approval-wait",
+        compressed=True,
     ),
     TopicSpec(
         "approvals_requested",
@@ -73,6 +85,7 @@ CATALOG: tuple[TopicSpec, ...] = (
         30 * DAY_MS,
         "approval_id",
         "ApprovalDecision (signed), approval services -> approval-wait",
+        compressed=True,
     ),
     TopicSpec(
         "executable",
@@ -81,6 +94,7 @@ CATALOG: tuple[TopicSpec, ...] = (
         DAY_MS,
         "-",
         "StageBatch of StageRecord, approval-wait and reconciliation -> execution",
+        compressed=True,
     ),
     TopicSpec(
         "results",
@@ -89,6 +103,7 @@ CATALOG: tuple[TopicSpec, ...] = (
         DAY_MS,
         "-",
         "StageBatch of ExecutionResult, outbox relay and rejecting stages -> normalization",
+        compressed=True,
     ),
     TopicSpec(
         "observations",
@@ -117,6 +132,7 @@ class Topics:
 
     def __init__(self, prefix: str = "") -> None:
         self.prefix = prefix
+        self._compressed: dict[str, bool] = {}
 
     def name(self, logical: str, tenant: str | None = None) -> str:
         spec = BY_LOGICAL[logical]
@@ -140,6 +156,15 @@ class Topics:
         if not logical:
             raise KeyError(name)
         return logical
+
+    def compressed(self, name: str) -> bool:
+        """Whether records of the physical topic `name` may go compressed (a foreign topic's may
+        not)."""
+        known = self._compressed.get(name)
+        if known is None:
+            logical = self.parse(name)[0]
+            known = self._compressed[name] = bool(logical) and BY_LOGICAL[logical].compressed
+        return known
 
     def tenant_topics(self, tenant: str) -> list[str]:
         return [self.name(spec.logical, tenant) for spec in CATALOG if spec.per_tenant]

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from opentelemetry import trace
 
@@ -57,6 +57,7 @@ from toolgate.topics.headers import (
     pairs,
 )
 from toolgate.topics.observer import FETCH_WAIT_MS, ObservationFeed
+from toolgate.topics.producers import Producers
 
 INTERIM_CODE = 202
 # Re-publishing a call that has no final answer yet: first after RESEND_FIRST_S, then twice as
@@ -146,10 +147,13 @@ class ToolgateClient:
         deployment_public_key: bytes | None = None,
         verify: bool = True,
         kafka_config: dict[str, str] | None = None,
+        compression: str = "lz4",
     ) -> None:
         """`keyring`: where agents' private keys are (for `propose(agent_id=...)`);
         `deployment_public_key`: what observations must be signed with (`verify=False` reads
-        them unchecked, for tools that only count); `kafka_config`: SASL/TLS settings."""
+        them unchecked, for tools that only count); `kafka_config`: SASL/TLS settings;
+        `compression`: the codec of what it writes to topics only toolgate reads (proposals,
+        decisions; settings.compression)."""
         self.bootstrap = bootstrap
         self.topics = Topics(prefix)
         self.trace_sample_ratio = trace_sample_ratio
@@ -158,7 +162,7 @@ class ToolgateClient:
         self.verify = verify
         self.kafka_config = dict(kafka_config or {})
         self._signers: dict[str, AgentSigner] = {}
-        self._producer = Producer(
+        self._producers = Producers(
             {
                 **self.kafka_config,
                 "bootstrap.servers": bootstrap,
@@ -172,7 +176,9 @@ class ToolgateClient:
                 "acks": "all",
                 "linger.ms": 5,
                 "partitioner": "murmur2_random",  # the Java client's partitioner, as the stages'
-            }
+            },
+            self.topics,
+            compression,
         )
         self._errors: list[str] = []
         self._unanswered = Unanswered()
@@ -190,6 +196,7 @@ class ToolgateClient:
             keyring=AgentKeyring(s.agents_dir),
             deployment_public_key=deployment_public_key(s),
             kafka_config=client_config(s),
+            compression=s.compression,
         )
 
     def signer(self, agent_id: str) -> AgentSigner:
@@ -324,20 +331,22 @@ class ToolgateClient:
         }
         if partition is not None:
             kwargs["partition"] = partition
+        producer = self._producers.for_topic(topic)
         while True:
             try:
-                self._producer.produce(topic, **kwargs)
+                producer.produce(topic, **kwargs)
                 break
             except BufferError:
-                self._producer.poll(0.05)
-        self._producer.poll(0)
+                producer.poll(0.05)
+        producer.poll(0)
 
     def _delivered(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
             self._errors.append(str(err))
 
     def flush(self, timeout: float = 30.0) -> None:
-        remaining = self._producer.flush(timeout)
+        deadline = time.monotonic() + timeout
+        remaining = sum(p.flush(max(0.0, deadline - time.monotonic())) for p in self._producers.made())
         if remaining or self._errors:
             errors, self._errors = self._errors, []
             raise RuntimeError(f"{remaining} records undelivered; errors: {errors[:3]}")
@@ -534,8 +543,9 @@ class ToolgateClient:
             feeds, self._feeds = list(self._feeds.values()), {}
         for feed in feeds:
             feed.close()
-        self._producer.flush(10.0)
-        del self._producer
+        for producer in self._producers.made():
+            producer.flush(10.0)
+        del self._producers
 
 
 PRUNE_FIRST = 1024  # waiting calls at which the client first looks for calls past their window

@@ -6,12 +6,15 @@ with a key whose private half never reaches toolgate (registered with `agents ad
 --public-key`): the signing document is built from its documented fields, made canonical by
 the `rfc8785` package and signed with `cryptography`'s Ed25519. It reads the observation back
 from its tenant's topic, checks the deployment's signature from the documented layout, and
-decodes it from the fingerprint in its header.
+decodes it from the fingerprint in its header. kafka-python has no lz4 codec here (the `lz4`
+package is not installed): an observation written compressed, as the topics only toolgate reads
+are (topics/catalog.py), could not be read.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import json
 import time
@@ -75,6 +78,7 @@ def _edge_signed(topic: str, key: bytes, call_id: bytes, digest: bytes, value: b
 
 
 def test_a_foreign_client_proposes_and_reads_its_observation(pipeline: Pipeline, tmp_path: Path) -> None:
+    assert importlib.util.find_spec("lz4") is None, "the client must lack lz4 to show observations are plain"
     agent, signing_key, key_id = _register_foreign_agent(pipeline, tmp_path)
     proposal_schema, observation_schema = apache_schema("ToolProposal"), apache_schema("Observation")
     call_id, run_id = f"call_{uuid.uuid4().hex}", f"run_{uuid.uuid4().hex[:10]}"

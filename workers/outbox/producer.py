@@ -15,25 +15,36 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from toolgate.topics.catalog import Topics
+from toolgate.topics.producers import Producers
 from toolgate.workers.runtime.emit import Message
 
 NOT_ACKNOWLEDGED = KafkaError(KafkaError._TIMED_OUT, "no delivery report before the flush timed out")
 
 
 class IdempotentProducer:
-    def __init__(self, bootstrap: str, config: dict[str, str] | None = None, linger_ms: int = 0) -> None:
-        self._producer = Producer(
-            {
-                **(config or {}),
-                "bootstrap.servers": bootstrap,
-                "client.id": "toolgate-outbox-relay",
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": linger_ms,
-                "partitioner": "murmur2_random",  # the same partition for a key as the stages' producer
-                "message.timeout.ms": 30_000,
-            }
-        )
+    """Two producers, as a stage's (workers/runtime/producer.py): one compresses with
+    `compression`, for the topics only toolgate reads, the other writes the edge topics plain."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Topics,
+        config: dict[str, str] | None = None,
+        linger_ms: int = 0,
+        compression: str = "none",
+    ) -> None:
+        base = {
+            **(config or {}),
+            "bootstrap.servers": bootstrap,
+            "client.id": "toolgate-outbox-relay",
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": linger_ms,
+            "partitioner": "murmur2_random",  # the same partition for a key as the stages' producer
+            "message.timeout.ms": 30_000,
+        }
+        self._producers = Producers(base, topics, compression)
 
     async def deliver(self, messages: list[Message]) -> list[KafkaError | None]:
         """Produce every message; return each one's error (None: acknowledged)."""
@@ -45,7 +56,10 @@ class IdempotentProducer:
 
             return report
 
+        used: dict[int, Producer] = {}
         for index, m in enumerate(messages):
+            producer = self._producers.for_topic(m.topic)
+            used[id(producer)] = producer
             kwargs: dict[str, Any] = {
                 "key": m.key,
                 "value": m.value,
@@ -56,12 +70,13 @@ class IdempotentProducer:
                 kwargs["partition"] = m.partition
             while True:
                 try:
-                    self._producer.produce(m.topic, **kwargs)
+                    producer.produce(m.topic, **kwargs)
                     break
                 except BufferError:
-                    await asyncio.to_thread(self._producer.poll, 0.05)
+                    await asyncio.to_thread(producer.poll, 0.05)
                 except KafkaException as exc:  # refused before it was queued (too large, ...)
                     outcome[index] = exc.args[0]
                     break
-        await asyncio.to_thread(self._producer.flush, 30.0)
+        for producer in used.values():
+            await asyncio.to_thread(producer.flush, 30.0)
         return outcome

@@ -86,8 +86,10 @@ class OutboxRelay:
         self.batch = batch
         self.retention_s = retention_s
         self.pool = make_pool(settings.database_url, STAGE, max_size=2)
-        self.producer = IdempotentProducer(settings.kafka_bootstrap, client_config(settings), settings.linger_ms)
         self.topics = Topics(settings.topic_prefix)
+        self.producer = IdempotentProducer(
+            settings.kafka_bootstrap, self.topics, client_config(settings), settings.linger_ms, settings.compression
+        )
         self.sealer = Sealer(deployment_keys(settings), self.topics)
         self.wakeup = asyncio.Event()
         self._last_prune = 0.0

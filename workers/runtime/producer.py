@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from functools import partial
 from typing import Any
 
@@ -23,7 +24,9 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from toolgate.kafka_security import client_config
 from toolgate.settings import Settings
+from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import Headers
+from toolgate.topics.producers import Producers
 
 # Errors no retry can cure: the record is too large for the broker, malformed, or its topic
 # cannot exist. Anything else (the broker unreachable, a leader moving) passes.
@@ -61,37 +64,63 @@ Report = tuple["asyncio.Future[None]", KafkaError | None]
 
 
 class StageProducer:
+    """Two librdkafka producers: one compresses (settings.compression), for the topics only
+    toolgate reads; the other writes the edge topics others read, plain (topics/catalog.py)."""
+
     def __init__(self, settings: Settings, client_id: str) -> None:
-        self._producer = Producer(
-            {
-                **client_config(settings),
-                "bootstrap.servers": settings.kafka_bootstrap,
-                "client.id": client_id,
-                "acks": "all",
-                "enable.idempotence": False,
-                "linger.ms": settings.linger_ms,
-                # One round's records for a partition go out as one batch.
-                "batch.size": max(settings.batch_bytes * 2, 1_000_000),
-                # The partition a key maps to, as Java clients, aiokafka and the relay map it.
-                "partitioner": "murmur2_random",
-                "message.timeout.ms": 30_000,
-            }
-        )
+        config = {
+            **client_config(settings),
+            "bootstrap.servers": settings.kafka_bootstrap,
+            "client.id": client_id,
+            "acks": "all",
+            "enable.idempotence": False,
+            "linger.ms": settings.linger_ms,
+            # One round's records for a partition go out as one batch.
+            "batch.size": max(settings.batch_bytes * 2, 1_000_000),
+            # The partition a key maps to, as Java clients, aiokafka and the relay map it.
+            "partitioner": "murmur2_random",
+            "message.timeout.ms": 30_000,
+        }
+        self._producers = Producers(config, Topics(settings.topic_prefix), settings.compression)
+        self._served: dict[int, _Served] = {}  # by id() of the producer each serves
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._reports: list[Report] = []
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._thread = threading.Thread(target=self._serve, name="producer-reports", daemon=True)
-        self._thread.start()
 
     async def send(
         self, topic: str, key: bytes | None, value: bytes, partition: int | None, headers: Headers
     ) -> asyncio.Future[None]:
         """Hand one record to librdkafka; the future settles with the broker's answer."""
         assert self._loop is not None, "start() the producer first"
+        producer = self._producers.for_topic(topic)
+        served = self._served.get(id(producer))
+        if served is None:
+            served = self._served[id(producer)] = _Served(producer, self._loop, self._stopping)
+        return await served.send(topic, key, value, partition, headers)
+
+    def close(self, timeout_s: float = 10.0) -> int:
+        """Wait up to `timeout_s` for what is queued to be acknowledged; the count still queued."""
+        self._stopping.set()
+        deadline = time.monotonic() + timeout_s
+        return sum(served.close(max(0.0, deadline - time.monotonic())) for served in self._served.values())
+
+
+class _Served:
+    """One producer and the thread that serves its delivery reports to the event loop: the
+    reports of one poll reach the loop together, in one wake-up."""
+
+    def __init__(self, producer: Producer, loop: asyncio.AbstractEventLoop, stopping: threading.Event) -> None:
+        self._producer = producer
+        self._loop = loop
+        self._reports: list[Report] = []
+        self._thread = threading.Thread(target=self._serve, args=(stopping,), name="producer-reports", daemon=True)
+        self._thread.start()
+
+    async def send(
+        self, topic: str, key: bytes | None, value: bytes, partition: int | None, headers: Headers
+    ) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = self._loop.create_future()
         kwargs: dict[str, Any] = {
             "key": key,
@@ -114,10 +143,9 @@ class StageProducer:
     def _report(self, fut: asyncio.Future[None], err: KafkaError | None, _msg: Any) -> None:
         self._reports.append((fut, err))  # called in the serving thread, inside poll()
 
-    def _serve(self) -> None:
+    def _serve(self, stopping: threading.Event) -> None:
         loop = self._loop
-        assert loop is not None
-        while not self._stopping.is_set():
+        while not stopping.is_set():
             self._producer.poll(SERVE_S)
             if self._reports:
                 reports, self._reports = self._reports, []
@@ -126,11 +154,8 @@ class StageProducer:
                 except RuntimeError:  # the loop is closed: nobody waits any more
                     return
 
-    def close(self, timeout_s: float = 10.0) -> int:
-        """Wait up to `timeout_s` for what is queued to be acknowledged; the count still queued."""
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join()
+    def close(self, timeout_s: float) -> int:
+        self._thread.join()
         left: int = self._producer.flush(timeout_s)
         return left
 
