@@ -36,7 +36,7 @@ from toolgate.ops.bench_stats import hop_table, latency_summary
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
 from toolgate.settings import Settings
-from toolgate.topics.client import INTERIM_CODE, Proposed, ToolgateClient
+from toolgate.topics.client import INTERIM_CODE, Proposed, ToolgateClient, random_hex
 from toolgate.topics.headers import CALL_ID, header
 from toolgate.workers.runtime import heap
 
@@ -248,7 +248,7 @@ def _run_sequential(work: _Workload, calls: int, timeout: float, bar: Progress) 
     task = bar.add_task("observed ", total=calls)
     run = _Run({}, {}, time.perf_counter(), 0.0)
     for i in range(calls):
-        call_id = f"bench_{uuid.uuid4().hex}"
+        call_id = f"bench_{random_hex(16)}"
         run.sent[call_id] = time.perf_counter()
         proposed = work.propose(i, call_id, watch=True)
         try:
@@ -299,7 +299,7 @@ def _publish(
             due = started + i / rate
             while (lag := due - time.perf_counter()) > 0:
                 time.sleep(min(lag, 0.01))
-        call_id = f"bench_{uuid.uuid4().hex}"
+        call_id = f"bench_{random_hex(16)}"
         sent[call_id] = time.perf_counter()
         work.propose(i, call_id, flush=False)
         if i % 200 == 0:

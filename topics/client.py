@@ -25,6 +25,7 @@ second effect.
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 import time
@@ -124,6 +125,12 @@ def deployment_public_key(settings: Settings) -> bytes | None:
     if SecretProvider(settings.secrets_path).has(settings.deployment_secret_ref):
         return deployment_keys(settings).public_key
     return None
+
+
+def random_hex(n: int) -> str:
+    """`n` random bytes in hex, for an id: os.urandom's, as uuid4's, without building a UUID
+    (0.5 µs against 2.0; a proposal takes three ids)."""
+    return os.urandom(n).hex()
 
 
 def _current_traceparent(sample_ratio: float) -> str:
@@ -239,11 +246,11 @@ class ToolgateClient:
         fast it comes (the client's observation feed for that topic keeps it for `wait`)."""
         if signer is None:
             signer = self._keyring_signer(agent_id)
-        call_id = call_id or f"call_{uuid.uuid4().hex}"
+        call_id = call_id or f"call_{random_hex(16)}"
         # Answers come back on the agent's own tenant's topic, whatever tenant the call claims.
         start = self._watch(signer.tenant_id, call_id) if watch else ()
         now = int(time.time() * 1000)
-        run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
+        run_id = run_id or f"run_{random_hex(6)}"
         proposal = ToolProposal(
             call_id=call_id,
             tenant_id=tenant_id or signer.tenant_id,
@@ -252,7 +259,7 @@ class ToolgateClient:
             ),
             workflow_id=workflow_id or run_id,
             run_id=run_id,
-            logical_operation_id=logical_operation_id or f"op_{uuid.uuid4().hex[:12]}",
+            logical_operation_id=logical_operation_id or f"op_{random_hex(6)}",
             tool_name=tool,
             tool_version=version,
             arguments=arguments if isinstance(arguments, str) else json.dumps(arguments),
@@ -674,7 +681,7 @@ class ApprovalClient(ToolgateClient):
         now = int(time.time() * 1000)
         decision = sign(
             ApprovalDecision(
-                decision_id=decision_id or f"dec_{uuid.uuid4().hex}",
+                decision_id=decision_id or f"dec_{random_hex(16)}",
                 approval_id=packet.approval_id,
                 decision=Verdict.APPROVE if approve else Verdict.DENY,
                 approver_id=approver_id,

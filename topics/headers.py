@@ -68,7 +68,8 @@ def header_int(headers: RawHeaders, name: str, *, default: int, low: int, high: 
 
 def new_traceparent(sampled: bool = True) -> str:
     """A fresh W3C traceparent for a call that arrives without one."""
-    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-{'01' if sampled else '00'}"
+    ids = secrets.token_hex(24)
+    return f"00-{ids[:32]}-{ids[32:]}-{'01' if sampled else '00'}"
 
 
 def format_traceparent(trace_id: int, span_id: int, sampled: bool) -> str:

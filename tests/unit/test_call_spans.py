@@ -16,7 +16,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from toolgate.call_spans import CallSpans, parent_decides
 from toolgate.telemetry import JsonLinesSpanExporter, parent_context, parse_traceparent, span_line
-from toolgate.topics.headers import format_traceparent
+from toolgate.topics.headers import format_traceparent, new_traceparent
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 OPENED = {"toolgate.stage": "policy", "tool.name": "invoice.create_draft", "messaging.source.partition": 2}
@@ -181,3 +181,11 @@ def test_a_malformed_traceparent_is_no_parent() -> None:
     parsed = parse_traceparent(PARENT)
     assert parsed is not None and parsed.is_remote and parsed.trace_flags.sampled
     assert format_traceparent(parsed.trace_id, parsed.span_id, True) == PARENT
+
+
+def test_a_new_traceparent_is_a_valid_w3c_one_with_fresh_ids() -> None:
+    made = [new_traceparent(sampled) for sampled in (True, False) * 50]
+    parsed = [parse_traceparent(tp) for tp in made]
+    assert all(ctx is not None for ctx in parsed)
+    assert [ctx.trace_flags.sampled for ctx in parsed if ctx is not None] == [True, False] * 50
+    assert len({tp[3:35] for tp in made}) == len({tp[36:52] for tp in made}) == 100
