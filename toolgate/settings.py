@@ -57,7 +57,8 @@ class Settings:
     # The codec toolgate's producers compress the records of topics only toolgate reads with
     # (proposals, decisions, the StageBatches between stages: topics/catalog.py); observations,
     # approval requests and dead letters stay plain for clients built without it. The embedded
-    # broker's CPU grows with the bytes it keeps and serves: README, "Compressed batches".
+    # broker keeps every batch in memory: 230 MB instead of 440 after 100,000 calls (README,
+    # "Compressed batches, plain observations").
     compression: str = "lz4"
     # A StageBatch record is split when it would exceed this many bytes.
     batch_bytes: int = 512 * 1024
