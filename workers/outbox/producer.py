@@ -23,7 +23,7 @@ NOT_ACKNOWLEDGED = KafkaError(KafkaError._TIMED_OUT, "no delivery report before 
 
 
 class IdempotentProducer:
-    """Two producers, as a stage's (workers/runtime/producer.py): one compresses with
+    """A producer per codec, as a stage has (workers/runtime/producer.py): one compresses with
     `compression`, for the topics only toolgate reads, the other writes the edge topics plain."""
 
     def __init__(

@@ -64,8 +64,9 @@ Report = tuple["asyncio.Future[None]", KafkaError | None]
 
 
 class StageProducer:
-    """Two librdkafka producers: one compresses (settings.compression), for the topics only
-    toolgate reads; the other writes the edge topics others read, plain (topics/catalog.py)."""
+    """A librdkafka producer per codec, made when first needed (topics/producers.py): one
+    compresses (settings.compression), for the topics only toolgate reads; the other writes the
+    edge topics others read, plain (topics/catalog.py)."""
 
     def __init__(self, settings: Settings, client_id: str) -> None:
         config = {
