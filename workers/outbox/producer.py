@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 
 from toolgate.topics.catalog import Topics
 from toolgate.topics.producers import Producers
@@ -56,10 +56,8 @@ class IdempotentProducer:
 
             return report
 
-        used: dict[int, Producer] = {}
         for index, m in enumerate(messages):
             producer = self._producers.for_topic(m.topic)
-            used[id(producer)] = producer
             kwargs: dict[str, Any] = {
                 "key": m.key,
                 "value": m.value,
@@ -77,6 +75,6 @@ class IdempotentProducer:
                 except KafkaException as exc:  # refused before it was queued (too large, ...)
                     outcome[index] = exc.args[0]
                     break
-        for producer in used.values():
+        for producer in self._producers.made():  # one with nothing queued returns at once
             await asyncio.to_thread(producer.flush, 30.0)
         return outcome

@@ -83,7 +83,7 @@ class StageProducer:
             "message.timeout.ms": 30_000,
         }
         self._producers = Producers(config, Topics(settings.topic_prefix), settings.compression)
-        self._served: dict[int, _Served] = {}  # by id() of the producer each serves
+        self._served: dict[str, _Served] = {}  # by codec, as the producer each serves
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = threading.Event()
 
@@ -95,10 +95,11 @@ class StageProducer:
     ) -> asyncio.Future[None]:
         """Hand one record to librdkafka; the future settles with the broker's answer."""
         assert self._loop is not None, "start() the producer first"
-        producer = self._producers.for_topic(topic)
-        served = self._served.get(id(producer))
+        codec = self._producers.codec(topic)
+        served = self._served.get(codec)
         if served is None:
-            served = self._served[id(producer)] = _Served(producer, self._loop, self._stopping)
+            producer = self._producers.for_topic(topic)
+            served = self._served[codec] = _Served(producer, self._loop, self._stopping)
         return await served.send(topic, key, value, partition, headers)
 
     def close(self, timeout_s: float = 10.0) -> int:
