@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -95,14 +96,10 @@ def test_recent_calls_counts_only_inside_each_window(empty_database: str) -> Non
             [("acme", "t.a", 1), ("acme", "t.a", 8), ("acme", "t.a", 30), ("acme", "t.b", 2), ("globex", "t.a", 3)]
         ):
             conn.execute(
-                "INSERT INTO toolgate.usage_events (event_id, dimension, tenant_id, run_id, tool_name, at) "
-                "VALUES (%s, 'call', %s, 'r', %s, now() - make_interval(secs => %s))",
+                "INSERT INTO toolgate.usage_events (event_id, spends, tenant_id, run_id, tool_name, at) "
+                "VALUES (%s, '{write}', %s, 'r', %s, now() - make_interval(secs => %s))",
                 (f"e{i}", tenant, tool, ago_s),
             )
-        conn.execute(  # a budget dimension of the same operation is not a call
-            "INSERT INTO toolgate.usage_events (event_id, dimension, tenant_id, run_id, tool_name) "
-            "VALUES ('e0', 'write', 'acme', 'r', 't.a')"
-        )
         now_ms = conn.execute("SELECT (extract(epoch FROM now()) * 1000)::bigint").fetchone()[0]
 
     async def read() -> dict[tuple[str, str], Recent]:
@@ -119,20 +116,20 @@ def test_recent_calls_counts_only_inside_each_window(empty_database: str) -> Non
 def test_usage_is_recorded_once_per_operation_and_counted_per_utc_day(empty_database: str) -> None:
     migrate(empty_database)
 
-    def event(event_id: str, dimension: str, tenant: str = "acme") -> dict[str, str]:
-        return {"event_id": event_id, "dimension": dimension, "tenant_id": tenant, "run_id": "r", "tool_name": "t"}
+    def event(event_id: str, spends: list[str], tenant: str = "acme") -> dict[str, Any]:
+        return {"event_id": event_id, "spends": spends, "tenant_id": tenant, "run_id": "r", "tool_name": "t"}
 
     with psycopg.connect(empty_database, autocommit=True) as conn:
-        conn.execute(RECORD, (json.dumps([event("op1", "write"), event("op1", "call"), event("op2", "write")]),))
-        conn.execute(RECORD, (json.dumps([event("op1", "write"), event("op1", "call")]),))  # a retry: no new spend
-        conn.execute(RECORD, (json.dumps([event("op3", "financial", "globex"), event("op3", "call", "globex")]),))
+        conn.execute(RECORD, (json.dumps([event("op1", ["write"]), event("op2", ["write"])]),))
+        conn.execute(RECORD, (json.dumps([event("op1", ["write"])]),))  # a retry: no new spend
+        conn.execute(RECORD, (json.dumps([event("op3", ["financial", "write"], "globex")]),))
         conn.execute(  # yesterday's spend does not count today
             "INSERT INTO toolgate.usage_daily VALUES ('acme', 'write', (now() AT TIME ZONE 'UTC')::date - 1, 500)"
         )
         today = {(t, d): n for t, d, n in conn.execute(PER_DAY, (["acme", "globex"],))}
         events = conn.execute("SELECT count(*) FROM toolgate.usage_events").fetchone()[0]
-    assert today == {("acme", "write"): 2, ("globex", "financial"): 1}
-    assert events == 5
+    assert today == {("acme", "write"): 2, ("globex", "financial"): 1, ("globex", "write"): 1}
+    assert events == 3
 
 
 def test_the_embedded_server_checkpoints_by_the_load_it_was_measured_at(postgres: Server) -> None:

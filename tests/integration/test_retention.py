@@ -38,8 +38,8 @@ def _seed(pipeline: Pipeline, tag: str) -> dict[str, tuple[str, str]]:
             (n(f"repair_{name}"),),
         )
         sql(
-            "INSERT INTO toolgate.usage_events (event_id, dimension, tenant_id, run_id, tool_name, at) "
-            f"VALUES (%s, 'write', 'acme', 'r', 'invoice.create_draft', {at})",
+            "INSERT INTO toolgate.usage_events (event_id, spends, tenant_id, run_id, tool_name, at) "
+            f"VALUES (%s, '{{write}}', 'acme', 'r', 'invoice.create_draft', {at})",
             (n(f"usage_{name}"),),
         )
     rows["call old"] = ("gone", f"toolgate.calls WHERE call_id = '{n('call_old')}'")

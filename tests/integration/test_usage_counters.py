@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from toolgate.ops.migrate import migrate
+from toolgate.ops.migrate import migrate, migration_files
 from toolgate.workers.policy.decision import Recent
 from toolgate.workers.policy.handler import COUNTED, PER_RUN, RATE, RECORD, recent_calls
 
@@ -25,14 +25,16 @@ SELECT u.tenant_id, u.tool_name, count(*), (extract(epoch FROM min(u.at)) * 1000
 FROM toolgate.usage_events u
 JOIN unnest(%s::text[], %s::text[], %s::int[]) AS w(tenant_id, tool_name, window_sec)
   ON u.tenant_id = w.tenant_id AND u.tool_name = w.tool_name
-WHERE u.dimension = 'call' AND u.at > now() - make_interval(secs => w.window_sec)
+WHERE u.at > now() - make_interval(secs => w.window_sec)
 GROUP BY 1, 2
 """
-INSERT_AGO = (
-    "INSERT INTO toolgate.usage_events (event_id, dimension, tenant_id, run_id, tool_name, at) "
-    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
-    "ARRAY(SELECT now() - make_interval(secs => s) FROM unnest(%s::float8[]) AS s))"
-)
+INSERT_AGO = """
+INSERT INTO toolgate.usage_events (event_id, tenant_id, run_id, tool_name, spends, at)
+SELECT e.event_id, e.tenant_id, e.run_id, e.tool_name, e.spends, now() - make_interval(secs => e.ago)
+FROM jsonb_to_recordset(%s::jsonb)
+    AS e(event_id text, tenant_id text, run_id text, tool_name text, spends text[], ago float8)
+"""
+Event = tuple[str, list[str], str, str, str, float]
 
 
 @pytest.fixture
@@ -42,38 +44,40 @@ def database(postgres: Server) -> Iterator[str]:
         yield scratch.database_url
 
 
-def insert_ago(conn: psycopg.Connection[Any], events: list[tuple[str, str, str, str, str, float]]) -> None:
-    """Events as (event_id, dimension, tenant, run, tool, seconds ago), in one statement."""
-    conn.execute(INSERT_AGO, [list(column) for column in zip(*events, strict=True)])
+def insert_ago(conn: psycopg.Connection[Any], events: list[Event]) -> None:
+    """Events as (event_id, spends, tenant, run, tool, seconds ago), in one statement."""
+    keys = ("event_id", "spends", "tenant_id", "run_id", "tool_name", "ago")
+    conn.execute(INSERT_AGO, (json.dumps([dict(zip(keys, event, strict=True)) for event in events]),))
 
 
 def counters_and_counts(conn: psycopg.Connection[Any]) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
     runs = conn.execute("SELECT tenant_id, run_id, dimension, used FROM toolgate.usage_runs ORDER BY 1, 2, 3")
     run_counts = conn.execute(
-        "SELECT tenant_id, run_id, dimension, count(*) FROM toolgate.usage_events GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+        "SELECT tenant_id, run_id, d, count(*) FROM toolgate.usage_events CROSS JOIN unnest(spends) AS d "
+        "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
     )
     seconds = conn.execute("SELECT tenant_id, tool_name, second, calls FROM toolgate.usage_seconds ORDER BY 1, 2, 3")
     second_counts = conn.execute(
         "SELECT tenant_id, tool_name, floor(extract(epoch FROM at))::bigint, count(*) FROM toolgate.usage_events "
-        "WHERE dimension = 'call' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+        "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
     )
     return runs.fetchall(), run_counts.fetchall(), seconds.fetchall(), second_counts.fetchall()
 
 
 def test_counters_equal_the_events_however_written_or_pruned(database: str) -> None:
-    def event(event_id: str, dimension: str, run: str = "r1", tool: str = "t.a") -> dict[str, str]:
-        return {"event_id": event_id, "dimension": dimension, "tenant_id": "acme", "run_id": run, "tool_name": tool}
+    def event(event_id: str, spends: list[str], run: str = "r1", tool: str = "t.a") -> dict[str, Any]:
+        return {"event_id": event_id, "spends": spends, "tenant_id": "acme", "run_id": run, "tool_name": tool}
 
     rng = random.Random(13)
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(RECORD, (json.dumps([event("op1", "write"), event("op1", "call"), event("op2", "call", "r2")]),))
-        conn.execute(RECORD, (json.dumps([event("op1", "write"), event("op1", "call")]),))  # a retry: nothing new
+        conn.execute(RECORD, (json.dumps([event("op1", ["write"]), event("op2", [], "r2")]),))
+        conn.execute(RECORD, (json.dumps([event("op1", ["write"])]),))  # a retry: nothing new
         insert_ago(
             conn,
             [
                 (
                     f"e{i}",
-                    rng.choice(["call", "call", "write"]),
+                    rng.choice([[], ["write"], ["write", "financial"], ["read"]]),
                     rng.choice(["acme", "globex"]),
                     rng.choice(["r1", "r2", "r3"]),
                     rng.choice(["t.a", "t.b"]),
@@ -84,7 +88,8 @@ def test_counters_equal_the_events_however_written_or_pruned(database: str) -> N
         )
         runs, run_counts, seconds, second_counts = counters_and_counts(conn)
         assert runs == run_counts and seconds == second_counts
-        assert dict(((t, r, d), n) for t, r, d, n in runs)[("acme", "r1", "call")] >= 1
+        assert dict(((t, r, d), n) for t, r, d, n in runs)[("acme", "r1", "financial")] >= 1
+        assert not [row for row in runs if row[2] == "call"]  # a call is a row, not a dimension
 
         # Pruned by age, as retention prunes, and one event taken out by hand.
         conn.execute("DELETE FROM toolgate.usage_events WHERE at < now() - make_interval(secs => 45)")
@@ -106,12 +111,12 @@ def test_rate_window_counts_what_counting_every_event_counts(database: str) -> N
     rng = random.Random(7)
     pairs = [("acme", "t.a"), ("acme", "t.b"), ("globex", "t.a")]
     with psycopg.connect(database, autocommit=True) as conn:
-        calls = [(f"c{i}", rng.choice(pairs), rng.uniform(0, 130)) for i in range(3000)]
-        insert_ago(
-            conn,
-            [(event_id, "call", tenant, "r", tool, ago) for event_id, (tenant, tool), ago in calls]
-            + [(f"w{i}", "write", "acme", "r", "t.a", rng.uniform(0, 130)) for i in range(300)],
-        )
+        spends: list[list[str]] = [[], ["write"]]
+        calls: list[Event] = []
+        for i in range(3000):
+            tenant, tool = rng.choice(pairs)
+            calls.append((f"c{i}", rng.choice(spends), tenant, "r", tool, rng.uniform(0, 130)))
+        insert_ago(conn, calls)
         for windows in ([1, 2, 7], [11, 30, 59], [60, 61, 129], [200, 1, 3]):
             args = ([t for t, _ in pairs], [tool for _, tool in pairs], windows)
             with conn.transaction():  # one now() for both reads
@@ -138,7 +143,7 @@ def test_a_busy_window_is_read_without_reading_its_events(database: str) -> None
     """30,000 calls in the last minute (500 a second): the window reads its counters, one row a
     second, and only the events of its oldest, partial second; counting every event read all."""
     with psycopg.connect(database, autocommit=True) as conn:
-        insert_ago(conn, [(f"c{i}", "call", "acme", "r", "t.a", i / 500) for i in range(30_000)])
+        insert_ago(conn, [(f"c{i}", ["write"], "acme", "r", "t.a", i / 500) for i in range(30_000)])
         conn.execute("VACUUM ANALYZE toolgate.usage_events")
         args = (["acme"], ["t.a"], [60])
         (plan,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + RATE, args).fetchone()[0]
@@ -159,13 +164,53 @@ def indexes_used(plan: dict[str, Any]) -> set[str]:
 def test_operations_counted_before_are_looked_up_by_key_however_stale_the_statistics(database: str) -> None:
     """20,000 calls counted since the table was last analyzed (empty): a round of 450 operations,
     50 of them counted before, is answered by the primary key alone. Before, the planner read the
-    partial call index whole (every call so far) unless the statistics were fresh."""
+    rate windows' index whole (every call so far) unless the statistics were fresh."""
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute("ANALYZE toolgate.usage_events")
-        insert_ago(conn, [(f"op{i}", dim, "acme", "r", "t.a", 1.0) for i in range(20_000) for dim in ("call", "calls")])
+        insert_ago(conn, [(f"op{i}", ["write"], "acme", "r", "t.a", 1.0) for i in range(20_000)])
         ids = [f"op{i}" for i in range(0, 20_000, 400)] + [f"new{i}" for i in range(400)]
         query = COUNTED.replace("%b", "%s")
         (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + query, (ids,)).fetchone()[0]
         counted = {row[0] for row in conn.execute(query, (ids,))}
     assert indexes_used(plan["Plan"]) == {"usage_events_pkey"}
     assert counted == {f"op{i}" for i in range(0, 20_000, 400)}
+
+
+def test_migration_0017_makes_one_event_of_each_operations_rows(postgres: Server) -> None:
+    """A deployment's history written one row per operation and dimension (up to 0016) becomes one
+    event per operation with the dimensions it spent; the counters still equal their events, and
+    the runs' 'call' counters, which no budget reads, are gone."""
+    before = [(name, sql) for name, sql in migration_files() if name < "0017"]
+    with postgres.scratch("usage_0017", template=None) as scratch:
+        with psycopg.connect(scratch.database_url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE public.toolgate_migrations (name text PRIMARY KEY, applied_at timestamptz)")
+            for name, sql in before:
+                conn.execute(sql.encode())
+                conn.execute("INSERT INTO public.toolgate_migrations (name) VALUES (%s)", (name,))
+            conn.execute(
+                "INSERT INTO toolgate.usage_events (event_id, dimension, tenant_id, run_id, tool_name, at) VALUES "
+                "('op1', 'call', 'acme', 'r1', 't.a', now() - interval '5 s'),"
+                "('op1', 'write', 'acme', 'r1', 't.a', now() - interval '5 s'),"
+                "('op1', 'financial', 'acme', 'r1', 't.a', now() - interval '5 s'),"
+                "('op2', 'call', 'acme', 'r2', 't.b', now()),"
+                "('op3', 'call', 'globex', 'r1', 't.a', now()), ('op3', 'read', 'globex', 'r1', 't.a', now())"
+            )
+            assert ("acme", "r1", "call", 1) in conn.execute("SELECT * FROM toolgate.usage_runs").fetchall()
+        assert migrate(scratch.database_url) == ["0017_usage_event_per_operation.sql"]
+        with psycopg.connect(scratch.database_url, autocommit=True) as conn:
+            events = conn.execute(
+                "SELECT event_id, tenant_id, run_id, tool_name, spends FROM toolgate.usage_events ORDER BY 1"
+            ).fetchall()
+            assert events == [
+                ("op1", "acme", "r1", "t.a", ["financial", "write"]),
+                ("op2", "acme", "r2", "t.b", []),
+                ("op3", "globex", "r1", "t.a", ["read"]),
+            ]
+            runs, run_counts, seconds, second_counts = counters_and_counts(conn)
+            assert runs == run_counts and seconds == second_counts
+            assert [row[2] for row in runs] == ["financial", "write", "read"]
+            insert_ago(conn, [("op4", ["write"], "acme", "r1", "t.a", 0.0)])  # the new triggers count it
+            conn.execute("DELETE FROM toolgate.usage_events WHERE event_id = 'op1'")
+            runs, run_counts, seconds, second_counts = counters_and_counts(conn)
+            assert runs == run_counts == [("acme", "r1", "write", 1), ("globex", "r1", "read", 1)]
+            assert seconds == second_counts

@@ -54,11 +54,11 @@ CROSS JOIN LATERAL (
         WHERE n.tenant_id = w.tenant_id AND n.tool_name = w.tool_name AND n.second > s.second
     ), 0) + (
         SELECT count(*) FROM toolgate.usage_events u
-        WHERE u.dimension = 'call' AND u.tenant_id = w.tenant_id AND u.tool_name = w.tool_name
+        WHERE u.tenant_id = w.tenant_id AND u.tool_name = w.tool_name
           AND u.at > e.edge AND u.at < to_timestamp(s.second + 1)
     ))::bigint AS calls, (
         SELECT (extract(epoch FROM u.at) * 1000)::bigint FROM toolgate.usage_events u
-        WHERE u.dimension = 'call' AND u.tenant_id = w.tenant_id AND u.tool_name = w.tool_name AND u.at > e.edge
+        WHERE u.tenant_id = w.tenant_id AND u.tool_name = w.tool_name AND u.at > e.edge
         ORDER BY u.at LIMIT 1
     ) AS oldest
     OFFSET 0  -- computed once, not again for the filter below
@@ -66,27 +66,27 @@ CROSS JOIN LATERAL (
 WHERE c.calls > 0
 """
 LOCK_TENANT = "SELECT pg_advisory_xact_lock(hashtext('toolgate-usage'), hashtext(%s))"
-# Which of the round's operations were counted before: one primary-key lookup per event id. As
-# `dimension = 'call' AND event_id = ANY(...)`, the planner could take the partial call index
-# whole instead (its predicate holds), unless the table's statistics were fresh: seen at 100,000
-# calls, 31 ms a round, every round reading every call event so far.
+# Which of the round's operations were counted before: one primary-key lookup per event id,
+# whatever the table's statistics say (seen at 100,000 calls with stale ones: a plan that read
+# an index whole, 31 ms a round). The LIMIT keeps the planner from making the lookups one join,
+# which it may answer by reading the table whole.
 COUNTED = """
 SELECT i.event_id FROM unnest(%b::text[]) AS i(event_id)
-CROSS JOIN LATERAL (
-    SELECT FROM toolgate.usage_events e WHERE e.event_id = i.event_id AND e.dimension = 'call' LIMIT 1
-) AS found
+CROSS JOIN LATERAL (SELECT FROM toolgate.usage_events e WHERE e.event_id = i.event_id LIMIT 1) AS found
 """
-# Only the events inserted now (not those of an operation counted before) add to the day's counters.
+# One event per operation (migration 0017), with the budget dimensions it spends. Only the events
+# inserted now (not those of an operation counted before) add to the day's counters.
 RECORD = """
 WITH counted AS (
-    INSERT INTO toolgate.usage_events (event_id, dimension, tenant_id, run_id, tool_name)
-    SELECT e.event_id, e.dimension, e.tenant_id, e.run_id, e.tool_name
-    FROM jsonb_to_recordset(%s::jsonb) AS e(event_id text, dimension text, tenant_id text, run_id text, tool_name text)
+    INSERT INTO toolgate.usage_events (event_id, tenant_id, run_id, tool_name, spends)
+    SELECT e.event_id, e.tenant_id, e.run_id, e.tool_name, e.spends
+    FROM jsonb_to_recordset(%s::jsonb) AS e(event_id text, tenant_id text, run_id text, tool_name text, spends text[])
     ON CONFLICT DO NOTHING
-    RETURNING tenant_id, dimension, at
+    RETURNING tenant_id, spends, at
 )
 INSERT INTO toolgate.usage_daily AS d (tenant_id, dimension, day, used)
-SELECT tenant_id, dimension, (at AT TIME ZONE 'UTC')::date, count(*) FROM counted WHERE dimension <> 'call'
+SELECT c.tenant_id, s.dimension, (c.at AT TIME ZONE 'UTC')::date, count(*)
+FROM counted c CROSS JOIN unnest(c.spends) AS s(dimension)
 GROUP BY 1, 2, 3
 ON CONFLICT (tenant_id, dimension, day) DO UPDATE SET used = d.used + EXCLUDED.used
 """
@@ -119,7 +119,7 @@ class PolicyHandler(Handler[StageRecord]):
             known = fact_loader.collect(wanted, results[1 : 1 + len(lookups)])
             usage = reads.usage(results[1 + len(lookups) :])
             now = now_ms()
-            spent: list[dict[str, str]] = []
+            spent: list[dict[str, Any]] = []
             refused: list[audit.Entry] = []
             for call in calls:
                 record, contract = call.model, contracts[id(call)]
@@ -142,7 +142,7 @@ class PolicyHandler(Handler[StageRecord]):
                 self._allow(call, decision, now, out)
                 if decision.spends:  # a new operation (not a dry run, not a retry counted before)
                     usage.record(record, events[id(call)], decision.spends, now)
-                    spent += [_event(events[id(call)], dim, record) for dim in (*decision.spends, "call")]
+                    spent.append(_event(events[id(call)], decision.spends, record))
             writes = [(_client_side(RECORD), (rows_json(spent),))] if spent else []
             if refused:  # the audit chain's lock and tail first: the rows follow from the tail
                 (*_, head) = await batch.run(conn, [*writes, *audit.HEAD])
@@ -233,13 +233,13 @@ def _client_side(query: str) -> str:
     return query.replace("%b", "%s")
 
 
-def _event(event_id: str, dimension: str, record: StageRecord) -> dict[str, str]:
+def _event(event_id: str, spends: tuple[str, ...], record: StageRecord) -> dict[str, Any]:
     return {
         "event_id": event_id,
-        "dimension": dimension,
         "tenant_id": record.tenant_id,
         "run_id": record.run_id,
         "tool_name": record.tool_name,
+        "spends": spends,
     }
 
 
