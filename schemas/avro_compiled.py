@@ -359,7 +359,10 @@ class _Compiler:
                 src.line(f"{blob} = {var}.encode()")
             else:
                 src.line(f"{blob} = bytes({var})")
-            src.line(f"write_long(out, len({blob})); out += {blob}")
+            size = src.fresh("n")
+            src.line(f"{size} = len({blob})")
+            self._write_varint(src, size)
+            src.line(f"out += {blob}")
         elif kind == "enum":
             table = self._constant("INDEX", {symbol: i for i, symbol in enumerate(schema["symbols"])})
             small = len(schema["symbols"]) < 64  # every index a one-byte varint
@@ -370,7 +373,9 @@ class _Compiler:
             item = src.fresh("x")
             src.line(f"if {var}:")
             src.depth += 1
-            src.line(f"write_long(out, len({var}))")
+            size = src.fresh("n")
+            src.line(f"{size} = len({var})")
+            self._write_varint(src, size)
             src.line(f"for {item} in {var}:")
             src.depth += 1
             self._write(src, schema["items"], item)

@@ -72,6 +72,19 @@ def test_any_values_round_trip_as_fastavro_writes_them(
     assert read(bytes(out), 0) == (wire, len(out))
 
 
+@pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 8191, 8192])
+def test_a_length_on_either_side_of_one_varint_byte_is_written_as_fastavro_writes_it(size: int) -> None:
+    """A string's or an array's length under 64 is written inline as one byte, any other by
+    `write_long`: both sides of the edge, in bytes and in items."""
+    update = {"call_id": "é" * (size // 2) + "x" * (size % 2), "warnings": ["w"] * size}
+    parsed, wire = _wire(sample_models()[StageRecord].model_copy(update=update))
+    read, write = compile_codec(parsed)
+    out = bytearray()
+    write(out, wire)
+    assert bytes(out) == _fastavro_bytes(parsed, wire)
+    assert read(bytes(out), 0) == (wire, len(out))
+
+
 @FAST
 @given(position=st.integers(0, 10_000), value=st.integers(0, 255), cut=st.integers(0, 10_000))
 def test_a_corrupt_body_is_refused_or_read_as_fastavro_reads_it(position: int, value: int, cut: int) -> None:
