@@ -15,12 +15,19 @@ CREATE TABLE toolgate.usage_operations (
 );
 INSERT INTO toolgate.usage_operations (event_id, tenant_id, run_id, tool_name, spends, at)
 SELECT event_id, min(tenant_id), min(run_id), min(tool_name),
-       coalesce(array_agg(dimension ORDER BY dimension) FILTER (WHERE dimension <> 'call'), '{}'), min(at)
+       coalesce(array_agg(dimension ORDER BY dimension) FILTER (WHERE dimension <> 'call'), '{}'),
+       coalesce(min(at) FILTER (WHERE dimension = 'call'), min(at))  -- when the rate windows counted it
 FROM toolgate.usage_events GROUP BY event_id;
-DROP TABLE toolgate.usage_events;  -- with its triggers and indexes; the counters stay as they are
+DROP TABLE toolgate.usage_events;  -- with its triggers and indexes
 ALTER TABLE toolgate.usage_operations RENAME TO usage_events;
 ALTER INDEX toolgate.usage_operations_pkey RENAME TO usage_events_pkey;
-DELETE FROM toolgate.usage_runs WHERE dimension = 'call';
+-- The counters again from the events, as 0013 made them: each equals the count it stands for.
+TRUNCATE toolgate.usage_runs, toolgate.usage_seconds;
+INSERT INTO toolgate.usage_runs (tenant_id, run_id, dimension, used)
+SELECT e.tenant_id, e.run_id, d.dimension, count(*) FROM toolgate.usage_events e CROSS JOIN unnest(e.spends) AS d(dimension)
+GROUP BY 1, 2, 3;
+INSERT INTO toolgate.usage_seconds (tenant_id, tool_name, second, calls)
+SELECT tenant_id, tool_name, floor(extract(epoch FROM at))::bigint, count(*) FROM toolgate.usage_events GROUP BY 1, 2, 3;
 
 CREATE INDEX usage_events_at_idx ON toolgate.usage_events (at);                       -- retention
 CREATE INDEX usage_events_call_idx ON toolgate.usage_events (tenant_id, tool_name, at);  -- rate windows

@@ -178,8 +178,8 @@ def test_operations_counted_before_are_looked_up_by_key_however_stale_the_statis
 
 def test_migration_0017_makes_one_event_of_each_operations_rows(postgres: Server) -> None:
     """A deployment's history written one row per operation and dimension (up to 0016) becomes one
-    event per operation with the dimensions it spent; the counters still equal their events, and
-    the runs' 'call' counters, which no budget reads, are gone."""
+    event per operation with the dimensions it spent; the counters are counted again and equal
+    their events, and the runs' 'call' counters, which no budget reads, are gone."""
     before = [(name, sql) for name, sql in migration_files() if name < "0017"]
     with postgres.scratch("usage_0017", template=None) as scratch:
         with psycopg.connect(scratch.database_url, autocommit=True) as conn:
@@ -193,7 +193,8 @@ def test_migration_0017_makes_one_event_of_each_operations_rows(postgres: Server
                 "('op1', 'write', 'acme', 'r1', 't.a', now() - interval '5 s'),"
                 "('op1', 'financial', 'acme', 'r1', 't.a', now() - interval '5 s'),"
                 "('op2', 'call', 'acme', 'r2', 't.b', now()),"
-                "('op3', 'call', 'globex', 'r1', 't.a', now()), ('op3', 'read', 'globex', 'r1', 't.a', now())"
+                "('op3', 'call', 'globex', 'r1', 't.a', now()), ('op3', 'read', 'globex', 'r1', 't.a', now()),"
+                "('op5', 'write', 'acme', 'r3', 't.a', now())"  # no 'call' row: counted again, as a call
             )
             assert ("acme", "r1", "call", 1) in conn.execute("SELECT * FROM toolgate.usage_runs").fetchall()
         assert migrate(scratch.database_url) == ["0017_usage_event_per_operation.sql"]
@@ -205,12 +206,14 @@ def test_migration_0017_makes_one_event_of_each_operations_rows(postgres: Server
                 ("op1", "acme", "r1", "t.a", ["financial", "write"]),
                 ("op2", "acme", "r2", "t.b", []),
                 ("op3", "globex", "r1", "t.a", ["read"]),
+                ("op5", "acme", "r3", "t.a", ["write"]),
             ]
             runs, run_counts, seconds, second_counts = counters_and_counts(conn)
             assert runs == run_counts and seconds == second_counts
-            assert [row[2] for row in runs] == ["financial", "write", "read"]
+            assert [row[2] for row in runs] == ["financial", "write", "write", "read"]
             insert_ago(conn, [("op4", ["write"], "acme", "r1", "t.a", 0.0)])  # the new triggers count it
             conn.execute("DELETE FROM toolgate.usage_events WHERE event_id = 'op1'")
             runs, run_counts, seconds, second_counts = counters_and_counts(conn)
-            assert runs == run_counts == [("acme", "r1", "write", 1), ("globex", "r1", "read", 1)]
+            assert runs == run_counts
+            assert runs == [("acme", "r1", "write", 1), ("acme", "r3", "write", 1), ("globex", "r1", "read", 1)]
             assert seconds == second_counts
