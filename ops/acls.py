@@ -52,7 +52,7 @@ from toolgate.kafka_security import client_config
 from toolgate.ops.agents import list_agents, registered_tenants
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
-from toolgate.topics.catalog import BY_LOGICAL, Topics
+from toolgate.topics.catalog import BY_LOGICAL, Topics, stage_group
 
 OBSERVER_GROUP_PREFIX = "toolgate-observer-"
 DLQ_GROUP_PREFIX = "toolgate-dlq-"
@@ -161,7 +161,7 @@ def _stage(plan: AclPlan, topics: Topics, stage: str, rights: StageRights) -> li
     out = [_topic(principal, *_every_tenant(topics, logical), READ) for logical in rights.reads]
     out += [_topic(principal, *_every_tenant(topics, logical), WRITE) for logical in rights.writes]
     if rights.consumes_with_group:
-        out.append(_group(principal, f"{plan.prefix}toolgate-{stage}", LITERAL))
+        out.append(_group(principal, stage_group(plan.prefix, stage), LITERAL))
     if rights.writes:
         out.append(_idempotent_write(principal))
     return out

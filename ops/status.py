@@ -55,7 +55,7 @@ from toolgate.ops.health import (
     judge,
 )
 from toolgate.settings import Settings
-from toolgate.topics.catalog import Topics
+from toolgate.topics.catalog import Topics, stage_group
 from toolgate.workers.stages import STAGES
 
 T = TypeVar("T")
@@ -81,11 +81,6 @@ OUTBOX = """
 SELECT count(*), extract(epoch FROM now() - min(created_at))::float8, count(*) FILTER (WHERE retry_at > now())
 FROM toolgate.outbox WHERE sent_at IS NULL
 """
-
-
-def stage_group(prefix: str, stage: str) -> str:
-    """A stage's consumer group: as workers/runtime/app.py names it."""
-    return f"{prefix}toolgate-{stage}"
 
 
 def partition_lag(committed: int, low: int, end: int) -> int:

@@ -127,6 +127,12 @@ CATALOG: tuple[TopicSpec, ...] = (
 BY_LOGICAL = {t.logical: t for t in CATALOG}
 
 
+def stage_group(prefix: str, stage: str) -> str:
+    """The consumer group of a stage's workers, under the deployment's prefix (its workers join
+    it, `toolgate status` reads its lag, the ACLs let the stage's principal use it)."""
+    return f"{prefix}toolgate-{stage}"
+
+
 class Topics:
     """Topic names under a deployment's prefix (tests run side by side with a uuid prefix)."""
 

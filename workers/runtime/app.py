@@ -31,7 +31,7 @@ from toolgate.integrity import Sealer, deployment_keys
 from toolgate.schemas.codec import codec
 from toolgate.settings import Settings
 from toolgate.telemetry import configure_telemetry, shutdown_telemetry
-from toolgate.topics.catalog import Topics
+from toolgate.topics.catalog import Topics, stage_group
 from toolgate.topics.headers import Headers
 from toolgate.workers.runtime import heap, liveness, orphan
 from toolgate.workers.runtime.audit import AuditSink
@@ -59,7 +59,7 @@ class StageApp:
         self.name = name
         self.settings = settings.require_infrastructure()
         self.topics = Topics(settings.topic_prefix)
-        self.group = f"{settings.topic_prefix}toolgate-{name}"
+        self.group = stage_group(settings.topic_prefix, name)
         # Holding the deployment secret is what makes this process a stage (toolgate.integrity).
         self.sealer = Sealer(deployment_keys(settings), self.topics)
         self.audits = AuditSink(settings.database_url, name)
