@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased,
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceState
 
 from toolgate.call_spans import CallSpans, parent_decides
-from toolgate.telemetry import JsonLinesSpanExporter, parent_context, parse_traceparent, span_line
+from toolgate.telemetry import JsonLinesSpanExporter, Parent, parent_context, parent_of, parse_traceparent, span_line
 from toolgate.topics.headers import format_traceparent, new_traceparent
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -44,7 +44,8 @@ def test_a_call_span_is_the_span_the_sdk_api_makes_for_the_same_call() -> None:
     sdk, exporter, processor = provider()
     spans = CallSpans("toolgate.policy", sdk, processor)
     remote = parse_traceparent(PARENT)
-    span = spans.open(remote, OPENED)
+    assert remote is not None
+    span = spans.open(parent_of(PARENT), OPENED)
     assert span is not None
     spans.end(span, CLOSED, "UNKNOWN_ERROR")
 
@@ -73,7 +74,7 @@ def test_a_span_written_as_a_line_is_the_line_the_exporter_writes_for_it(tmp_pat
     lines = JsonLinesSpanExporter(tmp_path / "spans.jsonl")
     direct = CallSpans("toolgate.policy", sdk, processor, lines=lines)
     through_sdk = CallSpans("toolgate.policy", sdk, processor)
-    remote = parse_traceparent(PARENT)
+    remote = parent_of(PARENT)
     first, second = direct.open(remote, OPENED), through_sdk.open(remote, OPENED)
     assert first is not None and second is not None
     direct.end(first, CLOSED, error)
@@ -86,14 +87,14 @@ def test_a_span_written_as_a_line_is_the_line_the_exporter_writes_for_it(tmp_pat
     (theirs,) = exporter.get_finished_spans()  # the direct span never reached the processor
     assert len(written) == 1
     assert comparable(written[0]) == comparable(span_line(theirs))
-    assert json.loads(written[0])["span_id"] == f"{first.context.span_id:016x}"
+    assert json.loads(written[0])["span_id"] == first.span_id == f"{first.context.span_id:016x}"
 
 
 def test_spans_that_cannot_be_written_are_lost_not_the_round(tmp_path: Path) -> None:
     sdk, _, processor = provider()
     lines = JsonLinesSpanExporter(tmp_path / "spans.jsonl")
     spans = CallSpans("toolgate.policy", sdk, processor, lines=lines)
-    span = spans.open(parse_traceparent(PARENT), OPENED)
+    span = spans.open(parent_of(PARENT), OPENED)
     assert span is not None
     spans.end(span, CLOSED)
     lines.shutdown()  # the file is closed: writing raises
@@ -105,7 +106,7 @@ def test_spans_that_cannot_be_written_are_lost_not_the_round(tmp_path: Path) -> 
 def test_a_span_ended_without_error_is_unset_and_carries_both_sets_of_attributes() -> None:
     sdk, exporter, processor = provider()
     spans = CallSpans("toolgate.policy", sdk, processor)
-    span = spans.open(parse_traceparent(PARENT), OPENED)
+    span = spans.open(parent_of(PARENT), OPENED)
     assert span is not None
     spans.end(span, {"toolgate.outcome": "forwarded"})
     (finished,) = exporter.get_finished_spans()
@@ -119,9 +120,9 @@ def test_a_call_without_a_parent_starts_a_trace_the_later_stages_follow() -> Non
     first = spans.open(None, OPENED)
     assert first is not None and first.traceparent.endswith("-01")
     spans.end(first, CLOSED)
-    following = CallSpans("toolgate.policy", sdk, processor).open(parse_traceparent(first.traceparent), OPENED)
-    assert following is not None and following.context.trace_id == first.context.trace_id
-    assert following.parent is not None and following.parent.span_id == first.context.span_id
+    following = CallSpans("toolgate.policy", sdk, processor).open(parent_of(first.traceparent), OPENED)
+    assert following is not None and following.trace_id == first.trace_id
+    assert following.parent is not None and following.parent.span_id == first.span_id
 
 
 def test_a_trace_the_sampler_drops_is_not_recorded_and_says_so_onward() -> None:
@@ -140,7 +141,7 @@ def test_a_sampler_that_does_not_follow_a_sampled_parent_is_still_asked() -> Non
     exporter = InMemorySpanExporter()
     processor = SimpleSpanProcessor(exporter)
     assert not parent_decides(sdk.sampler)
-    span = CallSpans("toolgate.policy", sdk, processor).open(parse_traceparent(PARENT), OPENED)
+    span = CallSpans("toolgate.policy", sdk, processor).open(parent_of(PARENT), OPENED)
     assert span is not None and span.traceparent.endswith("-00")
     assert exporter.get_finished_spans() == ()
 
@@ -160,7 +161,7 @@ def test_a_sampled_parent_passes_its_trace_state_on() -> None:
     with_state = SpanContext(
         remote.trace_id, remote.span_id, True, remote.trace_flags, TraceState([("vendor", "value")])
     )
-    span = CallSpans("toolgate.policy", sdk, processor).open(with_state, OPENED)
+    span = CallSpans("toolgate.policy", sdk, processor).open(Parent.of(with_state), OPENED)
     through_api = sdk.get_tracer("toolgate").start_span("toolgate.policy", context=parent_context(with_state))
     assert span is not None and through_api.get_span_context().trace_state == span.context.trace_state
     assert span.context.trace_state == TraceState([("vendor", "value")])
@@ -177,10 +178,13 @@ def test_a_malformed_traceparent_is_no_parent() -> None:
         "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
         "00-+af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
     ):
-        assert parse_traceparent(text) is None, text
+        assert parse_traceparent(text) is None and parent_of(text) is None, text
     parsed = parse_traceparent(PARENT)
     assert parsed is not None and parsed.is_remote and parsed.trace_flags.sampled
     assert format_traceparent(parsed.trace_id, parsed.span_id, True) == PARENT
+    parent = parent_of(PARENT)
+    assert parent is not None and parent.sampled and parent.context() == parsed
+    assert (parent.trace_id, parent.span_id) == (PARENT[3:35], PARENT[36:52])
 
 
 def test_a_new_traceparent_is_a_valid_w3c_one_with_fresh_ids() -> None:

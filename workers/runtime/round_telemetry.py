@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from toolgate.call_spans import CallSpans
 from toolgate.schemas.models import ExecutionResult
 from toolgate.schemas.wire import field_of
-from toolgate.telemetry import meter, parse_traceparent
+from toolgate.telemetry import meter, parent_of
 from toolgate.topics.headers import CALL_ID, TRACEPARENT, header
 from toolgate.workers.runtime.call_metrics import CallMetrics
 from toolgate.workers.runtime.emit import Emit
@@ -44,8 +44,8 @@ class RoundTelemetry:
         """One span per sampled call; every call gets the traceparent its outputs carry."""
         for call in calls:
             parent = field_of(call.model, "traceparent") or header(call.origin.headers, TRACEPARENT)
-            remote = parse_traceparent(parent)
-            if remote is not None and not remote.trace_flags.sampled:
+            remote = parent_of(parent)
+            if remote is not None and not remote.sampled:
                 call.traceparent = str(parent)
                 continue
             call_id = call.call_id or (header(call.origin.headers, CALL_ID) or "")
