@@ -20,7 +20,7 @@ from toolgate.workers.runtime import batch
 
 from .conftest import Database
 
-TEXT = st.text(st.characters(exclude_characters="\x00"), max_size=40)
+TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)  # what a UTF-8 server takes
 
 
 async def _connect(database: Database, autocommit: bool = True) -> psycopg.AsyncConnection[Any]:
