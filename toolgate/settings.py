@@ -47,18 +47,21 @@ class Settings:
     # 62-69 ms p50 to 45-57 ms, and cost the broker ~0.3 ms of CPU per call at full speed and
     # ~40% of a core more when idle; 10 ms gave 53-54 ms. On Apache Kafka, which answers a
     # waiting fetch as records arrive, a long wait (100-500 ms) costs no latency: set it there.
-    # Again on later code (README, "Where the broker's CPU goes"): 20 ms saved the broker 10-40 µs
-    # a call at full speed and took one call at a time from p50 23-27 ms to 35-37.
+    # Again on later code (docs/performance.md, "Where the broker's CPU goes"): 20 ms saved the
+    # broker 10-40 µs a call at full speed and took one call at a time from p50 23-27 ms to 35-37.
+    # On 2026-11-27 (the broker's runtime on one thread, an experiment), 10 ms cut its idle CPU
+    # from 249 to 179 ms a second but measured nothing at 300 calls/s (3 pairs).
     fetch_wait_ms: int = 5
     # How long a stage's producer (and the outbox relay's) holds a record to batch it with others.
-    # A round hands all its records to the producer at once, so they batch without a linger; 2 ms
-    # cost each hop 2 ms and measured no throughput.
+    # A round hands all its records to the producer at once, and a stage's producer keeps one
+    # request in flight (workers/runtime/producer.py), so they batch without a linger; 2 ms cost
+    # each hop 2 ms and measured no throughput.
     linger_ms: int = 0
     # The codec toolgate's producers compress the records of topics only toolgate reads with
     # (proposals, decisions, the StageBatches between stages: topics/catalog.py); observations,
     # approval requests and dead letters stay plain for clients built without it. The embedded
-    # broker keeps every batch in memory: 230 MB instead of 440 after 100,000 calls (README,
-    # "Compressed batches, plain observations").
+    # broker keeps every batch in memory: 230 MB instead of 440 after 100,000 calls
+    # (docs/performance.md, "Compressed batches, plain observations").
     compression: str = "lz4"
     # A StageBatch record is split when it would exceed this many bytes.
     batch_bytes: int = 512 * 1024
