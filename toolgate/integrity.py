@@ -14,6 +14,21 @@ generates one) is the root of two things, each derived with HKDF-SHA-256 under i
   call_id, the proposal digest and the value; clients verify it with the deployment's public
   key (`TOOLGATE_DEPLOYMENT_PUBLIC_KEY`, or `runtime.json` under `toolgate up`).
 
+A record that leaves alone is signed over those fields (`edge_signed_bytes`). Records that leave
+together for one topic (a round's observations for a tenant) are signed once: each is a leaf of
+a Merkle tree, the deployment signs the tree's root, and each record carries the signature and,
+in `toolgate-proof`, the path from its leaf to the root. A signature costs ~25 µs to make and
+~40 to check, a path of a 500-record round 9 SHA-256s, and a client checks a root's signature
+once for all the records under it. Leaves and inner nodes are hashed under different prefixes
+(as RFC 6962's), and the root is signed under its own purpose, so no record's bytes can pass for
+a node or a root. Trees never mix topics, so a path shows a tenant hashes of its own records only.
+
+    leaf = SHA-256(0x00 || edge_signed_bytes)
+    node = SHA-256(0x01 || left || right)
+    proof = steps from the leaf up, 33 bytes each: b"L" or b"R" (the side the sibling is on),
+            then the sibling's hash; a level's last node without a sibling rises unchanged
+    signed = len || b"toolgate.edge.root.v1" || len || root   (lengths 4-byte big-endian)
+
 Sealing happens where records are produced (a stage's flush, the outbox relay, `dlq replay`),
 so no code path can forget it.
 """
@@ -36,9 +51,14 @@ from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, Headers, header
 
 MAC_HEADER = "toolgate-mac"
 SIGNATURE_HEADER = "toolgate-signature"
+PROOF_HEADER = "toolgate-proof"
 MACED = frozenset({"validated", "authorized", "executable", "results", "deadletter"})
 SIGNED = frozenset({"observations", "approvals_requested"})
 EDGE_PURPOSE = b"toolgate.edge.v1"
+ROOT_PURPOSE = b"toolgate.edge.root.v1"
+SIBLING_LEFT, SIBLING_RIGHT = b"L", b"R"
+STEP = 33  # a proof's step: the sibling's side, then its hash
+ROOTS_KEPT = 256  # roots whose signature a verifier has checked, remembered for their other records
 
 
 def derive(secret: bytes, label: str) -> bytes:
@@ -58,7 +78,61 @@ def edge_signed_bytes(
         (header(headers, PROPOSAL_DIGEST) or "").encode(),
         hashlib.sha256(value).digest(),
     ]
+    return _length_prefixed(fields)
+
+
+def _length_prefixed(fields: Sequence[bytes]) -> bytes:
     return b"".join(len(f).to_bytes(4, "big") + f for f in fields)
+
+
+def root_signed_bytes(root: bytes) -> bytes:
+    """What the deployment signs for records that left together: their tree's root."""
+    return _length_prefixed([ROOT_PURPOSE, root])
+
+
+def leaf_hash(signed: bytes) -> bytes:
+    return hashlib.sha256(b"\x00" + signed).digest()
+
+
+def _node(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def merkle_tree(leaves: Sequence[bytes]) -> tuple[bytes, list[bytes]]:
+    """The root over `leaves` (at least one), and each leaf's proof."""
+    levels = [list(leaves)]
+    while len(levels[-1]) > 1:
+        below = levels[-1]
+        above = [_node(below[i], below[i + 1]) for i in range(0, len(below) - 1, 2)]
+        if len(below) % 2:
+            above.append(below[-1])
+        levels.append(above)
+    proofs = []
+    for index in range(len(leaves)):
+        steps = bytearray()
+        for level in levels[:-1]:
+            sibling = index ^ 1
+            if sibling < len(level):
+                steps += (SIBLING_LEFT if sibling < index else SIBLING_RIGHT) + level[sibling]
+            index >>= 1
+        proofs.append(bytes(steps))
+    return levels[-1][0], proofs
+
+
+def root_of(leaf: bytes, proof: bytes) -> bytes | None:
+    """The root a proof leads to from `leaf`; None for a proof that is not made of steps."""
+    if len(proof) % STEP:
+        return None
+    node = leaf
+    for at in range(0, len(proof), STEP):
+        side, sibling = proof[at : at + 1], proof[at + 1 : at + STEP]
+        if side == SIBLING_LEFT:
+            node = _node(sibling, node)
+        elif side == SIBLING_RIGHT:
+            node = _node(node, sibling)
+        else:
+            return None
+    return node
 
 
 class DeploymentKeys:
@@ -113,14 +187,32 @@ class Sealer:
 
     def seal(self, topic: str, key: bytes | None, value: bytes, headers: Headers) -> Headers:
         """`headers` with this record's MAC or signature added (`topic` is physical)."""
-        kind = self.topics.parse(topic)[0]
-        headers = [(k, v) for k, v in headers if k not in (MAC_HEADER, SIGNATURE_HEADER)]
-        if kind in MACED:
-            return [*headers, (MAC_HEADER, self.keys.mac(topic, value))]
-        if kind in SIGNED:
-            signature = self.keys.signing_key.sign(edge_signed_bytes(topic, key, headers, value))
-            return [*headers, (SIGNATURE_HEADER, signature)]
-        return headers
+        return self.seal_all([(topic, key, value, headers)])[0]
+
+    def seal_all(self, records: Sequence[tuple[str, bytes | None, bytes, Headers]]) -> list[Headers]:
+        """Each record's headers with its MAC or signature added; the records of one signed topic
+        share one signature over their tree's root (a topic with one record: over the record)."""
+        sealed: list[Headers] = []
+        signed: dict[str, list[tuple[int, bytes]]] = {}
+        for topic, key, value, headers in records:
+            kind = self.topics.parse(topic)[0]
+            headers = [(k, v) for k, v in headers if k not in (MAC_HEADER, SIGNATURE_HEADER, PROOF_HEADER)]
+            if kind in MACED:
+                headers.append((MAC_HEADER, self.keys.mac(topic, value)))
+            elif kind in SIGNED:
+                signed.setdefault(topic, []).append((len(sealed), edge_signed_bytes(topic, key, headers, value)))
+            sealed.append(headers)
+        sign = self.keys.signing_key.sign
+        for members in signed.values():
+            if len(members) == 1:
+                at, message = members[0]
+                sealed[at].append((SIGNATURE_HEADER, sign(message)))
+                continue
+            root, proofs = merkle_tree([leaf_hash(message) for _, message in members])
+            signature = sign(root_signed_bytes(root))
+            for (at, _), proof in zip(members, proofs, strict=True):
+                sealed[at] += [(SIGNATURE_HEADER, signature), (PROOF_HEADER, proof)]
+        return sealed
 
     def mac_ok(self, topic: str, value: bytes, headers: Iterable[tuple[str, bytes | None]] | None) -> bool:
         return self.keys.mac_ok(topic, value, raw_header(headers, MAC_HEADER))
@@ -131,7 +223,22 @@ class EdgeVerifier:
 
     def __init__(self, public_key: bytes) -> None:
         self._key = PublicKey(public_key)
+        self._roots: dict[bytes, bytes] = {}  # a checked root -> the signature that held for it
 
     def ok(self, topic: str, key: bytes | None, headers: Sequence[tuple[str, bytes | None]], value: bytes) -> bool:
         signature = raw_header(headers, SIGNATURE_HEADER)
-        return self._key.ok(signature, edge_signed_bytes(topic, key, headers, value))
+        message = edge_signed_bytes(topic, key, headers, value)
+        proof = raw_header(headers, PROOF_HEADER)
+        if proof is None:
+            return self._key.ok(signature, message)
+        root = root_of(leaf_hash(message), proof)
+        if root is None or signature is None:
+            return False
+        if self._roots.get(root) == signature:
+            return True
+        if not self._key.ok(signature, root_signed_bytes(root)):
+            return False
+        if len(self._roots) >= ROOTS_KEPT:
+            del self._roots[next(iter(self._roots))]
+        self._roots[root] = signature
+        return True

@@ -1,14 +1,15 @@
 """The topics, the wire format and the signatures are usable from outside toolgate.
 
 A producer written with kafka-python (pure Python, no librdkafka) and the Apache `avro`
-package (a second Avro implementation) publishes a proposal using only the .avsc files, signed
-with a key whose private half never reaches toolgate (registered with `agents add
+package (a second Avro implementation) publishes a burst of proposals using only the .avsc
+files, signed with a key whose private half never reaches toolgate (registered with `agents add
 --public-key`): the signing document is built from its documented fields, made canonical by
-the `rfc8785` package and signed with `cryptography`'s Ed25519. It reads the observation back
-from its tenant's topic, checks the deployment's signature from the documented layout, and
-decodes it from the fingerprint in its header. kafka-python has no lz4 codec here (the `lz4`
-package is not installed): an observation written compressed, as the topics only toolgate reads
-are (topics/catalog.py), could not be read.
+the `rfc8785` package and signed with `cryptography`'s Ed25519. It reads the observations back
+from its tenant's topic, checks the deployment's signature from the documented layout (over
+the record alone, or over the root its `toolgate-proof` path leads to when the record was signed
+together with others), and decodes them from the fingerprint in their header. kafka-python has
+no lz4 codec here (the `lz4` package is not installed): an observation written compressed, as
+the topics only toolgate reads are (topics/catalog.py), could not be read.
 """
 
 from __future__ import annotations
@@ -72,16 +73,29 @@ def _register_foreign_agent(pipeline: Pipeline, tmp_path: Path) -> tuple[str, Ed
     return agent, key, "k_" + hashlib.sha256(raw).hexdigest()[:16]
 
 
-def _edge_signed(topic: str, key: bytes, call_id: bytes, digest: bytes, value: bytes) -> bytes:
-    fields = [b"toolgate.edge.v1", topic.encode(), key, call_id, digest, hashlib.sha256(value).digest()]
+def _length_prefixed(*fields: bytes) -> bytes:
     return b"".join(len(f).to_bytes(4, "big") + f for f in fields)
 
 
-def test_a_foreign_client_proposes_and_reads_its_observation(pipeline: Pipeline, tmp_path: Path) -> None:
-    assert importlib.util.find_spec("lz4") is None, "the client must lack lz4 to show observations are plain"
-    agent, signing_key, key_id = _register_foreign_agent(pipeline, tmp_path)
-    proposal_schema, observation_schema = apache_schema("ToolProposal"), apache_schema("Observation")
-    call_id, run_id = f"call_{uuid.uuid4().hex}", f"run_{uuid.uuid4().hex[:10]}"
+def _edge_signed(topic: str, key: bytes, call_id: bytes, digest: bytes, value: bytes, proof: bytes | None) -> bytes:
+    """What the deployment signed, by the documented layout: the record's fields, or, for a
+    record signed together with others (a `toolgate-proof` header), the root its path leads to."""
+    signed = _length_prefixed(b"toolgate.edge.v1", topic.encode(), key, call_id, digest, hashlib.sha256(value).digest())
+    if proof is None:
+        return signed
+    node = hashlib.sha256(b"\x00" + signed).digest()
+    for at in range(0, len(proof), 33):
+        side, sibling = proof[at : at + 1], proof[at + 1 : at + 33]
+        pair = sibling + node if side == b"L" else node + sibling
+        node = hashlib.sha256(b"\x01" + pair).digest()
+    return _length_prefixed(b"toolgate.edge.root.v1", node)
+
+
+BURST = 40  # proposals in one produce: some reach normalization in one round, signed together
+
+
+def _proposal(agent: str, key: Ed25519PrivateKey, key_id: str, call_id: str, run_id: str) -> tuple[bytes, bytes]:
+    """A signed ToolProposal by the .avsc alone, and the digest toolgate will name it by."""
     arguments = '{"invoice_id": "inv_acme0002"}'
     record = {
         "call_id": call_id,
@@ -89,7 +103,7 @@ def test_a_foreign_client_proposes_and_reads_its_observation(pipeline: Pipeline,
         "principal": {"user_id": "foreign", "agent_id": agent, "scopes": ["invoices:read"]},
         "workflow_id": run_id,
         "run_id": run_id,
-        "logical_operation_id": "op-1",
+        "logical_operation_id": f"op-{call_id}",
         "tool_name": "invoice.fetch",
         "tool_version": "1.x",
         "arguments": arguments,
@@ -106,10 +120,21 @@ def test_a_foreign_client_proposes_and_reads_its_observation(pipeline: Pipeline,
         **{k: v for k, v in record.items() if k != "arguments"},
         "arguments_sha256": hashlib.sha256(arguments.encode()).hexdigest(),
     }
-    record["signature"] = signing_key.sign(rfc8785.dumps(document))
+    record["signature"] = key.sign(rfc8785.dumps(document))
+    schema = apache_schema("ToolProposal")
     body = io.BytesIO()
-    avro.io.DatumWriter(proposal_schema).write(record, avro.io.BinaryEncoder(body))
-    value = b"\xc3\x01" + proposal_schema.fingerprint("CRC-64-AVRO") + body.getvalue()
+    avro.io.DatumWriter(schema).write(record, avro.io.BinaryEncoder(body))
+    content = {k: v for k, v in document.items() if k not in ("created_at_ms", "key_id")}
+    digest = b"sha256:" + hashlib.sha256(rfc8785.dumps(content)).hexdigest().encode()
+    return b"\xc3\x01" + schema.fingerprint("CRC-64-AVRO") + body.getvalue(), digest
+
+
+def test_a_foreign_client_proposes_and_reads_its_observation(pipeline: Pipeline, tmp_path: Path) -> None:
+    assert importlib.util.find_spec("lz4") is None, "the client must lack lz4 to show observations are plain"
+    agent, signing_key, key_id = _register_foreign_agent(pipeline, tmp_path)
+    observation_schema = apache_schema("Observation")
+    run_id = f"run_{uuid.uuid4().hex[:10]}"
+    digests = {f"call_{uuid.uuid4().hex}".encode(): b"" for _ in range(BURST)}
     observations = "tool.observations.acme"
     bootstrap = pipeline.runtime["kafka_bootstrap"]
     deployment = Ed25519PublicKey.from_public_bytes(bytes.fromhex(pipeline.runtime["deployment_public_key"]))
@@ -120,28 +145,39 @@ def test_a_foreign_client_proposes_and_reads_its_observation(pipeline: Pipeline,
     ends = {tp: consumer.position(tp) for tp in partitions}
     for tp, offset in ends.items():
         consumer.seek(tp, offset)
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    producer.send("tool.proposals", key=run_id.encode(), value=value, headers=[("call_id", call_id.encode())]).get(30)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50)
+    for call_id in digests:
+        value, digests[call_id] = _proposal(agent, signing_key, key_id, call_id.decode(), run_id)
+        producer.send("tool.proposals", key=run_id.encode(), value=value, headers=[("call_id", call_id)])
+    producer.flush(30)
     producer.close()
-    decoded = None
+    decoded: dict[bytes, dict[str, Any]] = {}
+    proven = 0
     deadline = time.monotonic() + 45
-    while decoded is None and time.monotonic() < deadline:
+    while len(decoded) < BURST and time.monotonic() < deadline:
         for message in consumer:
             headers = dict(message.headers)
-            if headers.get("call_id") == call_id.encode():
-                assert message.key == run_id.encode()
-                digest = headers["toolgate-proposal"]
-                content = {k: v for k, v in document.items() if k not in ("created_at_ms", "key_id")}
-                assert digest == b"sha256:" + hashlib.sha256(rfc8785.dumps(content)).hexdigest().encode()
-                signed = _edge_signed(observations, message.key, headers["call_id"], digest, message.value)
-                deployment.verify(headers["toolgate-signature"], signed)  # raises unless toolgate wrote it
-                assert message.value[:2] == b"\xc3\x01"
-                assert message.value[2:10] == observation_schema.fingerprint("CRC-64-AVRO")
-                reader = avro.io.DatumReader(observation_schema)
-                decoded = reader.read(avro.io.BinaryDecoder(io.BytesIO(message.value[10:])))
-                break
+            call_id = headers.get("call_id", b"")
+            if call_id not in digests:
+                continue
+            assert message.key == run_id.encode()
+            assert headers["toolgate-proposal"] == digests[call_id]
+            proof = headers.get("toolgate-proof")
+            proven += proof is not None
+            signed = _edge_signed(observations, message.key, call_id, digests[call_id], message.value, proof)
+            deployment.verify(headers["toolgate-signature"], signed)  # raises unless toolgate wrote it
+            assert message.value[:2] == b"\xc3\x01"
+            assert message.value[2:10] == observation_schema.fingerprint("CRC-64-AVRO")
+            reader = avro.io.DatumReader(observation_schema)
+            decoded[call_id] = reader.read(avro.io.BinaryDecoder(io.BytesIO(message.value[10:])))
     consumer.close()
-    assert decoded is not None, "no observation arrived"
-    assert decoded["status"]["taxonomy_class"] == "SUCCESS"
-    assert decoded["tool_identity"] == {"name": "invoice.fetch", "version": "1.0.0", "call_id": call_id}
-    assert json.loads(decoded["result_payload"]["data"])["invoice_id"] == "inv_acme0002"
+    assert len(decoded) == BURST, f"{BURST - len(decoded)} observations did not arrive"
+    assert proven, "no observation of the burst was signed together with another"
+    for call_id, observation in decoded.items():
+        assert observation["status"]["taxonomy_class"] == "SUCCESS"
+        assert observation["tool_identity"] == {
+            "name": "invoice.fetch",
+            "version": "1.0.0",
+            "call_id": call_id.decode(),
+        }
+        assert json.loads(observation["result_payload"]["data"])["invoice_id"] == "inv_acme0002"

@@ -3,8 +3,25 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from toolgate.integrity import MAC_HEADER, SIGNATURE_HEADER, DeploymentKeys, EdgeVerifier, Sealer, raw_header
+from toolgate.integrity import (
+    MAC_HEADER,
+    PROOF_HEADER,
+    SIBLING_LEFT,
+    SIBLING_RIGHT,
+    SIGNATURE_HEADER,
+    STEP,
+    DeploymentKeys,
+    EdgeVerifier,
+    Sealer,
+    edge_signed_bytes,
+    leaf_hash,
+    merkle_tree,
+    raw_header,
+    root_of,
+)
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST
 
@@ -90,3 +107,106 @@ def test_any_change_to_a_signed_observation_is_detected(change: str) -> None:
     else:
         verifier = EdgeVerifier(DeploymentKeys(b"another deployment's secret!!").public_key)
     assert not verifier.ok(topic, key, headers, value)
+
+
+def edges(count: int, tenant: str = "acme") -> tuple[list[tuple[str, bytes, list[tuple[str, bytes]], bytes]], str]:
+    """`count` observations sealed together, as a stage's flush seals a round's records."""
+    topic = Topics("p.").name("observations", tenant)
+    records = [
+        (topic, f"run_{i}".encode(), [(CALL_ID, f"call_{i}".encode()), (PROPOSAL_DIGEST, b"sha256:ab")], b"obs %d" % i)
+        for i in range(count)
+    ]
+    sealed = SEALER.seal_all([(t, k, v, h) for t, k, h, v in records])
+    return [(t, k, h, v) for (t, k, _, v), h in zip(records, sealed, strict=True)], topic
+
+
+@pytest.mark.parametrize("count", [2, 3, 4, 5, 7, 8, 9, 31, 500])
+def test_records_sealed_together_share_one_signature_and_each_proves_its_place(count: int) -> None:
+    records, _ = edges(count)
+    verifier = EdgeVerifier(KEYS.public_key)
+    assert all(verifier.ok(*record) for record in records)
+    assert len({raw_header(h, SIGNATURE_HEADER) for _, _, h, _ in records}) == 1
+    assert max(len(raw_header(h, PROOF_HEADER) or b"") for _, _, h, _ in records) <= STEP * (count - 1).bit_length()
+    # A client that saw none of the round checks any one of them alone.
+    assert all(EdgeVerifier(KEYS.public_key).ok(*record) for record in records)
+
+
+def test_one_record_alone_is_signed_over_its_own_bytes_without_a_proof() -> None:
+    (record,), _ = edges(1)
+    topic, key, headers, value = record
+    assert raw_header(headers, PROOF_HEADER) is None
+    assert KEYS.signing_key.public.ok(
+        raw_header(headers, SIGNATURE_HEADER), edge_signed_bytes(topic, key, headers, value)
+    )
+
+
+def test_trees_never_mix_topics() -> None:
+    acme, globex = Topics("p.").name("observations", "acme"), Topics("p.").name("observations", "globex")
+    sealed = SEALER.seal_all(
+        [(t, b"k", b"v%d" % i, [(CALL_ID, b"c%d" % i)]) for i, t in enumerate([acme, globex, acme])]
+    )
+    assert raw_header(sealed[1], PROOF_HEADER) is None
+    assert raw_header(sealed[0], SIGNATURE_HEADER) == raw_header(sealed[2], SIGNATURE_HEADER)
+    assert raw_header(sealed[0], SIGNATURE_HEADER) != raw_header(sealed[1], SIGNATURE_HEADER)
+
+
+@pytest.mark.parametrize(
+    "change", ["value", "call_id", "proof of another record", "sibling", "side", "truncated", "not steps", "unsigned"]
+)
+def test_a_record_of_a_signed_tree_is_detected_when_anything_changes(change: str) -> None:
+    records, _ = edges(5)
+    topic, key, headers, value = records[2]
+    proof = raw_header(headers, PROOF_HEADER) or b""
+    others = raw_header(records[3][2], PROOF_HEADER) or b""
+    forged = {
+        "proof of another record": others,
+        "sibling": proof[:5] + bytes([proof[5] ^ 1]) + proof[6:],
+        "side": (SIBLING_RIGHT if proof[:1] == SIBLING_LEFT else SIBLING_LEFT) + proof[1:],
+        "truncated": proof[:STEP],
+        "not steps": proof + b"L",
+    }
+    if change == "value":
+        value += b"!"
+    elif change == "call_id":
+        headers = [(CALL_ID, b"call_9") if k == CALL_ID else (k, v) for k, v in headers]
+    elif change == "unsigned":
+        headers = [(k, v) for k, v in headers if k != SIGNATURE_HEADER]
+    else:
+        headers = [(PROOF_HEADER, forged[change]) if k == PROOF_HEADER else (k, v) for k, v in headers]
+    verifier = EdgeVerifier(KEYS.public_key)
+    assert verifier.ok(*records[0])  # the root is known and checked: it vouches only for its own leaves
+    assert not verifier.ok(topic, key, headers, value)
+
+
+def test_a_known_root_under_another_signature_is_checked_again() -> None:
+    records, _ = edges(3)
+    verifier = EdgeVerifier(KEYS.public_key)
+    assert verifier.ok(*records[0])
+    topic, key, headers, value = records[1]
+    forged = [(SIGNATURE_HEADER, bytes(64)) if k == SIGNATURE_HEADER else (k, v) for k, v in headers]
+    assert not verifier.ok(topic, key, forged, value)
+    assert verifier.ok(topic, key, headers, value)
+
+
+def test_a_root_signature_cannot_pass_for_a_record_signature() -> None:
+    """A record alone is signed over its edge bytes, a tree over its root under another purpose:
+    a root's signature, moved onto a record without its proof, verifies nothing."""
+    records, _ = edges(2)
+    topic, key, headers, value = records[0]
+    bare = [(k, v) for k, v in headers if k != PROOF_HEADER]
+    assert not EdgeVerifier(KEYS.public_key).ok(topic, key, bare, value)
+
+
+def test_another_deployments_tree_is_refused() -> None:
+    records, _ = edges(4)
+    assert not any(EdgeVerifier(DeploymentKeys(b"another deployment's secret!!").public_key).ok(*r) for r in records)
+
+
+@given(st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=70))
+def test_every_leaf_of_any_tree_leads_to_its_root(leaves: list[bytes]) -> None:
+    hashed = [leaf_hash(leaf) for leaf in leaves]
+    root, proofs = merkle_tree(hashed)
+    assert all(root_of(leaf, proof) == root for leaf, proof in zip(hashed, proofs, strict=True))
+    # A proof holds for its own leaf only: another leaf taken up the same path reaches another root.
+    for leaf, proof in zip(hashed, proofs, strict=True):
+        assert all(root_of(other, proof) != root for other in set(hashed) - {leaf})

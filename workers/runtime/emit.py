@@ -197,7 +197,8 @@ class Emit:
         for letter in self.dead_letters:
             key = letter.call_id.encode() if letter.call_id else None
             pending.append((topics.name("deadletter"), key, c.encode(letter), None, []))
-        return [Message(t, k, v, p, sealer.seal(t, k, v, h)) for t, k, v, p, h in pending]
+        sealed = sealer.seal_all([(t, k, v, h) for t, k, v, _, h in pending])
+        return [Message(t, k, v, p, h) for (t, k, v, p, _), h in zip(pending, sealed, strict=True)]
 
     def merge(self, other: Emit) -> None:
         """Add everything `other` collected to this one."""
