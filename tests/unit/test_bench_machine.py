@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import platform
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,3 +38,7 @@ def test_the_meter_reads_between_creation_and_read(tmp_path: Path) -> None:
     stat.write_text(AFTER)
     got = meter.read()
     assert got["steal"] == round(200 / 1240, 3) and int(got["cores"]) >= 1
+    # Which Python ran it, so that runs on different builds are not compared as one.
+    assert str(got["python"]).startswith(platform.python_version()) and os.path.realpath(sys.executable) in str(
+        got["python"]
+    )
