@@ -9,7 +9,7 @@ the same run is slower without any process using more. The benchmark reports the
 beside its figures, so that runs can be compared.
 
 And which Python ran the client (and the workers, when `toolgate up` was started from the same
-environment): builds differ. On this project's machine the stages took 5-10% less CPU a call
+environment): builds differ. On this project's machine the stages took 8-13% less CPU a call
 on Debian's python3.11 (optimized with PGO and LTO, libpython linked into the executable) than
 on pyenv's default build of 3.11.7 (neither, libpython a shared library).
 """
