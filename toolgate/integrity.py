@@ -239,6 +239,6 @@ class EdgeVerifier:
         if not self._key.ok(signature, root_signed_bytes(root)):
             return False
         if len(self._roots) >= ROOTS_KEPT:
-            del self._roots[next(iter(self._roots))]
+            self._roots.clear()  # safe beside another thread's check; a root forgotten is checked again
         self._roots[root] = signature
         return True

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from toolgate.integrity import (
     MAC_HEADER,
     PROOF_HEADER,
+    ROOTS_KEPT,
     SIBLING_LEFT,
     SIBLING_RIGHT,
     SIGNATURE_HEADER,
@@ -210,3 +211,11 @@ def test_every_leaf_of_any_tree_leads_to_its_root(leaves: list[bytes]) -> None:
     # A proof holds for its own leaf only: another leaf taken up the same path reaches another root.
     for leaf, proof in zip(hashed, proofs, strict=True):
         assert all(root_of(other, proof) != root for other in set(hashed) - {leaf})
+
+
+def test_a_verifier_remembers_a_bounded_number_of_roots_and_checks_forgotten_ones_again() -> None:
+    verifier = EdgeVerifier(KEYS.public_key)
+    rounds = [edges(2, tenant=f"t{i}")[0] for i in range(ROOTS_KEPT + 10)]
+    assert all(verifier.ok(*records[0]) for records in rounds)
+    assert len(verifier._roots) <= ROOTS_KEPT
+    assert all(verifier.ok(*records[1]) for records in rounds)
