@@ -39,6 +39,6 @@ def test_the_meter_reads_between_creation_and_read(tmp_path: Path) -> None:
     got = meter.read()
     assert got["steal"] == round(200 / 1240, 3) and int(got["cores"]) >= 1
     # Which Python ran it, so that runs on different builds are not compared as one.
-    assert str(got["python"]).startswith(platform.python_version()) and os.path.realpath(sys.executable) in str(
-        got["python"]
-    )
+    python = str(got["python"])
+    assert python.startswith(platform.python_version())
+    assert os.path.realpath(sys.executable) in python

@@ -110,7 +110,7 @@ def test_any_change_to_a_signed_observation_is_detected(change: str) -> None:
     assert not verifier.ok(topic, key, headers, value)
 
 
-def edges(count: int, tenant: str = "acme") -> tuple[list[tuple[str, bytes, list[tuple[str, bytes]], bytes]], str]:
+def edges(count: int, tenant: str = "acme") -> list[tuple[str, bytes, list[tuple[str, bytes]], bytes]]:
     """`count` observations sealed together, as a stage's flush seals a round's records."""
     topic = Topics("p.").name("observations", tenant)
     records = [
@@ -118,12 +118,12 @@ def edges(count: int, tenant: str = "acme") -> tuple[list[tuple[str, bytes, list
         for i in range(count)
     ]
     sealed = SEALER.seal_all([(t, k, v, h) for t, k, h, v in records])
-    return [(t, k, h, v) for (t, k, _, v), h in zip(records, sealed, strict=True)], topic
+    return [(t, k, h, v) for (t, k, _, v), h in zip(records, sealed, strict=True)]
 
 
 @pytest.mark.parametrize("count", [2, 3, 4, 5, 7, 8, 9, 31, 500])
 def test_records_sealed_together_share_one_signature_and_each_proves_its_place(count: int) -> None:
-    records, _ = edges(count)
+    records = edges(count)
     verifier = EdgeVerifier(KEYS.public_key)
     assert all(verifier.ok(*record) for record in records)
     assert len({raw_header(h, SIGNATURE_HEADER) for _, _, h, _ in records}) == 1
@@ -133,7 +133,7 @@ def test_records_sealed_together_share_one_signature_and_each_proves_its_place(c
 
 
 def test_one_record_alone_is_signed_over_its_own_bytes_without_a_proof() -> None:
-    (record,), _ = edges(1)
+    (record,) = edges(1)
     topic, key, headers, value = record
     assert raw_header(headers, PROOF_HEADER) is None
     assert KEYS.signing_key.public.ok(
@@ -155,7 +155,7 @@ def test_trees_never_mix_topics() -> None:
     "change", ["value", "call_id", "proof of another record", "sibling", "side", "truncated", "not steps", "unsigned"]
 )
 def test_a_record_of_a_signed_tree_is_detected_when_anything_changes(change: str) -> None:
-    records, _ = edges(5)
+    records = edges(5)
     topic, key, headers, value = records[2]
     proof = raw_header(headers, PROOF_HEADER) or b""
     others = raw_header(records[3][2], PROOF_HEADER) or b""
@@ -180,7 +180,7 @@ def test_a_record_of_a_signed_tree_is_detected_when_anything_changes(change: str
 
 
 def test_a_known_root_under_another_signature_is_checked_again() -> None:
-    records, _ = edges(3)
+    records = edges(3)
     verifier = EdgeVerifier(KEYS.public_key)
     assert verifier.ok(*records[0])
     topic, key, headers, value = records[1]
@@ -192,14 +192,14 @@ def test_a_known_root_under_another_signature_is_checked_again() -> None:
 def test_a_root_signature_cannot_pass_for_a_record_signature() -> None:
     """A record alone is signed over its edge bytes, a tree over its root under another purpose:
     a root's signature, moved onto a record without its proof, verifies nothing."""
-    records, _ = edges(2)
+    records = edges(2)
     topic, key, headers, value = records[0]
     bare = [(k, v) for k, v in headers if k != PROOF_HEADER]
     assert not EdgeVerifier(KEYS.public_key).ok(topic, key, bare, value)
 
 
 def test_another_deployments_tree_is_refused() -> None:
-    records, _ = edges(4)
+    records = edges(4)
     assert not any(EdgeVerifier(DeploymentKeys(b"another deployment's secret!!").public_key).ok(*r) for r in records)
 
 
@@ -215,7 +215,7 @@ def test_every_leaf_of_any_tree_leads_to_its_root(leaves: list[bytes]) -> None:
 
 def test_a_verifier_remembers_a_bounded_number_of_roots_and_checks_forgotten_ones_again() -> None:
     verifier = EdgeVerifier(KEYS.public_key)
-    rounds = [edges(2, tenant=f"t{i}")[0] for i in range(ROOTS_KEPT + 10)]
+    rounds = [edges(2, tenant=f"t{i}") for i in range(ROOTS_KEPT + 10)]
     assert all(verifier.ok(*records[0]) for records in rounds)
     assert len(verifier._roots) <= ROOTS_KEPT
     assert all(verifier.ok(*records[1]) for records in rounds)
