@@ -46,12 +46,16 @@ def bench(
     via: Annotated[
         str, typer.Option(help="kafka (the client library) or mcp (the MCP door over HTTP, one call at a time)")
     ] = "kafka",
+    ready_timeout: Annotated[
+        float, typer.Option(help="seconds to wait for the stages of a local `toolgate up` to be ready")
+    ] = 120.0,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Drive N proposals through the running pipeline; report calls/s, latency percentiles and
     the hop table: when calls reached each topic, from the records' own timestamps."""
     from toolgate.ops.bench import run_bench
     from toolgate.ops.bench_stats import render_hops
+    from toolgate.ops.status import NotReady
 
     settings = running()
     if postgres_only:
@@ -59,24 +63,32 @@ def bench(
 
         print_json(measure(settings.database_url, batch=batch, connections=connections))
         return
-    if via == "mcp":
-        from toolgate.ops.bench_mcp import run_mcp_bench
-
-        print_json(run_mcp_bench(settings, tool=tool, calls=sequential or calls, agent=agent, cpu=cpu))
-        return
-    if via != "kafka":
+    if via not in ("kafka", "mcp"):
         raise typer.BadParameter(f"--via {via}: kafka or mcp")
-    report = run_bench(
-        settings,
-        tool=tool,
-        calls=sequential or calls,
-        rate=0.0 if sequential else rate,
-        agent=agent,
-        timeout=timeout,
-        progress=not as_json,
-        cpu=cpu,
-        sequential=sequential > 0,
-    )
+    try:
+        if via == "mcp":
+            from toolgate.ops.bench_mcp import run_mcp_bench
+
+            mcp = run_mcp_bench(
+                settings, tool=tool, calls=sequential or calls, agent=agent, cpu=cpu, ready_timeout=ready_timeout
+            )
+            print_json(mcp)
+            return
+        report = run_bench(
+            settings,
+            tool=tool,
+            calls=sequential or calls,
+            rate=0.0 if sequential else rate,
+            agent=agent,
+            timeout=timeout,
+            progress=not as_json,
+            cpu=cpu,
+            sequential=sequential > 0,
+            ready_timeout=ready_timeout,
+        )
+    except NotReady as exc:  # a stage of the local `toolgate up` never became ready
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from None
     if as_json:
         print_json(report)
     else:

@@ -9,6 +9,12 @@ observation's signature, as clients do. With `sequential`, calls go one at a tim
 Latency is publish-to-final-observation, measured on this client's clock; the hop table
 (`bench_hops`, `bench_stats`) says where it went.
 
+A run starts once every stage of the local `toolgate up` is ready, its consumer's partitions
+assigned (`status.await_ready`; a deployment without a runtime file here is taken as running).
+Started before (as soon as `toolgate status` exits 0, which it does while a stage is still
+joining its group), the first second's calls waited for the stages to start, and at 1,000 calls/s
+that backlog alone could decide p99 (docs/performance.md, "Started too soon").
+
 The client's CPU counts in the figures (it shares the machine), so before the run it settles its
 heap as a worker does (workers/runtime/heap.py): with the collector's defaults its collections
 cost ~13 µs a call at full speed, in scans of objects that live as long as the run.
@@ -33,6 +39,7 @@ from toolgate.contracts.registry import load_registry
 from toolgate.ops.bench_hops import TopicTimes
 from toolgate.ops.bench_machine import MachineMeter
 from toolgate.ops.bench_stats import hop_table, latency_summary
+from toolgate.ops.status import await_ready
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
 from toolgate.settings import Settings
@@ -167,10 +174,12 @@ def run_bench(
     progress: bool = True,
     cpu: bool = False,
     sequential: bool = False,
+    ready_timeout: float = 120.0,
 ) -> dict[str, Any]:
     """Publish `calls` proposals (at `rate`, or one at a time with `sequential`: publish, wait
     for its final observation as an agent does with `ToolgateClient.wait`, then the next) and
     report latency, throughput and the hop table (`ops/bench_stats.py`)."""
+    waited = await_ready(settings, ready_timeout)
     contract = load_registry(settings.contracts_dir).resolve(tool, "latest")
     example = json.dumps(contract.document["affordance"]["examples"][0]["arguments"])
     scopes = list(contract.required_scopes)
@@ -198,6 +207,7 @@ def run_bench(
     machine_shares = machine.read() if machine is not None else None
     report = _report(tool, calls, rate, run)
     report["mode"] = "sequential" if sequential else "offered"
+    report["waited_for_stages_s"] = round(waited, 2)
     report["hops"] = hop_table(_paths(run, clock, times.read(set(run.sent))))
     if used is not None:
         report["cpu_us_per_call"] = used

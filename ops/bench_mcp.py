@@ -31,6 +31,7 @@ from toolgate.contracts.registry import load_registry
 from toolgate.ops import agent_tokens
 from toolgate.ops.bench import CALLS_PER_RUN, CpuMeter
 from toolgate.ops.bench_stats import latency_summary
+from toolgate.ops.status import await_ready
 from toolgate.settings import Settings
 
 START_S = 60.0
@@ -89,8 +90,11 @@ async def _calls(url: str, token: str, name: str, arguments: dict[str, Any], cal
     return latencies, errors
 
 
-def run_mcp_bench(settings: Settings, *, tool: str, calls: int, agent: str, cpu: bool = False) -> dict[str, Any]:
+def run_mcp_bench(
+    settings: Settings, *, tool: str, calls: int, agent: str, cpu: bool = False, ready_timeout: float = 120.0
+) -> dict[str, Any]:
     """N calls of `tool` through the MCP door, one at a time; calls/s and latency percentiles."""
+    await_ready(settings, ready_timeout)  # as the Kafka bench does (ops/bench.py)
     contract = load_registry(settings.contracts_dir).resolve(tool, "latest")
     arguments = dict(contract.document["affordance"]["examples"][0]["arguments"])
     name = model_name(contract.name, contract.version_tuple[0])

@@ -130,6 +130,39 @@ def processes(settings: Settings, runtime: dict[str, Any]) -> tuple[Process, tup
     return _process("toolgate up", runtime.get("pid"), {}), (*stages, *others), tuple(infrastructure)
 
 
+def unready_stages(settings: Settings) -> tuple[str, ...] | None:
+    """The stages of this home's `toolgate up` that are not running with their partitions
+    assigned (no ready marker yet); None without a runtime file: workers started some other way,
+    whose readiness this host cannot see."""
+    if not settings.runtime_file.exists():
+        return None
+    _, procs, _ = processes(settings, json.loads(settings.runtime_file.read_text()))
+    return tuple(p.name for p in procs if p.name in STAGES and not (p.alive and p.ready))
+
+
+class NotReady(RuntimeError):
+    """Stages that did not become ready in the time given."""
+
+
+def await_ready(
+    settings: Settings,
+    timeout_s: float,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    poll_s: float = 0.1,
+) -> float:
+    """Wait until every stage of this home's `toolgate up` is ready, and return the seconds that
+    took; raise NotReady, naming them, for those still not ready after `timeout_s`. Without a
+    runtime file there is nothing to wait for."""
+    started = clock()
+    while pending := unready_stages(settings):
+        if clock() - started >= timeout_s:
+            raise NotReady(f"stages not ready after {timeout_s:g} s: {', '.join(pending)}")
+        sleep(poll_s)
+    return clock() - started
+
+
 # --- consumer lag --------------------------------------------------------------------------
 
 

@@ -1,0 +1,31 @@
+"""`toolgate bench` against the real `toolgate up`: a run goes end to end, and its clock starts
+only once every stage is ready (a run started while a stage was still joining its group measured
+that stage's start: ops/bench.py)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import Pipeline
+
+
+def test_a_bench_run_drives_every_call_through(pipeline: Pipeline) -> None:
+    done = pipeline.cli("bench", "--calls", "20", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["observed"], report["missing"], report["errors"], report["unsigned_observations"]) == (20, 0, 0, 0)
+    assert 0.0 <= report["waited_for_stages_s"] < 1.0  # every stage had long been ready
+    assert report["hops"]["observation"]["calls"] == 20
+
+
+def test_a_bench_run_waits_for_a_stage_that_is_not_ready(pipeline: Pipeline) -> None:
+    pid = pipeline.worker_pid("execution")
+    (marker,) = (pipeline.home / "ready").glob(f"*execution.{pid}")
+    hidden = marker.with_name(marker.name + ".hidden")
+    marker.rename(hidden)
+    try:
+        refused = pipeline.cli("bench", "--calls", "5", "--ready-timeout", "1", "--json")
+    finally:
+        hidden.rename(marker)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "stages not ready after 1 s: execution" in refused.stdout
