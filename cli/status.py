@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -46,38 +48,35 @@ def bench(
     via: Annotated[
         str, typer.Option(help="kafka (the client library) or mcp (the MCP door over HTTP, one call at a time)")
     ] = "kafka",
-    ready_timeout: Annotated[
-        float, typer.Option(help="seconds to wait for the stages of a local `toolgate up` to be ready")
-    ] = 120.0,
+    ready_timeout: Annotated[float, typer.Option(help="seconds to wait for the local stages to be ready")] = 120.0,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Drive N proposals through the running pipeline; report calls/s, latency percentiles and
     the hop table: when calls reached each topic, from the records' own timestamps."""
     from toolgate.ops.bench import run_bench
     from toolgate.ops.bench_stats import render_hops
-    from toolgate.ops.status import NotReady
 
-    settings = running()
+    settings, calls = running(), sequential or calls
     if postgres_only:
         from toolgate.ops.pgceiling import measure
 
         print_json(measure(settings.database_url, batch=batch, connections=connections))
         return
-    if via not in ("kafka", "mcp"):
-        raise typer.BadParameter(f"--via {via}: kafka or mcp")
-    try:
-        if via == "mcp":
-            from toolgate.ops.bench_mcp import run_mcp_bench
+    if via == "mcp":
+        from toolgate.ops.bench_mcp import run_mcp_bench
 
-            mcp = run_mcp_bench(
-                settings, tool=tool, calls=sequential or calls, agent=agent, cpu=cpu, ready_timeout=ready_timeout
+        with _exit_unless_ready():
+            print_json(
+                run_mcp_bench(settings, tool=tool, calls=calls, agent=agent, cpu=cpu, ready_timeout=ready_timeout)
             )
-            print_json(mcp)
-            return
+        return
+    if via != "kafka":
+        raise typer.BadParameter(f"--via {via}: kafka or mcp")
+    with _exit_unless_ready():
         report = run_bench(
             settings,
             tool=tool,
-            calls=sequential or calls,
+            calls=calls,
             rate=0.0 if sequential else rate,
             agent=agent,
             timeout=timeout,
@@ -86,11 +85,21 @@ def bench(
             sequential=sequential > 0,
             ready_timeout=ready_timeout,
         )
-    except NotReady as exc:  # a stage of the local `toolgate up` never became ready
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(1) from None
     if as_json:
         print_json(report)
     else:
         console.print_json(data={k: v for k, v in report.items() if k != "hops"})
         console.print("\n".join(render_hops(report["hops"])), highlight=False)
+
+
+@contextmanager
+def _exit_unless_ready() -> Iterator[None]:
+    """A bench whose local stages never became ready (ops/status.py `await_ready`) exits 1,
+    naming them."""
+    from toolgate.ops.status import NotReady
+
+    try:
+        yield
+    except NotReady as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from None
