@@ -134,9 +134,11 @@ def unready_stages(settings: Settings) -> tuple[str, ...] | None:
     """The stages of this home's `toolgate up` that are not running with their partitions
     assigned (no ready marker yet); None without a runtime file: workers started some other way,
     whose readiness this host cannot see."""
-    if not settings.runtime_file.exists():
+    try:
+        runtime = json.loads(settings.runtime_file.read_text())
+    except FileNotFoundError:  # none, or `toolgate up` just stopped and took it away
         return None
-    _, procs, _ = processes(settings, json.loads(settings.runtime_file.read_text()))
+    _, procs, _ = processes(settings, runtime)
     return tuple(p.name for p in procs if p.name in STAGES and not (p.alive and p.ready))
 
 
