@@ -171,10 +171,10 @@ def run_bench(
     rate: float,
     agent: str,
     timeout: float,
+    ready_timeout: float,
     progress: bool = True,
     cpu: bool = False,
     sequential: bool = False,
-    ready_timeout: float = 120.0,
 ) -> dict[str, Any]:
     """Publish `calls` proposals (at `rate`, or one at a time with `sequential`: publish, wait
     for its final observation as an agent does with `ToolgateClient.wait`, then the next) and

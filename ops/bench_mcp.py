@@ -91,10 +91,10 @@ async def _calls(url: str, token: str, name: str, arguments: dict[str, Any], cal
 
 
 def run_mcp_bench(
-    settings: Settings, *, tool: str, calls: int, agent: str, cpu: bool = False, ready_timeout: float = 120.0
+    settings: Settings, *, tool: str, calls: int, agent: str, ready_timeout: float, cpu: bool = False
 ) -> dict[str, Any]:
     """N calls of `tool` through the MCP door, one at a time; calls/s and latency percentiles."""
-    await_ready(settings, ready_timeout)  # as the Kafka bench does (ops/bench.py)
+    waited = await_ready(settings, ready_timeout)  # as the Kafka bench does (ops/bench.py)
     contract = load_registry(settings.contracts_dir).resolve(tool, "latest")
     arguments = dict(contract.document["affordance"]["examples"][0]["arguments"])
     name = model_name(contract.name, contract.version_tuple[0])
@@ -111,6 +111,7 @@ def run_mcp_bench(
             "errors": errors,
             "calls_per_second": round(calls / max(elapsed, 1e-9), 1),
             "elapsed_seconds": round(elapsed, 2),
+            "waited_for_stages_s": round(waited, 2),
             **latency_summary(latencies),
         }
         if meter is not None:
