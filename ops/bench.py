@@ -36,6 +36,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from toolgate.agent_keys import AgentSigner
 from toolgate.contracts.registry import load_registry
+from toolgate.ops.bench_disk import DiskMeter
 from toolgate.ops.bench_hops import TopicTimes
 from toolgate.ops.bench_machine import MachineMeter
 from toolgate.ops.bench_stats import hop_table, latency_summary
@@ -80,6 +81,38 @@ class CpuMeter:
     def per_call_us(self, calls: int) -> dict[str, int]:
         end = self.sample()
         return {name: round(1e6 * (end[name] - self.start[name]) / max(calls, 1)) for name in self.processes}
+
+
+class _Meters:
+    """What `--cpu` measures beside the calls, from the run's start to its end: each local
+    process's CPU (with a runtime file of `toolgate up` here), the machine's shares and speed,
+    and the writes of the disk under the home."""
+
+    def __init__(self, settings: Settings) -> None:
+        runtime = settings.runtime_file
+        self.processes = CpuMeter(json.loads(runtime.read_text())) if runtime.exists() else None
+        self.machine = MachineMeter()
+        self.disk = DiskMeter(settings.home) if settings.home.exists() else None
+        if self.disk is not None:
+            self.disk.start()
+        self.client_cpu = 0.0
+
+    def begin(self) -> None:
+        """The client's CPU counts from here (its heap settled)."""
+        self.client_cpu = time.process_time()
+
+    def read(self, calls: int) -> dict[str, Any]:
+        measured: dict[str, Any] = {}
+        if self.processes is not None:
+            client = round(1e6 * (time.process_time() - self.client_cpu) / calls)
+            used = {**self.processes.per_call_us(calls), "bench client": client}
+            measured["cpu_us_per_call"] = used
+            measured["cpu_us_per_call_total"] = sum(used.values())
+        measured["machine"] = self.machine.read()
+        disk = self.disk.read() if self.disk is not None else None
+        if disk is not None:
+            measured["disk"] = disk
+        return measured
 
 
 CALLS_PER_RUN = 500
@@ -187,33 +220,24 @@ def run_bench(
     work = _Workload(client, client.signer(agent), tool, example, scopes, f"bench_{uuid.uuid4().hex[:10]}_")
     times = TopicTimes(settings, client, work.signer.tenant_id)
     times.start()
-    meter = None
-    if cpu and settings.runtime_file.exists():
-        meter = CpuMeter(json.loads(settings.runtime_file.read_text()))
-    machine = MachineMeter() if cpu else None
+    meters = _Meters(settings) if cpu else None
     heap.settle()
-    client_cpu = time.process_time()
+    if meters is not None:
+        meters.begin()
     clock = _Clock()
     with _progress_bar(progress) as bar:
         if sequential:
             run = _run_sequential(work, calls, timeout, bar)
         else:
             run = _run_offered(work, calls, rate, timeout, bar)
-    # CPU is read as the run ends: reading the hop table below consumes every topic again, which
-    # costs the broker and this process as much as the run itself and is none of the calls' cost.
-    used = None
-    if meter is not None:
-        used = {**meter.per_call_us(calls), "bench client": round(1e6 * (time.process_time() - client_cpu) / calls)}
-    machine_shares = machine.read() if machine is not None else None
+    # Read as the run ends: reading the hop table below consumes every topic again, which costs
+    # the broker and this process as much as the run itself and is none of the calls' cost.
+    measured = meters.read(calls) if meters is not None else {}
     report = _report(tool, calls, rate, run)
     report["mode"] = "sequential" if sequential else "offered"
     report["waited_for_stages_s"] = round(waited, 2)
     report["hops"] = hop_table(_paths(run, clock, times.read(set(run.sent))))
-    if used is not None:
-        report["cpu_us_per_call"] = used
-        report["cpu_us_per_call_total"] = sum(used.values())
-    if machine_shares is not None:
-        report["machine"] = machine_shares
+    report.update(measured)
     return report
 
 

@@ -5,6 +5,8 @@ that stage's start: ops/bench.py)."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 from tests.conftest import Pipeline
 
@@ -16,6 +18,28 @@ def test_a_bench_run_drives_every_call_through(pipeline: Pipeline) -> None:
     assert (report["observed"], report["missing"], report["errors"], report["unsigned_observations"]) == (20, 0, 0, 0)
     assert 0.0 <= report["waited_for_stages_s"] < 1.0  # every stage had long been ready
     assert report["hops"]["observation"]["calls"] == 20
+
+
+def test_a_bench_run_with_cpu_reports_every_process_the_machine_and_the_disk(pipeline: Pipeline) -> None:
+    done = pipeline.cli("bench", "--calls", "20", "--cpu", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    used = report["cpu_us_per_call"]
+    assert {"validation", "execution", "broker", "postgres", "bench client"} <= set(used)
+    assert report["cpu_us_per_call_total"] == sum(used.values()) > 0
+    machine = report["machine"]
+    assert machine["probe_ms_before"] > 0 and machine["probe_ms_after"] > 0
+    # The home's disk, where /proc/diskstats lists it (not an overlay or tmpfs, whose device it
+    # does not list): every stage's commits wrote to it during the run.
+    dev = os.stat(pipeline.home).st_dev
+    listed = any(
+        line.split()[:2] == [str(os.major(dev)), str(os.minor(dev))]
+        for line in Path("/proc/diskstats").read_text().splitlines()
+    )
+    if listed:
+        assert report["disk"]["writes_per_s"] > 0 and report["disk"]["ms_per_write"] >= 0
+    else:
+        assert "disk" not in report
 
 
 def test_a_bench_run_waits_for_a_stage_that_is_not_ready(pipeline: Pipeline) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.ops.bench_machine import MachineMeter, cpu_times, shares
+from toolgate.ops.bench_machine import MachineMeter, cpu_times, probe_ms, shares
 
 BEFORE = "cpu  1000 10 500 8000 100 5 5 80 0 0\ncpu0 500 5 250 4000 50 2 3 40 0 0\nintr 1 2 3\n"
 AFTER = "cpu  1600 10 800 8100 100 25 25 280 0 0\ncpu0 800 5 400 4050 50 12 13 140 0 0\nintr 4 5 6\n"
@@ -42,3 +42,17 @@ def test_the_meter_reads_between_creation_and_read(tmp_path: Path) -> None:
     python = str(got["python"])
     assert python.startswith(platform.python_version())
     assert os.path.realpath(sys.executable) in python
+
+
+def test_the_probe_times_the_same_work_in_cpu_milliseconds() -> None:
+    little, more = probe_ms(tries=3, rounds=500), probe_ms(tries=3, rounds=5_000)
+    assert 0 < little < more
+
+
+def test_the_meter_probes_before_and_after(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text(BEFORE)
+    meter = MachineMeter(stat)
+    stat.write_text(AFTER)
+    got = meter.read()
+    assert float(got["probe_ms_before"]) > 0 and float(got["probe_ms_after"]) > 0
