@@ -12,7 +12,7 @@ And how fast the machine ran a fixed piece of Python work just before and just a
 (`probe_ms`: this thread's CPU time for it, the median of a few tries, so waiting for a core does
 not count). A virtual machine's host can make every process slower without taking CPU from it
 (steal): on this project's machine the same code at full speed cost 0.86 ms of CPU a call in one
-run and 1.19 ms three minutes later, every process alike, with steal at 0.3%.
+run and 1.19 ms two minutes later, every process alike, with steal at 0.3%.
 
 And which Python ran the client (and the workers, when `toolgate up` was started from the same
 environment): builds differ. On this project's machine the stages took 8-13% less CPU a call
