@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from tests.conftest import Pipeline
+from toolgate.ops.bench_disk import device_writes
 
 
 def test_a_bench_run_drives_every_call_through(pipeline: Pipeline) -> None:
@@ -32,11 +33,7 @@ def test_a_bench_run_with_cpu_reports_every_process_the_machine_and_the_disk(pip
     # The home's disk, where /proc/diskstats lists it (not an overlay or tmpfs, whose device it
     # does not list): every stage's commits wrote to it during the run.
     dev = os.stat(pipeline.home).st_dev
-    listed = any(
-        line.split()[:2] == [str(os.major(dev)), str(os.minor(dev))]
-        for line in Path("/proc/diskstats").read_text().splitlines()
-    )
-    if listed:
+    if device_writes(Path("/proc/diskstats").read_text(), os.major(dev), os.minor(dev)) is not None:
         assert report["disk"]["writes_per_s"] > 0 and report["disk"]["ms_per_write"] >= 0
     else:
         assert "disk" not in report
