@@ -1,6 +1,7 @@
 """A round whose effects all run in Postgres writes each new idempotency key once, with its end,
 and a key another transaction takes meanwhile is found when the round runs again. Against the
-session's real Postgres, through `ExecutionHandler.handle`."""
+session's real Postgres, through `ExecutionHandler.handle`. And a round's key lookups stay index
+probes however much the table has grown since the worker connected."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import uuid
 import psycopg
 
 from toolgate.hashing import request_hash
+from toolgate.workers.execution import keys
 from toolgate.workers.execution.handler import ExecutionHandler
 from toolgate.workers.runtime.emit import Emit
 
-from .conftest import Database
+from .conftest import Database, Server
 from .test_idempotency_race import draft_call, handle_round, with_handler
 
 COUNT_UPDATES = """
@@ -75,3 +77,37 @@ def test_a_key_taken_meanwhile_is_found_when_the_round_runs_again(database: Data
     assert database.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(0,)]
     row = database.sql("SELECT status, lease_owner FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,))
     assert row == [("PENDING", "another-worker")]
+
+
+BULK_KEYS = """
+INSERT INTO toolgate.idempotency_keys (tenant_id, idempotency_key, request_hash, status, tool_name, tool_version,
+    executor, call_id, home_partition, request, expires_at)
+SELECT 'acme', 'bulk-' || g, 'h', 'COMPLETED', 'invoice.create_draft', '1.0.0', 'postgres', 'call-bulk-' || g, 0,
+    '\\x00', now() + interval '1 day'
+FROM generate_series(1, %s) AS g
+"""
+SEQ_READ = "SELECT seq_tup_read FROM pg_stat_xact_user_tables WHERE relid = 'toolgate.idempotency_keys'::regclass"
+
+
+def test_key_lookups_probe_the_index_after_the_table_has_grown(postgres: Server) -> None:
+    """A worker's connection meets the table nearly empty (a new deployment, every benchmark
+    run): a plan Postgres kept for the lookups then would scan the whole table on every round
+    from then on, the cost of each round growing with every key ever written (until autovacuum
+    analyzed the table, which a fresh server does not do in its first minute)."""
+    with postgres.scratch("keys_plan") as db:
+
+        async def lookups() -> int:
+            async with await psycopg.AsyncConnection.connect(db.database_url) as conn:
+                missing = [("acme", f"missing-{i}") for i in range(3)]
+                for _ in range(12):  # past psycopg's prepare threshold, then Postgres's custom plans
+                    async with conn.transaction():
+                        assert await keys.lock(conn, missing) == {}
+                        assert await keys.outcomes(conn, missing) == {}
+                db.sql(BULK_KEYS, (3000,))
+                async with conn.transaction():
+                    await keys.lock(conn, missing)
+                    await keys.outcomes(conn, missing)
+                    row = await (await conn.execute(SEQ_READ)).fetchone()
+                    return row[0] if row else 0
+
+        assert asyncio.run(lookups()) == 0
