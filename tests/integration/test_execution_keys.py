@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import psycopg
 
@@ -89,25 +90,89 @@ FROM generate_series(1, %s) AS g
 SEQ_READ = "SELECT seq_tup_read FROM pg_stat_xact_user_tables WHERE relid = 'toolgate.idempotency_keys'::regclass"
 
 
-def test_key_lookups_probe_the_index_after_the_table_has_grown(postgres: Server) -> None:
+def test_key_statements_probe_the_index_after_the_table_has_grown(postgres: Server) -> None:
     """A worker's connection meets the table nearly empty (a new deployment, every benchmark
-    run): a plan Postgres kept for the lookups then would scan the whole table on every round
-    from then on, the cost of each round growing with every key ever written (until autovacuum
-    analyzed the table, which a fresh server does not do in its first minute)."""
+    run): a plan Postgres kept for a round's key statements then would scan the whole table on
+    every round from then on, the cost of each round growing with every key ever written (until
+    autovacuum analyzed the table, which a fresh server does not do in its first minute)."""
+    missing = [("acme", f"missing-{i}") for i in range(3)]
+    ends = [ending(key, "COMPLETED", {"outcome": "SUCCESS"}) for _, key in missing]
+    again = [redrive_row(key, b"\x01") for _, key in missing]
     with postgres.scratch("keys_plan") as db:
 
-        async def lookups() -> int:
+        async def round_(conn: psycopg.AsyncConnection[Any]) -> None:
+            async with conn.transaction():
+                assert await keys.lock(conn, missing) == {}
+                assert await keys.outcomes(conn, missing) == {}
+                await keys.settle(conn, ends, 30.0)
+                await keys.redrive(conn, again, "worker-1", 30.0)
+
+        async def scanned() -> int:
             async with await psycopg.AsyncConnection.connect(db.database_url) as conn:
-                missing = [("acme", f"missing-{i}") for i in range(3)]
                 for _ in range(12):  # past psycopg's prepare threshold, then Postgres's custom plans
-                    async with conn.transaction():
-                        assert await keys.lock(conn, missing) == {}
-                        assert await keys.outcomes(conn, missing) == {}
+                    await round_(conn)
                 db.sql(BULK_KEYS, (3000,))
                 async with conn.transaction():
-                    await keys.lock(conn, missing)
-                    await keys.outcomes(conn, missing)
+                    await round_(conn)
                     row = await (await conn.execute(SEQ_READ)).fetchone()
                     return row[0] if row else 0
 
-        assert asyncio.run(lookups()) == 0
+        assert asyncio.run(scanned()) == 0
+
+
+def test_a_key_is_settled_and_redriven_from_its_arrays(database: Database) -> None:
+    """`settle` ends a PENDING key with its response; `redrive` leases a key again to a new
+    attempt with the request's bytes as received."""
+    key = f"ends-{uuid.uuid4().hex}"
+    database.sql(PENDING_KEY, (key,))
+
+    async def settle_then_redrive() -> None:
+        async with await psycopg.AsyncConnection.connect(database.database_url) as conn:
+            async with conn.transaction():
+                await keys.settle(conn, [ending(key, "FAILED_RETRYABLE", {"outcome": "X"}, "UPSTREAM_TIMEOUT")], 30.0)
+            settled = database.sql(
+                "SELECT status, response, error_code, lease_owner, completed_at IS NOT NULL"
+                " FROM toolgate.idempotency_keys WHERE idempotency_key = %s",
+                (key,),
+            )
+            assert settled == [("FAILED_RETRYABLE", {"outcome": "X"}, "UPSTREAM_TIMEOUT", None, True)]
+            async with conn.transaction():
+                await keys.redrive(conn, [redrive_row(key, b"\x00\xffraw")], "worker-2", 30.0)
+
+    asyncio.run(settle_then_redrive())
+    row = database.sql(
+        "SELECT status, attempt, call_id, request, request_hash, lease_owner, lease_until > now(), completed_at"
+        " FROM toolgate.idempotency_keys WHERE idempotency_key = %s",
+        (key,),
+    )
+    assert row == [("PENDING", 2, "call-again", b"\x00\xffraw", "hash-2", "worker-2", True, None)]
+
+
+PENDING_KEY = """
+INSERT INTO toolgate.idempotency_keys (tenant_id, idempotency_key, request_hash, status, tool_name, tool_version,
+    executor, call_id, home_partition, request, lease_owner, lease_until, expires_at)
+VALUES ('acme', %s, 'hash-1', 'PENDING', 'notify.send_email', '1.0.0', 'http', 'call-first', 0, '\\x00',
+    'worker-1', now() + interval '1 minute', now() + interval '1 day')
+"""
+
+
+def ending(key: str, status: str, response: dict[str, Any] | None, error_code: str | None = None) -> dict[str, Any]:
+    return {
+        "tenant_id": "acme",
+        "idempotency_key": key,
+        "status": status,
+        "response": response,
+        "error_code": error_code,
+    }
+
+
+def redrive_row(key: str, request: bytes) -> dict[str, Any]:
+    return {
+        "tenant_id": "acme",
+        "idempotency_key": key,
+        "attempt": 2,
+        "call_id": "call-again",
+        "request": request,
+        "request_hash": "hash-2",
+        "ttl": 86400,
+    }

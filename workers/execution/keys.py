@@ -13,19 +13,21 @@ Measured with pg_stat_statements at 1,000 calls/s, the update was the stage's co
 statement. Another transaction may insert the same key after the lock read found none: then
 the insert finds it taken (`KeyTaken`), and the round runs again and finds it.
 
-The lookups of a round's keys (`lock`, `outcomes`) are planned on every execution, never
-prepared. A worker connects when the table is nearly empty (a new deployment): a plan Postgres
-kept from then, a hash join over a sequential scan, went on scanning the whole table on every
-round as it grew (until autovacuum analyzed it, which a fresh server does not do in its first
-minute). At 300 calls/s, 9,000 calls into a fresh `toolgate up`, it was the stage's costliest
-statement, 2.4 ms a round (pg_stat_statements), and the run read ~4 million rows; Postgres took
-1,230-1,262 µs of CPU a call against 1,030-1,033 planned each time (3 pairs). Planned for the
-table and the keys at hand, each key is one index probe, for ~0.1 ms of planning.
+A round's statements that find its keys in the table (`lock`, `outcomes`, `settle`, `redrive`)
+take the keys as arrays and are planned on every execution, never prepared. A worker connects
+when the table is nearly empty (a new deployment): a plan Postgres kept from then, a hash join
+over a sequential scan, went on scanning the whole table on every round as it grew (until
+autovacuum analyzed it, which a fresh server does not do in its first minute); and a JSON
+recordset, which the planner takes for 100 rows whatever it holds, made even a fresh plan scan a
+table of a few thousand keys. At 300 calls/s, 9,000 calls into a fresh `toolgate up`, it was the
+stage's costliest statement, 2.4 ms a round (pg_stat_statements), and the run read ~4 million
+rows; Postgres took 1,230-1,262 µs of CPU a call against 1,030-1,033 planned each time (3
+pairs). Planned for the table and the keys at hand, each key is one index probe, for ~0.1 ms of
+planning.
 """
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from psycopg import AsyncConnection, AsyncCursor
@@ -82,13 +84,15 @@ WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%b::text[], %b::text
 """
 REDRIVE = """
 UPDATE toolgate.idempotency_keys k SET status = 'PENDING', attempt = r.attempt, call_id = r.call_id,
-    request = decode(r.request, 'base64'), request_hash = r.request_hash, lease_owner = %(owner)s,
+    request = r.request, request_hash = r.request_hash, lease_owner = %(owner)s,
     lease_until = now() + make_interval(secs => %(lease)s), completed_at = NULL,
     expires_at = greatest(k.expires_at, now() + make_interval(secs => r.ttl))
-FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(tenant_id text, idempotency_key text, attempt int, call_id text,
-    request text, request_hash text, ttl int)
+FROM unnest(%(tenant_id)b::text[], %(idempotency_key)b::text[], %(attempt)b::int[], %(call_id)b::text[],
+    %(request)b::bytea[], %(request_hash)b::text[], %(ttl)b::int[])
+    AS r(tenant_id, idempotency_key, attempt, call_id, request, request_hash, ttl)
 WHERE k.tenant_id = r.tenant_id AND k.idempotency_key = r.idempotency_key
 """
+REDRIVE_COLUMNS = ("tenant_id", "idempotency_key", "attempt", "call_id", "request", "request_hash", "ttl")
 INSERT_SETTLED = """
 INSERT INTO toolgate.idempotency_keys (tenant_id, idempotency_key, request_hash, status, tool_name, tool_version,
     executor, call_id, home_partition, attempt, request, response, error_code, lease_owner, lease_until,
@@ -109,18 +113,15 @@ RETURNING tenant_id, idempotency_key
 """
 SETTLED_COLUMNS = (*RESERVE_COLUMNS, "status", "response", "error_code")
 SETTLE = """
-UPDATE toolgate.idempotency_keys k SET status = s.status, response = s.response, error_code = s.error_code,
+UPDATE toolgate.idempotency_keys k SET status = s.status, response = s.response::jsonb, error_code = s.error_code,
     completed_at = CASE WHEN s.status = 'PENDING' THEN NULL ELSE now() END,
     lease_until = CASE WHEN s.status = 'PENDING' THEN now() + make_interval(secs => %(lease)s) ELSE NULL END,
     lease_owner = CASE WHEN s.status = 'PENDING' THEN k.lease_owner ELSE NULL END
-FROM jsonb_to_recordset(%(rows)s::jsonb) AS s(tenant_id text, idempotency_key text, status text, response jsonb,
-    error_code text)
+FROM unnest(%(tenant_id)b::text[], %(idempotency_key)b::text[], %(status)b::text[], %(response)b::text[],
+    %(error_code)b::text[]) AS s(tenant_id, idempotency_key, status, response, error_code)
 WHERE k.tenant_id = s.tenant_id AND k.idempotency_key = s.idempotency_key
 """
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
+SETTLE_COLUMNS = ("tenant_id", "idempotency_key", "status", "response", "error_code")
 
 
 async def outcomes(conn: AsyncConnection[Any], idents: list[Ident]) -> dict[Ident, StoredOutcome]:
@@ -182,7 +183,7 @@ def redrive_row(a: Attempt, attempt: int) -> dict[str, Any]:
         "idempotency_key": a.key or "",
         "attempt": attempt,
         "call_id": a.record.call_id,
-        "request": _b64(a.call.raw),  # the bytes as received: no re-encoding
+        "request": a.call.raw,  # the bytes as received: no re-encoding
         "request_hash": request_hash(a.record),
         "ttl": a.job.contract.idempotency_ttl_seconds,
     }
@@ -190,7 +191,8 @@ def redrive_row(a: Attempt, attempt: int) -> dict[str, Any]:
 
 async def redrive(conn: AsyncConnection[Any], rows: list[dict[str, Any]], owner: str, lease_s: float) -> None:
     if rows:
-        await conn.execute(REDRIVE, {"rows": rows_json(rows), "owner": owner, "lease": lease_s})
+        params = {**_arrays(rows, REDRIVE_COLUMNS), "owner": owner, "lease": lease_s}
+        await conn.execute(REDRIVE, params, prepare=False)
 
 
 def settlement(tenant_id: str, key: str, res: ExecutionResult, status: KeyStatus) -> dict[str, Any]:
@@ -206,13 +208,18 @@ def settlement(tenant_id: str, key: str, res: ExecutionResult, status: KeyStatus
 
 async def settle(conn: AsyncConnection[Any], rows: list[dict[str, Any]], lease_s: float) -> None:
     if rows:
-        await conn.execute(SETTLE, {"rows": rows_json(rows), "lease": lease_s})
+        ends = [{**row, "response": _json_or_none(row["response"])} for row in rows]
+        await conn.execute(SETTLE, {**_arrays(ends, SETTLE_COLUMNS), "lease": lease_s}, prepare=False)
 
 
 def settled_row(a: Attempt, res: ExecutionResult, status: KeyStatus) -> dict[str, Any]:
     """A new key as `insert_settled` writes it: its reservation and its end at once."""
     end = settlement(a.record.tenant_id, a.key or "", res, status)
-    return {**reservation(a), **end, "response": None if end["response"] is None else rows_json(end["response"])}
+    return {**reservation(a), **end, "response": _json_or_none(end["response"])}
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else rows_json(value)
 
 
 async def insert_settled(
