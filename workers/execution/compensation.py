@@ -24,6 +24,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
 from toolgate.schemas.wire import compact_json
 from toolgate.states import KeyStatus
+from toolgate.workers.runtime.db import keyed
 from toolgate.workers.validation.decision import apply_defaults
 
 LOAD = """
@@ -108,7 +109,7 @@ async def load(conn: AsyncConnection[Any], records: list[StageRecord]) -> dict[t
         return {}
     tenants = [r.tenant_id for r in records]
     calls = [r.compensation_of or "" for r in records]
-    cur = await conn.execute(LOAD, (tenants, calls))
+    cur = await keyed(conn, LOAD, (tenants, calls))
     found = {}
     for (
         tenant_id,

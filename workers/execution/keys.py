@@ -39,7 +39,7 @@ from toolgate.workers.execution.answers import stored_response
 from toolgate.workers.execution.attempt import Attempt
 from toolgate.workers.execution.decision import StoredOutcome
 from toolgate.workers.execution.idempotency import KeyRow
-from toolgate.workers.runtime.db import rows_json
+from toolgate.workers.runtime.db import keyed, rows_json
 
 Ident = tuple[str, str]  # (tenant_id, idempotency_key)
 
@@ -126,7 +126,7 @@ SETTLE_COLUMNS = ("tenant_id", "idempotency_key", "status", "response", "error_c
 
 async def outcomes(conn: AsyncConnection[Any], idents: list[Ident]) -> dict[Ident, StoredOutcome]:
     """The keys' stored outcomes, as they are (no lock: a late call only reads them)."""
-    cur = await conn.execute(OUTCOMES, ([i[0] for i in idents], [i[1] for i in idents]), prepare=False)
+    cur = await keyed(conn, OUTCOMES, ([i[0] for i in idents], [i[1] for i in idents]))
     return {(r[0], r[1]): StoredOutcome(KeyStatus(r[2]), r[3], r[4]) for r in await cur.fetchall()}
 
 
@@ -169,7 +169,7 @@ async def reserve(conn: AsyncConnection[Any], first: list[Attempt], owner: str, 
 
 async def lock(conn: AsyncConnection[Any], idents: list[Ident]) -> dict[Ident, KeyRow]:
     """The keys' rows, locked until the transaction ends."""
-    cur = await conn.execute(LOCK, ([i[0] for i in idents], [i[1] for i in idents]), prepare=False)
+    cur = await keyed(conn, LOCK, ([i[0] for i in idents], [i[1] for i in idents]))
     return {
         (r[0], r[1]): KeyRow(KeyStatus(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10])
         for r in await cur.fetchall()
@@ -192,7 +192,7 @@ def redrive_row(a: Attempt, attempt: int) -> dict[str, Any]:
 async def redrive(conn: AsyncConnection[Any], rows: list[dict[str, Any]], owner: str, lease_s: float) -> None:
     if rows:
         params = {**_arrays(rows, REDRIVE_COLUMNS), "owner": owner, "lease": lease_s}
-        await conn.execute(REDRIVE, params, prepare=False)
+        await keyed(conn, REDRIVE, params)
 
 
 def settlement(tenant_id: str, key: str, res: ExecutionResult, status: KeyStatus) -> dict[str, Any]:
@@ -209,7 +209,7 @@ def settlement(tenant_id: str, key: str, res: ExecutionResult, status: KeyStatus
 async def settle(conn: AsyncConnection[Any], rows: list[dict[str, Any]], lease_s: float) -> None:
     if rows:
         ends = [{**row, "response": _json_or_none(row["response"])} for row in rows]
-        await conn.execute(SETTLE, {**_arrays(ends, SETTLE_COLUMNS), "lease": lease_s}, prepare=False)
+        await keyed(conn, SETTLE, {**_arrays(ends, SETTLE_COLUMNS), "lease": lease_s})
 
 
 def settled_row(a: Attempt, res: ExecutionResult, status: KeyStatus) -> dict[str, Any]:

@@ -47,6 +47,16 @@ def jsonb(value: Any) -> Jsonb:
     return Jsonb(value, dumps=rows_json)
 
 
+async def keyed(conn: psycopg.AsyncConnection[Any], query: str, params: Any) -> psycopg.AsyncCursor[Any]:
+    """Run `query`, which joins a round's keys (arrays, `unnest`) to a table that grows without
+    bound, planned for the table as it is now: never prepared. psycopg prepares a statement after
+    its fifth execution, and Postgres then keeps a generic plan; made while the table was nearly
+    empty (a new deployment, a worker started then), that plan was a hash join over a sequential
+    scan, and went on scanning the whole table on every round as it grew (execution/keys.py has
+    the measurements). Planning each time costs ~0.1 ms and finds each key by its index."""
+    return await conn.execute(query, params, prepare=False)
+
+
 def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, psycopg.OperationalError | asyncio.TimeoutError | ConnectionError):
         return True

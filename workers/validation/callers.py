@@ -13,6 +13,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.ed25519 import PublicKey
+from toolgate.workers.runtime.db import keyed
 from toolgate.workers.validation.identity import AgentKey, RegisteredAgent
 
 AGENTS = """
@@ -65,6 +66,6 @@ async def register_calls(
     bound = {(tenant, call_id): digest for tenant, call_id, digest in await cur.fetchall()}
     seen = sorted({(tenant, call_id) for tenant, call_id, _, _ in calls} - bound.keys())
     if seen:
-        cur = await conn.execute(DIGESTS, ([t for t, _ in seen], [c for _, c in seen]))
+        cur = await keyed(conn, DIGESTS, ([t for t, _ in seen], [c for _, c in seen]))
         bound.update({(tenant, call_id): digest for tenant, call_id, digest in await cur.fetchall()})
     return bound

@@ -10,6 +10,7 @@ from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Registry, Resolution
 from toolgate.schemas.models import TaxonomyClass, ToolProposal
+from toolgate.workers.runtime.db import keyed
 from toolgate.workers.validation import repair
 from toolgate.workers.validation.decision import Decision, Reject
 
@@ -57,7 +58,7 @@ async def apply(
     if not failed:
         return list(decisions)
     runs = sorted({(p.tenant_id, p.run_id) for p, _ in failed})
-    cur = await conn.execute(REPAIRS, ([t for t, _ in runs], [r for _, r in runs]))
+    cur = await keyed(conn, REPAIRS, ([t for t, _ in runs], [r for _, r in runs]))
     history: list[tuple[Any, ...]] = list(await cur.fetchall())
     updated: dict[int, Decision] = {}
     recorded: list[tuple[str, ...]] = []
