@@ -18,6 +18,7 @@ from toolgate.workers.runtime.emit import Emit
 
 from .conftest import Database, Server
 from .test_idempotency_race import draft_call, handle_round, with_handler
+from .test_keyed_plans import GROW_KEYS, scanned_after_growth
 
 COUNT_UPDATES = """
 CREATE TABLE key_updates (idempotency_key text NOT NULL);
@@ -80,16 +81,6 @@ def test_a_key_taken_meanwhile_is_found_when_the_round_runs_again(database: Data
     assert row == [("PENDING", "another-worker")]
 
 
-BULK_KEYS = """
-INSERT INTO toolgate.idempotency_keys (tenant_id, idempotency_key, request_hash, status, tool_name, tool_version,
-    executor, call_id, home_partition, request, expires_at)
-SELECT 'acme', 'bulk-' || g, 'h', 'COMPLETED', 'invoice.create_draft', '1.0.0', 'postgres', 'call-bulk-' || g, 0,
-    '\\x00', now() + interval '1 day'
-FROM generate_series(1, %s) AS g
-"""
-SEQ_READ = "SELECT seq_tup_read FROM pg_stat_xact_user_tables WHERE relid = 'toolgate.idempotency_keys'::regclass"
-
-
 def test_key_updates_probe_the_index_after_the_table_has_grown(postgres: Server) -> None:
     """Settling and re-driving keys, as a round does after effects outside Postgres, on a table
     that grew after the worker connected: no sequential scan (the lookups' own test is
@@ -97,24 +88,13 @@ def test_key_updates_probe_the_index_after_the_table_has_grown(postgres: Server)
     missing = [("acme", f"missing-{i}") for i in range(3)]
     ends = [ending(key, "COMPLETED", {"outcome": "SUCCESS"}) for _, key in missing]
     again = [redrive_row(key, b"\x01") for _, key in missing]
+
+    async def round_(conn: psycopg.AsyncConnection[Any]) -> None:
+        await keys.settle(conn, ends, 30.0)
+        await keys.redrive(conn, again, "worker-1", 30.0)
+
     with postgres.scratch("keys_plan") as db:
-
-        async def round_(conn: psycopg.AsyncConnection[Any]) -> None:
-            async with conn.transaction():
-                await keys.settle(conn, ends, 30.0)
-                await keys.redrive(conn, again, "worker-1", 30.0)
-
-        async def scanned() -> int:
-            async with await psycopg.AsyncConnection.connect(db.database_url) as conn:
-                for _ in range(12):  # past psycopg's prepare threshold, then Postgres's custom plans
-                    await round_(conn)
-                db.sql(BULK_KEYS, (3000,))
-                async with conn.transaction():
-                    await round_(conn)
-                    row = await (await conn.execute(SEQ_READ)).fetchone()
-                    return row[0] if row else 0
-
-        assert asyncio.run(scanned()) == 0
+        assert asyncio.run(scanned_after_growth(db.database_url, round_, GROW_KEYS, "idempotency_keys")) == 0
 
 
 def test_a_key_is_settled_and_redriven_from_its_arrays(database: Database) -> None:
