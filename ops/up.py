@@ -180,9 +180,11 @@ class Supervisor:
         """The embedded broker, unless one is configured; its bootstrap address."""
         bootstrap = self.settings.kafka_bootstrap
         if not bootstrap:
-            self.broker = start_broker(self.home / "logs" / "broker.log", ports.claim("broker"))
+            self.broker = start_broker(
+                self.home / "logs" / "broker.log", ports.claim("broker"), self.settings.broker_cpus
+            )
             bootstrap = self.broker.bootstrap
-            self.say(f"broker     {bootstrap}  (embedded Tansu, in memory)")
+            self.say(f"broker     {bootstrap}  (embedded Tansu, in memory{_on_cpus(self.broker.cpus)})")
         else:
             self.say(f"broker     {bootstrap}")
         return bootstrap
@@ -357,7 +359,7 @@ class Supervisor:
         if self.broker is not None and self.broker.process.poll() is not None:
             self.say(f"broker exited with {self.broker.process.returncode}; restarting on port {self.broker.port}")
             self._infrastructure_restarts["broker"] = self._infrastructure_restarts.get("broker", 0) + 1
-            self.broker = start_broker(self.home / "logs" / "broker.log", self.broker.port)
+            self.broker = start_broker(self.home / "logs" / "broker.log", self.broker.port, self.settings.broker_cpus)
             self._stop_workers()
             self._transport_lost = True
             self._record_pids()
@@ -527,6 +529,12 @@ def demo_approvers(settings: Settings, database_url: str, say: Any = print) -> N
         if not keyring.has(name):
             keyring.store(name, key)
     say(f"approvers  {', '.join(DEMO_APPROVERS)}  (keys in {keyring.directory})")
+
+
+def _on_cpus(cpus: set[int] | None) -> str:
+    if cpus is None:
+        return ""
+    return f", on CPU {','.join(map(str, sorted(cpus)))}"
 
 
 def _mask(url: str) -> str:

@@ -32,6 +32,9 @@ class Settings:
     home: Path = field(default_factory=toolgate_home)
     topic_prefix: str = ""
     partitions: int = 4
+    # The CPUs the embedded broker of `toolgate up` runs on: empty for the first CPU, "all" for
+    # every one, or a list such as "1" or "0,2-3" (ops/embedded.py, `broker_cpus`).
+    broker_cpus: str = ""
     # A stage's round: up to batch_max records. A record that arrives with nothing queued behind
     # it starts a round at once; while more are queued (load), a round lingers up to batch_ms
     # milliseconds to fill, for as long as records keep arriving (filling.py). Batching comes
@@ -150,6 +153,7 @@ _ENV = {
     "admin_database_url": "TOOLGATE_ADMIN_DATABASE_URL",
     "topic_prefix": "TOOLGATE_TOPIC_PREFIX",
     "partitions": "TOOLGATE_PARTITIONS",
+    "broker_cpus": "TOOLGATE_BROKER_CPUS",
     "batch_max": "TOOLGATE_BATCH_MAX",
     "batch_ms": "TOOLGATE_BATCH_MS",
     "fetch_wait_ms": "TOOLGATE_FETCH_WAIT_MS",

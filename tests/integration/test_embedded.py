@@ -1,15 +1,26 @@
-"""The embedded Postgres as `toolgate up` and the tests start it (ops/embedded.py)."""
+"""The embedded broker and Postgres as `toolgate up` and the tests start them (ops/embedded.py)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import psycopg
 
-from toolgate.ops.embedded import SOCKET_PATH_MAX, Postgres
+from toolgate.ops.embedded import BROKER_THREADS, SOCKET_PATH_MAX, Broker, Postgres
 
 from .conftest import Server
+
+
+def test_the_broker_runs_on_one_cpu_with_two_runtime_threads(broker: Broker) -> None:
+    status = Path(f"/proc/{broker.process.pid}/status").read_text()
+    allowed = next(
+        line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("Cpus_allowed_list")
+    )
+    environ = Path(f"/proc/{broker.process.pid}/environ").read_bytes().split(b"\0")
+    assert allowed == str(min(os.sched_getaffinity(0)))
+    assert f"TOKIO_WORKER_THREADS={BROKER_THREADS}".encode() in environ
 
 
 def test_postgres_is_reached_through_its_unix_socket(postgres: Server) -> None:
