@@ -98,18 +98,18 @@ class Broker:
         stop_process(self.process)
 
 
-# The embedded broker runs on one CPU unless told otherwise (`TOOLGATE_BROKER_CPUS`). Tansu's
-# async runtime (tokio) keeps a worker thread per core, and idle it spends its CPU waking for the
-# consumers' fetches, each wake-up on one core waking a worker on the other through a futex: on
-# this 2-core VM 60-80% of the machine's inter-processor interrupts, each a VM exit. On one CPU,
-# idle, 214 ms of CPU a second against 334 (interrupts 440 a second against 2,980); at 300
-# calls/s the broker 1,342-1,353 µs a call against 1,598-1,691, the whole machine 0.83-0.86 busy
-# against 0.88-0.90, p99 105-125 ms against 138-202 (3 triples, alternating); docs/performance.md,
-# "The fourteenth session". The first CPU, since the second serves the disk's interrupts here
-# (/proc/interrupts), where Postgres's commits complete: on it, the broker cost the same but the
-# others more (0.87-0.91 busy). Two runtime threads still, on that one CPU, so that a fetch that
-# lists a long partition is preempted rather than waited for: one thread (TOKIO_WORKER_THREADS=1,
-# be7deba) took p99 at 1,000 calls/s to 675-1,541 ms.
+# The embedded broker runs on one CPU unless told otherwise (`TOOLGATE_BROKER_CPUS`). Tansu's async
+# runtime (tokio) keeps a worker thread per core, and idle it spends its CPU waking for the
+# consumers' fetches, each wake-up on one core waking a worker on the other through a futex: on this
+# 2-core VM 60-80% of the machine's inter-processor interrupts, each a VM exit. On one CPU, idle,
+# 214 ms of CPU a second against 334 (interrupts 440 a second against 2,980); at 300 calls/s the
+# broker 1,286-1,377 µs a call against 1,499-1,691, the machine 0.83-0.92 busy against 0.87-0.95,
+# p99's median 129 ms against 184 (12 and 13 runs, alternating; docs/performance.md, "The fourteenth
+# session"). The first CPU, since the second serves the disk's interrupts here (/proc/interrupts),
+# where Postgres's commits complete: on it, the broker cost the same but the others more (the
+# machine 0.87-0.91 busy against 0.83-0.86, 3 triples). Two runtime threads still, on that one CPU,
+# so that a fetch that lists a long partition is preempted rather than waited for: one thread
+# (TOKIO_WORKER_THREADS=1, be7deba) took p99 at 1,000 calls/s to 675-1,541 ms.
 BROKER_THREADS = 2
 
 
