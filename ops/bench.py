@@ -39,6 +39,7 @@ from toolgate.contracts.registry import load_registry
 from toolgate.ops.bench_disk import DiskMeter
 from toolgate.ops.bench_hops import TopicTimes
 from toolgate.ops.bench_machine import MachineMeter
+from toolgate.ops.bench_speed import SpeedMeter
 from toolgate.ops.bench_stats import hop_table, latency_summary
 from toolgate.ops.status import await_ready
 from toolgate.schemas.codec import DecodeError, codec
@@ -85,13 +86,16 @@ class CpuMeter:
 
 class _Meters:
     """What `--cpu` measures beside the calls, from the run's start to its end: each local
-    process's CPU (with a runtime file of `toolgate up` here), the machine's shares and speed,
-    and the writes of the disk under the home."""
+    process's CPU (with a runtime file of `toolgate up` here), the machine's shares and speed
+    (before, during and after: `bench_machine`, `bench_speed`), and the writes of the disk under
+    the home."""
 
     def __init__(self, settings: Settings) -> None:
         runtime = settings.runtime_file
         self.processes = CpuMeter(json.loads(runtime.read_text())) if runtime.exists() else None
         self.machine = MachineMeter()
+        self.speed = SpeedMeter()
+        self.speed.start()
         self.disk = DiskMeter(settings.home) if settings.home.exists() else None
         if self.disk is not None:
             self.disk.start()
@@ -108,7 +112,8 @@ class _Meters:
             used = {**self.processes.per_call_us(calls), "bench client": client}
             measured["cpu_us_per_call"] = used
             measured["cpu_us_per_call_total"] = sum(used.values())
-        measured["machine"] = self.machine.read()
+        speed = self.speed.read()  # stopped before the probe after the run, not beside it
+        measured["machine"] = {**self.machine.read(), "probe_ms_during": speed.report(self.machine.probe_before)}
         disk = self.disk.read() if self.disk is not None else None
         if disk is not None:
             measured["disk"] = disk

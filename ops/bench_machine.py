@@ -65,12 +65,12 @@ def probe_ms(tries: int = PROBE_TRIES, rounds: int = PROBE_ROUNDS) -> float:
     times = []
     for _ in range(tries):
         started = time.thread_time()
-        _probe_work(rounds)
+        probe_work(rounds)
         times.append((time.thread_time() - started) * 1000)
     return round(statistics.median(times), 2)
 
 
-def _probe_work(rounds: int) -> None:
+def probe_work(rounds: int) -> None:
     digest = b""
     for i in range(rounds):
         record = {"call_id": f"call_{i:08d}", "tool": "invoice.create_draft", "attempt": i % 3}

@@ -1,0 +1,111 @@
+"""How fast the machine ran during a benchmark run, second by second.
+
+`machine.probe_ms_before` and `probe_ms_after` time a fixed piece of Python just before and just
+after a run. A host that slows this virtual machine for a stretch inside the run escapes both: on
+this project's machine a run at full speed read 8.8 ms before and 9.3 ms after (~9 on a quiet
+stretch), yet every process spent 10-40% more CPU a call than in the runs before it, and the run
+made 1,945 calls/s against 2,179-2,342 (docs/performance.md, "The fifteenth session").
+
+So a `--cpu` run also times a small piece of the same work once a second, in a process of its
+own (a thread of the benchmark would take the GIL from the client's threads while it ran), as
+its own CPU time, so that waiting for a core does not count. The work is a ninth of the probe's
+and each sample is scaled to the probe's, so the three read alike; on a machine the run keeps
+busy the samples read a little more than on an idle one (caches the other processes emptied).
+The report says how many samples came, their median, their slowest tenth, the slowest one, and
+how many read half again the probe before the run (`slow_seconds`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from toolgate.ops.bench_machine import PROBE_ROUNDS, probe_work
+
+EVERY_S = 1.0
+SHARE = 9  # a sample does a ninth of the probe's work: ~1 ms of CPU a second
+SLOW = 1.5  # a sample this many times the probe before the run is a slow second
+
+
+@dataclass(frozen=True)
+class Speed:
+    """The samples of one run, in the probe's milliseconds."""
+
+    samples: list[float]
+
+    def report(self, before_ms: float) -> dict[str, float | int]:
+        if not self.samples:
+            return {"samples": 0}
+        ordered = sorted(self.samples)
+        return {
+            "samples": len(ordered),
+            "median": round(statistics.median(ordered), 2),
+            "p90": round(ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], 2),
+            "max": round(ordered[-1], 2),
+            "slow_seconds": sum(1 for ms in ordered if ms >= SLOW * before_ms),
+        }
+
+
+def parse(lines: str) -> Speed:
+    """The samples the probe process printed, one number a line (anything else is skipped)."""
+    samples = []
+    for line in lines.splitlines():
+        try:
+            samples.append(float(line))
+        except ValueError:
+            continue
+    return Speed(samples)
+
+
+class SpeedMeter:
+    """The probe process, from `start()` to `read()`."""
+
+    def __init__(self, every_s: float = EVERY_S) -> None:
+        self.every_s = every_s
+        self._process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "toolgate.ops.bench_speed", "--every", str(self.every_s)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+
+    def read(self) -> Speed:
+        """Stop the probe process; what it sampled (nothing if it never started)."""
+        if self._process is None:
+            return Speed([])
+        self._process.terminate()
+        out, _ = self._process.communicate()
+        return parse(out)
+
+
+def sample_ms() -> float:
+    """One sample: this thread's CPU time for a ninth of the probe's work, scaled to all of it."""
+    started = time.thread_time()
+    probe_work(PROBE_ROUNDS // SHARE)
+    return (time.thread_time() - started) * 1000 * SHARE
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Print the probe's time once every --every seconds.")
+    parser.add_argument("--every", type=float, default=EVERY_S)
+    every = parser.parse_args().every
+    parent = os.getppid()
+    next_at = time.monotonic()
+    while os.getppid() == parent:  # a benchmark that died does not leave its probe running
+        print(f"{sample_ms():.3f}", flush=True)
+        next_at += every
+        time.sleep(max(0.0, next_at - time.monotonic()))
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
+        main()
