@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import select
 import statistics
 import subprocess
 import sys
@@ -27,10 +28,12 @@ import time
 from dataclasses import dataclass
 
 from toolgate.ops.bench_machine import PROBE_ROUNDS, probe_work
+from toolgate.ops.bench_stats import percentile
 
 EVERY_S = 1.0
 SHARE = 9  # a sample does a ninth of the probe's work: ~1 ms of CPU a second
 SLOW = 1.5  # a sample this many times the probe before the run is a slow second
+FIRST_SAMPLE_S = 10.0  # how long `read` waits for the first sample of a run shorter than its start
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ class Speed:
         return {
             "samples": len(ordered),
             "median": round(statistics.median(ordered), 2),
-            "p90": round(ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], 2),
+            "p90": round(percentile(ordered, 90), 2),
             "max": round(ordered[-1], 2),
             "slow_seconds": sum(1 for ms in ordered if ms >= SLOW * before_ms),
         }
@@ -79,12 +82,16 @@ class SpeedMeter:
         )
 
     def read(self) -> Speed:
-        """Stop the probe process; what it sampled (nothing if it never started)."""
-        if self._process is None:
+        """Stop the probe process once it has taken its first sample (a run can be shorter than
+        the process's start); what it sampled (nothing if it never started)."""
+        if self._process is None or self._process.stdout is None:
             return Speed([])
+        first = ""
+        if select.select([self._process.stdout], [], [], FIRST_SAMPLE_S)[0]:
+            first = self._process.stdout.readline()
         self._process.terminate()
         out, _ = self._process.communicate()
-        return parse(out)
+        return parse(first + out)
 
 
 def sample_ms() -> float:

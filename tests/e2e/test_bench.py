@@ -30,10 +30,10 @@ def test_a_bench_run_with_cpu_reports_every_process_the_machine_and_the_disk(pip
     assert report["cpu_us_per_call_total"] == sum(used.values()) > 0
     machine = report["machine"]
     assert machine["probe_ms_before"] > 0 and machine["probe_ms_after"] > 0
-    # And during the run, once a second from a process of its own (a run this short may end
-    # before its first sample).
+    # And during the run, once a second from a process of its own (its first sample taken even
+    # when the run ended sooner).
     during = machine["probe_ms_during"]
-    assert during["samples"] == 0 or (during["median"] > 0 and during["slow_seconds"] >= 0)
+    assert during["samples"] >= 1 and during["median"] > 0 and during["slow_seconds"] >= 0
     # The home's disk, where /proc/diskstats lists it (not an overlay or tmpfs, whose device it
     # does not list): every stage's commits wrote to it during the run.
     dev = os.stat(pipeline.home).st_dev

@@ -37,5 +37,11 @@ def test_the_meter_samples_in_a_process_of_its_own_until_read() -> None:
     assert float(got["median"]) > 0
 
 
+def test_a_meter_read_at_once_still_has_its_first_sample() -> None:
+    meter = SpeedMeter()
+    meter.start()
+    assert meter.read().report(before_ms=9.0)["samples"] == 1
+
+
 def test_a_meter_never_started_reads_nothing() -> None:
     assert SpeedMeter().read().report(before_ms=9.0) == {"samples": 0}
