@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -47,6 +49,39 @@ TEST_ENV = {
 }
 # The agents `toolgate up` registers for the demo tenants (keys in $TOOLGATE_HOME/agents).
 AGENTS = {"acme": "cli", "globex": "globex-cli"}
+
+
+# Where a session keeps its temporary files, unless told (`--basetemp`): a directory of its own.
+# pytest's default root, /tmp/pytest-of-<user>, is shared by every session of the user, and each
+# session sets it back to 0700 when it starts; the embedded Postgres, which runs as another user
+# when the tests run as root (ops/embedded.py), reaches its data directory through it,
+# and died mid-run ("Permission denied" on pg_control) when another pytest started meanwhile.
+OWN_BASETEMP = pytest.StashKey[Path]()
+PASSED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own tmp_path plugin reads the option
+def pytest_configure(config: pytest.Config) -> None:
+    if config.option.basetemp is None:
+        own = Path(tempfile.mkdtemp(prefix="toolgate-pytest-"))
+        config.option.basetemp = own
+        config.stash[OWN_BASETEMP] = own
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[PASSED] = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A session that passed leaves nothing behind; one that did not keeps its files (logs,
+    data directories) and says where they are."""
+    own = config.stash.get(OWN_BASETEMP, None)
+    if own is None or not own.exists():
+        return
+    if config.stash.get(PASSED, False):
+        shutil.rmtree(own, ignore_errors=True)
+    else:
+        sys.stderr.write(f"\nthe session's temporary files: {own}\n")
 
 
 def assert_reference_observation(seen: Observed) -> dict[str, Any]:
