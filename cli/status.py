@@ -55,6 +55,7 @@ def bench(
     the hop table: when calls reached each topic, from the records' own timestamps."""
     from toolgate.ops.bench import run_bench
     from toolgate.ops.bench_stats import render_hops
+    from toolgate.ops.bench_tail import render
 
     settings, calls = running(), sequential or calls
     if postgres_only:
@@ -88,8 +89,8 @@ def bench(
     if as_json:
         print_json(report)
     else:
-        console.print_json(data={k: v for k, v in report.items() if k != "hops"})
-        console.print("\n".join(render_hops(report["hops"])), highlight=False)
+        console.print_json(data={k: v for k, v in report.items() if k not in ("hops", "tail")})
+        console.print("\n".join([*render_hops(report["hops"]), *render(report["tail"])]), highlight=False, soft_wrap=True)
 
 
 @contextmanager

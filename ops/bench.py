@@ -7,7 +7,8 @@ reads the tenant's observation topic from where it ended before the run and chec
 observation's signature, as clients do. With `sequential`, calls go one at a time through
 `ToolgateClient.propose(watch=True)` and `wait`, as an agent that waits for each answer.
 Latency is publish-to-final-observation, measured on this client's clock; the hop table
-(`bench_hops`, `bench_stats`) says where it went.
+(`bench_hops`, `bench_stats`) says where it went, and the tail (`bench_tail`) when the slowest
+hundredth of calls were published, and with `--cpu` what the disk and the machine did then.
 
 A run starts once every stage of the local `toolgate up` is ready, its consumer's partitions
 assigned (`status.await_ready`; a deployment without a runtime file here is taken as running).
@@ -41,6 +42,7 @@ from toolgate.ops.bench_hops import TopicTimes
 from toolgate.ops.bench_machine import MachineMeter
 from toolgate.ops.bench_speed import SpeedMeter
 from toolgate.ops.bench_stats import hop_table, latency_summary
+from toolgate.ops.bench_tail import Timeline, slowest
 from toolgate.ops.status import await_ready
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
@@ -88,7 +90,8 @@ class _Meters:
     """What `--cpu` measures beside the calls, from the run's start to its end: each local
     process's CPU (with a runtime file of `toolgate up` here), the machine's shares and speed
     (before, during and after: `bench_machine`, `bench_speed`), and the writes of the disk under
-    the home."""
+    the home; and, once read, when the disk and the machine were slow (`timeline`), for the
+    run's slowest calls (`bench_tail`)."""
 
     def __init__(self, settings: Settings) -> None:
         runtime = settings.runtime_file
@@ -100,6 +103,7 @@ class _Meters:
         if self.disk is not None:
             self.disk.start()
         self.client_cpu = 0.0
+        self.timeline = Timeline()
 
     def begin(self) -> None:
         """The client's CPU counts from here (its heap settled)."""
@@ -115,8 +119,11 @@ class _Meters:
         speed = self.speed.read()  # stopped before the probe after the run, not beside it
         measured["machine"] = {**self.machine.read(), "probe_ms_during": speed.report(self.machine.probe_before)}
         disk = self.disk.read() if self.disk is not None else None
-        if disk is not None:
+        written: list[tuple[float, float]] = []
+        if self.disk is not None and disk is not None:
             measured["disk"] = disk
+            written = self.disk.summary.timeline
+        self.timeline = Timeline(written, speed.timeline)
         return measured
 
 
@@ -243,18 +250,27 @@ def run_bench(
     report["waited_for_stages_s"] = round(waited, 2)
     report["hops"] = hop_table(_paths(run, clock, times.read(set(run.sent))))
     report.update(measured)
+    received = run.received
+    answered = [(clock.monotonic(at), (received[c][0] - at) * 1000) for c, at in run.sent.items() if c in received]
+    timeline = meters.timeline if meters is not None else None
+    report["tail"] = slowest(answered, clock.monotonic(run.started), timeline)
     return report
 
 
 class _Clock:
     """This process's perf_counter readings as wall-clock milliseconds, the clock Kafka record
-    timestamps are on (one offset, taken once: perf_counter is steady, the wall clock is not)."""
+    timestamps are on (one offset, taken once: perf_counter is steady, the wall clock is not),
+    and as monotonic seconds, the clock the meters' timelines are on."""
 
     def __init__(self) -> None:
         self.offset_ms = time.time() * 1000 - time.perf_counter() * 1000
+        self.monotonic_offset_s = time.monotonic() - time.perf_counter()
 
     def wall_ms(self, perf: float) -> float:
         return perf * 1000 + self.offset_ms
+
+    def monotonic(self, perf: float) -> float:
+        return perf + self.monotonic_offset_s
 
 
 @dataclass

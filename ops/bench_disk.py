@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DISKSTATS = Path("/proc/diskstats")
@@ -53,21 +53,26 @@ def device_writes(diskstats_text: str, major: int, minor: int) -> Writes | None:
 
 @dataclass
 class DiskSummary:
-    """Quarter seconds of a run, folded as they come."""
+    """Quarter seconds of a run, folded as they come; and, for those that wrote, when each
+    ended (the monotonic clock, seconds) and its milliseconds a write (`timeline`), to set
+    beside the run's slowest calls (ops/bench_tail.py)."""
 
     seconds: float = 0.0
     writes: int = 0
     write_ms: int = 0
     slow_windows: int = 0
     worst_ms_per_write: float = 0.0
+    timeline: list[tuple[float, float]] = field(default_factory=list)
 
-    def add(self, before: Writes, after: Writes, seconds: float) -> None:
+    def add(self, before: Writes, after: Writes, seconds: float, ended: float | None = None) -> None:
         writes, ms = after.completed - before.completed, after.ms - before.ms
         self.seconds += seconds
         self.writes += writes
         self.write_ms += ms
         if writes > 0:
             per_write = ms / writes
+            if ended is not None:
+                self.timeline.append((ended, per_write))
             self.worst_ms_per_write = max(self.worst_ms_per_write, per_write)
             if per_write >= SLOW_WRITE_MS:
                 self.slow_windows += 1
@@ -126,7 +131,7 @@ class DiskMeter:
             stopped = self._stop.wait(self.window_s)
             after, now = self._counters(), time.monotonic()
             if after is not None:
-                self.summary.add(before, after, now - since)
+                self.summary.add(before, after, now - since, now)
             if stopped:
                 return
             before, since = after, now

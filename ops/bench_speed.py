@@ -12,7 +12,9 @@ its own CPU time, so that waiting for a core does not count. The work is a ninth
 and each sample is scaled to the probe's, so the three read alike; on a machine the run keeps
 busy the samples read a little more than on an idle one (caches the other processes emptied).
 The report says how many samples came, their median, their slowest tenth, the slowest one, and
-how many read half again the probe before the run (`slow_seconds`).
+how many read half again the probe before the run (`slow_seconds`). Each sample comes with when
+it was taken (the monotonic clock, which every process of the machine shares), to set beside the
+run's slowest calls (ops/bench_tail.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from toolgate.ops.bench_machine import PROBE_ROUNDS, probe_work
 from toolgate.ops.bench_stats import percentile
@@ -38,9 +40,11 @@ FIRST_SAMPLE_S = 10.0  # how long `read` waits for the first sample of a run sho
 
 @dataclass(frozen=True)
 class Speed:
-    """The samples of one run, in the probe's milliseconds."""
+    """The samples of one run, in the probe's milliseconds, and when each was taken (`timeline`:
+    monotonic seconds and milliseconds, for the samples that said when)."""
 
     samples: list[float]
+    timeline: list[tuple[float, float]] = field(default_factory=list)
 
     def report(self, before_ms: float) -> dict[str, float | int]:
         if not self.samples:
@@ -56,14 +60,21 @@ class Speed:
 
 
 def parse(lines: str) -> Speed:
-    """The samples the probe process printed, one number a line (anything else is skipped)."""
-    samples = []
+    """The samples the probe process printed, a line each: when it was taken and its
+    milliseconds, or its milliseconds alone (anything else is skipped)."""
+    samples: list[float] = []
+    timeline: list[tuple[float, float]] = []
     for line in lines.splitlines():
         try:
-            samples.append(float(line))
+            numbers = [float(word) for word in line.split()]
         except ValueError:
             continue
-    return Speed(samples)
+        if len(numbers) == 1:
+            samples.append(numbers[0])
+        elif len(numbers) == 2:
+            samples.append(numbers[1])
+            timeline.append((numbers[0], numbers[1]))
+    return Speed(samples, timeline)
 
 
 class SpeedMeter:
@@ -108,7 +119,8 @@ def main() -> None:
     parent = os.getppid()
     next_at = time.monotonic()
     while os.getppid() == parent:  # a benchmark that died does not leave its probe running
-        print(f"{sample_ms():.3f}", flush=True)
+        ms = sample_ms()
+        print(f"{time.monotonic():.3f} {ms:.3f}", flush=True)
         next_at += every
         time.sleep(max(0.0, next_at - time.monotonic()))
 

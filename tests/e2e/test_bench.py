@@ -19,6 +19,11 @@ def test_a_bench_run_drives_every_call_through(pipeline: Pipeline) -> None:
     assert (report["observed"], report["missing"], report["errors"], report["unsigned_observations"]) == (20, 0, 0, 0)
     assert 0.0 <= report["waited_for_stages_s"] < 1.0  # every stage had long been ready
     assert report["hops"]["observation"]["calls"] == 20
+    # The slowest hundredth (one call of 20), the second it was published in.
+    tail = report["tail"]
+    assert tail["calls"] == 1 and tail["seconds"] == 1
+    (worst,) = tail["worst"]
+    assert worst["calls"] == 1 and worst["max_ms"] == report["max_ms"]
 
 
 def test_a_bench_run_with_cpu_reports_every_process_the_machine_and_the_disk(pipeline: Pipeline) -> None:
@@ -39,8 +44,13 @@ def test_a_bench_run_with_cpu_reports_every_process_the_machine_and_the_disk(pip
     dev = os.stat(pipeline.home).st_dev
     if device_writes(Path("/proc/diskstats").read_text(), os.major(dev), os.minor(dev)) is not None:
         assert report["disk"]["writes_per_s"] > 0 and report["disk"]["ms_per_write"] >= 0
+        assert report["tail"]["worst"][0]["disk_worst_ms_per_write"] >= 0
     else:
         assert "disk" not in report
+    # The machine's speed beside the slowest call, when a sample came within a second of it (the
+    # probe process takes its first as it starts, about when the run does).
+    near = report["tail"]["worst"][0]["probe_slowest_ms"]
+    assert near is None or near > 0
 
 
 def test_a_bench_run_waits_for_a_stage_that_is_not_ready(pipeline: Pipeline) -> None:

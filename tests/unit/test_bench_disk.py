@@ -83,3 +83,11 @@ def test_a_device_not_in_diskstats_is_not_watched(tmp_path: Path) -> None:
     meter = DiskMeter(tmp_path, diskstats)
     meter.start()
     assert meter.device is None and meter.read() is None
+
+
+def test_the_quarter_seconds_that_wrote_are_kept_with_when_they_ended() -> None:
+    summary = DiskSummary()
+    summary.add(Writes(0, 0), Writes(150, 15), 0.25, ended=10.25)
+    summary.add(Writes(150, 15), Writes(150, 15), 0.25, ended=10.5)  # nothing written: nothing kept
+    summary.add(Writes(150, 15), Writes(170, 215), 0.25, ended=10.75)
+    assert summary.timeline == [(10.25, 0.1), (10.75, 10.0)]

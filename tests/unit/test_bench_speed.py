@@ -17,6 +17,12 @@ def test_the_report_counts_the_seconds_slower_than_the_probe_before() -> None:
     assert got["slow_seconds"] == 2  # 14.2 and 30.5 are half again 9.0 or more; 9.3 is not
 
 
+def test_samples_say_when_they_were_taken() -> None:
+    speed = parse("100.5 9.1\n101.5 14.2\n9.3\n")
+    assert speed.samples == [9.1, 14.2, 9.3]
+    assert speed.timeline == [(100.5, 9.1), (101.5, 14.2)]  # the line without a time has none
+
+
 def test_no_samples_say_so() -> None:
     assert parse("").report(before_ms=9.0) == {"samples": 0}
 
@@ -32,9 +38,14 @@ def test_the_meter_samples_in_a_process_of_its_own_until_read() -> None:
     meter = SpeedMeter(every_s=0.2)
     meter.start()
     time.sleep(2.0)
-    got = meter.read().report(before_ms=probe_ms(tries=3))
+    speed = meter.read()
+    got = speed.report(before_ms=probe_ms(tries=3))
     assert got["samples"] >= 3
     assert float(got["median"]) > 0
+    # Each on the monotonic clock this process shares, about 0.2 s apart.
+    taken = [at for at, _ in speed.timeline]
+    assert len(taken) == got["samples"] and taken == sorted(taken)
+    assert time.monotonic() - 3.0 < taken[0] < taken[-1] <= time.monotonic()
 
 
 def test_a_meter_read_at_once_still_has_its_first_sample() -> None:
