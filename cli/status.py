@@ -90,7 +90,8 @@ def bench(
         print_json(report)
     else:
         console.print_json(data={k: v for k, v in report.items() if k not in ("hops", "tail")})
-        console.print("\n".join([*render_hops(report["hops"]), *render(report["tail"])]), highlight=False, soft_wrap=True)
+        lines = [*render_hops(report["hops"]), *render(report["tail"])]
+        console.print("\n".join(lines), highlight=False, soft_wrap=True)
 
 
 @contextmanager
