@@ -157,6 +157,12 @@ class DeploymentKeys:
     def mac_ok(self, topic: str, value: bytes, mac: bytes | None) -> bool:
         return mac is not None and hmac.compare_digest(self.mac(topic, value), mac)
 
+    def derive_macs(self, topics: Iterable[str]) -> None:
+        """Derive the MAC keys of `topics` now, not as their first records pass."""
+        for topic in topics:
+            if topic not in self._mac_keys:
+                self._mac_keys[topic] = derive(self._secret, f"toolgate stage mac v1 {topic}")
+
     @cached_property
     def signing_key(self) -> PrivateKey:
         return PrivateKey(derive(self._secret, "toolgate deployment signing v1"))
@@ -216,6 +222,14 @@ class Sealer:
 
     def mac_ok(self, topic: str, value: bytes, headers: Iterable[tuple[str, bytes | None]] | None) -> bool:
         return self.keys.mac_ok(topic, value, raw_header(headers, MAC_HEADER))
+
+    def prepare(self, topics: Iterable[str]) -> None:
+        """The keys for sealing and checking records of `topics` (physical names), made now: the
+        MAC keys of those MACed, the deployment's signing key if any is signed."""
+        kinds = {topic: self.topics.parse(topic)[0] for topic in topics}
+        self.keys.derive_macs(topic for topic, kind in kinds.items() if kind in MACED)
+        if any(kind in SIGNED for kind in kinds.values()):
+            _ = self.keys.signing_key
 
 
 class EdgeVerifier:

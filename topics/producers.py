@@ -31,8 +31,14 @@ class Producers:
     def codec(self, topic: str) -> str:
         return self._compression if self._topics.compressed(topic) else "none"
 
+    def codecs(self) -> list[str]:
+        """The codecs of every producer this client may make: one, or one that compresses too."""
+        return list(dict.fromkeys((self._compression, "none")))
+
     def for_topic(self, topic: str) -> Producer:
-        codec = self.codec(topic)
+        return self.for_codec(self.codec(topic))
+
+    def for_codec(self, codec: str) -> Producer:
         producer = self._made.get(codec)
         if producer is None:
             producer = self._made[codec] = Producer({**self._config, "compression.type": codec})

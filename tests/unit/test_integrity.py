@@ -219,3 +219,15 @@ def test_a_verifier_remembers_a_bounded_number_of_roots_and_checks_forgotten_one
     assert all(verifier.ok(*records[0]) for records in rounds)
     assert len(verifier._roots) <= ROOTS_KEPT
     assert all(verifier.ok(*records[1]) for records in rounds)
+
+
+def test_the_keys_a_stage_prepares_as_it_starts_are_those_it_would_derive() -> None:
+    keys = DeploymentKeys(b"a deployment secret of some length")
+    sealer = Sealer(keys, Topics("p."))
+    sealer.prepare(["p.tool.validated", "p.tool.deadletter", "p.tool.proposals", "__consumer_offsets", "other"])
+    # MACed topics only (proposals are signed by their agents, the rest is not the deployment's).
+    assert sorted(keys._mac_keys) == ["p.tool.deadletter", "p.tool.validated"]
+    assert "signing_key" not in vars(keys)  # no topic the deployment signs was named
+    assert keys.mac("p.tool.validated", BATCH) == KEYS.mac("p.tool.validated", BATCH)
+    sealer.prepare(["p.tool.observations.acme"])
+    assert vars(keys)["signing_key"].public.raw == KEYS.public_key

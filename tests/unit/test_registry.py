@@ -298,3 +298,12 @@ def test_non_object_document_refused(tmp_path: Path, text: str) -> None:
     _write(tmp_path, "invoice.fetch/1.0.0.json", text)
     with pytest.raises(ContractRefused):
         load_documents(tmp_path)
+
+
+def test_a_stage_compiles_every_contract_s_validators_as_it_starts() -> None:
+    contracts_ = registry()
+    contracts_.compile_validators()
+    for contract in contracts_:
+        assert {"_fast_input", "_fast_output"} <= set(vars(contract)), contract.name
+        example = contract.document["affordance"]["examples"][0]["arguments"]
+        assert contract.accepts_input(example) and not contract.accepts_input({"not": "an argument"})

@@ -38,6 +38,7 @@ class NormalizationHandler(Handler[ExecutionResult]):
 
     async def start(self) -> None:
         await self.pool.open()
+        self.registry.compile_validators()
 
     async def _know(self, tenants: set[str]) -> None:
         if tenants <= self.tenants or time.monotonic() - self._loaded_at < REFRESH_S:

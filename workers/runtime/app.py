@@ -188,6 +188,8 @@ class StageApp:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stopping.set)
         self.producer.start(loop)
+        # Connected, with the topics' metadata and their keys at hand before the first record.
+        self.sealer.prepare(await self.producer.warm())
         consumer = None
         tasks = [asyncio.create_task(job(), name=name) for name, job in self._jobs]
         if self._handlers:

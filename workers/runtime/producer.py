@@ -15,6 +15,7 @@ leave the producer fenced off with stale sequence numbers.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from functools import partial
@@ -27,6 +28,8 @@ from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import Headers
 from toolgate.topics.producers import Producers
+
+log = logging.getLogger("toolgate.worker")
 
 # Errors no retry can cure: the record is too large for the broker, malformed, or its topic
 # cannot exist. Anything else (the broker unreachable, a leader moving) passes.
@@ -41,6 +44,7 @@ UNDELIVERABLE = frozenset(
     }
 )
 SERVE_S = 0.05  # how long one poll of the delivery reports may wait
+WARM_S = 5.0  # how long `warm` waits for the cluster's metadata
 FULL_QUEUE_PAUSE_S = 0.005
 
 
@@ -99,6 +103,28 @@ class StageProducer:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
 
+    async def warm(self, timeout_s: float = WARM_S) -> list[str]:
+        """Make every producer now, each connected to the cluster and holding the metadata of
+        every topic it has; the names of those topics. A producer otherwise comes with the
+        first record that needs it, and that record waits for its connection and metadata.
+        A cluster that does not answer in time leaves that wait to the first record, as before."""
+        assert self._loop is not None, "start() the producer first"
+        for codec in self._producers.codecs():
+            if codec not in self._served:
+                self._served[codec] = _Served(self._producers.for_codec(codec), self._loop, self._stopping)
+        asked = [asyncio.to_thread(served.producer.list_topics, None, timeout_s) for served in self._served.values()]
+        names: set[str] = set()
+        for answer in await asyncio.gather(*asked, return_exceptions=True):
+            if isinstance(answer, BaseException):
+                log.warning("no metadata yet", extra={"action": "warm", "error": str(answer)})
+                continue
+            names.update(answer.topics)
+        return sorted(names)
+
+    def codecs_made(self) -> list[str]:
+        """The codecs of the producers made so far."""
+        return sorted(self._served)
+
     async def send(
         self, topic: str, key: bytes | None, value: bytes, partition: int | None, headers: Headers
     ) -> asyncio.Future[None]:
@@ -123,7 +149,7 @@ class _Served:
     reports of one poll reach the loop together, in one wake-up."""
 
     def __init__(self, producer: Producer, loop: asyncio.AbstractEventLoop, stopping: threading.Event) -> None:
-        self._producer = producer
+        self.producer = producer
         self._loop = loop
         self._reports: list[Report] = []
         self._thread = threading.Thread(target=self._serve, args=(stopping,), name="producer-reports", daemon=True)
@@ -143,7 +169,7 @@ class _Served:
             kwargs["partition"] = partition
         while True:
             try:
-                self._producer.produce(topic, **kwargs)
+                self.producer.produce(topic, **kwargs)
                 return fut
             except BufferError:  # librdkafka's queue is full: wait for acknowledgements to drain it
                 await asyncio.sleep(FULL_QUEUE_PAUSE_S)
@@ -157,7 +183,7 @@ class _Served:
     def _serve(self, stopping: threading.Event) -> None:
         loop = self._loop
         while not stopping.is_set():
-            self._producer.poll(SERVE_S)
+            self.producer.poll(SERVE_S)
             if self._reports:
                 reports, self._reports = self._reports, []
                 try:
@@ -167,7 +193,7 @@ class _Served:
 
     def close(self, timeout_s: float) -> int:
         self._thread.join()
-        left: int = self._producer.flush(timeout_s)
+        left: int = self.producer.flush(timeout_s)
         return left
 
 

@@ -76,6 +76,7 @@ class ValidationHandler(Handler[ToolProposal]):
 
     async def start(self) -> None:
         await self.pool.open()
+        self.registry.compile_validators()
 
     async def handle(self, calls: list[Inbound[ToolProposal]], out: Emit) -> None:
         self._proven = {}
