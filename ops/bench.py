@@ -142,19 +142,23 @@ class _Collector(threading.Thread):
         self.start_offsets = client._end_offsets(tenant)
         self.stop = threading.Event()
         self.done = threading.Event()
-
-    def run(self) -> None:
-        topic = self.client.topics.name("observations", self.tenant)
-        consumer = Consumer(
+        # Connected, with the topic's metadata, before the run's clock starts (as `connect` does
+        # for the client): otherwise the first observations wait for it.
+        self.topic = client.topics.name("observations", tenant)
+        self.consumer = Consumer(
             {
-                **self.client.kafka_config,
-                "bootstrap.servers": self.client.bootstrap,
+                **client.kafka_config,
+                "bootstrap.servers": client.bootstrap,
                 "group.id": f"toolgate-bench-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 "fetch.wait.max.ms": 10,
             }
         )
-        consumer.assign([TopicPartition(topic, p, o) for p, o in self.start_offsets])
+        self.consumer.list_topics(self.topic, timeout=10.0)
+
+    def run(self) -> None:
+        consumer = self.consumer
+        consumer.assign([TopicPartition(self.topic, p, o) for p, o in self.start_offsets])
         c = codec()
         run_prefix = self.run_prefix.encode()
         try:
@@ -230,6 +234,9 @@ def run_bench(
     scopes = list(contract.required_scopes)
     client = ToolgateClient.from_settings(settings, client_id="toolgate-bench")
     work = _Workload(client, client.signer(agent), tool, example, scopes, f"bench_{uuid.uuid4().hex[:10]}_")
+    # Connected before the clock starts, as an agent connects as it starts: a call's latency is
+    # the pipeline's, not the client's first connection (`ToolgateClient.connect`).
+    client.connect(work.signer.tenant_id if sequential else None)
     times = TopicTimes(settings, client, work.signer.tenant_id)
     times.start()
     meters = _Meters(settings) if cpu else None

@@ -214,6 +214,19 @@ class ToolgateClient:
             self._signers[agent_id] = self.keyring.signer(agent_id)
         return self._signers[agent_id]
 
+    def connect(self, tenant_id: str | None = None, timeout: float = 10.0) -> None:
+        """Make now what a first call would make: the records' codec (its schemas compiled, ~60
+        ms here), the producer of proposals with the topic's metadata, and with `tenant_id` that
+        tenant's observation feed. Without this the first `propose` and the first `watch` pay
+        for them; an agent that connects as it starts pays once, outside any call."""
+        codec()
+        producer = self._producers.for_topic(self.topics.proposals)
+        producer.list_topics(self.topics.proposals, timeout=timeout)
+        if tenant_id is not None:
+            with self._feeds_lock:
+                if tenant_id not in self._feeds:
+                    self._feeds[tenant_id] = self._open_feed(tenant_id)
+
     # --- proposing -------------------------------------------------------------------------
 
     def propose(
