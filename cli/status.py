@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -54,8 +54,6 @@ def bench(
     """Drive N proposals through the running pipeline; report calls/s, latency percentiles and
     the hop table: when calls reached each topic, from the records' own timestamps."""
     from toolgate.ops.bench import run_bench
-    from toolgate.ops.bench_stats import render_hops
-    from toolgate.ops.bench_tail import render
 
     settings, calls = running(), sequential or calls
     if postgres_only:
@@ -89,9 +87,17 @@ def bench(
     if as_json:
         print_json(report)
     else:
-        console.print_json(data={k: v for k, v in report.items() if k not in ("hops", "tail")})
-        lines = [*render_hops(report["hops"]), *render(report["tail"])]
-        console.print("\n".join(lines), highlight=False, soft_wrap=True)
+        _print_bench(report)
+
+
+def _print_bench(report: dict[str, Any]) -> None:
+    """The figures, then the hop table and where the slowest calls came from, as text."""
+    from toolgate.ops.bench_stats import render_hops
+    from toolgate.ops.bench_tail import render
+
+    console.print_json(data={k: v for k, v in report.items() if k not in ("hops", "tail")})
+    lines = [*render_hops(report["hops"]), *render(report["tail"])]
+    console.print("\n".join(lines), highlight=False, soft_wrap=True)
 
 
 @contextmanager
