@@ -2,8 +2,9 @@
 one that writes plain, for the topics others read (topics/catalog.py, `compressed`).
 
 Compression is a producer's setting in librdkafka, not a record's, so a process that writes both
-kinds of topic holds two producers; each is made when first needed, so a process that writes only
-one kind runs one.
+kinds of topic holds two producers; each is made when first needed, so a client that writes only
+one kind runs one. A stage makes both as it starts (workers/runtime/producer.py, `warm`), since
+its first record of each kind would otherwise wait for a producer's connection and metadata.
 """
 
 from __future__ import annotations

@@ -108,11 +108,8 @@ class StageProducer:
         every topic it has; the names of those topics. A producer otherwise comes with the
         first record that needs it, and that record waits for its connection and metadata.
         A cluster that does not answer in time leaves that wait to the first record, as before."""
-        assert self._loop is not None, "start() the producer first"
-        for codec in self._producers.codecs():
-            if codec not in self._served:
-                self._served[codec] = _Served(self._producers.for_codec(codec), self._loop, self._stopping)
-        asked = [asyncio.to_thread(served.producer.list_topics, None, timeout_s) for served in self._served.values()]
+        made = [self._served_for(codec) for codec in self._producers.codecs()]
+        asked = [asyncio.to_thread(served.producer.list_topics, None, timeout_s) for served in made]
         names: set[str] = set()
         for answer in await asyncio.gather(*asked, return_exceptions=True):
             if isinstance(answer, BaseException):
@@ -129,13 +126,15 @@ class StageProducer:
         self, topic: str, key: bytes | None, value: bytes, partition: int | None, headers: Headers
     ) -> asyncio.Future[None]:
         """Hand one record to librdkafka; the future settles with the broker's answer."""
+        return await self._served_for(self._producers.codec(topic)).send(topic, key, value, partition, headers)
+
+    def _served_for(self, codec: str) -> _Served:
+        """The producer of `codec` and its report thread, made when first asked for."""
         assert self._loop is not None, "start() the producer first"
-        codec = self._producers.codec(topic)
         served = self._served.get(codec)
         if served is None:
-            producer = self._producers.for_topic(topic)
-            served = self._served[codec] = _Served(producer, self._loop, self._stopping)
-        return await served.send(topic, key, value, partition, headers)
+            served = self._served[codec] = _Served(self._producers.for_codec(codec), self._loop, self._stopping)
+        return served
 
     def close(self, timeout_s: float = 10.0) -> int:
         """Wait up to `timeout_s` for what is queued to be acknowledged; the count still queued."""
