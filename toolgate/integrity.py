@@ -149,10 +149,13 @@ class DeploymentKeys:
         return cls(secrets.resolve(ref).encode())
 
     def mac(self, topic: str, value: bytes) -> bytes:
+        return hmac.new(self._mac_key(topic), value, hashlib.sha256).digest()
+
+    def _mac_key(self, topic: str) -> bytes:
         key = self._mac_keys.get(topic)
         if key is None:
             key = self._mac_keys[topic] = derive(self._secret, f"toolgate stage mac v1 {topic}")
-        return hmac.new(key, value, hashlib.sha256).digest()
+        return key
 
     def mac_ok(self, topic: str, value: bytes, mac: bytes | None) -> bool:
         return mac is not None and hmac.compare_digest(self.mac(topic, value), mac)
@@ -160,8 +163,7 @@ class DeploymentKeys:
     def derive_macs(self, topics: Iterable[str]) -> None:
         """Derive the MAC keys of `topics` now, not as their first records pass."""
         for topic in topics:
-            if topic not in self._mac_keys:
-                self._mac_keys[topic] = derive(self._secret, f"toolgate stage mac v1 {topic}")
+            self._mac_key(topic)
 
     @cached_property
     def signing_key(self) -> PrivateKey:
