@@ -252,13 +252,14 @@ def run_bench(
     # Read as the run ends: reading the hop table below consumes every topic again, which costs
     # the broker and this process as much as the run itself and is none of the calls' cost.
     measured = meters.read(calls) if meters is not None else {}
-    report = _report(tool, calls, rate, run)
+    received = run.received
+    # Each answered call: when it was published (monotonic s) and its latency (ms).
+    answered = [(clock.monotonic(at), (received[c][0] - at) * 1000) for c, at in run.sent.items() if c in received]
+    report = _report(tool, calls, rate, run, [ms for _, ms in answered])
     report["mode"] = "sequential" if sequential else "offered"
     report["waited_for_stages_s"] = round(waited, 2)
     report["hops"] = hop_table(_paths(run, clock, times.read(set(run.sent))))
     report.update(measured)
-    received = run.received
-    answered = [(clock.monotonic(at), (received[c][0] - at) * 1000) for c, at in run.sent.items() if c in received]
     timeline = meters.timeline if meters is not None else None
     report["tail"] = slowest(answered, clock.monotonic(run.started), timeline)
     return report
@@ -382,10 +383,9 @@ def _await_observations(collector: _Collector, timeout: float, bar: Progress, ob
     bar.update(observed, completed=len(collector.received))
 
 
-def _report(tool: str, calls: int, rate: float, run: _Run) -> dict[str, Any]:
-    """Throughput and publish-to-final-observation latency percentiles of a run."""
+def _report(tool: str, calls: int, rate: float, run: _Run, latencies: list[float]) -> dict[str, Any]:
+    """Throughput and publish-to-final-observation latency percentiles (`latencies`, ms) of a run."""
     received = run.received
-    latencies = [(received[c][0] - t) * 1000 for c, t in run.sent.items() if c in received]
     last = max((v[0] for v in received.values()), default=run.published)
     elapsed = max(1e-9, last - run.started)
     return {
