@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -52,6 +53,7 @@ from toolgate.ops.embedded import (
     wait_for_port,
 )
 from toolgate.ops.migrate import migrate, seed_demo
+from toolgate.ops.priority import lower_priority, niceness
 from toolgate.ops.roles import embedded_worker_url
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
@@ -77,6 +79,17 @@ DEMO_APPROVERS = {
 }
 
 
+def _yielding(children: list[Child]) -> str:
+    """What `toolgate up` says of the stages that run at a lower priority (ops/priority.py)."""
+    lower = [f"{c.name} +{c.nice}" for c in children if c.nice]
+    return f" (nice {', '.join(lower)})" if lower else ""
+
+
+def _child_setup(nice: int) -> None:
+    die_with_parent()
+    lower_priority(nice)
+
+
 @dataclass
 class Child:
     name: str
@@ -88,13 +101,18 @@ class Child:
     total_restarts: int = 0
     next_start: float = 0.0
     started_at: float = 0.0
+    nice: int = 0  # how much lower its priority than ours (ops/priority.py)
 
     def start(self) -> None:
         self.started_at = time.monotonic()
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
-                self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+                self.argv,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=partial(_child_setup, self.nice),
             )
 
     @property
@@ -223,6 +241,7 @@ class Supervisor:
                 [sys.executable, "-m", "toolgate.cli", "worker", stage],
                 {**env, "TOOLGATE_METRICS_PORT": str(self._metrics_ports[stage])},
                 self.home / "logs" / f"{stage}.log",
+                nice=niceness(stage, self.settings.upstream_nice),
             )
             child.start()
             self.children.append(child)
@@ -284,7 +303,8 @@ class Supervisor:
             time.sleep(0.2)
         if pending:
             raise SystemExit(f"workers not ready after {timeout}s: {', '.join(sorted(pending))}")
-        self.say(f"workers    {', '.join(c.name for c in self.children if c.name in STAGES)}: ready")
+        stages = ", ".join(c.name for c in self.children if c.name in STAGES)
+        self.say(f"workers    {stages}: ready{_yielding(self.children)}")
         self._record_pids()  # with the metrics ports the workers reported
         self.say(f"metrics    {', '.join(f'{k} :{v}' for k, v in self._runtime['metrics'].items())}  (/metrics)")
         self.say(f"logs       {self.home / 'logs'}   telemetry {self.settings.telemetry_dir}")

@@ -35,6 +35,10 @@ class Settings:
     # The CPUs the embedded broker of `toolgate up` runs on: empty for the first CPU, "all" for
     # every one, or a list such as "1" or "0,2-3" (ops/embedded.py, `broker_cpus`).
     broker_cpus: str = ""
+    # How much lower the priority (nice) of the stages that take calls in (validation, policy)
+    # is than the others' under `toolgate up`, so a backlog waits before the pipeline rather
+    # than inside it (ops/priority.py); 0 runs every stage alike.
+    upstream_nice: int = 5
     # A stage's round: up to batch_max records. A record that arrives with nothing queued behind
     # it starts a round at once; while more are queued (load), a round lingers up to batch_ms
     # milliseconds to fill, for as long as records keep arriving (filling.py). Batching comes
@@ -154,6 +158,7 @@ _ENV = {
     "topic_prefix": "TOOLGATE_TOPIC_PREFIX",
     "partitions": "TOOLGATE_PARTITIONS",
     "broker_cpus": "TOOLGATE_BROKER_CPUS",
+    "upstream_nice": "TOOLGATE_UPSTREAM_NICE",
     "batch_max": "TOOLGATE_BATCH_MAX",
     "batch_ms": "TOOLGATE_BATCH_MS",
     "fetch_wait_ms": "TOOLGATE_FETCH_WAIT_MS",
