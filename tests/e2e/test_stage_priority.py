@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from toolgate.ops.priority import niceness
+from toolgate.settings import Settings
 from toolgate.workers.stages import STAGES
 
 from ..conftest import Pipeline
@@ -13,13 +15,6 @@ from ..conftest import Pipeline
 def test_validation_and_policy_yield_to_the_stages_that_finish_calls(pipeline: Pipeline) -> None:
     up = os.getpriority(os.PRIO_PROCESS, pipeline.process.pid)
     lowered = {stage: os.getpriority(os.PRIO_PROCESS, pipeline.worker_pid(stage)) - up for stage in STAGES}
-    assert lowered == {
-        "validation": 5,
-        "policy": 5,
-        "approval-wait": 0,
-        "execution": 0,
-        "outbox-relay": 0,
-        "normalization": 0,
-        "reconciliation": 0,
-    }
+    assert lowered == {stage: niceness(stage, Settings().upstream_nice) for stage in STAGES}
+    assert lowered["validation"] == lowered["policy"] == 5
     assert "ready (nice validation +5, policy +5)" in (pipeline.home / "up.out").read_text()
