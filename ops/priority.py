@@ -9,12 +9,12 @@ and a core to spare. With the first two stages at a lower priority (a positive n
 cores go first to the calls already taken in: a backlog waits before the pipeline, on the
 proposals topic, and the calls in it finish sooner once they are taken.
 
-Measured on this project's machine (2 cores; runs on a fresh `toolgate up`, the stages reniced
-or not, alternating): at full speed (100,000 calls) 2,237-2,390 calls/s in 4 runs against
-2,091-2,280 in 5 (3 pairs in a row: 2,265 against 2,091, 2,316 against 2,255, 2,390 against
-2,147), the machine busy 95.4-98.0% of the run against 89.6-95.4; at 300 calls/s p99 114 and 131
-ms against 164 and 219; at 1,000 calls/s 169 and 188 against 162 and 219 (docs/performance.md,
-"The seventeenth session"). Nice 10 measured as nice 5 (2,319 and 2,265 calls/s).
+Measured on this project's machine (2 cores; each run on a fresh `toolgate up`; every run in
+docs/performance.md, "The seventeenth session"): at the end of a full-speed run the last stages
+worked alone for 7-8 s before, 3 s after; in 9 pairs at full speed (100,000 calls) nice +5 ran
+more calls a second in 7, by 57-320, the machine busy 95.4-98.0% of the run against 89.6-95.4;
+p99's median at 300 calls/s 116.4 ms against 228.9 (5 and 5 runs), at 1,000 calls/s 191.4
+against 219.2 (5 and 7). Nice +10 measured as +5.
 
 Only `toolgate up` sets it, for the stage processes it starts on one machine: where stages run
 in containers or on machines of their own, the scheduler does not share a core among them.

@@ -39,7 +39,7 @@ def test_the_setting_defaults_to_5_and_reads_its_variable(monkeypatch: pytest.Mo
     assert load_settings(use_runtime=False).upstream_nice == 0
 
 
-def test_a_child_lowers_its_own_priority_only() -> None:
+def test_a_child_lowers_its_own_priority() -> None:
     code = "import os; from toolgate.ops.priority import lower_priority; lower_priority(3); print(os.nice(0))"
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert int(child.stdout) == os.nice(0) + 3
