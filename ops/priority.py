@@ -13,8 +13,8 @@ Measured on this project's machine (2 cores; each run on a fresh `toolgate up`; 
 docs/performance.md, "The seventeenth session"): at the end of a full-speed run the last stages
 worked alone for 7-8 s before, 3 s after; in 9 pairs at full speed (100,000 calls) nice +5 ran
 more calls a second in 7, by 57-320, the machine busy 95.4-98.0% of the run against 89.6-95.4;
-p99's median at 300 calls/s 116.4 ms against 228.9 (5 and 5 runs), at 1,000 calls/s 191.4
-against 219.2 (5 and 7). Nice +10 measured as +5.
+p99's median at 300 calls/s 118.8 ms against 228.9 (6 and 5 runs), at 1,000 calls/s 189.7
+against 219.2 (6 and 7). Nice +10 measured as +5.
 
 Only `toolgate up` sets it, for the stage processes it starts on one machine: where stages run
 in containers or on machines of their own, the scheduler does not share a core among them.
