@@ -223,9 +223,7 @@ class ToolgateClient:
         producer = self._producers.for_topic(self.topics.proposals)
         producer.list_topics(self.topics.proposals, timeout=timeout)
         if tenant_id is not None:
-            with self._feeds_lock:
-                if tenant_id not in self._feeds:
-                    self._feeds[tenant_id] = self._open_feed(tenant_id)
+            self._feed(tenant_id)
 
     # --- proposing -------------------------------------------------------------------------
 
@@ -389,12 +387,17 @@ class ToolgateClient:
     def _watch(self, tenant_id: str, call_id: str) -> tuple[tuple[int, int], ...]:
         """Have the tenant's observation feed keep what it hears of `call_id` from now on (the
         feed opens, where the topic ends, the first time); where the feed has read to."""
+        feed = self._feed(tenant_id)
+        feed.watch(call_id)
+        return tuple(sorted(feed.positions.items()))
+
+    def _feed(self, tenant_id: str) -> ObservationFeed[Observed]:
+        """The tenant's observation feed, opened where its topic ends the first time it is asked for."""
         with self._feeds_lock:
             feed = self._feeds.get(tenant_id)
             if feed is None:
                 feed = self._feeds[tenant_id] = self._open_feed(tenant_id)
-        feed.watch(call_id)
-        return tuple(sorted(feed.positions.items()))
+        return feed
 
     def _open_feed(self, tenant_id: str) -> ObservationFeed[Observed]:
         consumer = self._consumer(FETCH_WAIT_MS)
