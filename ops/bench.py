@@ -118,9 +118,8 @@ class _Meters:
             measured["cpu_us_per_call_total"] = sum(used.values())
         speed = self.speed.read()  # stopped before the probe after the run, not beside it
         measured["machine"] = {**self.machine.read(), "probe_ms_during": speed.report(self.machine.probe_before)}
-        disk = self.disk.read() if self.disk is not None else None
         written: list[tuple[float, float]] = []
-        if self.disk is not None and disk is not None:
+        if self.disk is not None and (disk := self.disk.read()) is not None:
             measured["disk"] = disk
             written = self.disk.summary.timeline
         self.timeline = Timeline(written, speed.timeline)
