@@ -40,6 +40,7 @@ def bench(
     agent: Annotated[str, typer.Option(help="the agent that signs (its key in the local keyring)")] = "cli",
     timeout: Annotated[float, typer.Option(help="seconds to wait for the last observation")] = 120.0,
     cpu: Annotated[bool, typer.Option("--cpu", help="also report each local process's CPU per call")] = False,
+    sign_each: Annotated[bool, typer.Option("--sign-each", help="sign and publish every call alone")] = False,
     postgres_only: Annotated[
         bool, typer.Option("--postgres-only", help="measure only the execution stage's SQL, in a scratch database")
     ] = False,
@@ -82,16 +83,18 @@ def bench(
             progress=not as_json,
             cpu=cpu,
             sequential=sequential > 0,
+            sign_each=sign_each,
             ready_timeout=ready_timeout,
         )
+    _print_bench(report, as_json)
+
+
+def _print_bench(report: dict[str, Any], as_json: bool) -> None:
+    """The figures, then the hop table and where the slowest calls came from, as text (or all
+    of it as JSON)."""
     if as_json:
         print_json(report)
-    else:
-        _print_bench(report)
-
-
-def _print_bench(report: dict[str, Any]) -> None:
-    """The figures, then the hop table and where the slowest calls came from, as text."""
+        return
     from toolgate.ops.bench_stats import render_hops
     from toolgate.ops.bench_tail import render
 

@@ -4,8 +4,11 @@ Each call uses the tool contract's first example as arguments and a fresh logica
 (so every call is a new effect, never an idempotency replay). Proposals are published at full
 speed or at an offered rate, signed as a registered agent, as agents do; a consumer thread
 reads the tenant's observation topic from where it ended before the run and checks each
-observation's signature, as clients do. With `sequential`, calls go one at a time through
-`ToolgateClient.propose(watch=True)` and `wait`, as an agent that waits for each answer.
+observation's signature, as clients do. The calls due at once (at full speed, TREE_MAX of them)
+are published together, signed under one root as an agent's client signs the calls it has at
+once (`ToolgateClient.publish`); `sign_each` publishes and signs every call alone. With
+`sequential`, calls go one at a time, published with `watch` and awaited with `wait`, as an
+agent that waits for each answer.
 Latency is publish-to-final-observation, measured on this client's clock; the hop table
 (`bench_hops`, `bench_stats`) says where it went, and the tail (`bench_tail`) when the slowest
 hundredth of calls were published, and with `--cpu` what the disk and the machine did then.
@@ -47,7 +50,7 @@ from toolgate.ops.status import await_ready
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
 from toolgate.settings import Settings
-from toolgate.topics.client import INTERIM_CODE, Proposed, ToolgateClient, random_hex
+from toolgate.topics.client import INTERIM_CODE, TREE_MAX, Draft, ToolgateClient, random_hex
 from toolgate.topics.headers import CALL_ID, header
 from toolgate.workers.runtime import heap
 
@@ -195,10 +198,11 @@ class _Workload:
     # A run's write budget (contracts/policy.json) is a few thousand calls; the benchmark
     # measures throughput, not the budget gate, so it spreads its calls over many runs.
     run_prefix: str
+    tree: int = TREE_MAX  # at most this many calls published (and signed) together
 
-    def propose(self, i: int, call_id: str, *, watch: bool = False, flush: bool = True) -> Proposed:
+    def prepare(self, i: int, call_id: str, *, watch: bool = False) -> Draft:
         """Call `i` of the run, under the call_id the benchmark times it by."""
-        return self.client.propose(
+        return self.client.prepare(
             self.tool,
             self.example,
             signer=self.signer,
@@ -207,7 +211,6 @@ class _Workload:
             run_id=f"{self.run_prefix}{i // CALLS_PER_RUN}",
             call_id=call_id,
             watch=watch,
-            flush=flush,
         )
 
 
@@ -223,16 +226,19 @@ def run_bench(
     progress: bool = True,
     cpu: bool = False,
     sequential: bool = False,
+    sign_each: bool = False,
 ) -> dict[str, Any]:
     """Publish `calls` proposals (at `rate`, or one at a time with `sequential`: publish, wait
     for its final observation as an agent does with `ToolgateClient.wait`, then the next) and
-    report latency, throughput and the hop table (`ops/bench_stats.py`)."""
+    report latency, throughput and the hop table (`ops/bench_stats.py`). The calls due at once
+    are published and signed together, up to TREE_MAX; with `sign_each`, every call alone."""
     waited = await_ready(settings, ready_timeout)
     contract = load_registry(settings.contracts_dir).resolve(tool, "latest")
     example = json.dumps(contract.document["affordance"]["examples"][0]["arguments"])
     scopes = list(contract.required_scopes)
     client = ToolgateClient.from_settings(settings, client_id="toolgate-bench")
-    work = _Workload(client, client.signer(agent), tool, example, scopes, f"bench_{uuid.uuid4().hex[:10]}_")
+    run_prefix = f"bench_{uuid.uuid4().hex[:10]}_"
+    work = _Workload(client, client.signer(agent), tool, example, scopes, run_prefix, 1 if sign_each else TREE_MAX)
     # Connected before the clock starts, as an agent connects as it starts: a call's latency is
     # the pipeline's, not the client's first connection (`ToolgateClient.connect`).
     client.connect(work.signer.tenant_id if sequential else None)
@@ -283,13 +289,15 @@ class _Clock:
 @dataclass
 class _Run:
     """What a run measured: when each call was published and when its final observation came
-    (perf_counter seconds), whether it was an error, and the observations whose signature failed."""
+    (perf_counter seconds), whether it was an error, the observations whose signature failed,
+    and how many publications (signatures) the calls went out in."""
 
     sent: dict[str, float]
     received: dict[str, tuple[float, bool]]
     started: float
     published: float
     forged: int = 0
+    publications: int = 0
 
 
 def _run_offered(work: _Workload, calls: int, rate: float, timeout: float, bar: Progress) -> _Run:
@@ -298,21 +306,21 @@ def _run_offered(work: _Workload, calls: int, rate: float, timeout: float, bar: 
     started = time.perf_counter()
     published = bar.add_task("published", total=calls)
     observed = bar.add_task("observed ", total=calls)
-    sent = _publish(work, calls, rate, started, collector, bar, (published, observed))
+    sent, publications = _publish(work, calls, rate, started, collector, bar, (published, observed))
     publish_done = time.perf_counter()
     bar.update(published, completed=calls)
     _await_observations(collector, timeout, bar, observed)
-    return _Run(sent, dict(collector.received), started, publish_done, collector.forged)
+    return _Run(sent, dict(collector.received), started, publish_done, collector.forged, publications)
 
 
 def _run_sequential(work: _Workload, calls: int, timeout: float, bar: Progress) -> _Run:
     """One call at a time, as an agent that waits for each observation before its next call."""
     task = bar.add_task("observed ", total=calls)
-    run = _Run({}, {}, time.perf_counter(), 0.0)
+    run = _Run({}, {}, time.perf_counter(), 0.0, publications=calls)
     for i in range(calls):
         call_id = f"bench_{random_hex(16)}"
         run.sent[call_id] = time.perf_counter()
-        proposed = work.propose(i, call_id, watch=True)
+        [proposed] = work.client.publish([work.prepare(i, call_id, watch=True)])
         try:
             seen = work.client.wait(proposed, timeout=timeout)
         except TimeoutError:
@@ -352,10 +360,14 @@ def _publish(
     collector: _Collector,
     bar: Progress,
     tasks: tuple[TaskID, TaskID],
-) -> dict[str, float]:
-    """Publish every call (at the offered rate, if any) and flush; when each was sent."""
+) -> tuple[dict[str, float], int]:
+    """Publish every call (at the offered rate, if any) and flush; when each was sent, and in how
+    many publications. The calls due at once are published together, as an agent publishes the
+    calls it has (signed together, `ToolgateClient.publish`); with `work.tree` 1 each alone."""
     published, observed = tasks
     sent: dict[str, float] = {}
+    drafts: list[Draft] = []
+    publications = 0
     for i in range(calls):
         if rate > 0:
             due = started + i / rate
@@ -363,12 +375,16 @@ def _publish(
                 time.sleep(min(lag, 0.01))
         call_id = f"bench_{random_hex(16)}"
         sent[call_id] = time.perf_counter()
-        work.propose(i, call_id, flush=False)
+        drafts.append(work.prepare(i, call_id))
+        next_due = started + (i + 1) / rate if rate > 0 else 0.0
+        if len(drafts) >= work.tree or i + 1 == calls or next_due > time.perf_counter():
+            work.client.publish(drafts, flush=False)
+            drafts, publications = [], publications + 1
         if i % 200 == 0:
             bar.update(published, completed=i)
             bar.update(observed, completed=len(collector.received))
     work.client.flush()
-    return sent
+    return sent, publications
 
 
 def _await_observations(collector: _Collector, timeout: float, bar: Progress, observed: TaskID) -> None:
@@ -395,6 +411,7 @@ def _report(tool: str, calls: int, rate: float, run: _Run, latencies: list[float
         "missing": calls - len(received),
         "errors": sum(1 for _, is_error in received.values() if is_error) + (calls - len(received)),
         "unsigned_observations": run.forged,
+        "calls_per_signature": round(calls / max(1, run.publications), 1),
         "calls_per_second": round(len(received) / elapsed, 1),
         "publish_seconds": round(run.published - run.started, 2),
         "elapsed_seconds": round(elapsed, 2),

@@ -340,6 +340,7 @@ class ToolProposal(WireModel):
     compensation_of: str | None = None
     key_id: str | None = None
     signature: bytes | None = None
+    signature_proof: bytes | None = None
 
 
 __all__ = [

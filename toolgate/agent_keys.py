@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from toolgate.ed25519 import PrivateKey
-from toolgate.proposal_signing import sign, signed_with_digest
+from toolgate.proposal_signing import sign, sign_all, signed_with_digest
 from toolgate.schemas.models import ToolProposal
 from toolgate.signing import public_bytes
 
@@ -74,6 +75,10 @@ class AgentSigner:
     def sign_with_digest(self, proposal: ToolProposal) -> tuple[ToolProposal, str]:
         """The signed proposal and its digest (what toolgate's answer must name)."""
         return signed_with_digest(proposal, self.key_id, self.key)
+
+    def sign_all(self, proposals: Sequence[ToolProposal]) -> list[tuple[ToolProposal, str]]:
+        """Proposals published together, signed once (under one Merkle root), with their digests."""
+        return sign_all(proposals, self.key_id, self.key)
 
 
 class AgentKeyring:

@@ -15,19 +15,12 @@ generates one) is the root of two things, each derived with HKDF-SHA-256 under i
   key (`TOOLGATE_DEPLOYMENT_PUBLIC_KEY`, or `runtime.json` under `toolgate up`).
 
 A record that leaves alone is signed over those fields (`edge_signed_bytes`). Records that leave
-together for one topic (a round's observations for a tenant) are signed once: each is a leaf of
-a Merkle tree, the deployment signs the tree's root, and each record carries the signature and,
-in `toolgate-proof`, the path from its leaf to the root. A signature costs ~25 µs to make and
-~40 to check, a path of a 500-record round 9 SHA-256s, and a client checks a root's signature
-once for all the records under it. Leaves and inner nodes are hashed under different prefixes
-(as RFC 6962's), and the root is signed under its own purpose, so no record's bytes can pass for
-a node or a root. Trees never mix topics, so a path shows a tenant hashes of its own records only.
-
-    leaf = SHA-256(0x00 || edge_signed_bytes)
-    node = SHA-256(0x01 || left || right)
-    proof = steps from the leaf up, 33 bytes each: b"L" or b"R" (the side the sibling is on),
-            then the sibling's hash; a level's last node without a sibling rises unchanged
-    signed = len || b"toolgate.edge.root.v1" || len || root   (lengths 4-byte big-endian)
+together for one topic (a round's observations for a tenant) are signed once, under one Merkle
+root (`toolgate.merkle`; the root under the purpose `toolgate.edge.root.v1`): each record carries
+the signature and, in `toolgate-proof`, the path from its leaf to the root. A signature costs
+~25 µs to make and ~40 to check, a path of a 500-record round 9 SHA-256s, and a client checks a
+root's signature once for all the records under it. Trees never mix topics, so a path shows a
+tenant hashes of its own records only.
 
 Sealing happens where records are produced (a stage's flush, the outbox relay, `dlq replay`),
 so no code path can forget it.
@@ -44,6 +37,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from toolgate.ed25519 import PrivateKey, PublicKey
+from toolgate.merkle import CheckedRoots, leaf_hash, length_prefixed, merkle_tree, root_of, signed_root
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
@@ -56,9 +50,6 @@ MACED = frozenset({"validated", "authorized", "executable", "results", "deadlett
 SIGNED = frozenset({"observations", "approvals_requested"})
 EDGE_PURPOSE = b"toolgate.edge.v1"
 ROOT_PURPOSE = b"toolgate.edge.root.v1"
-SIBLING_LEFT, SIBLING_RIGHT = b"L", b"R"
-STEP = 33  # a proof's step: the sibling's side, then its hash
-ROOTS_KEPT = 256  # roots whose signature a verifier has checked, remembered for their other records
 
 
 def derive(secret: bytes, label: str) -> bytes:
@@ -78,61 +69,7 @@ def edge_signed_bytes(
         (header(headers, PROPOSAL_DIGEST) or "").encode(),
         hashlib.sha256(value).digest(),
     ]
-    return _length_prefixed(fields)
-
-
-def _length_prefixed(fields: Sequence[bytes]) -> bytes:
-    return b"".join(len(f).to_bytes(4, "big") + f for f in fields)
-
-
-def root_signed_bytes(root: bytes) -> bytes:
-    """What the deployment signs for records that left together: their tree's root."""
-    return _length_prefixed([ROOT_PURPOSE, root])
-
-
-def leaf_hash(signed: bytes) -> bytes:
-    return hashlib.sha256(b"\x00" + signed).digest()
-
-
-def _node(left: bytes, right: bytes) -> bytes:
-    return hashlib.sha256(b"\x01" + left + right).digest()
-
-
-def merkle_tree(leaves: Sequence[bytes]) -> tuple[bytes, list[bytes]]:
-    """The root over `leaves` (at least one), and each leaf's proof."""
-    levels = [list(leaves)]
-    while len(levels[-1]) > 1:
-        below = levels[-1]
-        above = [_node(below[i], below[i + 1]) for i in range(0, len(below) - 1, 2)]
-        if len(below) % 2:
-            above.append(below[-1])
-        levels.append(above)
-    proofs = []
-    for index in range(len(leaves)):
-        steps = bytearray()
-        for level in levels[:-1]:
-            sibling = index ^ 1
-            if sibling < len(level):
-                steps += (SIBLING_LEFT if sibling < index else SIBLING_RIGHT) + level[sibling]
-            index >>= 1
-        proofs.append(bytes(steps))
-    return levels[-1][0], proofs
-
-
-def root_of(leaf: bytes, proof: bytes) -> bytes | None:
-    """The root a proof leads to from `leaf`; None for a proof that is not made of steps."""
-    if len(proof) % STEP:
-        return None
-    node = leaf
-    for at in range(0, len(proof), STEP):
-        side, sibling = proof[at : at + 1], proof[at + 1 : at + STEP]
-        if side == SIBLING_LEFT:
-            node = _node(sibling, node)
-        elif side == SIBLING_RIGHT:
-            node = _node(node, sibling)
-        else:
-            return None
-    return node
+    return length_prefixed(fields)
 
 
 class DeploymentKeys:
@@ -217,7 +154,7 @@ class Sealer:
                 sealed[at].append((SIGNATURE_HEADER, sign(message)))
                 continue
             root, proofs = merkle_tree([leaf_hash(message) for _, message in members])
-            signature = sign(root_signed_bytes(root))
+            signature = sign(signed_root(ROOT_PURPOSE, root))
             for (at, _), proof in zip(members, proofs, strict=True):
                 sealed[at] += [(SIGNATURE_HEADER, signature), (PROOF_HEADER, proof)]
         return sealed
@@ -239,7 +176,7 @@ class EdgeVerifier:
 
     def __init__(self, public_key: bytes) -> None:
         self._key = PublicKey(public_key)
-        self._roots: dict[bytes, bytes] = {}  # a checked root -> the signature that held for it
+        self._roots = CheckedRoots(ROOT_PURPOSE)
 
     def ok(self, topic: str, key: bytes | None, headers: Sequence[tuple[str, bytes | None]], value: bytes) -> bool:
         signature = raw_header(headers, SIGNATURE_HEADER)
@@ -248,13 +185,4 @@ class EdgeVerifier:
         if proof is None:
             return self._key.ok(signature, message)
         root = root_of(leaf_hash(message), proof)
-        if root is None or signature is None:
-            return False
-        if self._roots.get(root) == signature:
-            return True
-        if not self._key.ok(signature, root_signed_bytes(root)):
-            return False
-        if len(self._roots) >= ROOTS_KEPT:
-            self._roots.clear()  # safe beside another thread's check; a root forgotten is checked again
-        self._roots[root] = signature
-        return True
+        return root is not None and self._roots.ok(self._key, signature, root)

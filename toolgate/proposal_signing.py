@@ -12,6 +12,14 @@ the signature can be checked before, and whether or not, the arguments parse):
 
 Any language can produce it: canonical JSON, then Ed25519 with the agent's registered key.
 
+An agent that publishes several proposals at once may sign them once (`sign_all`): each
+proposal's canonical document is a leaf of a Merkle tree (`toolgate.merkle`), the agent signs
+the tree's root under the purpose `toolgate.proposal.root.v1`, and each proposal carries that
+signature and, in `signature_proof`, the path from its leaf to the root. Every field of every
+proposal is signed all the same, through the hashes; validation checks a root's signature once
+for all the proposals under it (`CheckedRoots`). A signature costs the agent ~28 µs and
+validation ~40: signed in trees of 64, a call pays ~1 of each and ~6 SHA-256s on each side.
+
 The *proposal digest* is the SHA-256 of the same document without `created_at_ms` and
 `key_id`: what the call asks for, whenever and with whichever of the agent's keys it was
 signed. A call_id is bound to one digest per tenant (a re-publication of the same call is
@@ -22,13 +30,16 @@ carries its call's digest, so a client accepts only the answer to what it propos
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 from toolgate.ed25519 import PrivateKey, PublicKey
+from toolgate.merkle import CheckedRoots, leaf_hash, merkle_tree, root_of, signed_root
 from toolgate.schemas.models import ToolProposal
 from toolgate.schemas.wire import MAX_SAFE_INTEGER, compact_json
 
 PURPOSE = "toolgate.proposal.v1"
+ROOT_PURPOSE = b"toolgate.proposal.root.v1"
 DIGEST_PREFIX = "sha256:"
 
 
@@ -107,8 +118,24 @@ def signed_with_digest(proposal: ToolProposal, key_id: str, key: PrivateKey) -> 
     return proposal.model_copy(update={"key_id": key_id, "signature": signature}), _digest(content)
 
 
-def verified_digest(proposal: ToolProposal, public_key: PublicKey) -> str | None:
-    """The proposal's digest if `public_key` signed exactly this proposal, else None: `verify`
+def sign_all(proposals: Sequence[ToolProposal], key_id: str, key: PrivateKey) -> list[tuple[ToolProposal, str]]:
+    """Each proposal signed with `key`, and its digest: one signature over the root of their
+    tree, each with its proof (one proposal alone is signed as `signed_with_digest` signs it)."""
+    if len(proposals) == 1:
+        return [signed_with_digest(proposals[0], key_id, key)]
+    contents = [_content(p) for p in proposals]
+    messages = [_canonical(_document(c, p.created_at_ms, key_id)) for c, p in zip(contents, proposals, strict=True)]
+    root, proofs = merkle_tree([leaf_hash(m) for m in messages])
+    signature = key.sign(signed_root(ROOT_PURPOSE, root))
+    return [
+        (p.model_copy(update={"key_id": key_id, "signature": signature, "signature_proof": proof}), _digest(c))
+        for p, c, proof in zip(proposals, contents, proofs, strict=True)
+    ]
+
+
+def verified_digest(proposal: ToolProposal, public_key: PublicKey, roots: CheckedRoots | None = None) -> str | None:
+    """The proposal's digest if `public_key` signed exactly this proposal (alone, or in a tree
+    whose root it signed: `roots` remembers the roots already checked), else None: `verify`
     and `digest` from one signing document (validation checks every proposal this way)."""
     if not proposal.signature:
         return None
@@ -117,7 +144,13 @@ def verified_digest(proposal: ToolProposal, public_key: PublicKey) -> str | None
         message = _canonical(_document(content, proposal.created_at_ms, proposal.key_id))
     except ValueError:  # a field RFC 8785 cannot represent: nobody can have signed it
         return None
-    return _digest(content) if public_key.ok(proposal.signature, message) else None
+    if proposal.signature_proof is None:
+        held = public_key.ok(proposal.signature, message)
+    else:
+        root = root_of(leaf_hash(message), proposal.signature_proof)
+        checked = roots if roots is not None else CheckedRoots(ROOT_PURPOSE)
+        held = root is not None and checked.ok(public_key, proposal.signature, root)
+    return _digest(content) if held else None
 
 
 def verify(proposal: ToolProposal, public_key: PublicKey) -> bool:

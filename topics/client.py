@@ -7,7 +7,15 @@
 
 Every proposal is signed with the agent's key (from the local keyring, or an AgentSigner the
 caller holds); toolgate takes the tenant and the granted scopes from its registry, never from
-the record. Proposals are keyed by run_id (one run stays in order); observations come back on
+the record. An agent with several calls to make at once prepares each and publishes them
+together: they are signed under one signature (a Merkle root, `proposal_signing.sign_all`), so
+the agent signs once and validation checks once for up to TREE_MAX calls:
+
+    drafts = [client.prepare("invoice.fetch", {"invoice_id": i}, agent_id="billing-agent",
+                             user_id="u1", watch=True) for i in ids]
+    sent = client.publish(drafts)      # one Proposed each, as `propose` returns
+
+Proposals are keyed by run_id (one run stays in order); observations come back on
 the tenant's own topic, keyed by run_id, with the call_id and the digest of the proposal they
 answer in headers, signed by the deployment. The client checks that signature (by default) and
 the digest, so only toolgate's answer to what it proposed is accepted. A call that waits for
@@ -69,6 +77,9 @@ RESEND_FIRST_S = 10.0
 RESEND_MAX_S = 60.0
 RESEND_WITHIN_S = 840.0
 RESEND_CHECK_S = 0.2  # how often a waiting call checks whether re-publishing is due
+# Proposals published together are signed in trees of at most this many: one signature for 64
+# calls, and a path of 6 steps (198 bytes) in each.
+TREE_MAX = 64
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,15 @@ class Record:
     key: bytes
     value: bytes
     headers: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A proposal made (`ToolgateClient.prepare`), signed and sent when it is published."""
+
+    proposal: ToolProposal
+    signer: AgentSigner
+    start_offsets: tuple[tuple[int, int], ...] = ()  # observation offsets before publishing
 
 
 @dataclass(frozen=True)
@@ -227,7 +247,12 @@ class ToolgateClient:
 
     # --- proposing -------------------------------------------------------------------------
 
-    def propose(
+    def propose(self, tool: str, arguments: dict[str, Any] | str, *, flush: bool = True, **fields: Any) -> Proposed:
+        """Publish one proposal, signed as the agent: `prepare` then `publish`, with `prepare`'s
+        arguments (`user_id` and `agent_id` or `signer` at least)."""
+        return self.publish([self.prepare(tool, arguments, **fields)], flush=flush)[0]
+
+    def prepare(
         self,
         tool: str,
         arguments: dict[str, Any] | str,
@@ -248,13 +273,13 @@ class ToolgateClient:
         call_id: str | None = None,
         compensation_of: str | None = None,
         watch: bool = False,
-        flush: bool = True,
-    ) -> Proposed:
-        """Publish one proposal, signed as the agent (`signer`, or `agent_id`'s key from the
-        keyring). `tenant_id` and `scopes` default to the agent's own; asking for another tenant
-        or more scopes than granted is refused by toolgate, not here. With `watch`, remember
-        where the tenant's observation topic ends now, so `wait` cannot miss the answer however
-        fast it comes (the client's observation feed for that topic keeps it for `wait`)."""
+    ) -> Draft:
+        """One proposal, to be signed as the agent (`signer`, or `agent_id`'s key from the
+        keyring) when it is published. `tenant_id` and `scopes` default to the agent's own;
+        asking for another tenant or more scopes than granted is refused by toolgate, not here.
+        With `watch`, remember where the tenant's observation topic ends now, so `wait` cannot
+        miss the answer however fast it comes (the client's observation feed for that topic
+        keeps it for `wait`)."""
         if signer is None:
             signer = self._keyring_signer(agent_id)
         call_id = call_id or f"call_{random_hex(16)}"
@@ -281,8 +306,28 @@ class ToolgateClient:
             created_at_ms=now,
             compensation_of=compensation_of,
         )
-        signed, proposal_digest = signer.sign_with_digest(proposal)
-        return self._send(signed, proposal_digest, signer.tenant_id, start, flush)
+        return Draft(proposal, signer, start)
+
+    def publish(self, drafts: Sequence[Draft], flush: bool = True) -> list[Proposed]:
+        """Sign and publish proposals, in order, each as its own record. The proposals of one
+        agent key are signed together, up to TREE_MAX under one signature
+        (`proposal_signing.sign_all`): an agent that has several calls to make at once pays for
+        one signature, and validation checks one, not one a call."""
+        trees: dict[tuple[str, str], list[int]] = {}
+        for at, draft in enumerate(drafts):
+            trees.setdefault((draft.signer.agent_id, draft.signer.key_id), []).append(at)
+        signed: dict[int, tuple[ToolProposal, str]] = {}
+        for members in trees.values():
+            signer = drafts[members[0]].signer
+            for start in range(0, len(members), TREE_MAX):
+                tree = members[start : start + TREE_MAX]
+                signed.update(zip(tree, signer.sign_all([drafts[at].proposal for at in tree]), strict=True))
+        proposed = [
+            self._send(*signed[at], draft.signer.tenant_id, draft.start_offsets) for at, draft in enumerate(drafts)
+        ]
+        if flush:
+            self.flush()
+        return proposed
 
     def _keyring_signer(self, agent_id: str | None) -> AgentSigner:
         if agent_id is None:
@@ -295,7 +340,6 @@ class ToolgateClient:
         proposal_digest: str,
         answer_tenant: str,
         start: tuple[tuple[int, int], ...],
-        flush: bool,
     ) -> Proposed:
         """Publish a signed proposal with its edge headers; remember it until it is answered."""
         traceparent = _current_traceparent(self.trace_sample_ratio)
@@ -320,8 +364,6 @@ class ToolgateClient:
         # Remembered before it is published: a feed may hear its answer before publish returns.
         self._unanswered.add(proposed, time.monotonic())
         self.publish_raw(record.topic, record.key, record.value, list(record.headers))
-        if flush:
-            self.flush()
         return proposed
 
     def resend(self, proposed: Proposed) -> None:

@@ -155,6 +155,27 @@ def test_a_bad_signature_and_an_unknown_agent_prove_nobody(pipeline: Pipeline) -
         assert nothing_answered(pipeline, proposal.call_id)
 
 
+def test_proposals_signed_together_are_each_answered_and_a_forged_member_proves_nobody(pipeline: Pipeline) -> None:
+    signer = pipeline.client.signer("cli")
+    drafts = [
+        pipeline.client.prepare("invoice.fetch", {"invoice_id": "inv_acme0001"}, signer=signer, user_id="u", watch=True)
+        for _ in range(3)
+    ]
+    sent = pipeline.client.publish(drafts)
+    published = [codec().decode(p.record.value, ToolProposal) for p in sent if p.record is not None]
+    assert len({p.signature for p in published}) == 1 and all(p.signature_proof for p in published)
+    assert not any(pipeline.client.wait(p).observation.status.is_error for p in sent)
+    # A member of a tree with other arguments, under the tree's signature and with its proof.
+    [(genuine, _), _] = signer.sign_all([raw_proposal(), raw_proposal()])
+    forged = genuine.model_copy(update={"arguments": '{"invoice_id": "inv_acme0002"}'})
+    publish_proposal(pipeline, forged)
+    assert eventually(lambda: audit_rows(pipeline, forged.call_id)) == [
+        ("validation", "refused", "bad_signature", None)
+    ]
+    assert eventually(lambda: dead_letters(pipeline, forged.call_id))
+    assert nothing_answered(pipeline, forged.call_id)
+
+
 def test_a_revoked_key_and_a_revoked_agent_are_refused_and_rotation_keeps_the_agent_working(
     pipeline: Pipeline,
 ) -> None:

@@ -4,7 +4,8 @@ A producer written with kafka-python (pure Python, no librdkafka) and the Apache
 package (a second Avro implementation) publishes a burst of proposals using only the .avsc
 files, signed with a key whose private half never reaches toolgate (registered with `agents add
 --public-key`): the signing document is built from its documented fields, made canonical by
-the `rfc8785` package and signed with `cryptography`'s Ed25519. It reads the observations back
+the `rfc8785` package and signed with `cryptography`'s Ed25519, half of the burst each alone,
+half together under one Merkle root (`toolgate/merkle.py`'s layout, built here by hand). It reads the observations back
 from its tenant's topic, checks the deployment's signature from the documented layout (over
 the record alone, or over the root its `toolgate-proof` path leads to when the record was signed
 together with others), and decodes them from the fingerprint in their header. kafka-python has
@@ -94,8 +95,9 @@ def _edge_signed(topic: str, key: bytes, call_id: bytes, digest: bytes, value: b
 BURST = 40  # proposals in one produce: some reach normalization in one round, signed together
 
 
-def _proposal(agent: str, key: Ed25519PrivateKey, key_id: str, call_id: str, run_id: str) -> tuple[bytes, bytes]:
-    """A signed ToolProposal by the .avsc alone, and the digest toolgate will name it by."""
+def _proposal(agent: str, key_id: str, call_id: str, run_id: str) -> tuple[dict[str, Any], bytes, bytes]:
+    """A ToolProposal by the .avsc alone, unsigned; the bytes its signature covers (the RFC 8785
+    signing document); and the digest toolgate will name it by."""
     arguments = '{"invoice_id": "inv_acme0002"}'
     record = {
         "call_id": call_id,
@@ -120,13 +122,45 @@ def _proposal(agent: str, key: Ed25519PrivateKey, key_id: str, call_id: str, run
         **{k: v for k, v in record.items() if k != "arguments"},
         "arguments_sha256": hashlib.sha256(arguments.encode()).hexdigest(),
     }
-    record["signature"] = key.sign(rfc8785.dumps(document))
-    schema = apache_schema("ToolProposal")
-    body = io.BytesIO()
-    avro.io.DatumWriter(schema).write(record, avro.io.BinaryEncoder(body))
     content = {k: v for k, v in document.items() if k not in ("created_at_ms", "key_id")}
     digest = b"sha256:" + hashlib.sha256(rfc8785.dumps(content)).hexdigest().encode()
-    return b"\xc3\x01" + schema.fingerprint("CRC-64-AVRO") + body.getvalue(), digest
+    return record, rfc8785.dumps(document), digest
+
+
+def _tree(leaves: list[bytes]) -> tuple[bytes, list[bytes]]:
+    """A Merkle root over leaf hashes and each leaf's path to it, by the documented layout."""
+    proofs = [b""] * len(leaves)
+    level = [(leaf, [at]) for at, leaf in enumerate(leaves)]
+    while len(level) > 1:
+        above = []
+        for (left, lefts), (right, rights) in zip(level[::2], level[1::2], strict=False):
+            for at in lefts:
+                proofs[at] += b"R" + right
+            for at in rights:
+                proofs[at] += b"L" + left
+            above.append((hashlib.sha256(b"\x01" + left + right).digest(), lefts + rights))
+        level = above + level[len(above) * 2 :]  # a last node without a sibling rises unchanged
+    return level[0][0], proofs
+
+
+def _signed(records: list[tuple[dict[str, Any], bytes]], key: Ed25519PrivateKey, together: bool) -> list[bytes]:
+    """The records signed each alone, or together under one root (the root's purpose
+    `toolgate.proposal.root.v1`, each with its path), Avro-encoded by the .avsc alone."""
+    if together:
+        root, proofs = _tree([hashlib.sha256(b"\x00" + document).digest() for _, document in records])
+        signature = key.sign(_length_prefixed(b"toolgate.proposal.root.v1", root))
+        for (record, _), proof in zip(records, proofs, strict=True):
+            record.update(signature=signature, signature_proof=proof)
+    else:
+        for record, document in records:
+            record["signature"] = key.sign(document)
+    schema = apache_schema("ToolProposal")
+    values = []
+    for record, _ in records:
+        body = io.BytesIO()
+        avro.io.DatumWriter(schema).write(record, avro.io.BinaryEncoder(body))
+        values.append(b"\xc3\x01" + schema.fingerprint("CRC-64-AVRO") + body.getvalue())
+    return values
 
 
 def test_a_foreign_client_proposes_and_reads_its_observation(pipeline: Pipeline, tmp_path: Path) -> None:
@@ -146,8 +180,13 @@ def test_a_foreign_client_proposes_and_reads_its_observation(pipeline: Pipeline,
     for tp, offset in ends.items():
         consumer.seek(tp, offset)
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50)
+    records = []
     for call_id in digests:
-        value, digests[call_id] = _proposal(agent, signing_key, key_id, call_id.decode(), run_id)
+        record, document, digests[call_id] = _proposal(agent, key_id, call_id.decode(), run_id)
+        records.append((record, document))
+    # The first half signed each alone, the second together under one root.
+    values = _signed(records[: BURST // 2], signing_key, False) + _signed(records[BURST // 2 :], signing_key, True)
+    for call_id, value in zip(digests, values, strict=True):
         producer.send("tool.proposals", key=run_id.encode(), value=value, headers=[("call_id", call_id)])
     producer.flush(30)
     producer.close()

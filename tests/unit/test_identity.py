@@ -8,7 +8,8 @@ import pytest
 
 from tests.unit.factories import proposal
 from toolgate.ed25519 import PrivateKey
-from toolgate.proposal_signing import digest, sign
+from toolgate.merkle import CheckedRoots
+from toolgate.proposal_signing import ROOT_PURPOSE, digest, sign, sign_all
 from toolgate.schemas.models import Principal, ToolProposal
 from toolgate.signing import new_key
 from toolgate.workers.validation.identity import (
@@ -105,3 +106,26 @@ def test_a_rotated_agent_may_sign_with_any_active_key() -> None:
     )
     assert isinstance(authenticate(signed(), registered, NOW, WINDOW), Proven)
     assert isinstance(authenticate(signed(newer, "k_2"), registered, NOW, WINDOW), Proven)
+
+
+def test_proposals_signed_together_are_proven_one_by_one_and_a_revoked_key_stays_revoked() -> None:
+    calls = [
+        proposal(
+            "invoice.fetch",
+            {"invoice_id": "inv_acme0001"},
+            principal=Principal(user_id="u", agent_id="agent_1", scopes=["invoices:read"]),
+            created_at_ms=NOW,
+            call_id=f"call_{i}",
+        )
+        for i in range(3)
+    ]
+    together = [p for p, _ in sign_all(calls, "k_1", KEY)]
+    roots = CheckedRoots(ROOT_PURPOSE)
+    assert all(isinstance(authenticate(p, agent(), NOW, WINDOW, roots), Proven) for p in together)
+    # The root is remembered, but revoking the key still refuses every proposal under it.
+    refused = authenticate(together[0], agent(key_active=False), NOW, WINDOW, roots)
+    assert isinstance(refused, Unproven) and refused.code == "revoked_key"
+    forged = together[1].model_copy(update={"arguments": '{"invoice_id": "inv_globex0001"}'})
+    assert authenticate(forged, agent(), NOW, WINDOW, roots) == Unproven(
+        "bad_signature", "the signature does not verify against key k_1 of agent_1"
+    )

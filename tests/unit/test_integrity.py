@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from toolgate.integrity import (
     MAC_HEADER,
     PROOF_HEADER,
-    ROOTS_KEPT,
-    SIBLING_LEFT,
-    SIBLING_RIGHT,
     SIGNATURE_HEADER,
-    STEP,
     DeploymentKeys,
     EdgeVerifier,
     Sealer,
     edge_signed_bytes,
-    leaf_hash,
-    merkle_tree,
     raw_header,
-    root_of,
 )
+from toolgate.merkle import ROOTS_KEPT, SIBLING_LEFT, SIBLING_RIGHT, STEP
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST
 
@@ -201,16 +193,6 @@ def test_a_root_signature_cannot_pass_for_a_record_signature() -> None:
 def test_another_deployments_tree_is_refused() -> None:
     records = edges(4)
     assert not any(EdgeVerifier(DeploymentKeys(b"another deployment's secret!!").public_key).ok(*r) for r in records)
-
-
-@given(st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=70))
-def test_every_leaf_of_any_tree_leads_to_its_root(leaves: list[bytes]) -> None:
-    hashed = [leaf_hash(leaf) for leaf in leaves]
-    root, proofs = merkle_tree(hashed)
-    assert all(root_of(leaf, proof) == root for leaf, proof in zip(hashed, proofs, strict=True))
-    # A proof holds for its own leaf only: another leaf taken up the same path reaches another root.
-    for leaf, proof in zip(hashed, proofs, strict=True):
-        assert all(root_of(other, proof) != root for other in set(hashed) - {leaf})
 
 
 def test_a_verifier_remembers_a_bounded_number_of_roots_and_checks_forgotten_ones_again() -> None:

@@ -11,10 +11,13 @@ from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, principal, proposal
 from toolgate.ed25519 import PrivateKey
+from toolgate.merkle import STEP, CheckedRoots, leaf_hash, signed_root
 from toolgate.proposal_signing import (
+    ROOT_PURPOSE,
     arguments_sha256,
     digest,
     sign,
+    sign_all,
     signed_bytes,
     signed_with_digest,
     signing_document,
@@ -156,3 +159,63 @@ def test_the_signed_bytes_are_exactly_rfc8785(call_id: str, user: str, scopes: l
 def test_a_lone_surrogate_cannot_be_signed() -> None:
     with pytest.raises(ValueError):
         signed_bytes(proposal("invoice.fetch", "{}", call_id="\ud800"))
+
+
+# Proposals an agent publishes together, signed once under the root of their tree.
+BATCH = [proposal("invoice.fetch", {"invoice_id": f"inv_acme{i:04}"}, call_id=f"call_{i}") for i in range(5)]
+TOGETHER = sign_all(BATCH, "k_1", KEY)
+
+
+def test_proposals_signed_together_share_one_signature_and_each_verifies_with_its_digest() -> None:
+    assert len({p.signature for p, _ in TOGETHER}) == 1
+    assert all(p.signature_proof and len(p.signature_proof) <= 3 * STEP for p, _ in TOGETHER)
+    roots = CheckedRoots(ROOT_PURPOSE)
+    assert all(verified_digest(p, KEY.public, roots) == d == digest(p) for p, d in TOGETHER)
+    assert len(roots) == 1  # the root was checked once, for all five
+    assert all(verify(p, KEY.public) for p, _ in TOGETHER)  # without remembered roots too
+    assert not any(verify(p, new_signing_key().public) for p, _ in TOGETHER)
+
+
+def test_one_proposal_alone_is_signed_over_its_own_document_without_a_proof() -> None:
+    [(alone, alone_digest)] = sign_all(BATCH[:1], "k_1", KEY)
+    assert alone.signature_proof is None and alone_digest == digest(alone)
+    assert alone == sign(BATCH[0], "k_1", KEY)
+
+
+@pytest.mark.parametrize(("field", "change"), TAMPERED, ids=[f for f, _ in TAMPERED])
+def test_changing_any_signed_field_of_a_proposal_signed_together_breaks_it(field: str, change: dict[str, Any]) -> None:
+    roots = CheckedRoots(ROOT_PURPOSE)
+    assert all(verified_digest(p, KEY.public, roots) for p, _ in TOGETHER)  # the root is remembered
+    assert verified_digest(TOGETHER[3][0].model_copy(update=change), KEY.public, roots) is None
+
+
+def test_a_proof_taken_elsewhere_or_broken_or_dropped_proves_nothing() -> None:
+    first, second = TOGETHER[0][0], TOGETHER[1][0]
+    proof = first.signature_proof or b""
+    broken: list[bytes | None] = [
+        second.signature_proof,  # another proposal's place in the tree
+        proof[:STEP],  # cut short
+        proof + proof[:STEP],  # one step too many
+        proof[:-1],  # not made of steps
+        b"X" + proof[1:],  # a side that is neither
+        b"",  # as if it were alone in its tree
+        None,  # the root's signature as if it were over this proposal alone
+    ]
+    for bad in broken:
+        assert verified_digest(first.model_copy(update={"signature_proof": bad}), KEY.public) is None
+
+
+def test_a_root_signed_by_one_agent_proves_nothing_for_another_agents_key() -> None:
+    other = new_signing_key()
+    roots = CheckedRoots(ROOT_PURPOSE)
+    assert verified_digest(TOGETHER[0][0], KEY.public, roots)
+    assert verified_digest(TOGETHER[1][0], other.public, roots) is None
+
+
+def test_a_proposals_own_signature_cannot_pass_for_a_root_and_a_root_not_for_a_proposal() -> None:
+    leaf = leaf_hash(signed_bytes(SIGNED))
+    as_root = SIGNED.model_copy(update={"signature_proof": b""})  # a tree of one: its root is the leaf
+    assert verified_digest(as_root, KEY.public) is None
+    rooted = SIGNED.model_copy(update={"signature": KEY.sign(signed_root(ROOT_PURPOSE, leaf)), "signature_proof": b""})
+    assert verified_digest(rooted, KEY.public) == digest(SIGNED)  # a tree of one, signed as a tree
+    assert verified_digest(rooted.model_copy(update={"signature_proof": None}), KEY.public) is None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from toolgate.merkle import CheckedRoots
 from toolgate.schemas.models import FieldError, Principal, TaxonomyClass, ToolProposal
 from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.validation import limits
@@ -46,9 +47,14 @@ class Refuse:
 
 
 def screen(
-    proposal: ToolProposal, record_bytes: int, agent: RegisteredAgent | None, now_ms: int, window: Window
+    proposal: ToolProposal,
+    record_bytes: int,
+    agent: RegisteredAgent | None,
+    now_ms: int,
+    window: Window,
+    roots: CheckedRoots | None = None,
 ) -> Drop | Refuse | Proven:
-    """The size limits, then the signature (identity.authenticate)."""
+    """The size limits, then the signature (identity.authenticate, with the roots checked before)."""
     oversized = limits.check(proposal, record_bytes)
     if oversized is not None and not oversized.answerable:  # names no call to answer
         unanswerable = Unproven(oversized.errors[0].code, "oversized")
@@ -56,7 +62,7 @@ def screen(
         return Drop(
             TaxonomyClass.OUT_OF_BOUNDS, reason, refusal_entry(proposal, unanswerable, TaxonomyClass.OUT_OF_BOUNDS)
         )
-    identity = authenticate(proposal, agent, now_ms, window)
+    identity = authenticate(proposal, agent, now_ms, window, roots)
     if isinstance(identity, Unproven):
         return Drop(TaxonomyClass.PERMISSION_DENIED, identity.reason, refusal_entry(proposal, identity))
     if isinstance(identity, Refused):

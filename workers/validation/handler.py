@@ -24,6 +24,8 @@ from psycopg import AsyncConnection
 
 from toolgate.contracts.policy import Policy, load_policy
 from toolgate.contracts.registry import Registry
+from toolgate.merkle import CheckedRoots
+from toolgate.proposal_signing import ROOT_PURPOSE
 from toolgate.schemas.codec import codec
 from toolgate.schemas.identity import identity_of
 from toolgate.schemas.models import FieldError, StageDecision, StageRecord, TaxonomyClass, ToolProposal
@@ -71,6 +73,8 @@ class ValidationHandler(Handler[ToolProposal]):
         self.window = Window(
             int(settings.proposal_max_age_seconds * 1000), int(settings.proposal_future_skew_seconds * 1000)
         )
+        # Roots of proposals signed together whose signature held: checked once, not per proposal.
+        self.roots = CheckedRoots(ROOT_PURPOSE)
         # This round's proven calls (by id of their Inbound): only they are answered.
         self._proven: dict[int, Admitted] = {}
 
@@ -114,7 +118,7 @@ class ValidationHandler(Handler[ToolProposal]):
         proven: list[tuple[Inbound[ToolProposal], Proven]] = []
         for call in calls:
             agent = agents.get(call.model.principal.agent_id)
-            screened = admission.screen(call.model, len(call.raw), agent, now, self.window)
+            screened = admission.screen(call.model, len(call.raw), agent, now, self.window, self.roots)
             if isinstance(screened, Proven):
                 proven.append((call, screened))
                 continue

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from toolgate.ed25519 import PublicKey
+from toolgate.merkle import CheckedRoots
 from toolgate.proposal_signing import verified_digest
 from toolgate.schemas.models import ToolProposal
 
@@ -77,7 +78,15 @@ class Refused:
 Identity = Proven | Unproven | Refused
 
 
-def authenticate(proposal: ToolProposal, agent: RegisteredAgent | None, now_ms: int, window: Window) -> Identity:
+def authenticate(
+    proposal: ToolProposal,
+    agent: RegisteredAgent | None,
+    now_ms: int,
+    window: Window,
+    roots: CheckedRoots | None = None,
+) -> Identity:
+    """Who asked, as the table above says. `roots` remembers the tree roots whose signatures were
+    checked (proposals an agent signed together), so each costs one check, not one a proposal."""
     agent_id = proposal.principal.agent_id
     if not proposal.signature or not proposal.key_id:
         return Unproven("unsigned", f"the proposal of agent {agent_id!r} carries no signature")
@@ -90,7 +99,7 @@ def authenticate(proposal: ToolProposal, agent: RegisteredAgent | None, now_ms: 
         return Unproven("revoked_agent", f"agent {agent_id} is revoked")
     if not key.active:
         return Unproven("revoked_key", f"key {proposal.key_id} of agent {agent_id} is revoked")
-    call_digest = verified_digest(proposal, key.public_key)
+    call_digest = verified_digest(proposal, key.public_key, roots)
     if call_digest is None:
         return Unproven("bad_signature", f"the signature does not verify against key {proposal.key_id} of {agent_id}")
     if proposal.tenant_id != agent.tenant_id:
