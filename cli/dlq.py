@@ -45,11 +45,22 @@ def dlq_show(dead_letter_id: str) -> None:
 
 
 @dlq_app.command("replay")
-def dlq_replay(dead_letter_id: str, actor: Annotated[str, typer.Option("--as")] = "operator") -> None:
+def dlq_replay(
+    dead_letter_id: str,
+    actor: Annotated[str, typer.Option("--as")] = "operator",
+    allow_stale: Annotated[
+        bool,
+        typer.Option(
+            "--allow-stale",
+            help="send on a record older than the freshness bound (TOOLGATE_RECORD_MAX_AGE_SECONDS), stamped anew; "
+            "its original age is kept and audited",
+        ),
+    ] = False,
+) -> None:
     """Republish the original bytes where they came from (same call, same idempotency key)."""
     from toolgate.ops import dlq
 
-    print_json(dlq.replay(running(), dead_letter_id, actor))
+    print_json(dlq.replay(running(), dead_letter_id, actor, allow_stale))
 
 
 @dlq_app.command("discard")

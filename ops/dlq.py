@@ -8,6 +8,11 @@ replayed (the refusal is audited). A replay republishes the original bytes to th
 came from with their key and headers, sealed again for that topic, so the call keeps its
 identity and idempotency key: replaying twice never executes twice, and whatever is replayed
 meets every check a first delivery meets.
+
+That includes freshness (workers/runtime/freshness.py): a record of an internal topic keeps the
+time it was first produced, so one older than the bound is refused by the stage it goes back to,
+and `replay` refuses it first, saying so. Only `--allow-stale` sends it on: stamped anew, with
+its original age kept in the batch's `first_produced_at_ms` and in the audit log.
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.client import ToolgateClient
 from toolgate.topics.headers import REPLAY_OF, SCHEMA, pairs
 from toolgate.workers.runtime import audit
-from toolgate.workers.runtime.intake import ATTEMPTS_HEADER
+from toolgate.workers.runtime.clock import now_ms
+from toolgate.workers.runtime.freshness import Bound, stale
+from toolgate.workers.runtime.intake import ATTEMPTS_HEADER, INTERNAL_SOURCES
 
 STAGE = "operator"
 # The topics stages consume: the only places a replay may go.
@@ -143,31 +150,74 @@ def _record(settings: Settings, letter: DeadLetter, action: str, actor: str, not
     asyncio.run(_audited(settings, letter, action, actor, note))
 
 
-def replay(settings: Settings, dead_letter_id: str, actor: str) -> dict[str, Any]:
+def replay(settings: Settings, dead_letter_id: str, actor: str, allow_stale: bool = False) -> dict[str, Any]:
     found = find(settings, dead_letter_id)
     letter = found.letter
     topics = Topics(settings.topic_prefix)
     sealer = Sealer(deployment_keys(settings), topics)
     refusal = _unreplayable(found, sealer, topics)
-    if refusal is not None:
-        _record(settings, letter, "replay_refused", actor, refusal)
-        raise SystemExit(f"dead letter {dead_letter_id}: {refusal}. Not replayed.")
+    fresh = refusal or _fresh_value(letter, now_ms(), Bound.of(settings), allow_stale)
+    if isinstance(fresh, str):
+        _record(settings, letter, "replay_refused", actor, fresh)
+        raise SystemExit(f"dead letter {dead_letter_id}: {fresh}. Not replayed.")
+    value, note = fresh
     target = topics.name(letter.source_topic)
     headers = [(h.key, h.value or b"") for h in letter.headers if h.key not in (ATTEMPTS_HEADER, REPLAY_OF)]
     headers += [(ATTEMPTS_HEADER, str(letter.attempts + 1).encode()), (REPLAY_OF, letter.dead_letter_id.encode())]
-    value = letter.value
-    if letter.payload_kind is PayloadKind.STAGE_ITEM:
-        # One call out of a batch: it goes back as a batch of one, to its home partition.
-        value = codec().encode(StageBatch(stage="dlq-replay", source_partition=letter.source_partition, items=[value]))
-        headers = [(SCHEMA, codec().fingerprint_of(StageBatch).hex().encode()), *headers]
+    if value != letter.value:  # a batch made anew: its own fingerprint
+        fingerprint = codec().fingerprint_of(StageBatch).hex().encode()
+        headers = [(SCHEMA, fingerprint), *((k, v) for k, v in headers if k != SCHEMA)]
     partition = (
         letter.source_partition if (letter.payload_kind is PayloadKind.STAGE_ITEM or letter.key is None) else None
     )
     client = ToolgateClient.from_settings(settings, client_id="toolgate-dlq")
     client.publish_raw(target, letter.key, value, sealer.seal(target, letter.key, value, headers), partition)
     client.flush()
-    _record(settings, letter, "replayed", actor)
+    _record(settings, letter, "replayed", actor, note)
     return {"dead_letter_id": dead_letter_id, "replayed_to": target, "partition": partition, "call_id": letter.call_id}
+
+
+def _fresh_value(letter: DeadLetter, now: int, bound: Bound, allow_stale: bool) -> tuple[bytes, str | None] | str:
+    """The bytes a replay publishes, and what the audit log notes of their age; or why not.
+
+    A proposal or a decision goes back as it was (its own signature's window judges it). A
+    record of an internal topic goes back with the time it was produced: its original bytes, or
+    one item in a batch of its own stamped with its batch's time. Past the freshness bound that
+    would be refused downstream, so it is refused here, unless `allow_stale`: then the batch is
+    stamped now and its original age kept in `first_produced_at_ms`."""
+    if letter.source_topic not in INTERNAL_SOURCES:
+        return letter.value, None
+    items = [letter.value]
+    produced = letter.produced_at_ms or letter.dead_lettered_at_ms
+    first = produced
+    if letter.payload_kind is PayloadKind.RECORD:
+        try:
+            batch = codec().decode(letter.value, StageBatch)
+        except DecodeError:
+            return letter.value, None  # never a batch: it is dead-lettered again, as it was
+        items, produced = batch.items, batch.produced_at_ms
+        first = batch.first_produced_at_ms or produced
+    too_old = stale(produced, now, bound)
+    if too_old is None:
+        if letter.payload_kind is PayloadKind.RECORD:
+            return letter.value, None
+        return _batch(letter, items, produced, first), None
+    if not allow_stale:
+        return f"its record is stale ({too_old}); --allow-stale sends it on, stamped anew"
+    note = f"stale record sent on by the operator: first produced at {first} ms, {(now - first) // 1000} s ago"
+    return _batch(letter, items, now, min(first, now) if first > 0 else now), note
+
+
+def _batch(letter: DeadLetter, items: list[bytes], produced: int, first: int) -> bytes:
+    """Items going back to their home partition, as a batch of their own."""
+    batch = StageBatch(
+        stage="dlq-replay",
+        source_partition=letter.source_partition,
+        items=items,
+        produced_at_ms=produced,
+        first_produced_at_ms=first,
+    )
+    return codec().encode(batch)
 
 
 def _unreplayable(found: Letter, sealer: Sealer, topics: Topics) -> str | None:

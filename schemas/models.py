@@ -139,6 +139,7 @@ class DeadLetter(WireModel):
     reason: str
     attempts: int = 1
     dead_lettered_at_ms: int
+    produced_at_ms: int | None = None
 
 
 class ExecutionMetadata(WireModel):
@@ -272,6 +273,8 @@ class StageBatch(WireModel):
     stage: str
     source_partition: int
     items: list[bytes]
+    produced_at_ms: int = 0
+    first_produced_at_ms: int = 0
 
 
 class StageDecision(WireModel):

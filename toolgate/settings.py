@@ -117,6 +117,11 @@ class Settings:
     # A proposal is refused when its created_at is older than this, or this far in the future.
     proposal_max_age_seconds: float = 900.0
     proposal_future_skew_seconds: float = 60.0
+    # A record on an internal topic (a StageBatch a stage wrote) is refused when it was produced
+    # longer ago than this, or further ahead than the proposal skew: a genuine record replayed
+    # later is stale (workers/runtime/freshness.py). Past it, only an operator's explicit
+    # `toolgate dlq replay --allow-stale` sends a record on.
+    record_max_age_seconds: float = 900.0
     # Short group timeouts: Tansu's JoinGroup waits for them (NOTES.md).
     session_timeout_s: float = 6.0
     heartbeat_interval_s: float = 1.0
@@ -191,6 +196,7 @@ _ENV = {
     "deployment_public_key": "TOOLGATE_DEPLOYMENT_PUBLIC_KEY",
     "proposal_max_age_seconds": "TOOLGATE_PROPOSAL_MAX_AGE_SECONDS",
     "proposal_future_skew_seconds": "TOOLGATE_PROPOSAL_FUTURE_SKEW_SECONDS",
+    "record_max_age_seconds": "TOOLGATE_RECORD_MAX_AGE_SECONDS",
 }
 
 ENV_VARS: tuple[str, ...] = ("TOOLGATE_HOME", *_ENV.values())

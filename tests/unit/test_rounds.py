@@ -8,6 +8,7 @@ records the pauses. Inputs are StageBatches sealed exactly as a stage seals them
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -22,6 +23,7 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import Headers
 from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.runtime.emit import Emit, Message
+from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.intake import RawRecord
 from toolgate.workers.runtime.rounds import Rounds
@@ -108,6 +110,7 @@ class Setup:
             BATCH_BYTES,
             SEALER,
             self.audit.write,
+            Bound(max_age_ms=900_000, future_ms=60_000),
             clock=lambda: float(next(ticks)),
             sleep=self.sleep,
         )
@@ -247,3 +250,55 @@ def test_an_empty_round_decides_nothing_and_sends_nothing() -> None:
     setup = Setup(Forward())
     setup.run([])
     assert setup.handler.batches == [] and setup.broker.sent == [] and setup.audit.entries == []
+
+
+def stamped(produced_at_ms: int, *call_ids: str, offset: int = 0) -> RawRecord:
+    """A genuine, sealed batch that says it was produced at `produced_at_ms`."""
+    items = [codec().encode(record(c)) for c in call_ids]
+    value = codec().encode(
+        StageBatch(
+            stage="validation",
+            source_partition=0,
+            items=items,
+            produced_at_ms=produced_at_ms,
+            first_produced_at_ms=produced_at_ms,
+        )
+    )
+    return RawRecord(0, offset, None, value, SEALER.seal(TOPICS.name("validated"), None, value, []))
+
+
+@pytest.mark.parametrize("age_s", [3600, 86_400, -3600])
+def test_a_genuine_record_past_the_freshness_bound_is_dead_lettered_audited_and_never_decoded(age_s: int) -> None:
+    now = int(time.time() * 1000)
+    old = [stamped(now - age_s * 1000, "c1", offset=5), stamped(now - age_s * 1000, "c2", offset=6)]
+    setup = Setup(Forward())
+    setup.run([*old, stamped(now, "c3", offset=7)])
+    assert setup.handler.batches == [["c3"]]
+    letters = setup.broker.dead_letters()
+    assert [(letter.source_offset, letter.taxonomy_class) for letter in letters] == [
+        (5, TaxonomyClass.STALE_STATE),
+        (6, TaxonomyClass.STALE_STATE),
+    ]
+    assert letters[0].value == old[0].value and letters[0].produced_at_ms == now - age_s * 1000
+    # the round's stale records are one audit entry, however many
+    (entry,) = [e for e in setup.audit.entries if e.action == "stale_records"]
+    assert entry.detail["count"] == 2 and entry.detail["first"] == {"partition": 0, "offset": 5}
+
+
+def test_a_record_of_a_release_without_a_production_time_is_stale() -> None:
+    setup = Setup(Forward())
+    setup.run([stamped(0, "c1")])
+    assert setup.handler.batches == []
+    (letter,) = setup.broker.dead_letters()
+    assert letter.taxonomy_class is TaxonomyClass.STALE_STATE
+
+
+def test_what_a_stage_produces_says_when_and_items_of_a_dead_letter_carry_it() -> None:
+    before = int(time.time() * 1000)
+    setup = Setup(Forward(bad=frozenset({"c2"})))
+    setup.run([calls("c1", "c2")])
+    (out,) = setup.broker.on("authorized")
+    produced = codec().decode(out.value, StageBatch)
+    assert before <= produced.produced_at_ms == produced.first_produced_at_ms <= int(time.time() * 1000)
+    (letter,) = setup.broker.dead_letters()  # the bad call's: it keeps its batch's time
+    assert letter.produced_at_ms is not None and before <= letter.produced_at_ms

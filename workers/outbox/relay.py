@@ -49,7 +49,8 @@ log = logging.getLogger("toolgate.outbox")
 STAGE = "outbox-relay"
 
 CLAIM = """
-SELECT id, topic, partition, kind, key, payload, headers FROM toolgate.outbox
+SELECT id, topic, partition, kind, key, payload, headers, (extract(epoch FROM created_at) * 1000)::bigint
+FROM toolgate.outbox
 WHERE sent_at IS NULL AND (retry_at IS NULL OR retry_at <= now()) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
 """
 COUNT_ATTEMPT = """
@@ -72,6 +73,7 @@ class Row(NamedTuple):
     key: bytes | None
     payload: bytes
     headers: list[list[str]]
+    created_at_ms: int  # the batch it goes out in keeps its age visible (first_produced_at_ms)
 
 
 PRUNE = "DELETE FROM toolgate.outbox WHERE sent_at < now() - make_interval(secs => %s)"
@@ -159,7 +161,7 @@ class OutboxRelay:
             if row.kind == "item":
                 if row.partition is None:  # `outbox.item` always names one
                     raise PermanentError(f"outbox row {row.id} is an item without a partition")
-                out.raw_item(row.topic, row.partition, bytes(row.payload))
+                out.raw_item(row.topic, row.partition, bytes(row.payload), row.created_at_ms)
             else:
                 key = bytes(row.key) if row.key is not None else None
                 headers = [(k, v.encode()) for k, v in row.headers]

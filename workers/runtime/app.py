@@ -37,6 +37,7 @@ from toolgate.workers.runtime import heap, liveness, orphan
 from toolgate.workers.runtime.audit import AuditSink
 from toolgate.workers.runtime.consumer import StageConsumer
 from toolgate.workers.runtime.filling import Bounds, Filling, bounds_for
+from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler
 from toolgate.workers.runtime.intake import INTERNAL_SOURCES, RawRecord
 from toolgate.workers.runtime.producer import StageProducer
@@ -86,8 +87,11 @@ class StageApp:
 
     async def _drain(self, consumer: StageConsumer) -> None:
         """Rounds, one source topic at a time, for as long as the stage runs."""
+        fresh = Bound.of(self.settings)
         rounds = {
-            topic: Rounds(handler, self.topics, self.send, self.settings.batch_bytes, self.sealer, self.audits.write)
+            topic: Rounds(
+                handler, self.topics, self.send, self.settings.batch_bytes, self.sealer, self.audits.write, fresh
+            )
             for topic, handler in self._handlers.items()
         }
         codec()  # the schemas are read now, not in the first call's round

@@ -69,6 +69,7 @@ class Origin:
     headers: Headers
     kind: PayloadKind
     attempts: int = 1
+    produced_at_ms: int | None = None  # its StageBatch's, for a record from an internal topic
 
 
 @dataclass
@@ -82,6 +83,9 @@ class Emit:
     # Committed outbox rows these outputs publish (workers/runtime/outbox.py): marked sent once
     # the broker acknowledged them.
     outbox_ids: list[int] = field(default_factory=list)
+    # (topic, partition) -> when the oldest item re-published to it was first produced (a relay
+    # re-driving what a lost broker held): its batches keep that age visible.
+    first_produced: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def item(self, topic: str, partition: int, model: StageRecord | ExecutionResult) -> None:
         data = results.encoded(model) if isinstance(model, ExecutionResult) else codec().encode(model)
@@ -91,8 +95,11 @@ class Emit:
         else:
             self.outcomes.setdefault(model.call_id, "forwarded")
 
-    def raw_item(self, topic: str, partition: int, payload: bytes) -> None:
+    def raw_item(self, topic: str, partition: int, payload: bytes, first_produced_ms: int | None = None) -> None:
         self.items.setdefault((topic, partition), []).append(payload)
+        if first_produced_ms is not None:
+            at = self.first_produced.get((topic, partition), first_produced_ms)
+            self.first_produced[(topic, partition)] = min(at, first_produced_ms)
 
     def record(
         self,
@@ -154,33 +161,43 @@ class Emit:
                 reason=SCRUBBER.text(reason)[:2000],
                 attempts=origin.attempts,
                 dead_lettered_at_ms=int(time.time() * 1000),
+                produced_at_ms=origin.produced_at_ms,
             )
         )
         if call_id:
             self.outcomes.setdefault(call_id, "dead_lettered")
 
     def batches(self, max_bytes: int) -> list[tuple[str, int, bytes, Headers]]:
-        """The collected items as StageBatch records, split to stay under `max_bytes`."""
+        """The collected items as StageBatch records, split to stay under `max_bytes`, each
+        stamped with when it was produced (now: workers/runtime/freshness.py)."""
         c = codec()
         fingerprint = c.fingerprint_of(StageBatch).hex().encode()
+        now = int(time.time() * 1000)
         out: list[tuple[str, int, bytes, Headers]] = []
         for (topic, partition), items in self.items.items():
+            first = min(self.first_produced.get((topic, partition), now), now)
             chunk: list[bytes] = []
             size = 0
             for item in items:
                 if chunk and size + len(item) > max_bytes:
-                    out.append(self._batch(topic, partition, chunk, fingerprint))
+                    out.append(self._batch(topic, partition, chunk, fingerprint, (now, first)))
                     chunk, size = [], 0
                 chunk.append(item)
                 size += len(item)
             if chunk:
-                out.append(self._batch(topic, partition, chunk, fingerprint))
+                out.append(self._batch(topic, partition, chunk, fingerprint, (now, first)))
         return out
 
     def _batch(
-        self, topic: str, partition: int, items: list[bytes], fingerprint: bytes
+        self, topic: str, partition: int, items: list[bytes], fingerprint: bytes, produced: tuple[int, int]
     ) -> tuple[str, int, bytes, Headers]:
-        batch = StageBatch(stage=self.stage, source_partition=partition, items=items)
+        batch = StageBatch(
+            stage=self.stage,
+            source_partition=partition,
+            items=items,
+            produced_at_ms=produced[0],
+            first_produced_at_ms=produced[1],
+        )
         return topic, partition, codec().encode(batch), [(SCHEMA, fingerprint), ("toolgate-stage", self.stage.encode())]
 
     def messages(self, topics: Topics, max_bytes: int, sealer: Sealer, physical: bool = False) -> list[Message]:
@@ -209,6 +226,8 @@ class Emit:
         self.outcomes.update(other.outcomes)
         self.audits.extend(other.audits)
         self.outbox_ids.extend(other.outbox_ids)
+        for at, first in other.first_produced.items():
+            self.first_produced[at] = min(self.first_produced.get(at, first), first)
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.items.values()) + len(self.records) + len(self.dead_letters)

@@ -2,10 +2,12 @@
 
 A record from an internal topic (a `StageBatch` another stage wrote) must carry a stage MAC
 that verifies before anything else is done with it: one that does not was written by no toolgate
-stage, and is dead-lettered (SIGNATURE_MISMATCH) and audited, never decoded. Each record, and
-each item of a batch, is decoded on its own; one that does not decode is dead-lettered with its
-original bytes (SYNTACTIC_PARSE_FAIL), and anything else wrong with a record (UNKNOWN_ERROR)
-never stops the round.
+stage, and is dead-lettered (SIGNATURE_MISMATCH) and audited, never decoded. A genuine batch must
+also be fresh (freshness.py): one produced longer ago than the bound is a replay, or a backlog
+older than the bound, and is dead-lettered (STALE_STATE) and audited, its calls never read. Each
+record, and each item of a batch, is decoded on its own; one that does not decode is
+dead-lettered with its original bytes (SYNTACTIC_PARSE_FAIL), and anything else wrong with a
+record (UNKNOWN_ERROR) never stops the round.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import PayloadKind, StageBatch, TaxonomyClass
 from toolgate.topics.headers import CALL_ID, Headers, as_pairs, header, header_int
 from toolgate.workers.runtime.audit import Entry
+from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit, Origin
+from toolgate.workers.runtime.freshness import Bound, stale
 from toolgate.workers.runtime.handler import Handler, Inbound, M
 
 log = logging.getLogger("toolgate.round")
@@ -42,16 +46,20 @@ class RawRecord:
 class Intake(Generic[M]):
     """The calls in a round's records, for one handler reading `source_topic` (physical)."""
 
-    def __init__(self, handler: Handler[M], source_topic: str, sealer: Sealer) -> None:
+    def __init__(self, handler: Handler[M], source_topic: str, sealer: Sealer, bound: Bound) -> None:
         self.handler = handler
         self.source_topic = source_topic
         self.sealer = sealer
+        self.bound = bound
         self.internal = handler.source in INTERNAL_SOURCES
+        self._stale: list[tuple[Origin, int]] = []  # this round's stale records, audited together
 
     def decode(self, records: Sequence[RawRecord], out: Emit) -> list[Inbound[M]]:
         """The calls in these records. A record that cannot be read, whatever is wrong with it,
         is dead-lettered with its original bytes; it never stops the round."""
         calls: list[Inbound[M]] = []
+        self._stale = []
+        now = now_ms()
         for rec in records:
             headers = as_pairs(rec.headers)
             origin = Origin(
@@ -65,16 +73,18 @@ class Intake(Generic[M]):
             )
             value = rec.value or b""
             try:
-                calls += self._decode_record(rec, origin, value, out)
+                calls += self._decode_record(rec, origin, value, out, now)
             except Exception as exc:  # nothing a record holds may stop a stage
                 log.exception(
                     "unreadable record",
                     extra={"stage": self.handler.stage, "action": "dead_letter", "error": repr(exc)},
                 )
                 out.dead_letter(origin, value, TaxonomyClass.UNKNOWN_ERROR, f"unreadable record: {type(exc).__name__}")
+        if self._stale:
+            out.audits.append(self._stale_entry(now))
         return calls
 
-    def _decode_record(self, rec: RawRecord, origin: Origin, value: bytes, out: Emit) -> list[Inbound[M]]:
+    def _decode_record(self, rec: RawRecord, origin: Origin, value: bytes, out: Emit, now: int) -> list[Inbound[M]]:
         if self.internal and not self.sealer.mac_ok(self.source_topic, value, rec.headers):
             self._forged(origin, value, out)
             return []
@@ -88,13 +98,20 @@ class Intake(Generic[M]):
                 )
                 self.handler.on_undecodable(origin, value, out)
                 return []
-        return self._decode_batch(origin, value, out)
+        return self._decode_batch(origin, value, out, now)
 
-    def _decode_batch(self, origin: Origin, value: bytes, out: Emit) -> list[Inbound[M]]:
+    def _decode_batch(self, origin: Origin, value: bytes, out: Emit, now: int) -> list[Inbound[M]]:
         try:
             batch = codec().decode(value, StageBatch)
         except DecodeError as exc:
             out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, f"undecodable StageBatch: {exc}")
+            return []
+        origin = replace(origin, produced_at_ms=batch.produced_at_ms)
+        too_old = stale(batch.produced_at_ms, now, self.bound)
+        if too_old is not None:
+            log.warning("stale record", extra={"stage": self.handler.stage, "action": "dead_letter", "error": too_old})
+            out.dead_letter(origin, value, TaxonomyClass.STALE_STATE, f"stale {origin.topic} record: {too_old}")
+            self._stale.append((origin, batch.produced_at_ms))
             return []
         calls: list[Inbound[M]] = []
         item_origin = replace(origin, kind=PayloadKind.STAGE_ITEM)  # the batch's items share it
@@ -109,6 +126,20 @@ class Intake(Generic[M]):
                     f"undecodable {self.handler.model.__name__}: {exc}",
                 )
         return calls
+
+    def _stale_entry(self, now: int) -> Entry:
+        """One audit entry for a round's stale records, however many: where they were and how
+        old the oldest was (a replay floods no more rows into the log than a round)."""
+        first, _ = self._stale[0]
+        oldest = min(produced for _, produced in self._stale)
+        detail = {
+            "topic": first.topic,
+            "count": len(self._stale),
+            "first": {"partition": first.partition, "offset": first.offset},
+            "oldest_age_s": (now - oldest) // 1000 if oldest > 0 else None,
+            "max_age_s": self.bound.max_age_ms // 1000,
+        }
+        return Entry(self.handler.stage, "stale_records", "unknown", None, None, detail)
 
     def _forged(self, origin: Origin, value: bytes, out: Emit) -> None:
         """A record on an internal topic whose MAC does not verify: no toolgate stage wrote it."""

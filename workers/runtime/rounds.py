@@ -31,6 +31,7 @@ from toolgate.topics.catalog import Topics
 from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.runtime.delivery import Delivery, Send
 from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler, Inbound, M
 from toolgate.workers.runtime.intake import Intake, RawRecord
 from toolgate.workers.runtime.round_telemetry import RoundTelemetry
@@ -57,6 +58,7 @@ class Rounds(Generic[M]):
         batch_bytes: int,
         sealer: Sealer,
         audit: AuditWriter,
+        bound: Bound,
         *,
         clock: Clock = time.perf_counter,
         sleep: Sleep = asyncio.sleep,
@@ -67,7 +69,7 @@ class Rounds(Generic[M]):
         self.retry = TransientRetry(
             ROUND, log, "transient failure, retrying the round", {"stage": handler.stage}, sleep=sleep
         )
-        self.intake = Intake(handler, topics.name(handler.source), sealer)
+        self.intake = Intake(handler, topics.name(handler.source), sealer, bound)
         self.delivery = Delivery(handler.stage, topics, send, batch_bytes, sealer, self.retry.pause)
         self.telemetry = RoundTelemetry(handler.stage)
 
