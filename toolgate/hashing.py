@@ -13,8 +13,9 @@ provider key   SHA256(tenant, tool, version, key): the key a provider sees (head
                query path), so tenants never share a provider's key space and a caller's key
                never reaches a URL as it was written.
 usage event    what budgets and rate limits count: an operation by (tenant, tool, version,
-               payload hash, key), counted once however often it is retried; a call without a
-               key (a read) counts every time it passes.
+               payload hash, key), counted once however often it is retried; a read by its
+               call (tenant, tool, version, payload hash, call_id), once however often that
+               call is sent again (a copy is answered from its first outcome: it runs no more).
 """
 
 from __future__ import annotations
@@ -91,4 +92,12 @@ def operation_event(record: Any) -> str:
     """A mutation's usage event: the same operation retried is counted once."""
     return "op_" + _digest(
         record.tenant_id, record.tool_name, record.tool_version, record.payload_hash, idempotency_key_for(record)
+    )
+
+
+def read_event(record: Any) -> str:
+    """A read's usage event: the same call sent again (a client's resend, a captured copy
+    replayed within its window) is counted once."""
+    return "read_" + _digest(
+        record.tenant_id, record.tool_name, record.tool_version, record.payload_hash, record.call_id
     )

@@ -10,7 +10,7 @@ import pytest
 from tests.unit.factories import registry, stage_record
 from toolgate.hashing import payload_hash
 from toolgate.schemas.models import StageRecord, TaxonomyClass
-from toolgate.states import TicketStatus
+from toolgate.states import KeyStatus, TicketStatus
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.execution.clearance import (
     Blocked,
@@ -20,9 +20,11 @@ from toolgate.workers.execution.clearance import (
     clear,
     consumed_elsewhere,
     hash_intact,
+    spent,
     stale,
     ticket_id,
 )
+from toolgate.workers.execution.idempotency import Execute, Expired, Replay
 
 CHARGE = registry().get("payment.charge_card", "1.0.0")
 DRAFT = registry().get("invoice.create_draft", "1.0.0")
@@ -119,3 +121,19 @@ def test_a_ticket_consumed_elsewhere_meanwhile_blocks_the_call() -> None:
     assert (blocked.taxonomy, blocked.code) == (TaxonomyClass.CONFIRMATION_MISSING, "approval_consumed")
     assert approval_id_for("acme", "call_1") in blocked.message
     assert "approval ? released" in consumed_elsewhere(None).message
+
+
+def test_a_spent_ticket_releases_no_execution_of_its_operation_again() -> None:
+    record = charge()
+    spent_ticket = ticket(record, consumed_by=KEY, spent=True)
+    # The operation's own retry clears (the plan decides), and may replay what it stored ...
+    assert clear(record, CHARGE, KEY, spent_ticket) == Cleared(spent_ticket)
+    assert spent(spent_ticket, Replay({"ok": True}, KeyStatus.COMPLETED)) is None
+    assert spent(spent_ticket, Expired()) is None
+    # ... but never executes again, whatever became of its key (expired, pruned: planned Execute).
+    blocked = spent(spent_ticket, Execute(1))
+    assert blocked is not None and blocked.taxonomy is TaxonomyClass.CONFIRMATION_MISSING
+    assert blocked.code == "approval_spent"
+    # A ticket not spent, or no ticket, blocks nothing here.
+    assert spent(ticket(record, consumed_by=KEY), Execute(2)) is None
+    assert spent(None, Execute(1)) is None

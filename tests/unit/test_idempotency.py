@@ -136,9 +136,49 @@ TABLE = [
         row(KeyStatus.PENDING, lease_owner=OTHER, lease_until_ms=NOW + 5000, expires_at_ms=NOW - 1),
         Hold(),
     ),
-    Row(KeyStatus.EXPIRED, row(KeyStatus.EXPIRED), Execute(1)),
-    Row("EXPIRED with another hash", row(KeyStatus.EXPIRED), Execute(1), request_hash="sha256:" + "2" * 64),
-    Row("COMPLETED past its TTL", row(KeyStatus.COMPLETED, expires_at_ms=NOW - 1), Execute(1)),
+    # Past the deduplication window: an operation that ended never runs again.
+    Row(
+        "EXPIRED from COMPLETED, same request: replayed from the ledger",
+        row(KeyStatus.EXPIRED, expired_from=KeyStatus.COMPLETED),
+        Replay(RESPONSE, KeyStatus.COMPLETED),
+    ),
+    Row(
+        "EXPIRED from FAILED_FINAL, same request: its failure replayed",
+        row(KeyStatus.EXPIRED, expired_from=KeyStatus.FAILED_FINAL, error_code="E"),
+        Replay(RESPONSE, KeyStatus.FAILED_FINAL),
+    ),
+    Row(
+        "EXPIRED from COMPENSATED, same request: replayed, saying so",
+        row(KeyStatus.EXPIRED, expired_from=KeyStatus.COMPENSATED),
+        Replay(RESPONSE, KeyStatus.COMPENSATED),
+    ),
+    Row(
+        "EXPIRED tombstone (outcome stripped), same request: refused",
+        row(KeyStatus.EXPIRED, expired_from=KeyStatus.COMPLETED, response=None),
+        Expired(),
+    ),
+    Row(
+        "EXPIRED from COMPLETED, another request: a new operation",
+        row(KeyStatus.EXPIRED, expired_from=KeyStatus.COMPLETED),
+        Execute(1),
+        request_hash="sha256:" + "2" * 64,
+    ),
+    Row(
+        "EXPIRED from FAILED_RETRYABLE (never ended): a new operation",
+        row(KeyStatus.EXPIRED, expired_from=KeyStatus.FAILED_RETRYABLE),
+        Execute(1),
+    ),
+    Row(
+        "COMPLETED past its TTL, not yet marked: replayed",
+        row(KeyStatus.COMPLETED, expires_at_ms=NOW - 1),
+        Replay(RESPONSE, KeyStatus.COMPLETED),
+    ),
+    Row(
+        "COMPLETED past its TTL, another request: a new operation",
+        row(KeyStatus.COMPLETED, expires_at_ms=NOW - 1),
+        Execute(1),
+        request_hash="sha256:" + "2" * 64,
+    ),
     Row("FAILED_RETRYABLE past its TTL", row(KeyStatus.FAILED_RETRYABLE, attempt=3, expires_at_ms=NOW - 1), Execute(1)),
 ]
 
@@ -186,6 +226,9 @@ def test_docstring_rows_are_covered() -> None:
         "attempts left",
         "none left",
         KeyStatus.EXPIRED,
+        "tombstone",
+        "never ended",
+        "another request",
     ):
         assert phrase in ids
 
@@ -202,6 +245,6 @@ def test_an_expired_key_is_refused_when_the_contract_says_reject(status: str) ->
         "resend_safe": True,
     }
     assert plan(expired, reject_expired=True, **kwargs) == Expired()
-    assert plan(expired, reject_expired=False, **kwargs) == Execute(1)
+    assert plan(replace(expired, expired_from=KeyStatus.COMPLETED), reject_expired=True, **kwargs) == Expired()
     if status == KeyStatus.COMPLETED:  # within its window, a completed key replays
         assert plan(row(status), reject_expired=True, **kwargs) != Expired()

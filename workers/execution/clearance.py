@@ -14,12 +14,18 @@ read from Postgres (under FOR UPDATE) come in; a verdict comes out.
 | fewer distinct, active approvers approved than the call needs    | Blocked CONFIRMATION_MISSING          |
 | otherwise                                                        | Cleared: consume the ticket (its key) |
 
+and once the key is planned (`spent`): a ticket whose operation already reached a final state
+is spent, and an operation planned to execute under it is Blocked CONFIRMATION_MISSING
+(`approval_spent`); a replay of its stored outcome is not an execution, and goes on.
+
 The number of approvals a call needs is the most of what its side-effect class demands,
 its contract says and the policy stage decided (`record.required_approvals`): a record that
 claims fewer gains nothing. A ticket releases one operation: the worker consumes it under the
 operation's idempotency key in the reservation's transaction, so a retry or re-drive of that
-operation (same key) runs under it again and anything else finds it consumed. A ticket bound
-to the target's state is then checked against the state read now (`stale`).
+operation (same key) runs under it again and anything else finds it consumed, until the
+operation ends: then the ticket is spent (recording.py), and nothing executes under it again,
+whatever became of the key (expired, pruned to a tombstone). A ticket bound to the target's
+state is then checked against the state read now (`stale`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from toolgate.hashing import payload_hash
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.states import TicketStatus
 from toolgate.workers.approval.decision import approval_id_for
+from toolgate.workers.execution.idempotency import Execute
 from toolgate.workers.policy.decision import MIN_APPROVALS
 
 
@@ -49,6 +56,7 @@ class Ticket:
     state_version: str | None
     consumed_by: str | None
     approvers: int  # distinct approvers, still active, who approved
+    spent: bool = False  # the operation it released reached a final state
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,19 @@ def clear(record: StageRecord, contract: Contract, operation: str, ticket: Ticke
             f"{max(needed, ticket.required_approvals)} are needed",
         )
     return Cleared(ticket)
+
+
+def spent(ticket: Ticket | None, plan: object) -> Blocked | None:
+    """CONFIRMATION_MISSING when a spent ticket would release its operation to execute again
+    (`plan`: the key's idempotency plan; a replay of the stored outcome is no execution)."""
+    if ticket is None or not ticket.spent or not isinstance(plan, Execute):
+        return None
+    return Blocked(
+        TaxonomyClass.CONFIRMATION_MISSING,
+        "approval_spent",
+        f"approval {ticket.approval_id} released its operation, which already ended; nothing ran. "
+        "A new operation needs a new approval",
+    )
 
 
 def stale(ticket: Ticket | None, state_now: str | None) -> Blocked | None:

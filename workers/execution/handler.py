@@ -1,8 +1,9 @@
 """The execution handler: tool.executable -> effects, exactly once -> outbox -> tool.results.
 
 A round, for all its calls at once (each call's choices are decision.py's):
-  0. prepare, before anything: the arguments must hash to the validated payload hash; a late,
-     dry-run or read call is settled here (decision.prepare).
+  0. prepare, before anything: the arguments must hash to the validated payload hash; a late
+     or dry-run call is settled here (decision.prepare), and a read that already has a first
+     outcome is answered from it (reads.py) in phase A's transaction.
   A. reserve (reservation.py): one transaction checks the approval tickets under FOR UPDATE
      (clearance.py) (and, for an effect outside Postgres, its target's state, and consumes its
      ticket: the last transaction before that effect), inserts PENDING keys (leased to this
@@ -41,7 +42,7 @@ from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
-from toolgate.workers.execution import clearance, decision, keys, recording, reservation
+from toolgate.workers.execution import clearance, decision, keys, reads, recording, reservation
 from toolgate.workers.execution.answers import STAGE
 from toolgate.workers.execution.attempt import Attempt
 from toolgate.workers.execution.effects import Done, Job, Unknown
@@ -168,7 +169,7 @@ class ExecutionHandler(Handler[StageRecord]):
 
     async def _reserve(self, attempts: list[Attempt], now: int) -> None:
         """Phase A's one transaction (reservation.py), then what runs no effect is answered."""
-        if not _held(attempts) and not _keyed(attempts):
+        if not _held(attempts) and not _keyed(attempts) and not _reads(attempts):
             return
         async with self.pool.connection() as conn, conn.transaction():
             keyed = await self._reserve_in(conn, attempts, now, deferred=False)
@@ -181,6 +182,7 @@ class ExecutionHandler(Handler[StageRecord]):
         """Phase A's work in `conn`'s transaction; returns the calls that reserved a key
         (`deferred`: new keys are inserted with their end, in this transaction)."""
         await reservation.settle_late(conn, [a for a in attempts if a.late], now)
+        await reads.replay_copies(conn, _reads(attempts), now)
         await reservation.clear(conn, _held(attempts), now)
         keyed = _keyed(attempts)
         await reservation.reserve(conn, keyed, now, self.lease, self.registry, deferred=deferred)
@@ -271,3 +273,8 @@ def _held(attempts: list[Attempt]) -> list[Attempt]:
 def _keyed(attempts: list[Attempt]) -> list[Attempt]:
     """The calls whose idempotency keys phase A reserves."""
     return [a for a in attempts if a.result is None and a.key is not None]
+
+
+def _reads(attempts: list[Attempt]) -> list[Attempt]:
+    """The reads about to run, which a first outcome of the same call answers instead (reads.py)."""
+    return [a for a in attempts if a.result is None and a.key is None and not a.late]

@@ -15,8 +15,22 @@ transaction, so the database, not this function, is the boundary of truth.
     PENDING, another call, leased  -> Conflict (IDEMPOTENCY_CONFLICT, retry after the lease)
     FAILED_RETRYABLE, retries left -> Execute (attempt + 1)
     FAILED_RETRYABLE, none left    -> Replay the failure as final
-    EXPIRED (or past its window)   -> per contract: Execute as a new operation, or Expired
-                                      (refused: the agent must name a new logical operation)
+
+A key past its deduplication window (EXPIRED, or not yet marked so) never lets an operation
+that ended run again, however old the key; what a new call under it gets:
+
+    contract says `expired_key: reject`                    -> Expired (refused: the agent must
+                                                              name a new logical operation)
+    its operation ended (COMPLETED / FAILED_FINAL /
+      COMPENSATED), the same request, outcome kept          -> Replay the stored outcome
+    its operation ended, the same request, only a
+      tombstone left (retention stripped the outcome)       -> Expired
+    another request, or its operation never ended           -> Execute as a new operation
+      (FAILED_RETRYABLE)
+
+A record replayed after its key expired (a captured batch, an old dead letter) is therefore
+answered from the ledger or refused, never executed: the stage MAC proves who wrote a record,
+not when, so this holds even for one that passed freshness (workers/runtime/freshness.py).
 """
 
 from __future__ import annotations
@@ -42,6 +56,11 @@ class KeyRow:
     response: dict[str, Any] | None
     error_code: str | None
     expires_at_ms: int
+    expired_from: KeyStatus | None = None  # the status an EXPIRED key had
+
+
+# How an operation ends: its outcome is final, and it never runs again.
+ENDED = (KeyStatus.COMPLETED, KeyStatus.FAILED_FINAL, KeyStatus.COMPENSATED)
 
 
 @dataclass(frozen=True)
@@ -93,10 +112,10 @@ def plan(
     if row is None:
         return Execute(1)
     if row.status == KeyStatus.EXPIRED or (row.expires_at_ms < now_ms and row.status != KeyStatus.PENDING):
-        return Expired() if reject_expired else Execute(1)
+        return _expired(row, request_hash, reject_expired)
     if row.request_hash != request_hash:
         return Mismatch()
-    if row.status in (KeyStatus.COMPLETED, KeyStatus.FAILED_FINAL, KeyStatus.COMPENSATED):
+    if row.status in ENDED:
         return Replay(row.response or {}, row.status)
     if row.status == KeyStatus.FAILED_RETRYABLE:
         if row.attempt < max_attempts:
@@ -113,3 +132,13 @@ def plan(
     if row.call_id == call_id:
         return Hold()
     return Conflict(max(lease_left, 1000))
+
+
+def _expired(row: KeyRow, request_hash: str, reject: bool) -> Plan:
+    """A key past its deduplication window (the second table of the module docstring)."""
+    if reject:
+        return Expired()
+    ended = row.expired_from if row.status == KeyStatus.EXPIRED else row.status
+    if ended in ENDED and row.request_hash == request_hash:
+        return Expired() if row.response is None else Replay(row.response, ended)
+    return Execute(1)

@@ -72,7 +72,7 @@ RESERVE_COLUMNS = (
 LOCK = """
 SELECT tenant_id, idempotency_key, status, request_hash, call_id, attempt, lease_owner,
        (extract(epoch FROM lease_until) * 1000)::bigint, response, error_code,
-       (extract(epoch FROM expires_at) * 1000)::bigint
+       (extract(epoch FROM expires_at) * 1000)::bigint, expired_from
 FROM toolgate.idempotency_keys
 WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%b::text[], %b::text[]))
 ORDER BY tenant_id, idempotency_key
@@ -85,7 +85,7 @@ WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%b::text[], %b::text
 REDRIVE = """
 UPDATE toolgate.idempotency_keys k SET status = 'PENDING', attempt = r.attempt, call_id = r.call_id,
     request = r.request, request_hash = r.request_hash, lease_owner = %(owner)s,
-    lease_until = now() + make_interval(secs => %(lease)s), completed_at = NULL,
+    lease_until = now() + make_interval(secs => %(lease)s), completed_at = NULL, expired_from = NULL,
     expires_at = greatest(k.expires_at, now() + make_interval(secs => r.ttl))
 FROM unnest(%(tenant_id)b::text[], %(idempotency_key)b::text[], %(attempt)b::int[], %(call_id)b::text[],
     %(request)b::bytea[], %(request_hash)b::text[], %(ttl)b::int[])
@@ -171,7 +171,9 @@ async def lock(conn: AsyncConnection[Any], idents: list[Ident]) -> dict[Ident, K
     """The keys' rows, locked until the transaction ends."""
     cur = await keyed(conn, LOCK, ([i[0] for i in idents], [i[1] for i in idents]))
     return {
-        (r[0], r[1]): KeyRow(KeyStatus(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10])
+        (r[0], r[1]): KeyRow(
+            KeyStatus(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], KeyStatus(r[11]) if r[11] else None
+        )
         for r in await cur.fetchall()
     }
 

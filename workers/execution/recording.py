@@ -26,7 +26,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.topics.catalog import Topics
-from toolgate.workers.execution import answers, clearance, compensation, decision, keys, tickets
+from toolgate.workers.execution import answers, clearance, compensation, decision, keys, reads, tickets
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.answers import STAGE
 from toolgate.workers.execution.attempt import Attempt
@@ -70,6 +70,8 @@ class Writes:
     entries: list[audit.Entry] = field(default_factory=list)
     compensated: list[tuple[str | None, str, str]] = field(default_factory=list)
     compensation_failed: list[tuple[str, str]] = field(default_factory=list)
+    spent: list[str] = field(default_factory=list)  # tickets whose operation ended
+    reads: list[tuple[str, str, str, str]] = field(default_factory=list)  # reads' first outcomes
 
     async def write(
         self, conn: AsyncConnection[Any], topics: Topics, lease: Lease
@@ -88,6 +90,9 @@ class Writes:
                 await conn.cursor().executemany(compensation.MARK_COMPENSATED, self.compensated)
             if self.compensation_failed:
                 await conn.cursor().executemany(compensation.MARK_FAILED, self.compensation_failed)
+            if self.spent:
+                await conn.execute(tickets.SPEND, (self.spent,))
+            await reads.store(conn, self.reads)
             await outbox.enqueue(conn, self.rows, topics)
             if self.results:
                 held = await outbox.enqueue_held(conn, self.results, topics)
@@ -143,6 +148,10 @@ def _conclude(
         writes.insert.append(keys.settled_row(a, res, status))
     elif a.key is not None:
         writes.settle.append(keys.settlement(a.record.tenant_id, a.key, res, status))
+    if a.ticket is not None and status in idem.ENDED:
+        writes.spent.append(a.ticket.approval_id)
+    if a.key is None and status is not KeyStatus.PENDING:
+        writes.reads.append(reads.outcome_row(a, res))
     return res, status
 
 

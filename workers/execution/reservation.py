@@ -68,13 +68,15 @@ async def reserve(
     first = _leaders(keyed)
     if not first:
         return
+    # A call under a spent ticket reserves nothing: it may only replay what its operation stored.
+    spent = {ident for ident, a in first.items() if a.ticket is not None and a.ticket.spent}
     if deferred:
         existing = await keys.lock(conn, list(first))
-        fresh = {ident for ident in first if ident not in existing}
+        fresh = {ident for ident in first if ident not in existing and ident not in spent}
         for ident in fresh:
             first[ident].unwritten = True
     else:
-        fresh = await keys.reserve(conn, list(first.values()), lease.owner, lease.seconds)
+        fresh = await keys.reserve(conn, [a for i, a in first.items() if i not in spent], lease.owner, lease.seconds)
         # A fresh key's row is this transaction's own insert, locked already and known: only the
         # keys that existed before are read, under FOR UPDATE (usually none: one statement saved).
         old = [ident for ident in first if ident not in fresh]
@@ -92,7 +94,10 @@ async def reserve(
             resend_safe=decision.resend_safe(a.job.contract),
             reject_expired=a.job.contract.binding.get("expired_key") == "reject",
         )
-        if isinstance(a.plan, idem.Execute) and row is not None:
+        blocked = clearance.spent(a.ticket, a.plan)
+        if blocked is not None:
+            a.result = answers.refuse(a.record, a.traceparent, blocked.taxonomy, blocked.code, blocked.message, now)
+        elif isinstance(a.plan, idem.Execute) and row is not None:
             redrive.append(keys.redrive_row(a, a.plan.attempt))
     await keys.redrive(conn, redrive, lease.owner, lease.seconds)
 

@@ -2,8 +2,8 @@
 
 All inside the caller's transaction: tickets are read under FOR UPDATE; a ticket is consumed
 in the transaction of its effect (the reservation's, for an effect outside Postgres, which
-cannot share one); a target's state is read under FOR UPDATE when the effect commits in the
-same transaction.
+cannot share one) and spent in the one that records its operation's end (`SPEND`); a target's
+state is read under FOR UPDATE when the effect commits in the same transaction.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ LOCK = "SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%b) O
 LOAD = """
 SELECT a.approval_id, a.status, a.call_id, a.tenant_id, a.tool_name, a.tool_version, a.payload_hash,
        a.required_approvals, a.state_version, a.consumed_by,
-       count(DISTINCT d.approver_id) FILTER (WHERE d.verdict = 'APPROVE' AND p.status = 'active')
+       count(DISTINCT d.approver_id) FILTER (WHERE d.verdict = 'APPROVE' AND p.status = 'active'),
+       a.spent_at IS NOT NULL
 FROM toolgate.approvals a
 LEFT JOIN toolgate.approval_decisions d USING (approval_id)
 LEFT JOIN toolgate.approvers p ON p.approver_id = d.approver_id
@@ -63,6 +64,7 @@ def _ticket(row: tuple[Any, ...]) -> Ticket:
         version,
         consumed,
         int(row[10]),
+        bool(row[11]),
     )
 
 
@@ -73,6 +75,14 @@ async def consume(conn: AsyncConnection[Any], released: dict[str, str]) -> set[s
         return set()
     cur = await conn.execute(CONSUME, (list(released), list(released.values())))
     return {row[0] for row in await cur.fetchall()}
+
+
+SPEND = "UPDATE toolgate.approvals SET spent_at = now() WHERE approval_id = ANY(%b) AND spent_at IS NULL"
+# A key settled by reconciliation: the ticket of its call, if it released this key's operation.
+SPEND_OPERATION = """
+UPDATE toolgate.approvals SET spent_at = now()
+WHERE approval_id = %s AND tenant_id = %s AND consumed_by = %s AND spent_at IS NULL
+"""
 
 
 async def state_now(

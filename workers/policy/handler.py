@@ -9,14 +9,13 @@ the allowed calls, and an audit entry for every refusal.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from psycopg import AsyncConnection
 
 from toolgate.contracts.policy import Policy, load_policy
 from toolgate.contracts.registry import Contract, Registry
-from toolgate.hashing import operation_event
+from toolgate.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
@@ -210,8 +209,9 @@ class UsageReads:
 
 def usage_event(record: StageRecord, is_mutation: bool) -> str:
     """What budgets and rate limits count this call as (toolgate.hashing): a mutation by its
-    operation, once however often retried; a read every time it passes, since it runs again."""
-    return operation_event(record) if is_mutation else f"read_{uuid.uuid4().hex}"
+    operation, once however often retried; a read by its call, once however often sent again
+    (execution answers a copy from its first outcome: workers/execution/reads.py)."""
+    return operation_event(record) if is_mutation else read_event(record)
 
 
 async def recent_calls(conn: AsyncConnection[Any], windows: Windows) -> dict[tuple[str, str], Recent]:

@@ -18,6 +18,7 @@ from toolgate.contracts.registry import Registry
 from toolgate.settings import Settings
 from toolgate.telemetry import meter, tracer
 from toolgate.topics.catalog import BY_LOGICAL
+from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.reconciliation.decision import STAGE
 from toolgate.workers.reconciliation.retention import Ages, Needs, ages
 from toolgate.workers.runtime import audit
@@ -38,6 +39,9 @@ def _batch_of(table: str, where: str) -> str:
         f"SELECT ctid FROM toolgate.{table} t WHERE {where} LIMIT %(batch)s FOR UPDATE SKIP LOCKED))"
     )
 
+
+# The statuses an operation ends in (idempotency.ENDED), as SQL.
+ENDED = "(" + ", ".join(f"'{status}'" for status in idem.ENDED) + ")"
 
 # Table, statement, and which of Ages it reads as %(age)s. Approvals before calls: a call is
 # kept while an approval of it is (its approval_id is derived from the call_id).
@@ -71,15 +75,26 @@ STATEMENTS: tuple[tuple[str, str, str], ...] = (
         ),
         "calls",
     ),
+    ("read_outcomes", _batch_of("read_outcomes", _older("t.at")), "read_outcomes"),
     ("dead_letter_actions", _batch_of("dead_letter_actions", _older("t.at")), "dead_letter_actions"),
+    (
+        # An operation that ended keeps a tombstone (idempotency.plan): past history's age its
+        # key is stripped of the request and the stored outcome, and kept for the tombstone window.
+        "idempotency_key_outcomes",
+        "UPDATE toolgate.idempotency_keys SET request = '', response = NULL WHERE ctid = ANY(ARRAY("
+        "SELECT ctid FROM toolgate.idempotency_keys t WHERE t.status = 'EXPIRED' AND t.response IS NOT NULL AND "
+        + _older("t.expires_at")
+        + f" AND t.expired_from IN {ENDED} LIMIT %(batch)s FOR UPDATE SKIP LOCKED))",
+        "expired_keys",
+    ),
     (
         "idempotency_keys",
         _batch_of(
             "idempotency_keys",
             "t.status = 'EXPIRED' AND "
             + _older("t.expires_at")
-            + " AND t.expires_at < now() - make_interval(secs => CASE WHEN t.tool_name || '@' || t.tool_version"
-            " = ANY(%(refusing)b) THEN %(tombstone)s ELSE %(age)s END)",
+            + f" AND t.expires_at < now() - make_interval(secs => CASE WHEN t.expired_from IN {ENDED}"
+            " OR t.tool_name || '@' || t.tool_version = ANY(%(refusing)b) THEN %(tombstone)s ELSE %(age)s END)",
         ),
         "expired_keys",
     ),
@@ -105,7 +120,7 @@ class Pruner:
         self.ages: Ages = ages(
             settings.retention_days, settings.retention_tombstone_days, needs_of(registry, policy, settings)
         )
-        # Keys of these contracts are refused once expired, so they are kept as tombstones longer.
+        # Keys of these contracts are refused once expired, so they are kept as tombstones too.
         self.refusing = sorted(f"{c.name}@{c.version}" for c in registry if c.binding.get("expired_key") == "reject")
         self.pool = make_pool(settings.database_url, f"{STAGE}-retention", max_size=1)
         self._deleted = meter().create_counter(
@@ -155,4 +170,4 @@ class Pruner:
         return {
             table: float(getattr(self.ages, age_of)) * (86_400 if age_of == "usage_daily_days" else 1)
             for table, _, age_of in STATEMENTS
-        } | {"idempotency_keys_refused_when_expired": self.ages.key_tombstones}
+        } | {"idempotency_key_tombstones": self.ages.key_tombstones}

@@ -33,7 +33,9 @@ from toolgate.settings import Settings
 from toolgate.states import KeyStatus
 from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
+from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.approval.sweep import expire_approvals
+from toolgate.workers.execution import tickets
 from toolgate.workers.execution.answers import stored_response, verification_for
 from toolgate.workers.execution.executors import Done, Effect, Failed, Job, run_after_effects
 from toolgate.workers.execution.http import HttpExecutor
@@ -75,7 +77,7 @@ UPDATE toolgate.idempotency_keys SET status = %s, response = %s, error_code = %s
 WHERE tenant_id = %s AND idempotency_key = %s
 """
 EXPIRE = """
-UPDATE toolgate.idempotency_keys SET status = 'EXPIRED'
+UPDATE toolgate.idempotency_keys SET expired_from = status, status = 'EXPIRED'
 WHERE (tenant_id, idempotency_key) IN (
     SELECT tenant_id, idempotency_key FROM toolgate.idempotency_keys
     WHERE expires_at < now() AND status IN ('COMPLETED', 'FAILED_RETRYABLE', 'FAILED_FINAL', 'COMPENSATED')
@@ -217,6 +219,7 @@ class Reconciler:
             verification=verification_for(job, done.data),
         )
         await conn.execute(SETTLE, (KeyStatus.COMPLETED, Jsonb(stored_response(res)), None, *stuck.pk))
+        await _spend(conn, stuck)
         return [outbox.item("results", record.home_partition, res)]
 
     async def _fail_final(self, conn: Conn, stuck: Stuck, failed: decision.FailFinal, now: int) -> Rows:
@@ -234,6 +237,7 @@ class Reconciler:
         )
         error_code = TaxonomyClass.UNKNOWN_ERROR.value
         await conn.execute(SETTLE, (KeyStatus.FAILED_FINAL, Jsonb(stored_response(res)), error_code, *stuck.pk))
+        await _spend(conn, stuck)
         letter = deadletters.for_request(
             record, stuck.request, stage=STAGE, taxonomy=TaxonomyClass.UNKNOWN_ERROR, reason=failed.detail, now_ms=now
         )
@@ -246,3 +250,9 @@ class Reconciler:
             tenant_id=stuck.tenant_id,
         )
         return [outbox.item("results", record.home_partition, res), dead]
+
+
+async def _spend(conn: Conn, stuck: Stuck) -> None:
+    """The key's operation ended: the ticket that released it (if one did) is spent."""
+    approval_id = approval_id_for(stuck.tenant_id, stuck.call_id)
+    await conn.execute(tickets.SPEND_OPERATION, (approval_id, stuck.tenant_id, stuck.key))

@@ -3,9 +3,11 @@ pruned.
 
 Pure: the configured windows and what the readers of each table still need come in; one age
 per table comes out. An operator configures two windows, `retention_days` for the history of
-finished calls and `retention_tombstone_days` for the expired idempotency keys of contracts that
-refuse an expired key (`expired_key: reject`: the refusal needs the key to still exist). Neither
-may cut below what a reader needs; a window below a floor is raised to it, and the reason said:
+finished calls and `retention_tombstone_days` for the tombstones of expired idempotency keys:
+the key of an operation that ended (which never runs again, idempotency.plan), and every expired
+key of a contract that refuses one (`expired_key: reject`: the refusal needs the key to still
+exist). Neither may cut below what a reader needs; a window below a floor is raised to it, and
+the reason said:
 
     table                 pruned when older than                 floor (a reader that needs it)
     calls                 history, and no approval of it is kept  the proposal window: a replay
@@ -18,13 +20,18 @@ may cut below what a reader needs; a window below a floor is raised to it, and t
                                                                   yesterday's near midnight)
     approvals, decisions  history since the decision; PENDING    the proposal window
                           never
+    read_outcomes         the proposal window (a copy of a read   the proposal window
+                          past it is refused as stale before
+                          it could be answered from one)
     dead_letter_actions   history                                the dead-letter topic's retention:
                                                                   a letter still on the topic keeps
                                                                   its action, so it is not undone
-    idempotency_keys      EXPIRED for history, or for the        the longest deduplication window
-                          tombstone window when its contract
-                          refuses an expired key; no other
-                          status ever
+    idempotency_keys      EXPIRED for history; a tombstone (an   the longest deduplication window;
+                          operation that ended, or a contract    a tombstone also the dead-letter
+                          that refuses an expired key) for the   topic's retention, so no letter an
+                          tombstone window, stripped of its      operator may still replay outlives
+                          request and outcome after history;     the key that refuses it
+                          no other status ever
 
 The audit log and its checkpoints are never pruned: their retention is a compliance decision
 (the seeds: typically 1-7 years), made by their owner with the log archived and verified first.
@@ -57,6 +64,7 @@ class Ages:
     usage_events: float
     usage_daily_days: int
     approvals: float
+    read_outcomes: float
     dead_letter_actions: float
     expired_keys: float
     key_tombstones: float
@@ -74,6 +82,12 @@ def ages(history_days: float, tombstone_days: float, needs: Needs) -> Ages:
         return window
 
     keys = at_least("idempotency_keys", needs.dedupe_window_s, "the longest deduplication window")
+    tombstones = at_least(
+        "idempotency_key_tombstones",
+        max(keys, needs.deadletter_retention_s),
+        "the longest deduplication window and the dead-letter topic's retention",
+        tombstone_days * DAY_S,
+    )
     return Ages(
         calls=at_least("calls", needs.proposal_window_s, "the proposal window"),
         repair_attempts=at_least("repair_attempts", needs.proposal_window_s, "the proposal window"),
@@ -84,10 +98,11 @@ def ages(history_days: float, tombstone_days: float, needs: Needs) -> Ages:
         ),
         usage_daily_days=max(2, int(history // DAY_S)),
         approvals=at_least("approvals", needs.proposal_window_s, "the proposal window"),
+        read_outcomes=needs.proposal_window_s,
         dead_letter_actions=at_least(
             "dead_letter_actions", needs.deadletter_retention_s, "the dead-letter topic's retention"
         ),
         expired_keys=keys,
-        key_tombstones=max(keys, tombstone_days * DAY_S),
+        key_tombstones=tombstones,
         raised=tuple(raised),
     )

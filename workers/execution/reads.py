@@ -1,0 +1,74 @@
+"""A read runs once per call: a copy of it is answered from its first outcome.
+
+A read changes nothing, so it reserves no idempotency key. But the same call may come again: a
+client re-publishes a call it heard no answer to, and anyone who captured a proposal may replay
+its bytes while its signature's window lasts (review N5). Run again, such a copy would count
+again against the tenant's rate limits and budgets and could be answered differently. So
+execution keeps each read's final outcome by (tenant, call_id), for as long as a copy of it can
+pass validation (the proposal window: retention.py), and answers a copy from it:
+
+    a read whose (tenant, call_id)          what it gets
+    has no outcome stored                   it runs; its final outcome is stored with it
+    has the outcome of the same request     that outcome again (idempotency_hit); nothing runs
+    has the outcome of another request      it runs (validation binds a call_id to one proposal,
+                                            so no genuine call gets here)
+
+Policy counts a read once per call likewise (toolgate.hashing.read_event). An interim answer
+(an outcome still unknown) is not stored: the call is not over. The reads and writes are one
+statement each per round, in the round's transactions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from toolgate.hashing import request_hash
+from toolgate.schemas.models import ExecutionResult
+from toolgate.workers.execution.answers import replay, stored_response
+from toolgate.workers.execution.attempt import Attempt
+from toolgate.workers.runtime.db import keyed, rows_json
+
+Ident = tuple[str, str]  # (tenant_id, call_id)
+
+LOAD = """
+SELECT tenant_id, call_id, request_hash, response FROM toolgate.read_outcomes
+WHERE (tenant_id, call_id) IN (SELECT * FROM unnest(%b::text[], %b::text[]))
+"""
+STORE = """
+INSERT INTO toolgate.read_outcomes (tenant_id, call_id, request_hash, response)
+SELECT r.tenant_id, r.call_id, r.request_hash, r.response::jsonb
+FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[]) AS r(tenant_id, call_id, request_hash, response)
+ON CONFLICT (tenant_id, call_id) DO NOTHING
+"""
+
+
+def answered(a: Attempt, stored: dict[Ident, tuple[str, dict[str, Any]]], now: int) -> ExecutionResult | None:
+    """A read's first outcome, answered again, if it has one for the same request (pure)."""
+    found = stored.get((a.record.tenant_id, a.record.call_id))
+    if found is None or found[0] != request_hash(a.record):
+        return None
+    return replay(a.record, a.traceparent, found[1], now)
+
+
+async def replay_copies(conn: AsyncConnection[Any], reads: Sequence[Attempt], now: int) -> None:
+    """Answer each read that already has a first outcome from it."""
+    if not reads:
+        return
+    cur = await keyed(conn, LOAD, ([a.record.tenant_id for a in reads], [a.record.call_id for a in reads]))
+    stored = {(r[0], r[1]): (r[2], r[3]) for r in await cur.fetchall()}
+    for a in reads:
+        a.result = answered(a, stored, now)
+
+
+def outcome_row(a: Attempt, res: ExecutionResult) -> tuple[str, str, str, str]:
+    """A read's final outcome, as `store` keeps it."""
+    return (a.record.tenant_id, a.record.call_id, request_hash(a.record), rows_json(stored_response(res)))
+
+
+async def store(conn: AsyncConnection[Any], rows: list[tuple[str, str, str, str]]) -> None:
+    """Keep reads' first outcomes (a copy stored meanwhile keeps the first)."""
+    if rows:
+        await conn.execute(STORE, [list(column) for column in zip(*rows, strict=True)])
