@@ -12,6 +12,7 @@ tests/integration/conftest.py starts just those, with a database and topics per 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -219,11 +220,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@pytest.fixture(scope="session")
-def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
-    home = tmp_path_factory.mktemp("toolgate-home")
+@contextlib.contextmanager
+def started(home: Path, **overrides: str) -> Iterator[Pipeline]:
+    """A real `toolgate up` in `home` with the test settings (and `overrides`, TOOLGATE_* names),
+    until the block ends; every process it started is gone after."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
-    env.update(TEST_ENV, TOOLGATE_HOME=str(home))
+    env.update(TEST_ENV, **overrides, TOOLGATE_HOME=str(home))
     log = home / "up.out"
     with open(log, "wb") as out:
         process = subprocess.Popen(
@@ -240,6 +242,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
             client_id="pytest",
             keyring=AgentKeyring(home / "agents"),
             deployment_public_key=bytes.fromhex(runtime["deployment_public_key"]),
+            proposal_max_age_s=float(env.get("TOOLGATE_PROPOSAL_MAX_AGE_SECONDS", "900")),
         )
         yield Pipeline(home, env, process, runtime, client)
         client.close()
@@ -256,3 +259,9 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         time.sleep(0.5)
         orphans = [pid for pid in pids if _alive(pid)]
         assert not orphans, f"toolgate up left processes behind: {orphans}"
+
+
+@pytest.fixture(scope="session")
+def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
+    with started(tmp_path_factory.mktemp("toolgate-home")) as running:
+        yield running

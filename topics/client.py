@@ -71,11 +71,14 @@ from toolgate.topics.producers import Producers
 INTERIM_CODE = 202
 # Re-publishing a call that has no final answer yet: first after RESEND_FIRST_S, then twice as
 # long each time up to RESEND_MAX_S; a held call (its interim answer came) only every
-# RESEND_MAX_S. Never past the call's deadline, nor past RESEND_WITHIN_S after it was signed:
-# toolgate refuses a signature older than its proposal window (900 s by default) as stale.
+# RESEND_MAX_S. Never past the call's deadline, nor past the end of its signature's window, less
+# a margin (`resend_window_s`): toolgate refuses a signature older than its proposal window
+# (TOOLGATE_PROPOSAL_MAX_AGE_SECONDS, 900 s by default) as stale, and a copy that arrives stale
+# is never answered (validation drops it), so a client that re-published past the window would
+# only wait longer.
 RESEND_FIRST_S = 10.0
 RESEND_MAX_S = 60.0
-RESEND_WITHIN_S = 840.0
+PROPOSAL_MAX_AGE_S = 900.0  # the deployment's default proposal window (settings)
 RESEND_CHECK_S = 0.2  # how often a waiting call checks whether re-publishing is due
 # Proposals published together are signed in trees of at most this many: one signature for 64
 # calls, and a path of 6 steps (198 bytes) in each.
@@ -112,11 +115,18 @@ class Proposed:
     proposal_digest: str = ""  # what toolgate's answer must name
     record: Record | None = None  # the bytes published, for `wait` to re-publish
     deadline_ms: int | None = None
+    resend_within_ms: int = int(1000 * (PROPOSAL_MAX_AGE_S - 60))  # resend_window_s of the deployment's window
 
     def resend_until_ms(self) -> int:
         """When re-publishing stops: the deadline, or the end of the signature's window."""
-        window_end = self.created_at_ms + int(RESEND_WITHIN_S * 1000)
+        window_end = self.created_at_ms + self.resend_within_ms
         return min(window_end, self.deadline_ms) if self.deadline_ms is not None else window_end
+
+
+def resend_window_s(proposal_max_age_s: float) -> float:
+    """How long after signing a call may be re-published: the deployment's proposal window, less a
+    margin for clocks and transit (60 s, or a quarter of a short window)."""
+    return proposal_max_age_s - min(60.0, proposal_max_age_s / 4)
 
 
 @dataclass(frozen=True)
@@ -175,13 +185,16 @@ class ToolgateClient:
         verify: bool = True,
         kafka_config: dict[str, str] | None = None,
         compression: str = "lz4",
+        proposal_max_age_s: float = PROPOSAL_MAX_AGE_S,
     ) -> None:
         """`keyring`: where agents' private keys are (for `propose(agent_id=...)`);
         `deployment_public_key`: what observations must be signed with (`verify=False` reads
         them unchecked, for tools that only count); `kafka_config`: SASL/TLS settings;
         `compression`: the codec of what it writes to topics only toolgate reads (proposals,
-        decisions; settings.compression)."""
+        decisions; settings.compression); `proposal_max_age_s`: the deployment's proposal
+        window (settings.proposal_max_age_seconds), which bounds re-publishing."""
         self.bootstrap = bootstrap
+        self.resend_within_ms = int(resend_window_s(proposal_max_age_s) * 1000)
         self.topics = Topics(prefix)
         self.trace_sample_ratio = trace_sample_ratio
         self.keyring = keyring
@@ -224,6 +237,7 @@ class ToolgateClient:
             deployment_public_key=deployment_public_key(s),
             kafka_config=client_config(s),
             compression=s.compression,
+            proposal_max_age_s=s.proposal_max_age_seconds,
         )
 
     def signer(self, agent_id: str) -> AgentSigner:
@@ -360,6 +374,7 @@ class ToolgateClient:
             proposal_digest,
             record,
             proposal.deadline_ms,
+            self.resend_within_ms,
         )
         # Remembered before it is published: a feed may hear its answer before publish returns.
         self._unanswered.add(proposed, time.monotonic())

@@ -6,7 +6,16 @@ from __future__ import annotations
 import time
 
 from toolgate.schemas.models import Observation
-from toolgate.topics.client import PRUNE_FIRST, RESEND_FIRST_S, RESEND_MAX_S, Observed, Proposed, Record, Unanswered
+from toolgate.topics.client import (
+    PRUNE_FIRST,
+    RESEND_FIRST_S,
+    RESEND_MAX_S,
+    Observed,
+    Proposed,
+    Record,
+    Unanswered,
+    resend_window_s,
+)
 
 from .factories import sample_models
 
@@ -92,3 +101,18 @@ def test_calls_past_their_window_are_forgotten_and_the_look_for_them_stays_rare(
         calls.add(_proposed(f"new{n}"), now=0.0)
     assert all(f"new{n}" in calls for n in range(3 * PRUNE_FIRST))
     assert calls._prune_at == 4 * PRUNE_FIRST
+
+
+def test_re_publishing_stops_before_the_deployments_proposal_window_closes() -> None:
+    assert resend_window_s(900.0) == 840.0  # the default window, less a minute
+    assert resend_window_s(60.0) == 45.0  # a tightened window keeps a quarter as margin
+    within = int(resend_window_s(60.0) * 1000)
+    wall = int(time.time() * 1000)
+    record = Record("tool.proposals", b"run", b"bytes", ())
+    inside = Proposed("in", "run", "tp", wall - 40_000, record=record, resend_within_ms=within)
+    past = Proposed("past", "run", "tp", wall - 46_000, record=record, resend_within_ms=within)
+    assert inside.resend_until_ms() == wall - 40_000 + 45_000
+    calls = Unanswered()
+    calls.add(inside, now=0.0)
+    calls.add(past, now=0.0)
+    assert calls.take_due(RESEND_FIRST_S) == [inside]

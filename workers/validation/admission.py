@@ -7,10 +7,17 @@
     proven, beyond the size limits                 Refuse   OUT_OF_BOUNDS, own tenant
     proven, in limits                              Proven   goes on to the gates
     proven, its call_id bound to another proposal  Refuse   SIGNATURE_MISMATCH (call_id_reused)
+    refused, a copy of a call already bound        Drop     audited (`copy_dropped`), never
+      (same tenant, call_id and digest)                       answered
 
 Every Drop and Refuse carries the audit entry that records it. Only a proven signature earns
 an answer, and it goes to the tenant the registry names; a refusal carries none of the
 oversized text (limits.trimmed).
+
+One answer per call: a call bound to its digest (callers.py) was, or will be, answered by its
+first delivery. A copy of it that is refused here (replayed past its signature's window, sent
+again from another tenant) is that same call, and a refusal now would publish a second,
+contradictory final for it, signed and naming its digest (review N3): it is dropped instead.
 """
 
 from __future__ import annotations
@@ -135,3 +142,10 @@ def undecodable_entry(call_id: str | None) -> Entry:
     """Bytes that are no ToolProposal prove nobody; the audit log still records them."""
     detail = {"taxonomy": str(TaxonomyClass.SYNTACTIC_PARSE_FAIL), "code": "undecodable_proposal", "proven": False}
     return Entry(STAGE, "refused", "unknown", call_id, None, detail)
+
+
+def copy_dropped(refused: Refuse) -> Entry:
+    """The audit entry of a refused copy of a call already bound: recorded, never answered."""
+    entry = refused.entry
+    detail = {**entry.detail, "refusal": entry.detail.get("code"), "code": "copy_of_bound_call", "answered": False}
+    return Entry(entry.stage, entry.action, entry.actor, entry.call_id, entry.tenant_id, detail)

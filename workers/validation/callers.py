@@ -53,6 +53,14 @@ async def load_agents(conn: AsyncConnection[Any], agent_ids: Iterable[str]) -> d
     return {a: RegisteredAgent(a, t, s, active, keys.get(a, {})) for a, (t, s, active) in heads.items()}
 
 
+async def bound_digests(conn: AsyncConnection[Any], calls: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The digest each of these (tenant, call_id) is bound to, for those bound at all."""
+    if not calls:
+        return {}
+    cur = await keyed(conn, DIGESTS, ([t for t, _ in calls], [c for _, c in calls]))
+    return {(tenant, call_id): digest for tenant, call_id, digest in await cur.fetchall()}
+
+
 async def register_calls(
     conn: AsyncConnection[Any], calls: list[tuple[str, str, str, str]]
 ) -> dict[tuple[str, str], str]:
@@ -65,7 +73,5 @@ async def register_calls(
     cur = await conn.execute(REGISTER, columns)
     bound = {(tenant, call_id): digest for tenant, call_id, digest in await cur.fetchall()}
     seen = sorted({(tenant, call_id) for tenant, call_id, _, _ in calls} - bound.keys())
-    if seen:
-        cur = await keyed(conn, DIGESTS, ([t for t, _ in seen], [c for _, c in seen]))
-        bound.update({(tenant, call_id): digest for tenant, call_id, digest in await cur.fetchall()})
+    bound.update(await bound_digests(conn, seen))
     return bound

@@ -116,18 +116,19 @@ class ValidationHandler(Handler[ToolProposal]):
         bound to their call_id; every other call is refused here (admission.py)."""
         agents = await callers.load_agents(conn, (c.model.principal.agent_id for c in calls))
         proven: list[tuple[Inbound[ToolProposal], Proven]] = []
+        refused: list[tuple[Inbound[ToolProposal], admission.Refuse]] = []
         for call in calls:
             agent = agents.get(call.model.principal.agent_id)
             screened = admission.screen(call.model, len(call.raw), agent, now, self.window, self.roots)
             if isinstance(screened, Proven):
                 proven.append((call, screened))
-                continue
-            entries.append(screened.entry)
-            if isinstance(screened, admission.Drop):  # nobody proven to answer: the operator gets the bytes
+            elif isinstance(screened, admission.Drop):  # nobody proven to answer: the operator gets the bytes
+                entries.append(screened.entry)
                 call_id = limits.routable(call.model.call_id)
                 out.dead_letter(call.origin, call.raw, screened.taxonomy_class, screened.reason, call_id)
             else:
-                self._refuse(call, screened, now, out)
+                refused.append((call, screened))
+        await self._refuse_unless_bound(conn, refused, now, out, entries)
         bound = await callers.register_calls(
             conn, [(i.tenant_id, c.model.call_id, i.digest, c.model.principal.agent_id) for c, i in proven]
         )
@@ -141,6 +142,26 @@ class ValidationHandler(Handler[ToolProposal]):
                 continue
             admitted.append(a)
         return admitted
+
+    async def _refuse_unless_bound(
+        self,
+        conn: AsyncConnection[Any],
+        refused: list[tuple[Inbound[ToolProposal], admission.Refuse]],
+        now: int,
+        out: Emit,
+        entries: list[audit.Entry],
+    ) -> None:
+        """Answer each refusal, unless it refuses a copy of a call already bound to the same
+        digest: that call was answered by its first delivery, so the copy is audited and dropped."""
+        if not refused:
+            return
+        bound = await callers.bound_digests(conn, [(r.proposal.tenant_id, r.proposal.call_id) for _, r in refused])
+        for call, r in refused:
+            if bound.get((r.proposal.tenant_id, r.proposal.call_id)) == r.digest:
+                entries.append(admission.copy_dropped(r))
+                continue
+            entries.append(r.entry)
+            self._refuse(call, r, now, out)
 
     def _refuse(self, call: Inbound[ToolProposal], refused: admission.Refuse, now: int, out: Emit) -> None:
         home = call.origin.partition
