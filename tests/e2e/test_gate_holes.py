@@ -66,12 +66,14 @@ def test_one_key_reused_for_every_call_still_meets_the_rate_limit(pipeline: Pipe
     assert sorted(answers) == ["RATE_LIMITED"] * 2 + ["SUCCESS"] * 5
 
 
-def test_a_read_retried_under_its_call_id_is_counted_each_time_it_runs(pipeline: Pipeline) -> None:
+def test_a_read_sent_again_under_its_call_id_is_answered_from_its_first_outcome_and_counted_once(
+    pipeline: Pipeline,
+) -> None:
     tenant, agent = new_tenant(pipeline)
     arguments = {"amount_cents": 1000, "country": "DE"}
     first = as_agent(pipeline, agent, "invoice.tax_estimate", arguments, logical_operation_id="op-read")
     assert taxonomy(pipeline.wait(first)) == "SUCCESS"
-    for _ in range(6):  # the same call again, as a client retries it: it runs again, so it counts again
+    for _ in range(6):  # the same call again, as a client re-sends it: it is the same call
         as_agent(
             pipeline,
             agent,
@@ -82,15 +84,17 @@ def test_a_read_retried_under_its_call_id_is_counted_each_time_it_runs(pipeline:
             logical_operation_id="op-read",
         )
     deadline = time.monotonic() + 30
-    answers: list[str] = []
+    answers: list[tuple[str, bool]] = []
     while len(answers) < 7 and time.monotonic() < deadline:
         answers = [
-            str(o.observation.status.taxonomy_class)
+            (str(o.observation.status.taxonomy_class), o.observation.execution_metadata.idempotency_hit)
             for o in pipeline.client.observations(
                 tenant_id=tenant, call_ids=[first.call_id], start_offsets=first.start_offsets, idle_timeout=1.0
             )
         ]
-    assert sorted(answers) == ["RATE_LIMITED"] * 2 + ["SUCCESS"] * 5
+    # It ran once and counted once (review N5): the rate limit (5 per 10 s) was never reached.
+    assert sorted(answers) == [("SUCCESS", False)] + [("SUCCESS", True)] * 6
+    assert pipeline.sql("SELECT count(*) FROM toolgate.usage_events WHERE tenant_id = %s", (tenant,)) == [(1,)]
 
 
 def test_a_key_spent_on_a_cheap_read_buys_no_charge_past_a_budget_of_zero(pipeline: Pipeline) -> None:
