@@ -108,25 +108,56 @@ def _seed(pipeline: Pipeline, tag: str) -> dict[str, tuple[str, str]]:
         f"toolgate.dead_letter_actions WHERE dead_letter_id = '{n('dl_1')}'",
     )
 
-    # Expired keys go after retention, but a contract that refuses an expired key keeps its
-    # keys (charge_card: expired_key reject); no other status is ever pruned.
-    for name, tool, status, lease in (
-        ("expired", "invoice.create_draft", "EXPIRED", "NULL"),
-        ("refused", "payment.charge_card", "EXPIRED", "NULL"),
-        ("pending", "invoice.create_draft", "PENDING", "now() + interval '1 hour'"),
+    # Expired keys go after retention, unless they are tombstones: the key of an operation that
+    # ended (it never runs again), stripped of its request and outcome, and every key of a
+    # contract that refuses an expired key (charge_card: expired_key reject); no other status
+    # is ever pruned.
+    for name, tool, status, expired_from, lease in (
+        ("expired", "invoice.create_draft", "EXPIRED", None, "NULL"),
+        ("never_ended", "invoice.create_draft", "EXPIRED", "FAILED_RETRYABLE", "NULL"),
+        ("ended", "invoice.create_draft", "EXPIRED", "COMPLETED", "NULL"),
+        ("refused", "payment.charge_card", "EXPIRED", None, "NULL"),
+        ("pending", "invoice.create_draft", "PENDING", None, "now() + interval '1 hour'"),
     ):
         sql(
-            "INSERT INTO toolgate.idempotency_keys (tenant_id, idempotency_key, request_hash, status, tool_name, "
-            "tool_version, executor, call_id, home_partition, request, lease_owner, lease_until, expires_at) "
-            f"VALUES ('acme', %s, 'h', %s, %s, '1.0.0', 'postgres', 'c', 0, '', 'elsewhere', {lease}, {OLD})",
-            (n(f"key_{name}"), status, tool),
+            "INSERT INTO toolgate.idempotency_keys (tenant_id, idempotency_key, request_hash, status, expired_from, "
+            "tool_name, tool_version, executor, call_id, home_partition, request, response, lease_owner, lease_until, "
+            f"expires_at) VALUES ('acme', %s, 'h', %s, %s, %s, '1.0.0', 'postgres', 'c', 0, 'the request', "
+            f"""'{{"data": 1}}', 'elsewhere', {lease}, {OLD})""",
+            (n(f"key_{name}"), status, expired_from, tool),
         )
     rows["expired key"] = ("gone", f"toolgate.idempotency_keys WHERE idempotency_key = '{n('key_expired')}'")
+    rows["expired key of an operation that never ended"] = (
+        "gone",
+        f"toolgate.idempotency_keys WHERE idempotency_key = '{n('key_never_ended')}'",
+    )
+    rows["tombstone of an operation that ended"] = (
+        "kept",
+        f"toolgate.idempotency_keys WHERE idempotency_key = '{n('key_ended')}'",
+    )
+    rows["its request and outcome"] = (
+        "gone",
+        f"toolgate.idempotency_keys WHERE idempotency_key = '{n('key_ended')}' "
+        "AND (response IS NOT NULL OR octet_length(request) > 0)",
+    )
     rows["expired key its contract refuses"] = (
         "kept",
         f"toolgate.idempotency_keys WHERE idempotency_key = '{n('key_refused')}'",
     )
     rows["pending key"] = ("kept", f"toolgate.idempotency_keys WHERE idempotency_key = '{n('key_pending')}'")
+
+    # A read's first outcome is kept for the proposal window only (a copy past it is stale).
+    for name, at in (("old", "now() - interval '20 minutes'"), ("fresh", "now()")):
+        sql(
+            "INSERT INTO toolgate.read_outcomes (tenant_id, call_id, request_hash, response, at) "
+            f"VALUES ('acme', %s, 'h', '{{}}', {at})",
+            (n(f"read_{name}"),),
+        )
+    rows["read outcome past the proposal window"] = (
+        "gone",
+        f"toolgate.read_outcomes WHERE call_id = '{n('read_old')}'",
+    )
+    rows["read outcome within it"] = ("kept", f"toolgate.read_outcomes WHERE call_id = '{n('read_fresh')}'")
 
     with psycopg.connect(pipeline.database_url) as conn, conn.transaction():
         for query, params in statements:
@@ -168,7 +199,9 @@ def test_toolgate_prune_runs_one_pass_by_hand(pipeline: Pipeline) -> None:
         "usage_daily",
         "approvals",
         "calls",
+        "read_outcomes",
         "dead_letter_actions",
+        "idempotency_key_outcomes",
         "idempotency_keys",
     }
 
