@@ -31,8 +31,16 @@ from toolgate.topics.client import Observed, Proposed, ToolgateClient
 log = logging.getLogger("toolgate.door")
 STEP_S = 1.0  # how long one step of a wait blocks a worker thread
 MAX_KNOWN = 10_000  # calls remembered for toolgate_call_status (the topic answers for older ones)
+# toolgate_call_status of a call this door does not remember reads the tenant's topic: at most
+# STATUS_SCANS such reads at once (threads of their own, never the ones calls wait in), one per
+# agent at a time, each for at most STATUS_SCAN_S, and only for a call Postgres has registered.
+STATUS_SCANS = 4
+STATUS_SCAN_S = 3.0
 Progress = Callable[[str], Awaitable[None]]
 
+REGISTERED = """
+SELECT (extract(epoch FROM at) * 1000)::bigint FROM toolgate.calls WHERE tenant_id = %s AND call_id = %s
+"""
 APPROVAL = """
 SELECT a.approval_id, a.status, a.required_approvals, count(d.*) FILTER (WHERE d.verdict = 'APPROVE'),
        a.approver_groups, (extract(epoch FROM a.expires_at) * 1000)::bigint
@@ -66,6 +74,8 @@ class Door:
         )
         self._known: dict[str, Proposed] = {}  # call_id -> what was proposed
         self._finals: dict[str, tuple[str, dict[str, Any]]] = {}  # call_id -> (tenant, final observation)
+        self._scans = anyio.CapacityLimiter(STATUS_SCANS)
+        self._scanning: set[str] = set()  # agents with a status scan in flight
 
     async def open(self) -> None:
         await self.pool.open(wait=True, timeout=30.0)
@@ -198,7 +208,8 @@ class Door:
 
     async def status(self, caller: Caller, call_id: str) -> CallToolResult:
         """The latest answer to a call of this agent's tenant: its final observation, else its
-        approval awaited. Read from what this door heard, else from the tenant's topic."""
+        approval awaited. Read from what this door heard, else, for a call Postgres registered
+        for the tenant, from the tenant's topic in a bounded scan (STATUS_SCANS, STATUS_SCAN_S)."""
         cached = self._finals.get(call_id)
         if cached is not None and cached[0] == caller.tenant_id:
             return results.observed(cached[1])
@@ -207,18 +218,33 @@ class Door:
             final = await self._next(known, True, time.monotonic() + STEP_S)
             if final is not None:
                 return self._final(caller.tenant_id, call_id, final)
-        latest = await anyio.to_thread.run_sync(self._latest_on_topic, caller.tenant_id, call_id)
+        registered_at = await self._registered(caller.tenant_id, call_id)
+        if registered_at is None:
+            return results.refused(f"no call {call_id!r} of tenant {caller.tenant_id} is known (yet)")
+        if caller.agent_id in self._scanning:
+            return results.refused("a toolgate_call_status of this agent is still reading; ask again when it answered")
+        self._scanning.add(caller.agent_id)
+        try:
+            latest = await anyio.to_thread.run_sync(
+                self._latest_on_topic, caller.tenant_id, call_id, registered_at, limiter=self._scans
+            )
+        finally:
+            self._scanning.discard(caller.agent_id)
         if latest is None:
             return results.refused(f"no answer to a call {call_id!r} of tenant {caller.tenant_id} (yet)")
         if not results.is_interim(latest):
             return self._final(caller.tenant_id, call_id, latest)
         return results.awaiting(latest, await self.approval(caller.tenant_id, call_id))
 
-    def _latest_on_topic(self, tenant_id: str, call_id: str) -> dict[str, Any] | None:
+    async def _registered(self, tenant_id: str, call_id: str) -> int | None:
+        """When validation registered the call for the tenant (ms), or None: no such call."""
+        with anyio.CancelScope(shield=True):
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(REGISTERED, (tenant_id, call_id))
+                row = await cur.fetchone()
+        return None if row is None else int(row[0])
+
+    def _latest_on_topic(self, tenant_id: str, call_id: str, since_ms: int) -> dict[str, Any] | None:
         """The call's final observation on the tenant's topic, else its latest interim one."""
-        latest: dict[str, Any] | None = None
-        for seen in self.client.observations(tenant_id=tenant_id, call_ids=[call_id], idle_timeout=1.0):
-            if seen.is_final:
-                return seen.as_json()
-            latest = seen.as_json()
-        return latest
+        seen = self.client.latest_of(tenant_id, call_id, since_ms - 60_000, STATUS_SCAN_S)
+        return seen.as_json() if seen is not None else None

@@ -80,6 +80,7 @@ RESEND_FIRST_S = 10.0
 RESEND_MAX_S = 60.0
 PROPOSAL_MAX_AGE_S = 900.0  # the deployment's default proposal window (settings)
 RESEND_CHECK_S = 0.2  # how often a waiting call checks whether re-publishing is due
+IDLE_S = 0.5  # a bounded scan (`latest_of`) ends once nothing arrived for this long
 # Proposals published together are signed in trees of at most this many: one signature for 64
 # calls, and a path of 6 steps (198 bytes) in each.
 TREE_MAX = 64
@@ -535,6 +536,38 @@ class ToolgateClient:
                     yield seen
         finally:
             consumer.close()
+
+    def latest_of(self, tenant_id: str, call_id: str, since_ms: int, within_s: float) -> Observed | None:
+        """A call's final observation on its tenant's topic, else its latest interim one, looking
+        only from `since_ms` (when the call was registered: the broker finds where that is, where
+        it can) and for at most `within_s` seconds, however busy the topic: a bounded scan."""
+        consumer = self._consumer()
+        topic = self.topics.name("observations", tenant_id)
+        stop_at = time.monotonic() + within_s
+        latest: Observed | None = None
+        try:
+            asked = [TopicPartition(topic, p, since_ms) for p in self._partitions(consumer, topic)]
+            found = consumer.offsets_for_times(asked, timeout=min(within_s, 5.0))
+            # -1: nothing at or after that time in the partition; an error: read it from its start.
+            starts = [tp if tp.error is None else TopicPartition(topic, tp.partition, OFFSET_BEGINNING) for tp in found]
+            reading = [tp for tp in starts if tp.offset != -1]
+            if not reading:
+                return None
+            consumer.assign(reading)
+            heard = 0.0  # when the last record came (0: none yet, so no idle end before the first)
+            while time.monotonic() < stop_at and (not heard or time.monotonic() - heard < IDLE_S):
+                msg = consumer.poll(0.1)
+                if msg is None or msg.error():
+                    continue
+                heard = time.monotonic()
+                seen = self._observed(msg, None, {call_id})
+                if seen is not None:
+                    latest = seen
+                    if seen.is_final:
+                        return seen
+        finally:
+            consumer.close()
+        return latest
 
     def _assigned(self, tenant_id: str, start_offsets: Sequence[tuple[int, int]]) -> Consumer:
         """A consumer of the tenant's observation topic from `start_offsets` (else its start).
