@@ -1,7 +1,7 @@
 """`toolgate_call_status` answers while the tenant's topic is busy, and cannot stall the door
 (review N4): through the real MCP door over Streamable HTTP, against the real `toolgate up`.
 
-Traffic flows on acme's observation topic all along (a few calls a second, as in the review),
+Traffic flows on acme's observation topic all along (ten calls a second; the review saw it with two),
 which kept a status read of the topic going for as long as it lasted.
 """
 
@@ -25,11 +25,11 @@ ANSWERED_WITHIN_S = 30  # a liveness bound (the review's calls never returned), 
 
 @pytest.fixture
 def traffic(pipeline: Pipeline) -> Iterator[None]:
-    """Reads proposed on acme's behalf, four a second, until the test ends."""
+    """Reads proposed on acme's behalf, ten a second, until the test ends."""
     stop = threading.Event()
 
     def propose() -> None:
-        while not stop.wait(0.25):
+        while not stop.wait(0.1):
             pipeline.client.propose("invoice.fetch", {"invoice_id": "inv_acme0001"}, agent_id="cli", user_id="load")
 
     thread = threading.Thread(target=propose, daemon=True)
