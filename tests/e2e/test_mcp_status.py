@@ -48,20 +48,32 @@ def test_the_status_of_an_unknown_call_answers_at_once_while_the_topic_is_busy(d
     run(door, "http", body)
 
 
-def test_forty_unknown_statuses_stall_no_other_call(door: Door, traffic: None) -> None:
-    async def body(client: Client) -> None:
-        answers: list[bool] = []
+def test_forty_statuses_at_once_read_the_topic_once_for_their_agent_and_stall_no_other_call(
+    pipeline: Pipeline, door: Door, traffic: None
+) -> None:
+    made = [pipeline.propose("invoice.fetch", {"invoice_id": "inv_acme0001"}) for _ in range(4)]
+    finals = {sent.call_id: pipeline.wait(sent) for sent in made}
 
-        async def status() -> None:
-            answers.append((await client.call_tool("toolgate_call_status", {"call_id": uuid.uuid4().hex})).is_error)
+    async def body(client: Client) -> None:
+        found: list[dict[str, object]] = []
+        refused: list[str] = []
+
+        async def status(call_id: str) -> None:
+            answer = await client.call_tool("toolgate_call_status", {"call_id": call_id})
+            if answer.is_error:
+                refused.append(text(answer))
+            else:
+                found.append(observed(answer))
 
         with anyio.fail_after(ANSWERED_WITHIN_S):
             async with anyio.create_task_group() as tasks:
-                for _ in range(40):
-                    tasks.start_soon(status)
+                for n in range(40):
+                    tasks.start_soon(status, made[n % len(made)].call_id)
                 read = await client.call_tool("invoice_fetch_v1", {"invoice_id": "inv_acme0001"})
         assert observed(read)["status"]["taxonomy_class"] == "SUCCESS"
-        assert answers == [True] * 40
+        # One scan of the topic at a time for this agent: the others are told to ask again.
+        assert refused and all("still reading" in message for message in refused)
+        assert all(seen == finals[str(seen["tool_identity"]["call_id"])] for seen in found)  # type: ignore[index]
 
     run(door, "http", body)
 
