@@ -29,7 +29,7 @@ def test_an_agent_named_like_one_of_toolgates_principals_is_refused(pipeline: Pi
 def test_tenants_and_approvers_named_like_toolgate_are_refused(pipeline: Pipeline) -> None:
     tenant = pipeline.cli("tenants", "add", "toolgate-internal")
     assert tenant.returncode == 1 and "tenant id 'toolgate-internal' is reserved" in said(tenant), said(tenant)
-    approver = pipeline.cli("approvers", "add", "toolgate-validation")
+    approver = pipeline.cli("approvers", "add", "toolgate-validation", "--tenant", "acme")
     assert approver.returncode == 1 and "approver id 'toolgate-validation' is reserved" in said(approver)
     assert pipeline.sql("SELECT count(*) FROM toolgate.tenants WHERE tenant_id LIKE 'toolgate%'") == [(0,)]
     assert pipeline.sql("SELECT count(*) FROM toolgate.approvers WHERE approver_id LIKE 'toolgate%'") == [(0,)]
