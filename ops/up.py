@@ -157,7 +157,9 @@ class Supervisor:
         admin_url = self._start_postgres(ports)
         prepare(self.settings, bootstrap, admin_url, self.demo, self.say)
         worker_url = (
-            embedded_worker_url(admin_url) if self.postgres is not None else self.settings.database_url or admin_url
+            embedded_worker_url(admin_url, self.settings.secrets_path)
+            if self.postgres is not None
+            else self.settings.database_url or admin_url
         )
         self.say(f"workers    connect as {_mask(worker_url)}")
         endpoints = dict(self.settings.endpoints)
@@ -214,10 +216,13 @@ class Supervisor:
         admin_url = self.settings.admin_url
         if not admin_url:
             self.postgres = start_postgres(
-                self.home / "pgdata", self.home / "logs" / "postgres.log", ports.claim("postgres")
+                self.home / "pgdata",
+                self.home / "logs" / "postgres.log",
+                ports.claim("postgres"),
+                secrets_dir=self.settings.secrets_path,
             )
             admin_url = self.postgres.url
-            self.say(f"postgres   {admin_url}  (embedded, data in {self.home / 'pgdata'})")
+            self.say(f"postgres   {admin_url}  (embedded, data in {self.home / 'pgdata'}; passwords required)")
         else:
             self.say(f"postgres   {_mask(admin_url)}")
         return admin_url
