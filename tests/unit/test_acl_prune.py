@@ -3,16 +3,22 @@ plan no longer has them (review N14), and which are left to the cluster's admini
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     ResourcePatternType,
     ResourceType,
 )
 
-from toolgate.ops.acl_prune import stale
-from toolgate.ops.acls import AclPlan, ApprovalService, McpDoor, binding_order, bindings
+from toolgate.ops.acl_prune import delete, stale
+from toolgate.ops.acls import AclApplyError, AclPlan, ApprovalService, McpDoor, binding_order, bindings, format_line
 
 READ, WRITE = AclOperation.READ, AclOperation.WRITE
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
@@ -113,3 +119,41 @@ def test_the_prune_of_a_prefixed_deployment_names_only_its_own_topics() -> None:
         "prod-tool.proposals",
         "prod-tool.observations.acme",
     }
+
+
+class FakeAdmin:
+    """Stands in for AdminClient.delete_acls: a future per filter, some failing."""
+
+    def __init__(self, fail: set[str]) -> None:
+        self.fail = fail
+        self.filters: list[AclBindingFilter] = []
+
+    def delete_acls(self, filters: list[AclBindingFilter], request_timeout: float) -> dict[AclBindingFilter, Any]:
+        self.filters += filters
+        out: dict[AclBindingFilter, Future[list[AclBinding]]] = {}
+        for f in filters:
+            future: Future[list[AclBinding]] = Future()
+            if f.principal in self.fail:
+                future.set_exception(KafkaException(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED)))
+            else:
+                future.set_result([f])
+            out[f] = future
+        return out
+
+
+def test_delete_matches_each_stale_binding_exactly_and_names_every_failure() -> None:
+    gone = stale(BEFORE, NOW, "")
+    admin = FakeAdmin(fail=set())
+    assert delete(admin, gone) == [format_line(b) for b in gone]  # type: ignore[arg-type]
+    assert [(f.restype, f.name, f.resource_pattern_type, f.principal, f.host, f.operation) for f in admin.filters] == [
+        (b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation) for b in gone
+    ]
+    assert all(f.permission_type == AclPermissionType.ALLOW for f in admin.filters)  # never ANY, never MATCH
+    assert delete(admin, []) == []  # type: ignore[arg-type]
+    extra = allow(GLOBEX_AGENT, TOPIC, "tool.observations.acme", READ)
+    with pytest.raises(AclApplyError) as info:
+        delete(FakeAdmin(fail={GLOBEX_AGENT}), [*gone, extra])  # type: ignore[arg-type]
+    assert info.value.failures == [
+        f"{format_line(extra)}: {KafkaException(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED))}"
+    ]
+    assert len(info.value.created) == len(gone)
