@@ -73,14 +73,16 @@ def agents_revoke(
     key: Annotated[str | None, typer.Option("--key", help="revoke only this key id")] = None,
     actor: Annotated[str, typer.Option("--as")] = "operator",
 ) -> None:
-    """Revoke an agent (or one of its keys): its proposals are refused from now on."""
+    """Revoke an agent (or one of its keys) for good: its proposals are refused from now on, and
+    an agent's MCP tokens are revoked with it. A revoked agent or key is never made active again."""
     from toolgate.agent_keys import AgentKeyring
     from toolgate.ops.agents import revoke
 
     settings = running()
     count = registry_call(revoke, settings, agent, key, actor)
     AgentKeyring(settings.agents_dir).forget(agent, key)
-    console.print(f"agent {agent}: " + (f"key {key} revoked" if key else f"revoked with its {count} active key(s)"))
+    said = f"key {key} revoked" if key else f"revoked with its {count} active key(s) and its tokens"
+    console.print(f"agent {agent}: {said}")
 
 
 @agents_app.command("token")
@@ -88,14 +90,19 @@ def agents_token(
     agent: str,
     revoke: Annotated[bool, typer.Option("--revoke", help="revoke the agent's tokens (or --token-id's)")] = False,
     token_id: Annotated[str | None, typer.Option("--token-id", help="with --revoke: only this token")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="list the agent's tokens by id and status")] = False,
     actor: Annotated[str, typer.Option("--as")] = "operator",
 ) -> None:
     """Issue a bearer token for the MCP front door over HTTP (`toolgate mcp --http`), shown once:
-    only its hash is kept. With --revoke, retire the agent's tokens."""
-    from toolgate.ops.agent_tokens import issue
+    only its hash is kept. With --revoke, retire the agent's tokens (a revoked agent's too: its
+    tokens were revoked with it); with --list, show them."""
+    from toolgate.ops.agent_tokens import issue, listed
     from toolgate.ops.agent_tokens import revoke as revoke_tokens
 
     settings = running()
+    if list_:
+        print_json(registry_call(listed, settings, agent))
+        return
     if revoke:
         count = registry_call(revoke_tokens, settings, agent, token_id, actor)
         console.print(f"agent {agent}: {count} token(s) revoked")

@@ -1,5 +1,5 @@
 """Held calls and who may release them: `approvals list|show|approve|deny` and
-`approvers add|rotate|list|revoke`."""
+`approvers add|rotate|tenants|list|revoke`."""
 
 from __future__ import annotations
 
@@ -15,17 +15,19 @@ approvers_app = typer.Typer(no_args_is_help=True, help="Approvers and their sign
 
 WAIT_OPTION = typer.Option("--wait", help="seconds to wait for the judgment of the decision (0: do not wait)")
 ACTOR_OPTION = typer.Option("--as", help="who makes the change (written to the audit log)")
+TENANT_OPTION = typer.Option("--tenant", help="a tenant the approver decides for (repeat for each)")
 
 
 @approvals_app.command("list")
 def approvals_list(
     status: Annotated[str | None, typer.Option(help="PENDING, APPROVED, DENIED or AUTO_DENIED")] = None,
+    approver: Annotated[str | None, typer.Option("--for", help="only the tenants this approver decides for")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Approval tickets, newest first."""
     from toolgate.ops import approvals
 
-    rows = approvals.list_approvals(running(), status)
+    rows = approvals.list_approvals(running(), status, approver=approver)
     print_json(rows) if as_json else approvals.print_list(rows, console)
 
 
@@ -48,7 +50,7 @@ def _decide(approval_id: str, approver: str, approve: bool, reason: str | None, 
     settings = running()
     try:
         decision = approvals.decide(settings, approval_id, approver, approve, reason)
-    except PacketMismatch as exc:
+    except (PacketMismatch, approvals.NotServed) as exc:
         console.print(f"[red]refused to sign: {escape(str(exc))}[/red]")
         raise typer.Exit(1) from exc
     verb = "approved" if approve else "denied"
@@ -114,15 +116,19 @@ def approvers_add(
     approver: str,
     risk_classes: Annotated[str, typer.Option(help="comma-separated side-effect classes")] = "HIGH_RISK_EXTERNAL",
     groups: Annotated[str, typer.Option(help="comma-separated approver groups")] = "",
+    tenant: Annotated[list[str] | None, TENANT_OPTION] = None,
     actor: Annotated[str, ACTOR_OPTION] = "operator",
 ) -> None:
-    """Register a new approver: a new Ed25519 key (private in the local keyring, public in
-    Postgres). An approver already registered is refused (`rotate` replaces a key)."""
+    """Register a new approver for the tenants it decides for (at least one): a new Ed25519 key
+    (private in the local keyring, public in Postgres). An approver already registered is
+    refused (`rotate` replaces a key, `tenants` its tenants)."""
     from toolgate.ops import approvers
 
     classes, named = [c for c in risk_classes.split(",") if c], [g for g in groups.split(",") if g]
-    path = registry_call(approvers.add_approver, running(), approver, classes, named, actor)
-    console.print(f"approver {approver} registered; private key at {path}")
+    path = registry_call(approvers.add_approver, running(), approver, classes, named, tenant or [], actor)
+    console.print(
+        escape(f"approver {approver} registered for {', '.join(sorted(set(tenant or [])))}; private key at {path}")
+    )
 
 
 @approvers_app.command("rotate")
@@ -132,6 +138,20 @@ def approvers_rotate(approver: str, actor: Annotated[str, ACTOR_OPTION] = "opera
 
     key_id, path = registry_call(approvers.rotate_approver, running(), approver, actor)
     console.print(f"approver {approver} has a new key {key_id}; private key at {path}")
+
+
+@approvers_app.command("tenants")
+def approvers_tenants(
+    approver: str,
+    tenant: Annotated[list[str] | None, TENANT_OPTION] = None,
+    actor: Annotated[str, ACTOR_OPTION] = "operator",
+) -> None:
+    """Set the tenants an active approver decides for; its decisions on any other tenant's
+    tickets stop counting at once."""
+    from toolgate.ops import approvers
+
+    served = registry_call(approvers.serve, running(), approver, tenant or [], actor)
+    console.print(escape(f"approver {approver} decides for {', '.join(served)}"))
 
 
 @approvers_app.command("list")
@@ -146,7 +166,7 @@ def approvers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
         console.print(
             escape(
                 f"{r['approver']:12} {r['status']:8} {r['key_id']}  {','.join(r['risk_classes'])}  "
-                f"groups={','.join(r['groups'])}"
+                f"groups={','.join(r['groups'])}  tenants={','.join(r['tenants'])}"
             )
         )
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from toolgate.cli.common import console, running
+from toolgate.cli.common import console, registry_call, running
 from toolgate.settings import Settings, load_settings
 
 
@@ -55,41 +55,66 @@ def provider(
 def setup(
     demo: Annotated[bool, typer.Option(help="demo tenants, agents, approvers and provider token")] = False,
     acls: Annotated[bool, typer.Option("--acls", help="create the Kafka ACL bindings of every principal")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="with --acls: print the bindings, create none")] = False,
+    prune: Annotated[
+        bool, typer.Option("--prune", help="with --acls: also delete bindings on toolgate's topics the plan lacks")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="with --acls: print the bindings (and with --prune those it would delete)")
+    ] = False,
     approval_service: Annotated[
         list[str] | None,
         typer.Option(help="an approval service's principal, e.g. User:approvals (=acme,globex to limit its tenants)"),
     ] = None,
     operator: Annotated[list[str] | None, typer.Option(help="an operator's principal")] = None,
+    door: Annotated[
+        list[str] | None,
+        typer.Option(help="the MCP door's principal, User:toolgate-mcp unless given (=acme to limit its tenants)"),
+    ] = None,
 ) -> None:
     """Prepare a deployment: migrations, topics, the deployment secret (and the demo); with
     --acls, the ACL bindings a real Kafka needs (agents as User:<agent_id>, stages as
-    User:toolgate-<stage>)."""
+    User:toolgate-<stage>, the MCP door as User:toolgate-mcp), and with --prune it reconciles:
+    bindings on toolgate's topics and groups that the plan lacks (a revoked agent's) are deleted."""
+    from toolgate.ops import acls as acl
     from toolgate.ops.up import prepare
 
     settings = running()
     prepare(settings, settings.kafka_bootstrap, settings.admin_url, demo, console.print)
     if acls:
-        _apply_acls(settings, approval_service or [], operator or ["User:toolgate-operator"], dry_run)
+        principals = (approval_service or [], operator or [acl.OPERATOR_PRINCIPAL], door or [acl.DOOR_PRINCIPAL])
+        _apply_acls(settings, principals, dry_run, prune)
 
 
-def _apply_acls(settings: Settings, approval_services: list[str], operators: list[str], dry_run: bool) -> None:
+def _apply_acls(
+    settings: Settings, principals: tuple[list[str], list[str], list[str]], dry_run: bool, prune: bool
+) -> None:
+    from toolgate.ops import acl_prune
     from toolgate.ops import acls as acl
 
-    bindings = acl.bindings(acl.plan_from_registry(settings, approval_services, operators))
-    if dry_run:
+    bindings = acl.bindings(registry_call(acl.plan_from_registry, settings, *principals))
+    if dry_run and not prune:
         sys.stdout.write("\n".join(acl.format_lines(bindings)) + "\n")
         return
     if settings.runtime_file.exists() and "broker" in json.loads(settings.runtime_file.read_text()).get(
         "infrastructure", {}
     ):
         console.print(
-            "[red]the embedded broker has no authorizer (and its CreateAcls answer crashes "
-            "librdkafka): nothing to apply. Use --dry-run to see the bindings.[/red]"
+            "[red]the embedded broker has no authorizer (and its ACL answers crash librdkafka): no "
+            "bindings to apply or prune. Use --dry-run without --prune to see the bindings.[/red]"
         )
         raise typer.Exit(1)
-    created = acl.apply_to(settings, bindings)
-    console.print(f"ACL bindings created: {len(created)}")
+    admin = acl.admin_for(settings)
+    if dry_run:
+        stale = acl_prune.stale(acl_prune.existing(admin), bindings, settings.topic_prefix)
+        lines = acl.format_lines(bindings) + [f"DELETE {line}" for line in acl.format_lines(stale)]
+        sys.stdout.write("\n".join(lines) + "\n")
+        return
+    created = acl.apply(admin, bindings)
+    if not prune:
+        console.print(f"ACL bindings created: {len(created)}")
+        return
+    deleted = acl_prune.delete(admin, acl_prune.stale(acl_prune.existing(admin), bindings, settings.topic_prefix))
+    console.print(f"ACL bindings created: {len(created)}, deleted: {len(deleted)}")
 
 
 def migrate() -> None:

@@ -3,10 +3,11 @@
 toolgate's trust boundary on a real Kafka (with an authorizer) is drawn by these bindings:
 an agent may propose and read its own tenant's observations, an approval service reads the
 confirmation packets of the tenants it serves and writes decisions, each stage reads exactly
-its inputs and writes exactly its outputs, and operators work the dead letters. `bindings()`
-is a pure function of an `AclPlan`; `format_lines()` prints them for `--dry-run`; `apply()`
-creates them through an AdminClient (the caller needs ALTER on the cluster, i.e. a super
-user or an admin principal).
+its inputs and writes exactly its outputs, the MCP door proposes for the agents it serves and
+reads their tenants' observations, and operators work the dead letters. `bindings()` is a pure
+function of an `AclPlan`; `format_lines()` prints them for `--dry-run`; `apply()` creates them
+through an AdminClient (the caller needs ALTER on the cluster, i.e. a super user or an admin
+principal), and `--prune` deletes the bindings the plan no longer has (ops/acl_prune.py).
 
 | principal        | topics (LITERAL unless noted)                                  | groups (`*`: PREFIXED)    |
 |------------------|----------------------------------------------------------------|---------------------------|
@@ -15,6 +16,8 @@ user or an admin principal).
 |                  | PREFIXED family); WRITE approvals.decisions                    |                           |
 | stage            | READ its inputs, WRITE its outputs (STAGE_RIGHTS); per-tenant  | READ P+toolgate-<stage>   |
 |                  | families PREFIXED                                              |                           |
+| MCP door         | WRITE+DESCRIBE proposals; READ+DESCRIBE observations.T of its  | READ toolgate-observer-*  |
+|                  | tenants (all tenants: the PREFIXED family)                     |                           |
 | operator         | READ+WRITE deadletter, proposals and the internal topics       | READ toolgate-dlq-*       |
 
 Every principal that writes also gets IDEMPOTENT_WRITE on the cluster: toolgate's
@@ -30,6 +33,11 @@ Why the patterns are what they are:
 * Clients that read with `assign()` (agents, approval services and `dlq`) still carry a
   group id with a random suffix, never prefixed by the deployment (topics/client.py,
   ops/dlq.py), hence PREFIXED group bindings on `toolgate-observer-` and `toolgate-dlq-`.
+
+One principal has one role: a plan in which an agent is also a stage, the door, an operator or
+an approval service (the union of both rights) is refused, and so is an agent whose name is
+toolgate's own (`toolgate-*`, toolgate.agent_keys.reserved): stages are `User:toolgate-<stage>`,
+the operator `User:toolgate-operator` and the door `User:toolgate-mcp` unless told otherwise.
 
 Topic names come from the catalog (toolgate.topics.catalog), under the deployment prefix.
 """
@@ -48,6 +56,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from toolgate.agent_keys import reserved
 from toolgate.kafka_security import client_config
 from toolgate.ops.agents import list_agents, registered_tenants
 from toolgate.settings import Settings
@@ -57,6 +66,8 @@ from toolgate.topics.catalog import BY_LOGICAL, Topics, stage_group
 OBSERVER_GROUP_PREFIX = "toolgate-observer-"
 DLQ_GROUP_PREFIX = "toolgate-dlq-"
 CLUSTER = "kafka-cluster"  # the name of the cluster resource (ResourceType.BROKER in librdkafka)
+OPERATOR_PRINCIPAL = "User:toolgate-operator"  # `setup --acls` without --operator
+DOOR_PRINCIPAL = "User:toolgate-mcp"  # `setup --acls` without --door
 
 READ, WRITE, DESCRIBE = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
@@ -103,6 +114,15 @@ class ApprovalService:
 
 
 @dataclass(frozen=True)
+class McpDoor:
+    """The MCP front door's principal (`toolgate mcp --http`), which proposes for every agent it
+    serves; `tenants=None` serves every tenant."""
+
+    principal: str = DOOR_PRINCIPAL
+    tenants: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
 class AclPlan:
     """Who is who in one deployment: the inputs of `bindings()`."""
 
@@ -112,24 +132,50 @@ class AclPlan:
     operators: tuple[str, ...] = ()
     prefix: str = ""  # the deployment's topic prefix (TOOLGATE_TOPIC_PREFIX)
     stage_principals: Mapping[str, str] = field(default_factory=dict)  # stage -> principal overrides
+    doors: tuple[McpDoor, ...] = ()
 
     def __post_init__(self) -> None:
         problems = [f"agents of unknown tenant {t!r}" for t in self.agents if t not in self.tenants]
+        limited = [("approval service", s.principal, s.tenants) for s in self.approval_services]
+        limited += [("MCP door", d.principal, d.tenants) for d in self.doors]
         problems += [
-            f"approval service {s.principal} limited to unknown tenant {t!r}"
-            for s in self.approval_services
-            for t in s.tenants or ()
+            f"{kind} {principal} limited to unknown tenant {t!r}"
+            for kind, principal, tenants in limited
+            for t in tenants or ()
             if t not in self.tenants
         ]
         problems += [
             f"principal override for unknown stage {s!r}" for s in self.stage_principals if s not in STAGE_RIGHTS
         ]
-        principals = [p for ps in self.agents.values() for p in ps]
-        principals += [s.principal for s in self.approval_services] + list(self.operators)
-        principals += list(self.stage_principals.values())
-        problems += [f"principal {p!r} is not of the form Type:name" for p in principals if ":" not in p]
+        roles = self.roles()
+        problems += [f"principal {p!r} is not of the form Type:name" for p in roles if ":" not in p]
+        problems += [
+            f"principal {p!r} is {' and '.join(sorted(r))}: one principal, one role"
+            for p, r in roles.items()
+            if len(r) > 1
+        ]
+        problems += [
+            f"agent principal {p!r} has a name reserved for toolgate's own principals (toolgate-*): "
+            "revoke the agent and register it under another id"
+            for ps in self.agents.values()
+            for p in ps
+            if reserved(p.split(":", 1)[-1])
+        ]
         if problems:
             raise ValueError("ACL plan: " + "; ".join(problems))
+
+    def roles(self) -> dict[str, set[str]]:
+        """Every principal of the plan, with the kinds of principal it is (a stage's default
+        principal included)."""
+        named = [("an agent", p) for ps in self.agents.values() for p in ps]
+        named += [("an approval service", s.principal) for s in self.approval_services]
+        named += [("an operator", p) for p in self.operators]
+        named += [("the MCP door", d.principal) for d in self.doors]
+        named += [("a stage", self.stage_principal(stage)) for stage in STAGE_RIGHTS]
+        roles: dict[str, set[str]] = {}
+        for kind, principal in named:
+            roles.setdefault(principal, set()).add(kind)
+        return roles
 
     def stage_principal(self, stage: str) -> str:
         return self.stage_principals.get(stage, f"User:toolgate-{stage}")
@@ -193,12 +239,29 @@ def _approval_service(topics: Topics, service: ApprovalService) -> list[AclBindi
     ]
 
 
+def _door(topics: Topics, door: McpDoor) -> list[AclBinding]:
+    p = door.principal
+    if door.tenants is None:
+        reads = [_topic(p, *_every_tenant(topics, "observations"), op) for op in (READ, DESCRIBE)]
+    else:
+        reads = [
+            _topic(p, topics.name("observations", t), LITERAL, op) for t in door.tenants for op in (READ, DESCRIBE)
+        ]
+    return [
+        _topic(p, topics.name("proposals"), LITERAL, WRITE),
+        _topic(p, topics.name("proposals"), LITERAL, DESCRIBE),
+        *reads,
+        _group(p, OBSERVER_GROUP_PREFIX, PREFIXED),
+        _idempotent_write(p),
+    ]
+
+
 def _operator(topics: Topics, principal: str) -> list[AclBinding]:
     out = [_topic(principal, topics.name(t), LITERAL, op) for t in OPERATOR_TOPICS for op in (READ, WRITE)]
     return [*out, _group(principal, DLQ_GROUP_PREFIX, PREFIXED), _idempotent_write(principal)]
 
 
-def _key(b: AclBinding) -> tuple[str, int, str, int, int, str]:
+def binding_order(b: AclBinding) -> tuple[str, int, str, int, int, str]:
     return (b.principal, b.restype_int, b.name, b.resource_pattern_type_int, b.operation_int, b.host)
 
 
@@ -214,9 +277,11 @@ def bindings(plan: AclPlan) -> list[AclBinding]:
             out += _agent(topics, tenant, principal)
     for service in plan.approval_services:
         out += _approval_service(topics, service)
+    for door in plan.doors:
+        out += _door(topics, door)
     for principal in plan.operators:
         out += _operator(topics, principal)
-    return sorted(set(out), key=_key)
+    return sorted(set(out), key=binding_order)
 
 
 def format_line(b: AclBinding) -> str:
@@ -290,43 +355,58 @@ def agent_principal(agent_id: str) -> str:
     return f"User:{agent_id}"
 
 
-def plan_from_registry(settings: Settings, approval_services: Iterable[str], operators: Iterable[str]) -> AclPlan:
-    """The plan for the tenants and active agents registered in Postgres. An approval service
-    is given as `Type:name` or `Type:name=tenant1,tenant2` (limited to those tenants)."""
+def _limited(spec: str) -> tuple[str, tuple[str, ...] | None]:
+    """`Type:name` (every tenant) or `Type:name=tenant1,tenant2`: the principal and its tenants."""
+    principal, _, limited = spec.partition("=")
+    return principal, tuple(t for t in limited.split(",") if t) or None
+
+
+def plan_from_registry(
+    settings: Settings, approval_services: Iterable[str], operators: Iterable[str], doors: Iterable[str] = ()
+) -> AclPlan:
+    """The plan for the tenants and active agents registered in Postgres (a revoked agent has
+    none: `--prune` removes what it had). An approval service or MCP door is given as
+    `Type:name` or `Type:name=tenant1,tenant2` (limited to those tenants)."""
     agents: dict[str, list[str]] = {}
     for agent in list_agents(settings):
         if agent["status"] == RegistryStatus.ACTIVE:
             agents.setdefault(agent["tenant"], []).append(agent_principal(agent["agent"]))
-    services = []
-    for spec in approval_services:
-        principal, _, limited = spec.partition("=")
-        services.append(ApprovalService(principal, tuple(t for t in limited.split(",") if t) or None))
     return AclPlan(
         tenants=tuple(registered_tenants(settings.database_url)),
         agents={tenant: tuple(principals) for tenant, principals in agents.items()},
-        approval_services=tuple(services),
+        approval_services=tuple(ApprovalService(*_limited(spec)) for spec in approval_services),
         operators=tuple(operators),
         prefix=settings.topic_prefix,
+        doors=tuple(McpDoor(*_limited(spec)) for spec in doors),
     )
+
+
+def admin_for(settings: Settings) -> AdminClient:
+    """An admin client of the deployment's Kafka, as this process's principal."""
+    return AdminClient({**client_config(settings), "bootstrap.servers": settings.kafka_bootstrap})
 
 
 def apply_to(settings: Settings, acls: list[AclBinding]) -> list[str]:
     """Create the bindings on the deployment's Kafka (as this process's principal)."""
-    admin = AdminClient({**client_config(settings), "bootstrap.servers": settings.kafka_bootstrap})
-    return apply(admin, acls)
+    return apply(admin_for(settings), acls)
 
 
 __all__ = [
     "DLQ_GROUP_PREFIX",
+    "DOOR_PRINCIPAL",
     "OBSERVER_GROUP_PREFIX",
+    "OPERATOR_PRINCIPAL",
     "STAGE_RIGHTS",
     "AclApplyError",
     "AclPlan",
     "ApprovalService",
+    "McpDoor",
     "StageRights",
+    "admin_for",
     "agent_principal",
     "apply",
     "apply_to",
+    "binding_order",
     "bindings",
     "format_line",
     "format_lines",

@@ -4,17 +4,20 @@ A tenant is registered once (`toolgate tenants add`); its edge topics are create
 agent belongs to one tenant, is granted scopes, and proves itself with Ed25519 keys: `agents
 add` makes a key pair (the private key goes to the local keyring, the public key to Postgres)
 or takes the public key of a key that never leaves the agent's host; `agents rotate` adds a
-key beside the active ones; `agents revoke` retires one key or the whole agent at once. Every
-change is written to the hash-chained audit log, in the same transaction.
+key beside the active ones; `agents revoke` retires one key, or the whole agent at once with its
+MCP tokens (ops/agent_tokens.py). A revocation is final, as for approvers: a revoked agent or key
+is never made active again (`agents add` refuses it: register a new id or key), so nothing issued
+before the revocation works again. Every change is written to the hash-chained audit log, in the
+same transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -28,25 +31,21 @@ from toolgate.topics.catalog import provision
 from toolgate.workers.runtime import audit
 
 STAGE = "registry"
+T = TypeVar("T")
 
 
 class RegistryError(PermanentError):
     """An operator's request the registry refuses (said plainly, not a stack trace)."""
 
 
-async def _audited(database_url: str, statements: Sequence[tuple[str, Any]], entries: list[audit.Entry]) -> list[Any]:
-    """Run statements and append their audit entries in one transaction; each statement's rows."""
-    async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
-        results = []
-        for sql, params in statements:
-            cur = await conn.execute(sql, params)
-            results.append(await cur.fetchall() if cur.description else cur.rowcount)
-        await audit.append(conn, entries)
-    return results
+def in_transaction(database_url: str, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+    """Run `work` in one transaction: whatever it raises rolls back everything it wrote."""
 
+    async def run() -> T:
+        async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
+            return await work(conn)
 
-def _run(database_url: str, statements: Sequence[tuple[str, Any]], entries: list[audit.Entry]) -> list[Any]:
-    return asyncio.run(_audited(database_url, statements, entries))
+    return asyncio.run(run())
 
 
 # --- tenants ---------------------------------------------------------------------------------
@@ -82,15 +81,29 @@ def add_tenant(settings: Settings, tenant: str, actor: str = "operator") -> list
 # --- agents ----------------------------------------------------------------------------------
 
 AGENT = "SELECT tenant_id, status FROM toolgate.agents WHERE agent_id = %s"
+# An agent or key registered again keeps its status: the conflict updates only an active row, so a
+# revoked one returns nothing and is never made active again (the caller refuses).
 INSERT_AGENT = """
 INSERT INTO toolgate.agents (agent_id, tenant_id, scopes) VALUES (%s, %s, %s)
-ON CONFLICT (agent_id) DO UPDATE SET scopes = excluded.scopes, status = 'active', revoked_at = NULL
-WHERE toolgate.agents.tenant_id = excluded.tenant_id
+ON CONFLICT (agent_id) DO UPDATE SET scopes = excluded.scopes
+WHERE toolgate.agents.tenant_id = excluded.tenant_id AND toolgate.agents.status = 'active'
+RETURNING agent_id
 """
 INSERT_KEY = """
 INSERT INTO toolgate.agent_keys (agent_id, key_id, public_key) VALUES (%s, %s, %s)
-ON CONFLICT (agent_id, key_id) DO UPDATE SET status = 'active', revoked_at = NULL
+ON CONFLICT (agent_id, key_id) DO UPDATE SET public_key = toolgate.agent_keys.public_key
+WHERE toolgate.agent_keys.status = 'active'
+RETURNING key_id
 """
+REVOKE_KEYS = (
+    "UPDATE toolgate.agent_keys SET status = 'revoked', revoked_at = now() WHERE agent_id = %s AND status = 'active'"
+)
+REVOKE_AGENT = (
+    "UPDATE toolgate.agents SET status = 'revoked', revoked_at = now() WHERE agent_id = %s AND status = 'active'"
+)
+REVOKE_TOKENS = (
+    "UPDATE toolgate.agent_tokens SET status = 'revoked', revoked_at = now() WHERE agent_id = %s AND status = 'active'"
+)
 
 
 def _agent(database_url: str, agent_id: str) -> tuple[str, str] | None:
@@ -99,24 +112,47 @@ def _agent(database_url: str, agent_id: str) -> tuple[str, str] | None:
     return (str(row[0]), str(row[1])) if row else None
 
 
+def refusal(agent_id: str, tenant: str, registered: tuple[str, str] | None) -> str | None:
+    """Why an agent may not be registered for `tenant` (None: it may), given the agent as it is
+    registered, (tenant, status), or None."""
+    if registered is None:
+        return None
+    if registered[0] != tenant:
+        return f"agent {agent_id} belongs to tenant {registered[0]}; an agent never changes tenant"
+    if registered[1] != RegistryStatus.ACTIVE:
+        return f"agent {agent_id} was revoked, and a revocation is final: register the agent under a new id"
+    return None
+
+
 def register_agent(
     settings: Settings, agent_id: str, tenant: str, scopes: list[str], public_key: bytes, actor: str = "operator"
 ) -> str:
     """Record an agent, its granted scopes and one public key; returns the key id. Registering
-    the same agent and key again changes nothing but the grant."""
+    an active agent again changes its grant (and adds the key if it is new); a revoked agent, or
+    a revoked key of an active one, is refused and stays revoked."""
     check_name("agent", agent_id)
     if tenant not in registered_tenants(settings.database_url):
         raise RegistryError(f"tenant {tenant} is not registered; run `toolgate tenants add {tenant}` first")
-    existing = _agent(settings.database_url, agent_id)
-    if existing is not None and existing[0] != tenant:
-        raise RegistryError(f"agent {agent_id} belongs to tenant {existing[0]}; an agent never changes tenant")
     key_id = key_id_of(public_key)
     detail = {"agent": agent_id, "scopes": sorted(scopes), "key_id": key_id}
-    _run(
-        settings.admin_url,
-        [(INSERT_AGENT, (agent_id, tenant, sorted(scopes))), (INSERT_KEY, (agent_id, key_id, public_key))],
-        [audit.Entry(STAGE, "agent_registered", actor, None, tenant, detail)],
-    )
+
+    async def work(conn: psycopg.AsyncConnection[Any]) -> None:
+        cur = await conn.execute(AGENT + " FOR UPDATE", (agent_id,))
+        row = await cur.fetchone()
+        refused = refusal(agent_id, tenant, (str(row[0]), str(row[1])) if row else None)
+        if refused is not None:
+            raise RegistryError(refused)
+        cur = await conn.execute(INSERT_AGENT, (agent_id, tenant, sorted(scopes)))
+        if await cur.fetchone() is None:  # revoked since it was read: the database refused it
+            raise RegistryError(f"agent {agent_id} is not active, and a revocation is final")
+        cur = await conn.execute(INSERT_KEY, (agent_id, key_id, public_key))
+        if await cur.fetchone() is None:
+            raise RegistryError(
+                f"key {key_id} of agent {agent_id} was revoked, and a revocation is final: register a new key"
+            )
+        await audit.append(conn, [audit.Entry(STAGE, "agent_registered", actor, None, tenant, detail)])
+
+    in_transaction(settings.admin_url, work)
     return key_id
 
 
@@ -151,32 +187,36 @@ def rotate(
     return add_agent(settings, agent_id, agent[0], list(scopes), public_key_file, actor)
 
 
-REVOKE_KEYS = (
-    "UPDATE toolgate.agent_keys SET status = 'revoked', revoked_at = now() WHERE agent_id = %s AND status = 'active'"
-)
-REVOKE_AGENT = "UPDATE toolgate.agents SET status = 'revoked', revoked_at = now() WHERE agent_id = %s"
-
-
 def revoke(settings: Settings, agent_id: str, key_id: str | None = None, actor: str = "operator") -> int:
-    """Revoke one key, or the agent and every key it has: its proposals stop verifying at once.
-    Returns how many keys were revoked."""
-    agent = _agent(settings.database_url, agent_id)
-    if agent is None:
-        raise RegistryError(f"no agent {agent_id}")
-    statements: list[tuple[str, Any]] = (
-        [(REVOKE_KEYS + " AND key_id = %s", (agent_id, key_id))]
-        if key_id
-        else [(REVOKE_KEYS, (agent_id,)), (REVOKE_AGENT, (agent_id,))]
-    )
-    action = "agent_key_revoked" if key_id else "agent_revoked"
-    results = _run(
-        settings.admin_url,
-        statements,
-        [audit.Entry(STAGE, action, actor, None, agent[0], {"agent": agent_id, "key_id": key_id})],
-    )
-    if key_id is not None and results[0] == 0:
-        raise RegistryError(f"agent {agent_id} has no active key {key_id}")
-    return int(results[0])
+    """Revoke one key; or the agent with every key and MCP token it has, in one transaction, so
+    its proposals stop verifying and its tokens stop opening the door at once, for good (an agent
+    revoked before keeps no active token either). Returns how many keys were revoked."""
+
+    async def work(conn: psycopg.AsyncConnection[Any]) -> int:
+        cur = await conn.execute(AGENT + " FOR UPDATE", (agent_id,))
+        row = await cur.fetchone()
+        if row is None:
+            raise RegistryError(f"no agent {agent_id}")
+        tenant = str(row[0])
+        if key_id is not None:
+            cur = await conn.execute(REVOKE_KEYS + " AND key_id = %s", (agent_id, key_id))
+            if cur.rowcount == 0:
+                raise RegistryError(f"agent {agent_id} has no active key {key_id}")
+            revoked = {"agent": agent_id, "key_id": key_id}
+            await audit.append(conn, [audit.Entry(STAGE, "agent_key_revoked", actor, None, tenant, revoked)])
+            return int(cur.rowcount)
+        keys = (await conn.execute(REVOKE_KEYS, (agent_id,))).rowcount
+        await conn.execute(REVOKE_AGENT, (agent_id,))
+        cur = await conn.execute(REVOKE_TOKENS + " RETURNING token_id", (agent_id,))
+        tokens = sorted(str(r[0]) for r in await cur.fetchall())
+        entries = [audit.Entry(STAGE, "agent_revoked", actor, None, tenant, {"agent": agent_id, "key_id": None})]
+        if tokens:
+            detail: dict[str, Any] = {"agent": agent_id, "token_id": None, "token_ids": tokens, "with_agent": True}
+            entries.append(audit.Entry(STAGE, "agent_token_revoked", actor, None, tenant, detail))
+        await audit.append(conn, entries)
+        return int(keys)
+
+    return in_transaction(settings.admin_url, work)
 
 
 LIST = """

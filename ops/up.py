@@ -70,12 +70,14 @@ DEMO_SCOPES = ["invoices:read", "invoices:write", "notify:send", "payments:charg
 DEMO_AGENTS = {"cli": "acme", "globex-cli": "globex"}
 STABLE_AFTER_S = 30.0
 START_ATTEMPTS = 3  # a worker that dies this many times before it is ready stops `toolgate up`
-# Demo approvers: who may approve what. Two finance controllers for dual control.
+# Demo approvers: who may approve what, for which tenants. acme's finance has two controllers for
+# dual control (alice, bob) and a director (dave); carol, a billing lead, approves emails and
+# medium-risk writes for both tenants.
 DEMO_APPROVERS = {
-    "alice": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers", "billing-leads"]),
-    "bob": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers"]),
-    "carol": (["HIGH_RISK_EXTERNAL", "MEDIUM_RISK_WRITE"], ["billing-leads"]),
-    "dave": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-directors"]),
+    "alice": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers", "billing-leads"], ["acme"]),
+    "bob": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers"], ["acme"]),
+    "carol": (["HIGH_RISK_EXTERNAL", "MEDIUM_RISK_WRITE"], ["billing-leads"], ["acme", "globex"]),
+    "dave": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-directors"], ["acme"]),
 }
 
 
@@ -155,7 +157,9 @@ class Supervisor:
         admin_url = self._start_postgres(ports)
         prepare(self.settings, bootstrap, admin_url, self.demo, self.say)
         worker_url = (
-            embedded_worker_url(admin_url) if self.postgres is not None else self.settings.database_url or admin_url
+            embedded_worker_url(admin_url, self.settings.secrets_path)
+            if self.postgres is not None
+            else self.settings.database_url or admin_url
         )
         self.say(f"workers    connect as {_mask(worker_url)}")
         endpoints = dict(self.settings.endpoints)
@@ -212,10 +216,13 @@ class Supervisor:
         admin_url = self.settings.admin_url
         if not admin_url:
             self.postgres = start_postgres(
-                self.home / "pgdata", self.home / "logs" / "postgres.log", ports.claim("postgres")
+                self.home / "pgdata",
+                self.home / "logs" / "postgres.log",
+                ports.claim("postgres"),
+                secrets_dir=self.settings.secrets_path,
             )
             admin_url = self.postgres.url
-            self.say(f"postgres   {admin_url}  (embedded, data in {self.home / 'pgdata'})")
+            self.say(f"postgres   {admin_url}  (embedded, data in {self.home / 'pgdata'}; passwords required)")
         else:
             self.say(f"postgres   {_mask(admin_url)}")
         return admin_url
@@ -538,17 +545,18 @@ def demo_agents(settings: Settings, say: Any = print) -> None:
 
 def demo_approvers(settings: Settings, database_url: str, say: Any = print) -> None:
     """The demo approvers, each with a key in the local keyring, registered once: an approver
-    already registered is left as the operator left it (its key, groups, and revocation)."""
+    already registered is left as the operator left it (its key, groups, tenants and revocation)."""
     keyring = Keyring(settings.home / "approvers")
     registered = {a["approver"] for a in list_approvers(replace(settings, database_url=database_url))}
-    for name, (risk_classes, groups) in DEMO_APPROVERS.items():
+    for name, (risk_classes, groups, tenants) in DEMO_APPROVERS.items():
         if name in registered:
             continue
         key = keyring.load(name) if keyring.has(name) else new_key()
-        register_approver(database_url, name, public_bytes(key), risk_classes, groups, actor="toolgate-up")
+        register_approver(database_url, name, public_bytes(key), risk_classes, groups, tenants, actor="toolgate-up")
         if not keyring.has(name):
             keyring.store(name, key)
-    say(f"approvers  {', '.join(DEMO_APPROVERS)}  (keys in {keyring.directory})")
+    served = ", ".join(f"{a} ({'+'.join(t)})" for a, (_, _, t) in DEMO_APPROVERS.items())
+    say(f"approvers  {served}  (keys in {keyring.directory})")
 
 
 def _on_cpus(cpus: set[int] | None) -> str:

@@ -31,12 +31,27 @@ from toolgate.schemas.models import ToolProposal
 from toolgate.signing import public_bytes
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+# toolgate's own Kafka principals are `User:toolgate-<stage>`, `User:toolgate-operator` and
+# `User:toolgate-mcp` (ops/acls.py), and an agent's is `User:<agent_id>`: no agent, approver or
+# tenant is named like them.
+RESERVED = re.compile(r"^toolgate(?:[-_]|$)")
+
+
+def reserved(value: str) -> bool:
+    """Whether a name is toolgate's own (`toolgate`, `toolgate-*`, `toolgate_*`)."""
+    return RESERVED.match(value) is not None
 
 
 def check_name(kind: str, value: str) -> str:
-    """Agent and tenant ids name directories and Kafka topics: lower-case, digits, `_`, `-`."""
+    """Agent, approver and tenant ids name directories, Kafka topics and Kafka principals:
+    lower-case, digits, `_`, `-`, and never one of toolgate's own names (`reserved`)."""
     if not NAME.match(value):
         raise ValueError(f"bad {kind} id {value!r}: 1-63 of a-z, 0-9, '_', '-', starting with a letter or digit")
+    if reserved(value):
+        raise ValueError(
+            f"{kind} id {value!r} is reserved: 'toolgate' and names starting with 'toolgate-' or 'toolgate_' "
+            "are toolgate's own (the Kafka principals of its stages, operators and MCP door)"
+        )
     return value
 
 

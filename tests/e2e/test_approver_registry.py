@@ -50,7 +50,8 @@ def test_adding_an_approver_that_exists_changes_nothing(pipeline: Pipeline) -> N
 
 def test_a_revoked_approver_stays_revoked_and_every_change_is_audited(pipeline: Pipeline) -> None:
     erin = f"erin-{uuid.uuid4().hex[:8]}"
-    assert pipeline.cli("approvers", "add", erin, "--risk-classes", "HIGH_RISK_EXTERNAL").returncode == 0
+    added = pipeline.cli("approvers", "add", erin, "--risk-classes", "HIGH_RISK_EXTERNAL", "--tenant", "acme")
+    assert added.returncode == 0, added.stdout + added.stderr
     first = key_id_of(approver(pipeline, erin)[1])
     rotated = pipeline.cli("approvers", "rotate", erin, "--as", "sec-ops")
     assert rotated.returncode == 0, rotated.stdout + rotated.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from toolgate.agent_keys import AgentKeyring
+from toolgate.ops.roles import with_database
 from toolgate.topics.client import ToolgateClient
 
 from ..conftest import Pipeline, _wait_up, assert_reference_observation
@@ -29,7 +30,7 @@ def test_up_uses_the_configured_broker_and_database(pipeline: Pipeline, tmp_path
     prefix = f"ext{uuid.uuid4().hex[:6]}."
     database = f"tg_{uuid.uuid4().hex[:10]}"
     pipeline.sql(f"CREATE DATABASE {database}")
-    database_url = pipeline.database_url.rsplit("/", 1)[0] + f"/{database}"
+    database_url = with_database(pipeline.database_url, database)
     env = {
         **pipeline.env,
         "TOOLGATE_HOME": str(tmp_path),

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import psycopg
 import pytest
@@ -30,6 +31,7 @@ from toolgate.agent_keys import AgentKeyring
 from toolgate.ops.agents import register_agent
 from toolgate.ops.embedded import Broker, Postgres, start_broker, start_postgres
 from toolgate.ops.migrate import migrate, seed_demo
+from toolgate.ops.roles import with_database
 from toolgate.ops.up import DEMO_AGENTS, DEMO_SCOPES, DEMO_TENANTS, DEMO_TOKEN_REF, demo_approvers, ensure_secret
 from toolgate.settings import Settings
 from toolgate.signing import new_key, public_bytes
@@ -63,7 +65,7 @@ class Server:
     home: Path
 
     def url(self, database: str = "postgres") -> str:
-        return self.postgres.url.rsplit("/", 1)[0] + f"/{database}"
+        return with_database(self.postgres.url, database)
 
     def create(self, label: str, template: str | None = TEMPLATE) -> Database:
         """A new database named after `label`: a clone of `template`, or (None) an empty one."""
@@ -76,7 +78,7 @@ class Server:
         return Database(self.url(name), self.home)
 
     def drop(self, database: Database) -> None:
-        name = database.database_url.rsplit("/", 1)[1]
+        name = unquote(urlsplit(database.database_url).path.lstrip("/"))
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
@@ -112,11 +114,11 @@ def prepare_template(settings: Settings) -> None:
 def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("postgres")
     home = root / "home"
-    server = start_postgres(root / "pgdata", root / "postgres.log")
+    server = start_postgres(root / "pgdata", root / "postgres.log", secrets_dir=home / "secrets")
     try:
         with psycopg.connect(server.url, autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE)))
-        url = server.url.rsplit("/", 1)[0] + f"/{TEMPLATE}"
+        url = with_database(server.url, TEMPLATE)
         prepare_template(Settings(database_url=url, home=home))
         yield Server(server, home)
     finally:

@@ -34,7 +34,9 @@ def test_postgres_is_reached_through_its_unix_socket(postgres: Server) -> None:
 def test_postgres_is_reached_through_tcp_where_its_socket_path_would_be_too_long(postgres: Server) -> None:
     running = postgres.postgres
     deep = Path("/" + "d" * (SOCKET_PATH_MAX - 12)) / "pgdata"
-    placed = Postgres(deep, running.port, subprocess.Popen(["true"]), running.run_as, running.log_path)
+    placed = Postgres(
+        deep, running.port, subprocess.Popen(["true"]), running.run_as, running.log_path, running.passfile
+    )
     placed.process.wait()
     assert "@127.0.0.1:" in placed.url
     with psycopg.connect(placed.url) as conn:  # the same server, over TCP

@@ -38,13 +38,15 @@ def approver(
     risk: tuple[str, ...] = ("CRITICAL_MUTATION", "HIGH_RISK_EXTERNAL"),
     active: bool = True,
     groups: tuple[str, ...] = (),
+    tenants: tuple[str, ...] = ("acme",),
 ) -> Approver:
-    return Approver(name, public_bytes(KEYS[name]), risk, active, groups)
+    return Approver(name, public_bytes(KEYS[name]), risk, active, groups, tenants)
 
 
 def ticket(**overrides: object) -> Ticket:
     base = Ticket(
         approval_id="appr_1",
+        tenant_id="acme",
         tool_name="payment.charge_card",
         tool_version="1.0.0",
         payload_hash=HASH,

@@ -1,8 +1,9 @@
 """Approval decisions: what a signed decision does to a ticket.
 
 Pure: the ticket, the approver's registered key and the time come in; a verdict comes out.
-A decision counts only when it is signed by a registered, active approver allowed for the
-ticket's risk class and in one of the approver groups the ticket has reached, names the
+A decision counts only when it is signed by a registered, active approver registered for the
+ticket's tenant, allowed for the ticket's risk class and in one of the approver groups the
+ticket has reached (an approver of one tenant never counts toward another's), names the
 same payload hash, tool, version and target state, is within its own expiry and the
 ticket's, and has not been used before. The same approver deciding twice is a no-op with a clear answer,
 never a second vote.
@@ -34,6 +35,7 @@ STAGE = "approval-wait"
 @dataclass(frozen=True)
 class Ticket:
     approval_id: str
+    tenant_id: str
     tool_name: str
     tool_version: str
     payload_hash: str
@@ -55,6 +57,7 @@ class Approver:
     risk_classes: tuple[str, ...]
     active: bool
     groups: tuple[str, ...] = ()
+    tenants: tuple[str, ...] = ()  # the tenants it decides for; none: it decides for no one
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,10 @@ def judge(
         return Refused("decision_expired", "the decision expired before it arrived")
     if ticket.expires_at_ms < now_ms:
         return Refused("approval_expired", f"approval {ticket.approval_id} expired")
+    if ticket.tenant_id not in approver.tenants:
+        return Refused(
+            "approver_not_for_tenant", f"{approver.approver_id} is not an approver of tenant {ticket.tenant_id}"
+        )
     if ticket.risk_class not in approver.risk_classes:
         return Refused("approver_not_allowed", f"{approver.approver_id} may not approve {ticket.risk_class} calls")
     if ticket.groups and not set(ticket.groups) & set(approver.groups):

@@ -27,7 +27,7 @@ SELECT a.approval_id, a.tool_name, a.tool_version, a.payload_hash, a.risk_class,
        coalesce(array_agg(d.approver_id) FILTER (WHERE d.verdict = 'APPROVE'), '{}'),
        coalesce(array_agg(d.approver_id) FILTER (WHERE d.approver_id IS NOT NULL), '{}'),
        coalesce(array_agg(d.decision_id) FILTER (WHERE d.decision_id IS NOT NULL), '{}'), a.approver_groups,
-       a.state_version
+       a.state_version, a.tenant_id
 FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
 WHERE a.approval_id = ANY(%b)
 GROUP BY a.approval_id
@@ -36,7 +36,7 @@ LOCK_TICKETS = """
 SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%b) ORDER BY approval_id FOR UPDATE
 """
 LOAD_APPROVERS = """
-SELECT approver_id, public_key, risk_classes, status = 'active', groups FROM toolgate.approvers
+SELECT approver_id, public_key, risk_classes, status = 'active', groups, tenants FROM toolgate.approvers
 WHERE approver_id = ANY(%b)
 """
 INSERT_TICKETS = """
@@ -81,6 +81,7 @@ async def load(conn: AsyncConnection[Any], ids: list[str]) -> tuple[dict[str, Ti
         approval_id = row[0]
         tickets[approval_id] = Ticket(
             approval_id=approval_id,
+            tenant_id=row[15],
             tool_name=row[1],
             tool_version=row[2],
             payload_hash=row[3],
@@ -100,7 +101,10 @@ async def load(conn: AsyncConnection[Any], ids: list[str]) -> tuple[dict[str, Ti
 
 async def approvers(conn: AsyncConnection[Any], ids: list[str]) -> dict[str, Approver]:
     cur = await conn.execute(LOAD_APPROVERS, (ids,))
-    return {r[0]: Approver(r[0], bytes(r[1]), tuple(r[2]), bool(r[3]), tuple(r[4])) for r in await cur.fetchall()}
+    return {
+        r[0]: Approver(r[0], bytes(r[1]), tuple(r[2]), bool(r[3]), tuple(r[4]), tuple(r[5]))
+        for r in await cur.fetchall()
+    }
 
 
 def ticket_row(opened: Opening) -> dict[str, Any]:

@@ -11,7 +11,8 @@ read from Postgres (under FOR UPDATE) come in; a verdict comes out.
 | the ticket is not APPROVED                                       | Blocked CONFIRMATION_MISSING          |
 | the ticket is for another call, tenant, tool, version or payload | Blocked CONFIRMATION_MISSING          |
 | the ticket was consumed by another operation                     | Blocked CONFIRMATION_MISSING          |
-| fewer distinct, active approvers approved than the call needs    | Blocked CONFIRMATION_MISSING          |
+| fewer distinct, active approvers of the call's tenant approved   | Blocked CONFIRMATION_MISSING          |
+| than the call needs                                              |                                       |
 | otherwise                                                        | Cleared: consume the ticket (its key) |
 
 and once the key is planned (`spent`): a ticket whose operation already reached a final state
@@ -55,7 +56,7 @@ class Ticket:
     required_approvals: int
     state_version: str | None
     consumed_by: str | None
-    approvers: int  # distinct approvers, still active, who approved
+    approvers: int  # distinct approvers, still active and registered for its tenant, who approved
     spent: bool = False  # the operation it released reached a final state
 
 

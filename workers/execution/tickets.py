@@ -23,7 +23,8 @@ LOCK = "SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%b) O
 LOAD = """
 SELECT a.approval_id, a.status, a.call_id, a.tenant_id, a.tool_name, a.tool_version, a.payload_hash,
        a.required_approvals, a.state_version, a.consumed_by,
-       count(DISTINCT d.approver_id) FILTER (WHERE d.verdict = 'APPROVE' AND p.status = 'active'),
+       count(DISTINCT d.approver_id)
+           FILTER (WHERE d.verdict = 'APPROVE' AND p.status = 'active' AND a.tenant_id = ANY(p.tenants)),
        a.spent_at IS NOT NULL
 FROM toolgate.approvals a
 LEFT JOIN toolgate.approval_decisions d USING (approval_id)
