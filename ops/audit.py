@@ -3,32 +3,42 @@
 Reads the log and its checkpoints in one read-only snapshot (an append writes its rows and its
 checkpoint in one transaction, so a snapshot never sees one without the other) and lets
 `workers.runtime.audit.verify` judge them. The checkpoints are checked with the deployment's
-public key only, so anyone holding it can audit: `TOOLGATE_DEPLOYMENT_PUBLIC_KEY`, the runtime
-file of `toolgate up`, or else the key derived from the deployment secret.
+public keys only, so anyone holding them can audit: each with the key it names, among those the
+operator trusts (`TOOLGATE_DEPLOYMENT_PUBLIC_KEY`, several separated by commas; those the runtime
+file of `toolgate up` lists; on a host holding the deployment secret, every key its keyset names,
+retired ones too). A rotation of the secret leaves the chain verifiable: the retired keys' public
+halves stay known.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from typing import Any
 
 import psycopg
 
+from toolgate.deployment_keys import deployment_keys, public_keys_of
 from toolgate.ed25519 import PublicKey
+from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.workers.runtime.audit import CHECKPOINTS, VERIFY, Checkpoint, Report, Verdict, verify
+from toolgate.workers.runtime.checkpoint_keys import TrustedKeys
 
 
-def public_key(settings: Settings) -> PublicKey:
-    if settings.deployment_public_key:
-        return PublicKey(bytes.fromhex(settings.deployment_public_key))
-    from toolgate.integrity import deployment_keys
-
-    return deployment_keys(settings).signing_key.public
+def trusted_keys(settings: Settings) -> TrustedKeys:
+    """The public keys this operator trusts the checkpoints of (module docstring)."""
+    found = public_keys_of(settings.deployment_public_key)
+    if settings.runtime_file.exists():
+        runtime = json.loads(settings.runtime_file.read_text())
+        found += [bytes.fromhex(public) for public in runtime.get("deployment_public_keys", [])]
+    if SecretProvider(settings.secrets_path).has(settings.deployment_secret_ref):
+        found += deployment_keys(settings).public_keys(retired=True)
+    return TrustedKeys(PublicKey(raw) for raw in dict.fromkeys(found))
 
 
 def verify_log(settings: Settings) -> Report:
-    key = public_key(settings)
+    key = trusted_keys(settings)
     with psycopg.connect(settings.database_url) as conn:
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         conn.read_only = True
@@ -60,6 +70,7 @@ def describe(report: Report) -> list[str]:
         first = f"audit chain intact: {report.rows} rows, but no signed checkpoint, so a cut tail would not show"
     else:
         first = f"audit chain intact: {report.rows} rows; signed checkpoint #{a.id} of {a.at} covers {a.row_count}"
+        first += f" (signed by {a.key_id})" if a.key_id else ""
     out = [first]
     if report.ok and a is not None and report.uncovered:
         out.append(f"{report.uncovered} newer row(s) not covered by a signed checkpoint")

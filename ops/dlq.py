@@ -7,7 +7,10 @@ wrote carries its stage MAC; a letter without a valid one is shown as forged and
 replayed (the refusal is audited). A replay republishes the original bytes to the topic they
 came from with their key and headers, sealed again for that topic, so the call keeps its
 identity and idempotency key: replaying twice never executes twice, and whatever is replayed
-meets every check a first delivery meets.
+meets every check a first delivery meets. A MAC is checked with the deployment key it names, if
+that key is accepted now (toolgate.integrity), and a replay is sealed with the key that seals now:
+a letter sealed before a rotation of the deployment secret can be replayed until its key is
+retired, and shows as forged after.
 
 That includes freshness (workers/runtime/freshness.py): a record of an internal topic keeps the
 time it was first produced, so one older than the bound is refused by the stage it goes back to,

@@ -170,7 +170,7 @@ class Supervisor:
             "kafka_bootstrap": bootstrap,
             "database_url": admin_url,
             "worker_database_url": worker_url,
-            "deployment_public_key": deployment_keys(self.settings).public_key.hex(),
+            **published_keys(self.settings),
             "endpoints": endpoints,
             "partitions": self.settings.partitions,
             "topic_prefix": self.settings.topic_prefix,
@@ -326,6 +326,7 @@ class Supervisor:
             signal.signal(sig, self._on_signal)
         while not self._stop:
             self._revive_infrastructure()
+            self._publish_keys()
             now = time.monotonic()
             for child in self.children:
                 if child.process is None or child.process.poll() is None or now < child.next_start:
@@ -342,6 +343,15 @@ class Supervisor:
                 child.next_start = now + backoff
                 self._record_pids()
             time.sleep(0.25)
+
+    def _publish_keys(self) -> None:
+        """The deployment's public keys in runtime.json as its keyset has them now (read again
+        every `keyset_refresh_seconds`): clients on this host learn a staged key from it before
+        any stage seals with it."""
+        keys = published_keys(self.settings)
+        if any(self._runtime.get(name) != value for name, value in keys.items()):
+            self._runtime.update(keys)
+            self._write_runtime(self._runtime)
 
     @property
     def _restarts(self) -> dict[str, int]:
@@ -489,8 +499,9 @@ def prepare(settings: Settings, bootstrap: str, database_url: str, demo: bool, s
     if not SecretProvider(settings.secrets_path).has(settings.deployment_secret_ref):
         path = ensure_secret(settings, settings.deployment_secret_ref)
         say(f"secret     deployment secret generated at {path}; give it to every worker host")
-    say(f"signing    deployment public key {deployment_keys(settings).public_key.hex()}")
-    audit.use_key(deployment_keys(settings).signing_key)  # what signs this process's audit checkpoints
+    keys = deployment_keys(settings)
+    say(f"signing    deployment public key {keys.public_key.hex()} ({keys.key_id})")
+    audit.use_keyset(keys)  # what signs this process's audit checkpoints
     if Topics(settings.topic_prefix).proposals in created:
         redrive_from_postgres(settings, database_url, say)
     if demo:
@@ -503,7 +514,7 @@ def prepare(settings: Settings, bootstrap: str, database_url: str, demo: bool, s
 def redrive_from_postgres(settings: Settings, database_url: str, say: Any = print) -> dict[str, int]:
     """The transport is new (its topics had to be created): say again what Postgres holds in
     flight (workers/reconciliation/redrive.py). On a new database there is nothing."""
-    audit.use_key(deployment_keys(settings).signing_key)
+    audit.use_keyset(deployment_keys(settings))
 
     async def one() -> dict[str, int]:
         async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
@@ -513,6 +524,16 @@ def redrive_from_postgres(settings: Settings, database_url: str, say: Any = prin
     if any(counts.values()):
         say(f"re-drive   {', '.join(f'{k} {v}' for k, v in counts.items())}  (the broker had lost them)")
     return counts
+
+
+def published_keys(settings: Settings) -> dict[str, Any]:
+    """What runtime.json says of the deployment's keys: the public key that signs now, and every
+    one accepted now (a staged next key, a previous one in its grace), for clients to trust."""
+    keys = deployment_keys(settings)
+    return {
+        "deployment_public_key": keys.public_key.hex(),
+        "deployment_public_keys": [public.hex() for public in keys.public_keys()],
+    }
 
 
 def ensure_secret(settings: Settings, ref: str) -> Path:

@@ -112,8 +112,13 @@ class Settings:
     # The secret reference of the deployment secret: the root of stage MACs and of the
     # deployment's Ed25519 key (toolgate.integrity). Every stage and operator command needs it.
     deployment_secret_ref: str = "deployment-secret"
-    # The deployment's Ed25519 public key (hex): clients verify observations with it.
+    # The deployment's Ed25519 public key (hex): clients verify observations with it. While a
+    # rotation is under way, several, separated by commas (toolgate.keyset).
     deployment_public_key: str = ""
+    # How often a process reads the deployment's keyset again (a rotation needs no restart), and
+    # how long `toolgate secret rotate` keeps the key that sealed before accepted by default.
+    keyset_refresh_seconds: float = 5.0
+    keyset_grace_seconds: float = 900.0
     # A proposal is refused when its created_at is older than this, or this far in the future.
     proposal_max_age_seconds: float = 900.0
     proposal_future_skew_seconds: float = 60.0
@@ -194,6 +199,8 @@ _ENV = {
     "audit_verify_seconds": "TOOLGATE_AUDIT_VERIFY_SECONDS",
     "deployment_secret_ref": "TOOLGATE_DEPLOYMENT_SECRET_REF",
     "deployment_public_key": "TOOLGATE_DEPLOYMENT_PUBLIC_KEY",
+    "keyset_refresh_seconds": "TOOLGATE_KEYSET_REFRESH_SECONDS",
+    "keyset_grace_seconds": "TOOLGATE_KEYSET_GRACE_SECONDS",
     "proposal_max_age_seconds": "TOOLGATE_PROPOSAL_MAX_AGE_SECONDS",
     "proposal_future_skew_seconds": "TOOLGATE_PROPOSAL_FUTURE_SKEW_SECONDS",
     "record_max_age_seconds": "TOOLGATE_RECORD_MAX_AGE_SECONDS",

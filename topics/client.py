@@ -38,8 +38,9 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
@@ -47,7 +48,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from opentelemetry import trace
 
 from toolgate.agent_keys import AgentKeyring, AgentSigner
-from toolgate.integrity import EdgeVerifier, deployment_keys
+from toolgate.deployment_keys import deployment_keys, public_keys_of
+from toolgate.integrity import EdgeVerifier
 from toolgate.kafka_security import client_config
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Observation, Principal, ToolProposal, Verdict
@@ -148,14 +150,18 @@ class Observed:
         return self.observation.model_dump(mode="json")
 
 
-def deployment_public_key(settings: Settings) -> bytes | None:
-    """The key toolgate's records are signed with: as configured (TOOLGATE_DEPLOYMENT_PUBLIC_KEY,
-    runtime.json), or derived on a host that holds the deployment secret itself."""
-    if settings.deployment_public_key:
-        return bytes.fromhex(settings.deployment_public_key)
+def deployment_public_keys(settings: Settings) -> list[bytes]:
+    """The keys toolgate's records may be signed with: as configured (TOOLGATE_DEPLOYMENT_PUBLIC_KEY,
+    several while a rotation is under way), every one runtime.json lists as accepted now (a
+    `toolgate up` on this host), and on a host that holds the deployment secret, those of its
+    keyset. Read again when a record names a key not among them (integrity.EdgeVerifier)."""
+    found = public_keys_of(settings.deployment_public_key)
+    if settings.runtime_file.exists():
+        runtime = json.loads(settings.runtime_file.read_text())
+        found += [bytes.fromhex(public) for public in runtime.get("deployment_public_keys", [])]
     if SecretProvider(settings.secrets_path).has(settings.deployment_secret_ref):
-        return deployment_keys(settings).public_key
-    return None
+        found += deployment_keys(settings).public_keys()
+    return list(dict.fromkeys(found))
 
 
 def random_hex(n: int) -> str:
@@ -182,15 +188,18 @@ class ToolgateClient:
         trace_sample_ratio: float = 1.0,
         *,
         keyring: AgentKeyring | None = None,
-        deployment_public_key: bytes | None = None,
+        deployment_public_key: bytes | Sequence[bytes] | None = None,
+        published_keys: Callable[[], Iterable[bytes]] | None = None,
         verify: bool = True,
         kafka_config: dict[str, str] | None = None,
         compression: str = "lz4",
         proposal_max_age_s: float = PROPOSAL_MAX_AGE_S,
     ) -> None:
         """`keyring`: where agents' private keys are (for `propose(agent_id=...)`);
-        `deployment_public_key`: what observations must be signed with (`verify=False` reads
-        them unchecked, for tools that only count); `kafka_config`: SASL/TLS settings;
+        `deployment_public_key`: what observations must be signed with, one key or several
+        (`verify=False` reads them unchecked, for tools that only count); `published_keys`: where
+        to read the deployment's keys again when a record names a key not among them (a rotation);
+        `kafka_config`: SASL/TLS settings;
         `compression`: the codec of what it writes to topics only toolgate reads (proposals,
         decisions; settings.compression); `proposal_max_age_s`: the deployment's proposal
         window (settings.proposal_max_age_seconds), which bounds re-publishing."""
@@ -199,7 +208,7 @@ class ToolgateClient:
         self.topics = Topics(prefix)
         self.trace_sample_ratio = trace_sample_ratio
         self.keyring = keyring
-        self.verifier = EdgeVerifier(deployment_public_key) if deployment_public_key else None
+        self.verifier = EdgeVerifier(deployment_public_key, published_keys) if deployment_public_key else None
         self.verify = verify
         self.kafka_config = dict(kafka_config or {})
         self._signers: dict[str, AgentSigner] = {}
@@ -235,7 +244,8 @@ class ToolgateClient:
             client_id,
             s.trace_sample_ratio,
             keyring=AgentKeyring(s.agents_dir),
-            deployment_public_key=deployment_public_key(s),
+            deployment_public_key=deployment_public_keys(s),
+            published_keys=partial(deployment_public_keys, s),
             kafka_config=client_config(s),
             compression=s.compression,
             proposal_max_age_s=s.proposal_max_age_seconds,

@@ -34,12 +34,13 @@ from toolgate.telemetry import configure_telemetry, shutdown_telemetry
 from toolgate.topics.catalog import Topics, stage_group
 from toolgate.topics.headers import Headers
 from toolgate.workers.runtime import heap, liveness, orphan
-from toolgate.workers.runtime.audit import AuditSink
+from toolgate.workers.runtime.audit import AuditSink, use_keyset
 from toolgate.workers.runtime.consumer import StageConsumer
 from toolgate.workers.runtime.filling import Bounds, Filling, bounds_for
 from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler
 from toolgate.workers.runtime.intake import INTERNAL_SOURCES, RawRecord
+from toolgate.workers.runtime.key_holders import KeyHolders
 from toolgate.workers.runtime.producer import StageProducer
 from toolgate.workers.runtime.rounds import Rounds
 
@@ -61,13 +62,18 @@ class StageApp:
         self.settings = settings.require_infrastructure()
         self.topics = Topics(settings.topic_prefix)
         self.group = stage_group(settings.topic_prefix, name)
-        # Holding the deployment secret is what makes this process a stage (toolgate.integrity).
-        self.sealer = Sealer(deployment_keys(settings), self.topics)
+        # Holding the deployment secret is what makes this process a stage (toolgate.integrity);
+        # its keyset is read again as it runs, and which keys it holds is reported (key_holders).
+        keys = deployment_keys(settings)
+        self.sealer = Sealer(keys, self.topics)
+        use_keyset(keys)
         self.audits = AuditSink(settings.database_url, name)
         self.producer = StageProducer(self.settings, self.group)
         self._handlers: dict[str, Handler[Any]] = {}  # by the physical topic each consumes
         self._jobs: list[tuple[str, Job]] = []
         self._ready = False
+        holders = KeyHolders(settings.database_url, name, keys)
+        self.every(settings.keyset_refresh_seconds, holders.report, "key-holders")
 
     # --- producing ---------------------------------------------------------------------------
 

@@ -11,10 +11,10 @@ transaction-scoped advisory lock, so the chain has one order; each row carries i
 (`seq`), so a writer never counts. Workers connect as a role that may only insert into both
 tables (migration 0009), and neither can be truncated (0008).
 
-The signing key is handed to the module once per process (`use_key`); a process that never
-did loads the deployment's key from its settings on first append. A writer with no key at all
-appends without a checkpoint (and says so once in its log): verify reports such rows as not
-covered by a checkpoint.
+Each checkpoint names the deployment key that signed it, and verify checks it with that key
+(workers/runtime/checkpoint_keys.py: which key signs, which keys check), so a rotation of the
+deployment secret leaves the chain verifiable. A writer with no key at all appends without a
+checkpoint (and says so once in its log): verify reports such rows as not covered by a checkpoint.
 
     verdict        when
     BROKEN         a row's hash or link does not hold (edited, removed, reordered)
@@ -31,16 +31,17 @@ import hashlib
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from psycopg import AsyncConnection, AsyncCursor
 
+from toolgate.ed25519 import PublicKey
 from toolgate.schemas.wire import canonical_json
 from toolgate.workers.runtime import batch
+from toolgate.workers.runtime.checkpoint_keys import TrustedKeys, signer
+from toolgate.workers.runtime.checkpoint_keys import use_key as use_key
+from toolgate.workers.runtime.checkpoint_keys import use_keyset as use_keyset
 from toolgate.workers.runtime.db import make_pool, rows_json
-
-if TYPE_CHECKING:
-    from toolgate.ed25519 import PrivateKey, PublicKey
 
 log = logging.getLogger("toolgate.audit")
 
@@ -82,33 +83,6 @@ def checkpoint_bytes(row_count: int, head_hash: str) -> bytes:
     return b"".join(len(f).to_bytes(4, "big") + f for f in fields)
 
 
-# --- the signing key, once per process ---------------------------------------------------------
-
-_UNSET: Any = object()
-_key: Any = _UNSET
-
-
-def use_key(key: PrivateKey | None) -> None:
-    """Sign this process's checkpoints with `key` (the deployment's signing key)."""
-    global _key
-    _key = key
-
-
-def _signing_key() -> PrivateKey | None:
-    global _key
-    if _key is _UNSET:
-        from toolgate.integrity import deployment_keys
-        from toolgate.secrets import SecretMissing
-        from toolgate.settings import load_settings
-
-        try:
-            _key = deployment_keys(load_settings()).signing_key
-        except (SecretMissing, ValueError) as exc:
-            log.warning("audit rows are appended without checkpoints: %s", exc, extra={"action": "no_checkpoints"})
-            _key = None
-    return _key  # type: ignore[no-any-return]
-
-
 # --- appending ---------------------------------------------------------------------------------
 
 # The tail's hash and position; rows from before 0008 have no position, so the first append
@@ -125,7 +99,8 @@ ROWS = (
     "actor text, detail jsonb, prev_hash text, hash text, seq bigint)"
 )
 ROWS_AND_CHECKPOINT = (
-    f"WITH appended AS ({ROWS}) INSERT INTO toolgate.audit_heads (row_count, head_hash, signature) VALUES (%s, %s, %s)"
+    f"WITH appended AS ({ROWS}) INSERT INTO toolgate.audit_heads (row_count, head_hash, signature, key_id) "
+    "VALUES (%s, %s, %s, %s)"
 )
 
 
@@ -179,11 +154,11 @@ def rows_statement(row: tuple[Any, ...] | None, entries: list[Entry]) -> batch.S
             }
         )
         prev = digest
-    key = _signing_key()
-    if key is None:
+    signing = signer()
+    if signing is None:
         return ROWS, (rows_json(rows),)
-    signature = key.sign(checkpoint_bytes(count, prev))
-    return ROWS_AND_CHECKPOINT, (rows_json(rows), count, prev, signature)
+    key_id, key = signing
+    return ROWS_AND_CHECKPOINT, (rows_json(rows), count, prev, key.sign(checkpoint_bytes(count, prev)), key_id)
 
 
 class AuditSink:
@@ -209,7 +184,8 @@ VERIFY = (
     "FROM toolgate.audit_log ORDER BY id"
 )
 CHECKPOINTS = (
-    f"SELECT id, {AT_TEXT.format('at')}, row_count, head_hash, signature FROM toolgate.audit_heads ORDER BY id DESC"
+    f"SELECT id, {AT_TEXT.format('at')}, row_count, head_hash, signature, key_id FROM toolgate.audit_heads "
+    "ORDER BY id DESC"
 )
 
 
@@ -231,6 +207,7 @@ class Checkpoint:
     row_count: int
     head_hash: str
     signature: bytes
+    key_id: str | None = None  # the deployment key that signed it (none before migration 0022)
 
 
 class Verdict(enum.StrEnum):
@@ -263,10 +240,12 @@ class Report:
         return self.verdict in (Verdict.INTACT, Verdict.UNANCHORED)
 
 
-def verify(rows: Sequence[tuple[Any, ...]], checkpoints: Iterable[Checkpoint], public_key: PublicKey) -> Report:
+def verify(rows: Sequence[tuple[Any, ...]], checkpoints: Iterable[Checkpoint], keys: TrustedKeys | PublicKey) -> Report:
     """The log's rows (in id order) against its checkpoints (newest first). A checkpoint whose
     head is the row at its count agrees whoever wrote it; only one that disagrees, or the newest
-    that agrees (the anchor), has its signature checked, so a pass costs a lookup per checkpoint."""
+    that agrees (the anchor), has its signature checked, with the trusted key it names, so a pass
+    costs a lookup per checkpoint."""
+    trusted = keys if isinstance(keys, TrustedKeys) else TrustedKeys([keys])
     checked, broken = verify_rows(list(rows))
     position = {row[9]: n for n, row in enumerate(rows, start=1)}
     anchor: Checkpoint | None = None
@@ -276,7 +255,8 @@ def verify(rows: Sequence[tuple[Any, ...]], checkpoints: Iterable[Checkpoint], p
         agrees = position.get(checkpoint.head_hash) == checkpoint.row_count
         if agrees and anchor is not None:
             continue
-        if not public_key.ok(checkpoint.signature, checkpoint_bytes(checkpoint.row_count, checkpoint.head_hash)):
+        message = checkpoint_bytes(checkpoint.row_count, checkpoint.head_hash)
+        if not trusted.ok(checkpoint.key_id, checkpoint.signature, message):
             unsigned += 1
         elif agrees:
             anchor = checkpoint
