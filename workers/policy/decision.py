@@ -47,12 +47,11 @@ def scopes(case: Case) -> Deny | None:
 def tenant_scope(case: Case) -> Deny | None:
     """6. Tenant scope: every resource the arguments name must be this tenant's. Another
     tenant's is answered exactly as one that does not exist (only the audit log tells them
-    apart); an argument that names no resource is fine, one that is not an id is not."""
+    apart). Fail closed: a tenant-bound argument that is absent, null or not an id names no
+    resource this gate could check, and is refused (admission makes every one required)."""
     record = case.record
     for binding in case.contract.binding.get("tenant_binding", []):
         value = record.arguments.get(binding["argument"])
-        if value is None:
-            continue
         if not isinstance(value, str):
             return deny(
                 TaxonomyClass.PERMISSION_DENIED,

@@ -19,8 +19,9 @@ Facts = Mapping[tuple[str, str], Row]  # (lookup, id) -> row; absent: no such re
 
 def owned(row: Row | None, tenant_id: str) -> Row | None:
     """A fact about a tenant's own resource, or None: another tenant's resource is answered
-    exactly as one that does not exist, so no answer tells whether it does."""
-    if row is None or row.get("tenant_id", tenant_id) != tenant_id:
+    exactly as one that does not exist, so no answer tells whether it does. Fail closed: a row
+    that does not say whose it is (no tenant_id column) is nobody's."""
+    if row is None or row.get("tenant_id") != tenant_id:
         return None
     return row
 

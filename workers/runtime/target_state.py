@@ -18,6 +18,7 @@ from typing import Any
 from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import StageRecord
 from toolgate.schemas.wire import canonical_json
+from toolgate.workers.runtime.facts import owned
 
 HIDDEN = ("id", "tenant_id")  # what the lookup needs, not what the approver needs to see
 
@@ -42,10 +43,8 @@ def current(
 ) -> dict[str, Any] | None:
     """The target's row as found, if it exists and is the call's tenant's."""
     for lookup, value in refs(record, contract):
-        row = rows.get((lookup, str(value)))
-        if row is None or row.get("tenant_id", record.tenant_id) != record.tenant_id:
-            return None
-        return _json(row)
+        row = owned(rows.get((lookup, str(value))), record.tenant_id)
+        return None if row is None else _json(row)
     return None
 
 
