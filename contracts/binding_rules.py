@@ -7,6 +7,9 @@ author's omission from failing open. Pure: text in, problems out.
                         needs it refused
     tenant_binding      names an argument the input schema requires: a tenant-bound argument that
                         may be left out would name no resource the tenant gate could check
+    every statement     names only the context a call gives (`%(ctx.NAME)s`, CONTEXT): never the
+                        caller's raw idempotency key, which two tenants may both choose; an id
+                        derived from a key comes from ctx.operation_key, bound to the tenant
 
 A lookup's select list is read from its text: the output names of the items of its outermost
 SELECT (an alias after AS, a column, the last part of a qualified column, an implicit alias). A
@@ -20,6 +23,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+# What a statement's %(ctx.NAME)s may name (workers/execution/effects.py Job.context gives them).
+CONTEXT = ("tenant_id", "user_id", "agent_id", "call_id", "run_id", "operation_key")
+CTX = re.compile(r"%\(ctx\.([^)]*)\)s")
 IDENT = r'(?:"[^"]+"|[A-Za-z_][A-Za-z0-9_$]*)'
 ALIASED = re.compile(rf"(?is)^.+?\s+AS\s+({IDENT})$")
 COLUMN = re.compile(rf"(?s)^(?:{IDENT}\s*\.\s*)*({IDENT})$")
@@ -41,8 +47,34 @@ def lookups(binding: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "binding.confirmation.before_state.lookup", before["lookup"]
 
 
-def tenancy_problems(name: str, version: str, binding: Mapping[str, Any], input_schema: Mapping[str, Any]) -> list[str]:
+def statements(binding: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(where, statement text) of every statement a binding runs."""
+    executor = binding.get("executor") or {}
+    if executor.get("kind") == "postgres":
+        yield "binding.executor.statement", executor["statement"]
+    if binding.get("after_effect"):
+        yield "binding.after_effect.statement", binding["after_effect"]["statement"]
+
+
+def problems(name: str, version: str, binding: Mapping[str, Any], input_schema: Mapping[str, Any]) -> list[str]:
     """Why this binding would fail open (empty: it would not), each naming the contract and field."""
+    return tenancy_problems(name, version, binding, input_schema) + context_problems(name, version, binding)
+
+
+def context_problems(name: str, version: str, binding: Mapping[str, Any]) -> list[str]:
+    found = []
+    for where, statement in statements(binding):
+        for unknown in sorted(set(CTX.findall(statement)) - set(CONTEXT)):
+            hint = (
+                "statements are not given the caller's raw key; derive ids from ctx.operation_key"
+                if unknown == "idempotency_key"
+                else f"a call's context is {', '.join(CONTEXT)}"
+            )
+            found.append(f"{where} of {name} {version} names ctx.{unknown}: {hint}")
+    return found
+
+
+def tenancy_problems(name: str, version: str, binding: Mapping[str, Any], input_schema: Mapping[str, Any]) -> list[str]:
     problems = []
     for where, lookup in lookups(binding):
         if "tenant_id" not in selected(lookup):

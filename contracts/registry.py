@@ -5,8 +5,9 @@ binding>}`. It is admitted only if the contract validates against the reference
 `tool-contract.schema.json`, the binding against `binding.schema.json`, its input and
 output schemas are valid JSON Schemas, its examples satisfy its input schema, and its file
 path names the same tool and version, and its binding cannot fail open (binding_rules.py:
-every lookup selects tenant_id, every tenant-bound argument is required). A document that
-fails is refused at start (`ContractRefused`), never silently degraded.
+every lookup selects tenant_id, every tenant-bound argument is required, every statement names
+only the context a call gives). A document that fails is refused at start (`ContractRefused`),
+never silently degraded.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import fastjsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from toolgate.contracts.binding_rules import tenancy_problems
+from toolgate.contracts import binding_rules
 from toolgate.errors import PermanentError
 from toolgate.schemas.models import TaxonomyClass
 
@@ -188,7 +189,7 @@ def admit(document: Mapping[str, Any], source: str) -> Contract:
     for i, example in enumerate(document["contract"]["affordance"]["examples"]):
         for error in contract.input_validator.iter_errors(example["arguments"]):
             raise ContractRefused(f"{source}: example {i} violates the input schema: {error.message}")
-    fails_open = tenancy_problems(contract.name, contract.version, contract.binding, contract.input_schema)
+    fails_open = binding_rules.problems(contract.name, contract.version, contract.binding, contract.input_schema)
     if fails_open:
         raise ContractRefused(f"{source}: " + "; ".join(fails_open))
     return contract

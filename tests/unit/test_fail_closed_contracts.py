@@ -111,16 +111,16 @@ def unadmitted(name: str, mutate: Any) -> Contract:
 
 
 def test_a_row_that_does_not_say_whose_it_is_is_nobodys() -> None:
-    assert owned({"id": "inv_1", "tenant_id": "acme"}, "acme") is not None
-    assert owned({"id": "inv_1", "tenant_id": "globex"}, "acme") is None
-    assert owned({"id": "inv_1", "status": "open"}, "acme") is None
-    assert owned({"id": "inv_1", "tenant_id": None}, "acme") is None
+    assert owned(({"id": "inv_1", "tenant_id": "acme"},), "acme") is not None
+    assert owned(({"id": "inv_1", "tenant_id": "globex"},), "acme") is None
+    assert owned(({"id": "inv_1", "status": "open"},), "acme") is None
+    assert owned(({"id": "inv_1", "tenant_id": None},), "acme") is None
 
 
 def test_the_tenant_gate_refuses_a_resource_whose_lookup_forgot_tenant_id() -> None:
     fetch = unadmitted("invoice.fetch", lambda d: _set(d, ("tenant_binding", 0, "lookup"), NO_TENANT))
     record = stage_record(fetch, {"invoice_id": "inv_globex0001"})
-    facts = {(lookup, value): {"id": value, "status": "open"} for lookup, value in refs(record, fetch)}
+    facts = {(lookup, value): ({"id": value, "status": "open"},) for lookup, value in refs(record, fetch)}
     decision = decide(record, fetch, load_policy(), facts, Usage(), "event-1", 0, "dev")
     assert isinstance(decision, Deny)
     assert (decision.taxonomy_class, decision.errors[0].code) == (TaxonomyClass.STALE_STATE, "resource_missing")
@@ -147,6 +147,6 @@ def test_an_approval_binds_no_state_of_a_row_that_does_not_say_whose_it_is() -> 
     record = stage_record(charge)
     [(lookup, value)] = target_state.refs(record, charge)
     row = {"id": value, "status": "open", "currency": "USD", "amount_cents": 125000}
-    assert target_state.current(record, charge, {(lookup, value): row}) is None
-    assert target_state.bound_version(record, charge, {(lookup, value): row}) == target_state.ABSENT
-    assert target_state.current(record, charge, {(lookup, value): {**row, "tenant_id": "acme"}}) is not None
+    assert target_state.current(record, charge, {(lookup, value): (row,)}) is None
+    assert target_state.bound_version(record, charge, {(lookup, value): (row,)}) == target_state.ABSENT
+    assert target_state.current(record, charge, {(lookup, value): ({**row, "tenant_id": "acme"},)}) is not None

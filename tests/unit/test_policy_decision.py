@@ -26,7 +26,7 @@ def contract(name: str) -> Contract:
 def facts_for(c: Contract, record: StageRecord, tenant: str = "acme", **columns: Any) -> dict[Any, Any]:
     """Every resource the call names exists, belongs to `tenant` and has `columns`."""
     row = {"tenant_id": tenant, "status": "open", "currency": "USD", "amount_cents": 125000, **columns}
-    return {(lookup, value): {"id": value, **row} for lookup, value in refs(record, c) if isinstance(value, str)}
+    return {(lookup, value): ({"id": value, **row},) for lookup, value in refs(record, c) if isinstance(value, str)}
 
 
 def run(

@@ -60,15 +60,15 @@ def tenant_scope(case: Case) -> Deny | None:
                 field=binding["argument"],
                 expected="an id (a string)",
             )
-        row = case.facts.get((binding["lookup"], value))
-        if owned(row, record.tenant_id) is None:
+        rows = case.facts.get((binding["lookup"], value))
+        if owned(rows, record.tenant_id) is None:
             return deny(
                 TaxonomyClass.STALE_STATE,
                 "resource_missing",
                 f"{binding['argument']} {value} does not exist in your tenant; refresh state and re-plan",
                 field=binding["argument"],
                 actual=value,
-                finding="resource_missing" if row is None else "cross_tenant",
+                finding="cross_tenant" if rows else "resource_missing",
             )
     return None
 
