@@ -26,6 +26,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from toolgate.contracts import binding_rules
+from toolgate.contracts.schema_work import MeteredValidator
 from toolgate.errors import PermanentError
 from toolgate.schemas.models import TaxonomyClass
 
@@ -129,8 +130,12 @@ class Contract:
 
     @cached_property
     def input_validator(self) -> Draft202012Validator:
-        """Every finding, with paths (slow): for the feedback of a failed proposal."""
-        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        """Every finding, with paths (slow): for the feedback of a failed proposal. Its work is
+        counted inside `schema_work.metered`, so validation can bound what a failure costs."""
+        validator: Draft202012Validator = MeteredValidator(
+            self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER
+        )
+        return validator
 
     @cached_property
     def output_validator(self) -> Draft202012Validator:
@@ -151,11 +156,15 @@ class Contract:
 
     def accepts_input(self, arguments: Any) -> bool:
         """Yes/no against the input schema, compiled (~25x faster than collecting findings)."""
+        return self.input_violation(arguments) is None
+
+    def input_violation(self, arguments: Any) -> fastjsonschema.JsonSchemaException | None:
+        """The first violation of the input schema the compiled validator meets, or None."""
         try:
             self._fast_input(arguments)
-        except fastjsonschema.JsonSchemaException:
-            return False
-        return True
+        except fastjsonschema.JsonSchemaException as violation:
+            return violation
+        return None
 
     def accepts_output(self, data: Any) -> bool:
         try:

@@ -117,6 +117,12 @@ class Settings:
     # A proposal is refused when its created_at is older than this, or this far in the future.
     proposal_max_age_seconds: float = 900.0
     proposal_future_skew_seconds: float = 60.0
+    # Validation work each agent may spend (workers/validation/admission_rate.py): units (about
+    # 2-5 µs of validation's CPU each; an ordinary call costs 2-3, a 240 KiB refusal ~1,900) refilled
+    # per second, up to a burst. Past it an agent's calls are refused RATE_LIMITED until it is out of
+    # debt. Held in each validation worker's memory.
+    admission_work_per_second: float = 20_000.0
+    admission_work_burst: float = 100_000.0
     # Short group timeouts: Tansu's JoinGroup waits for them (NOTES.md).
     session_timeout_s: float = 6.0
     heartbeat_interval_s: float = 1.0
@@ -191,6 +197,8 @@ _ENV = {
     "deployment_public_key": "TOOLGATE_DEPLOYMENT_PUBLIC_KEY",
     "proposal_max_age_seconds": "TOOLGATE_PROPOSAL_MAX_AGE_SECONDS",
     "proposal_future_skew_seconds": "TOOLGATE_PROPOSAL_FUTURE_SKEW_SECONDS",
+    "admission_work_per_second": "TOOLGATE_ADMISSION_WORK_PER_SECOND",
+    "admission_work_burst": "TOOLGATE_ADMISSION_WORK_BURST",
 }
 
 ENV_VARS: tuple[str, ...] = ("TOOLGATE_HOME", *_ENV.values())
