@@ -6,7 +6,7 @@ of arguments to parse, a refusal's findings to look for), and signed under one r
 one signature. schema_budget.py bounds what one call may cost; this bounds how often one agent
 may make validation pay it. What a call costs, in units of about 2-5 µs of validation's CPU:
 
-    units = 1 + bytes of its arguments / 128 + the schema work of its refusal (schema_budget.WORK at most)
+    units = 1 + characters of its arguments / 128 + the schema work of its refusal (schema_budget.WORK at most)
 
 An ordinary call costs 2-3 units; a 240 KiB refusal about 1,900. Each agent has `burst` units,
 refilled at `per_second`; a call is refused, RATE_LIMITED with the time until its agent is out of
@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-BYTES_PER_UNIT = 128
+CHARACTERS_PER_UNIT = 128
 MAX_AGENTS = 100_000
 Agent = tuple[str, str]  # (tenant, agent_id), as the agent's signature proved them
 
@@ -37,7 +37,7 @@ class Balance:
 
 def cost(argument_chars: int, work: int) -> int:
     """What one call cost validation, in units."""
-    return 1 + argument_chars // BYTES_PER_UNIT + work
+    return 1 + argument_chars // CHARACTERS_PER_UNIT + work
 
 
 class AdmissionRate:
