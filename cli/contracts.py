@@ -28,7 +28,10 @@ contracts_app = typer.Typer(
 
 
 def _registry() -> Registry:
-    return load_registry(load_settings().contracts_dir)
+    try:
+        return load_registry(load_settings().contracts_dir)
+    except ContractRefused as exc:  # what is wrong, not where in toolgate it was found
+        raise _fail(f"contract refused: {exc}") from exc
 
 
 def _print_json(value: Any) -> None:

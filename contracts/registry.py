@@ -4,8 +4,10 @@ A contract document is `{"contract": <reference tool contract>, "binding": <exec
 binding>}`. It is admitted only if the contract validates against the reference
 `tool-contract.schema.json`, the binding against `binding.schema.json`, its input and
 output schemas are valid JSON Schemas, its examples satisfy its input schema, and its file
-path names the same tool and version. A document that fails is refused at start
-(`ContractRefused`), never silently degraded.
+path names the same tool and version, and its binding cannot fail open (binding_rules.py:
+every lookup selects tenant_id, every tenant-bound argument is required, every statement names
+only the context a call gives). A document that fails is refused at start (`ContractRefused`),
+never silently degraded.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import fastjsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from toolgate.contracts import binding_rules
+from toolgate.contracts.schema_work import MeteredValidator
 from toolgate.errors import PermanentError
 from toolgate.schemas.models import TaxonomyClass
 
@@ -126,8 +130,12 @@ class Contract:
 
     @cached_property
     def input_validator(self) -> Draft202012Validator:
-        """Every finding, with paths (slow): for the feedback of a failed proposal."""
-        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        """Every finding, with paths (slow): for the feedback of a failed proposal. Its work is
+        counted inside `schema_work.metered`, so validation can bound what a failure costs."""
+        validator: Draft202012Validator = MeteredValidator(
+            self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER
+        )
+        return validator
 
     @cached_property
     def output_validator(self) -> Draft202012Validator:
@@ -148,11 +156,15 @@ class Contract:
 
     def accepts_input(self, arguments: Any) -> bool:
         """Yes/no against the input schema, compiled (~25x faster than collecting findings)."""
+        return self.input_violation(arguments) is None
+
+    def input_violation(self, arguments: Any) -> fastjsonschema.JsonSchemaException | None:
+        """The first violation of the input schema the compiled validator meets, or None."""
         try:
             self._fast_input(arguments)
-        except fastjsonschema.JsonSchemaException:
-            return False
-        return True
+        except fastjsonschema.JsonSchemaException as violation:
+            return violation
+        return None
 
     def accepts_output(self, data: Any) -> bool:
         try:
@@ -186,6 +198,9 @@ def admit(document: Mapping[str, Any], source: str) -> Contract:
     for i, example in enumerate(document["contract"]["affordance"]["examples"]):
         for error in contract.input_validator.iter_errors(example["arguments"]):
             raise ContractRefused(f"{source}: example {i} violates the input schema: {error.message}")
+    fails_open = binding_rules.problems(contract.name, contract.version, contract.binding, contract.input_schema)
+    if fails_open:
+        raise ContractRefused(f"{source}: " + "; ".join(fails_open))
     return contract
 
 

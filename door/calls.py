@@ -11,7 +11,9 @@ before anything is proposed.
 
 Runs: one run per MCP session. Over Streamable HTTP a session is its `Mcp-Session-Id`; a stdio
 server serves one session for its life; a request with neither (a stateless HTTP exchange) is a
-run of its own, unless it names one in `_meta` as `toolgate/run_id`.
+run of its own, unless it names one in `_meta` as `toolgate/run_id`. Whatever it is called, a run
+is the calling agent's own: toolgate keys per-run budgets and the repair loop by (tenant, agent,
+run_id), so a run_id another agent of the tenant names, here or on the topics, is another run.
 
 A call held for approval is waited for up to the server's wait limit (`toolgate mcp --wait-limit`),
 or less when the request says in `_meta` how long it may wait (`toolgate/wait_s`, seconds): a client

@@ -10,4 +10,4 @@ INSERT INTO demo.invoices (invoice_id, tenant_id, customer_id, status, currency,
     ('inv_acme0002',   'acme',   'cust_acme02',   'open',  'USD', 125000, '2026-12-15'),
     ('inv_acme0003',   'acme',   'cust_acme01',   'paid',  'USD',  99000, '2026-10-01'),
     ('inv_globex0001', 'globex', 'cust_globex01', 'open',  'EUR', 750000, '2027-01-31')
-ON CONFLICT (invoice_id) DO NOTHING;
+ON CONFLICT (tenant_id, invoice_id) DO NOTHING;

@@ -53,7 +53,7 @@ def _round(conn: psycopg.Connection[Any], statement: str, arguments: dict[str, A
     with conn.transaction():
         conn.execute(LOCK, ([TENANT] * batch, keys)).fetchall()
         with conn.pipeline():
-            cursors = [conn.execute(statement, {**arguments, "ctx.idempotency_key": k, "ctx.call_id": k}) for k in keys]
+            cursors = [conn.execute(statement, {**arguments, "ctx.operation_key": k, "ctx.call_id": k}) for k in keys]
         for cur in cursors:
             cur.fetchall()
         ended = {"status": KeyStatus.COMPLETED, "response": json.dumps({"data": {"ok": 1}}), "error_code": None}

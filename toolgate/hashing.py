@@ -11,7 +11,9 @@ request hash   SHA256(tenant, tool, version, payload_hash): what a key is bound 
                key on another tool or version with the same arguments is not the same request.
 provider key   SHA256(tenant, tool, version, key): the key a provider sees (header and status
                query path), so tenants never share a provider's key space and a caller's key
-               never reaches a URL as it was written.
+               never reaches a URL as it was written. Statements and callables get it as
+               `ctx.operation_key`, never the caller's key: an id derived from it is the
+               tenant's own.
 usage event    what budgets and rate limits count: an operation by (tenant, tool, version,
                payload hash, key), counted once however often it is retried; a read by its
                call (tenant, tool, version, payload hash, call_id), once however often that

@@ -127,6 +127,12 @@ class Settings:
     # later is stale (workers/runtime/freshness.py). Past it, only an operator's explicit
     # `toolgate dlq replay --allow-stale` sends a record on.
     record_max_age_seconds: float = 900.0
+    # Validation work each agent may spend (workers/validation/admission_rate.py): units (about
+    # 2-5 µs of validation's CPU each; an ordinary call costs 2-3, a 240 KiB refusal ~1,900) refilled
+    # per second, up to a burst. Past it an agent's calls are refused RATE_LIMITED until it is out of
+    # debt. Held in each validation worker's memory.
+    admission_work_per_second: float = 20_000.0
+    admission_work_burst: float = 100_000.0
     # Short group timeouts: Tansu's JoinGroup waits for them (NOTES.md).
     session_timeout_s: float = 6.0
     heartbeat_interval_s: float = 1.0
@@ -204,6 +210,8 @@ _ENV = {
     "proposal_max_age_seconds": "TOOLGATE_PROPOSAL_MAX_AGE_SECONDS",
     "proposal_future_skew_seconds": "TOOLGATE_PROPOSAL_FUTURE_SKEW_SECONDS",
     "record_max_age_seconds": "TOOLGATE_RECORD_MAX_AGE_SECONDS",
+    "admission_work_per_second": "TOOLGATE_ADMISSION_WORK_PER_SECOND",
+    "admission_work_burst": "TOOLGATE_ADMISSION_WORK_BURST",
 }
 
 ENV_VARS: tuple[str, ...] = ("TOOLGATE_HOME", *_ENV.values())

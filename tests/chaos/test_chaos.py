@@ -40,6 +40,7 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from tests.unit.factories import draft_key
 from toolgate.agent_keys import AgentKeyring
 from toolgate.contracts.policy import load_policy
 from toolgate.hashing import provider_key
@@ -314,12 +315,14 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
         elapsed = time.monotonic() - started
         runtime = json.loads((home / "runtime.json").read_text())
         with psycopg.connect(database_url) as conn:
-            invoices = dict(
-                conn.execute(
-                    "SELECT idempotency_key, count(*) FROM demo.invoices WHERE idempotency_key LIKE 'chaos-%' "
-                    "GROUP BY idempotency_key"
+            # A draft stores its operation key (the caller's key bound to the tenant), not the key.
+            stored = {draft_key(k): k for _, k in operations.values()}
+            invoices = {
+                stored.get(key, key): n
+                for key, n in conn.execute(
+                    "SELECT operation_key, count(*) FROM demo.invoices WHERE operation_key IS NOT NULL GROUP BY 1"
                 ).fetchall()
-            )
+            }
             statuses = Counter(
                 dict(
                     conn.execute(

@@ -24,6 +24,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.unit.factories import draft_key
 from toolgate.agent_keys import AgentKeyring
 from toolgate.hashing import provider_key
 from toolgate.signing import Keyring
@@ -125,12 +126,14 @@ def test_a_killed_toolgate_up_restarted_on_its_home_answers_every_call_once(tmp_
         replays = sum(1 for o in finals.values() if o["execution_metadata"]["idempotency_hit"])
 
         with psycopg.connect(after["database_url"]) as conn:
-            invoices = dict(
-                conn.execute(
-                    "SELECT idempotency_key, count(*) FROM demo.invoices WHERE idempotency_key LIKE 'restart-%' "
-                    "GROUP BY idempotency_key"
+            # A draft stores its operation key (the caller's key bound to the tenant), not the key.
+            stored = {draft_key(k): k for _, _, k in sent.values()}
+            invoices = {
+                stored.get(key, key): n
+                for key, n in conn.execute(
+                    "SELECT operation_key, count(*) FROM demo.invoices WHERE operation_key IS NOT NULL GROUP BY 1"
                 ).fetchall()
-            )
+            }
             pending = conn.execute("SELECT count(*) FROM toolgate.idempotency_keys WHERE status = 'PENDING'").fetchone()
         emailed = Counter(op["idempotency_key"] for op in _provider_ledger(home, after) if op["kind"] == "email")
         drafts = {k for _, t, k in sent.values() if t == "invoice.create_draft"}

@@ -27,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
 
+from tests.unit.factories import draft_key
 from toolgate.door.calls import OPERATION_ID, WAIT_S, idempotency_key_for
 
 from ..conftest import OBSERVATION_SCHEMA, Pipeline
@@ -207,7 +208,7 @@ def test_a_retry_with_the_same_operation_id_is_one_effect(pipeline: Pipeline, do
 
     run(door, transport, body)
     key = idempotency_key_for("cli", operation)
-    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(1,)]
+    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE operation_key = %s", (draft_key(key),)) == [(1,)]
     runs = pipeline.sql(
         "SELECT count(DISTINCT run_id) FROM toolgate.usage_events "
         "WHERE tenant_id = 'acme' AND tool_name = 'invoice.create_draft' AND at >= %s",

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.factories import draft_key
 from toolgate.hashing import derive_idempotency_key, payload_hash, provider_key
 from toolgate.topics.catalog import Topics
 
@@ -246,11 +247,11 @@ def test_same_draft_twice_creates_one_invoice(pipeline: Pipeline) -> None:
         tenant_id="acme",
         user_id="tester",
         tool_name="invoice.create_draft",
-        tool_version="1.0.0",
+        tool_version=one["tool_identity"]["version"],
         logical_operation_id=operation,
         payload_hash=payload_hash({**arguments, "memo": None}),
     )
-    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(1,)]
+    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE operation_key = %s", (draft_key(key),)) == [(1,)]
     assert one["verification"]["target_state_reference"] == f"invoice:{one['result_payload']['data']['invoice_id']}"
 
 
@@ -261,7 +262,7 @@ def test_same_key_with_other_arguments_is_a_signature_mismatch(pipeline: Pipelin
     tampered = pipeline.call("invoice.create_draft", {**_draft("r", "a"), "currency": "EUR"}, idempotency_key=key)
     assert taxonomy(tampered) == "SIGNATURE_MISMATCH"
     assert tampered["status"]["fail_closed"] is True
-    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(1,)]
+    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE operation_key = %s", (draft_key(key),)) == [(1,)]
 
 
 def test_random_bytes_are_dead_lettered_and_the_next_proposal_succeeds(pipeline: Pipeline) -> None:
@@ -346,7 +347,7 @@ def test_a_killed_execution_worker_leaves_no_pending_key_and_its_successor_runs_
         "SELECT idempotency_key, status FROM toolgate.idempotency_keys WHERE call_id = %s", (sent.call_id,)
     )
     assert status == "COMPLETED"
-    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(1,)]
+    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE operation_key = %s", (draft_key(key),)) == [(1,)]
     assert (
         pipeline.sql(
             "SELECT action FROM toolgate.audit_log WHERE stage = 'reconciliation' AND call_id = %s", (sent.call_id,)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.factories import draft_key
 from toolgate.topics.client import ApprovalClient, Proposed
 
 from ..conftest import Pipeline
@@ -55,7 +56,7 @@ def test_a_write_published_again_replays_its_result_and_runs_once(pipeline: Pipe
     assert taxonomy(first) == taxonomy(again) == "SUCCESS"
     assert again["execution_metadata"]["idempotency_hit"] is True
     assert again["result_payload"]["data"] == first["result_payload"]["data"]
-    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(1,)]
+    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE operation_key = %s", (draft_key(key),)) == [(1,)]
 
 
 def test_a_held_call_published_again_announces_its_approval_again_and_a_denial_is_said_again(
@@ -107,4 +108,4 @@ def test_a_write_published_again_after_its_deadline_replays_its_result_and_a_lat
     assert pipeline.sql("SELECT count(*) FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (late_key,)) == [
         (0,)
     ]
-    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(1,)]
+    assert pipeline.sql("SELECT count(*) FROM demo.invoices WHERE operation_key = %s", (draft_key(key),)) == [(1,)]

@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 
+from tests.unit.factories import draft_key
 from toolgate.hashing import request_hash
 from toolgate.workers.execution import keys
 from toolgate.workers.execution.handler import ExecutionHandler
@@ -48,7 +49,8 @@ def test_a_new_key_is_inserted_once_with_its_end_and_replayed_after(database: Da
     again = [draft_call(key, "acme") for key in keys]  # new calls, the same operations
     replayed = handle_round(database, again)
     assert [replayed.outcomes[c.call_id] for c in again] == ["SUCCESS"] * 3
-    invoices = database.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = ANY(%s)", (keys,))
+    stored = [draft_key(k, version="1.0.0") for k in keys]
+    invoices = database.sql("SELECT count(*) FROM demo.invoices WHERE operation_key = ANY(%s)", (stored,))
     assert invoices == [(3,)]
 
 
@@ -76,7 +78,8 @@ def test_a_key_taken_meanwhile_is_found_when_the_round_runs_again(database: Data
 
     asyncio.run(with_handler(database, work))
     assert out.outcomes[call.call_id] == "IDEMPOTENCY_CONFLICT"
-    assert database.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,)) == [(0,)]
+    stored = draft_key(key, version="1.0.0")
+    assert database.sql("SELECT count(*) FROM demo.invoices WHERE operation_key = %s", (stored,)) == [(0,)]
     row = database.sql("SELECT status, lease_owner FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,))
     assert row == [("PENDING", "another-worker")]
 

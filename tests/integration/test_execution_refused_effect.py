@@ -10,6 +10,7 @@ import uuid
 import psycopg
 import pytest
 
+from tests.unit.factories import draft_key
 from toolgate.workers.execution.effects import Done
 from toolgate.workers.execution.executors import Refused, run_postgres_batch
 
@@ -30,8 +31,9 @@ def test_a_refused_effect_fails_alone_and_the_others_of_its_round_commit(databas
         )
     )
     assert [statuses[k] for k in keys] == ["COMPLETED", "FAILED_FINAL", "COMPLETED"]
-    invoices = database.sql("SELECT idempotency_key FROM demo.invoices WHERE idempotency_key = ANY(%s)", (keys,))
-    assert sorted(k for (k,) in invoices) == sorted([keys[0], keys[2]])
+    stored = {draft_key(k, version="1.0.0"): k for k in keys}
+    invoices = database.sql("SELECT operation_key FROM demo.invoices WHERE operation_key = ANY(%s)", (list(stored),))
+    assert sorted(stored[k] for (k,) in invoices) == sorted([keys[0], keys[2]])
 
 
 def test_without_savepoints_a_refused_statement_spoils_the_transaction(database: Database) -> None:

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 
+from tests.unit.factories import draft_key
 from toolgate.contracts.registry import load_registry
 from toolgate.hashing import payload_hash
 from toolgate.schemas.codec import codec
@@ -90,7 +91,8 @@ def test_two_workers_one_key_one_effect(database: Database) -> None:
                 a, b = draft_call(key, "acme"), draft_call(key, "acme")
                 out_a, out_b = Emit("execution"), Emit("execution")
                 await asyncio.gather(one.handle([a], out_a), two.handle([b], out_b))
-                rows = database.sql("SELECT count(*) FROM demo.invoices WHERE idempotency_key = %s", (key,))
+                stored = draft_key(key, version="1.0.0")
+                rows = database.sql("SELECT count(*) FROM demo.invoices WHERE operation_key = %s", (stored,))
                 assert rows == [(1,)], f"{key}: {rows[0][0]} invoices"
                 [(status, winner)] = database.sql(
                     "SELECT status, call_id FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,)

@@ -57,11 +57,12 @@ CASES = {
     ),
     "repair history": Case(
         REPAIRS,
-        MISSING,
+        (["acme", "acme"], ["cli", "cli"], ["missing-1", "missing-2"]),
         "repair_attempts",
-        """INSERT INTO toolgate.repair_attempts (tenant_id, run_id, logical_operation_id, call_id,
+        """INSERT INTO toolgate.repair_attempts (tenant_id, agent_id, run_id, logical_operation_id, call_id,
            payload_fingerprint, error_fingerprint)
-           SELECT 'acme', 'run-' || g, 'op-' || g, 'call-bulk-' || g, 'p', 'e' FROM generate_series(1, %s) AS g""",
+           SELECT 'acme', 'cli', 'run-' || g, 'op-' || g, 'call-bulk-' || g, 'p', 'e'
+           FROM generate_series(1, %s) AS g""",
     ),
 }
 

@@ -117,7 +117,14 @@ def test_usage_is_recorded_once_per_operation_and_counted_per_utc_day(empty_data
     migrate(empty_database)
 
     def event(event_id: str, spends: list[str], tenant: str = "acme") -> dict[str, Any]:
-        return {"event_id": event_id, "spends": spends, "tenant_id": tenant, "run_id": "r", "tool_name": "t"}
+        return {
+            "event_id": event_id,
+            "spends": spends,
+            "tenant_id": tenant,
+            "agent_id": "cli",
+            "run_id": "r",
+            "tool_name": "t",
+        }
 
     with psycopg.connect(empty_database, autocommit=True) as conn:
         conn.execute(RECORD, (json.dumps([event("op1", ["write"]), event("op2", ["write"])]),))

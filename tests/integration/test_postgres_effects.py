@@ -5,12 +5,11 @@ alone, and a refused statement spoils none of the other calls of its round."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from typing import Any
 
 import psycopg
 
-from tests.unit.factories import first_example, registry, stage_record
+from tests.unit.factories import draft_id, first_example, registry, stage_record
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job
 from toolgate.workers.execution.executors import run_postgres_batch
@@ -25,8 +24,8 @@ def job(tool: str, key: str, **arguments: Any) -> Job:
 
 
 def invoice_of(key: str) -> str:
-    """The id invoice.create_draft's statement gives the draft of idempotency key `key`."""
-    return "inv_" + hashlib.md5(key.encode()).hexdigest()[:20]
+    """The id invoice.create_draft's statement gives the draft of idempotency key `key` (acme's)."""
+    return draft_id(key)
 
 
 def run(database: Database, jobs: list[Job]) -> list[Effect]:

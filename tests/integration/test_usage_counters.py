@@ -29,10 +29,10 @@ WHERE u.at > now() - make_interval(secs => w.window_sec)
 GROUP BY 1, 2
 """
 INSERT_AGO = """
-INSERT INTO toolgate.usage_events (event_id, tenant_id, run_id, tool_name, spends, at)
-SELECT e.event_id, e.tenant_id, e.run_id, e.tool_name, e.spends, now() - make_interval(secs => e.ago)
+INSERT INTO toolgate.usage_events (event_id, tenant_id, agent_id, run_id, tool_name, spends, at)
+SELECT e.event_id, e.tenant_id, e.agent_id, e.run_id, e.tool_name, e.spends, now() - make_interval(secs => e.ago)
 FROM jsonb_to_recordset(%s::jsonb)
-    AS e(event_id text, tenant_id text, run_id text, tool_name text, spends text[], ago float8)
+    AS e(event_id text, tenant_id text, agent_id text, run_id text, tool_name text, spends text[], ago float8)
 """
 Event = tuple[str, list[str], str, str, str, float]
 
@@ -44,17 +44,22 @@ def database(postgres: Server) -> Iterator[str]:
         yield scratch.database_url
 
 
-def insert_ago(conn: psycopg.Connection[Any], events: list[Event]) -> None:
-    """Events as (event_id, spends, tenant, run, tool, seconds ago), in one statement."""
+def insert_ago(conn: psycopg.Connection[Any], events: list[Event], agent: str = "cli") -> None:
+    """Events as (event_id, spends, tenant, run, tool, seconds ago) of `agent`, in one statement."""
     keys = ("event_id", "spends", "tenant_id", "run_id", "tool_name", "ago")
-    conn.execute(INSERT_AGO, (json.dumps([dict(zip(keys, event, strict=True)) for event in events]),))
+    rows = [{**dict(zip(keys, event, strict=True)), "agent_id": agent} for event in events]
+    conn.execute(INSERT_AGO, (json.dumps(rows),))
 
 
 def counters_and_counts(conn: psycopg.Connection[Any]) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
-    runs = conn.execute("SELECT tenant_id, run_id, dimension, used FROM toolgate.usage_runs ORDER BY 1, 2, 3")
+    """The runs' and seconds' counters, each beside the count of the events it stands for. A run
+    is (tenant, agent, run_id): migration 0021."""
+    runs = conn.execute(
+        "SELECT tenant_id, agent_id, run_id, dimension, used FROM toolgate.usage_runs ORDER BY 1, 2, 3, 4"
+    )
     run_counts = conn.execute(
-        "SELECT tenant_id, run_id, d, count(*) FROM toolgate.usage_events CROSS JOIN unnest(spends) AS d "
-        "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+        "SELECT tenant_id, agent_id, run_id, d, count(*) FROM toolgate.usage_events CROSS JOIN unnest(spends) AS d "
+        "GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
     )
     seconds = conn.execute("SELECT tenant_id, tool_name, second, calls FROM toolgate.usage_seconds ORDER BY 1, 2, 3")
     second_counts = conn.execute(
@@ -66,30 +71,39 @@ def counters_and_counts(conn: psycopg.Connection[Any]) -> tuple[list[Any], list[
 
 def test_counters_equal_the_events_however_written_or_pruned(database: str) -> None:
     def event(event_id: str, spends: list[str], run: str = "r1", tool: str = "t.a") -> dict[str, Any]:
-        return {"event_id": event_id, "spends": spends, "tenant_id": "acme", "run_id": run, "tool_name": tool}
+        return {
+            "event_id": event_id,
+            "spends": spends,
+            "tenant_id": "acme",
+            "agent_id": "cli",
+            "run_id": run,
+            "tool_name": tool,
+        }
 
     rng = random.Random(13)
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute(RECORD, (json.dumps([event("op1", ["write"]), event("op2", [], "r2")]),))
         conn.execute(RECORD, (json.dumps([event("op1", ["write"])]),))  # a retry: nothing new
-        insert_ago(
-            conn,
-            [
-                (
-                    f"e{i}",
-                    rng.choice([[], ["write"], ["write", "financial"], ["read"]]),
-                    rng.choice(["acme", "globex"]),
-                    rng.choice(["r1", "r2", "r3"]),
-                    rng.choice(["t.a", "t.b"]),
-                    rng.uniform(0, 90),
-                )
-                for i in range(600)
-            ],
-        )
+        for agent in ("cli", "bot"):  # two agents naming the same run_ids: two runs each
+            insert_ago(
+                conn,
+                [
+                    (
+                        f"e{agent}{i}",
+                        rng.choice([[], ["write"], ["write", "financial"], ["read"]]),
+                        rng.choice(["acme", "globex"]),
+                        rng.choice(["r1", "r2", "r3"]),
+                        rng.choice(["t.a", "t.b"]),
+                        rng.uniform(0, 90),
+                    )
+                    for i in range(300)
+                ],
+                agent,
+            )
         runs, run_counts, seconds, second_counts = counters_and_counts(conn)
         assert runs == run_counts and seconds == second_counts
-        assert dict(((t, r, d), n) for t, r, d, n in runs)[("acme", "r1", "financial")] >= 1
-        assert not [row for row in runs if row[2] == "call"]  # a call is a row, not a dimension
+        assert dict(((t, a, r, d), n) for t, a, r, d, n in runs)[("acme", "bot", "r1", "financial")] >= 1
+        assert not [row for row in runs if row[3] == "call"]  # a call is a row, not a dimension
 
         # Pruned by age, as retention prunes, and one event taken out by hand.
         conn.execute("DELETE FROM toolgate.usage_events WHERE at < now() - make_interval(secs => 45)")
@@ -98,8 +112,8 @@ def test_counters_equal_the_events_however_written_or_pruned(database: str) -> N
         assert runs == run_counts and seconds == second_counts
         assert all(n > 0 for *_, n in runs + seconds)  # a counter at zero is gone
 
-        per_run = conn.execute(PER_RUN, (["acme", "globex"], ["r1", "r1"])).fetchall()
-        assert sorted(per_run) == [row for row in run_counts if row[1] == "r1"]
+        per_run = conn.execute(PER_RUN, (["acme", "globex"], ["cli", "cli"], ["r1", "r1"])).fetchall()
+        assert sorted(per_run) == [row for row in run_counts if row[1:3] == ("cli", "r1")]
 
         with pytest.raises(psycopg.errors.RaiseException, match="never changed"):
             conn.execute("UPDATE toolgate.usage_events SET at = now()")
@@ -197,7 +211,8 @@ def test_migration_0017_makes_one_event_of_each_operations_rows(postgres: Server
                 "('op5', 'write', 'acme', 'r3', 't.a', now())"  # no 'call' row: counted again, as a call
             )
             assert ("acme", "r1", "call", 1) in conn.execute("SELECT * FROM toolgate.usage_runs").fetchall()
-        assert migrate(scratch.database_url)[0] == "0017_usage_event_per_operation.sql"  # later ones follow
+        applied = migrate(scratch.database_url)
+        assert applied[0] == "0017_usage_event_per_operation.sql" and "0021_tenant_bound_keys.sql" in applied
         with psycopg.connect(scratch.database_url, autocommit=True) as conn:
             events = conn.execute(
                 "SELECT event_id, tenant_id, run_id, tool_name, spends FROM toolgate.usage_events ORDER BY 1"
@@ -210,10 +225,15 @@ def test_migration_0017_makes_one_event_of_each_operations_rows(postgres: Server
             ]
             runs, run_counts, seconds, second_counts = counters_and_counts(conn)
             assert runs == run_counts and seconds == second_counts
-            assert [row[2] for row in runs] == ["financial", "write", "write", "read"]
+            assert [row[3] for row in runs] == ["financial", "write", "write", "read"]
             insert_ago(conn, [("op4", ["write"], "acme", "r1", "t.a", 0.0)])  # the new triggers count it
             conn.execute("DELETE FROM toolgate.usage_events WHERE event_id = 'op1'")
             runs, run_counts, seconds, second_counts = counters_and_counts(conn)
             assert runs == run_counts
-            assert runs == [("acme", "r1", "write", 1), ("acme", "r3", "write", 1), ("globex", "r1", "read", 1)]
+            # Events from before 0021 name no agent (''); op4 is cli's.
+            assert runs == [
+                ("acme", "", "r3", "write", 1),
+                ("acme", "cli", "r1", "write", 1),
+                ("globex", "", "r1", "read", 1),
+            ]
             assert seconds == second_counts

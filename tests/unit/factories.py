@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from functools import cache
 from typing import Any
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from toolgate.contracts.registry import Contract, Registry, load_registry
+from toolgate.hashing import provider_key
 from toolgate.schemas.models import (
     ApprovalDecision,
     ApprovalRequest,
@@ -54,6 +56,19 @@ JSON_VALUES = st.recursive(
 @cache
 def registry() -> Registry:
     return load_registry()
+
+
+def draft_key(key: str, tenant: str = "acme", version: str | None = None) -> str:
+    """The key invoice.create_draft stores with a draft (demo.invoices.operation_key) for the
+    caller's idempotency key `key`: ctx.operation_key, bound to the tenant, tool and version
+    (`version` None: the one `latest` resolves to)."""
+    version = version or registry().resolve("invoice.create_draft", "latest").version
+    return provider_key(tenant, "invoice.create_draft", version, key)
+
+
+def draft_id(key: str, tenant: str = "acme", version: str | None = None) -> str:
+    """The invoice id invoice.create_draft gives the draft of the caller's key `key`."""
+    return "inv_" + hashlib.md5(draft_key(key, tenant, version).encode()).hexdigest()[:20]
 
 
 def contracts() -> list[Contract]:

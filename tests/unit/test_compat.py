@@ -26,9 +26,9 @@ Edit = Callable[[dict[str, Any]], None]
 
 
 def derive(tool: str, version: str, *edits: Edit, **lifecycle: Any) -> dict[str, Any]:
-    """The shipped 1.0.0 of `tool` under another version, with `edits` applied to its contract section;
-    admitted, so every derived document is a valid contract."""
-    derived = copy.deepcopy(document(SHIPPED.get(tool, "1.0.0")))
+    """The shipped active 1.x of `tool` under another version, with `edits` applied to its contract
+    section; admitted, so every derived document is a valid contract."""
+    derived = copy.deepcopy(document(SHIPPED.resolve(tool, "1.x")))
     derived["contract"]["identity"]["version"] = version
     derived["contract"]["identity"]["lifecycle"].update(lifecycle)
     for edit in edits:

@@ -26,7 +26,7 @@ def contract(name: str) -> Contract:
 def facts_for(c: Contract, record: StageRecord, tenant: str = "acme", **columns: Any) -> dict[Any, Any]:
     """Every resource the call names exists, belongs to `tenant` and has `columns`."""
     row = {"tenant_id": tenant, "status": "open", "currency": "USD", "amount_cents": 125000, **columns}
-    return {(lookup, value): {"id": value, **row} for lookup, value in refs(record, c) if isinstance(value, str)}
+    return {(lookup, value): ({"id": value, **row},) for lookup, value in refs(record, c) if isinstance(value, str)}
 
 
 def run(
@@ -102,10 +102,10 @@ def test_an_argument_that_is_no_resource_id_is_refused_not_skipped() -> None:
     c = contract("invoice.fetch")
     record = stage_record(c).model_copy(update={"arguments": {"invoice_id": 42}})
     assert codes(run(c, record, facts={})) == (TaxonomyClass.PERMISSION_DENIED, "not_a_resource_id")
-    optional = stage_record(c).model_copy(update={"arguments": {"invoice_id": None}})
-    assert (
-        not isinstance(run(c, optional, facts={}), Deny) or codes(run(c, optional, facts={}))[1] != "not_a_resource_id"
-    )
+    # A null or absent tenant-bound argument names nothing the gate could check: refused too (N15).
+    for arguments in ({"invoice_id": None}, {}):
+        absent = stage_record(c).model_copy(update={"arguments": arguments})
+        assert codes(run(c, absent, facts={})) == (TaxonomyClass.PERMISSION_DENIED, "not_a_resource_id")
 
 
 def test_state_checks_find_wrong_state_and_changed_targets() -> None:
@@ -174,9 +174,9 @@ def test_an_unknown_side_effect_class_fails_closed() -> None:
 
 def test_the_eleventh_email_of_a_run_exceeds_a_budget_of_ten() -> None:
     email = contract("notify.send_email")
-    usage = Usage(per_run={("acme", "run_1", "external_action"): 9})
+    usage = Usage(per_run={("acme", "agent_1", "run_1", "external_action"): 9})
     assert isinstance(run(email, usage=usage), Allow)
-    usage.per_run[("acme", "run_1", "external_action")] = 10
+    usage.per_run[("acme", "agent_1", "run_1", "external_action")] = 10
     assert codes(run(email, usage=usage)) == (TaxonomyClass.BUDGET_EXHAUSTED, "budget.external_action")
     other_run = stage_record(email, run_id="run_2")
     assert isinstance(run(email, other_run, usage=usage), Allow)  # budgets are per run
@@ -202,10 +202,10 @@ def test_a_tenants_daily_budget_spans_runs() -> None:
 
 def test_a_retried_operation_and_a_dry_run_spend_nothing() -> None:
     email = contract("notify.send_email")
-    spent = Usage(per_run={("acme", "run_1", "external_action"): 10}, counted={"event-1"})
+    spent = Usage(per_run={("acme", "agent_1", "run_1", "external_action"): 10}, counted={"event-1"})
     assert run(email, usage=spent) == Allow(1, ())  # the same operation again: counted once
     dry = stage_record(email, dry_run=True)
-    allowed = run(email, dry, usage=Usage(per_run={("acme", "run_1", "external_action"): 3}))
+    allowed = run(email, dry, usage=Usage(per_run={("acme", "agent_1", "run_1", "external_action"): 3}))
     assert isinstance(allowed, Allow) and allowed.spends == ()
     assert "external_action per_run: 4 of 10" in allowed.standing
 
@@ -213,7 +213,7 @@ def test_a_retried_operation_and_a_dry_run_spend_nothing() -> None:
 def test_a_dry_run_is_refused_where_the_real_call_would_be() -> None:
     email = contract("notify.send_email")
     dry = stage_record(email, dry_run=True)
-    denied = run(email, dry, usage=Usage(per_run={("acme", "run_1", "external_action"): 10}))
+    denied = run(email, dry, usage=Usage(per_run={("acme", "agent_1", "run_1", "external_action"): 10}))
     assert codes(denied) == (TaxonomyClass.BUDGET_EXHAUSTED, "budget.external_action")
 
 
@@ -244,7 +244,7 @@ def test_usage_records_spends_and_rate_events() -> None:
     usage = Usage()
     usage.record(stage_record(c), "event-9", ("external_action",), NOON)
     usage.record(stage_record(c), "event-10", ("external_action",), NOON + 5)
-    assert usage.per_run == {("acme", "run_1", "external_action"): 2}
+    assert usage.per_run == {("acme", "agent_1", "run_1", "external_action"): 2}
     assert usage.per_day == {("acme", "external_action"): 2}
     assert usage.rate == {("acme", c.name): Recent(2, NOON)} and usage.counted == {"event-9", "event-10"}
 

@@ -34,7 +34,7 @@ def test_a_charge_must_be_in_its_invoices_currency() -> None:
     charge = registry().resolve("payment.charge_card", "latest")
     args = first_example(charge)
     [(lookup, invoice)] = semantic.refs(args, charge)
-    facts = {(lookup, invoice): {"id": invoice, "currency": "USD"}}
+    facts = {(lookup, invoice): ({"id": invoice, "tenant_id": "acme", "currency": "USD"},)}
     assert semantic.findings(args, charge, facts, TODAY, "acme") == []
     [finding] = semantic.findings({**args, "currency": "EUR"}, charge, facts, TODAY, "acme")
     assert (finding.field, finding.expected, finding.actual) == ("currency", "USD", "EUR")
@@ -42,8 +42,11 @@ def test_a_charge_must_be_in_its_invoices_currency() -> None:
         semantic.findings({**args, "currency": "EUR"}, charge, {}, TODAY, "acme") == []
     )  # missing: the state gate says so
     # Another tenant's invoice is as good as missing: its currency is never compared, nor told.
-    foreign = {(lookup, invoice): {"id": invoice, "tenant_id": "globex", "currency": "USD"}}
+    foreign = {(lookup, invoice): ({"id": invoice, "tenant_id": "globex", "currency": "USD"},)}
     assert semantic.findings({**args, "currency": "EUR"}, charge, foreign, TODAY, "acme") == []
+    # So is a row that does not say whose it is (N15: fail closed).
+    unowned = {(lookup, invoice): ({"id": invoice, "currency": "USD"},)}
+    assert semantic.findings({**args, "currency": "EUR"}, charge, unowned, TODAY, "acme") == []
 
 
 def test_ordered_fields_cross_field_rule() -> None:

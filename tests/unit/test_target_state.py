@@ -14,8 +14,8 @@ LOOKUP = CHARGE.binding["confirmation"]["before_state"]["lookup"]
 ROW = {"id": "inv_acme0002", "tenant_id": "acme", "status": "open", "currency": "USD", "amount_cents": 125000}
 
 
-def rows(**changes: object) -> dict[tuple[str, str], dict[str, object]]:
-    return {(LOOKUP, "inv_acme0002"): {**ROW, **changes}}
+def rows(**changes: object) -> dict[tuple[str, str], tuple[dict[str, object], ...]]:
+    return {(LOOKUP, "inv_acme0002"): ({**ROW, **changes},)}
 
 
 def test_the_charge_binds_its_invoice_and_the_email_binds_nothing() -> None:

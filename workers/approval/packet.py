@@ -8,7 +8,6 @@ its packet (resume.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,7 @@ from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.topics.headers import trace_id_of
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.runtime import target_state
+from toolgate.workers.runtime.facts import Facts
 
 
 def consequence_of(arguments: dict[str, Any], contract: Contract) -> str:
@@ -114,7 +114,7 @@ def opening(
     record: StageRecord,
     traceparent: str,
     contract: Contract,
-    found: Mapping[tuple[str, str], Mapping[str, Any]],
+    found: Facts,
     now_ms: int,
 ) -> Opening:
     """The ticket for a call that needs approval, with the target's state as read (`found`)."""

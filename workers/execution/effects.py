@@ -31,6 +31,10 @@ class Job:
 
     @property
     def context(self) -> dict[str, Any]:
+        """What a statement (`%(ctx.NAME)s`) or a callable is given about the call
+        (contracts/binding_rules.CONTEXT). Never the caller's raw idempotency key: ids a tool
+        derives from a key come from `operation_key`, bound to the tenant, tool and version, so
+        no two tenants' keys can make the same id."""
         r = self.record
         return {
             "tenant_id": r.tenant_id,
@@ -38,7 +42,7 @@ class Job:
             "agent_id": r.principal.agent_id,
             "call_id": r.call_id,
             "run_id": r.run_id,
-            "idempotency_key": self.idempotency_key,
+            "operation_key": self.provider_key,
         }
 
 

@@ -20,6 +20,7 @@ import base64
 import datetime as dt
 import importlib
 import inspect
+import logging
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -32,6 +33,8 @@ from toolgate.schemas.models import FieldError, TaxonomyClass
 from toolgate.telemetry import SCRUBBER
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
 from toolgate.workers.runtime.db import jsonb
+
+log = logging.getLogger("toolgate.execution")
 
 __all__ = [
     "Done",
@@ -176,12 +179,29 @@ async def run_postgres(conn: AsyncConnection[Any], job: Job) -> Effect:
     except psycopg.OperationalError:
         raise
     except psycopg.Error as exc:
-        return failed(
-            map_sqlstate(job.contract, exc),
-            f"sqlstate_{exc.sqlstate}",
-            f"the statement was refused: {exc.diag.message_primary or type(exc).__name__}",
-            final=True,
+        log.warning(
+            "a statement was refused",
+            extra={
+                "stage": "execution",
+                "action": "statement_refused",
+                "call_id": job.record.call_id,
+                "sqlstate": exc.sqlstate,
+                "error": SCRUBBER.text(exc.diag.message_primary or type(exc).__name__)[:500],
+            },
         )
+        return failed(map_sqlstate(job.contract, exc), f"sqlstate_{exc.sqlstate}", refusal_text(exc), final=True)
+
+
+def refusal_text(exc: psycopg.Error) -> str:
+    """What the caller is told of its refused statement. An integrity violation (SQLSTATE class
+    23: a unique key, a foreign key, a check, an exclusion) is about rows the statement met, and
+    they need not be the caller's tenant's: it is named by its condition only, never by the
+    server's text (constraint, key, values), so no refusal tells one tenant about another's
+    data. Any other refusal says the server's primary message, which is about the statement and
+    the arguments it was given. The operator's log has the server's text either way."""
+    if (exc.sqlstate or "").startswith("23"):
+        return f"the statement was refused: it conflicts with data already stored ({type(exc).__name__})"
+    return f"the statement was refused: {exc.diag.message_primary or type(exc).__name__}"
 
 
 async def run_after_effects(conn: AsyncConnection[Any], done: list[tuple[Job, dict[str, Any]]]) -> list[str | None]:

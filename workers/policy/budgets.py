@@ -1,11 +1,11 @@
 """Budgets and rate limits (gate 10): the usage a call would add, against the policy's limits
-for its tenant and run."""
+for its tenant and run (a run is its agent's own: case.run_of)."""
 
 from __future__ import annotations
 
 from toolgate.contracts.policy import dimensions
 from toolgate.schemas.models import TaxonomyClass
-from toolgate.workers.policy.case import Case, Deny, Recent, deny
+from toolgate.workers.policy.case import Case, Deny, Recent, deny, run_of
 
 
 def _budget_lines(case: Case) -> list[tuple[str, str, int, int]]:
@@ -14,7 +14,7 @@ def _budget_lines(case: Case) -> list[tuple[str, str, int, int]]:
     lines = []
     for dim in dimensions(case.contract):
         for scope, used in (
-            ("per_run", case.usage.per_run.get((record.tenant_id, record.run_id, dim), 0)),
+            ("per_run", case.usage.per_run.get((*run_of(record), dim), 0)),
             ("per_tenant_per_day", case.usage.per_day.get((record.tenant_id, dim), 0)),
         ):
             lines.append((dim, scope, used, case.policy.limit(record.tenant_id, scope, dim)))

@@ -20,18 +20,24 @@ class Recent:
     oldest_ms: int | None = None
 
 
+def run_of(record: StageRecord) -> tuple[str, str, str]:
+    """A run: (tenant, agent, run_id). The run_id is the agent's to name, so it names a run of
+    that agent only; another agent of the tenant naming it has a run of its own."""
+    return record.tenant_id, record.principal.agent_id, record.run_id
+
+
 @dataclass
 class Usage:
     """Counts of usage events, kept current through a round as calls are allowed."""
 
-    per_run: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (tenant, run, dimension)
+    per_run: dict[tuple[str, str, str, str], int] = field(default_factory=dict)  # (tenant, agent, run, dimension)
     per_day: dict[tuple[str, str], int] = field(default_factory=dict)  # (tenant, dimension)
     rate: dict[tuple[str, str], Recent] = field(default_factory=dict)  # (tenant, tool)
     counted: set[str] = field(default_factory=set)  # operations (event ids) already counted
 
     def record(self, record: StageRecord, event_id: str, spends: tuple[str, ...], now_ms: int) -> None:
         for dim in spends:
-            key = (record.tenant_id, record.run_id, dim)
+            key = (*run_of(record), dim)
             self.per_run[key] = self.per_run.get(key, 0) + 1
             self.per_day[(record.tenant_id, dim)] = self.per_day.get((record.tenant_id, dim), 0) + 1
         recent = self.rate.setdefault((record.tenant_id, record.tool_name), Recent())

@@ -47,12 +47,11 @@ def scopes(case: Case) -> Deny | None:
 def tenant_scope(case: Case) -> Deny | None:
     """6. Tenant scope: every resource the arguments name must be this tenant's. Another
     tenant's is answered exactly as one that does not exist (only the audit log tells them
-    apart); an argument that names no resource is fine, one that is not an id is not."""
+    apart). Fail closed: a tenant-bound argument that is absent, null or not an id names no
+    resource this gate could check, and is refused (admission makes every one required)."""
     record = case.record
     for binding in case.contract.binding.get("tenant_binding", []):
         value = record.arguments.get(binding["argument"])
-        if value is None:
-            continue
         if not isinstance(value, str):
             return deny(
                 TaxonomyClass.PERMISSION_DENIED,
@@ -61,15 +60,15 @@ def tenant_scope(case: Case) -> Deny | None:
                 field=binding["argument"],
                 expected="an id (a string)",
             )
-        row = case.facts.get((binding["lookup"], value))
-        if owned(row, record.tenant_id) is None:
+        rows = case.facts.get((binding["lookup"], value))
+        if owned(rows, record.tenant_id) is None:
             return deny(
                 TaxonomyClass.STALE_STATE,
                 "resource_missing",
                 f"{binding['argument']} {value} does not exist in your tenant; refresh state and re-plan",
                 field=binding["argument"],
                 actual=value,
-                finding="resource_missing" if row is None else "cross_tenant",
+                finding="cross_tenant" if rows else "resource_missing",
             )
     return None
 

@@ -29,10 +29,11 @@ from toolgate.workers.runtime.results import reject
 
 STAGE = "policy"
 
-# The counters migration 0013's triggers keep beside the events: one row per run and dimension.
+# The counters migration 0013's triggers keep beside the events: one row per run and dimension. A
+# run is its agent's own (0021): the run_id an agent names is not another agent's run.
 PER_RUN = """
-SELECT tenant_id, run_id, dimension, used FROM toolgate.usage_runs
-WHERE (tenant_id, run_id) IN (SELECT * FROM unnest(%b::text[], %b::text[]))
+SELECT tenant_id, agent_id, run_id, dimension, used FROM toolgate.usage_runs
+WHERE (tenant_id, agent_id, run_id) IN (SELECT * FROM unnest(%b::text[], %b::text[], %b::text[]))
 """
 PER_DAY = """
 SELECT tenant_id, dimension, used FROM toolgate.usage_daily
@@ -77,9 +78,10 @@ CROSS JOIN LATERAL (SELECT FROM toolgate.usage_events e WHERE e.event_id = i.eve
 # inserted now (not those of an operation counted before) add to the day's counters.
 RECORD = """
 WITH counted AS (
-    INSERT INTO toolgate.usage_events (event_id, tenant_id, run_id, tool_name, spends)
-    SELECT e.event_id, e.tenant_id, e.run_id, e.tool_name, e.spends
-    FROM jsonb_to_recordset(%s::jsonb) AS e(event_id text, tenant_id text, run_id text, tool_name text, spends text[])
+    INSERT INTO toolgate.usage_events (event_id, tenant_id, agent_id, run_id, tool_name, spends)
+    SELECT e.event_id, e.tenant_id, e.agent_id, e.run_id, e.tool_name, e.spends
+    FROM jsonb_to_recordset(%s::jsonb)
+        AS e(event_id text, tenant_id text, agent_id text, run_id text, tool_name text, spends text[])
     ON CONFLICT DO NOTHING
     RETURNING tenant_id, spends, at
 )
@@ -181,7 +183,7 @@ class UsageReads:
         self, calls: list[Inbound[StageRecord]], contracts: dict[int, Contract], event_ids: list[str], policy: Policy
     ) -> None:
         self.tenants = sorted({c.model.tenant_id for c in calls})
-        self.runs = sorted({(c.model.tenant_id, c.model.run_id) for c in calls})
+        self.runs = sorted({(c.model.tenant_id, c.model.principal.agent_id, c.model.run_id) for c in calls})
         self.event_ids = event_ids
         self.windows: Windows = {}
         for c in calls:
@@ -191,7 +193,7 @@ class UsageReads:
     def statements(self) -> list[batch.Statement]:
         return [
             *[(_client_side(LOCK_TENANT), (tenant,)) for tenant in self.tenants],
-            (_client_side(PER_RUN), ([t for t, _ in self.runs], [r for _, r in self.runs])),
+            (_client_side(PER_RUN), tuple([run[i] for run in self.runs] for i in range(3))),
             (_client_side(PER_DAY), (self.tenants,)),
             (_client_side(COUNTED), (self.event_ids,)),
             (_client_side(RATE), _rate_params(self.windows)),
@@ -200,7 +202,7 @@ class UsageReads:
     def usage(self, results: list[batch.Result]) -> Usage:
         per_run, per_day, counted, rate = results[len(self.tenants) :]
         usage = Usage()
-        usage.per_run = {(t, r, d): n for t, r, d, n in per_run.rows}
+        usage.per_run = {(t, a, r, d): n for t, a, r, d, n in per_run.rows}
         usage.per_day = {(t, d): n for t, d, n in per_day.rows}
         usage.counted = {row[0] for row in counted.rows}
         usage.rate = _recent(rate.rows)
@@ -237,6 +239,7 @@ def _event(event_id: str, spends: tuple[str, ...], record: StageRecord) -> dict[
     return {
         "event_id": event_id,
         "tenant_id": record.tenant_id,
+        "agent_id": record.principal.agent_id,
         "run_id": record.run_id,
         "tool_name": record.tool_name,
         "spends": spends,

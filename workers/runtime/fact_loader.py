@@ -11,13 +11,13 @@ from psycopg.rows import dict_row
 
 from toolgate.workers.runtime import batch
 
+Found = dict[tuple[str, str], list[dict[str, Any]]]  # (lookup, id) -> its rows (facts.Facts)
 
-async def fetch(
-    conn: AsyncConnection[Any], wanted: Mapping[str, set[str]], for_update: bool = False
-) -> dict[tuple[str, str], dict[str, Any]]:
+
+async def fetch(conn: AsyncConnection[Any], wanted: Mapping[str, set[str]], for_update: bool = False) -> Found:
     """Run each lookup once for its ids (`for_update`: locking the rows, ids in sorted order, so
     two transactions lock them in the same order)."""
-    found: dict[tuple[str, str], dict[str, Any]] = {}
+    found: Found = {}
     for lookup, ids in _lookups(wanted):
         query = lookup.rstrip().rstrip(";") + " ORDER BY 1 FOR UPDATE" if for_update else lookup
         async with conn.cursor(row_factory=dict_row) as cur:
@@ -31,9 +31,9 @@ def statements(wanted: Mapping[str, set[str]]) -> list[batch.Statement]:
     return [(lookup, {"ids": ids}) for lookup, ids in _lookups(wanted)]
 
 
-def collect(wanted: Mapping[str, set[str]], results: Sequence[batch.Result]) -> dict[tuple[str, str], dict[str, Any]]:
+def collect(wanted: Mapping[str, set[str]], results: Sequence[batch.Result]) -> Found:
     """What `statements(wanted)` found, from their results in a batch."""
-    found: dict[tuple[str, str], dict[str, Any]] = {}
+    found: Found = {}
     for (lookup, _), result in zip(_lookups(wanted), results, strict=True):
         _found(found, lookup, result.dicts())
     return found
@@ -43,6 +43,6 @@ def _lookups(wanted: Mapping[str, set[str]]) -> list[tuple[str, list[str]]]:
     return [(lookup, sorted(ids)) for lookup, ids in sorted(wanted.items()) if ids]
 
 
-def _found(found: dict[tuple[str, str], dict[str, Any]], lookup: str, rows: Sequence[dict[str, Any]]) -> None:
-    for row in rows:
-        found[(lookup, str(row["id"]))] = row
+def _found(found: Found, lookup: str, rows: Sequence[dict[str, Any]]) -> None:
+    for row in rows:  # an id may be several tenants' (each its own): every row is kept
+        found.setdefault((lookup, str(row["id"])), []).append(row)

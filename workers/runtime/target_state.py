@@ -18,6 +18,7 @@ from typing import Any
 from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import StageRecord
 from toolgate.schemas.wire import canonical_json
+from toolgate.workers.runtime.facts import Facts, owned
 
 HIDDEN = ("id", "tenant_id")  # what the lookup needs, not what the approver needs to see
 
@@ -37,15 +38,11 @@ def _json(row: Mapping[str, Any]) -> dict[str, Any]:
     return dict(json.loads(json.dumps(dict(row), default=str)))
 
 
-def current(
-    record: StageRecord, contract: Contract, rows: Mapping[tuple[str, str], Mapping[str, Any]]
-) -> dict[str, Any] | None:
+def current(record: StageRecord, contract: Contract, rows: Facts) -> dict[str, Any] | None:
     """The target's row as found, if it exists and is the call's tenant's."""
     for lookup, value in refs(record, contract):
-        row = rows.get((lookup, str(value)))
-        if row is None or row.get("tenant_id", record.tenant_id) != record.tenant_id:
-            return None
-        return _json(row)
+        row = owned(rows.get((lookup, str(value))), record.tenant_id)
+        return None if row is None else _json(row)
     return None
 
 
@@ -59,9 +56,7 @@ def version(row: Mapping[str, Any] | None) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(_json(row)).encode()).hexdigest()
 
 
-def bound_version(
-    record: StageRecord, contract: Contract, rows: Mapping[tuple[str, str], Mapping[str, Any]]
-) -> str | None:
+def bound_version(record: StageRecord, contract: Contract, rows: Facts) -> str | None:
     """The version an approval of this call binds; None when the contract binds no state."""
     return version(current(record, contract, rows)) if spec(contract) else None
 

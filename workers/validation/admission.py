@@ -7,6 +7,8 @@
     proven, beyond the size limits                 Refuse   OUT_OF_BOUNDS, own tenant
     proven, in limits                              Proven   goes on to the gates
     proven, its call_id bound to another proposal  Refuse   SIGNATURE_MISMATCH (call_id_reused)
+    proven, its agent past its admission rate      Refuse   RATE_LIMITED, with the time to wait
+                                                            (admission_rate.py; before any gate)
     refused, a copy of a call already bound        Drop     audited (`copy_dropped`), never
       (same tenant, call_id and digest)                       answered
 
@@ -51,6 +53,7 @@ class Refuse:
     errors: tuple[FieldError, ...]
     digest: str
     entry: Entry
+    retry_after_ms: int | None = None
 
 
 def screen(
@@ -111,6 +114,16 @@ def call_id_reused(proposal: ToolProposal, identity: Proven) -> Refuse:
     entry = refusal_entry(proposal, reused, TaxonomyClass.SIGNATURE_MISMATCH)
     error = FieldError(field="call_id", code=reused.code, message=reused.reason)
     return Refuse(proposal, TaxonomyClass.SIGNATURE_MISMATCH, (error,), identity.digest, entry)
+
+
+def rate_limited(proposal: ToolProposal, digest: str, retry_after_ms: int) -> Refuse:
+    """A proven proposal whose agent has spent the validation work it may spend for now."""
+    agent = proposal.principal.agent_id
+    reason = f"agent {agent} has spent the validation work it may spend for now; retry in {retry_after_ms} ms"
+    limited = Refused(proposal.tenant_id, "admission_rate", reason, digest)
+    entry = refusal_entry(proposal, limited, TaxonomyClass.RATE_LIMITED)
+    error = FieldError(field=None, code=limited.code, message=reason)
+    return Refuse(proposal, TaxonomyClass.RATE_LIMITED, (error,), digest, entry, retry_after_ms)
 
 
 def refusal_entry(

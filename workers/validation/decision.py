@@ -3,8 +3,9 @@
 A pure function of the proposal, the registry and nothing else: no I/O, no clock. Each
 failure is mapped to the seeds' taxonomy with field-level errors (expected and actual);
 when a proposal fails several gates, the outcome names the earliest gate (GATE_ORDER) and
-lists every finding. The parse gate is arguments.py; schema findings are classified in
-schema_findings.py; the semantic gate (semantic.py) runs once the facts it needs are read.
+lists its findings. The parse gate is arguments.py; what a schema failure may cost is bounded in
+schema_budget.py, and its findings classified in schema_findings.py; the semantic gate
+(semantic.py) runs once the facts it needs are read.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from toolgate.contracts.json_types import json_type
 from toolgate.contracts.registry import Contract, Registry, Resolution
 from toolgate.hashing import payload_hash
 from toolgate.schemas.models import FieldError, TaxonomyClass, ToolProposal
+from toolgate.workers.validation import schema_budget
 from toolgate.workers.validation.arguments import parse_arguments
-from toolgate.workers.validation.schema_findings import classify, ordered
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Reject:
     errors: tuple[FieldError, ...]
     tool_version: str | None = None  # resolved version, when resolution got that far
     warnings: tuple[str, ...] = field(default=())
+    work: int = 0  # schema work its findings took (schema_budget.WORK at most)
 
 
 Decision = Pass | Reject
@@ -80,13 +82,13 @@ def _structure(contract: Contract, arguments: Any, warnings: tuple[str, ...]) ->
             message="arguments must be a JSON object",
         )
         return Reject(TaxonomyClass.STRUCTURAL_VIOLATION, (error,), contract.version, warnings)
-    if contract.accepts_input(arguments):
+    violation = contract.input_violation(arguments)
+    if violation is None:
         return None
-    findings = [pair for error in contract.input_validator.iter_errors(arguments) for pair in classify(error)]
-    if not findings:
+    found = schema_budget.findings(contract, arguments, violation)  # bounded by count and work, before the work
+    if found is None:
         return None
-    worst, errors = ordered(findings)
-    return Reject(worst, errors, contract.version, warnings)
+    return Reject(found.worst, found.errors, contract.version, warnings, found.work)
 
 
 def _canonical(contract: Contract, arguments: dict[str, Any], warnings: tuple[str, ...]) -> Decision:

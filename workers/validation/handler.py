@@ -38,7 +38,7 @@ from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.results import reject
-from toolgate.workers.validation import admission, callers, limits, repair_log, semantic
+from toolgate.workers.validation import admission, admission_rate, callers, limits, repair_log, semantic
 from toolgate.workers.validation.decision import Decision, Pass, Reject, decide
 from toolgate.workers.validation.identity import Proven, Window
 
@@ -58,9 +58,9 @@ class Admitted:
 
 
 class ValidationHandler(Handler[ToolProposal]):
-    """Who asked, first: a signature by a registered agent. Then the pure gates (parse,
-    structure, types, bounds, date and cross-field rules), the facts semantic rules compare
-    against, and the repair loop."""
+    """Who asked, first: a signature by a registered agent. Then, within the validation work
+    its agent may spend (admission_rate.py), the pure gates (parse, structure, types, bounds,
+    date and cross-field rules), the facts semantic rules compare against, and the repair loop."""
 
     stage = STAGE
     source = "proposals"
@@ -77,6 +77,8 @@ class ValidationHandler(Handler[ToolProposal]):
         self.roots = CheckedRoots(ROOT_PURPOSE)
         # This round's proven calls (by id of their Inbound): only they are answered.
         self._proven: dict[int, Admitted] = {}
+        # The validation work each agent may still spend, in this worker's memory.
+        self.rate = admission_rate.AdmissionRate(settings.admission_work_per_second, settings.admission_work_burst)
 
     async def start(self) -> None:
         await self.pool.open()
@@ -89,7 +91,7 @@ class ValidationHandler(Handler[ToolProposal]):
         async with self.pool.connection() as conn:
             entries: list[audit.Entry] = []
             admitted = await self._admit(conn, calls, now, out, entries)
-            decisions = [decide(a.proposal, self.registry) for a in admitted]
+            admitted, decisions = self._decide(admitted, now, out, entries)
             wanted = facts.needed(
                 r for d in decisions if isinstance(d, Pass) for r in semantic.refs(d.arguments, d.contract)
             )
@@ -163,6 +165,27 @@ class ValidationHandler(Handler[ToolProposal]):
             entries.append(r.entry)
             self._refuse(call, r, now, out)
 
+    def _decide(
+        self, admitted: list[Admitted], now: int, out: Emit, entries: list[audit.Entry]
+    ) -> tuple[list[Admitted], list[Decision]]:
+        """The gates for each admitted call, in order, within its agent's admission rate: a call
+        whose agent is in debt is refused before any gate (RATE_LIMITED), and each decided call
+        is charged what it cost (admission_rate.py)."""
+        decided: list[tuple[Admitted, Decision]] = []
+        for a in admitted:
+            agent = (a.proposal.tenant_id, a.proposal.principal.agent_id)
+            wait = self.rate.retry_after_ms(agent, now)
+            if wait is not None:
+                limited = admission.rate_limited(a.proposal, a.digest, wait)
+                entries.append(limited.entry)
+                self._refuse(a.call, limited, now, out)
+                continue
+            decision = decide(a.proposal, self.registry)
+            work = decision.work if isinstance(decision, Reject) else 0
+            self.rate.charge(agent, admission_rate.cost(len(a.proposal.arguments), work), now)
+            decided.append((a, decision))
+        return [a for a, _ in decided], [d for _, d in decided]
+
     def _refuse(self, call: Inbound[ToolProposal], refused: admission.Refuse, now: int, out: Emit) -> None:
         home = call.origin.partition
         out.item(
@@ -177,6 +200,7 @@ class ValidationHandler(Handler[ToolProposal]):
                 home_partition=home,
                 now_ms=now,
                 proposal_digest=refused.digest,
+                retry_after_ms=refused.retry_after_ms,
             ),
         )
 

@@ -1,5 +1,7 @@
 """The repair loop's record in Postgres: every failed validation of a logical operation, read
-and written once per round for the runs whose calls failed (`repair.py` decides)."""
+and written once per round for the runs whose calls failed (`repair.py` decides). A run is its
+agent's own, (tenant, agent, run_id): another agent of the tenant naming the same run_id neither
+spends this run's repair budget nor ends its loop."""
 
 from __future__ import annotations
 
@@ -15,16 +17,22 @@ from toolgate.workers.validation import repair
 from toolgate.workers.validation.decision import Decision, Reject
 
 REPAIRS = """
-SELECT tenant_id, run_id, logical_operation_id, call_id, payload_fingerprint, error_fingerprint
+SELECT tenant_id, agent_id, run_id, logical_operation_id, call_id, payload_fingerprint, error_fingerprint
 FROM toolgate.repair_attempts
-WHERE (tenant_id, run_id) IN (SELECT * FROM unnest(%b::text[], %b::text[]))
+WHERE (tenant_id, agent_id, run_id) IN (SELECT * FROM unnest(%b::text[], %b::text[], %b::text[]))
 """
 RECORD_REPAIRS = """
-INSERT INTO toolgate.repair_attempts (tenant_id, run_id, logical_operation_id, call_id, payload_fingerprint,
-    error_fingerprint)
-SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[])
+INSERT INTO toolgate.repair_attempts (tenant_id, agent_id, run_id, logical_operation_id, call_id,
+    payload_fingerprint, error_fingerprint)
+SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[])
 ON CONFLICT DO NOTHING
 """
+Run = tuple[str, str, str]  # (tenant, agent, run_id)
+
+
+def run_of(proposal: ToolProposal) -> Run:
+    """The run a proposal belongs to: its agent's (proven by its signature), under its run_id."""
+    return proposal.tenant_id, proposal.principal.agent_id, proposal.run_id
 
 
 def _contract_limit(registry: Registry, proposal: ToolProposal) -> int | None:
@@ -57,18 +65,18 @@ async def apply(
     failed = failing(proposals, decisions)
     if not failed:
         return list(decisions)
-    runs = sorted({(p.tenant_id, p.run_id) for p, _ in failed})
-    cur = await keyed(conn, REPAIRS, ([t for t, _ in runs], [r for _, r in runs]))
+    runs = sorted({run_of(p) for p, _ in failed})
+    cur = await keyed(conn, REPAIRS, tuple([run[i] for run in runs] for i in range(3)))
     history: list[tuple[Any, ...]] = list(await cur.fetchall())
     updated: dict[int, Decision] = {}
     recorded: list[tuple[str, ...]] = []
     for p, decision in failed:
         payload_fp = repair.payload_fingerprint(p)
         error_fp = repair.error_fingerprint(decision.errors)
-        in_run = [h for h in history if (h[0], h[1]) == (p.tenant_id, p.run_id) and h[3] != p.call_id]
-        in_op = [h for h in in_run if h[2] == p.logical_operation_id]
+        in_run = [h for h in history if h[:3] == run_of(p) and h[4] != p.call_id]
+        in_op = [h for h in in_run if h[3] == p.logical_operation_id]
         earlier = repair.Earlier(
-            frozenset(h[4] for h in in_op), frozenset(h[5] for h in in_op), len(in_op), len(in_run)
+            frozenset(h[5] for h in in_op), frozenset(h[6] for h in in_op), len(in_op), len(in_run)
         )
         reason = repair.exhausted(
             payload_fp,
@@ -84,7 +92,7 @@ async def apply(
                 decision.tool_version,
                 decision.warnings,
             )
-        row = (p.tenant_id, p.run_id, p.logical_operation_id, p.call_id, payload_fp, error_fp)
+        row = (*run_of(p), p.logical_operation_id, p.call_id, payload_fp, error_fp)
         history.append(row)
         recorded.append(row)
     await conn.execute(RECORD_REPAIRS, [list(column) for column in zip(*recorded, strict=True)])

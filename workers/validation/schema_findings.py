@@ -70,13 +70,40 @@ def _path(parts: Iterable[Any]) -> str:
     return out
 
 
-def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
-    return text if len(text) <= 80 else text[:77] + "..."
+def _short(value: Any, limit: int = 80) -> str:
+    """The value as JSON, cut at `limit` characters; a long array or object is not written out
+    whole only to be cut (the arguments may hold 256 KiB)."""
+    text = value if isinstance(value, str) else _preview(value, limit + 1)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _preview(value: Any, room: int) -> str:
+    """JSON text of `value`, written only until it is `room` characters long."""
+    if isinstance(value, str):
+        return json.dumps(value[:room], ensure_ascii=False)
+    if not isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)
+    items = value if isinstance(value, list) else value.items()
+    parts: list[str] = []
+    used = 1
+    for item in items:
+        if used >= room:
+            break
+        if isinstance(value, dict):
+            part = json.dumps(item[0], ensure_ascii=False) + ": " + _preview(item[1], room - used)
+        else:
+            part = _preview(item, room - used)
+        parts.append(part)
+        used += len(part) + 2
+    return ("[" if isinstance(value, list) else "{") + ", ".join(parts) + ("]" if isinstance(value, list) else "}")
 
 
 def _bound_expected(error: ValidationError) -> str:
-    value, kind = error.validator_value, str(error.validator)
+    return bound_expected(str(error.validator), error.validator_value)
+
+
+def bound_expected(kind: str, value: Any) -> str:
+    """What a bound keyword (`kind`, with its schema value) asks for, in words."""
     if kind == "enum" and isinstance(value, list):
         return "one of " + ", ".join(json.dumps(x) for x in value)
     if kind == "const":
@@ -149,16 +176,21 @@ def _wrong_type(error: ValidationError, where: list[Any]) -> list[Finding]:
 
 
 def _out_of_bounds(error: ValidationError, where: list[Any]) -> list[Finding]:
+    return [bound_finding(where, str(error.validator), error.validator_value, error.instance)]
+
+
+def bound_finding(where: Sequence[Any], kind: str, bound: Any, instance: Any) -> Finding:
+    """The finding of a value at `where` beyond its schema's bound keyword `kind`."""
     name = _path(where) or None
-    expected = _bound_expected(error)
-    error_ = FieldError(
+    expected = bound_expected(kind, bound)
+    error = FieldError(
         field=name,
-        code=f"out_of_bounds.{error.validator}",
+        code=f"out_of_bounds.{kind}",
         expected=expected,
-        actual=_short(error.instance),
+        actual=_short(instance),
         message=f"{name or 'arguments'} must be {expected}",
     )
-    return [(TaxonomyClass.OUT_OF_BOUNDS, error_)]
+    return TaxonomyClass.OUT_OF_BOUNDS, error
 
 
 def _alternatives(error: ValidationError, where: list[Any]) -> list[Finding]:
