@@ -105,3 +105,35 @@ def test_an_agent_past_its_work_is_refused_before_the_gates_and_others_are_not(d
         (c.model.call_id, "acme", "RATE_LIMITED", "admission_rate", "true") for c in (big[3], big[4], small)
     )
     assert isinstance(answers(second)[later.model.call_id], StageRecord)  # out of debt: served again
+
+
+def test_a_copy_of_a_call_seen_before_is_dropped_not_refused_while_its_agent_is_in_debt(database: Database) -> None:
+    # One answer per call: the copy's first delivery was answered (validated), so a RATE_LIMITED
+    # refusal now would be a second, contradictory final for the same call.
+    settings = replace(database.settings, admission_work_per_second=1000.0, admission_work_burst=5000.0)
+    seen_before = signed(database, "cli", "invoice.fetch", json.dumps({"invoice_id": "inv_acme0001"}), 0)
+    big = [signed(database, "cli", "invoice.create_draft", BIG, i) for i in range(1, 5)]
+
+    async def rounds() -> tuple[Emit, Emit]:
+        handler = ValidationHandler(load_registry(), settings)
+        await handler.start()
+        try:
+            first, second = Emit("validation"), Emit("validation")
+            await handler.handle([seen_before], first)
+            await handler.handle([*big, seen_before], second)  # its agent spends its work, then the copy
+            return first, second
+        finally:
+            await handler.pool.close()
+
+    first, second = asyncio.run(rounds())
+    assert isinstance(answers(first)[seen_before.model.call_id], StageRecord)
+    assert seen_before.model.call_id not in answers(second)  # not answered again
+    assert [o.outcome.taxonomy_class for o in answers(second).values() if isinstance(o, ExecutionResult)].count(
+        "RATE_LIMITED"
+    ) == 1  # the last new call of the round
+    dropped = database.sql(
+        "SELECT detail->>'refusal' FROM toolgate.audit_log "
+        "WHERE call_id = %s AND detail->>'code' = 'copy_of_bound_call'",
+        (seen_before.model.call_id,),
+    )
+    assert dropped == [("admission_rate",)]

@@ -63,15 +63,16 @@ async def bound_digests(conn: AsyncConnection[Any], calls: list[tuple[str, str]]
 
 async def register_calls(
     conn: AsyncConnection[Any], calls: list[tuple[str, str, str, str]]
-) -> dict[tuple[str, str], str]:
+) -> tuple[dict[tuple[str, str], str], set[tuple[str, str]]]:
     """Record (tenant, call_id, digest, agent) for calls seen the first time; return the digest
-    each (tenant, call_id) is bound to, the first one recorded winning. One statement when
-    every call is new (the common case); a second only for call_ids seen before."""
+    each (tenant, call_id) is bound to, the first one recorded winning, and which of them were
+    bound before (copies of calls seen already). One statement when every call is new (the
+    common case); a second only for call_ids seen before."""
     if not calls:
-        return {}
+        return {}, set()
     columns = [list(column) for column in zip(*calls, strict=True)]
     cur = await conn.execute(REGISTER, columns)
     bound = {(tenant, call_id): digest for tenant, call_id, digest in await cur.fetchall()}
     seen = sorted({(tenant, call_id) for tenant, call_id, _, _ in calls} - bound.keys())
     bound.update(await bound_digests(conn, seen))
-    return bound
+    return bound, set(seen)

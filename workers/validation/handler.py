@@ -1,10 +1,10 @@
 """The validation handler: tool.proposals -> tool.validated (or a typed refusal on tool.results).
 
-A round's Postgres work, for all its calls at once: the registered agents the round's proposals
-name (the signature is checked before anything else: identity.py), the call_ids they use
-(callers.py), the facts semantic rules compare against, and, when a call failed repairably or
-was refused at the door, the repair-loop record (repair_log.py) and the audit entries in one
-transaction.
+A round's Postgres work, for all its calls at once: admitting its proposals (admitting.py: the
+registered agents they name, whose signatures are checked before anything else, the call_ids
+they use, the validation work their agents may spend), the facts semantic rules compare against,
+and, when a call failed repairably or was refused at the door, the repair-loop record
+(repair_log.py) and the audit entries in one transaction.
 
 The reads and the call_ids' registration are statements of their own (the pool is in
 autocommit mode): two round trips for a round whose calls all pass, instead of four with BEGIN
@@ -17,15 +17,9 @@ repair records (skipped if present) and audit entries as the first try would hav
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
-from typing import Any
-
-from psycopg import AsyncConnection
 
 from toolgate.contracts.policy import Policy, load_policy
 from toolgate.contracts.registry import Registry
-from toolgate.merkle import CheckedRoots
-from toolgate.proposal_signing import ROOT_PURPOSE
 from toolgate.schemas.codec import codec
 from toolgate.schemas.identity import identity_of
 from toolgate.schemas.models import FieldError, StageDecision, StageRecord, TaxonomyClass, ToolProposal
@@ -38,23 +32,13 @@ from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.results import reject
-from toolgate.workers.validation import admission, admission_rate, callers, limits, repair_log, semantic
+from toolgate.workers.validation import admission, admission_rate, repair_log, semantic
+from toolgate.workers.validation.admitting import Admitted, Admitting
 from toolgate.workers.validation.decision import Decision, Pass, Reject, decide
-from toolgate.workers.validation.identity import Proven, Window
+from toolgate.workers.validation.identity import Window
 
 STAGE = admission.STAGE
 LENIENT = frozenset({"arguments"})  # the model's text; every identity field must be UTF-8
-
-
-@dataclass(frozen=True)
-class Admitted:
-    """A call whose signature proved who asked, as the registry vouches for it (its agent's
-    tenant, the scopes it asked for within those granted). The record as it arrived stays as
-    it was: a round that is retried checks the same signed bytes again."""
-
-    call: Inbound[ToolProposal]
-    proposal: ToolProposal
-    digest: str
 
 
 class ValidationHandler(Handler[ToolProposal]):
@@ -73,12 +57,11 @@ class ValidationHandler(Handler[ToolProposal]):
         self.window = Window(
             int(settings.proposal_max_age_seconds * 1000), int(settings.proposal_future_skew_seconds * 1000)
         )
-        # Roots of proposals signed together whose signature held: checked once, not per proposal.
-        self.roots = CheckedRoots(ROOT_PURPOSE)
+        # The validation work each agent may still spend, in this worker's memory.
+        rate = admission_rate.AdmissionRate(settings.admission_work_per_second, settings.admission_work_burst)
+        self.admitting = Admitting(self.window, rate)
         # This round's proven calls (by id of their Inbound): only they are answered.
         self._proven: dict[int, Admitted] = {}
-        # The validation work each agent may still spend, in this worker's memory.
-        self.rate = admission_rate.AdmissionRate(settings.admission_work_per_second, settings.admission_work_burst)
 
     async def start(self) -> None:
         await self.pool.open()
@@ -90,8 +73,11 @@ class ValidationHandler(Handler[ToolProposal]):
         today = dt.datetime.fromtimestamp(now / 1000, dt.UTC).date()
         async with self.pool.connection() as conn:
             entries: list[audit.Entry] = []
-            admitted = await self._admit(conn, calls, now, out, entries)
-            admitted, decisions = self._decide(admitted, now, out, entries)
+            admitted = await self.admitting.admit(conn, calls, now, out, entries)
+            self._proven = {id(a.call): a for a in admitted}
+            admitted, decisions = self.admitting.decide_within_rate(
+                admitted, lambda proposal: decide(proposal, self.registry), now, out, entries
+            )
             wanted = facts.needed(
                 r for d in decisions if isinstance(d, Pass) for r in semantic.refs(d.arguments, d.contract)
             )
@@ -105,104 +91,6 @@ class ValidationHandler(Handler[ToolProposal]):
                     decisions = await repair_log.apply(conn, proposals, decisions, self.policy.repair, self.registry)
                     await audit.append(conn, entries)
         self._emit(admitted, decisions, now, out)
-
-    async def _admit(
-        self,
-        conn: AsyncConnection[Any],
-        calls: list[Inbound[ToolProposal]],
-        now: int,
-        out: Emit,
-        entries: list[audit.Entry],
-    ) -> list[Admitted]:
-        """The calls whose signature proves who asked, as the registry vouches for them and
-        bound to their call_id; every other call is refused here (admission.py)."""
-        agents = await callers.load_agents(conn, (c.model.principal.agent_id for c in calls))
-        proven: list[tuple[Inbound[ToolProposal], Proven]] = []
-        refused: list[tuple[Inbound[ToolProposal], admission.Refuse]] = []
-        for call in calls:
-            agent = agents.get(call.model.principal.agent_id)
-            screened = admission.screen(call.model, len(call.raw), agent, now, self.window, self.roots)
-            if isinstance(screened, Proven):
-                proven.append((call, screened))
-            elif isinstance(screened, admission.Drop):  # nobody proven to answer: the operator gets the bytes
-                entries.append(screened.entry)
-                call_id = limits.routable(call.model.call_id)
-                out.dead_letter(call.origin, call.raw, screened.taxonomy_class, screened.reason, call_id)
-            else:
-                refused.append((call, screened))
-        await self._refuse_unless_bound(conn, refused, now, out, entries)
-        bound = await callers.register_calls(
-            conn, [(i.tenant_id, c.model.call_id, i.digest, c.model.principal.agent_id) for c, i in proven]
-        )
-        admitted = []
-        for call, identity in proven:
-            a = self._proven[id(call)] = Admitted(call, admission.as_registered(call.model, identity), identity.digest)
-            if bound.get((identity.tenant_id, a.proposal.call_id), identity.digest) != identity.digest:
-                reused = admission.call_id_reused(a.proposal, identity)
-                entries.append(reused.entry)
-                self._refuse(call, reused, now, out)
-                continue
-            admitted.append(a)
-        return admitted
-
-    async def _refuse_unless_bound(
-        self,
-        conn: AsyncConnection[Any],
-        refused: list[tuple[Inbound[ToolProposal], admission.Refuse]],
-        now: int,
-        out: Emit,
-        entries: list[audit.Entry],
-    ) -> None:
-        """Answer each refusal, unless it refuses a copy of a call already bound to the same
-        digest: that call was answered by its first delivery, so the copy is audited and dropped."""
-        if not refused:
-            return
-        bound = await callers.bound_digests(conn, [(r.proposal.tenant_id, r.proposal.call_id) for _, r in refused])
-        for call, r in refused:
-            if bound.get((r.proposal.tenant_id, r.proposal.call_id)) == r.digest:
-                entries.append(admission.copy_dropped(r))
-                continue
-            entries.append(r.entry)
-            self._refuse(call, r, now, out)
-
-    def _decide(
-        self, admitted: list[Admitted], now: int, out: Emit, entries: list[audit.Entry]
-    ) -> tuple[list[Admitted], list[Decision]]:
-        """The gates for each admitted call, in order, within its agent's admission rate: a call
-        whose agent is in debt is refused before any gate (RATE_LIMITED), and each decided call
-        is charged what it cost (admission_rate.py)."""
-        decided: list[tuple[Admitted, Decision]] = []
-        for a in admitted:
-            agent = (a.proposal.tenant_id, a.proposal.principal.agent_id)
-            wait = self.rate.retry_after_ms(agent, now)
-            if wait is not None:
-                limited = admission.rate_limited(a.proposal, a.digest, wait)
-                entries.append(limited.entry)
-                self._refuse(a.call, limited, now, out)
-                continue
-            decision = decide(a.proposal, self.registry)
-            work = decision.work if isinstance(decision, Reject) else 0
-            self.rate.charge(agent, admission_rate.cost(len(a.proposal.arguments), work), now)
-            decided.append((a, decision))
-        return [a for a, _ in decided], [d for _, d in decided]
-
-    def _refuse(self, call: Inbound[ToolProposal], refused: admission.Refuse, now: int, out: Emit) -> None:
-        home = call.origin.partition
-        out.item(
-            "results",
-            home,
-            reject(
-                refused.proposal,
-                refused.taxonomy_class,
-                refused.errors,
-                stage=STAGE,
-                traceparent=call.traceparent,
-                home_partition=home,
-                now_ms=now,
-                proposal_digest=refused.digest,
-                retry_after_ms=refused.retry_after_ms,
-            ),
-        )
 
     def _semantic(self, decision: Decision, known: facts.Facts, today: dt.date, tenant_id: str) -> Decision:
         if not isinstance(decision, Pass):
