@@ -30,13 +30,16 @@ import enum
 import hashlib
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from psycopg import AsyncConnection, AsyncCursor
 
 from toolgate.schemas.wire import canonical_json
 from toolgate.workers.runtime import batch
+from toolgate.workers.runtime.audit_entry import MAX_AUDITED as MAX_AUDITED
+from toolgate.workers.runtime.audit_entry import Entry as Entry
+from toolgate.workers.runtime.audit_entry import bounded as bounded
 from toolgate.workers.runtime.db import make_pool, rows_json
 
 if TYPE_CHECKING:
@@ -49,16 +52,6 @@ GENESIS = "0" * 64
 CHECKPOINT_PURPOSE = b"toolgate.audit-head.v1"
 # A timestamp as the exact text that was hashed (UTC, microseconds).
 AT_TEXT = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
-
-
-@dataclass(frozen=True)
-class Entry:
-    stage: str
-    action: str
-    actor: str
-    call_id: str | None = None
-    tenant_id: str | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
 
 
 def chain_hash(prev_hash: str, at: str, entry: Entry) -> str:

@@ -5,7 +5,8 @@ that verifies before anything else is done with it: one that does not was writte
 stage, and is dead-lettered (SIGNATURE_MISMATCH) and audited, never decoded. Each record, and
 each item of a batch, is decoded on its own; one that does not decode is dead-lettered with its
 original bytes (SYNTACTIC_PARSE_FAIL), and anything else wrong with a record (UNKNOWN_ERROR)
-never stops the round.
+never stops the round. What proves nobody is audited collapsed into counts, every value from the
+record bounded (refusals.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from toolgate.integrity import Sealer
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import PayloadKind, StageBatch, TaxonomyClass
 from toolgate.topics.headers import CALL_ID, Headers, as_pairs, header, header_int
-from toolgate.workers.runtime.audit import Entry
+from toolgate.workers.runtime.audit import Entry, bounded
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Handler, Inbound, M
+from toolgate.workers.runtime.refusals import Refusal
 
 log = logging.getLogger("toolgate.round")
 
@@ -115,14 +117,7 @@ class Intake(Generic[M]):
         reason = f"the stage MAC of this {origin.topic} record does not verify: it was not written by a toolgate stage"
         log.warning("forged record", extra={"stage": self.handler.stage, "action": "dead_letter", "error": reason})
         out.dead_letter(origin, value, TaxonomyClass.SIGNATURE_MISMATCH, reason)
-        call_id = header(origin.headers, CALL_ID)
-        out.audits.append(
-            Entry(
-                self.handler.stage,
-                "forged_record",
-                "unknown",
-                call_id,
-                None,
-                {"topic": origin.topic, "partition": origin.partition, "offset": origin.offset, "bytes": len(value)},
-            )
-        )
+        call_id = bounded(header(origin.headers, CALL_ID))
+        where = {"topic": origin.topic, "partition": origin.partition, "offset": origin.offset, "bytes": len(value)}
+        entry = Entry(self.handler.stage, "forged_record", "unknown", call_id, None, where)
+        out.refusals.append(Refusal(entry, origin.topic))

@@ -4,7 +4,9 @@ A round's Postgres work, for all its calls at once: the registered agents the ro
 name (the signature is checked before anything else: identity.py), the call_ids they use
 (callers.py), the facts semantic rules compare against, and, when a call failed repairably or
 was refused at the door, the repair-loop record (repair_log.py) and the audit entries in one
-transaction.
+transaction. A proposal that proves nobody (admission.Drop, undecodable bytes) is audited by the
+runtime instead, collapsed into counts (workers/runtime/refusals.py); a proven caller's refusal
+is audited here, one row each.
 
 The reads and the call_ids' registration are statements of their own (the pool is in
 autocommit mode): two round trips for a round whose calls all pass, instead of four with BEGIN
@@ -37,6 +39,7 @@ from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Handler, Inbound
+from toolgate.workers.runtime.refusals import Refusal
 from toolgate.workers.runtime.results import reject
 from toolgate.workers.validation import admission, callers, limits, repair_log, semantic
 from toolgate.workers.validation.decision import Decision, Pass, Reject, decide
@@ -122,11 +125,12 @@ class ValidationHandler(Handler[ToolProposal]):
             if isinstance(screened, Proven):
                 proven.append((call, screened))
                 continue
-            entries.append(screened.entry)
             if isinstance(screened, admission.Drop):  # nobody proven to answer: the operator gets the bytes
                 call_id = limits.routable(call.model.call_id)
                 out.dead_letter(call.origin, call.raw, screened.taxonomy_class, screened.reason, call_id)
+                out.refusals.append(Refusal(screened.entry, self.source))  # audited collapsed
             else:
+                entries.append(screened.entry)
                 self._refuse(call, screened, now, out)
         bound = await callers.register_calls(
             conn, [(i.tenant_id, c.model.call_id, i.digest, c.model.principal.agent_id) for c, i in proven]
@@ -246,7 +250,7 @@ class ValidationHandler(Handler[ToolProposal]):
         )
 
     def on_undecodable(self, origin: Origin, value: bytes, out: Emit) -> None:
-        """Bytes that are no ToolProposal prove nobody: dead-letter them and audit it."""
+        """Bytes that are no ToolProposal prove nobody: dead-letter them and audit it (collapsed)."""
         call_id = header(origin.headers, CALL_ID)
         out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, "not a ToolProposal", call_id)
-        out.audits.append(admission.undecodable_entry(call_id))
+        out.refusals.append(Refusal(admission.undecodable_entry(call_id), self.source))
