@@ -5,8 +5,9 @@ that verifies before anything else is done with it: one that does not was writte
 stage, and is dead-lettered (SIGNATURE_MISMATCH) and audited, never decoded. Each record, and
 each item of a batch, is decoded on its own; one that does not decode is dead-lettered with its
 original bytes (SYNTACTIC_PARSE_FAIL), and anything else wrong with a record (UNKNOWN_ERROR)
-never stops the round. What proves nobody is audited collapsed into counts, every value from the
-record bounded (refusals.py).
+never stops the round. A record whose headers could not be read (topics/consumed.py) is
+dead-lettered with its key and value and no headers (SYNTACTIC_PARSE_FAIL). What proves nobody is
+audited collapsed into counts, every value from the record bounded (refusals.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Generic
 from toolgate.integrity import Sealer
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import PayloadKind, StageBatch, TaxonomyClass
+from toolgate.topics.consumed import MAX_REASON
 from toolgate.topics.headers import CALL_ID, Headers, as_pairs, header, header_int
 from toolgate.workers.runtime.audit import Entry, bounded
 from toolgate.workers.runtime.emit import Emit, Origin
@@ -39,6 +41,7 @@ class RawRecord:
     key: bytes | None
     value: bytes | None
     headers: Headers = field(default_factory=list)
+    unreadable: str | None = None  # why its headers could not be read: it has none here
 
 
 class Intake(Generic[M]):
@@ -77,6 +80,9 @@ class Intake(Generic[M]):
         return calls
 
     def _decode_record(self, rec: RawRecord, origin: Origin, value: bytes, out: Emit) -> list[Inbound[M]]:
+        if rec.unreadable is not None:
+            self._unreadable(origin, value, rec.unreadable, out)
+            return []
         if self.internal and not self.sealer.mac_ok(self.source_topic, value, rec.headers):
             self._forged(origin, value, out)
             return []
@@ -121,3 +127,21 @@ class Intake(Generic[M]):
         where = {"topic": origin.topic, "partition": origin.partition, "offset": origin.offset, "bytes": len(value)}
         entry = Entry(self.handler.stage, "forged_record", "unknown", call_id, None, where)
         out.refusals.append(Refusal(entry, origin.topic))
+
+    def _unreadable(self, origin: Origin, value: bytes, why: str, out: Emit) -> None:
+        """A record whose headers could not be read: its key and value go to the dead-letter topic
+        (its headers cannot); it proves nobody, since its signature or MAC travelled in them."""
+        reason = f"this {origin.topic} record's headers cannot be read, so it is dead-lettered with its key and value"
+        log.warning("unreadable record", extra={"stage": self.handler.stage, "action": "dead_letter", "error": why})
+        out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, f"{reason}: {why}")
+        detail = {
+            "code": "unreadable_headers",
+            "topic": origin.topic,
+            "partition": origin.partition,
+            "offset": origin.offset,
+            "bytes": len(value),
+            "error": bounded(why, MAX_REASON),
+        }
+        out.refusals.append(
+            Refusal(Entry(self.handler.stage, "unreadable_record", "unknown", None, None, detail), origin.topic)
+        )
