@@ -33,6 +33,7 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.client import ToolgateClient
 from toolgate.topics.headers import REPLAY_OF, SCHEMA
 from toolgate.workers.runtime import audit
+from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.runtime.intake import ATTEMPTS_HEADER
 
 STAGE = "operator"
@@ -142,11 +143,11 @@ ON CONFLICT (dead_letter_id) DO UPDATE SET action = excluded.action, actor = exc
 async def _audited(settings: Settings, letter: DeadLetter, action: str, actor: str, note: str | None) -> None:
     # The letter may be forged: what it says is audited only within bounds.
     detail = {
-        "dead_letter_id": audit.bounded(letter.dead_letter_id),
-        "source": audit.bounded(letter.source_topic),
+        "dead_letter_id": bounded(letter.dead_letter_id),
+        "source": bounded(letter.source_topic),
         "note": note,
     }
-    entry = audit.Entry(STAGE, f"dead_letter_{action}", actor, audit.bounded(letter.call_id), None, detail)
+    entry = audit.Entry(STAGE, f"dead_letter_{action}", actor, bounded(letter.call_id), None, detail)
     async with await psycopg.AsyncConnection.connect(settings.database_url) as conn, conn.transaction():
         if action in ("replayed", "discarded"):
             await conn.execute(RECORD, (letter.dead_letter_id, action, actor, note))

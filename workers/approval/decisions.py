@@ -19,6 +19,7 @@ from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume, tickets
 from toolgate.workers.approval.decision import STAGE, Then, Transition, proves_nobody, transition
 from toolgate.workers.runtime import audit, outbox
+from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
@@ -79,13 +80,13 @@ def unproven_entry(decision: ApprovalDecision, step: Transition, call_id: str | 
     """The audit entry of a decision that proves nobody: what it claims, bounded, and why it was
     refused (its code; the reason, which quotes what it claims, is left out)."""
     detail = {
-        "approval_id": audit.bounded(decision.approval_id),
-        "decision_id": audit.bounded(decision.decision_id),
+        "approval_id": bounded(decision.approval_id),
+        "decision_id": bounded(decision.decision_id),
         "verdict": str(decision.decision),
         "code": step.detail.get("code"),
         "proven": False,
     }
-    return audit.Entry(STAGE, step.action, audit.bounded(decision.approver_id) or "unknown", call_id, None, detail)
+    return audit.Entry(STAGE, step.action, bounded(decision.approver_id) or "unknown", call_id, None, detail)
 
 
 def said(step: Transition, decision: ApprovalDecision, request: StageRecord, now: int) -> list[outbox.OutboxRow]:

@@ -22,7 +22,8 @@ from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import PayloadKind, StageBatch, TaxonomyClass
 from toolgate.topics.consumed import MAX_REASON
 from toolgate.topics.headers import CALL_ID, Headers, as_pairs, header, header_int
-from toolgate.workers.runtime.audit import Entry, bounded
+from toolgate.workers.runtime.audit import Entry
+from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Handler, Inbound, M
 from toolgate.workers.runtime.refusals import Refusal

@@ -23,7 +23,7 @@ unknown or inactive approver, bad signature, a decision id already used). What i
 refusal of a caller whose signature (or stage MAC) was proven, who is accountable: one row
 each, as ever, written by the handler in its own transaction.
 
-Every value in a collapsed refusal's entry is bounded before it gets here (audit.bounded).
+Every value in a collapsed refusal's entry is bounded before it gets here (audit_entry.bounded).
 Pure: the time comes in (wall-clock ms, for the rows it writes); the runtime writes the
 entries (rounds.py, app.py).
 """

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from toolgate.merkle import CheckedRoots
 from toolgate.schemas.models import FieldError, Principal, TaxonomyClass, ToolProposal
-from toolgate.workers.runtime.audit import Entry, bounded
+from toolgate.workers.runtime.audit import Entry
+from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.validation import limits
 from toolgate.workers.validation.identity import Proven, Refused, RegisteredAgent, Unproven, Window, authenticate
 
