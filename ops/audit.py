@@ -1,14 +1,18 @@
 """`toolgate audit verify`: the audit log against its newest signed checkpoint.
 
 Reads the log and its checkpoints in one read-only snapshot (an append writes its rows and its
-checkpoint in one transaction, so a snapshot never sees one without the other) and lets
-`workers.runtime.audit.verify` judge them. The checkpoints are checked with the deployment's
+checkpoint in one transaction, so a snapshot never sees one without the other), each through a
+server-side cursor, and lets `workers.runtime.audit.verify` judge them as they stream by: the
+reconciliation worker verifies the whole log every TOOLGATE_AUDIT_VERIFY_SECONDS, and its memory
+must not grow with the log (it held every row once). The checkpoints are checked with the deployment's
 public key only, so anyone holding it can audit: `TOOLGATE_DEPLOYMENT_PUBLIC_KEY`, the runtime
 file of `toolgate up`, or else the key derived from the deployment secret.
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from contextlib import closing
 from dataclasses import asdict
 from typing import Any
 
@@ -17,6 +21,9 @@ import psycopg
 from toolgate.ed25519 import PublicKey
 from toolgate.settings import Settings
 from toolgate.workers.runtime.audit import CHECKPOINTS, VERIFY, Checkpoint, Report, Verdict, verify
+
+ROWS_AT_ONCE = 2000  # rows fetched per round trip of the server-side cursor
+CHECKPOINTS_AT_ONCE = 256
 
 
 def public_key(settings: Settings) -> PublicKey:
@@ -28,15 +35,31 @@ def public_key(settings: Settings) -> PublicKey:
 
 
 def verify_log(settings: Settings) -> Report:
+    """The whole log against its checkpoints, streamed: at most ROWS_AT_ONCE rows (and
+    CHECKPOINTS_AT_ONCE checkpoints) are held at a time, however long the log is."""
     key = public_key(settings)
     with psycopg.connect(settings.database_url) as conn:
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         conn.read_only = True
-        rows = conn.execute(VERIFY).fetchall()
-        with conn.cursor(name="audit_checkpoints") as cur:
-            cur.itersize = 64
-            cur.execute(CHECKPOINTS)
-            return verify(rows, (Checkpoint(*r) for r in cur), key)
+        with closing(_rows(conn)) as rows, closing(_checkpoints(conn)) as checkpoints:
+            return verify(rows, checkpoints, key)
+
+
+def _rows(conn: psycopg.Connection[Any]) -> Generator[tuple[Any, ...], None, None]:
+    with conn.cursor(name="audit_rows") as cur:
+        cur.itersize = ROWS_AT_ONCE
+        cur.execute(VERIFY)
+        yield from cur
+
+
+def _checkpoints(conn: psycopg.Connection[Any]) -> Generator[tuple[Checkpoint, int | None], None, None]:
+    """Each checkpoint, newest first, with the position of the row holding its head: read once
+    the rows were (the generator runs its query when first asked), in the same snapshot."""
+    with conn.cursor(name="audit_checkpoints") as cur:
+        cur.itersize = CHECKPOINTS_AT_ONCE
+        cur.execute(CHECKPOINTS)
+        for *fields, position in cur:
+            yield Checkpoint(*fields), position
 
 
 def describe(report: Report) -> list[str]:
