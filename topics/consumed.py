@@ -26,11 +26,18 @@ travel in headers), so a reader that skips it never drops a record toolgate or a
 from __future__ import annotations
 
 import logging
+import operator
 from dataclasses import dataclass, field
 from typing import cast
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
+# `msg.headers()` written out would not do: confluent-kafka returns the headers *and* leaves the
+# decoding error set, and once CPython (3.11+) has specialized a call site it makes often, it no
+# longer checks a C method's result for that. The error then leaks to a later, unrelated call:
+# measured here, into the next `consume()`, and in a stage into the round's next statement. A
+# methodcaller's call is always checked, so the SystemError is raised here, every time.
+_HEADERS = operator.methodcaller("headers")
 MAX_REASON = 200  # characters of the reason an unreadable record is logged, dead-lettered and audited with
 
 # A consumed record's headers as confluent-kafka hands them back: (key, value or None) pairs.
@@ -70,7 +77,7 @@ def read(msg: Message) -> Consumed | Unreadable:
     except Exception as exc:  # no known record does this; a reader must still go on
         return Unreadable(topic, partition, offset, None, None, _reason("its key or value", exc))
     try:
-        headers = msg.headers()
+        headers = _HEADERS(msg)
     except Exception as exc:
         return Unreadable(topic, partition, offset, key, value, _reason("its headers", exc))
     kind, at = msg.timestamp()
