@@ -6,8 +6,9 @@ import time
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
-from toolgate.cli.common import console, print_json, running
+from toolgate.cli.common import console, literal, print_json, running
 
 if TYPE_CHECKING:
     from toolgate.topics.client import Proposed, ToolgateClient
@@ -70,7 +71,7 @@ def propose(
     elif as_json:
         print_json({"call_id": sent.call_id, "run_id": sent.run_id, "traceparent": sent.traceparent})
     else:
-        console.print(f"call_id {sent.call_id}  run_id {sent.run_id}")
+        console.print(literal(f"call_id {sent.call_id}  run_id {sent.run_id}"))
 
 
 def _print_answer(client: ToolgateClient, sent: Proposed, timeout: float, as_json: bool) -> None:
@@ -78,12 +79,12 @@ def _print_answer(client: ToolgateClient, sent: Proposed, timeout: float, as_jso
     try:
         seen = client.wait(sent, timeout=timeout)
     except TimeoutError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from exc
     if as_json:
         print_json({"call_id": sent.call_id, "run_id": sent.run_id, "observation": seen.as_json()})
     else:
-        console.print(f"call_id {sent.call_id}  run_id {sent.run_id}")
+        console.print(literal(f"call_id {sent.call_id}  run_id {sent.run_id}"))
         console.print_json(data=seen.as_json())
 
 
@@ -110,9 +111,12 @@ def observe(
             print_json({"run_id": seen.run_id, "call_id": seen.call_id, "observation": seen.as_json()})
         else:
             status = seen.observation.status
+            # The run and call ids are the agent's: text, never markup.
             console.print(
-                f"{seen.run_id}  {seen.call_id}  {seen.observation.tool_identity.name}  "
-                f"{status.taxonomy_class} ({status.code})"
+                literal(
+                    f"{seen.run_id}  {seen.call_id}  {seen.observation.tool_identity.name}  "
+                    f"{status.taxonomy_class} ({status.code})"
+                )
             )
 
 
@@ -136,6 +140,6 @@ def compensate(
     if as_json:
         print_json({"call_id": sent.call_id, "compensation_of": call_id, "observation": observation})
     else:
-        console.print(f"compensation call_id {sent.call_id} for {call_id}")
+        console.print(literal(f"compensation call_id {sent.call_id} for {call_id}"))
         if observation is not None:
             console.print_json(data=observation)

@@ -10,6 +10,8 @@ from typing import Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 
 from toolgate.settings import Settings, load_settings
 
@@ -25,6 +27,15 @@ def print_json(value: Any) -> None:
     sys.stdout.flush()
 
 
+def literal(line: str) -> Text:
+    """A line holding text a record or an agent chose, as the console must print it: as it is,
+    never read as markup (`[/]` would crash it, `[conceal]` hide what follows), every control,
+    format and line-break character shown as its escape (so it cannot add or hide lines)."""
+    from toolgate.ops.approvals import shown
+
+    return Text(shown(line))
+
+
 def running() -> Settings:
     """The settings of a deployment that has a broker and a database (exits when it has not)."""
     return load_settings().require_infrastructure()
@@ -37,5 +48,5 @@ def registry_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     try:
         return fn(*args, **kwargs)
     except (RegistryError, ValueError) as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(1) from exc

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from toolgate.cli.common import console, print_json, running
+from toolgate.cli.common import console, literal, print_json, running
 
 dlq_app = typer.Typer(no_args_is_help=True, help="The dead-letter topic: list, show, replay, discard.")
 
@@ -23,10 +23,13 @@ def dlq_list(
     if as_json:
         print_json(rows)
         return
-    for r in rows:
+    for r in rows:  # every field is whatever a producer wrote: a forged letter says anything
         console.print(
-            f"{r['dead_letter_id']}  {r['state']:9} {r['stage']:14} {r['taxonomy_class']:22} "
-            f"call={r['call_id']}  {r['reason'][:80]}"
+            literal(
+                f"{r['dead_letter_id']}  {r['state']:9} {r['stage']:14} {r['taxonomy_class']:22} "
+                f"call={r['call_id']}  {str(r['reason'])[:80]}"
+            ),
+            soft_wrap=True,
         )
     console.print(f"{len(rows)} dead letter(s)")
 
@@ -73,4 +76,4 @@ def dlq_discard(
     from toolgate.ops import dlq
 
     dlq.discard(running(), dead_letter_id, actor, note)
-    console.print(f"discarded {dead_letter_id}")
+    console.print(literal(f"discarded {dead_letter_id}"))

@@ -1,18 +1,22 @@
 """`toolgate audit verify`: the audit log against its newest signed checkpoint.
 
 Reads the log and its checkpoints in one read-only snapshot (an append writes its rows and its
-checkpoint in one transaction, so a snapshot never sees one without the other) and lets
-`workers.runtime.audit.verify` judge them. The checkpoints are checked with the deployment's
-public keys only, so anyone holding them can audit: each with the key it names, among those the
-operator trusts (`TOOLGATE_DEPLOYMENT_PUBLIC_KEY`, several separated by commas; those the runtime
-file of `toolgate up` lists; on a host holding the deployment secret, every key its keyset names,
-retired ones too). A rotation of the secret leaves the chain verifiable: the retired keys' public
-halves stay known.
+checkpoint in one transaction, so a snapshot never sees one without the other), each through a
+server-side cursor, and lets `workers.runtime.audit.verify` judge them as they stream by: the
+reconciliation worker verifies the whole log every TOOLGATE_AUDIT_VERIFY_SECONDS, and its memory
+must not grow with the log (it held every row once). The checkpoints are checked with the
+deployment's public keys only, so anyone holding them can audit: each with the key it names,
+among those the operator trusts (`TOOLGATE_DEPLOYMENT_PUBLIC_KEY`, several separated by commas;
+those the runtime file of `toolgate up` lists; on a host holding the deployment secret, every key
+its keyset names, retired ones too). A rotation of the secret leaves the chain verifiable: the
+retired keys' public halves stay known.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
+from contextlib import closing
 from dataclasses import asdict
 from typing import Any
 
@@ -24,6 +28,9 @@ from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.workers.runtime.audit import CHECKPOINTS, VERIFY, Checkpoint, Report, Verdict, verify
 from toolgate.workers.runtime.checkpoint_keys import TrustedKeys
+
+ROWS_AT_ONCE = 2000  # rows fetched per round trip of the server-side cursor
+CHECKPOINTS_AT_ONCE = 256
 
 
 def trusted_keys(settings: Settings) -> TrustedKeys:
@@ -38,15 +45,31 @@ def trusted_keys(settings: Settings) -> TrustedKeys:
 
 
 def verify_log(settings: Settings) -> Report:
+    """The whole log against its checkpoints, streamed: at most ROWS_AT_ONCE rows (and
+    CHECKPOINTS_AT_ONCE checkpoints) are held at a time, however long the log is."""
     key = trusted_keys(settings)
     with psycopg.connect(settings.database_url) as conn:
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         conn.read_only = True
-        rows = conn.execute(VERIFY).fetchall()
-        with conn.cursor(name="audit_checkpoints") as cur:
-            cur.itersize = 64
-            cur.execute(CHECKPOINTS)
-            return verify(rows, (Checkpoint(*r) for r in cur), key)
+        with closing(_rows(conn)) as rows, closing(_checkpoints(conn)) as checkpoints:
+            return verify(rows, checkpoints, key)
+
+
+def _rows(conn: psycopg.Connection[Any]) -> Generator[tuple[Any, ...], None, None]:
+    with conn.cursor(name="audit_rows") as cur:
+        cur.itersize = ROWS_AT_ONCE
+        cur.execute(VERIFY)
+        yield from cur
+
+
+def _checkpoints(conn: psycopg.Connection[Any]) -> Generator[tuple[Checkpoint, int | None], None, None]:
+    """Each checkpoint, newest first, with the position of the row holding its head: read once
+    the rows were (the generator runs its query when first asked), in the same snapshot."""
+    with conn.cursor(name="audit_checkpoints") as cur:
+        cur.itersize = CHECKPOINTS_AT_ONCE
+        cur.execute(CHECKPOINTS)
+        for *fields, position in cur:
+            yield Checkpoint(*fields), position
 
 
 def describe(report: Report) -> list[str]:

@@ -50,6 +50,7 @@ from toolgate.ops.status import await_ready
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
 from toolgate.settings import Settings
+from toolgate.topics import consumed
 from toolgate.topics.client import INTERIM_CODE, TREE_MAX, Draft, ToolgateClient, random_hex
 from toolgate.topics.headers import CALL_ID, header
 from toolgate.workers.runtime import heap
@@ -167,15 +168,18 @@ class _Collector(threading.Thread):
             while not self.stop.is_set() and len(self.received) < self.expected:
                 # consume() waits out its whole timeout unless the batch fills: keep it short.
                 for msg in consumer.consume(500, 0.005):
-                    if msg.error() or not (msg.key() or b"").startswith(run_prefix):
+                    if msg.error():
                         continue
-                    if not self.client.genuine(msg):
-                        self.forged += 1
+                    record = consumed.read(msg)
+                    if not (record.key or b"").startswith(run_prefix):
+                        continue
+                    if isinstance(record, consumed.Unreadable) or not self.client.genuine(record):
+                        self.forged += 1  # unsigned: one that cannot be read carries no signature
                         continue
                     now = time.perf_counter()
-                    call_id = header(msg.headers(), CALL_ID) or ""
+                    call_id = header(record.headers, CALL_ID) or ""
                     try:
-                        status = c.decode(msg.value() or b"", Observation).status
+                        status = c.decode(record.value or b"", Observation).status
                     except DecodeError:
                         continue
                     if status.code == INTERIM_CODE or call_id in self.received:

@@ -5,16 +5,18 @@ this host's clock). A proposal and an observation name their call in the `toolga
 header; an internal topic's record is a StageBatch, so its calls are the `call_id`s of its
 items, and the record is counted only once its stage MAC verifies, as a stage's intake checks
 it. Nothing on the wire changes for this: the bench only reads, after its run, from where each
-topic ended before it.
+topic ended before it, through the guarded reader (topics/consumed.py): a record that cannot be
+read is skipped.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterator
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from toolgate.integrity import Sealer, deployment_keys
 from toolgate.ops.bench_stats import INTERNAL_POINTS, POINTS
@@ -23,9 +25,11 @@ from toolgate.schemas.models import Observation, StageBatch
 from toolgate.schemas.wire import field_of
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
+from toolgate.topics import consumed
 from toolgate.topics.client import INTERIM_CODE, ToolgateClient
-from toolgate.topics.headers import CALL_ID, header, pairs
+from toolgate.topics.headers import CALL_ID, header
 
+log = logging.getLogger("toolgate.bench")
 Offsets = dict[str, list[tuple[int, int]]]  # topic -> (partition, offset) to read from
 
 
@@ -73,19 +77,23 @@ class TopicTimes:
                     if msg.error():
                         continue
                     last = time.monotonic()
-                    point = self.points.get(msg.topic() or "", "")
-                    for call_id in self._calls(point, msg):
+                    record = consumed.read(msg)
+                    if isinstance(record, consumed.Unreadable):  # no call of the run: toolgate signs its own
+                        consumed.skipped(log, record, "bench hops")
+                        continue
+                    point = self.points.get(record.topic, "")
+                    for call_id in self._calls(point, record):
                         if call_id in paths and point not in paths[call_id]:
-                            paths[call_id][point] = float(msg.timestamp()[1])
+                            paths[call_id][point] = float(record.timestamp_ms or 0)
                             seen += 1
         finally:
             consumer.close()
         return paths
 
-    def _calls(self, point: str, msg: Message) -> Iterator[str]:
-        value = msg.value() or b""
+    def _calls(self, point: str, record: consumed.Consumed) -> Iterator[str]:
+        value = record.value or b""
         if point in INTERNAL_POINTS:
-            if self.sealer is None or not self.sealer.mac_ok(msg.topic() or "", value, pairs(msg.headers())):
+            if self.sealer is None or not self.sealer.mac_ok(record.topic, value, record.headers):
                 return
             try:
                 items = codec().decode(value, StageBatch).items
@@ -99,14 +107,14 @@ class TopicTimes:
                 if call_id is not None:
                     yield str(call_id)
         elif point == "proposals":
-            yield header(msg.headers(), CALL_ID) or ""
-        elif point == "observation" and self.client.genuine(msg):
+            yield header(record.headers, CALL_ID) or ""
+        elif point == "observation" and self.client.genuine(record):
             try:
                 if codec().decode(value, Observation).status.code == INTERIM_CODE:
                     return
             except DecodeError:
                 return
-            yield header(msg.headers(), CALL_ID) or ""
+            yield header(record.headers, CALL_ID) or ""
 
     def _consumer(self) -> Consumer:
         return Consumer(

@@ -3,8 +3,9 @@
 The letters live on tool.deadletter; what operators did with them lives in
 `toolgate.dead_letter_actions` and the audit log. The topic is read to its end by consuming it
 (never by trusting high watermarks, which Tansu under-reports). Every letter a toolgate stage
-wrote carries its stage MAC; a letter without a valid one is shown as forged and is never
-replayed (the refusal is audited). A replay republishes the original bytes to the topic they
+wrote carries its stage MAC; a letter without a valid one, or whose headers cannot be read (its
+MAC is in them), is shown as forged and is never replayed (the refusal is audited, with what the
+letter says bounded). A replay republishes the original bytes to the topic they
 came from with their key and headers, sealed again for that topic, so the call keeps its
 identity and idempotency key: replaying twice never executes twice, and whatever is replayed
 meets every check a first delivery meets. A MAC is checked with the deployment key it names, if
@@ -35,10 +36,12 @@ from toolgate.kafka_security import client_config
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import DeadLetter, PayloadKind, StageBatch
 from toolgate.settings import Settings
+from toolgate.topics import consumed
 from toolgate.topics.catalog import Topics
 from toolgate.topics.client import ToolgateClient
-from toolgate.topics.headers import REPLAY_OF, SCHEMA, pairs
+from toolgate.topics.headers import REPLAY_OF, SCHEMA
 from toolgate.workers.runtime import audit
+from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.freshness import Bound, stale
 from toolgate.workers.runtime.intake import ATTEMPTS_HEADER, INTERNAL_SOURCES
@@ -54,9 +57,13 @@ UNHANDLED = ("open", "forged")
 class Letter:
     letter: DeadLetter
     genuine: bool  # its stage MAC verifies: a toolgate stage wrote it
+    unreadable: str | None = None  # why its headers could not be read (then it is not genuine)
 
 
 def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[Letter]:
+    """Every letter on the topic, each with whether its stage MAC verifies. A record that is no
+    DeadLetter is skipped; a letter whose headers cannot be read (topics/consumed.py) is listed,
+    as forged: its MAC, which travels in them, cannot be checked."""
     topic = Topics(settings.topic_prefix).deadletter
     sealer = Sealer(deployment_keys(settings), Topics(settings.topic_prefix))
     consumer = Consumer(
@@ -77,15 +84,23 @@ def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[Letter]:
             if msg is None or msg.error():
                 continue
             last = time.monotonic()
-            value = msg.value() or b""
-            try:
-                letter = codec().decode(value, DeadLetter)
-            except DecodeError:
-                continue
-            letters.append(Letter(letter, sealer.mac_ok(topic, value, pairs(msg.headers()))))
+            found = _letter(consumed.read(msg), sealer, topic)
+            if found is not None:
+                letters.append(found)
     finally:
         consumer.close()
     return letters
+
+
+def _letter(record: consumed.Consumed | consumed.Unreadable, sealer: Sealer, topic: str) -> Letter | None:
+    value = record.value or b""
+    try:
+        letter = codec().decode(value, DeadLetter)
+    except DecodeError:
+        return None
+    if isinstance(record, consumed.Unreadable):
+        return Letter(letter, False, record.reason)
+    return Letter(letter, sealer.mac_ok(topic, value, record.headers))
 
 
 def actions(settings: Settings) -> dict[str, tuple[str, str]]:
@@ -109,6 +124,7 @@ def summary(found: Letter, state: tuple[str, str] | None) -> dict[str, Any]:
         "state": state[0] if state else ("open" if found.genuine else "forged"),
         "genuine": found.genuine,
         "bytes": len(letter.value),
+        **({"unreadable": found.unreadable} if found.unreadable else {}),
     }
 
 
@@ -135,14 +151,13 @@ ON CONFLICT (dead_letter_id) DO UPDATE SET action = excluded.action, actor = exc
 
 
 async def _audited(settings: Settings, letter: DeadLetter, action: str, actor: str, note: str | None) -> None:
-    entry = audit.Entry(
-        STAGE,
-        f"dead_letter_{action}",
-        actor,
-        letter.call_id,
-        None,
-        {"dead_letter_id": letter.dead_letter_id, "source": letter.source_topic, "note": note},
-    )
+    # The letter may be forged: what it says is audited only within bounds.
+    detail = {
+        "dead_letter_id": bounded(letter.dead_letter_id),
+        "source": bounded(letter.source_topic),
+        "note": note,
+    }
+    entry = audit.Entry(STAGE, f"dead_letter_{action}", actor, bounded(letter.call_id), None, detail)
     async with await psycopg.AsyncConnection.connect(settings.database_url) as conn, conn.transaction():
         if action in ("replayed", "discarded"):
             await conn.execute(RECORD, (letter.dead_letter_id, action, actor, note))
@@ -232,6 +247,8 @@ def _unreplayable(found: Letter, sealer: Sealer, topics: Topics) -> str | None:
     Items of a batch were checked before they were decoded; proposals and decisions are
     checked again by their signatures."""
     letter = found.letter
+    if found.unreadable:
+        return f"its MAC cannot be checked ({found.unreadable}): no toolgate stage is known to have written it"
     if not found.genuine:
         return "it carries no valid stage MAC: no toolgate stage wrote it"
     if letter.source_topic not in CONSUMED:

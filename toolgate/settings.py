@@ -109,6 +109,10 @@ class Settings:
     # chain head), and how often it verifies the whole audit chain.
     metrics_sample_seconds: float = 15.0
     audit_verify_seconds: float = 300.0
+    # Records refused that prove nobody (no signature, no stage MAC, unreadable) are audited one
+    # row each only for the first few of a kind in a window of this many seconds, and the rest
+    # counted into one row when it closes (workers/runtime/refusals.py).
+    refusal_audit_seconds: float = 60.0
     # The secret reference of the deployment secret: the root of stage MACs and of the
     # deployment's Ed25519 key (toolgate.integrity). Every stage and operator command needs it.
     deployment_secret_ref: str = "deployment-secret"
@@ -203,6 +207,7 @@ _ENV = {
     "metrics_addr": "TOOLGATE_METRICS_ADDR",
     "metrics_sample_seconds": "TOOLGATE_METRICS_SAMPLE_SECONDS",
     "audit_verify_seconds": "TOOLGATE_AUDIT_VERIFY_SECONDS",
+    "refusal_audit_seconds": "TOOLGATE_REFUSAL_AUDIT_SECONDS",
     "deployment_secret_ref": "TOOLGATE_DEPLOYMENT_SECRET_REF",
     "deployment_public_key": "TOOLGATE_DEPLOYMENT_PUBLIC_KEY",
     "keyset_refresh_seconds": "TOOLGATE_KEYSET_REFRESH_SECONDS",

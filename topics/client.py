@@ -33,6 +33,7 @@ second effect.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import threading
@@ -57,6 +58,7 @@ from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings, load_settings
 from toolgate.signing import sign
 from toolgate.topics.catalog import Topics
+from toolgate.topics.consumed import Consumed, Unreadable, read, skipped
 from toolgate.topics.headers import (
     CALL_ID,
     PROPOSAL_DIGEST,
@@ -65,10 +67,11 @@ from toolgate.topics.headers import (
     format_traceparent,
     header,
     new_traceparent,
-    pairs,
 )
 from toolgate.topics.observer import FETCH_WAIT_MS, ObservationFeed
 from toolgate.topics.producers import Producers
+
+log = logging.getLogger("toolgate.client")
 
 INTERIM_CODE = 202
 # Re-publishing a call that has no final answer yet: first after RESEND_FIRST_S, then twice as
@@ -480,10 +483,10 @@ class ToolgateClient:
             raise
         return ObservationFeed(consumer, topic, start, self._hear, also_read=self._unanswered.__contains__)
 
-    def _hear(self, msg: Message) -> Observed | None:
+    def _hear(self, record: Consumed) -> Observed | None:
         """On a feed's thread: the observation a record carries, if genuine; the resend
         schedule hears of it."""
-        seen = self._observed(msg, None, None)
+        seen = self._observed(record, None, None)
         if seen is not None:
             self._unanswered.heard(seen, time.monotonic())
         return seen
@@ -506,8 +509,9 @@ class ToolgateClient:
         finally:
             consumer.close()
 
-    def genuine(self, msg: Message) -> bool:
-        """Whether a record on a tenant's edge topic carries the deployment's signature."""
+    def genuine(self, record: Consumed) -> bool:
+        """Whether a record on a tenant's edge topic carries the deployment's signature (a record
+        whose headers could not be read carries none: topics/consumed.py)."""
         if not self.verify:
             return True
         if self.verifier is None:
@@ -515,7 +519,7 @@ class ToolgateClient:
                 "cannot verify toolgate's records: no deployment public key "
                 "(set TOOLGATE_DEPLOYMENT_PUBLIC_KEY, or pass verify=False to read them unchecked)"
             )
-        return self.verifier.ok(msg.topic() or "", msg.key(), pairs(msg.headers()), msg.value() or b"")
+        return self.verifier.ok(record.topic, record.key, record.headers, record.value or b"")
 
     def observations(
         self,
@@ -541,7 +545,8 @@ class ToolgateClient:
                 if msg is None or msg.error():
                     continue
                 last = time.monotonic()
-                seen = self._observed(msg, run_id, wanted)
+                record = _readable(read(msg), "observations")
+                seen = self._observed(record, run_id, wanted) if record is not None else None
                 if seen is not None:
                     yield seen
         finally:
@@ -570,7 +575,8 @@ class ToolgateClient:
                 if msg is None or msg.error():
                     continue
                 heard = time.monotonic()
-                seen = self._observed(msg, None, {call_id})
+                record = _readable(read(msg), "observations")
+                seen = self._observed(record, None, {call_id}) if record is not None else None
                 if seen is not None:
                     latest = seen
                     if seen.is_final:
@@ -590,18 +596,18 @@ class ToolgateClient:
         )
         return consumer
 
-    def _observed(self, msg: Message, run_id: str | None, wanted: set[str] | None) -> Observed | None:
+    def _observed(self, record: Consumed, run_id: str | None, wanted: set[str] | None) -> Observed | None:
         """The observation a record carries, if it is toolgate's and one that was asked for."""
-        key = (msg.key() or b"").decode("utf-8", "replace")
-        cid = header(msg.headers(), CALL_ID) or ""
-        if (run_id and key != run_id) or (wanted is not None and cid not in wanted) or not self.genuine(msg):
+        key = (record.key or b"").decode("utf-8", "replace")
+        cid = header(record.headers, CALL_ID) or ""
+        if (run_id and key != run_id) or (wanted is not None and cid not in wanted) or not self.genuine(record):
             return None
         try:
-            observation = codec().decode(msg.value() or b"", Observation)
+            observation = codec().decode(record.value or b"", Observation)
         except DecodeError:
             return None
-        proposal_digest = header(msg.headers(), PROPOSAL_DIGEST) or ""
-        return Observed(key, cid, observation, msg.partition() or 0, msg.offset() or 0, time.time(), proposal_digest)
+        proposal_digest = header(record.headers, PROPOSAL_DIGEST) or ""
+        return Observed(key, cid, observation, record.partition, record.offset, time.time(), proposal_digest)
 
     def wait(self, proposed: Proposed, timeout: float = 60.0, final: bool = True, resend: bool = True) -> Observed:
         """The observation of one proposed call (its final one unless `final` is False): signed
@@ -644,12 +650,12 @@ class ToolgateClient:
                     for again in unanswered.take_due(now):
                         self.resend(again)
                 msg = consumer.poll(0.2)
-                if msg is None or msg.error():
+                if msg is None or msg.error() or (record := _readable(read(msg), "wait")) is None:
                     continue
-                cid = header(msg.headers(), CALL_ID) or ""
+                cid = header(record.headers, CALL_ID) or ""
                 if cid != proposed.call_id and cid not in unanswered:
                     continue
-                seen = self._observed(msg, None, None)
+                seen = self._observed(record, None, None)
                 if seen is None:
                     continue
                 unanswered.heard(seen, time.monotonic())
@@ -741,6 +747,15 @@ def _ignore(err: KafkaError | None, msg: Message) -> None:
     """A resend's delivery report: a resend that failed is sent again at the next one."""
 
 
+def _readable(record: Consumed | Unreadable, reader: str) -> Consumed | None:
+    """A record read (topics/consumed.py), or None, said, for one that cannot be: it carries no
+    signature that could be checked, so it is none of toolgate's answers or packets."""
+    if isinstance(record, Unreadable):
+        skipped(log, record, reader)
+        return None
+    return record
+
+
 class ApprovalClient(ToolgateClient):
     """For approval services: read confirmation packets, publish signed decisions."""
 
@@ -768,12 +783,14 @@ class ApprovalClient(ToolgateClient):
                 if msg is None or msg.error():
                     continue
                 last = time.monotonic()
-                if not self.genuine(msg):
+                record = _readable(read(msg), "approval requests")
+                if record is None or not self.genuine(record):
                     continue
                 try:
-                    yield codec().decode(msg.value() or b"", ApprovalRequest), header(msg.headers(), TRACEPARENT) or ""
+                    packet = codec().decode(record.value or b"", ApprovalRequest)
                 except DecodeError:
                     continue
+                yield packet, header(record.headers, TRACEPARENT) or ""
         finally:
             consumer.close()
 

@@ -13,6 +13,10 @@ a fetch early when records arrive.
 
 A feed holds at most MAX_WATCHED calls (the oldest are forgotten first) and forgets a call once
 its final answer was taken; `wait` reads the topic on its own for a call the feed does not hold.
+
+Anyone who may write the topic may write anything to it: a record is read through the guarded
+reader (topics/consumed.py), one that cannot be read is skipped with a warning, and nothing a
+record holds ends the feed's thread.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
+from toolgate.topics.consumed import Consumed, Unreadable, read, skipped
 from toolgate.topics.headers import CALL_ID, header
 
 log = logging.getLogger("toolgate.client")
@@ -44,7 +49,7 @@ class ObservationFeed(Generic[T]):
         consumer: Consumer,
         topic: str,
         start: dict[int, int],
-        read: Callable[[Message], T | None],
+        read: Callable[[Consumed], T | None],
         also_read: Callable[[str], bool] = lambda call_id: False,
     ) -> None:
         """`consumer`: a fresh consumer (fetch wait FETCH_WAIT_MS); `start`: partition -> first
@@ -130,21 +135,31 @@ class ObservationFeed(Generic[T]):
                 msg = self._consumer.poll(POLL_S)
                 if msg is None or msg.error():
                     continue
-                self.positions[msg.partition() or 0] = (msg.offset() or 0) + 1
-                call_id = header(msg.headers(), CALL_ID) or ""
-                if not self.watches(call_id) and not self._also_read(call_id):
+                record = read(msg)
+                self.positions[record.partition] = record.offset + 1
+                if isinstance(record, Unreadable):
+                    skipped(log, record, "observation feed")
                     continue
                 try:
-                    item = self._read(msg)
+                    self._keep(record)
                 except Exception as exc:  # anyone who can write to the topic wrote this record
-                    log.warning("unreadable observation record", extra={"call_id": call_id, "error": repr(exc)})
-                    continue
-                if item is None:
-                    continue
-                with self._changed:
-                    box = self._mailboxes.get(call_id)
-                    if box is not None:
-                        box.append(item)
-                        self._changed.notify_all()
+                    log.warning(
+                        "unreadable observation record",
+                        extra={"action": "skip_unreadable", "offset": record.offset, "error": repr(exc)[:200]},
+                    )
         finally:
             self._consumer.close()
+
+    def _keep(self, record: Consumed) -> None:
+        """Hand what a record holds to the mailbox of its call, if the call is watched."""
+        call_id = header(record.headers, CALL_ID) or ""
+        if not self.watches(call_id) and not self._also_read(call_id):
+            return
+        item = self._read(record)
+        if item is None:
+            return
+        with self._changed:
+            box = self._mailboxes.get(call_id)
+            if box is not None:
+                box.append(item)
+                self._changed.notify_all()

@@ -4,7 +4,9 @@ every topic toolgate reads, through the real broker and Postgres.
 Each example is a volley of records: signed proposals with wrong types, huge, empty and
 deeply nested fields, duplicate keys and invalid UTF-8; unsigned and undecodable proposals,
 unknown fingerprints and poisoned headers; garbage and mixed-up batches on the internal topics,
-sealed and unsealed; garbage decisions. Then a good proposal on every partition. Invariants:
+sealed and unsealed; garbage decisions; and records whose header keys are not UTF-8 (which
+confluent-kafka cannot read back) on tool.proposals, the internal topics and the decisions topic.
+Then a good proposal on every partition. Invariants:
 * no worker process restarts;
 * every identifiable proposal (a valid signature, a call_id and run_id within limits) gets
   exactly one final observation each time it is published, matched by the digest of what it
@@ -51,6 +53,7 @@ from toolgate.topics.headers import edge_headers, new_traceparent
 from toolgate.workers.validation import limits
 
 from ..conftest import Pipeline
+from .poison import Poisoner
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -140,7 +143,9 @@ HEADERS = st.lists(
 )
 
 
-def publish_volley(pipeline: Pipeline, draw: Any, signer: AgentSigner, sealer: Sealer, binding: set[str]) -> Volley:
+def publish_volley(
+    pipeline: Pipeline, draw: Any, signer: AgentSigner, sealer: Sealer, poisoner: Poisoner, binding: set[str]
+) -> Volley:
     """`binding`: the digests of proposals published in their window, which may have bound
     their call_id (grows with each volley)."""
     volley = Volley()
@@ -148,7 +153,9 @@ def publish_volley(pipeline: Pipeline, draw: Any, signer: AgentSigner, sealer: S
     fp = codec().fingerprint_of(ToolProposal)
     for _ in range(draw(st.integers(5, 15))):
         kind = draw(
-            st.sampled_from(["signed", "signed", "signed", "unsigned", "garbage", "internal", "sealed", "decision"])
+            st.sampled_from(
+                ["signed", "signed", "signed", "unsigned", "garbage", "internal", "sealed", "decision", "header key"]
+            )
         )
         partition = draw(st.integers(0, PARTITIONS - 1))
         extra = draw(HEADERS)
@@ -202,13 +209,30 @@ def publish_volley(pipeline: Pipeline, draw: Any, signer: AgentSigner, sealer: S
             client.publish_raw(topic, None, value, sealer.seal(topic, None, value, []), partition)
             fresh = produced > int(time.time() * 1000) - 60_000
             volley.dead += [i for i in items if not _decodes(i, model)] if fresh else [value]
+        elif kind == "header key":
+            poison_header_key(draw, poisoner, draw(st.sampled_from(HEADER_KEY_TOPICS)), partition, extra, volley)
         else:
             value = draw(st.one_of(st.binary(max_size=200), st.binary(max_size=200).map(lambda b: MARKER + b)))
             client.publish_raw(TOPICS.approvals_decisions, b"appr", value, extra, partition)
             if not _decodes(value, ApprovalDecision):
                 volley.dead.append(value)
+    for logical in ("proposals", draw(st.sampled_from(INTERNAL)), "approvals_decisions"):  # in every volley
+        poison_header_key(draw, poisoner, logical, draw(st.integers(0, PARTITIONS - 1)), draw(HEADERS), volley)
     client.flush()
     return volley
+
+
+HEADER_KEY_TOPICS = ["proposals", *INTERNAL, "approvals_decisions"]
+
+
+def poison_header_key(
+    draw: Any, poisoner: Poisoner, logical: str, partition: int, extra: list[tuple[str, bytes]], volley: Volley
+) -> None:
+    """A record with a header key that is not UTF-8: dead-lettered with its key and value."""
+    value = draw(st.binary(max_size=300))
+    key = draw(st.none() | st.binary(max_size=20))
+    poisoner.send(TOPICS.name(logical), value, key=key, partition=partition, headers=extra)
+    volley.dead.append(value)
 
 
 def _decodes(value: bytes, cls: type) -> bool:
@@ -296,6 +320,7 @@ def run_suite(pipeline: Pipeline, examples: int) -> None:
     restarts = (pipeline.home / "up.out").read_text().count("restarting")
     tally = Counter[str]()
     binding: set[str] = set()
+    poisoner = Poisoner(pipeline.runtime["kafka_bootstrap"])
 
     @settings(
         max_examples=examples,
@@ -306,12 +331,15 @@ def run_suite(pipeline: Pipeline, examples: int) -> None:
     @given(st.data())
     def volley(data: st.DataObject) -> None:
         start = pipeline.client._end_offsets("acme")
-        sent = publish_volley(pipeline, data.draw, signer, sealer, binding)
+        sent = publish_volley(pipeline, data.draw, signer, sealer, poisoner, binding)
         good_proposals_succeed(pipeline, signer)
         check(pipeline, sent, start)
         tally.update(answered=sent.answerable.total(), dead_lettered=len(sent.dead), volleys=1)
 
-    volley()
+    try:
+        volley()
+    finally:
+        poisoner.close()
     assert pipeline.refresh_runtime()["workers"] == workers, "a worker restarted"
     assert (pipeline.home / "up.out").read_text().count("restarting") == restarts
     print(f"\nhostile suite: {dict(tally)}")

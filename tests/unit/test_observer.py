@@ -10,11 +10,14 @@ from typing import Any
 import pytest
 
 from toolgate.topics import observer
+from toolgate.topics.consumed import Consumed
 from toolgate.topics.headers import CALL_ID
 from toolgate.topics.observer import ObservationFeed
 
 
 class _Msg:
+    """A fetched record as the feed reads it, through topics/consumed.py: every part of it."""
+
     def __init__(self, call_id: str, partition: int, offset: int) -> None:
         self._headers = [(CALL_ID, call_id.encode())]
         self._partition, self._offset = partition, offset
@@ -22,11 +25,23 @@ class _Msg:
     def headers(self) -> list[tuple[str, bytes]]:
         return self._headers
 
+    def topic(self) -> str:
+        return "tool.observations.acme"
+
     def partition(self) -> int:
         return self._partition
 
     def offset(self) -> int:
         return self._offset
+
+    def key(self) -> bytes:
+        return b"run"
+
+    def value(self) -> bytes:
+        return b""
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 0)
 
     def error(self) -> None:
         return None
@@ -62,9 +77,9 @@ class _Consumer:
 def _feed(consumer: _Consumer, also: set[str] | None = None) -> tuple[ObservationFeed[str], list[str]]:
     read: list[str] = []
 
-    def _read(msg: Any) -> str:
-        read.append(f"{msg.partition()}:{msg.offset()}")
-        return f"{msg.partition()}:{msg.offset()}"
+    def _read(record: Consumed) -> str:
+        read.append(f"{record.partition}:{record.offset}")
+        return f"{record.partition}:{record.offset}"
 
     feed: ObservationFeed[str] = ObservationFeed(
         consumer,  # type: ignore[arg-type]
@@ -131,10 +146,10 @@ def test_it_forgets_the_oldest_calls_past_its_limit(monkeypatch: pytest.MonkeyPa
 def test_a_record_it_cannot_read_is_passed_over_and_the_feed_reads_on() -> None:
     consumer = _Consumer()
 
-    def _read(msg: Any) -> str:
-        if msg.offset() == 5:
+    def _read(record: Consumed) -> str:
+        if record.offset == 5:
             raise ValueError("not an observation")
-        return f"{msg.partition()}:{msg.offset()}"
+        return f"{record.partition}:{record.offset}"
 
     feed: ObservationFeed[str] = ObservationFeed(consumer, "tool.observations.acme", {0: 5}, _read)  # type: ignore[arg-type]
     feed.watch("c1")

@@ -179,6 +179,23 @@ def transition(decision: ApprovalDecision, ticket: Ticket | None, approver: Appr
     )
 
 
+# Refusals judged before any registered approver's signature was checked: the decision proves
+# nobody (a decision id already used proves someone only when its signature verifies).
+BEFORE_THE_SIGNATURE = frozenset({"unknown_approval", "duplicate_decision", "unknown_approver", "bad_signature"})
+
+
+def proves_nobody(decision: ApprovalDecision, step: Transition, approver: Approver | None) -> bool:
+    """Whether a decision not counted was signed by no registered, active approver as far as
+    `judge` checked: its refusal is audited collapsed into counts, every value from it bounded
+    (workers/runtime/refusals.py); a signed decision's is audited one row each."""
+    code = str(step.detail.get("code", ""))
+    if step.counted or code not in BEFORE_THE_SIGNATURE:
+        return False
+    if code == "duplicate_decision" and approver is not None and approver.active:
+        return not verify(decision, approver.public_key)  # a signed decision delivered again
+    return True
+
+
 def approval_id_for(tenant_id: str, call_id: str) -> str:
     """Deterministic, so a redelivered call finds its existing ticket; a call_id is unique
     only within its tenant, so the tenant is part of it."""

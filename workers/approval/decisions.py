@@ -4,7 +4,8 @@ The tickets are locked and read, each decision becomes a `Transition` (decision.
 holds the table of what a decision does), and the handler applies them in one transaction:
 counted decisions and closed tickets written, enough approvals releasing the call to
 tool.executable and a denial ending it on tool.results, all through the outbox, each decision
-audited.
+audited: a signed one in that transaction, one that proves nobody (`decision.proves_nobody`)
+collapsed into counts by the runtime (workers/runtime/refusals.py), its values bounded.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from toolgate.settings import Settings
 from toolgate.states import TicketStatus
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume, tickets
-from toolgate.workers.approval.decision import STAGE, Then, Transition, transition
+from toolgate.workers.approval.decision import STAGE, Then, Transition, proves_nobody, transition
 from toolgate.workers.runtime import audit, outbox
+from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound
+from toolgate.workers.runtime.refusals import Refusal
 
 
 class DecisionsHandler(Handler[ApprovalDecision]):
@@ -50,10 +53,14 @@ class DecisionsHandler(Handler[ApprovalDecision]):
             counted: list[ApprovalDecision] = []
             for call in calls:
                 decision = call.model
-                step = transition(decision, held.get(decision.approval_id), approvers.get(decision.approver_id), now)
+                approver = approvers.get(decision.approver_id)
+                step = transition(decision, held.get(decision.approval_id), approver, now)
                 request = requests.get(decision.approval_id)
                 call_id = request.call_id if request is not None else None
-                entries.append(audit.Entry(STAGE, step.action, decision.approver_id, call_id, None, step.detail))
+                if proves_nobody(decision, step, approver):
+                    out.refusals.append(Refusal(unproven_entry(decision, step, call_id), self.source))
+                else:
+                    entries.append(audit.Entry(STAGE, step.action, decision.approver_id, call_id, None, step.detail))
                 out.outcomes[decision.approval_id] = step.outcome
                 if step.counted and step.ticket is not None and request is not None:
                     held[decision.approval_id] = step.ticket
@@ -67,6 +74,19 @@ class DecisionsHandler(Handler[ApprovalDecision]):
             await audit.append(conn, entries)
             if any(r.topic == "executable" for r in rows):
                 crash_point("approval.during_release")
+
+
+def unproven_entry(decision: ApprovalDecision, step: Transition, call_id: str | None) -> audit.Entry:
+    """The audit entry of a decision that proves nobody: what it claims, bounded, and why it was
+    refused (its code; the reason, which quotes what it claims, is left out)."""
+    detail = {
+        "approval_id": bounded(decision.approval_id),
+        "decision_id": bounded(decision.decision_id),
+        "verdict": str(decision.decision),
+        "code": step.detail.get("code"),
+        "proven": False,
+    }
+    return audit.Entry(STAGE, step.action, bounded(decision.approver_id) or "unknown", call_id, None, detail)
 
 
 def said(step: Transition, decision: ApprovalDecision, request: StageRecord, now: int) -> list[outbox.OutboxRow]:

@@ -42,6 +42,7 @@ from toolgate.workers.runtime.handler import Handler
 from toolgate.workers.runtime.intake import INTERNAL_SOURCES, RawRecord
 from toolgate.workers.runtime.key_holders import KeyHolders
 from toolgate.workers.runtime.producer import StageProducer
+from toolgate.workers.runtime.refusals import Tally
 from toolgate.workers.runtime.rounds import Rounds
 
 log = logging.getLogger("toolgate.worker")
@@ -68,6 +69,9 @@ class StageApp:
         self.sealer = Sealer(keys, self.topics)
         use_keyset(keys)
         self.audits = AuditSink(settings.database_url, name)
+        # This process's refusals of records that prove nobody, collapsed into counts (refusals.py).
+        self.refusals = Tally(int(settings.refusal_audit_seconds * 1000))
+        self._rounds: dict[str, Rounds[Any]] = {}  # by the physical topic each reads
         self.producer = StageProducer(self.settings, self.group)
         self._handlers: dict[str, Handler[Any]] = {}  # by the physical topic each consumes
         self._jobs: list[tuple[str, Job]] = []
@@ -94,9 +98,16 @@ class StageApp:
     async def _drain(self, consumer: StageConsumer) -> None:
         """Rounds, one source topic at a time, for as long as the stage runs."""
         fresh = Bound.of(self.settings)
-        rounds = {
+        rounds = self._rounds = {
             topic: Rounds(
-                handler, self.topics, self.send, self.settings.batch_bytes, self.sealer, self.audits.write, fresh
+                handler,
+                self.topics,
+                self.send,
+                self.settings.batch_bytes,
+                self.sealer,
+                self.audits.write,
+                fresh,
+                refusals=self.refusals,
             )
             for topic, handler in self._handlers.items()
         }
@@ -109,6 +120,8 @@ class StageApp:
         loop = asyncio.get_running_loop()
         while True:
             await consumer.wait()
+            for each in rounds.values():  # they share one tally: the first audits what closed
+                await self._guarded(each.close_windows(), tolerate=True)
             for topic in consumer.ready():
                 pending = consumer.pending[topic]
                 round_ = Filling(pending.popleft(), batch_max, batch_bytes)
@@ -225,6 +238,7 @@ class StageApp:
         for task in [stop, *tasks]:
             task.cancel()
         await asyncio.gather(stop, *tasks, return_exceptions=True)
+        await self._close_windows()
         for handler in self._handlers.values():
             try:
                 await asyncio.wait_for(handler.stop(), SHUTDOWN_GRACE_S)
@@ -235,6 +249,14 @@ class StageApp:
         await asyncio.to_thread(self.producer.close)
         if ended:
             os._exit(EXIT_TASK_ENDED)
+
+    async def _close_windows(self) -> None:
+        """Audit what the stage's open windows of collapsed refusals counted, as it stops."""
+        for each in self._rounds.values():
+            try:
+                await asyncio.wait_for(each.close_windows(everything=True), SHUTDOWN_GRACE_S)
+            except Exception:
+                log.exception("refusals not audited", extra={"stage": self.name, "action": "audit_failed"})
 
 
 def _refill(consumer: StageConsumer, round_: Filling[RawRecord], topic: str) -> None:

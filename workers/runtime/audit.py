@@ -29,8 +29,8 @@ from __future__ import annotations
 import enum
 import hashlib
 import logging
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection, AsyncCursor
@@ -38,6 +38,7 @@ from psycopg import AsyncConnection, AsyncCursor
 from toolgate.ed25519 import PublicKey
 from toolgate.schemas.wire import canonical_json
 from toolgate.workers.runtime import batch
+from toolgate.workers.runtime.audit_entry import Entry as Entry
 from toolgate.workers.runtime.checkpoint_keys import TrustedKeys, signer
 from toolgate.workers.runtime.checkpoint_keys import use_key as use_key
 from toolgate.workers.runtime.checkpoint_keys import use_keyset as use_keyset
@@ -50,16 +51,6 @@ GENESIS = "0" * 64
 CHECKPOINT_PURPOSE = b"toolgate.audit-head.v1"
 # A timestamp as the exact text that was hashed (UTC, microseconds).
 AT_TEXT = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
-
-
-@dataclass(frozen=True)
-class Entry:
-    stage: str
-    action: str
-    actor: str
-    call_id: str | None = None
-    tenant_id: str | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
 
 
 def chain_hash(prev_hash: str, at: str, entry: Entry) -> str:
@@ -179,25 +170,38 @@ class AuditSink:
 
 # --- verifying ---------------------------------------------------------------------------------
 
+# Streamed: rows in id order; checkpoints newest first, each with its head row's position (or None).
 VERIFY = (
     f"SELECT id, {AT_TEXT.format('at')}, stage, action, actor, call_id, tenant_id, detail, prev_hash, hash "
     "FROM toolgate.audit_log ORDER BY id"
 )
 CHECKPOINTS = (
-    f"SELECT id, {AT_TEXT.format('at')}, row_count, head_hash, signature, key_id FROM toolgate.audit_heads "
-    "ORDER BY id DESC"
+    f"SELECT h.id, {AT_TEXT.format('h.at')}, h.row_count, h.head_hash, h.signature, h.key_id, l.n "
+    "FROM toolgate.audit_heads h "
+    "LEFT JOIN (SELECT hash, row_number() OVER (ORDER BY id) AS n FROM toolgate.audit_log) l ON l.hash = h.head_hash "
+    "ORDER BY h.id DESC"
 )
 
 
-def verify_rows(rows: list[tuple[Any, ...]]) -> tuple[int, int | None]:
+def verify_rows(rows: Iterable[tuple[Any, ...]]) -> tuple[int, int | None]:
     """(rows checked, id of the first broken row or None)."""
-    prev = GENESIS
-    for count, (row_id, at, stage, action, actor, call_id, tenant_id, detail, prev_hash, digest) in enumerate(rows):
-        entry = Entry(stage, action, actor, call_id, tenant_id, detail)
-        if prev_hash != prev or chain_hash(prev, at, entry) != digest:
-            return count, int(row_id)
-        prev = digest
-    return len(rows), None
+    return _walk(rows)[:2]
+
+
+def _walk(rows: Iterable[tuple[Any, ...]]) -> tuple[int, int | None, int]:
+    """(rows checked, id of the first broken row or None, rows in all), in one pass holding one
+    hash: the rows come and go as the caller streams them."""
+    prev, checked, total = GENESIS, 0, 0
+    broken: int | None = None
+    for row_id, at, stage, action, actor, call_id, tenant_id, detail, prev_hash, digest in rows:
+        total += 1
+        if broken is None:
+            entry = Entry(stage, action, actor, call_id, tenant_id, detail)
+            if prev_hash != prev or chain_hash(prev, at, entry) != digest:
+                broken = int(row_id)
+            else:
+                prev, checked = digest, checked + 1
+    return checked, broken, total
 
 
 @dataclass(frozen=True)
@@ -240,19 +244,23 @@ class Report:
         return self.verdict in (Verdict.INTACT, Verdict.UNANCHORED)
 
 
-def verify(rows: Sequence[tuple[Any, ...]], checkpoints: Iterable[Checkpoint], keys: TrustedKeys | PublicKey) -> Report:
-    """The log's rows (in id order) against its checkpoints (newest first). A checkpoint whose
-    head is the row at its count agrees whoever wrote it; only one that disagrees, or the newest
-    that agrees (the anchor), has its signature checked, with the trusted key it names, so a pass
-    costs a lookup per checkpoint."""
+def verify(
+    rows: Iterable[tuple[Any, ...]],
+    checkpoints: Iterable[tuple[Checkpoint, int | None]],
+    keys: TrustedKeys | PublicKey,
+) -> Report:
+    """The log's rows (in id order) against its checkpoints (newest first), each with the position
+    of the row holding its head (CHECKPOINTS). A checkpoint whose head is the row at its count
+    agrees whoever wrote it; only one that disagrees, or the newest that agrees (the anchor), has its
+    signature checked, with the trusted key it names. Each row and checkpoint is read once and none
+    is kept: constant state."""
     trusted = keys if isinstance(keys, TrustedKeys) else TrustedKeys([keys])
-    checked, broken = verify_rows(list(rows))
-    position = {row[9]: n for n, row in enumerate(rows, start=1)}
+    checked, broken, total = _walk(rows)
     anchor: Checkpoint | None = None
     violated: Checkpoint | None = None
-    unsigned = 0
-    for checkpoint in checkpoints:
-        agrees = position.get(checkpoint.head_hash) == checkpoint.row_count
+    violated_in_log, unsigned = False, 0
+    for checkpoint, position in checkpoints:
+        agrees = position == checkpoint.row_count
         if agrees and anchor is not None:
             continue
         message = checkpoint_bytes(checkpoint.row_count, checkpoint.head_hash)
@@ -261,14 +269,14 @@ def verify(rows: Sequence[tuple[Any, ...]], checkpoints: Iterable[Checkpoint], k
         elif agrees:
             anchor = checkpoint
         else:
-            violated = checkpoint
+            violated, violated_in_log = checkpoint, position is not None
             break
     if broken is not None:
         verdict = Verdict.BROKEN
     elif violated is not None:
-        verdict = Verdict.DIVERGED if violated.head_hash in position else Verdict.CUT
+        verdict = Verdict.DIVERGED if violated_in_log else Verdict.CUT
     elif anchor is None:
         verdict = Verdict.UNANCHORED
     else:
         verdict = Verdict.INTACT
-    return Report(verdict, len(rows), checked, broken, anchor, violated, unsigned)
+    return Report(verdict, total, checked, broken, anchor, violated, unsigned)

@@ -20,12 +20,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from toolgate.kafka_security import client_config
 from toolgate.settings import Settings
+from toolgate.topics import consumed
 from toolgate.topics.headers import as_pairs
 from toolgate.workers.runtime.filling import Bounds
 from toolgate.workers.runtime.intake import RawRecord
@@ -116,10 +116,14 @@ class StageConsumer:
         return [topic for topic, queue in self.pending.items() if queue]
 
     def _queue(self, messages: Iterable[Message]) -> None:
+        """Queue fetched records for their rounds. Nothing a record holds raises here: a record
+        whose parts cannot all be read is queued as it is (`_raw`), for its round's intake to
+        dead-letter, and its offset goes with the round's."""
         for msg in messages:
             error = msg.error()
             if error is None:
-                self.pending[str(msg.topic())].append(_raw(msg))
+                topic, record = _raw(msg)
+                self.pending[topic].append(record)
             elif error.fatal():
                 raise KafkaException(error)
             elif error.code() != KafkaError._PARTITION_EOF:
@@ -159,7 +163,10 @@ class StageConsumer:
         self._consumer.close()
 
 
-def _raw(msg: Message) -> RawRecord:
-    """A fetched record (no error: its topic, partition and offset are known)."""
-    headers = cast(list[tuple[str, bytes | None]] | None, msg.headers())  # a consumer's are (str, bytes)
-    return RawRecord(msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value(), as_pairs(headers))
+def _raw(msg: Message) -> tuple[str, RawRecord]:
+    """A fetched record (no error: its topic, partition and offset are known) and its topic,
+    read through the one guarded reader (topics/consumed.py)."""
+    rec = consumed.read(msg)
+    if isinstance(rec, consumed.Unreadable):
+        return rec.topic, RawRecord(rec.partition, rec.offset, rec.key, rec.value, unreadable=rec.reason)
+    return rec.topic, RawRecord(rec.partition, rec.offset, rec.key, rec.value, as_pairs(rec.headers))

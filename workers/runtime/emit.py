@@ -32,6 +32,7 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, SCHEMA, Headers, edge_headers, header
 from toolgate.workers.runtime import results
 from toolgate.workers.runtime.audit import Entry
+from toolgate.workers.runtime.refusals import Refusal
 
 # A dead letter must be deliverable whatever it holds: what came in may already be at the
 # broker's limit (1 MiB by default), so the original value is cut to fit when it must.
@@ -80,6 +81,8 @@ class Emit:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     outcomes: dict[str, str] = field(default_factory=dict)
     audits: list[Entry] = field(default_factory=list)  # written before anything is produced
+    # Records refused that prove nobody: audited collapsed into counts (refusals.py), with `audits`.
+    refusals: list[Refusal] = field(default_factory=list)
     # Committed outbox rows these outputs publish (workers/runtime/outbox.py): marked sent once
     # the broker acknowledged them.
     outbox_ids: list[int] = field(default_factory=list)
@@ -225,6 +228,7 @@ class Emit:
         self.dead_letters.extend(other.dead_letters)
         self.outcomes.update(other.outcomes)
         self.audits.extend(other.audits)
+        self.refusals.extend(other.refusals)
         self.outbox_ids.extend(other.outbox_ids)
         for at, first in other.first_produced.items():
             self.first_produced[at] = min(self.first_produced.get(at, first), first)

@@ -7,7 +7,10 @@ also be fresh (freshness.py): one produced longer ago than the bound is a replay
 older than the bound, and is dead-lettered (STALE_STATE) and audited, its calls never read. Each
 record, and each item of a batch, is decoded on its own; one that does not decode is
 dead-lettered with its original bytes (SYNTACTIC_PARSE_FAIL), and anything else wrong with a
-record (UNKNOWN_ERROR) never stops the round.
+record (UNKNOWN_ERROR) never stops the round. A record whose headers could not be read
+(topics/consumed.py) is dead-lettered with its key and value and no headers
+(SYNTACTIC_PARSE_FAIL). What proves nobody is audited collapsed into counts, every value from the
+record bounded (refusals.py).
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from typing import Generic
 from toolgate.integrity import Sealer
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import PayloadKind, StageBatch, TaxonomyClass
+from toolgate.topics.consumed import MAX_REASON
 from toolgate.topics.headers import CALL_ID, Headers, as_pairs, header, header_int
 from toolgate.workers.runtime.audit import Entry
+from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.freshness import Bound, stale
 from toolgate.workers.runtime.handler import Handler, Inbound, M
+from toolgate.workers.runtime.refusals import Refusal
 
 log = logging.getLogger("toolgate.round")
 
@@ -41,6 +47,7 @@ class RawRecord:
     key: bytes | None
     value: bytes | None
     headers: Headers = field(default_factory=list)
+    unreadable: str | None = None  # why its headers could not be read: it has none here
 
 
 class Intake(Generic[M]):
@@ -85,6 +92,9 @@ class Intake(Generic[M]):
         return calls
 
     def _decode_record(self, rec: RawRecord, origin: Origin, value: bytes, out: Emit, now: int) -> list[Inbound[M]]:
+        if rec.unreadable is not None:
+            self._unreadable(origin, value, rec.unreadable, out)
+            return []
         if self.internal and not self.sealer.mac_ok(self.source_topic, value, rec.headers):
             self._forged(origin, value, out)
             return []
@@ -146,14 +156,25 @@ class Intake(Generic[M]):
         reason = f"the stage MAC of this {origin.topic} record does not verify: it was not written by a toolgate stage"
         log.warning("forged record", extra={"stage": self.handler.stage, "action": "dead_letter", "error": reason})
         out.dead_letter(origin, value, TaxonomyClass.SIGNATURE_MISMATCH, reason)
-        call_id = header(origin.headers, CALL_ID)
-        out.audits.append(
-            Entry(
-                self.handler.stage,
-                "forged_record",
-                "unknown",
-                call_id,
-                None,
-                {"topic": origin.topic, "partition": origin.partition, "offset": origin.offset, "bytes": len(value)},
-            )
+        call_id = bounded(header(origin.headers, CALL_ID))
+        where = {"topic": origin.topic, "partition": origin.partition, "offset": origin.offset, "bytes": len(value)}
+        entry = Entry(self.handler.stage, "forged_record", "unknown", call_id, None, where)
+        out.refusals.append(Refusal(entry, origin.topic))
+
+    def _unreadable(self, origin: Origin, value: bytes, why: str, out: Emit) -> None:
+        """A record whose headers could not be read: its key and value go to the dead-letter topic
+        (its headers cannot); it proves nobody, since its signature or MAC travelled in them."""
+        reason = f"this {origin.topic} record's headers cannot be read, so it is dead-lettered with its key and value"
+        log.warning("unreadable record", extra={"stage": self.handler.stage, "action": "dead_letter", "error": why})
+        out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, f"{reason}: {why}")
+        detail = {
+            "code": "unreadable_headers",
+            "topic": origin.topic,
+            "partition": origin.partition,
+            "offset": origin.offset,
+            "bytes": len(value),
+            "error": bounded(why, MAX_REASON),
+        }
+        out.refusals.append(
+            Refusal(Entry(self.handler.stage, "unreadable_record", "unknown", None, None, detail), origin.topic)
         )

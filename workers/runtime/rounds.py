@@ -4,8 +4,9 @@ The order is fixed: take up to N records or T ms from the consumer; read them (`
 check, decoding, dead letters for what cannot be read); open one span per call, a child of the
 trace the call carries (`round_telemetry`); run the stage's batch decision (`handler`: one round
 of Postgres work for all calls); write the audit entries the round produced outside a handler's
-transaction; produce every output and wait for the broker's acknowledgements (`delivery`); tell
-the handler they are delivered; then return, so the worker stores the input records' offsets
+transaction (the refusals of records that prove nobody collapsed into counts: `refusals`);
+produce every output and wait for the broker's acknowledgements (`delivery`); tell the handler
+they are delivered; then return, so the worker stores the input records' offsets
 (workers/runtime/app.py).
 
 Failures: a transient one (Postgres restarting, broker unreachable) retries the round, since
@@ -29,11 +30,13 @@ from toolgate.integrity import Sealer
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.topics.catalog import Topics
 from toolgate.workers.runtime.audit import Entry
+from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.delivery import Delivery, Send
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler, Inbound, M
 from toolgate.workers.runtime.intake import Intake, RawRecord
+from toolgate.workers.runtime.refusals import Tally
 from toolgate.workers.runtime.round_telemetry import RoundTelemetry
 from toolgate.workers.runtime.transient import ROUND, Sleep, TransientRetry
 
@@ -41,13 +44,16 @@ log = logging.getLogger("toolgate.round")
 
 AuditWriter = Callable[[list[Entry]], Awaitable[None]]
 Clock = Callable[[], float]
+REFUSAL_WINDOW_MS = 60_000  # a round's own tally of refusals, when its stage gives it none
 
 
 class Rounds(Generic[M]):
     """Runs rounds of `handler` over records of its source topic.
 
     Its collaborators come in: `send` produces one record (the app's producer), `audit` writes
-    audit entries (`AuditSink.write`), `clock` times a round and `sleep` waits between retries.
+    audit entries (`AuditSink.write`), `refusals` tallies the stage's unproven refusals (one per
+    stage process, shared by its rounds), `clock` times a round, `wall_ms` dates the tally's
+    windows and `sleep` waits between retries.
     """
 
     def __init__(
@@ -60,12 +66,16 @@ class Rounds(Generic[M]):
         audit: AuditWriter,
         bound: Bound,
         *,
+        refusals: Tally | None = None,
         clock: Clock = time.perf_counter,
+        wall_ms: Callable[[], int] = now_ms,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.handler = handler
         self.audit = audit
+        self.refusals = refusals if refusals is not None else Tally(REFUSAL_WINDOW_MS)
         self.clock = clock
+        self.wall_ms = wall_ms
         self.retry = TransientRetry(
             ROUND, log, "transient failure, retrying the round", {"stage": handler.stage}, sleep=sleep
         )
@@ -79,7 +89,8 @@ class Rounds(Generic[M]):
         calls = self.intake.decode(records, out)
         self.telemetry.open_spans(calls)
         decided = await self._decide(calls)
-        await self._audit([*out.audits, *decided.audits])
+        refused = self.refusals.admit([*out.refusals, *decided.refusals], self.wall_ms())
+        await self._audit([*out.audits, *decided.audits, *refused])
         for call_out in (out, decided):
             await self.delivery.flush(call_out)
         crash_point("stage.after_produce")
@@ -121,6 +132,11 @@ class Rounds(Generic[M]):
                 out.dead_letter(call.origin, call.raw, TaxonomyClass.UNKNOWN_ERROR, reason, call.call_id)
             merged.merge(out)
         return merged
+
+    async def close_windows(self, everything: bool = False) -> None:
+        """Audit the refusals collapsed in windows that closed by now (with `everything`, in every
+        open window: the stage stops). The stage calls it between rounds."""
+        await self._audit(self.refusals.drain() if everything else self.refusals.due(self.wall_ms()))
 
     async def _audit(self, entries: list[Entry]) -> None:
         """Audit what the round refused outside a handler's transaction, before producing."""

@@ -12,9 +12,11 @@
     refused, a copy of a call already bound        Drop     audited (`copy_dropped`), never
       (same tenant, call_id and digest)                       answered
 
-Every Drop and Refuse carries the audit entry that records it. Only a proven signature earns
-an answer, and it goes to the tenant the registry names; a refusal carries none of the
-oversized text (limits.trimmed).
+Every Drop and Refuse carries the audit entry that records it, every value from the proposal
+within its limit; a Drop's is audited collapsed into counts (workers/runtime/refusals.py), and so
+is a dropped copy's (anyone who captured a proposal can replay it). Only a proven signature earns
+an answer, and it goes to the tenant the registry names; a refusal carries none of the oversized
+text (limits.trimmed).
 
 One answer per call: a call bound to its digest (callers.py) was, or will be, answered by its
 first delivery. A copy of it that is refused here (replayed past its signature's window, sent
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from toolgate.merkle import CheckedRoots
 from toolgate.schemas.models import FieldError, Principal, TaxonomyClass, ToolProposal
 from toolgate.workers.runtime.audit import Entry
+from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.validation import limits
 from toolgate.workers.validation.identity import Proven, Refused, RegisteredAgent, Unproven, Window, authenticate
 
@@ -131,6 +134,8 @@ def refusal_entry(
     identity: Refused | Unproven,
     taxonomy_class: TaxonomyClass = TaxonomyClass.PERMISSION_DENIED,
 ) -> Entry:
+    """The audit entry of a refusal at the door: every value from the proposal within its limit
+    (a proposal that proves nobody chose them all)."""
     call_id = limits.routable(proposal.call_id)
     proposal = limits.trimmed(proposal)
     return Entry(
@@ -143,7 +148,7 @@ def refusal_entry(
             "taxonomy": str(taxonomy_class),
             "code": identity.code,
             "agent": proposal.principal.agent_id,
-            "key_id": proposal.key_id,
+            "key_id": bounded(proposal.key_id, limits.FIELD_LIMITS["key_id"]),
             "claimed_tenant": proposal.tenant_id,
             "tool": proposal.tool_name,
             "proven": isinstance(identity, Refused),
@@ -152,9 +157,10 @@ def refusal_entry(
 
 
 def undecodable_entry(call_id: str | None) -> Entry:
-    """Bytes that are no ToolProposal prove nobody; the audit log still records them."""
+    """Bytes that are no ToolProposal prove nobody; the audit log still records them, with the
+    call_id their header claims only when it is within its limit."""
     detail = {"taxonomy": str(TaxonomyClass.SYNTACTIC_PARSE_FAIL), "code": "undecodable_proposal", "proven": False}
-    return Entry(STAGE, "refused", "unknown", call_id, None, detail)
+    return Entry(STAGE, "refused", "unknown", limits.routable(call_id) if call_id else None, None, detail)
 
 
 def copy_dropped(refused: Refuse) -> Entry:

@@ -5,11 +5,12 @@ For all of a round's proposals at once: the registered agents they name (callers
 agents may still spend (admission_rate.py). What each proposal gets:
 
     no proven signature (admission.Drop)               dead-lettered with its bytes, audited
+                                                       (collapsed into counts: refusals.py)
     refused at the door (admission.Refuse)             its refusal, on its own tenant's topic,
-      ... a copy of a call already bound to its digest   but dropped and audited instead
+      ... a copy of a call already bound to its digest   but dropped and audited (collapsed)
     proven, its call_id bound to another proposal      refused SIGNATURE_MISMATCH (call_id_reused)
     proven, its agent in debt                          refused RATE_LIMITED, with the time to wait,
-      ... a copy of a call bound before this round       but dropped and audited instead
+      ... a copy of a call bound before this round       but dropped and audited (collapsed)
     proven, new or the same call again                 admitted: on to the gates
 
 One answer per call: a call bound to its digest was answered, or will be, by its first delivery,
@@ -30,12 +31,14 @@ from toolgate.schemas.models import ToolProposal
 from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Inbound
+from toolgate.workers.runtime.refusals import Refusal
 from toolgate.workers.runtime.results import reject
 from toolgate.workers.validation import admission, admission_rate, callers, limits
 from toolgate.workers.validation.decision import Decision, Reject
 from toolgate.workers.validation.identity import Proven, Window
 
 STAGE = admission.STAGE
+SOURCE = "proposals"
 
 
 @dataclass(frozen=True)
@@ -76,9 +79,9 @@ class Admitting:
             if isinstance(screened, Proven):
                 proven.append((call, screened))
             elif isinstance(screened, admission.Drop):  # nobody proven to answer: the operator gets the bytes
-                entries.append(screened.entry)
                 call_id = limits.routable(call.model.call_id)
                 out.dead_letter(call.origin, call.raw, screened.taxonomy_class, screened.reason, call_id)
+                out.refusals.append(Refusal(screened.entry, SOURCE))  # audited collapsed
             else:
                 refused.append((call, screened))
         await self._refuse_unless_bound(conn, refused, now, out, entries)
@@ -112,7 +115,7 @@ class Admitting:
         bound = await callers.bound_digests(conn, [(r.proposal.tenant_id, r.proposal.call_id) for _, r in refused])
         for call, r in refused:
             if bound.get((r.proposal.tenant_id, r.proposal.call_id)) == r.digest:
-                entries.append(admission.copy_dropped(r))
+                out.refusals.append(Refusal(admission.copy_dropped(r), SOURCE))  # a replay: collapsed
                 continue
             entries.append(r.entry)
             answer(call, r, now, out)
@@ -135,7 +138,7 @@ class Admitting:
             if wait is not None:
                 limited = admission.rate_limited(a.proposal, a.digest, wait)
                 if a.repeat:
-                    entries.append(admission.copy_dropped(limited))
+                    out.refusals.append(Refusal(admission.copy_dropped(limited), SOURCE))
                     continue
                 entries.append(limited.entry)
                 answer(a.call, limited, now, out)

@@ -4,7 +4,9 @@ A round's Postgres work, for all its calls at once: admitting its proposals (adm
 registered agents they name, whose signatures are checked before anything else, the call_ids
 they use, the validation work their agents may spend), the facts semantic rules compare against,
 and, when a call failed repairably or was refused at the door, the repair-loop record
-(repair_log.py) and the audit entries in one transaction.
+(repair_log.py) and the audit entries in one transaction. A proposal that proves nobody
+(admission.Drop, undecodable bytes) is audited by the runtime instead, collapsed into counts
+(workers/runtime/refusals.py); a proven caller's refusal is audited here, one row each.
 
 The reads and the call_ids' registration are statements of their own (the pool is in
 autocommit mode): two round trips for a round whose calls all pass, instead of four with BEGIN
@@ -31,6 +33,7 @@ from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Handler, Inbound
+from toolgate.workers.runtime.refusals import Refusal
 from toolgate.workers.runtime.results import reject
 from toolgate.workers.validation import admission, admission_rate, repair_log, semantic
 from toolgate.workers.validation.admitting import Admitted, Admitting
@@ -179,7 +182,7 @@ class ValidationHandler(Handler[ToolProposal]):
         )
 
     def on_undecodable(self, origin: Origin, value: bytes, out: Emit) -> None:
-        """Bytes that are no ToolProposal prove nobody: dead-letter them and audit it."""
+        """Bytes that are no ToolProposal prove nobody: dead-letter them and audit it (collapsed)."""
         call_id = header(origin.headers, CALL_ID)
         out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, "not a ToolProposal", call_id)
-        out.audits.append(admission.undecodable_entry(call_id))
+        out.refusals.append(Refusal(admission.undecodable_entry(call_id), self.source))

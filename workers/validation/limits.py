@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from toolgate.hashing import CALLER_KEY
 from toolgate.schemas.models import FieldError, ToolProposal
+from toolgate.workers.runtime.audit_entry import bounded
 
 MAX_PROPOSAL_BYTES = 512 * 1024  # the whole Avro record, arguments included
 MAX_SCOPES = 64
@@ -110,7 +111,7 @@ def check(proposal: ToolProposal, record_bytes: int) -> Oversized | None:
 
 def routable(call_id: str) -> str | None:
     """A call_id that may be named in a dead letter or the audit log: None when it is too long."""
-    return call_id if len(call_id) <= FIELD_LIMITS["call_id"] else None
+    return bounded(call_id, FIELD_LIMITS["call_id"])
 
 
 def trimmed(proposal: ToolProposal) -> ToolProposal:
