@@ -221,7 +221,7 @@ def _alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def started(home: Path, **overrides: str) -> Iterator[Pipeline]:
+def started(home: Path, *, partitions: int = 4, **overrides: str) -> Iterator[Pipeline]:
     """A real `toolgate up` in `home` with the test settings (and `overrides`, TOOLGATE_* names),
     until the block ends; every process it started is gone after."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
@@ -229,7 +229,7 @@ def started(home: Path, **overrides: str) -> Iterator[Pipeline]:
     log = home / "up.out"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "toolgate.cli", "up", "--partitions", "4"],
+            [sys.executable, "-m", "toolgate.cli", "up", "--partitions", str(partitions)],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -14,8 +14,6 @@ what the commands printed."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -42,7 +40,7 @@ from toolgate.topics.headers import CALL_ID, pairs
 from toolgate.workers.runtime.audit import checkpoint_bytes
 from toolgate.workers.runtime.checkpoint_keys import TrustedKeys
 
-from ..conftest import TEST_ENV, _alive, _wait_up
+from ..conftest import started
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -95,30 +93,8 @@ class Deployment:
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     home = tmp_path_factory.mktemp("rotation-home")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
-    env.update(TEST_ENV, TOOLGATE_HOME=str(home), TOOLGATE_KEYSET_REFRESH_SECONDS=str(REFRESH_S))
-    log = home / "up.out"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "toolgate.cli", "up", "--partitions", "2"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        _wait_up(log, process, 180.0)
-        yield Deployment(home, env, json.loads((home / "runtime.json").read_text()))
-    finally:
-        final = json.loads((home / "runtime.json").read_text()) if (home / "runtime.json").exists() else {}
-        pids = [*final.get("workers", {}).values(), *final.get("infrastructure", {}).values()]
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(90)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raise
-        time.sleep(0.5)
-        assert not [pid for pid in pids if _alive(pid)], "toolgate up left processes behind"
+    with started(home, partitions=2, TOOLGATE_KEYSET_REFRESH_SECONDS=str(REFRESH_S)) as running:
+        yield Deployment(home, running.env, running.runtime)
 
 
 class Load:
