@@ -254,7 +254,16 @@ def _charge_record(key: str, call_id: str) -> StageRecord:
 
 
 def _executable_batch(record: StageRecord) -> bytes:
-    return codec().encode(StageBatch(stage="approval-wait", source_partition=0, items=[codec().encode(record)]))
+    """A batch as approval-wait would produce it now (a stale one is refused before it is read)."""
+    now = int(time.time() * 1000)
+    batch = StageBatch(
+        stage="approval-wait",
+        source_partition=0,
+        items=[codec().encode(record)],
+        produced_at_ms=now,
+        first_produced_at_ms=now,
+    )
+    return codec().encode(batch)
 
 
 def test_a_forged_stage_batch_on_executable_charges_nothing(pipeline: Pipeline) -> None:
