@@ -188,13 +188,13 @@ def test_audit_checkpoints_are_checked_with_the_key_they_name() -> None:
     assert trusted.ok(new.key_id, signed(1, new, new.key_id).signature, checkpoint_bytes(1, rows[0][9]))
     assert not trusted.ok(old.key_id, signed(1, new, new.key_id).signature, checkpoint_bytes(1, rows[0][9]))
     assert trusted.ok(None, signed(1, old, None).signature, checkpoint_bytes(1, rows[0][9]))  # before 0022
-    # The anchor (newest agreeing) signed by the new key, one before it by the old: intact.
-    report = verify(rows, [signed(3, new, new.key_id), signed(2, old, old.key_id)], trusted)
+    # The anchor (newest agreeing) signed by the new key, one before it by the old: intact. Each
+    # checkpoint comes with the position of its head row, as CHECKPOINTS reads it.
+    checkpoints = [(signed(3, new, new.key_id), 3), (signed(2, old, old.key_id), 2)]
+    report = verify(rows, checkpoints, trusted)
     assert report.verdict is Verdict.INTACT and report.anchor is not None and report.anchor.key_id == new.key_id
     # Trusting the old key only, the new key's checkpoint proves nothing.
-    report = verify(
-        rows, [signed(3, new, new.key_id), signed(2, old, old.key_id)], TrustedKeys([old.signing_key.public])
-    )
+    report = verify(rows, checkpoints, TrustedKeys([old.signing_key.public]))
     assert report.unsigned == 1 and report.anchor is not None and report.anchor.key_id == old.key_id
 
 
