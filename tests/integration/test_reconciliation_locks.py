@@ -25,7 +25,7 @@ from tests.unit.factories import registry, stage_record
 from toolgate.schemas.codec import codec
 from toolgate.settings import Settings
 from toolgate.workers.reconciliation.reconciler import Reconciler
-from toolgate.workers.runtime import audit
+from toolgate.workers.runtime import checkpoint_keys
 
 from .conftest import Database
 
@@ -42,7 +42,7 @@ def url(database: Database) -> str:
 @pytest.fixture(autouse=True)
 def unsigned_audit(monkeypatch: pytest.MonkeyPatch) -> None:
     """This database's audit log needs no checkpoints signed with the host's deployment key."""
-    monkeypatch.setattr(audit, "_key", None)
+    monkeypatch.setattr(checkpoint_keys, "_source", None)
 
 
 def stuck_key(url: str) -> tuple[str, str]:

@@ -87,8 +87,8 @@ class Intake(Generic[M]):
                     extra={"stage": self.handler.stage, "action": "dead_letter", "error": repr(exc)},
                 )
                 out.dead_letter(origin, value, TaxonomyClass.UNKNOWN_ERROR, f"unreadable record: {type(exc).__name__}")
-        if self._stale:
-            out.audits.append(self._stale_entry(now))
+        if self._stale:  # a replay of genuine records in bulk floods no more than refusals do
+            out.refusals.append(Refusal(self._stale_entry(now), self._stale[0][0].topic))
         return calls
 
     def _decode_record(self, rec: RawRecord, origin: Origin, value: bytes, out: Emit, now: int) -> list[Inbound[M]]:
@@ -139,7 +139,7 @@ class Intake(Generic[M]):
 
     def _stale_entry(self, now: int) -> Entry:
         """One audit entry for a round's stale records, however many: where they were and how
-        old the oldest was (a replay floods no more rows into the log than a round)."""
+        old the oldest was (refusals.py collapses a window's entries past the first few)."""
         first, _ = self._stale[0]
         oldest = min(produced for _, produced in self._stale)
         detail = {

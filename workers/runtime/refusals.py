@@ -19,9 +19,12 @@ handful of topics. What is collapsed (`Refusal`): the validation door's Drops (n
 signature; beyond the size limits and naming no call), undecodable proposals, records on an
 internal topic whose stage MAC does not verify, records whose headers cannot be read, and
 approval decisions no registered approver's signature was checked for (unknown approval,
-unknown or inactive approver, bad signature, a decision id already used). What is not: every
-refusal of a caller whose signature (or stage MAC) was proven, who is accountable: one row
-each, as ever, written by the handler in its own transaction.
+unknown or inactive approver, bad signature, a decision id already used); and what anyone who
+captured genuine records can send again, which proves no one sent it now: a round's stale
+records (intake.py, freshness.py) and dropped copies of calls already bound (a proposal replayed
+past its window; validation/admitting.py). What is not: every other refusal of a caller whose
+signature (or stage MAC) was proven, who is accountable: one row each, as ever, written by the
+handler in its own transaction.
 
 Every value in a collapsed refusal's entry is bounded before it gets here (audit_entry.bounded).
 Pure: the time comes in (wall-clock ms, for the rows it writes); the runtime writes the
