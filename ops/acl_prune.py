@@ -39,7 +39,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from toolgate.ops.acls import DLQ_GROUP_PREFIX, OBSERVER_GROUP_PREFIX, AclApplyError, binding_order, format_line
+from toolgate.ops.acls import DLQ_GROUP_PREFIX, OBSERVER_GROUP_PREFIX, binding_order, settle
 
 # Every binding the broker holds: the filter's None matches any name, principal and host
 # (confluent-kafka's annotations say str).
@@ -115,17 +115,4 @@ def delete(admin: AdminClient, acls: list[AclBinding], timeout: float = 30.0) ->
         return []
     filters = {_exactly(b): b for b in acls}
     futures = admin.delete_acls(list(filters), request_timeout=timeout)
-    deleted: list[str] = []
-    failures: list[str] = []
-    for matcher, binding in filters.items():
-        future = futures.get(matcher)
-        try:
-            if future is None:
-                raise LookupError("the broker's answer does not mention it")
-            future.result(timeout)
-            deleted.append(format_line(binding))
-        except Exception as exc:  # confluent-kafka raises KafkaException wrapping a KafkaError
-            failures.append(f"{format_line(binding)}: {exc}")
-    if failures:
-        raise AclApplyError(failures, deleted)
-    return deleted
+    return settle(futures, filters.items(), timeout)

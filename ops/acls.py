@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka.admin import (
     AclBinding,
@@ -334,20 +335,26 @@ def apply(admin: AdminClient, acls: list[AclBinding], timeout: float = 30.0) -> 
     if not acls:
         return []
     futures = admin.create_acls(list(acls), request_timeout=timeout)
-    created: list[str] = []
+    return settle(futures, [(binding, binding) for binding in acls], timeout)
+
+
+def settle(futures: Mapping[Any, Any], asked: Iterable[tuple[Any, AclBinding]], timeout: float) -> list[str]:
+    """Wait for the admin client's answer to each request (`asked`: the key of its future, the
+    binding it is about); the bindings done, or AclApplyError naming every failure."""
+    done: list[str] = []
     failures: list[str] = []
-    for binding in acls:
-        future = futures.get(binding)
+    for request, binding in asked:
+        future = futures.get(request)
         try:
             if future is None:
                 raise LookupError("the broker's answer does not mention it")
             future.result(timeout)
-            created.append(format_line(binding))
+            done.append(format_line(binding))
         except Exception as exc:  # confluent-kafka raises KafkaException wrapping a KafkaError
             failures.append(f"{format_line(binding)}: {exc}")
     if failures:
-        raise AclApplyError(failures, created)
-    return created
+        raise AclApplyError(failures, done)
+    return done
 
 
 def agent_principal(agent_id: str) -> str:

@@ -19,7 +19,7 @@ import pytest
 from ..conftest import Pipeline, eventually, started
 from .replays import capture, ends, finals, replay
 from .test_pipeline import _approval_of, taxonomy
-from .test_replayed_records import executions
+from .test_replayed_records import executions, expire, key_state
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -51,14 +51,6 @@ def stale_letters(pipeline: Pipeline, source: str) -> list[dict[str, Any]]:
     return [r for r in letters if r["taxonomy_class"] == "STALE_STATE" and r["source"].startswith(f"{source}[")]
 
 
-def key_of(pipeline: Pipeline, key: str) -> list[tuple[Any, ...]]:
-    return pipeline.sql(
-        "SELECT status, response->'outcome'->>'taxonomy_class' FROM toolgate.idempotency_keys "
-        "WHERE tenant_id = 'acme' AND idempotency_key = %s",
-        (key,),
-    )
-
-
 def test_a_captured_record_replayed_past_the_bound_is_dead_lettered_and_sent_on_only_when_told(
     tight: Pipeline,
 ) -> None:
@@ -69,19 +61,14 @@ def test_a_captured_record_replayed_past_the_bound_is_dead_lettered_and_sent_on_
     first = tight.wait(sent)
     assert taxonomy(first) == "SUCCESS"
     captured = capture(tight, "executable", since, sent.call_id)
-    tight.sql(
-        "UPDATE toolgate.idempotency_keys SET expires_at = now() - interval '1 second' "
-        "WHERE tenant_id = 'acme' AND idempotency_key = %s",
-        (key,),
-    )
-    eventually(lambda: key_of(tight, key)[0][0] == "EXPIRED")
+    expire(tight, key, "1 second")
     time.sleep(RECORD_MAX_AGE_S + 1)
     before = {letter["dead_letter_id"] for letter in stale_letters(tight, "executable")}
 
     replay(tight, captured)
     time.sleep(3.0)
     assert finals(tight, "acme", sent.call_id) == [first]  # not acted on, not answered
-    assert key_of(tight, key) == [("EXPIRED", "SUCCESS")]
+    assert key_state(tight, key) == [("EXPIRED", "SUCCESS")]
     [letter] = eventually(lambda: [r for r in stale_letters(tight, "executable") if r["dead_letter_id"] not in before])
     assert letter["stage"] == "execution" and "past the bound of 6 s" in letter["reason"]
     assert executions(tight, sent.call_id) == 1
