@@ -32,6 +32,17 @@ class Settings:
     home: Path = field(default_factory=toolgate_home)
     topic_prefix: str = ""
     partitions: int = 4
+    # The broker `toolgate up` starts when TOOLGATE_KAFKA_BOOTSTRAP names none: "tansu", the
+    # embedded Tansu (one node, in memory, nothing needed but Python), or "kafka", Apache Kafka
+    # (`brokers` KRaft nodes, data under the home; Java 17+, and Maven to fetch it once unless
+    # KAFKA_HOME names an installed distribution; ops/kafka_broker.py).
+    broker: str = "tansu"
+    brokers: int = 1
+    # Where Kafka's jars are cached once fetched (ops/kafka_dist.py; None: ~/.cache/toolgate/kafka/
+    # <version>), an installed distribution to use instead, and each Kafka node's JVM heap.
+    kafka_cache: Path | None = None
+    kafka_home: Path | None = None
+    kafka_heap_mb: int = 512
     # The CPUs the embedded broker of `toolgate up` runs on: empty for the first CPU, "all" for
     # every one, or a list such as "1" or "0,2-3" (ops/embedded.py, `broker_cpus`).
     broker_cpus: str = ""
@@ -177,6 +188,11 @@ _ENV = {
     "admin_database_url": "TOOLGATE_ADMIN_DATABASE_URL",
     "topic_prefix": "TOOLGATE_TOPIC_PREFIX",
     "partitions": "TOOLGATE_PARTITIONS",
+    "broker": "TOOLGATE_BROKER",
+    "brokers": "TOOLGATE_BROKERS",
+    "kafka_cache": "TOOLGATE_KAFKA_CACHE",
+    "kafka_home": "KAFKA_HOME",
+    "kafka_heap_mb": "TOOLGATE_KAFKA_HEAP_MB",
     "broker_cpus": "TOOLGATE_BROKER_CPUS",
     "upstream_nice": "TOOLGATE_UPSTREAM_NICE",
     "batch_max": "TOOLGATE_BATCH_MAX",
