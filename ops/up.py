@@ -50,6 +50,7 @@ from toolgate.metrics_export import reported_port
 from toolgate.ops.agents import add_tenant, list_agents, register_agent, registered_tenants
 from toolgate.ops.approvers import list_approvers, register_approver
 from toolgate.ops.embedded import (
+    TANSU_FETCH_WAIT_MS,
     Broker,
     Postgres,
     die_with_parent,
@@ -260,8 +261,10 @@ class Supervisor:
         return admin_url
 
     def _worker_env(self, bootstrap: str, worker_url: str, endpoints: dict[str, str]) -> dict[str, str]:
-        """A stage process's environment: where everything is, and never the owner's URL."""
-        return {
+        """A stage process's environment: where everything is, and never the owner's URL. On
+        the embedded Tansu the stages poll with a short fetch wait (TANSU_FETCH_WAIT_MS), unless
+        one is set; elsewhere they long-poll (settings `fetch_wait_ms`)."""
+        env = {
             **{k: v for k, v in os.environ.items() if k != "TOOLGATE_ADMIN_DATABASE_URL"},
             "TOOLGATE_HOME": str(self.home),
             "TOOLGATE_KAFKA_BOOTSTRAP": bootstrap,
@@ -270,6 +273,9 @@ class Supervisor:
             "TOOLGATE_PARTITIONS": str(self.settings.partitions),
             "TOOLGATE_TOPIC_PREFIX": self.settings.topic_prefix,
         }
+        if self.broker is not None:
+            env.setdefault("TOOLGATE_FETCH_WAIT_MS", str(TANSU_FETCH_WAIT_MS))
+        return env
 
     def _start_workers(self, env: dict[str, str], ports: Ports) -> None:
         """One process per stage, each with its own `/metrics` port (kept in ports.json)."""
