@@ -15,13 +15,22 @@ from toolgate.settings import Settings, load_settings
 
 def up(
     partitions: Annotated[int, typer.Option(help="partitions of every topic")] = 0,
-    fresh: Annotated[bool, typer.Option(help="start from an empty database")] = False,
+    fresh: Annotated[bool, typer.Option(help="start from an empty database (and an empty Kafka cluster)")] = False,
     demo: Annotated[bool, typer.Option(help="demo tenants, approvers and provider")] = True,
+    broker: Annotated[
+        str | None,
+        typer.Option(help="tansu (embedded, in memory; the default) or kafka (Apache Kafka, data kept in the home)"),
+    ] = None,
+    brokers: Annotated[int, typer.Option(help="with --broker kafka: how many nodes (3 for replication)")] = 0,
 ) -> None:
     """Start everything: broker and Postgres (embedded unless configured), topics, all workers."""
     from toolgate.ops.up import up as run_up
 
     overrides: dict[str, Any] = {"partitions": partitions} if partitions else {}
+    if broker is not None:
+        overrides["broker"] = broker
+    if brokers:
+        overrides["brokers"] = brokers
     # `up` writes the runtime file; it never reads a stale one left by an earlier run.
     run_up(load_settings(use_runtime=False, **overrides), demo=demo, fresh=fresh)
 

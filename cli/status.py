@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from toolgate.cli.common import console, print_json, running
+from toolgate.settings import Settings
 
 
 def status(
@@ -50,17 +51,19 @@ def bench(
         str, typer.Option(help="kafka (the client library) or mcp (the MCP door over HTTP, one call at a time)")
     ] = "kafka",
     ready_timeout: Annotated[float, typer.Option(help="seconds to wait for the local stages to be ready")] = 120.0,
+    idle: Annotated[
+        float, typer.Option(help="make no calls: report each local process's CPU over this many idle seconds")
+    ] = 0.0,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Drive N proposals through the running pipeline; report calls/s, latency percentiles and
-    the hop table: when calls reached each topic, from the records' own timestamps."""
+    the hop table: when calls reached each topic, from the records' own timestamps. With
+    `--idle`, what the local stack costs while nothing happens."""
     from toolgate.ops.bench import run_bench
 
     settings, calls = running(), sequential or calls
-    if postgres_only:
-        from toolgate.ops.pgceiling import measure
-
-        print_json(measure(settings.database_url, batch=batch, connections=connections))
+    if postgres_only or idle > 0:
+        print_json(_without_calls(settings, postgres_only, batch, connections, idle, ready_timeout))
         return
     if via == "mcp":
         from toolgate.ops.bench_mcp import run_mcp_bench
@@ -87,6 +90,21 @@ def bench(
             ready_timeout=ready_timeout,
         )
     _print_bench(report, as_json)
+
+
+def _without_calls(
+    settings: Settings, postgres_only: bool, batch: int, connections: int, idle: float, ready_timeout: float
+) -> dict[str, Any]:
+    """What `bench` measures without driving calls through the pipeline: the execution stage's
+    SQL alone (`--postgres-only`), or the local stack at rest (`--idle`)."""
+    if postgres_only:
+        from toolgate.ops.pgceiling import measure
+
+        return measure(settings.database_url, batch=batch, connections=connections)
+    from toolgate.ops.bench_idle import measure_idle
+
+    with _exit_unless_ready():
+        return measure_idle(settings, idle, ready_timeout=ready_timeout)
 
 
 def _print_bench(report: dict[str, Any], as_json: bool) -> None:

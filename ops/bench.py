@@ -27,12 +27,10 @@ cost ~13 µs a call at full speed, in scans of objects that live as long as the 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -40,6 +38,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from toolgate.agent_keys import AgentSigner
 from toolgate.contracts.registry import load_registry
+from toolgate.ops.bench_cpu import CpuMeter
 from toolgate.ops.bench_disk import DiskMeter
 from toolgate.ops.bench_hops import TopicTimes
 from toolgate.ops.bench_machine import MachineMeter
@@ -54,40 +53,6 @@ from toolgate.topics import consumed
 from toolgate.topics.client import INTERIM_CODE, TREE_MAX, Draft, ToolgateClient, random_hex
 from toolgate.topics.headers import CALL_ID, header
 from toolgate.workers.runtime import heap
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User and system CPU of a process and its reaped children (Linux /proc)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")
-
-
-def _tree(pid: int) -> list[int]:
-    """A process and its live descendants (Postgres serves each connection in a child)."""
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    found = [pid]
-    if children.exists():
-        for child in children.read_text().split():
-            found += _tree(int(child))
-    return found
-
-
-class CpuMeter:
-    """CPU seconds per local toolgate process (workers, broker, Postgres) over a run."""
-
-    def __init__(self, runtime: dict[str, Any]) -> None:
-        self.processes = {**runtime.get("workers", {}), **runtime.get("infrastructure", {})}
-        self.start = self.sample()
-
-    def sample(self) -> dict[str, float]:
-        return {name: sum(_cpu_seconds(p) for p in _tree(pid)) for name, pid in self.processes.items()}
-
-    def per_call_us(self, calls: int) -> dict[str, int]:
-        end = self.sample()
-        return {name: round(1e6 * (end[name] - self.start[name]) / max(calls, 1)) for name in self.processes}
 
 
 class _Meters:

@@ -29,7 +29,8 @@ from mcp_types import RequestParamsMeta
 from toolgate.contracts.export import model_name
 from toolgate.contracts.registry import load_registry
 from toolgate.ops import agent_tokens
-from toolgate.ops.bench import CALLS_PER_RUN, CpuMeter
+from toolgate.ops.bench import CALLS_PER_RUN
+from toolgate.ops.bench_cpu import CpuMeter
 from toolgate.ops.bench_stats import latency_summary
 from toolgate.ops.status import await_ready
 from toolgate.settings import Settings

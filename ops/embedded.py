@@ -120,6 +120,15 @@ class Broker:
 # (TOKIO_WORKER_THREADS=1, be7deba) took p99 at 1,000 calls/s to 675-1,541 ms.
 BROKER_THREADS = 2
 
+# How long the embedded broker may hold a stage's empty fetch (TOOLGATE_FETCH_WAIT_MS under
+# `toolgate up` on Tansu). Tansu does not always answer a waiting fetch when records arrive, so the
+# wait bounds each hop's latency, and a stage polls: 5 ms instead of 25 took one call at a time
+# from 62-69 ms p50 to 45-57 ms (alternating runs), and costs each stage's client ~4 ms of CPU a
+# second idle and the broker most of its idle (docs/performance.md, "Where the broker's CPU
+# goes"; 20 ms took one call at a time from p50 23-27 ms to 35-37). Apache Kafka answers early,
+# and gets the settings' long wait.
+TANSU_FETCH_WAIT_MS = 5
+
 
 def broker_cpus(spec: str, allowed: set[int]) -> set[int] | None:
     """The CPUs the embedded broker may run on, of `allowed` (this process's), by `spec`: empty

@@ -13,6 +13,7 @@ snapshot always gets the same verdict, and the unit tests walk this table row by
 | a process was restarted by `toolgate up` (it says how many times)   | warning   |
 | a stage's process runs but has not said it is ready                 | warning   |
 | the embedded broker or Postgres is not running                      | unhealthy |
+| a broker node runs but the cluster's metadata does not list it      | unhealthy |
 | a stage's consumer lag is above `max_lag` (10,000 records)          | unhealthy |
 | a key PENDING whose lease ran out more than `key_overdue_s` ago     | unhealthy |
 | an approval PENDING more than `approval_overdue_s` past its expiry  | unhealthy |
@@ -36,6 +37,9 @@ Why these bounds:
 * A restart is worth knowing, not an outage in itself: `toolgate up` restarted the process
   with backoff, and the count (`restarts` in the runtime file) is the total since it started.
   A process in a crash loop is mostly not running while it backs off, and that is unhealthy.
+* A broker node the cluster's metadata does not list is fenced (it lost its controller) or
+  still starting: it serves no partition. Three Kafka nodes keep serving without one, but
+  a write then has fewer copies to wait for, and one more loss stops writes.
 * Dead letters are calls an operator must look at (`toolgate dlq list`), not a system that
   is failing: they are warned about, and the exit status stays 0.
 """
@@ -101,6 +105,26 @@ class Lag:
 
 
 @dataclass(frozen=True)
+class BrokerNode:
+    """One node of the broker: its name (as runtime.json gives it), the address it serves
+    clients on, and whether the cluster's metadata lists it (None: not read)."""
+
+    name: str
+    address: str
+    serving: bool | None = None
+
+
+@dataclass(frozen=True)
+class BrokerCluster:
+    """Which broker toolgate runs on: "tansu", "kafka" (with its version) or "external" (one
+    `toolgate up` did not start), and its nodes."""
+
+    broker: str
+    nodes: tuple[BrokerNode, ...] = ()
+    version: str | None = None
+
+
+@dataclass(frozen=True)
 class Keys:
     pending: int
     oldest_age_s: float | None = None
@@ -143,6 +167,7 @@ class Snapshot:
     outbox: Outbox | None = None
     dead_letters: DeadLetters | None = None
     errors: Mapping[str, str] = field(default_factory=dict)
+    broker: BrokerCluster | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +181,7 @@ def judge(snapshot: Snapshot, limits: Limits) -> tuple[Finding, ...]:
     """Every finding about a snapshot, unhealthy ones first; none means healthy."""
     found = [
         *_processes(snapshot),
+        *_broker_nodes(snapshot.broker),
         *_lags(snapshot.lags, limits),
         *_postgres(snapshot, limits),
         *_dead_letters(snapshot.dead_letters),
@@ -197,6 +223,18 @@ def _processes(snapshot: Snapshot) -> list[Finding]:
         if p.restarts > 0:
             out.append(Finding(Severity.WARNING, p.name, f"restarted {p.restarts} time(s) by toolgate up"))
     return out
+
+
+def _broker_nodes(cluster: BrokerCluster | None) -> list[Finding]:
+    return [
+        Finding(
+            Severity.UNHEALTHY,
+            node.name,
+            f"{node.address} is not in the cluster's metadata: fenced, or still starting (it serves no partition)",
+        )
+        for node in (cluster.nodes if cluster is not None else ())
+        if node.serving is False
+    ]
 
 
 def _lags(lags: tuple[Lag, ...], limits: Limits) -> list[Finding]:

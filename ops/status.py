@@ -15,6 +15,9 @@ What it reads, each from where it is true:
   short after `LAG_READ_S`, a count is a lower bound, and says so.
 * keys PENDING, approvals waiting, the outbox's unsent rows: Postgres, aged by its own `now()`.
 * open dead letters: what `toolgate dlq list` shows (ops/dlq.py `listed`).
+* the broker: which one `toolgate up` started (runtime.json's `broker_cluster`: Tansu, or Apache
+  Kafka's nodes) and, for each node, whether the cluster's metadata lists its address (a node
+  fenced or still starting is not listed); without a runtime file, the brokers the metadata lists.
 
 Whatever cannot be read is recorded as an error, never guessed; ops/health.py judges the rest.
 """
@@ -42,6 +45,8 @@ from toolgate.ops import dlq
 from toolgate.ops.acls import STAGE_RIGHTS
 from toolgate.ops.health import (
     Approvals,
+    BrokerCluster,
+    BrokerNode,
     DeadLetters,
     Finding,
     Keys,
@@ -260,6 +265,32 @@ def _read_ends(
     return {k: ends.get(k, reached[k]) for k in starts}, {k: k in ends for k in starts}
 
 
+# --- the broker's nodes ---------------------------------------------------------------------
+
+
+def listed_brokers(settings: Settings) -> set[str]:
+    """The addresses of the brokers the cluster's metadata lists now."""
+    config: dict[str, str | int | float | bool] = {**client_config(settings)}
+    config["bootstrap.servers"] = settings.kafka_bootstrap
+    brokers = AdminClient(config).list_topics(timeout=KAFKA_TIMEOUT_S).brokers
+    return {f"{b.host}:{b.port}" for b in brokers.values()}
+
+
+def broker_cluster(runtime: dict[str, Any] | None, listed: set[str] | None) -> BrokerCluster:
+    """The broker runtime.json names, each of its nodes marked serving when `listed` (the
+    metadata's addresses; None: not read) has it; without a runtime file, the listed brokers."""
+    described = (runtime or {}).get("broker_cluster") or {"broker": "external", "nodes": {}}
+    nodes: dict[str, str] = dict(described.get("nodes") or {})
+    if not nodes and listed:
+        nodes = {address: address for address in sorted(listed)}
+    serving = {name: (address in listed) if listed is not None else None for name, address in nodes.items()}
+    return BrokerCluster(
+        str(described["broker"]),
+        tuple(BrokerNode(name, address, serving[name]) for name, address in nodes.items()),
+        described.get("version"),
+    )
+
+
 # --- Postgres and dead letters ---------------------------------------------------------------
 
 
@@ -301,6 +332,7 @@ class Report:
             "stages": [{**asdict(p), "lag": lag.get(p.name)} for p in s.processes if p.name in STAGES],
             "processes": [asdict(p) for p in s.processes if p.name not in STAGES],
             "infrastructure": [asdict(p) for p in s.infrastructure],
+            "broker": asdict(s.broker) if s.broker is not None else None,
             **{
                 name: asdict(part) if part is not None else None
                 for name, part in (
@@ -334,11 +366,14 @@ def gather(settings: Settings) -> Snapshot:
     infra: tuple[Process, ...] = ()
     if runtime is not None:
         supervisor, procs, infra = processes(settings, runtime)
+    broker = broker_cluster(runtime, attempt("broker", lambda: listed_brokers(settings)))
     found_lags = attempt("consumer lag", lambda: lags(settings)) or ()
     pg = attempt("postgres", lambda: backlogs(settings))
     keys, approvals, outbox = pg if pg is not None else (None, None, None)
     letters = attempt("dead letters", lambda: dead_letters(settings))
-    return Snapshot(str(settings.home), supervisor, procs, infra, found_lags, keys, approvals, outbox, letters, errors)
+    return Snapshot(
+        str(settings.home), supervisor, procs, infra, found_lags, keys, approvals, outbox, letters, errors, broker
+    )
 
 
 def limits_for(settings: Settings, **overrides: Any) -> Limits:
@@ -368,6 +403,14 @@ def _lag_cell(lag: Lag | None) -> str:
     return f"{'≥' if not lag.exact else ''}{lag.records}"
 
 
+def _broker_line(cluster: BrokerCluster) -> str:
+    """e.g. `broker: kafka 4.4.0, 3 nodes: kafka-1 127.0.0.1:9092 serving, ...`."""
+    what = " ".join(part for part in (cluster.broker, cluster.version) if part)
+    state = {True: "serving", False: "[red]not serving[/red]", None: "?"}
+    nodes = ", ".join(f"{escape(n.name)} {escape(n.address)} {state[n.serving]}" for n in cluster.nodes)
+    return f"broker: {escape(what)}, {len(cluster.nodes)} node(s)" + (f": {nodes}" if nodes else "")
+
+
 def render(result: Report, console: Console) -> None:
     s = result.snapshot
     lag = {lag.stage: lag for lag in s.lags}
@@ -388,6 +431,8 @@ def render(result: Report, console: Console) -> None:
             _lag_cell(lag.get(p.name)) if p.name in STAGES else "",
         )
     console.print(table)
+    if s.broker is not None:
+        console.print(_broker_line(s.broker))
     state = Table(title="in flight")
     for column in ("what", "count", "oldest"):
         state.add_column(column)

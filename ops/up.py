@@ -10,10 +10,18 @@ counts), restarts a worker that dies, and on Ctrl-C or SIGTERM stops everything 
 Every child also gets a parent-death signal, and a stage process orphaned anyway ends itself
 (workers/runtime/orphan.py), so even a SIGKILLed `toolgate up` leaves no orphans.
 
+The broker is the embedded Tansu (ops/embedded.py) unless `--broker kafka` (TOOLGATE_BROKER)
+asks for Apache Kafka: `--brokers` KRaft nodes with their data under the home
+(ops/kafka_broker.py), replicated as the cluster's size asks (topics/catalog.py `Replication`).
+
 On an existing home it listens where it listened before (ports.json) and, when it had to
-create the topics (the embedded broker forgets them), re-drives what Postgres holds in flight
+create the topics (Tansu forgets them), re-drives what Postgres holds in flight
 (workers/reconciliation/redrive.py). An embedded Postgres or broker that dies is started again
-on its port; after the broker, the stage workers are restarted and a re-drive is done.
+on its port; after Tansu, which comes back empty, the stage workers are restarted and a re-drive
+is done. A Kafka node that dies comes back with its data (its topics, records, committed offsets
+and producer state), and the other nodes serve meanwhile where there are three: the workers'
+clients reconnect by themselves, and nothing is re-driven. A `toolgate up` started again on a
+home with a Kafka cluster finds every topic there, so it re-drives nothing either.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from toolgate.metrics_export import reported_port
 from toolgate.ops.agents import add_tenant, list_agents, register_agent, registered_tenants
 from toolgate.ops.approvers import list_approvers, register_approver
 from toolgate.ops.embedded import (
+    TANSU_FETCH_WAIT_MS,
     Broker,
     Postgres,
     die_with_parent,
@@ -52,6 +61,8 @@ from toolgate.ops.embedded import (
     stop_process,
     wait_for_port,
 )
+from toolgate.ops.kafka_broker import KafkaCluster, start_cluster
+from toolgate.ops.kafka_dist import resolve as resolve_kafka
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.ops.priority import lower_priority, niceness
 from toolgate.ops.roles import embedded_worker_url
@@ -128,7 +139,8 @@ class Supervisor:
     demo: bool = True
     fresh: bool = False
     out: TextIO = sys.stdout
-    broker: Broker | None = None
+    broker: Broker | None = None  # the embedded Tansu
+    kafka: KafkaCluster | None = None  # or Apache Kafka's nodes (--broker kafka)
     postgres: Postgres | None = None
     children: list[Child] = field(default_factory=list)
     _stop: bool = False
@@ -174,6 +186,7 @@ class Supervisor:
             "endpoints": endpoints,
             "partitions": self.settings.partitions,
             "topic_prefix": self.settings.topic_prefix,
+            "broker_cluster": self._broker_cluster(bootstrap),
             "pid": os.getpid(),
             "started_at": time.time(),
         }
@@ -193,23 +206,43 @@ class Supervisor:
         except BlockingIOError:
             raise SystemExit(f"toolgate up is already running for {self.home}") from None
         if self.fresh:
-            for name in ("pgdata", "provider", "ready", "telemetry", "logs", "metrics"):
+            for name in ("pgdata", "kafka", "provider", "ready", "telemetry", "logs", "metrics"):
                 shutil.rmtree(self.home / name, ignore_errors=True)
         for stale in (self.home / "ready").glob("*"):
             stale.unlink()
 
     def _start_broker(self, ports: Ports) -> str:
-        """The embedded broker, unless one is configured; its bootstrap address."""
-        bootstrap = self.settings.kafka_bootstrap
-        if not bootstrap:
-            self.broker = start_broker(
-                self.home / "logs" / "broker.log", ports.claim("broker"), self.settings.broker_cpus
-            )
-            bootstrap = self.broker.bootstrap
-            self.say(f"broker     {bootstrap}  (embedded Tansu, in memory{_on_cpus(self.broker.cpus)})")
-        else:
-            self.say(f"broker     {bootstrap}")
-        return bootstrap
+        """The embedded broker (Tansu, or Apache Kafka's nodes), unless one is configured; its
+        bootstrap address."""
+        settings = self.settings
+        if settings.kafka_bootstrap:
+            self.say(f"broker     {settings.kafka_bootstrap}")
+            return settings.kafka_bootstrap
+        if settings.broker not in ("tansu", "kafka") or settings.brokers < 1:
+            raise SystemExit(f"toolgate: --broker {settings.broker!r} --brokers {settings.brokers}: tansu or kafka, 1+")
+        if settings.broker == "tansu":
+            if settings.brokers != 1:
+                raise SystemExit("toolgate: the embedded Tansu runs one node; --brokers needs --broker kafka")
+            self.broker = start_broker(self.home / "logs" / "broker.log", ports.claim("broker"), settings.broker_cpus)
+            self.say(f"broker     {self.broker.bootstrap}  (embedded Tansu, in memory{_on_cpus(self.broker.cpus)})")
+            return self.broker.bootstrap
+        jars = resolve_kafka(settings.kafka_cache, settings.kafka_home, self.say)
+        self.kafka = start_cluster(self.home, settings.brokers, ports.claim, jars, settings.kafka_heap_mb)
+        replication = self.kafka.replication
+        self.say(
+            f"broker     {self.kafka.bootstrap}  (Apache Kafka {jars.version} from {jars.source}, "
+            f"{len(self.kafka.nodes)} node(s), replication {replication.factor}, min.insync.replicas "
+            f"{replication.min_insync}; data in {self.kafka.root})"
+        )
+        return self.kafka.bootstrap
+
+    def _broker_cluster(self, bootstrap: str) -> dict[str, Any]:
+        """What runtime.json says of the broker: which one, and its nodes' addresses."""
+        if self.kafka is not None:
+            return self.kafka.describe()
+        if self.broker is not None:
+            return {"broker": "tansu", "nodes": {"broker": bootstrap}}
+        return {"broker": "external", "nodes": {}}
 
     def _start_postgres(self, ports: Ports) -> str:
         """The embedded Postgres, unless one is configured; the tables' owner's URL."""
@@ -228,8 +261,10 @@ class Supervisor:
         return admin_url
 
     def _worker_env(self, bootstrap: str, worker_url: str, endpoints: dict[str, str]) -> dict[str, str]:
-        """A stage process's environment: where everything is, and never the owner's URL."""
-        return {
+        """A stage process's environment: where everything is, and never the owner's URL. On
+        the embedded Tansu the stages poll with a short fetch wait (TANSU_FETCH_WAIT_MS), unless
+        one is set; elsewhere they long-poll (settings `fetch_wait_ms`)."""
+        env = {
             **{k: v for k, v in os.environ.items() if k != "TOOLGATE_ADMIN_DATABASE_URL"},
             "TOOLGATE_HOME": str(self.home),
             "TOOLGATE_KAFKA_BOOTSTRAP": bootstrap,
@@ -238,6 +273,9 @@ class Supervisor:
             "TOOLGATE_PARTITIONS": str(self.settings.partitions),
             "TOOLGATE_TOPIC_PREFIX": self.settings.topic_prefix,
         }
+        if self.broker is not None:
+            env.setdefault("TOOLGATE_FETCH_WAIT_MS", str(TANSU_FETCH_WAIT_MS))
+        return env
 
     def _start_workers(self, env: dict[str, str], ports: Ports) -> None:
         """One process per stage, each with its own `/metrics` port (kept in ports.json)."""
@@ -362,12 +400,15 @@ class Supervisor:
         self._runtime["restarts"] = self._restarts
         self._runtime["metrics"] = self._metrics()
         self._runtime["infrastructure"] = {
-            name: proc.pid
-            for name, proc in (
-                ("broker", self.broker and self.broker.process),
-                ("postgres", self.postgres and self.postgres.process),
-            )
-            if proc
+            **(self.kafka.pids() if self.kafka is not None else {}),
+            **{
+                name: proc.pid
+                for name, proc in (
+                    ("broker", self.broker and self.broker.process),
+                    ("postgres", self.postgres and self.postgres.process),
+                )
+                if proc
+            },
         }
         self._write_runtime(self._runtime)
 
@@ -382,10 +423,10 @@ class Supervisor:
     def _revive_infrastructure(self) -> None:
         """An embedded broker or Postgres that died comes back on its own port, so every
         client reconnects by itself. Postgres recovers from its WAL and the workers' pools
-        reconnect. The broker comes back empty: the stage workers (whose consumer groups and
-        producers it forgot) are stopped, the topics made again, what Postgres holds in flight
-        re-driven, and the workers started; a step that fails (Postgres may be down too) is
-        tried again on the next turn."""
+        reconnect; so does a Kafka node, with its data (nothing else to do). Tansu comes back
+        empty: the stage workers (whose consumer groups and producers it forgot) are stopped, the
+        topics made again, what Postgres holds in flight re-driven, and the workers started; a
+        step that fails (Postgres may be down too) is tried again on the next turn."""
         if self.postgres is not None and self.postgres.process.poll() is not None:
             self.say(
                 f"postgres exited with {self.postgres.process.returncode}; restarting on port {self.postgres.port}"
@@ -393,6 +434,10 @@ class Supervisor:
             self._infrastructure_restarts["postgres"] = self._infrastructure_restarts.get("postgres", 0) + 1
             self.postgres.respawn()
             self._record_pids()
+        if self.kafka is not None:
+            for name in self.kafka.revive(self.say):
+                self._infrastructure_restarts[name] = self._infrastructure_restarts.get(name, 0) + 1
+                self._record_pids()
         if self.broker is not None and self.broker.process.poll() is not None:
             self.say(f"broker exited with {self.broker.process.returncode}; restarting on port {self.broker.port}")
             self._infrastructure_restarts["broker"] = self._infrastructure_restarts.get("broker", 0) + 1
@@ -453,6 +498,8 @@ class Supervisor:
             self.postgres.stop()
         if self.broker is not None:
             stop_process(self.broker.process)
+        if self.kafka is not None:
+            self.kafka.stop()
         self.settings.runtime_file.unlink(missing_ok=True)
         self.say("stopped")
 

@@ -2,9 +2,11 @@
 
 `pipeline` runs the real `toolgate up` (embedded Tansu broker, embedded Postgres, every
 worker as its own process, the demo provider) in a temporary TOOLGATE_HOME, with short
-leases and sweep intervals so crash recovery is quick. Tests talk to it the way users do:
-the `toolgate` CLI and the client library over the real broker, SQL against the real
-Postgres. Nothing is mocked.
+leases and sweep intervals so crash recovery is quick. `TOOLGATE_TEST_BROKER=kafka` runs the
+session on Apache Kafka instead (`toolgate up --broker kafka`), with `TOOLGATE_TEST_BROKERS`
+nodes (1 unless given; 3 for replication): `session_broker()` says which. Tests talk to it
+the way users do: the `toolgate` CLI and the client library over the real broker, SQL against
+the real Postgres. Nothing is mocked.
 
 A test that needs Postgres (or the broker) but no running worker does not wait for all this:
 tests/integration/conftest.py starts just those, with a database and topics per module.
@@ -50,6 +52,19 @@ TEST_ENV = {
 }
 # The agents `toolgate up` registers for the demo tenants (keys in $TOOLGATE_HOME/agents).
 AGENTS = {"acme": "cli", "globex": "globex-cli"}
+# Settings of the broker's that pass from the test session's environment to its `toolgate up`
+# (every other TOOLGATE_* variable of the session's is left out).
+BROKER_ENV = ("TOOLGATE_KAFKA_CACHE", "TOOLGATE_KAFKA_HEAP_MB")
+
+
+def session_broker() -> tuple[str, int]:
+    """The broker the session's `toolgate up` (and the integration tier's broker) run on:
+    ("tansu", 1) unless TOOLGATE_TEST_BROKER says "kafka" (TOOLGATE_TEST_BROKERS nodes)."""
+    broker = os.environ.get("TOOLGATE_TEST_BROKER", "") or "tansu"
+    nodes = int(os.environ.get("TOOLGATE_TEST_BROKERS", "") or "1")
+    if broker not in ("tansu", "kafka") or nodes < 1 or (broker == "tansu" and nodes != 1):
+        raise pytest.UsageError(f"TOOLGATE_TEST_BROKER={broker!r} TOOLGATE_TEST_BROKERS={nodes}: tansu, or kafka 1+")
+    return broker, nodes
 
 
 # Where a session keeps its temporary files, unless told (`--basetemp`): a directory of its own.
@@ -224,8 +239,10 @@ def _alive(pid: int) -> bool:
 def started(home: Path, *, partitions: int = 4, **overrides: str) -> Iterator[Pipeline]:
     """A real `toolgate up` in `home` with the test settings (and `overrides`, TOOLGATE_* names),
     until the block ends; every process it started is gone after."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
-    env.update(TEST_ENV, **overrides, TOOLGATE_HOME=str(home))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_") or k in BROKER_ENV}
+    broker, nodes = session_broker()
+    env.update(TEST_ENV, TOOLGATE_BROKER=broker, TOOLGATE_BROKERS=str(nodes))
+    env.update(overrides, TOOLGATE_HOME=str(home))
     log = home / "up.out"
     with open(log, "wb") as out:
         process = subprocess.Popen(

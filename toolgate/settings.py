@@ -32,6 +32,17 @@ class Settings:
     home: Path = field(default_factory=toolgate_home)
     topic_prefix: str = ""
     partitions: int = 4
+    # The broker `toolgate up` starts when TOOLGATE_KAFKA_BOOTSTRAP names none: "tansu", the
+    # embedded Tansu (one node, in memory, nothing needed but Python), or "kafka", Apache Kafka
+    # (`brokers` KRaft nodes, data under the home; Java 17+, and Maven to fetch it once unless
+    # KAFKA_HOME names an installed distribution; ops/kafka_broker.py).
+    broker: str = "tansu"
+    brokers: int = 1
+    # Where Kafka's jars are cached once fetched (ops/kafka_dist.py; None: ~/.cache/toolgate/kafka/
+    # <version>), an installed distribution to use instead, and each Kafka node's JVM heap.
+    kafka_cache: Path | None = None
+    kafka_home: Path | None = None
+    kafka_heap_mb: int = 512
     # The CPUs the embedded broker of `toolgate up` runs on: empty for the first CPU, "all" for
     # every one, or a list such as "1" or "0,2-3" (ops/embedded.py, `broker_cpus`).
     broker_cpus: str = ""
@@ -45,20 +56,13 @@ class Settings:
     # from load, not from waiting.
     batch_max: int = 500
     batch_ms: int = 20
-    # How long the broker may hold a stage consumer's fetch that finds no records. It bounds
-    # each hop's latency on a broker that does not always answer a waiting fetch when records
-    # arrive (the embedded Tansu: produce -> consume took 2.5-3.5 ms or 10.6 ms with a 25 ms
-    # wait, as the produce fell in the wait, and 22 ms with 100 ms); shorter costs idle fetch
-    # requests, which the stages' librdkafka makes in C and the broker answers. Measured on the
-    # embedded stack (2 cores, alternating): 5 ms instead of 25 took one call at a time from
-    # 62-69 ms p50 to 45-57 ms, and cost the broker ~0.3 ms of CPU per call at full speed and
-    # ~40% of a core more when idle; 10 ms gave 53-54 ms. On Apache Kafka, which answers a
-    # waiting fetch as records arrive, a long wait (100-500 ms) costs no latency: set it there.
-    # Again on later code (docs/performance.md, "Where the broker's CPU goes"): 20 ms saved the
-    # broker 10-40 µs a call at full speed and took one call at a time from p50 23-27 ms to 35-37.
-    # On 2026-11-27 (the broker's runtime on one thread, an experiment), 10 ms cut its idle CPU
-    # from 249 to 179 ms a second but measured nothing at 300 calls/s (3 pairs).
-    fetch_wait_ms: int = 5
+    # How long the broker may hold a stage consumer's fetch that finds no records. Apache Kafka
+    # answers a waiting fetch as soon as records arrive, so a long wait costs no latency and an
+    # idle stage makes two fetches a second, not two hundred (the default). The embedded Tansu
+    # does not always answer early (produce -> consume, one record at a time: p50 4.5 ms with a
+    # 5 ms wait, 17 ms with 100, 113 ms with 500), so `toolgate up` gives its workers
+    # TANSU_FETCH_WAIT_MS there (ops/embedded.py), unless this is set.
+    fetch_wait_ms: int = 500
     # How long a stage's producer (and the outbox relay's) holds a record to batch it with others.
     # A round hands all its records to the producer at once, and a stage's producer keeps one
     # request in flight (workers/runtime/producer.py), so they batch without a linger; 2 ms cost
@@ -177,6 +181,11 @@ _ENV = {
     "admin_database_url": "TOOLGATE_ADMIN_DATABASE_URL",
     "topic_prefix": "TOOLGATE_TOPIC_PREFIX",
     "partitions": "TOOLGATE_PARTITIONS",
+    "broker": "TOOLGATE_BROKER",
+    "brokers": "TOOLGATE_BROKERS",
+    "kafka_cache": "TOOLGATE_KAFKA_CACHE",
+    "kafka_home": "KAFKA_HOME",
+    "kafka_heap_mb": "TOOLGATE_KAFKA_HEAP_MB",
     "broker_cpus": "TOOLGATE_BROKER_CPUS",
     "upstream_nice": "TOOLGATE_UPSTREAM_NICE",
     "batch_max": "TOOLGATE_BATCH_MAX",

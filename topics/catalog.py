@@ -8,10 +8,16 @@ enforces it when it provisions.
 The edge topics that carry a tenant's data exist once per tenant (`tool.observations.acme`,
 `tool.approvals.requested.acme`), created when the tenant is registered, so that a tenant's
 agents and approval services read only their own and Kafka ACLs can say so.
+
+Replication follows the cluster's size (`Replication.for_brokers`): three replicas where there
+are three brokers or more, and a write refused unless two of them took it (`min.insync.replicas`,
+with the producers' `acks=all`), so one broker may fail without losing an acknowledged record or
+stopping writes; on fewer brokers, as many replicas as brokers.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -185,6 +191,23 @@ class ProvisioningError(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class Replication:
+    """How many copies of each partition a cluster keeps, and how many must take a write."""
+
+    factor: int
+    min_insync: int
+
+    @classmethod
+    def for_brokers(cls, brokers: int) -> Replication:
+        factor = max(1, min(3, brokers))
+        return cls(factor, max(1, factor - 1))
+
+    def topic_config(self) -> dict[str, str]:
+        """A topic's own settings for it (none on one broker: Kafka's defaults, as before)."""
+        return {"min.insync.replicas": str(self.min_insync)} if self.factor > 1 else {}
+
+
 def _names(topics: Topics, tenants: Iterable[str]) -> list[tuple[str, TopicSpec]]:
     shared = [(topics.name(spec.logical), spec) for spec in CATALOG if not spec.per_tenant]
     return shared + [
@@ -203,16 +226,23 @@ def provision(
     tenants: Iterable[str] = (),
     client_config: dict[str, str] | None = None,
 ) -> list[str]:
-    """Create the catalog's missing topics (the shared ones, and each tenant's); verify the
-    existing ones. Returns those created."""
+    """Create the catalog's missing topics (the shared ones, and each tenant's), replicated as
+    the cluster's size asks (`Replication.for_brokers`); verify the existing ones. Returns those
+    created."""
     admin = AdminClient({**(client_config or {}), "bootstrap.servers": bootstrap})
     topics = Topics(prefix)
     tenants = list(tenants)
-    existing = admin.list_topics(timeout=timeout).topics
+    metadata = admin.list_topics(timeout=timeout)
+    replication = Replication.for_brokers(len(metadata.brokers))
     wanted = [
-        NewTopic(name, num_partitions=partitions, replication_factor=1, config={"retention.ms": str(spec.retention_ms)})
+        NewTopic(
+            name,
+            num_partitions=partitions,
+            replication_factor=replication.factor,
+            config={"retention.ms": str(spec.retention_ms), **replication.topic_config()},
+        )
         for name, spec in _names(topics, tenants)
-        if name not in existing
+        if name not in metadata.topics
     ]
     created: list[str] = []
     if wanted:
@@ -228,10 +258,19 @@ def provision(
 
 
 def _verify(admin: AdminClient, topics: Topics, partitions: int, timeout: float, tenants: list[str]) -> None:
-    metadata = admin.list_topics(timeout=timeout).topics
+    """Every topic of the catalog is there, with its partitions. A topic just created reaches
+    every broker's metadata a moment later (Kafka's brokers learn it from the controller): one
+    not seen yet is looked for again until `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        metadata = admin.list_topics(timeout=timeout).topics
+        missing = [name for name, _ in _names(topics, tenants) if name not in metadata]
+        if not missing:
+            break
+        if time.monotonic() > deadline:
+            raise ProvisioningError(f"topic {missing[0]} is missing after provisioning")
+        time.sleep(0.1)
     for name, spec in _names(topics, tenants):
-        if name not in metadata:
-            raise ProvisioningError(f"topic {name} is missing after provisioning")
         count = len(metadata[name].partitions)
         if (spec.shape is Shape.INTERNAL or spec.logical == "proposals") and count != partitions:
             raise ProvisioningError(

@@ -52,7 +52,8 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.client import ApprovalClient, Proposed, ToolgateClient
 from toolgate.topics.headers import CALL_ID, header
 
-from ..conftest import TEST_ENV, _wait_up
+from ..conftest import BROKER_ENV, TEST_ENV, _wait_up, session_broker
+from .brokers import await_serving, kill_every_node, kill_leader, victims
 
 # CI runs a bounded chaos; TOOLGATE_CHAOS_CALLS=20000 is the long run (README).
 CALLS = int(os.environ.get("TOOLGATE_CHAOS_CALLS", "3000"))
@@ -182,19 +183,22 @@ def _kill(home: Path, victim: str) -> bool:
     return False
 
 
-def _schedule(monkey: random.Random, span: float) -> list[tuple[float, str]]:
+def _schedule(monkey: random.Random, span: float, broker: str) -> list[tuple[float, str]]:
     """When to kill what: every worker once, execution and the relay again, Postgres, the
-    broker, and toolgate up as a whole, at random moments of the traffic."""
-    victims = [*WORKERS, "execution", "execution", "outbox-relay", "postgres", "broker", "toolgate up"]
-    return sorted((monkey.uniform(3, span), victim) for _ in range(max(1, CALLS // 3000)) for victim in victims)
+    broker (brokers.py), and toolgate up as a whole, at random moments of the traffic."""
+    chosen = [*WORKERS, "execution", "execution", "outbox-relay", "postgres", *victims(broker), "toolgate up"]
+    return sorted((monkey.uniform(3, span), victim) for _ in range(max(1, CALLS // 3000)) for victim in chosen)
 
 
 def test_exactly_once_under_chaos(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
+    broker, nodes = session_broker()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_") or k in BROKER_ENV}
     env.update(
         TEST_ENV,
+        TOOLGATE_BROKER=broker,
+        TOOLGATE_BROKERS=str(nodes),
         TOOLGATE_HOME=str(home),
         TOOLGATE_POLICY_FILE=str(_policy_granting_charges(tmp_path / "policy.json")),
         TOOLGATE_LOG_LEVEL="WARNING",
@@ -203,6 +207,7 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
     runs: list[subprocess.Popen[bytes]] = []
     observer = approver = None
     kills: Counter[str] = Counter()
+    leader_changes = 0  # partitions whose leader a kill took away (on Kafka)
     try:
         up = _up(home, env, runs)
         runtime = json.loads((home / "runtime.json").read_text())
@@ -261,7 +266,7 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
         # A victim that stays down past `_kill`'s wait at its moment (its process exited and
         # toolgate up is still bringing the broker or Postgres back) is killed once more at the end.
         missed: list[str] = []
-        for at, victim in _schedule(monkey, CALLS / 500 + 20):
+        for at, victim in _schedule(monkey, CALLS / 500 + 20, broker):
             while time.monotonic() - started < at:
                 time.sleep(0.05)
             if victim == "toolgate up":
@@ -269,6 +274,15 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
                 up.wait()
                 kills[victim] += 1
                 up = _up(home, env, runs)
+            elif victim in ("leader", "leader+worker"):
+                await_serving(bootstrap, {}, nodes)  # a leader among three serving nodes
+                leader_changes += kill_leader(home, bootstrap, {})
+                kills[victim] += 1
+                if victim == "leader+worker":  # during the election
+                    worker = monkey.choice(WORKERS)
+                    kills[worker] += _kill(home, worker)
+            elif victim == "every broker":
+                kills[victim] += kill_every_node(home) == nodes
             elif _kill(home, victim):
                 kills[victim] += 1
             else:
@@ -368,9 +382,11 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
             timeout=120,
         )
         print(
-            f"\nchaos: {len(operations)} proposals ({len(drafts)} drafts, {len(charges)} charges), "
+            f"\nchaos on {broker} ({nodes} node(s)): {len(operations)} proposals ({len(drafts)} drafts, "
+            f"{len(charges)} charges), "
             f"{republished} records republished, {resent} re-published for want of an answer, {elapsed:.0f} s\n"
-            f"  kills: {dict(kills)}; crash points reached: {dict(crashed)}; restarts by toolgate up: {restarts}\n"
+            f"  kills: {dict(kills)}; leader changes forced: {leader_changes}; crash points reached: "
+            f"{dict(crashed)}; restarts by toolgate up: {restarts}\n"
             f"  answered: {len(answered)}/{len(operations)}; final outcomes {dict(outcomes)}; "
             f"{duplicates} duplicate final observations (at-least-once delivery), {len(split)} with two finals\n"
             f"  invoices: {sum(invoices.values())} for {len(drafts)} draft operations; "
@@ -390,7 +406,12 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
         assert statuses.get("PENDING", 0) == 0
         assert {row for row in approvals} <= {("APPROVED", 2)}, "an approval not decided once, by both approvers"
         assert verified.returncode == 0 and json.loads(verified.stdout)["verdict"] == "intact", verified.stdout
-        assert all(kills[victim] >= 1 for victim in (*WORKERS, "postgres", "broker", "toolgate up")), kills
+        assert all(kills[victim] >= 1 for victim in (*WORKERS, "postgres", *victims(broker), "toolgate up")), kills
+        if broker == "kafka":  # a persistent cluster never needs healing from Postgres
+            assert leader_changes >= 1, "no kill took a leader away"
+            restarted = [(home / f"up-{n}.out").read_text() for n in range(1, len(runs))]
+            assert not [said for said in restarted if "re-drive" in said], "toolgate up re-drove from Postgres"
+            assert "re-drive" not in (home / "up-0.out").read_text().split("toolgate is up", 1)[1]
         assert sum(crashed.values()) >= 1, "no crash point fired"
     finally:
         for thread in (observer, approver):

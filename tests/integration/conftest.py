@@ -6,8 +6,9 @@ registries `toolgate up` prepares (tenants, the agents `cli` and `globex-cli` an
 their keys in the session's home beside the deployment secret; customers and invoices).
 `database` clones the template for each test module (`CREATE DATABASE ... TEMPLATE`, a file
 copy), so no module sees another's rows; `Server.scratch()` gives one test a clone of its own.
-`broker` is one embedded broker for the session, and `topic_prefix` a topic catalog under a
-prefix of each module's own.
+`broker` is one embedded broker for the session (Tansu, or Apache Kafka's nodes under
+TOOLGATE_TEST_BROKER=kafka, as tests/conftest.py `session_broker` says), and `topic_prefix` a
+topic catalog under a prefix of each module's own.
 
 Nothing here starts a worker: a test that goes through the running stages uses `pipeline`
 (tests/conftest.py) and shares its database and topics by nature.
@@ -29,13 +30,17 @@ from psycopg import sql
 
 from toolgate.agent_keys import AgentKeyring
 from toolgate.ops.agents import register_agent
-from toolgate.ops.embedded import Broker, Postgres, start_broker, start_postgres
+from toolgate.ops.embedded import Broker, Postgres, free_port, start_broker, start_postgres
+from toolgate.ops.kafka_broker import KafkaCluster, start_cluster
+from toolgate.ops.kafka_dist import resolve
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.ops.roles import with_database
 from toolgate.ops.up import DEMO_AGENTS, DEMO_SCOPES, DEMO_TENANTS, DEMO_TOKEN_REF, demo_approvers, ensure_secret
-from toolgate.settings import Settings
+from toolgate.settings import Settings, load_settings
 from toolgate.signing import new_key, public_bytes
 from toolgate.topics.catalog import provision
+
+from ..conftest import session_broker
 
 TEMPLATE = "toolgate_template"
 
@@ -137,15 +142,23 @@ def database(postgres: Server, request: pytest.FixtureRequest) -> Iterator[Datab
 
 
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    started = start_broker(tmp_path_factory.mktemp("broker") / "broker.log")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker | KafkaCluster]:
+    kind, nodes = session_broker()
+    started: Broker | KafkaCluster
+    if kind == "kafka":
+        settings = load_settings(use_runtime=False)
+        jars = resolve(settings.kafka_cache, settings.kafka_home)
+        home = tmp_path_factory.mktemp("kafka")
+        started = start_cluster(home, nodes, lambda _: free_port(), jars, settings.kafka_heap_mb)
+    else:
+        started = start_broker(tmp_path_factory.mktemp("broker") / "broker.log")
     try:
         yield started
     finally:
         started.stop()
 
 
-def fresh_topics(broker: Broker, label: str, partitions: int = 2) -> str:
+def fresh_topics(broker: Broker | KafkaCluster, label: str, partitions: int = 2) -> str:
     """The topic catalog under a new prefix of `label`'s on `broker`; the prefix."""
     prefix = f"{label}{uuid.uuid4().hex[:6]}."
     provision(broker.bootstrap, partitions, prefix)
@@ -158,6 +171,6 @@ def topic_prefix(broker: Broker, request: pytest.FixtureRequest) -> str:
     return fresh_topics(broker, _module_label(request).replace("_", "-"))
 
 
-def with_topics(database: Database, broker: Broker, prefix: str) -> Settings:
+def with_topics(database: Database, broker: Broker | KafkaCluster, prefix: str) -> Settings:
     """The settings of a process working on `database` and the catalog under `prefix`."""
     return replace(database.settings, kafka_bootstrap=broker.bootstrap, topic_prefix=prefix)

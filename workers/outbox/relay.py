@@ -37,6 +37,7 @@ from toolgate.kafka_security import client_config
 from toolgate.schemas.models import PayloadKind, TaxonomyClass
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
+from toolgate.workers.outbox.notifications import each_notification
 from toolgate.workers.outbox.producer import IdempotentProducer
 from toolgate.workers.runtime.app import StageApp
 from toolgate.workers.runtime.db import make_pool
@@ -209,8 +210,7 @@ class OutboxRelay:
                 async with await psycopg.AsyncConnection.connect(self.settings.database_url, autocommit=True) as conn:
                     await conn.execute("LISTEN toolgate_outbox")
                     self.wakeup.set()  # rows may have arrived while we were not listening
-                    async for _ in conn.notifies():
-                        self.wakeup.set()
+                    await each_notification(conn, self.wakeup.set)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -60,6 +60,11 @@ class StageConsumer:
                 "enable.auto.commit": True,
                 "auto.commit.interval.ms": 1000,
                 "enable.auto.offset.store": False,
+                # Cooperative rebalancing: a worker that joins or leaves (two workers a stage, one
+                # killed, a broker's failover) moves only the partitions that change owner, and
+                # the others keep flowing meanwhile; with the eager default every partition of the
+                # group stopped and was reassigned. `_revoked` drops only what moved.
+                "partition.assignment.strategy": "cooperative-sticky",
                 "session.timeout.ms": int(settings.session_timeout_s * 1000),
                 "heartbeat.interval.ms": int(settings.heartbeat_interval_s * 1000),
                 # librdkafka refuses a poll interval shorter than the session timeout.

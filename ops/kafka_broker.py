@@ -1,0 +1,372 @@
+"""Apache Kafka for `toolgate up --broker kafka`: N combined broker/controller nodes (KRaft).
+
+Everything lives under the home, so a restart of `toolgate up` finds its cluster as it left it
+(its topics, records, committed offsets and producer state):
+
+| path                               | what                                                        |
+|------------------------------------|-------------------------------------------------------------|
+| `kafka/cluster.json`               | the cluster id, its node count and Kafka version: made once  |
+| `kafka/node-<i>/data/`             | node i's log directory (and metadata log), formatted once    |
+| `kafka/node-<i>/server.properties` | written at every start (its ports come from ports.json)      |
+| `kafka/log4j2.properties`          | the nodes' logging: one line an event, to their log file     |
+| `logs/kafka-<i>.log`               | node i's log                                                 |
+
+A node is formatted (`kafka.tools.StorageTool format`, with the cluster id kept in
+cluster.json) only when its data directory has no `meta.properties`: never again, so nothing is
+lost at a restart. A home made for N nodes is refused with another count (the quorum's voters
+are fixed at format): `--fresh` starts over.
+
+Every node is a controller and a broker, the quorum's voters named statically
+(`controller.quorum.voters`). Replication follows the cluster's size as the topic catalog
+chooses it (topics/catalog.py `Replication`): with three nodes every topic, the consumer
+offsets' and the transaction log's included, has three replicas and refuses a write that fewer
+than two have taken (`min.insync.replicas`); the producers ask for `acks=all`.
+
+Single-machine settings: a group's first rebalance is not delayed (the stages join at once; the
+6 s session timeout they ask for is Kafka's minimum, allowed as it is), the consumer offsets have 10
+partitions (50 by default: 150 replicas made at the first group's join), and toolgate's topics
+are only ever created by its provisioning (no topic is made by a client that names it). The JVM
+runs Kafka's own flags (bin/kafka-run-class.sh) with a heap of `heap_mb` (512 MB by default:
+three nodes take ~1.5 GB of this 24 GiB machine) and dies with `toolgate up` (parent-death
+signal). Unlike the embedded Tansu it is not pinned to a CPU: that measurement was of Tansu's
+runtime (ops/embedded.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolgate.ops.embedded import die_with_parent, wait_for_port
+from toolgate.ops.kafka_dist import Distribution
+from toolgate.topics.catalog import Replication
+
+NODE = "kafka-"  # a node's name, as runtime.json, ports.json and `toolgate status` say it
+READY_S = 120.0
+STOP_S = 60.0
+STABLE_AFTER_S = 30.0  # a node that ran this long before dying is restarted without backoff
+OFFSETS_PARTITIONS = 10
+# bin/kafka-run-class.sh's defaults (KAFKA_JVM_PERFORMANCE_OPTS), and no JVM kept alive by a
+# broken heap.
+JVM_FLAGS = (
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+)
+LOG4J2 = """# toolgate: a Kafka node's log, to its stdout (logs/kafka-<i>.log)
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+# Every configuration's hundreds of values at every start: server.properties says them.
+logger.config.name = org.apache.kafka.common.config.AbstractConfig
+logger.config.level = WARN
+"""
+
+
+def new_cluster_id() -> str:
+    """A cluster id as `kafka-storage random-uuid` makes one: a random UUID in URL-safe base64
+    without padding, never starting with '-' (a command line would take it for an option)."""
+    while True:
+        made = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not made.startswith("-"):
+            return made
+
+
+def node_properties(node_id: int, ports: dict[int, tuple[int, int]], data: Path) -> str:
+    """server.properties of node `node_id` of a cluster whose nodes listen on `ports`
+    (node id -> (client port, controller port))."""
+    port, controller = ports[node_id]
+    replication = Replication.for_brokers(len(ports))
+    voters = ",".join(f"{n}@127.0.0.1:{c}" for n, (_, c) in sorted(ports.items()))
+    settings = {
+        "node.id": node_id,
+        "process.roles": "broker,controller",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "controller.quorum.voters": voters,
+        "log.dirs": data,
+        "default.replication.factor": replication.factor,
+        "min.insync.replicas": replication.min_insync,
+        "offsets.topic.replication.factor": replication.factor,
+        "offsets.topic.num.partitions": OFFSETS_PARTITIONS,
+        "transaction.state.log.replication.factor": replication.factor,
+        "transaction.state.log.min.isr": replication.min_insync,
+        "share.coordinator.state.topic.replication.factor": replication.factor,
+        "share.coordinator.state.topic.min.isr": replication.min_insync,
+        "auto.create.topics.enable": "false",
+        "group.initial.rebalance.delay.ms": 0,
+    }
+    return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+@dataclass
+class KafkaNode:
+    node_id: int
+    port: int
+    controller_port: int
+    directory: Path
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    restarts: int = 0  # in a row, for the backoff
+    started_at: float = 0.0
+    next_start: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return f"{NODE}{self.node_id}"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def data(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def properties(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def exited(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
+
+
+@dataclass
+class KafkaCluster:
+    root: Path  # <home>/kafka
+    cluster_id: str
+    distribution: Distribution
+    heap_mb: int
+    nodes: list[KafkaNode] = field(default_factory=list)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.address for node in self.nodes)
+
+    @property
+    def replication(self) -> Replication:
+        return Replication.for_brokers(len(self.nodes))
+
+    def describe(self) -> dict[str, Any]:
+        """What runtime.json says of the cluster (`broker_cluster`)."""
+        return {
+            "broker": "kafka",
+            "version": self.distribution.version,
+            "cluster_id": self.cluster_id,
+            "nodes": {node.name: node.address for node in self.nodes},
+        }
+
+    def pids(self) -> dict[str, int]:
+        return {node.name: node.process.pid for node in self.nodes if node.process is not None}
+
+    def spawn(self, node: KafkaNode) -> None:
+        """Start `node`'s JVM (once the one before it let go of its data directory)."""
+        _await_unlocked(node.data / ".lock", STOP_S)
+        node.log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv = [
+            _java(),
+            f"-Xms{self.heap_mb}m",
+            f"-Xmx{self.heap_mb}m",
+            *JVM_FLAGS,
+            f"-Dlog4j2.configurationFile={self.root / 'log4j2.properties'}",
+            "-cp",
+            self.distribution.classpath,
+            "kafka.Kafka",
+            str(node.properties),
+        ]
+        with open(node.log_path, "ab") as log:
+            node.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+        node.started_at = time.monotonic()
+
+    def revive(self, say: Callable[[str], None]) -> list[str]:
+        """Start again every node that died, on its ports and with its data (a crash loop backs
+        off, as `toolgate up`'s workers do); the names of those started."""
+        now, started = time.monotonic(), []
+        for node in self.nodes:
+            if not node.exited or now < node.next_start:
+                continue
+            assert node.process is not None
+            node.restarts = 1 if now - node.started_at > STABLE_AFTER_S else node.restarts + 1
+            node.next_start = now + min(30.0, 0.5 * 2 ** min(node.restarts - 1, 6))
+            say(f"{node.name} exited with {node.process.returncode}; restarting on port {node.port} (its data kept)")
+            try:
+                self.spawn(node)
+                assert node.process is not None
+                wait_for_port(node.port, READY_S, node.process)
+            except (RuntimeError, TimeoutError) as exc:
+                say(f"{node.name} did not come back: {exc}; see {node.log_path}")
+            started.append(node.name)
+        return started
+
+    def stop(self) -> None:
+        """Stop every node at once (one by one, the last would wait for a quorum that is gone)."""
+        running = [n.process for n in self.nodes if n.process is not None and n.process.poll() is None]
+        for process in running:
+            process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_S
+        for process in running:
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def start_cluster(
+    home: Path,
+    nodes: int,
+    claim: Callable[[str], int],
+    distribution: Distribution,
+    heap_mb: int = 512,
+) -> KafkaCluster:
+    """The home's Kafka cluster of `nodes` nodes, formatted at its first start, each node on the
+    ports `claim` gives for its name (and `<name>-controller`); returns once every node serves."""
+    root = home / "kafka"
+    cluster = KafkaCluster(root, _cluster_id(root, nodes, distribution.version), distribution, heap_mb)
+    for node_id in range(1, nodes + 1):
+        name = f"{NODE}{node_id}"
+        ports = claim(name), claim(f"{name}-controller")
+        cluster.nodes.append(KafkaNode(node_id, *ports, root / f"node-{node_id}", home / "logs" / f"{name}.log"))
+    every = {node.node_id: (node.port, node.controller_port) for node in cluster.nodes}
+    (root / "log4j2.properties").write_text(LOG4J2)
+    for node in cluster.nodes:
+        node.directory.mkdir(parents=True, exist_ok=True)
+        node.properties.write_text(node_properties(node.node_id, every, node.data))
+    _format(cluster)
+    for node in cluster.nodes:
+        cluster.spawn(node)
+    try:
+        _await_serving(cluster, READY_S)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _cluster_id(root: Path, nodes: int, version: str) -> str:
+    """The cluster id kept in `cluster.json` (made at the first start); a home made for another
+    node count is refused."""
+    path = root / "cluster.json"
+    if path.exists():
+        kept = json.loads(path.read_text())
+        if kept["nodes"] != nodes:
+            raise SystemExit(
+                f"toolgate: the Kafka cluster in {root} has {kept['nodes']} node(s), not {nodes}: "
+                f"start it with --brokers {kept['nodes']}, or start over with --fresh"
+            )
+        return str(kept["cluster_id"])
+    root.mkdir(parents=True, exist_ok=True)
+    cluster_id = new_cluster_id()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"cluster_id": cluster_id, "nodes": nodes, "version": version}, indent=2))
+    tmp.replace(path)
+    return cluster_id
+
+
+def _format(cluster: KafkaCluster) -> None:
+    """Format the storage of every node that has none yet (side by side: a JVM start each)."""
+    pending = [n for n in cluster.nodes if not (n.data / "meta.properties").exists()]
+    formatting = [
+        (
+            node,
+            subprocess.Popen(
+                [
+                    _java(),
+                    f"-Dlog4j2.configurationFile={cluster.root / 'log4j2.properties'}",
+                    "-cp",
+                    cluster.distribution.classpath,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "--cluster-id",
+                    cluster.cluster_id,
+                    "--config",
+                    str(node.properties),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            ),
+        )
+        for node in pending
+    ]
+    for node, process in formatting:
+        output, _ = process.communicate(timeout=READY_S)
+        if process.returncode != 0:
+            tail = "\n".join(output.decode(errors="replace").strip().splitlines()[-10:])
+            raise SystemExit(f"toolgate: formatting {node.name}'s storage in {node.data} failed:\n{tail}")
+
+
+def _await_serving(cluster: KafkaCluster, timeout: float) -> None:
+    """Wait until every node listens and the cluster's metadata lists every one of them."""
+    from confluent_kafka.admin import AdminClient
+
+    deadline = time.monotonic() + timeout
+    for node in cluster.nodes:
+        assert node.process is not None
+        try:
+            wait_for_port(node.port, max(0.1, deadline - time.monotonic()), node.process)
+        except (RuntimeError, TimeoutError) as exc:
+            raise SystemExit(f"toolgate: Kafka node {node.name} did not start: {exc}; see {node.log_path}") from None
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    serving: set[int] = set()
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):  # not answering yet: asked again
+            serving = set(admin.list_topics(timeout=1.0).brokers)
+        if serving >= {node.node_id for node in cluster.nodes}:
+            return
+        for node in cluster.nodes:
+            if node.exited:
+                raise SystemExit(f"toolgate: Kafka node {node.name} exited while starting; see {node.log_path}")
+        time.sleep(0.2)
+    raise SystemExit(f"toolgate: the Kafka cluster serves nodes {sorted(serving)} only after {timeout:g} s")
+
+
+def _await_unlocked(lock: Path, timeout: float) -> None:
+    """Wait while another process (a node of an earlier `toolgate up`, still shutting down)
+    holds a node's data directory: Kafka locks `<log dir>/.lock` with a POSIX record lock."""
+    if not lock.exists():
+        return
+    deadline = time.monotonic() + timeout
+    with open(lock, "a") as held:
+        while True:
+            try:
+                fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.lockf(held, fcntl.LOCK_UN)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{lock} is still held after {timeout:g} s") from None
+                time.sleep(0.2)
+
+
+def _java() -> str:
+    """`$JAVA_HOME/bin/java` if JAVA_HOME is set, else the `java` on PATH (Kafka 4 needs 17+)."""
+    java_home = os.environ.get("JAVA_HOME")
+    found = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not found or not Path(found).exists():
+        raise SystemExit("toolgate: --broker kafka needs Java 17 or later (`java` on PATH, or JAVA_HOME)")
+    return found

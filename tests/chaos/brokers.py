@@ -1,0 +1,86 @@
+"""What the chaos suite kills of the broker, by the broker the session runs on.
+
+On the embedded Tansu (one node, memory only): the broker, which comes back empty, and toolgate
+up re-drives what Postgres holds. On Apache Kafka's three nodes, which keep their data:
+
+* `leader`: the node leading the most partitions of toolgate's topics (the busiest, since every
+  call crosses every topic), SIGKILLed; its partitions elect new leaders among the in-sync
+  replicas, and toolgate up starts the node again with its data. Every partition it led is a
+  leader change the stages' clients must follow.
+* `leader+worker`: the same, and a stage worker killed while the election runs.
+* `every broker`: all three nodes SIGKILLed at once; toolgate up starts them again, each with
+  its data, and nothing is re-driven (healing from Postgres is the embedded broker's, never a
+  persistent cluster's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+NODE = "kafka-"
+
+
+def victims(broker: str) -> list[str]:
+    """The broker's victims in one chaos round."""
+    return ["broker"] if broker == "tansu" else ["leader", "leader+worker", "every broker"]
+
+
+def _runtime(home: Path) -> dict[str, dict[str, int]]:
+    return json.loads((home / "runtime.json").read_text())
+
+
+def _nodes(home: Path) -> dict[str, int]:
+    return {name: pid for name, pid in _runtime(home)["infrastructure"].items() if name.startswith(NODE)}
+
+
+def leaders(bootstrap: str, client_config: dict[str, str]) -> Counter[int]:
+    """How many partitions of toolgate's topics each node leads now."""
+    admin = AdminClient({**client_config, "bootstrap.servers": bootstrap})
+    topics = admin.list_topics(timeout=10).topics
+    return Counter(
+        p.leader
+        for name, topic in topics.items()
+        if name.startswith("tool.")
+        for p in topic.partitions.values()
+        if p.leader >= 0
+    )
+
+
+def kill_leader(home: Path, bootstrap: str, client_config: dict[str, str]) -> int:
+    """SIGKILL the node leading the most partitions; how many it led (each now changes leader)."""
+    led = leaders(bootstrap, client_config)
+    if not led:
+        return 0
+    node, count = led.most_common(1)[0]
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(_nodes(home)[f"{NODE}{node}"], signal.SIGKILL)
+    return count
+
+
+def kill_every_node(home: Path) -> int:
+    """SIGKILL every node at once; how many were killed."""
+    killed = 0
+    for pid in _nodes(home).values():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    return killed
+
+
+def await_serving(bootstrap: str, client_config: dict[str, str], nodes: int, timeout: float = 120.0) -> None:
+    """Wait until every node is back in the cluster's metadata (toolgate up restarts them)."""
+    admin = AdminClient({**client_config, "bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if len(admin.list_topics(timeout=2).brokers) >= nodes:
+                return
+        time.sleep(0.5)

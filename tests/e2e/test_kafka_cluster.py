@@ -1,0 +1,135 @@
+"""`toolgate up --broker kafka --brokers 3`, as it promises (ops/kafka_broker.py): every topic of
+the catalog, and Kafka's consumer offsets, on three replicas with `min.insync.replicas` 2;
+`toolgate status` naming three healthy nodes; and a stop and start on the same home that finds
+the cluster as it was (the same cluster id, no topic made again, nothing re-driven), a call made
+before still on its observation topic and a new call answered.
+
+It runs its own `toolgate up` on a home of its own (three nodes, whatever the session's broker)
+and only when the session runs on Kafka (TOOLGATE_TEST_BROKER=kafka): the default session needs
+nothing but Python, and this module needs Java and Maven.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from toolgate.topics.catalog import describe
+
+from ..conftest import Pipeline, session_broker, started
+
+pytestmark = pytest.mark.skipif(
+    session_broker()[0] != "kafka",
+    reason="Apache Kafka's own promises (three nodes, replication, data kept): the session runs on Tansu "
+    "(TOOLGATE_TEST_BROKER=kafka runs it)",
+)
+THREE = {"TOOLGATE_BROKER": "kafka", "TOOLGATE_BROKERS": "3"}
+TENANTS = ("acme", "globex")
+
+
+@dataclass
+class Restartable:
+    """A `toolgate up` on a home of this module's, stopped and started again on demand."""
+
+    home: Path
+    stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    pipeline: Pipeline | None = None
+
+    def start(self) -> Pipeline:
+        self.pipeline = self.stack.enter_context(started(self.home, **THREE))
+        return self.pipeline
+
+    def restart(self) -> Pipeline:
+        self.stack.close()
+        self.stack = contextlib.ExitStack()
+        return self.start()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Restartable]:
+    running = Restartable(tmp_path_factory.mktemp("kafka-three"))
+    with running.stack:
+        running.start()
+        yield running
+    running.stack.close()
+
+
+def admin(pipeline: Pipeline) -> AdminClient:
+    return AdminClient({"bootstrap.servers": pipeline.runtime["kafka_bootstrap"]})
+
+
+def status(pipeline: Pipeline) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "toolgate.cli", "status", "--json"],
+        env=pipeline.env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_every_topic_has_three_replicas_and_needs_two_for_a_write(cluster: Restartable) -> None:
+    pipeline = cluster.pipeline
+    assert pipeline is not None
+    pipeline.call("invoice.fetch", {"invoice_id": "inv_acme0001"})  # every stage's group has joined
+    client = admin(pipeline)
+    metadata = client.list_topics(timeout=10).topics
+    names = [name for name, _ in describe("", TENANTS)]
+    assert len(names) == 11  # seven shared, two for each tenant
+    for name in [*names, "__consumer_offsets"]:
+        partitions = metadata[name].partitions
+        assert partitions, name
+        for p in partitions.values():
+            assert sorted(p.replicas) == [1, 2, 3] and sorted(p.isrs) == [1, 2, 3], (name, p.id, p.replicas, p.isrs)
+    described = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name) for name in names])
+    for resource, future in described.items():
+        assert future.result(timeout=10)["min.insync.replicas"].value == "2", resource.name
+
+
+def test_status_names_the_three_nodes_healthy(cluster: Restartable) -> None:
+    pipeline = cluster.pipeline
+    assert pipeline is not None
+    code, report = status(pipeline)
+    assert code == 0, report["findings"]
+    broker = report["broker"]
+    assert (broker["broker"], broker["version"]) == ("kafka", "4.4.0")
+    assert [(n["name"], n["serving"]) for n in broker["nodes"]] == [
+        ("kafka-1", True),
+        ("kafka-2", True),
+        ("kafka-3", True),
+    ]
+    infrastructure = {p["name"]: p["alive"] for p in report["infrastructure"]}
+    assert infrastructure == {"kafka-1": True, "kafka-2": True, "kafka-3": True, "postgres": True}
+
+
+def test_a_restart_on_the_same_home_keeps_the_cluster_and_its_records(cluster: Restartable) -> None:
+    before = cluster.pipeline
+    assert before is not None
+    answered = before.call("invoice.fetch", {"invoice_id": "inv_acme0001"})
+    call_id = answered["tool_identity"]["call_id"]
+    assert answered["status"]["taxonomy_class"] == "SUCCESS"
+    formatted = {p: p.read_text() for p in sorted((cluster.home / "kafka").glob("node-*/data/meta.properties"))}
+    cluster_id = json.loads((cluster.home / "kafka" / "cluster.json").read_text())["cluster_id"]
+    assert len(formatted) == 3 and all(f"cluster.id={cluster_id}" in text for text in formatted.values())
+
+    after = cluster.restart()
+
+    said = (cluster.home / "up.out").read_text()
+    assert "topics     0 created" in said, said
+    assert "re-drive" not in said, said
+    assert json.loads((cluster.home / "kafka" / "cluster.json").read_text())["cluster_id"] == cluster_id
+    assert {p: p.read_text() for p in formatted} == formatted  # no node formatted again
+    kept = [seen.call_id for seen in after.client.observations(tenant_id="acme", call_ids=[call_id], idle_timeout=5.0)]
+    assert call_id in kept
+    again = after.call("invoice.fetch", {"invoice_id": "inv_acme0001"})
+    assert again["tool_identity"]["call_id"] != call_id and again["status"]["taxonomy_class"] == "SUCCESS"

@@ -1,0 +1,54 @@
+"""CI's guard on the Kafka tier (.ci/ran_on_kafka.py): a tier that ran nothing, or skipped a
+Kafka-only module, fails."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MODULE = "tests/e2e/test_kafka_cluster.py"
+
+
+def guard() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("ran_on_kafka", REPO / ".ci" / "ran_on_kafka.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def report(tmp_path: Path, cases: str) -> str:
+    path = tmp_path / "report.xml"
+    path.write_text(f'<testsuites><testsuite name="pytest">{cases}</testsuite></testsuites>')
+    return str(path)
+
+
+CLUSTER_RAN = '<testcase classname="tests.e2e.test_kafka_cluster" name="test_a" />'
+CLUSTER_SKIPPED = '<testcase classname="tests.e2e.test_kafka_cluster" name="test_a"><skipped /></testcase>'
+PIPELINE_RAN = '<testcase classname="tests.e2e.test_pipeline" name="test_b" />'
+
+
+@pytest.mark.parametrize(
+    ("cases", "code"),
+    [
+        (CLUSTER_RAN + PIPELINE_RAN, 0),
+        (CLUSTER_SKIPPED + PIPELINE_RAN, 1),  # fell back to Tansu: the Kafka-only module skipped
+        (PIPELINE_RAN, 1),  # the Kafka-only module not even collected
+        ("", 1),  # nothing ran at all
+    ],
+)
+def test_the_tier_passes_only_when_its_kafka_only_module_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cases: str, code: int
+) -> None:
+    monkeypatch.setattr("sys.argv", ["ran_on_kafka", report(tmp_path, cases), "--module", MODULE])
+    assert guard().main() == code
+
+
+def test_failures_count_as_run_but_not_as_the_module_having_passed(tmp_path: Path) -> None:
+    failed = '<testcase classname="tests.e2e.test_kafka_cluster" name="test_a"><failure message="x"/></testcase>'
+    seen = guard().outcomes([report(tmp_path, failed)])
+    assert seen[MODULE]["failed"] == 1 and seen[MODULE]["passed"] == 0
