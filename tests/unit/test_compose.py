@@ -19,6 +19,8 @@ import yaml
 
 from toolgate.cli.main import app
 from toolgate.contracts.registry import load_registry
+from toolgate.ops.kafka_broker import node_properties
+from toolgate.ops.kafka_dist import KAFKA_VERSION
 from toolgate.settings import ENV_VARS
 from toolgate.workers.stages import STAGES
 
@@ -45,6 +47,32 @@ def test_infrastructure_is_apache_kafka_in_kraft_mode_and_postgres() -> None:
     assert "controller" in kafka_env["KAFKA_PROCESS_ROLES"] and "broker" in kafka_env["KAFKA_PROCESS_ROLES"]
     assert kafka_env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"  # the catalog provisions topics
     assert SERVICES["postgres"]["image"].startswith("postgres:")
+
+
+# What a node's properties say of where it is and who it is: each deployment says its own.
+PLACE = {
+    "node.id",
+    "process.roles",
+    "listeners",
+    "advertised.listeners",
+    "listener.security.protocol.map",
+    "controller.listener.names",
+    "inter.broker.listener.name",
+    "controller.quorum.voters",
+    "log.dirs",
+}
+
+
+def test_kafka_is_the_version_and_has_the_settings_the_suite_ran() -> None:
+    """The compose file's Kafka is the one `toolgate up --broker kafka` runs and the Kafka tier
+    tested (ops/kafka_dist.py), configured as ops/kafka_broker.py configures a one-node cluster:
+    every setting beyond the node's place, the same, as KAFKA_<NAME> variables."""
+    assert SERVICES["kafka"]["image"] == f"apache/kafka:{KAFKA_VERSION}"
+    lines = node_properties(1, {1: (9092, 9093)}, Path("/var/lib/kafka/data")).splitlines()
+    ours = dict(line.split("=", 1) for line in lines if line)
+    wanted = {f"KAFKA_{k.upper().replace('.', '_')}": v for k, v in ours.items() if k not in PLACE}
+    kafka_env = env_of("kafka")
+    assert {k: kafka_env.get(k) for k in wanted} == wanted
 
 
 @pytest.mark.parametrize("stage", STAGES)
