@@ -38,8 +38,9 @@ from toolgate.deployment_keys import DeploymentKeys, key_id_of
 from toolgate.keyset import KeyEntry, Keyset, KeysetError, KeyState, Step, iso, parse, promote, render, retire, stage
 from toolgate.secrets import SecretProvider, env_name
 from toolgate.settings import Settings
+from toolgate.workers.runtime.key_holders import HEARTBEAT_S
 
-LIVE_S = 30.0  # a stage that reported within this long is running
+LIVE_S = 3 * HEARTBEAT_S  # a stage that reported within this long is running
 HOLDERS = """
 SELECT host, stage, pid, seals, accepts, extract(epoch FROM now() - seen_at)::float8 FROM toolgate.key_holders
 WHERE seen_at > now() - make_interval(secs => %s) ORDER BY host, stage, pid
