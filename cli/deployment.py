@@ -22,6 +22,13 @@ def up(
         typer.Option(help="tansu (embedded, in memory; the default) or kafka (Apache Kafka, data kept in the home)"),
     ] = None,
     brokers: Annotated[int, typer.Option(help="with --broker kafka: how many nodes (3 for replication)")] = 0,
+    secure: Annotated[
+        bool,
+        typer.Option(
+            "--secure",
+            help="with --broker kafka: SASL_SSL (SCRAM-SHA-512), an authorizer, ACLs applied, a principal per worker",
+        ),
+    ] = False,
 ) -> None:
     """Start everything: broker and Postgres (embedded unless configured), topics, all workers."""
     from toolgate.ops.up import up as run_up
@@ -31,6 +38,8 @@ def up(
         overrides["broker"] = broker
     if brokers:
         overrides["brokers"] = brokers
+    if secure:
+        overrides["kafka_secure"] = True
     # `up` writes the runtime file; it never reads a stale one left by an earlier run.
     run_up(load_settings(use_runtime=False, **overrides), demo=demo, fresh=fresh)
 
@@ -141,7 +150,7 @@ def topics(provision_: Annotated[bool, typer.Option("--provision", help="create 
 
     settings = load_settings()
     if provision_:
-        from toolgate.kafka_security import client_config
+        from toolgate.kafka_security import ADMIN, client_config
         from toolgate.ops.agents import registered_tenants
 
         infra = settings.require_infrastructure()
@@ -150,7 +159,7 @@ def topics(provision_: Annotated[bool, typer.Option("--provision", help="create 
             settings.partitions,
             settings.topic_prefix,
             tenants=registered_tenants(infra.database_url),
-            client_config=client_config(settings),
+            client_config=client_config(settings, ADMIN),
         )
         console.print(f"created: {', '.join(created) or 'nothing, all present'}")
     for name, spec in describe(settings.topic_prefix):

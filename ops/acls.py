@@ -58,7 +58,7 @@ from confluent_kafka.admin import (
 )
 
 from toolgate.agent_keys import reserved
-from toolgate.kafka_security import client_config
+from toolgate.kafka_security import ADMIN, client_config
 from toolgate.ops.agents import list_agents, registered_tenants
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
@@ -389,8 +389,9 @@ def plan_from_registry(
 
 
 def admin_for(settings: Settings) -> AdminClient:
-    """An admin client of the deployment's Kafka, as this process's principal."""
-    return AdminClient({**client_config(settings), "bootstrap.servers": settings.kafka_bootstrap})
+    """An admin client of the deployment's Kafka, as this process's principal (on a secured
+    home, its admin: toolgate.kafka_security `home_security`)."""
+    return AdminClient({**client_config(settings, ADMIN), "bootstrap.servers": settings.kafka_bootstrap})
 
 
 def apply_to(settings: Settings, acls: list[AclBinding]) -> list[str]:
