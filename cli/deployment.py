@@ -81,7 +81,10 @@ def setup(
     ] = False,
     approval_service: Annotated[
         list[str] | None,
-        typer.Option(help="an approval service's principal, e.g. User:approvals (=acme,globex to limit its tenants)"),
+        typer.Option(
+            help="an approval service's principal, e.g. User:approvals (=acme,globex to limit its tenants); "
+            "on a home `toolgate up --secure` runs, its own unless given"
+        ),
     ] = None,
     operator: Annotated[list[str] | None, typer.Option(help="an operator's principal")] = None,
     door: Annotated[
@@ -94,12 +97,15 @@ def setup(
     User:toolgate-<stage>, the MCP door as User:toolgate-mcp), and with --prune it reconciles:
     bindings on toolgate's topics and groups that the plan lacks (a revoked agent's) are deleted."""
     from toolgate.ops import acls as acl
+    from toolgate.ops.kafka_credentials import home_approval_services
     from toolgate.ops.up import prepare
 
     settings = running()
     prepare(settings, settings.kafka_bootstrap, settings.admin_url, demo, console.print)
     if acls:
-        principals = (approval_service or [], operator or [acl.OPERATOR_PRINCIPAL], door or [acl.DOOR_PRINCIPAL])
+        # On a home `toolgate up --secure` runs, its approval services unless others are named.
+        services = approval_service or home_approval_services(settings.home)
+        principals = (services, operator or [acl.OPERATOR_PRINCIPAL], door or [acl.DOOR_PRINCIPAL])
         _apply_acls(settings, principals, dry_run, prune)
 
 

@@ -241,3 +241,9 @@ def grant(settings: Settings, say: Callable[[str], None]) -> list[str]:
     created = apply(admin, bindings(plan))
     say(f"security   SASL_SSL {MECHANISM.value}: {len(every)} principals, {len(created)} ACL bindings applied")
     return every
+
+
+def home_approval_services(home: Path) -> list[str]:
+    """The approval services a secured home runs (what `setup --acls` plans when told none)."""
+    path = home / HOME_SECURITY
+    return list(json.loads(path.read_text())["approval_services"]) if path.is_file() else []
