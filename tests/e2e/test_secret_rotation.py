@@ -32,6 +32,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from toolgate.deployment_keys import DeploymentKeys
 from toolgate.ed25519 import PublicKey
 from toolgate.integrity import KEY_HEADER, EdgeVerifier, raw_header
+from toolgate.kafka_security import ADMIN
 from toolgate.keyset import parse
 from toolgate.settings import Settings
 from toolgate.signing import Keyring
@@ -173,8 +174,9 @@ class Approver:
         self.client.close()
 
 
-def read_topic(bootstrap: str, topic: str) -> list[Any]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rot-{uuid.uuid4().hex[:8]}"})
+def read_topic(kafka: dict[str, str], topic: str) -> list[Any]:
+    """Every record of `topic`, read with `kafka`'s client settings (Pipeline.kafka)."""
+    consumer = Consumer({**kafka, "group.id": f"rot-{uuid.uuid4().hex[:8]}"})
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
@@ -224,8 +226,9 @@ def test_a_rotation_under_load_loses_no_call_and_refuses_no_genuine_record(
         client.close()
     second, third = phases[2][2], phases[-1][2]
     assert not load.errors, load.errors
-    observations = read_topic(deployment.runtime["kafka_bootstrap"], "tool.observations.acme")
-    letters = read_topic(deployment.runtime["kafka_bootstrap"], "tool.deadletter")
+    # As the admin on a secured cluster: the dead letters are the operator's, acme's answers its agent's.
+    observations = read_topic(deployment.kafka(ADMIN), "tool.observations.acme")
+    letters = read_topic(deployment.kafka(ADMIN), "tool.deadletter")
     forged = deployment.sql("SELECT count(*) FROM toolgate.audit_log WHERE action = 'forged_record'")[0][0]
     report(load, finals, [phase for phase, *_ in phases], letters, observations)
 
