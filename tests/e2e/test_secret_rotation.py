@@ -14,6 +14,7 @@ what the commands printed."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -32,7 +33,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from toolgate.deployment_keys import DeploymentKeys
 from toolgate.ed25519 import PublicKey
 from toolgate.integrity import KEY_HEADER, EdgeVerifier, raw_header
-from toolgate.kafka_security import ADMIN
+from toolgate.kafka_security import ADMIN, APPROVALS, DOOR, scram_ref
 from toolgate.keyset import parse
 from toolgate.settings import Settings
 from toolgate.signing import Keyring
@@ -41,7 +42,7 @@ from toolgate.topics.headers import CALL_ID, pairs
 from toolgate.workers.runtime.audit import checkpoint_bytes
 from toolgate.workers.runtime.checkpoint_keys import TrustedKeys
 
-from ..conftest import started
+from ..conftest import session_secure, started
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -156,7 +157,7 @@ class Approver:
     """An approval service started before the rotation: approves each packet it sees, as carol."""
 
     def __init__(self, deployment: Deployment, settings: Settings) -> None:
-        self.client = ApprovalClient.from_settings(settings, client_id="rotation-approver")
+        self.client = ApprovalClient.from_settings(settings, client_id="rotation-approver", role=APPROVALS)
         self.key = Keyring(deployment.home / "approvers").load("carol")
         self.stop = threading.Event()
         self.approved: list[str] = []
@@ -212,8 +213,10 @@ def test_a_rotation_under_load_loses_no_call_and_refuses_no_genuine_record(
     deployment: Deployment, tmp_path: Path
 ) -> None:
     settings = deployment.settings(tmp_path)  # a client here holds no secret: it reads runtime.json
+    for user in ("toolgate-mcp", "toolgate-approvals") if session_secure() else ():  # but its Kafka password
+        shutil.copy2(deployment.home / "secrets" / scram_ref(user), tmp_path / scram_ref(user))
     first = current_key(deployment)
-    client = ToolgateClient.from_settings(settings, client_id="rotation")
+    client = ToolgateClient.from_settings(settings, client_id="rotation", role=DOOR)
     assert client.verifier is not None and client.verifier.key_ids == [first.key_id]
     approver = Approver(deployment, settings)
     load = Load(client)
