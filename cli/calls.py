@@ -47,9 +47,10 @@ def propose(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Publish a tool-call proposal, signed as the agent; print its call_id (with --wait, its observation)."""
+    from toolgate.kafka_security import agent_role
     from toolgate.topics.client import ToolgateClient
 
-    client = ToolgateClient.from_settings()
+    client = ToolgateClient.from_settings(role=agent_role(agent))
     sent = client.propose(
         tool,
         args,
@@ -98,9 +99,10 @@ def observe(
 ) -> None:
     """Print a tenant's observations (all, one run's, or one call's), each checked against the
     deployment's signature."""
+    from toolgate.kafka_security import agent_role
     from toolgate.topics.client import ToolgateClient
 
-    client = ToolgateClient.from_settings()
+    client = ToolgateClient.from_settings(role=agent_role(agent))
     for seen in client.observations(
         tenant_id=tenant or _agent_tenant(agent),
         run_id=run_id,
@@ -132,11 +134,10 @@ def compensate(
 ) -> None:
     """Run the compensation tool of an earlier call through the pipeline (it is then COMPENSATED)."""
     from toolgate.ops.compensate import compensate as run_compensation
-    from toolgate.topics.client import ToolgateClient
 
     settings = running()
-    sent = run_compensation(settings, call_id, tenant, agent)
-    observation = ToolgateClient.from_settings(settings).wait(sent, timeout=timeout).as_json() if wait else None
+    sent, client = run_compensation(settings, call_id, tenant, agent)
+    observation = client.wait(sent, timeout=timeout).as_json() if wait else None
     if as_json:
         print_json({"call_id": sent.call_id, "compensation_of": call_id, "observation": observation})
     else:

@@ -22,6 +22,13 @@ def up(
         typer.Option(help="tansu (embedded, in memory; the default) or kafka (Apache Kafka, data kept in the home)"),
     ] = None,
     brokers: Annotated[int, typer.Option(help="with --broker kafka: how many nodes (3 for replication)")] = 0,
+    secure: Annotated[
+        bool,
+        typer.Option(
+            "--secure",
+            help="with --broker kafka: SASL_SSL (SCRAM-SHA-512), an authorizer, ACLs applied, a principal per worker",
+        ),
+    ] = False,
 ) -> None:
     """Start everything: broker and Postgres (embedded unless configured), topics, all workers."""
     from toolgate.ops.up import up as run_up
@@ -31,6 +38,8 @@ def up(
         overrides["broker"] = broker
     if brokers:
         overrides["brokers"] = brokers
+    if secure:
+        overrides["kafka_secure"] = True
     # `up` writes the runtime file; it never reads a stale one left by an earlier run.
     run_up(load_settings(use_runtime=False, **overrides), demo=demo, fresh=fresh)
 
@@ -72,7 +81,10 @@ def setup(
     ] = False,
     approval_service: Annotated[
         list[str] | None,
-        typer.Option(help="an approval service's principal, e.g. User:approvals (=acme,globex to limit its tenants)"),
+        typer.Option(
+            help="an approval service's principal, e.g. User:approvals (=acme,globex to limit its tenants); "
+            "on a home `toolgate up --secure` runs, its own unless given"
+        ),
     ] = None,
     operator: Annotated[list[str] | None, typer.Option(help="an operator's principal")] = None,
     door: Annotated[
@@ -85,12 +97,15 @@ def setup(
     User:toolgate-<stage>, the MCP door as User:toolgate-mcp), and with --prune it reconciles:
     bindings on toolgate's topics and groups that the plan lacks (a revoked agent's) are deleted."""
     from toolgate.ops import acls as acl
+    from toolgate.ops.kafka_credentials import home_approval_services
     from toolgate.ops.up import prepare
 
     settings = running()
     prepare(settings, settings.kafka_bootstrap, settings.admin_url, demo, console.print)
     if acls:
-        principals = (approval_service or [], operator or [acl.OPERATOR_PRINCIPAL], door or [acl.DOOR_PRINCIPAL])
+        # On a home `toolgate up --secure` runs, its approval services unless others are named.
+        services = approval_service or home_approval_services(settings.home)
+        principals = (services, operator or [acl.OPERATOR_PRINCIPAL], door or [acl.DOOR_PRINCIPAL])
         _apply_acls(settings, principals, dry_run, prune)
 
 
@@ -141,7 +156,7 @@ def topics(provision_: Annotated[bool, typer.Option("--provision", help="create 
 
     settings = load_settings()
     if provision_:
-        from toolgate.kafka_security import client_config
+        from toolgate.kafka_security import ADMIN, client_config
         from toolgate.ops.agents import registered_tenants
 
         infra = settings.require_infrastructure()
@@ -150,7 +165,7 @@ def topics(provision_: Annotated[bool, typer.Option("--provision", help="create 
             settings.partitions,
             settings.topic_prefix,
             tenants=registered_tenants(infra.database_url),
-            client_config=client_config(settings),
+            client_config=client_config(settings, ADMIN),
         )
         console.print(f"created: {', '.join(created) or 'nothing, all present'}")
     for name, spec in describe(settings.topic_prefix):

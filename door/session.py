@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from toolgate.contracts.registry import load_registry
 from toolgate.door import calls, results, tools
+from toolgate.kafka_security import DOOR
 from toolgate.ops import agent_tokens
 from toolgate.schemas.reference import observation_schema
 from toolgate.settings import Settings
@@ -68,7 +69,7 @@ class Door:
         self.contract_tools = tools.contract_tools(self.registry, schema)
         self.listed: list[Tool] = [t for t, _ in self.contract_tools.values()]
         self.listed += tools.door_tools(sorted(self.contract_tools), schema)
-        self.client = ToolgateClient.from_settings(settings, client_id="toolgate-mcp")
+        self.client = ToolgateClient.from_settings(settings, client_id="toolgate-mcp", role=DOOR)
         self.pool = AsyncConnectionPool(
             settings.database_url, min_size=1, max_size=4, kwargs={"autocommit": True}, open=False
         )

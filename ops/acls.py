@@ -19,6 +19,8 @@ principal), and `--prune` deletes the bindings the plan no longer has (ops/acl_p
 | MCP door         | WRITE+DESCRIBE proposals; READ+DESCRIBE observations.T of its  | READ toolgate-observer-*  |
 |                  | tenants (all tenants: the PREFIXED family)                     |                           |
 | operator         | READ+WRITE deadletter, proposals and the internal topics       | READ toolgate-dlq-*       |
+| reconciliation   | (beyond its stage rights) READ what the stages read, to measure | DESCRIBE each stage's     |
+|                  | their consumer lag (ops/gauges.py, as `toolgate status` does)   | group                     |
 
 Every principal that writes also gets IDEMPOTENT_WRITE on the cluster: toolgate's
 confluent-kafka producers (agents' `ToolgateClient`, approval services, `dlq replay`, the
@@ -58,7 +60,7 @@ from confluent_kafka.admin import (
 )
 
 from toolgate.agent_keys import reserved
-from toolgate.kafka_security import client_config
+from toolgate.kafka_security import ADMIN, client_config
 from toolgate.ops.agents import list_agents, registered_tenants
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
@@ -214,6 +216,22 @@ def _stage(plan: AclPlan, topics: Topics, stage: str, rights: StageRights) -> li
     return out
 
 
+def _gauges(plan: AclPlan, topics: Topics) -> list[AclBinding]:
+    """What the reconciliation stage's gauges read to sample each stage's consumer lag: the
+    topics the stages consume (assigned, read to their end, never committed) and, to see where
+    each stage's group stands, DESCRIBE of its group (not READ: it must never join one)."""
+    principal = plan.stage_principal("reconciliation")
+    out: list[AclBinding] = []
+    for stage, rights in STAGE_RIGHTS.items():
+        if rights.consumes_with_group:
+            out += [_topic(principal, *_every_tenant(topics, logical), READ) for logical in rights.reads]
+            group = stage_group(plan.prefix, stage)
+            out.append(
+                AclBinding(ResourceType.GROUP, group, LITERAL, principal, "*", DESCRIBE, AclPermissionType.ALLOW)
+            )
+    return out
+
+
 def _agent(topics: Topics, tenant: str, principal: str) -> list[AclBinding]:
     observations = topics.name("observations", tenant)
     return [
@@ -273,6 +291,7 @@ def bindings(plan: AclPlan) -> list[AclBinding]:
     out: list[AclBinding] = []
     for stage, rights in STAGE_RIGHTS.items():
         out += _stage(plan, topics, stage, rights)
+    out += _gauges(plan, topics)
     for tenant, principals in plan.agents.items():
         for principal in principals:
             out += _agent(topics, tenant, principal)
@@ -389,8 +408,9 @@ def plan_from_registry(
 
 
 def admin_for(settings: Settings) -> AdminClient:
-    """An admin client of the deployment's Kafka, as this process's principal."""
-    return AdminClient({**client_config(settings), "bootstrap.servers": settings.kafka_bootstrap})
+    """An admin client of the deployment's Kafka, as this process's principal (on a secured
+    home, its admin: toolgate.kafka_security `home_security`)."""
+    return AdminClient({**client_config(settings, ADMIN), "bootstrap.servers": settings.kafka_bootstrap})
 
 
 def apply_to(settings: Settings, acls: list[AclBinding]) -> list[str]:

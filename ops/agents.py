@@ -23,7 +23,7 @@ import psycopg
 
 from toolgate.agent_keys import AgentKeyring, check_name, key_id_of, read_public_key
 from toolgate.errors import PermanentError
-from toolgate.kafka_security import client_config
+from toolgate.kafka_security import ADMIN, client_config
 from toolgate.settings import Settings
 from toolgate.signing import new_key, public_bytes
 from toolgate.states import RegistryStatus
@@ -74,7 +74,7 @@ def add_tenant(settings: Settings, tenant: str, actor: str = "operator") -> list
         settings.partitions,
         settings.topic_prefix,
         tenants=[tenant],
-        client_config=client_config(settings),
+        client_config=client_config(settings, ADMIN),
     )
 
 

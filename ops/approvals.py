@@ -20,7 +20,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from toolgate.kafka_security import client_config
+from toolgate.kafka_security import APPROVALS, client_config
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
 from toolgate.signing import Keyring
@@ -182,7 +182,7 @@ def decide(settings: Settings, approval_id: str, approver: str, approve: bool, r
         settings.kafka_bootstrap,
         settings.topic_prefix,
         client_id=f"toolgate-approver-{approver}",
-        kafka_config=client_config(settings),
+        kafka_config=client_config(settings, APPROVALS),
     )
     return client.decide(packet, approver_id=approver, key=key, approve=approve, reason=reason)
 

@@ -38,6 +38,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from toolgate.agent_keys import AgentSigner
 from toolgate.contracts.registry import load_registry
+from toolgate.kafka_security import agent_role
 from toolgate.ops.bench_cpu import CpuMeter
 from toolgate.ops.bench_disk import DiskMeter
 from toolgate.ops.bench_hops import TopicTimes
@@ -205,7 +206,7 @@ def run_bench(
     contract = load_registry(settings.contracts_dir).resolve(tool, "latest")
     example = json.dumps(contract.document["affordance"]["examples"][0]["arguments"])
     scopes = list(contract.required_scopes)
-    client = ToolgateClient.from_settings(settings, client_id="toolgate-bench")
+    client = ToolgateClient.from_settings(settings, client_id="toolgate-bench", role=agent_role(agent))
     run_prefix = f"bench_{uuid.uuid4().hex[:10]}_"
     work = _Workload(client, client.signer(agent), tool, example, scopes, run_prefix, 1 if sign_each else TREE_MAX)
     # Connected before the clock starts, as an agent connects as it starts: a call's latency is

@@ -15,6 +15,7 @@ import json
 import psycopg
 
 from toolgate.contracts.registry import load_registry
+from toolgate.kafka_security import agent_role
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import StageRecord
 from toolgate.settings import Settings
@@ -28,7 +29,11 @@ FROM toolgate.idempotency_keys WHERE call_id = %s AND (%s::text IS NULL OR tenan
 """
 
 
-def compensate(settings: Settings, call_id: str, tenant: str | None = None, agent: str | None = None) -> Proposed:
+def compensate(
+    settings: Settings, call_id: str, tenant: str | None = None, agent: str | None = None
+) -> tuple[Proposed, ToolgateClient]:
+    """Propose the compensation of `call_id`, signed as `agent` (the call's own unless given);
+    the proposal, and the client that made it (connected as that agent) to wait with."""
     with psycopg.connect(settings.database_url) as conn:
         rows = conn.execute(FIND, (call_id, tenant, tenant)).fetchall()
     if not rows:
@@ -47,15 +52,15 @@ def compensate(settings: Settings, call_id: str, tenant: str | None = None, agen
     original = codec().decode(bytes(request), StageRecord)
     arguments = arguments_for(template, original.arguments, (response or {}).get("data") or {})
     scopes = list(registry.resolve(tool, "latest").required_scopes)
-    client = ToolgateClient.from_settings(settings, client_id="toolgate-compensate")
     agent = agent or original.principal.agent_id
+    client = ToolgateClient.from_settings(settings, client_id="toolgate-compensate", role=agent_role(agent))
     try:
         signer = client.signer(agent)
     except KeyError:
         raise SystemExit(
             f"agent {agent} has no key on this machine; name an agent of {tenant_id} with --agent"
         ) from None
-    return client.propose(
+    sent = client.propose(
         tool,
         json.dumps(arguments),
         signer=signer,
@@ -68,3 +73,4 @@ def compensate(settings: Settings, call_id: str, tenant: str | None = None, agen
         compensation_of=call_id,
         watch=True,
     )
+    return sent, client

@@ -32,7 +32,7 @@ import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from toolgate.integrity import MACED, Sealer, deployment_keys
-from toolgate.kafka_security import client_config
+from toolgate.kafka_security import OPERATOR, client_config
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import DeadLetter, PayloadKind, StageBatch
 from toolgate.settings import Settings
@@ -68,7 +68,7 @@ def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[Letter]:
     sealer = Sealer(deployment_keys(settings), Topics(settings.topic_prefix))
     consumer = Consumer(
         {
-            **client_config(settings),
+            **client_config(settings, OPERATOR),
             "bootstrap.servers": settings.kafka_bootstrap,
             "group.id": f"toolgate-dlq-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
@@ -188,7 +188,7 @@ def replay(settings: Settings, dead_letter_id: str, actor: str, allow_stale: boo
     partition = (
         letter.source_partition if (letter.payload_kind is PayloadKind.STAGE_ITEM or letter.key is None) else None
     )
-    client = ToolgateClient.from_settings(settings, client_id="toolgate-dlq")
+    client = ToolgateClient.from_settings(settings, client_id="toolgate-dlq", role=OPERATOR)
     client.publish_raw(target, letter.key, value, sealer.seal(target, letter.key, value, headers), partition)
     client.flush()
     _record(settings, letter, "replayed", actor, note)

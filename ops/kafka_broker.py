@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgate.ops.embedded import die_with_parent, wait_for_port
+from toolgate.ops.kafka_credentials import BrokerSecurity
 from toolgate.ops.kafka_dist import Distribution
 from toolgate.topics.catalog import Replication
 
@@ -93,20 +94,23 @@ def new_cluster_id() -> str:
             return made
 
 
-def node_properties(node_id: int, ports: dict[int, tuple[int, int]], data: Path) -> str:
+def node_properties(
+    node_id: int,
+    ports: dict[int, tuple[int, int]],
+    data: Path,
+    security: BrokerSecurity | None = None,
+    internal_port: int = 0,
+) -> str:
     """server.properties of node `node_id` of a cluster whose nodes listen on `ports`
-    (node id -> (client port, controller port))."""
+    (node id -> (client port, controller port)); secured (ops/kafka_credentials.py), its nodes
+    talk to each other on `internal_port`."""
     port, controller = ports[node_id]
     replication = Replication.for_brokers(len(ports))
     voters = ",".join(f"{n}@127.0.0.1:{c}" for n, (_, c) in sorted(ports.items()))
-    settings = {
+    settings: dict[str, object] = {
         "node.id": node_id,
         "process.roles": "broker,controller",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
+        **_listeners(port, controller, internal_port if security is not None else None),
         "controller.quorum.voters": voters,
         "log.dirs": data,
         "default.replication.factor": replication.factor,
@@ -119,8 +123,29 @@ def node_properties(node_id: int, ports: dict[int, tuple[int, int]], data: Path)
         "share.coordinator.state.topic.min.isr": replication.min_insync,
         "auto.create.topics.enable": "false",
         "group.initial.rebalance.delay.ms": 0,
+        **(security.properties() if security is not None else {}),
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def _listeners(port: int, controller: int, internal: int | None) -> dict[str, object]:
+    """PLAINTEXT clients and controllers; or, secured, SASL_SSL on three listeners: clients',
+    the nodes' among themselves, the controllers'."""
+    if internal is None:
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+        }
+    return {
+        "listeners": f"CLIENT://127.0.0.1:{port},BROKER://127.0.0.1:{internal},CONTROLLER://127.0.0.1:{controller}",
+        "advertised.listeners": f"CLIENT://127.0.0.1:{port},BROKER://127.0.0.1:{internal}",
+        "listener.security.protocol.map": "CLIENT:SASL_SSL,BROKER:SASL_SSL,CONTROLLER:SASL_SSL",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "BROKER",
+    }
 
 
 @dataclass
@@ -130,6 +155,7 @@ class KafkaNode:
     controller_port: int
     directory: Path
     log_path: Path
+    internal_port: int = 0  # secured: where the nodes talk to each other
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0  # in a row, for the backoff
     started_at: float = 0.0
@@ -162,6 +188,8 @@ class KafkaCluster:
     cluster_id: str
     distribution: Distribution
     heap_mb: int
+    security: BrokerSecurity | None = None
+    client: dict[str, str] = field(default_factory=dict)  # how toolgate up's admin connects
     nodes: list[KafkaNode] = field(default_factory=list)
 
     @property
@@ -174,12 +202,18 @@ class KafkaCluster:
 
     def describe(self) -> dict[str, Any]:
         """What runtime.json says of the cluster (`broker_cluster`)."""
-        return {
+        described: dict[str, Any] = {
             "broker": "kafka",
             "version": self.distribution.version,
             "cluster_id": self.cluster_id,
             "nodes": {node.name: node.address for node in self.nodes},
         }
+        if self.security is not None:
+            described["security"] = {
+                "protocol": "SASL_SSL",
+                "ssl_cafile": str(self.security.certificates.ca),
+            }
+        return described
 
     def pids(self) -> dict[str, int]:
         return {node.name: node.process.pid for node in self.nodes if node.process is not None}
@@ -243,20 +277,27 @@ def start_cluster(
     claim: Callable[[str], int],
     distribution: Distribution,
     heap_mb: int = 512,
+    security: BrokerSecurity | None = None,
+    client: dict[str, str] | None = None,
 ) -> KafkaCluster:
     """The home's Kafka cluster of `nodes` nodes, formatted at its first start, each node on the
-    ports `claim` gives for its name (and `<name>-controller`); returns once every node serves."""
+    ports `claim` gives for its name (and `<name>-controller`, secured `<name>-internal` too);
+    returns once every node serves (asked as `client`, the admin's settings when secured)."""
     root = home / "kafka"
-    cluster = KafkaCluster(root, _cluster_id(root, nodes, distribution.version), distribution, heap_mb)
+    cluster_id = _cluster_id(root, nodes, distribution.version, security is not None)
+    cluster = KafkaCluster(root, cluster_id, distribution, heap_mb, security, dict(client or {}))
     for node_id in range(1, nodes + 1):
         name = f"{NODE}{node_id}"
         ports = claim(name), claim(f"{name}-controller")
-        cluster.nodes.append(KafkaNode(node_id, *ports, root / f"node-{node_id}", home / "logs" / f"{name}.log"))
+        node = KafkaNode(node_id, *ports, root / f"node-{node_id}", home / "logs" / f"{name}.log")
+        node.internal_port = claim(f"{name}-internal") if security is not None else 0
+        cluster.nodes.append(node)
     every = {node.node_id: (node.port, node.controller_port) for node in cluster.nodes}
     (root / "log4j2.properties").write_text(LOG4J2)
     for node in cluster.nodes:
         node.directory.mkdir(parents=True, exist_ok=True)
-        node.properties.write_text(node_properties(node.node_id, every, node.data))
+        text = node_properties(node.node_id, every, node.data, security, node.internal_port)
+        _private(node.properties, text)  # secured, it holds the nodes' own password
     _format(cluster)
     for node in cluster.nodes:
         cluster.spawn(node)
@@ -268,9 +309,19 @@ def start_cluster(
     return cluster
 
 
-def _cluster_id(root: Path, nodes: int, version: str) -> str:
+def _private(path: Path, text: str) -> None:
+    """Write a file readable by its owner only (from its creation)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    tmp.replace(path)
+
+
+def _cluster_id(root: Path, nodes: int, version: str, secure: bool = False) -> str:
     """The cluster id kept in `cluster.json` (made at the first start); a home made for another
-    node count is refused."""
+    node count, or secured when it was not (or the other way), is refused."""
     path = root / "cluster.json"
     if path.exists():
         kept = json.loads(path.read_text())
@@ -279,42 +330,55 @@ def _cluster_id(root: Path, nodes: int, version: str) -> str:
                 f"toolgate: the Kafka cluster in {root} has {kept['nodes']} node(s), not {nodes}: "
                 f"start it with --brokers {kept['nodes']}, or start over with --fresh"
             )
+        if bool(kept.get("secure", False)) != secure:
+            was = "secured (--secure)" if kept.get("secure") else "not secured"
+            raise SystemExit(f"toolgate: the Kafka cluster in {root} was made {was}: start it so, or with --fresh")
         return str(kept["cluster_id"])
     root.mkdir(parents=True, exist_ok=True)
     cluster_id = new_cluster_id()
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"cluster_id": cluster_id, "nodes": nodes, "version": version}, indent=2))
+    made = {"cluster_id": cluster_id, "nodes": nodes, "version": version, "secure": secure}
+    tmp.write_text(json.dumps(made, indent=2))
     tmp.replace(path)
     return cluster_id
 
 
 def _format(cluster: KafkaCluster) -> None:
-    """Format the storage of every node that has none yet (side by side: a JVM start each)."""
+    """Format the storage of every node that has none yet (side by side: a JVM start each).
+    Secured, the admin's SCRAM credential is written into it: its arguments go to the JVM in an
+    argument file (0600, deleted after), so the password is never on a command line."""
     pending = [n for n in cluster.nodes if not (n.data / "meta.properties").exists()]
-    formatting = [
-        (
-            node,
-            subprocess.Popen(
-                [
-                    _java(),
-                    f"-Dlog4j2.configurationFile={cluster.root / 'log4j2.properties'}",
-                    "-cp",
-                    cluster.distribution.classpath,
-                    "kafka.tools.StorageTool",
-                    "format",
-                    "--cluster-id",
-                    cluster.cluster_id,
-                    "--config",
-                    str(node.properties),
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-            ),
+    extra = cluster.security.format_arguments() if cluster.security is not None else []
+    formatting = []
+    for node in pending:
+        arguments = [
+            "kafka.tools.StorageTool",
+            "format",
+            "--cluster-id",
+            cluster.cluster_id,
+            "--config",
+            str(node.properties),
+            *extra,
+        ]
+        argfile = node.directory / "format.args"
+        _private(argfile, "\n".join(f'"{a}"' for a in arguments) + "\n")
+        process = subprocess.Popen(
+            [
+                _java(),
+                f"-Dlog4j2.configurationFile={cluster.root / 'log4j2.properties'}",
+                "-cp",
+                cluster.distribution.classpath,
+                f"@{argfile}",  # the class to run and its arguments
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
-        for node in pending
-    ]
-    for node, process in formatting:
-        output, _ = process.communicate(timeout=READY_S)
+        formatting.append((node, argfile, process))
+    for node, argfile, process in formatting:
+        try:
+            output, _ = process.communicate(timeout=READY_S)
+        finally:
+            argfile.unlink(missing_ok=True)
         if process.returncode != 0:
             tail = "\n".join(output.decode(errors="replace").strip().splitlines()[-10:])
             raise SystemExit(f"toolgate: formatting {node.name}'s storage in {node.data} failed:\n{tail}")
@@ -331,7 +395,7 @@ def _await_serving(cluster: KafkaCluster, timeout: float) -> None:
             wait_for_port(node.port, max(0.1, deadline - time.monotonic()), node.process)
         except (RuntimeError, TimeoutError) as exc:
             raise SystemExit(f"toolgate: Kafka node {node.name} did not start: {exc}; see {node.log_path}") from None
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    admin = AdminClient({**cluster.client, "bootstrap.servers": cluster.bootstrap, "log_level": 0})
     serving: set[int] = set()
     while time.monotonic() < deadline:
         with contextlib.suppress(Exception):  # not answering yet: asked again

@@ -40,7 +40,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from toolgate.kafka_security import client_config
+from toolgate.kafka_security import ADMIN, client_config
 from toolgate.ops import dlq
 from toolgate.ops.acls import STAGE_RIGHTS
 from toolgate.ops.health import (
@@ -175,7 +175,7 @@ def await_ready(
 
 def lags(settings: Settings) -> tuple[Lag, ...]:
     """Every stage's consumer lag (None for the stages that read Postgres)."""
-    config: dict[str, str | int | float | bool] = {**client_config(settings)}
+    config: dict[str, str | int | float | bool] = {**client_config(settings, ADMIN)}
     config["bootstrap.servers"] = settings.kafka_bootstrap
     admin = AdminClient(config)
     metadata = admin.list_topics(timeout=KAFKA_TIMEOUT_S).topics
@@ -237,7 +237,7 @@ def _read_ends(
         return {}, {}
     consumer = Consumer(
         {
-            **client_config(settings),
+            **client_config(settings, ADMIN),
             "bootstrap.servers": settings.kafka_bootstrap,
             "group.id": f"toolgate-status-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
@@ -270,7 +270,7 @@ def _read_ends(
 
 def listed_brokers(settings: Settings) -> set[str]:
     """The addresses of the brokers the cluster's metadata lists now."""
-    config: dict[str, str | int | float | bool] = {**client_config(settings)}
+    config: dict[str, str | int | float | bool] = {**client_config(settings, ADMIN)}
     config["bootstrap.servers"] = settings.kafka_bootstrap
     brokers = AdminClient(config).list_topics(timeout=KAFKA_TIMEOUT_S).brokers
     return {f"{b.host}:{b.port}" for b in brokers.values()}

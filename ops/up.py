@@ -30,7 +30,6 @@ import asyncio
 import fcntl
 import json
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -45,8 +44,9 @@ import psycopg
 
 from toolgate.agent_keys import AgentKeyring
 from toolgate.integrity import deployment_keys
-from toolgate.kafka_security import client_config
+from toolgate.kafka_security import ADMIN, client_config
 from toolgate.metrics_export import reported_port
+from toolgate.ops.acls import AclPlan
 from toolgate.ops.agents import add_tenant, list_agents, register_agent, registered_tenants
 from toolgate.ops.approvers import list_approvers, register_approver
 from toolgate.ops.embedded import (
@@ -62,11 +62,23 @@ from toolgate.ops.embedded import (
     wait_for_port,
 )
 from toolgate.ops.kafka_broker import KafkaCluster, start_cluster
+from toolgate.ops.kafka_credentials import (
+    ADMIN_USER,
+    APPROVALS_PRINCIPAL,
+    broker_security,
+    client_environment,
+    client_settings,
+    describe_home,
+    grant,
+    roles,
+    stage_user,
+)
 from toolgate.ops.kafka_dist import resolve as resolve_kafka
+from toolgate.ops.kafka_tls import ensure_certificates
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.ops.priority import lower_priority, niceness
 from toolgate.ops.roles import embedded_worker_url
-from toolgate.secrets import SecretProvider
+from toolgate.secrets import SecretProvider, generate
 from toolgate.settings import Settings
 from toolgate.signing import Keyring, new_key, public_bytes
 from toolgate.topics.catalog import Topics, provision
@@ -168,6 +180,7 @@ class Supervisor:
         # only append to the audit log (ops/roles.py).
         admin_url = self._start_postgres(ports)
         prepare(self.settings, bootstrap, admin_url, self.demo, self.say)
+        principals = self._grant(bootstrap, admin_url)
         worker_url = (
             embedded_worker_url(admin_url, self.settings.secrets_path)
             if self.postgres is not None
@@ -186,7 +199,7 @@ class Supervisor:
             "endpoints": endpoints,
             "partitions": self.settings.partitions,
             "topic_prefix": self.settings.topic_prefix,
-            "broker_cluster": self._broker_cluster(bootstrap),
+            "broker_cluster": self._broker_cluster(bootstrap, principals),
             "pid": os.getpid(),
             "started_at": time.time(),
         }
@@ -208,6 +221,8 @@ class Supervisor:
         if self.fresh:
             for name in ("pgdata", "kafka", "provider", "ready", "telemetry", "logs", "metrics"):
                 shutil.rmtree(self.home / name, ignore_errors=True)
+            for password in self.settings.secrets_path.glob("kafka-scram-*"):  # the cluster's users
+                password.unlink()
         for stale in (self.home / "ready").glob("*"):
             stale.unlink()
 
@@ -220,6 +235,8 @@ class Supervisor:
             return settings.kafka_bootstrap
         if settings.broker not in ("tansu", "kafka") or settings.brokers < 1:
             raise SystemExit(f"toolgate: --broker {settings.broker!r} --brokers {settings.brokers}: tansu or kafka, 1+")
+        if settings.kafka_secure and settings.broker != "kafka":
+            raise SystemExit("toolgate: --secure needs --broker kafka (the embedded Tansu has no authentication)")
         if settings.broker == "tansu":
             if settings.brokers != 1:
                 raise SystemExit("toolgate: the embedded Tansu runs one node; --brokers needs --broker kafka")
@@ -227,7 +244,15 @@ class Supervisor:
             self.say(f"broker     {self.broker.bootstrap}  (embedded Tansu, in memory{_on_cpus(self.broker.cpus)})")
             return self.broker.bootstrap
         jars = resolve_kafka(settings.kafka_cache, settings.kafka_home, self.say)
-        self.kafka = start_cluster(self.home, settings.brokers, ports.claim, jars, settings.kafka_heap_mb)
+        security, admin = None, {}
+        if settings.kafka_secure:
+            security = broker_security(ensure_certificates(self.home / "kafka" / "tls"), settings.secrets_path)
+            admin = client_settings(ADMIN_USER, security.certificates, settings.secrets_path)
+        self.kafka = start_cluster(
+            self.home, settings.brokers, ports.claim, jars, settings.kafka_heap_mb, security=security, client=admin
+        )
+        if security is not None:
+            describe_home(self.home, security.certificates, roles(AclPlan(tenants=())), [APPROVALS_PRINCIPAL])
         replication = self.kafka.replication
         self.say(
             f"broker     {self.kafka.bootstrap}  (Apache Kafka {jars.version} from {jars.source}, "
@@ -236,10 +261,20 @@ class Supervisor:
         )
         return self.kafka.bootstrap
 
-    def _broker_cluster(self, bootstrap: str) -> dict[str, Any]:
-        """What runtime.json says of the broker: which one, and its nodes' addresses."""
+    def _grant(self, bootstrap: str, admin_url: str) -> list[str]:
+        """Secured: every principal's credential and the ACL plan's bindings (ops/kafka_credentials.py)."""
+        if self.kafka is None or self.kafka.security is None:
+            return []
+        return grant(replace(self.settings, kafka_bootstrap=bootstrap, database_url=admin_url), self.say)
+
+    def _broker_cluster(self, bootstrap: str, principals: list[str]) -> dict[str, Any]:
+        """What runtime.json says of the broker: which one, its nodes' addresses (and, secured,
+        where its CA is and which principals it has: never a password)."""
         if self.kafka is not None:
-            return self.kafka.describe()
+            described = self.kafka.describe()
+            if "security" in described:
+                described["security"]["principals"] = [f"User:{user}" for user in principals]
+            return described
         if self.broker is not None:
             return {"broker": "tansu", "nodes": {"broker": bootstrap}}
         return {"broker": "external", "nodes": {}}
@@ -284,12 +319,18 @@ class Supervisor:
             child = Child(
                 stage,
                 [sys.executable, "-m", "toolgate.cli", "worker", stage],
-                {**env, "TOOLGATE_METRICS_PORT": str(self._metrics_ports[stage])},
+                {**env, **self._principal(stage), "TOOLGATE_METRICS_PORT": str(self._metrics_ports[stage])},
                 self.home / "logs" / f"{stage}.log",
                 nice=niceness(stage, self.settings.upstream_nice),
             )
             child.start()
             self.children.append(child)
+
+    def _principal(self, stage: str) -> dict[str, str]:
+        """Secured: the environment that makes a stage connect as its own user."""
+        if self.kafka is None or self.kafka.security is None:
+            return {}
+        return client_environment(stage_user(stage), self.kafka.security.certificates)
 
     def _write_runtime(self, runtime: dict[str, Any]) -> None:
         path = self.settings.runtime_file
@@ -540,7 +581,11 @@ def prepare(settings: Settings, bootstrap: str, database_url: str, demo: bool, s
     say(f"migrations {', '.join(applied) if applied else 'up to date'}")
     tenants = registered_tenants(database_url)
     created = provision(
-        bootstrap, settings.partitions, settings.topic_prefix, tenants=tenants, client_config=client_config(settings)
+        bootstrap,
+        settings.partitions,
+        settings.topic_prefix,
+        tenants=tenants,
+        client_config=client_config(settings, ADMIN),
     )
     say(f"topics     {len(created)} created, {settings.partitions} partitions each")
     if not SecretProvider(settings.secrets_path).has(settings.deployment_secret_ref):
@@ -585,14 +630,7 @@ def published_keys(settings: Settings) -> dict[str, Any]:
 
 def ensure_secret(settings: Settings, ref: str) -> Path:
     """A random secret under the secrets directory (readable by the owner only), once."""
-    directory = settings.secrets_path
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = directory / ref
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32))
-    return path
+    return generate(settings.secrets_path, ref)
 
 
 def demo_agents(settings: Settings, say: Any = print) -> None:

@@ -4,7 +4,14 @@
 worker as its own process, the demo provider) in a temporary TOOLGATE_HOME, with short
 leases and sweep intervals so crash recovery is quick. `TOOLGATE_TEST_BROKER=kafka` runs the
 session on Apache Kafka instead (`toolgate up --broker kafka`), with `TOOLGATE_TEST_BROKERS`
-nodes (1 unless given; 3 for replication): `session_broker()` says which. Tests talk to it
+nodes (1 unless given; 3 for replication): `session_broker()` says which; with
+`TOOLGATE_TEST_KAFKA_SECURE=1` too, that cluster runs secured (`toolgate up --secure`: SASL_SSL,
+SCRAM-SHA-512, the standard authorizer, `setup --acls` applied; `session_secure()`). Then every
+test's Kafka client connects as a principal of the home's (`Pipeline.kafka(role)`): the
+pipeline's `client` as the MCP door's (it proposes for both demo agents and reads both tenants'
+observations, as the door does), its `insider` as the admin's, for the tests that forge records
+on internal topics as an attacker inside the cluster would (on a secured cluster nobody else may
+write them). Tests talk to it
 the way users do: the `toolgate` CLI and the client library over the real broker, SQL against
 the real Postgres. Nothing is mocked.
 
@@ -35,6 +42,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from toolgate.agent_keys import AgentKeyring
+from toolgate.kafka_security import ADMIN, DOOR, client_config
 from toolgate.settings import Settings
 from toolgate.topics.client import Observed, Proposed, ToolgateClient
 
@@ -65,6 +73,14 @@ def session_broker() -> tuple[str, int]:
     if broker not in ("tansu", "kafka") or nodes < 1 or (broker == "tansu" and nodes != 1):
         raise pytest.UsageError(f"TOOLGATE_TEST_BROKER={broker!r} TOOLGATE_TEST_BROKERS={nodes}: tansu, or kafka 1+")
     return broker, nodes
+
+
+def session_secure() -> bool:
+    """Whether the session's Kafka runs secured (TOOLGATE_TEST_KAFKA_SECURE=1; Kafka only)."""
+    secure = (os.environ.get("TOOLGATE_TEST_KAFKA_SECURE", "") or "0").lower() in ("1", "true", "yes")
+    if secure and session_broker()[0] != "kafka":
+        raise pytest.UsageError("TOOLGATE_TEST_KAFKA_SECURE=1 needs TOOLGATE_TEST_BROKER=kafka")
+    return secure
 
 
 # Where a session keeps its temporary files, unless told (`--basetemp`): a directory of its own.
@@ -115,7 +131,15 @@ class Pipeline:
     process: subprocess.Popen[bytes]
     runtime: dict[str, Any]
     client: ToolgateClient
+    insider: ToolgateClient  # may write any topic (the admin, on a secured cluster)
     seen: list[dict[str, Any]] = field(default_factory=list)
+
+    def kafka(self, role: str | None = None) -> dict[str, str]:
+        """A librdkafka client's settings on this home: its broker, and on a secured cluster the
+        SASL/TLS settings of `role`'s principal (toolgate.kafka_security: ADMIN, OPERATOR, DOOR,
+        APPROVALS, agent_role(...)); without a role, or unsecured, none."""
+        security = client_config(Settings(home=self.home), role) if role is not None else {}
+        return {**security, "bootstrap.servers": self.runtime["kafka_bootstrap"]}
 
     @property
     def settings(self) -> Settings:
@@ -235,6 +259,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _client(home: Path, env: dict[str, str], runtime: dict[str, Any], role: str) -> ToolgateClient:
+    """A client of the home's pipeline, connected as `role`'s principal on a secured cluster."""
+    return ToolgateClient(
+        runtime["kafka_bootstrap"],
+        client_id="pytest",
+        keyring=AgentKeyring(home / "agents"),
+        deployment_public_key=bytes.fromhex(runtime["deployment_public_key"]),
+        proposal_max_age_s=float(env.get("TOOLGATE_PROPOSAL_MAX_AGE_SECONDS", "900")),
+        kafka_config=client_config(Settings(home=home), role),
+    )
+
+
 @contextlib.contextmanager
 def started(home: Path, *, partitions: int = 4, **overrides: str) -> Iterator[Pipeline]:
     """A real `toolgate up` in `home` with the test settings (and `overrides`, TOOLGATE_* names),
@@ -242,6 +278,8 @@ def started(home: Path, *, partitions: int = 4, **overrides: str) -> Iterator[Pi
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_") or k in BROKER_ENV}
     broker, nodes = session_broker()
     env.update(TEST_ENV, TOOLGATE_BROKER=broker, TOOLGATE_BROKERS=str(nodes))
+    if session_secure():
+        env["TOOLGATE_KAFKA_SECURE"] = "1"
     env.update(overrides, TOOLGATE_HOME=str(home))
     log = home / "up.out"
     with open(log, "wb") as out:
@@ -254,15 +292,10 @@ def started(home: Path, *, partitions: int = 4, **overrides: str) -> Iterator[Pi
     try:
         _wait_up(log, process, 180.0)
         runtime = json.loads((home / "runtime.json").read_text())
-        client = ToolgateClient(
-            runtime["kafka_bootstrap"],
-            client_id="pytest",
-            keyring=AgentKeyring(home / "agents"),
-            deployment_public_key=bytes.fromhex(runtime["deployment_public_key"]),
-            proposal_max_age_s=float(env.get("TOOLGATE_PROPOSAL_MAX_AGE_SECONDS", "900")),
-        )
-        yield Pipeline(home, env, process, runtime, client)
+        client, insider = (_client(home, env, runtime, role) for role in (DOOR, ADMIN))
+        yield Pipeline(home, env, process, runtime, client, insider)
         client.close()
+        insider.close()
     finally:
         runtime_file = home / "runtime.json"
         final = json.loads(runtime_file.read_text()) if runtime_file.exists() else {}

@@ -19,6 +19,14 @@ held here: `sasl_password_ref` is a secret reference (toolgate.secrets), resolve
 `SecretProvider` passed in at the moment a client is built, so the value is registered with
 the log scrubber and never sits in settings, reprs or runtime files.
 
+A home whose `toolgate up --broker kafka --secure` runs the cluster (ops/kafka_credentials.py)
+describes it in `<home>/kafka/security.json`: its protocol, mechanism and CA file, and the SASL
+user of each role (never a password; each user's password is the secret reference
+`kafka-scram-<user>`, a file in the home's secrets directory). A command run on that host asks for
+its role (`client_config(settings, OPERATOR)`, `agent_role("cli")`) and gets that user's settings;
+the environment, when it sets a protocol, wins (the stage workers get theirs from `toolgate up`
+that way, and a deployment elsewhere sets them so). Without a role, only the environment counts.
+
 Combinations that cannot work are refused when the settings are read, with a `ValueError`
 naming the variable, rather than as an authentication failure at the first connect: a SASL
 protocol without a mechanism, username or password reference; SASL or TLS settings under a
@@ -28,10 +36,12 @@ credentials); a client certificate without its key, or a key without its certifi
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import TypeVar
 
 from toolgate.secrets import SecretProvider
@@ -175,15 +185,73 @@ class KafkaSecurity:
         return config
 
 
-def client_config(settings: Settings) -> dict[str, str]:
-    """librdkafka settings for this process's confluent-kafka clients (from the environment)."""
-    return KafkaSecurity.from_env(os.environ).confluent_config(SecretProvider(settings.secrets_path))
+# The roles a command on a secured home may take (the keys of security.json's `users`); an
+# agent's is `agent_role(agent_id)`, a stage's `stage_role(stage)`.
+ADMIN = "admin"
+OPERATOR = "operator"
+DOOR = "door"
+APPROVALS = "approvals"
+HOME_SECURITY = Path("kafka") / "security.json"
+
+
+def agent_role(agent_id: str) -> str:
+    return f"agent:{agent_id}"
+
+
+def stage_role(stage: str) -> str:
+    return f"stage:{stage}"
+
+
+def scram_ref(user: str) -> str:
+    """The secret reference of a SASL user's password on a secured home."""
+    return f"kafka-scram-{user}"
+
+
+def home_security(settings: Settings, role: str) -> KafkaSecurity:
+    """The settings of `role`'s user on this home's secured cluster; PLAINTEXT when the home
+    runs none. An agent's user is its agent id. A role the home does not know is refused."""
+    path = settings.home / HOME_SECURITY
+    if not path.is_file():
+        return KafkaSecurity()
+    described = json.loads(path.read_text())
+    users: dict[str, str] = described["users"]
+    if role.startswith("agent:"):
+        user = role.removeprefix("agent:")
+    elif role in users:
+        user = users[role]
+    else:
+        raise ValueError(f"{path} names no Kafka user for the role {role!r} (roles: {', '.join(sorted(users))})")
+    return KafkaSecurity(
+        protocol=SecurityProtocol(described["protocol"]),
+        sasl_mechanism=SaslMechanism(described["sasl_mechanism"]),
+        sasl_username=user,
+        sasl_password_ref=scram_ref(user),
+        ssl_cafile=described["ssl_cafile"],
+    )
+
+
+def client_config(settings: Settings, role: str | None = None) -> dict[str, str]:
+    """librdkafka settings for this process's confluent-kafka clients: the environment's when it
+    sets a protocol (or no role is given), else those of `role` on this home's secured cluster."""
+    secrets = SecretProvider(settings.secrets_path)
+    if role is None or os.environ.get(ENV_PROTOCOL, "").strip():
+        return KafkaSecurity.from_env(os.environ).confluent_config(secrets)
+    return home_security(settings, role).confluent_config(secrets)
 
 
 __all__ = [
+    "ADMIN",
+    "APPROVALS",
+    "DOOR",
     "ENV_VARS",
+    "HOME_SECURITY",
+    "OPERATOR",
     "KafkaSecurity",
     "SaslMechanism",
     "SecurityProtocol",
+    "agent_role",
     "client_config",
+    "home_security",
+    "scram_ref",
+    "stage_role",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 from pathlib import Path
 
 from toolgate.telemetry import SCRUBBER
@@ -44,3 +45,15 @@ class SecretProvider:
             raise SecretMissing(f"secret reference {ref!r} resolves to nothing")
         SCRUBBER.register(value)
         return value
+
+
+def generate(directory: Path, ref: str) -> Path:
+    """A random secret for `ref`, a file under `directory` readable by its owner only, made once
+    (an existing one is kept)."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = directory / ref
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32))
+    return path

@@ -43,6 +43,11 @@ class Settings:
     kafka_cache: Path | None = None
     kafka_home: Path | None = None
     kafka_heap_mb: int = 512
+    # `toolgate up --broker kafka --secure`: SASL_SSL (SCRAM-SHA-512) on every listener with
+    # certificates made under the home, the standard authorizer allowing nothing without an ACL,
+    # `setup --acls` applied, and each stage worker connected as its own principal
+    # (ops/kafka_credentials.py). Fixed when the home's cluster is made. Tansu stays PLAINTEXT.
+    kafka_secure: bool = False
     # The CPUs the embedded broker of `toolgate up` runs on: empty for the first CPU, "all" for
     # every one, or a list such as "1" or "0,2-3" (ops/embedded.py, `broker_cpus`).
     broker_cpus: str = ""
@@ -186,6 +191,7 @@ _ENV = {
     "kafka_cache": "TOOLGATE_KAFKA_CACHE",
     "kafka_home": "KAFKA_HOME",
     "kafka_heap_mb": "TOOLGATE_KAFKA_HEAP_MB",
+    "kafka_secure": "TOOLGATE_KAFKA_SECURE",
     "broker_cpus": "TOOLGATE_BROKER_CPUS",
     "upstream_nice": "TOOLGATE_UPSTREAM_NICE",
     "batch_max": "TOOLGATE_BATCH_MAX",
@@ -239,6 +245,8 @@ def _coerce(name: str, raw: Any) -> Any:
         return int(raw)
     if kind == "float":
         return float(raw)
+    if kind == "bool":
+        return raw if isinstance(raw, bool) else str(raw).strip().lower() in ("1", "true", "yes", "on")
     if kind == "dict[str, str]":
         return dict(json.loads(raw) if isinstance(raw, str) else raw)
     if kind == "tuple[str, ...]":

@@ -239,7 +239,11 @@ class ToolgateClient:
         self._feeds_lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None, client_id: str = "toolgate-client") -> ToolgateClient:
+    def from_settings(
+        cls, settings: Settings | None = None, client_id: str = "toolgate-client", role: str | None = None
+    ) -> ToolgateClient:
+        """A client of the deployment `settings` name; on a secured home, connected as `role`'s
+        user (toolgate.kafka_security: an agent's `agent_role(agent_id)`, the door's, ...)."""
         s = (settings or load_settings()).require_infrastructure()
         return cls(
             s.kafka_bootstrap,
@@ -249,7 +253,7 @@ class ToolgateClient:
             keyring=AgentKeyring(s.agents_dir),
             deployment_public_key=deployment_public_keys(s),
             published_keys=partial(deployment_public_keys, s),
-            kafka_config=client_config(s),
+            kafka_config=client_config(s, role),
             compression=s.compression,
             proposal_max_age_s=s.proposal_max_age_seconds,
         )

@@ -9,6 +9,7 @@ wire as it is, and the broker (Tansu) stores it. Read back with confluent-kafka,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from kafka import KafkaProducer
 
@@ -22,11 +23,26 @@ class NotUtf8(str):
         return KEY_BYTES
 
 
+def kafka_python(kafka: dict[str, str]) -> dict[str, Any]:
+    """librdkafka's client settings (bootstrap, SASL, TLS) as kafka-python's arguments."""
+    words = {
+        "bootstrap.servers": "bootstrap_servers",
+        "security.protocol": "security_protocol",
+        "sasl.mechanism": "sasl_mechanism",
+        "sasl.username": "sasl_plain_username",
+        "sasl.password": "sasl_plain_password",
+        "ssl.ca.location": "ssl_cafile",
+    }
+    return {words[key]: value for key, value in kafka.items()}
+
+
 class Poisoner:
     """Publishes records with a header key that is not UTF-8 (and any other headers given)."""
 
-    def __init__(self, bootstrap: str) -> None:
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=4 * 1024 * 1024)
+    def __init__(self, kafka: dict[str, str]) -> None:
+        """`kafka`: librdkafka's settings of the principal it writes as (Pipeline.kafka), said
+        again in kafka-python's words."""
+        self.producer = KafkaProducer(max_request_size=4 * 1024 * 1024, **kafka_python(kafka))
 
     def send(
         self,

@@ -10,6 +10,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from toolgate.kafka_security import ADMIN
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import StageBatch, StageRecord
 from toolgate.topics.catalog import Topics
@@ -31,9 +32,10 @@ class Captured:
 
 
 def _consumer(pipeline: Pipeline) -> Consumer:
+    """A reader of internal topics: on a secured cluster, as the admin (an insider who captures)."""
     return Consumer(
         {
-            "bootstrap.servers": pipeline.runtime["kafka_bootstrap"],
+            **pipeline.kafka(ADMIN),
             "group.id": f"pytest-capture-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
         }
@@ -79,9 +81,10 @@ def capture(pipeline: Pipeline, logical: str, since: dict[int, int], call_id: st
 
 
 def replay(pipeline: Pipeline, record: Captured) -> None:
-    """The captured record again, byte for byte, to where it was."""
-    pipeline.client.publish_raw(record.topic, record.key, record.value, record.headers, record.partition)
-    pipeline.client.flush()
+    """The captured record again, byte for byte, to where it was: by an insider who may write
+    there (on a secured cluster, nobody but the stage that wrote it and the admin may)."""
+    pipeline.insider.publish_raw(record.topic, record.key, record.value, record.headers, record.partition)
+    pipeline.insider.flush()
 
 
 def finals(pipeline: Pipeline, tenant: str, call_id: str) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tests.conftest import Pipeline
 from toolgate.agent_keys import AgentKeyring
+from toolgate.kafka_security import agent_role
 from toolgate.topics.client import ToolgateClient
 
 
@@ -16,6 +17,7 @@ def test_a_connected_client_holds_its_producer_and_feed_before_its_first_call(pi
         client_id="pytest-connect",
         keyring=AgentKeyring(pipeline.home / "agents"),
         deployment_public_key=bytes.fromhex(runtime["deployment_public_key"]),
+        kafka_config=pipeline.kafka(agent_role("cli")),  # as the agent it proposes for, secured
     )
     try:
         assert client._producers.made() == [] and not client._feeds

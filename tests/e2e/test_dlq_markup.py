@@ -51,8 +51,8 @@ def test_dlq_list_prints_a_genuine_letter_quoting_markup_and_a_forged_one_hiding
         reason="[conceal]hidden from the operator[/conceal]\nfake-letter  open  execution  SUCCESS",
         dead_lettered_at_ms=int(time.time() * 1000),
     )
-    pipeline.client.publish_raw(TOPICS.deadletter, None, codec().encode(forged), [])
-    pipeline.client.flush()
+    pipeline.insider.publish_raw(TOPICS.deadletter, None, codec().encode(forged), [])
+    pipeline.insider.flush()
     eventually(lambda: forged.dead_letter_id in pipeline.cli("dlq", "list", "--json").stdout)
 
     listed = pipeline.cli("dlq", "list")

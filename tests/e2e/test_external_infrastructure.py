@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,10 +14,13 @@ from pathlib import Path
 import pytest
 
 from toolgate.agent_keys import AgentKeyring
+from toolgate.kafka_security import ADMIN, scram_ref
+from toolgate.ops.kafka_credentials import ADMIN_USER, client_environment
+from toolgate.ops.kafka_tls import Certificates
 from toolgate.ops.roles import with_database
 from toolgate.topics.client import ToolgateClient
 
-from ..conftest import Pipeline, _wait_up, assert_reference_observation
+from ..conftest import Pipeline, _wait_up, assert_reference_observation, session_secure
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -24,6 +28,18 @@ pytestmark = pytest.mark.timeout(240)
 def _children(pid: int) -> list[str]:
     out = subprocess.run(["ps", "-o", "args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
     return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def _as_admin(pipeline: Pipeline, home: Path) -> dict[str, str]:
+    """On a secured cluster, the external deployment is configured as its admin (one identity for
+    every process, as a deployment given one set of credentials is): the environment names the
+    user and its password's reference, the password a file of the new home's secrets."""
+    if not session_secure():
+        return {}
+    secrets = home / "secrets"
+    secrets.mkdir(mode=0o700)
+    shutil.copy2(pipeline.home / "secrets" / scram_ref(ADMIN_USER), secrets / scram_ref(ADMIN_USER))
+    return client_environment(ADMIN_USER, Certificates(pipeline.home / "kafka" / "tls"))
 
 
 def test_up_uses_the_configured_broker_and_database(pipeline: Pipeline, tmp_path: Path) -> None:
@@ -37,6 +53,7 @@ def test_up_uses_the_configured_broker_and_database(pipeline: Pipeline, tmp_path
         "TOOLGATE_TOPIC_PREFIX": prefix,
         "TOOLGATE_KAFKA_BOOTSTRAP": pipeline.runtime["kafka_bootstrap"],
         "TOOLGATE_DATABASE_URL": database_url,
+        **_as_admin(pipeline, tmp_path),
     }
     log = tmp_path / "up.out"
     with open(log, "wb") as out:
@@ -70,6 +87,7 @@ def test_up_uses_the_configured_broker_and_database(pipeline: Pipeline, tmp_path
             client_id="pytest-external",
             keyring=AgentKeyring(tmp_path / "agents"),
             deployment_public_key=bytes.fromhex(runtime["deployment_public_key"]),
+            kafka_config=pipeline.kafka(ADMIN),
         )
         sent = client.propose("invoice.fetch", {"invoice_id": "inv_acme0001"}, agent_id="ext", user_id="u", watch=True)
         observation = assert_reference_observation(client.wait(sent, timeout=60))

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from toolgate.kafka_security import APPROVALS
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Verdict
 from toolgate.signing import Keyring, new_key, sign
 from toolgate.topics.client import ApprovalClient
@@ -63,7 +64,9 @@ class Approvers:
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
         self.keyring = Keyring(pipeline.home / "approvers")
-        self.client = ApprovalClient(pipeline.runtime["kafka_bootstrap"], client_id="pytest-approver")
+        self.client = ApprovalClient(  # as the approval service, secured
+            pipeline.runtime["kafka_bootstrap"], client_id="pytest-approver", kafka_config=pipeline.kafka(APPROVALS)
+        )
 
     def decide(self, packet: ApprovalRequest, who: str, approve: bool = True, **kwargs: Any) -> ApprovalDecision:
         return self.client.decide(packet, approver_id=who, key=self.keyring.load(who), approve=approve, **kwargs)

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 import pytest
 
 from toolgate.agent_keys import AgentKeyring
+from toolgate.kafka_security import ADMIN, APPROVALS
 from toolgate.ops.bench import _Collector
 from toolgate.ops.bench_hops import TopicTimes
 from toolgate.ops.dlq import read_all
@@ -45,7 +46,7 @@ STAGE_TOPICS = ["proposals", "validated", "authorized", "executable", "results",
 
 @pytest.fixture(scope="module")
 def poisoner(pipeline: Pipeline) -> Iterator[Poisoner]:
-    made = Poisoner(pipeline.runtime["kafka_bootstrap"])
+    made = Poisoner(pipeline.kafka(ADMIN))  # it poisons internal topics too: the admin, secured
     yield made
     made.close()
 
@@ -68,6 +69,8 @@ def client_of(pipeline: Pipeline) -> ToolgateClient:
         client_id=f"pytest-{uuid.uuid4().hex[:6]}",
         keyring=AgentKeyring(pipeline.home / "agents"),
         deployment_public_key=bytes.fromhex(pipeline.runtime["deployment_public_key"]),
+        # The bench's readers here read internal topics: on a secured cluster, as the admin.
+        kafka_config=pipeline.insider.kafka_config,
     )
 
 
@@ -127,6 +130,7 @@ def test_approval_requests_read_past_it(pipeline: Pipeline, poisoner: Poisoner) 
         pipeline.runtime["kafka_bootstrap"],
         client_id="pytest-approver-poison",
         deployment_public_key=bytes.fromhex(pipeline.runtime["deployment_public_key"]),
+        kafka_config=pipeline.kafka(APPROVALS),  # as the approval service, secured
     )
     try:
         packets = [p.approval_id for p, _ in approver.requests(["acme"], idle_timeout=3.0)]

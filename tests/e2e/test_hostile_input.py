@@ -93,8 +93,8 @@ def test_a_poison_attempts_header_stops_no_stage(pipeline: Pipeline, no_restarts
         signature=b"",
     )
     headers = [("toolgate-attempts", b"\xff\xfe"), ("traceparent", b"not a traceparent")]
-    pipeline.client.publish_raw(TOPICS.approvals_decisions, b"appr_x", codec().encode(decision), headers)
-    pipeline.client.flush()
+    pipeline.insider.publish_raw(TOPICS.approvals_decisions, b"appr_x", codec().encode(decision), headers)
+    pipeline.insider.flush()
     audited = eventually(
         lambda: pipeline.sql(
             "SELECT detail->>'code' FROM toolgate.audit_log WHERE detail->>'decision_id' = %s",

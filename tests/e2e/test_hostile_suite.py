@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 
 from toolgate.agent_keys import AgentKeyring, AgentSigner
 from toolgate.integrity import Sealer, deployment_keys
+from toolgate.kafka_security import ADMIN
 from toolgate.proposal_signing import digest
 from toolgate.schemas.codec import MARKER, codec
 from toolgate.schemas.models import (
@@ -149,7 +150,7 @@ def publish_volley(
     """`binding`: the digests of proposals published in their window, which may have bound
     their call_id (grows with each volley)."""
     volley = Volley()
-    client = pipeline.client
+    client = pipeline.insider  # it forges internal topics too: on a secured cluster, only the admin may
     fp = codec().fingerprint_of(ToolProposal)
     for _ in range(draw(st.integers(5, 15))):
         kind = draw(
@@ -320,7 +321,7 @@ def run_suite(pipeline: Pipeline, examples: int) -> None:
     restarts = (pipeline.home / "up.out").read_text().count("restarting")
     tally = Counter[str]()
     binding: set[str] = set()
-    poisoner = Poisoner(pipeline.runtime["kafka_bootstrap"])
+    poisoner = Poisoner(pipeline.kafka(ADMIN))  # it poisons internal topics too: the admin, secured
 
     @settings(
         max_examples=examples,

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from toolgate.kafka_security import ADMIN
 from toolgate.topics.catalog import describe
 
 from ..conftest import Pipeline, session_broker, started
@@ -64,7 +65,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Restartable]:
 
 
 def admin(pipeline: Pipeline) -> AdminClient:
-    return AdminClient({"bootstrap.servers": pipeline.runtime["kafka_bootstrap"]})
+    """The cluster's admin client (on a secured cluster, as the admin principal)."""
+    return AdminClient(pipeline.kafka(ADMIN))
 
 
 def status(pipeline: Pipeline) -> tuple[int, dict[str, Any]]:

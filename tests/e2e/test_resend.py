@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.unit.factories import draft_key
+from toolgate.kafka_security import APPROVALS
 from toolgate.topics.client import ApprovalClient, Proposed
 
 from ..conftest import Pipeline
@@ -73,6 +74,7 @@ def test_a_held_call_published_again_announces_its_approval_again_and_a_denial_i
         pipeline.runtime["kafka_bootstrap"],
         client_id="resend",
         deployment_public_key=bytes.fromhex(pipeline.runtime["deployment_public_key"]),
+        kafka_config=pipeline.kafka(APPROVALS),  # as the approval service, secured
     )
     packets = [p for p, _ in approvals.requests(["acme"]) if p.approval_id == approval_id]
     approvals.close()

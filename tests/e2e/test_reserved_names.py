@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ..conftest import Pipeline
+from ..conftest import Pipeline, session_broker, session_secure
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -45,4 +45,7 @@ def test_the_plan_covers_the_mcp_door_and_prune_is_refused_on_the_embedded_broke
     default = pipeline.cli("setup", "--acls", "--dry-run")
     assert "ALLOW User:toolgate-mcp READ TOPIC PREFIXED tool.observations." in " ".join(default.stdout.split())
     pruned = pipeline.cli("setup", "--acls", "--prune", "--dry-run")
-    assert pruned.returncode == 1 and "no authorizer" in said(pruned), said(pruned)
+    if session_broker()[0] == "tansu":  # the embedded broker has no authorizer
+        assert pruned.returncode == 1 and "no authorizer" in said(pruned), said(pruned)
+    elif session_secure():  # a secured Kafka has one: the dry run reads its bindings
+        assert pruned.returncode == 0, said(pruned)

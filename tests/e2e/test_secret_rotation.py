@@ -14,6 +14,7 @@ what the commands printed."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -32,6 +33,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from toolgate.deployment_keys import DeploymentKeys
 from toolgate.ed25519 import PublicKey
 from toolgate.integrity import KEY_HEADER, EdgeVerifier, raw_header
+from toolgate.kafka_security import ADMIN, APPROVALS, DOOR, scram_ref
 from toolgate.keyset import parse
 from toolgate.settings import Settings
 from toolgate.signing import Keyring
@@ -40,7 +42,7 @@ from toolgate.topics.headers import CALL_ID, pairs
 from toolgate.workers.runtime.audit import checkpoint_bytes
 from toolgate.workers.runtime.checkpoint_keys import TrustedKeys
 
-from ..conftest import started
+from ..conftest import session_secure, started
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -155,7 +157,7 @@ class Approver:
     """An approval service started before the rotation: approves each packet it sees, as carol."""
 
     def __init__(self, deployment: Deployment, settings: Settings) -> None:
-        self.client = ApprovalClient.from_settings(settings, client_id="rotation-approver")
+        self.client = ApprovalClient.from_settings(settings, client_id="rotation-approver", role=APPROVALS)
         self.key = Keyring(deployment.home / "approvers").load("carol")
         self.stop = threading.Event()
         self.approved: list[str] = []
@@ -173,8 +175,9 @@ class Approver:
         self.client.close()
 
 
-def read_topic(bootstrap: str, topic: str) -> list[Any]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rot-{uuid.uuid4().hex[:8]}"})
+def read_topic(kafka: dict[str, str], topic: str) -> list[Any]:
+    """Every record of `topic`, read with `kafka`'s client settings (Pipeline.kafka)."""
+    consumer = Consumer({**kafka, "group.id": f"rot-{uuid.uuid4().hex[:8]}"})
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
@@ -216,8 +219,10 @@ def test_a_rotation_under_load_loses_no_call_and_refuses_no_genuine_record(
     deployment: Deployment, tmp_path: Path
 ) -> None:
     settings = deployment.settings(tmp_path)  # a client here holds no secret: it reads runtime.json
+    for user in ("toolgate-mcp", "toolgate-approvals") if session_secure() else ():  # but its Kafka password
+        shutil.copy2(deployment.home / "secrets" / scram_ref(user), tmp_path / scram_ref(user))
     first = current_key(deployment)
-    client = ToolgateClient.from_settings(settings, client_id="rotation")
+    client = ToolgateClient.from_settings(settings, client_id="rotation", role=DOOR)
     assert client.verifier is not None and client.verifier.key_ids == [first.key_id]
     approver = Approver(deployment, settings)
     load = Load(client)
@@ -230,8 +235,9 @@ def test_a_rotation_under_load_loses_no_call_and_refuses_no_genuine_record(
         client.close()
     second, third = phases[2][2], phases[-1][2]
     assert not load.errors, load.errors
-    observations = read_topic(deployment.runtime["kafka_bootstrap"], "tool.observations.acme")
-    letters = read_topic(deployment.runtime["kafka_bootstrap"], "tool.deadletter")
+    # As the admin on a secured cluster: the dead letters are the operator's, acme's answers its agent's.
+    observations = read_topic(deployment.kafka(ADMIN), "tool.observations.acme")
+    letters = read_topic(deployment.kafka(ADMIN), "tool.deadletter")
     forged = deployment.sql("SELECT count(*) FROM toolgate.audit_log WHERE action = 'forged_record'")[0][0]
     report(load, finals, [phase for phase, *_ in phases], letters, observations)
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from toolgate.kafka_security import ADMIN
 from toolgate.ops.dlq import read_all
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalDecision, Verdict
@@ -41,7 +42,8 @@ ROW_BOUND = 16 * 1024  # bytes an audit row of an unproven record may take, what
 @pytest.fixture(scope="module")
 def producer(pipeline: Pipeline) -> Iterator[Producer]:
     """A producer that may send records of a few megabytes (the stages' clients fetch them)."""
-    made = Producer({"bootstrap.servers": pipeline.runtime["kafka_bootstrap"], "message.max.bytes": 8_000_000})
+    # It forges records on internal topics too: on a secured cluster only the admin may write them all.
+    made = Producer({**pipeline.kafka(ADMIN), "message.max.bytes": 8_000_000})
     yield made
     made.flush(30)
 

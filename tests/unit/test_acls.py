@@ -137,7 +137,13 @@ STAGE_IO: list[tuple[str, set[str], set[str]]] = [
         },
     ),
     ("normalization", {"tool.results"}, {"tool.observations.acme", "tool.observations.globex", "tool.deadletter"}),
-    ("reconciliation", set(), set()),
+    # It reads nothing to act on; its gauges read what the stages read, to measure their lag.
+    (
+        "reconciliation",
+        {"tool.proposals", "tool.validated", "tool.authorized", "tool.approvals.decisions", "tool.executable"}
+        | {"tool.results"},
+        set(),
+    ),
 ]
 
 
@@ -148,10 +154,14 @@ def test_every_stage_reads_exactly_its_inputs_and_writes_exactly_its_outputs(
     principal = f"User:toolgate-{stage}"
     assert {t for t in INTERNAL_AND_EDGE if may(principal, READ, t)} == reads
     assert {t for t in INTERNAL_AND_EDGE if may(principal, WRITE, t)} == writes
-    groups = {b.name for b in ALL if b.principal == principal and b.restype == GROUP}
-    assert groups == ({f"toolgate-{stage}"} if reads else set())
+    groups = {b.name for b in ALL if b.principal == principal and b.restype == GROUP and b.operation == READ}
+    assert groups == ({f"toolgate-{stage}"} if reads and stage != "reconciliation" else set())
     assert may(principal, IDEMPOTENT_WRITE, "kafka-cluster", CLUSTER) == bool(writes)
-    assert all(b.operation in {READ, WRITE, IDEMPOTENT_WRITE} for b in ALL if b.principal == principal)
+    described = {b.name for b in ALL if b.principal == principal and b.operation == DESCRIBE}
+    assert described == (
+        {f"toolgate-{s}" for s, r in STAGE_RIGHTS.items() if r.reads} if stage == "reconciliation" else set()
+    )
+    assert all(b.operation in {READ, WRITE, IDEMPOTENT_WRITE, DESCRIBE} for b in ALL if b.principal == principal)
 
 
 def test_stage_rights_cover_every_stage_toolgate_runs() -> None:

@@ -77,6 +77,7 @@ def test_the_cluster_id_is_made_once_and_kept(tmp_path: Path) -> None:
         "cluster_id": first,
         "nodes": 3,
         "version": "4.4.0",
+        "secure": False,
     }
 
 
