@@ -42,7 +42,7 @@ from toolgate.topics.headers import CALL_ID, pairs
 from toolgate.workers.runtime.audit import checkpoint_bytes
 from toolgate.workers.runtime.checkpoint_keys import TrustedKeys
 
-from ..conftest import session_secure, started
+from ..conftest import Pipeline, session_secure, started
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -59,8 +59,9 @@ EMAIL = {"to": "ap@coyote.example", "subject": "Rotation", "body": "Sent while t
 
 
 class Deployment:
-    def __init__(self, home: Path, env: dict[str, str], runtime: dict[str, Any]) -> None:
-        self.home, self.env, self.runtime = home, env, runtime
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
+        self.home, self.env, self.runtime = pipeline.home, pipeline.env, pipeline.runtime
         self.printed: list[str] = []  # everything the commands said, to look for secrets in
         self.secrets: set[str] = set()  # every secret the keyset held
 
@@ -81,6 +82,10 @@ class Deployment:
         with psycopg.connect(self.runtime["database_url"], autocommit=True) as conn:
             return conn.execute(query, params).fetchall()
 
+    def kafka(self, role: str) -> dict[str, str]:
+        """A librdkafka client's settings as `role` (on a secured cluster, its principal's)."""
+        return self.pipeline.kafka(role)
+
     def settings(self, secrets_dir: Path) -> Settings:
         """A client's settings on this host: the runtime file, no deployment secret."""
         return Settings(
@@ -96,7 +101,7 @@ class Deployment:
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     home = tmp_path_factory.mktemp("rotation-home")
     with started(home, partitions=2, TOOLGATE_KEYSET_REFRESH_SECONDS=str(REFRESH_S)) as running:
-        yield Deployment(home, running.env, running.runtime)
+        yield Deployment(running)
 
 
 class Load:
