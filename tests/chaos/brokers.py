@@ -65,14 +65,28 @@ def kill_leader(home: Path, bootstrap: str, client_config: dict[str, str]) -> in
     return count
 
 
-def kill_every_node(home: Path) -> int:
-    """SIGKILL every node at once; how many were killed."""
+def kill_every_node(home: Path, nodes: int, timeout: float = 120.0) -> int:
+    """SIGKILL every node at once, once all `nodes` run (one killed earlier may still be coming
+    back: toolgate up records its new pid when it started it); how many were killed."""
+    deadline = time.monotonic() + timeout
+    running = [pid for pid in _nodes(home).values() if _alive(pid)]
+    while len(running) < nodes and time.monotonic() < deadline:
+        time.sleep(0.5)
+        running = [pid for pid in _nodes(home).values() if _alive(pid)]
     killed = 0
-    for pid in _nodes(home).values():
+    for pid in running:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
             killed += 1
     return killed
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a process that exited but was not yet reaped does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def await_serving(bootstrap: str, client_config: dict[str, str], nodes: int, timeout: float = 120.0) -> None:

@@ -282,7 +282,7 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
                     worker = monkey.choice(WORKERS)
                     kills[worker] += _kill(home, worker)
             elif victim == "every broker":
-                kills[victim] += kill_every_node(home) == nodes
+                kills[victim] += kill_every_node(home, nodes) == nodes
             elif _kill(home, victim):
                 kills[victim] += 1
             else:
