@@ -108,8 +108,16 @@ def finished(cache: Path) -> bool:
     )
 
 
+def find_maven() -> str | None:
+    """The `mvn` on PATH, if any."""
+    return shutil.which("mvn")
+
+
 def resolve(
-    cache: Path | None = None, kafka_home: Path | None = None, say: Callable[[str], None] = print
+    cache: Path | None = None,
+    kafka_home: Path | None = None,
+    say: Callable[[str], None] = print,
+    maven: Callable[[], str | None] = find_maven,
 ) -> Distribution:
     """Kafka's jars: `kafka_home`'s if given, else the cache's, resolved from Maven Central first
     if the cache is not finished."""
@@ -124,13 +132,12 @@ def resolve(
         if finished(cache):
             return Distribution(cache / "libs", KAFKA_VERSION, "cache")
         say(f"kafka      resolving Apache Kafka {KAFKA_VERSION} from Maven Central into {cache} (once)")
-        _download(cache)
+        _download(cache, maven())
     return Distribution(cache / "libs", KAFKA_VERSION, "Maven Central")
 
 
-def _download(cache: Path) -> None:
+def _download(cache: Path, maven: str | None) -> None:
     """Resolve the jars into a scratch directory beside `cache`, then rename it into place."""
-    maven = shutil.which("mvn")
     if maven is None:
         raise SystemExit(
             "toolgate: --broker kafka needs Maven (`mvn`) to fetch Apache Kafka once, "

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.ops import kafka_dist
 from toolgate.ops.kafka_dist import KAFKA_VERSION, MARKER, finished, installed, resolve
 
 JARS = [f"kafka_2.13-{KAFKA_VERSION}.jar", f"kafka-clients-{KAFKA_VERSION}.jar"]
@@ -42,19 +41,17 @@ def test_an_unfinished_cache_is_not_used(tmp_path: Path, jars: list[str], marker
     assert not finished(cache_with(tmp_path / KAFKA_VERSION, jars, marker))
 
 
-def test_a_finished_cache_is_used_without_maven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_finished_cache_is_used_without_maven(tmp_path: Path) -> None:
     cache = cache_with(tmp_path / KAFKA_VERSION, JARS, {"version": KAFKA_VERSION, "jars": JARS})
-    monkeypatch.setattr(kafka_dist.shutil, "which", lambda _: None)  # no Maven: it must not be needed
-    found = resolve(cache)
+    found = resolve(cache, maven=lambda: None)  # no Maven: it must not be needed
     assert (found.libs, found.version, found.source) == (cache / "libs", KAFKA_VERSION, "cache")
     assert found.classpath == f"{cache / 'libs'}/*"
 
 
-def test_an_unfinished_cache_is_resolved_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unfinished_cache_is_resolved_again(tmp_path: Path) -> None:
     cache = cache_with(tmp_path / KAFKA_VERSION, JARS, None)
-    monkeypatch.setattr(kafka_dist.shutil, "which", lambda _: None)
-    with pytest.raises(SystemExit, match="needs Maven"):
-        resolve(cache, say=lambda _: None)
+    with pytest.raises(SystemExit, match="needs Maven"):  # it went to resolve, and found no Maven
+        resolve(cache, say=lambda _: None, maven=lambda: None)
 
 
 def test_an_installed_distribution_says_its_version(tmp_path: Path) -> None:
