@@ -25,11 +25,11 @@ def outcomes(paths: list[str]) -> dict[str, Counter[str]]:
     return seen
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("reports", nargs="+")
     parser.add_argument("--module", action="append", default=[], help="a Kafka-only test file that must have run")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     seen = outcomes(args.reports)
     ran = sum(c["passed"] + c["failed"] for c in seen.values())
     problems = [] if ran else ["the Kafka tier ran no test"]

@@ -41,11 +41,8 @@ PIPELINE_RAN = '<testcase classname="tests.e2e.test_pipeline" name="test_b" />'
         ("", 1),  # nothing ran at all
     ],
 )
-def test_the_tier_passes_only_when_its_kafka_only_module_ran(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cases: str, code: int
-) -> None:
-    monkeypatch.setattr("sys.argv", ["ran_on_kafka", report(tmp_path, cases), "--module", MODULE])
-    assert guard().main() == code
+def test_the_tier_passes_only_when_its_kafka_only_module_ran(tmp_path: Path, cases: str, code: int) -> None:
+    assert guard().main([report(tmp_path, cases), "--module", MODULE]) == code
 
 
 def test_failures_count_as_run_but_not_as_the_module_having_passed(tmp_path: Path) -> None:
