@@ -138,7 +138,7 @@ class Pipeline:
         """A librdkafka client's settings on this home: its broker, and on a secured cluster the
         SASL/TLS settings of `role`'s principal (toolgate.kafka_security: ADMIN, OPERATOR, DOOR,
         APPROVALS, agent_role(...)); without a role, or unsecured, none."""
-        security = client_config(Settings(home=self.home), role) if role is not None else {}
+        security = kafka_config(self.home, role) if role is not None else {}
         return {**security, "bootstrap.servers": self.runtime["kafka_bootstrap"]}
 
     @property
@@ -259,6 +259,25 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def session_env(home: Path, **overrides: str) -> dict[str, str]:
+    """The environment of a `toolgate up` of this session's on `home`: the session's broker (and
+    security), the test settings, then `overrides` (TOOLGATE_* names); every other TOOLGATE_*
+    variable of the session's own environment is left out."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_") or k in BROKER_ENV}
+    broker, nodes = session_broker()
+    env.update(TEST_ENV, TOOLGATE_BROKER=broker, TOOLGATE_BROKERS=str(nodes))
+    if session_secure():
+        env["TOOLGATE_KAFKA_SECURE"] = "1"
+    env.update(overrides, TOOLGATE_HOME=str(home))
+    return env
+
+
+def kafka_config(home: Path, role: str) -> dict[str, str]:
+    """The SASL/TLS settings of `role`'s principal on `home`'s secured cluster (none on an
+    unsecured one): what a test's own Kafka client connects with."""
+    return client_config(Settings(home=home), role)
+
+
 def _client(home: Path, env: dict[str, str], runtime: dict[str, Any], role: str) -> ToolgateClient:
     """A client of the home's pipeline, connected as `role`'s principal on a secured cluster."""
     return ToolgateClient(
@@ -267,7 +286,7 @@ def _client(home: Path, env: dict[str, str], runtime: dict[str, Any], role: str)
         keyring=AgentKeyring(home / "agents"),
         deployment_public_key=bytes.fromhex(runtime["deployment_public_key"]),
         proposal_max_age_s=float(env.get("TOOLGATE_PROPOSAL_MAX_AGE_SECONDS", "900")),
-        kafka_config=client_config(Settings(home=home), role),
+        kafka_config=kafka_config(home, role),
     )
 
 
@@ -275,12 +294,7 @@ def _client(home: Path, env: dict[str, str], runtime: dict[str, Any], role: str)
 def started(home: Path, *, partitions: int = 4, **overrides: str) -> Iterator[Pipeline]:
     """A real `toolgate up` in `home` with the test settings (and `overrides`, TOOLGATE_* names),
     until the block ends; every process it started is gone after."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_") or k in BROKER_ENV}
-    broker, nodes = session_broker()
-    env.update(TEST_ENV, TOOLGATE_BROKER=broker, TOOLGATE_BROKERS=str(nodes))
-    if session_secure():
-        env["TOOLGATE_KAFKA_SECURE"] = "1"
-    env.update(overrides, TOOLGATE_HOME=str(home))
+    env = session_env(home, **overrides)
     log = home / "up.out"
     with open(log, "wb") as out:
         process = subprocess.Popen(

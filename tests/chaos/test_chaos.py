@@ -45,6 +45,7 @@ from toolgate.agent_keys import AgentKeyring
 from toolgate.contracts.policy import load_policy
 from toolgate.hashing import provider_key
 from toolgate.integrity import EdgeVerifier
+from toolgate.kafka_security import ADMIN, APPROVALS, agent_role
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import Observation
 from toolgate.signing import Keyring
@@ -52,7 +53,7 @@ from toolgate.topics.catalog import Topics
 from toolgate.topics.client import ApprovalClient, Proposed, ToolgateClient
 from toolgate.topics.headers import CALL_ID, header
 
-from ..conftest import BROKER_ENV, TEST_ENV, _wait_up, session_broker
+from ..conftest import _wait_up, kafka_config, session_broker, session_env
 from .brokers import await_serving, kill_every_node, kill_leader, victims
 
 # CI runs a bounded chaos; TOOLGATE_CHAOS_CALLS=20000 is the long run (README).
@@ -78,12 +79,12 @@ SCOPES = ["invoices:write", "payments:charge"]
 
 
 class Observer(threading.Thread):
-    """Collects every final observation on acme's observation topic, by call_id; each must carry
-    the deployment's signature."""
+    """Collects every final observation on acme's observation topic, by call_id (as acme's agent
+    reads it); each must carry the deployment's signature."""
 
-    def __init__(self, bootstrap: str, public_key: bytes) -> None:
+    def __init__(self, bootstrap: str, public_key: bytes, kafka: dict[str, str]) -> None:
         super().__init__(daemon=True)
-        self.bootstrap = bootstrap
+        self.bootstrap, self.kafka = bootstrap, kafka
         self.verifier = EdgeVerifier(public_key)
         self.final: dict[str, list[str]] = {}
         self.unsigned = 0
@@ -93,6 +94,7 @@ class Observer(threading.Thread):
         topic = Topics().name("observations", "acme")
         consumer = Consumer(
             {
+                **self.kafka,
                 "bootstrap.servers": self.bootstrap,
                 "group.id": f"chaos-{uuid.uuid4().hex[:6]}",
                 "enable.auto.commit": False,
@@ -119,7 +121,12 @@ class Approver(threading.Thread):
 
     def __init__(self, bootstrap: str, home: Path, public_key: bytes) -> None:
         super().__init__(daemon=True)
-        self.client = ApprovalClient(bootstrap, client_id="chaos-approver", deployment_public_key=public_key)
+        self.client = ApprovalClient(
+            bootstrap,
+            client_id="chaos-approver",
+            deployment_public_key=public_key,
+            kafka_config=kafka_config(home, APPROVALS),
+        )
         self.keys = {name: Keyring(home / "approvers").load(name) for name in ("alice", "bob")}
         self.decided = 0
         self.stop = threading.Event()
@@ -194,12 +201,8 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     broker, nodes = session_broker()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_") or k in BROKER_ENV}
-    env.update(
-        TEST_ENV,
-        TOOLGATE_BROKER=broker,
-        TOOLGATE_BROKERS=str(nodes),
-        TOOLGATE_HOME=str(home),
+    env = session_env(
+        home,
         TOOLGATE_POLICY_FILE=str(_policy_granting_charges(tmp_path / "policy.json")),
         TOOLGATE_LOG_LEVEL="WARNING",
         TOOLGATE_FAULTS=FAULTS,
@@ -220,11 +223,16 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
                 (CALLS,),
             )
         public_key = bytes.fromhex(runtime["deployment_public_key"])
-        observer, approver = Observer(bootstrap, public_key), Approver(bootstrap, home, public_key)
+        agent, admin = kafka_config(home, agent_role("cli")), kafka_config(home, ADMIN)
+        observer, approver = Observer(bootstrap, public_key, agent), Approver(bootstrap, home, public_key)
         observer.start()
         approver.start()
         client = ToolgateClient(
-            bootstrap, client_id="chaos", keyring=AgentKeyring(home / "agents"), deployment_public_key=public_key
+            bootstrap,
+            client_id="chaos",
+            keyring=AgentKeyring(home / "agents"),
+            deployment_public_key=public_key,
+            kafka_config=agent,
         )
         traffic, monkey = random.Random(20261122), random.Random(1122)
         operations: dict[str, tuple[str, str]] = {}  # call_id -> (tool, idempotency key)
@@ -275,8 +283,8 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
                 kills[victim] += 1
                 up = _up(home, env, runs)
             elif victim in ("leader", "leader+worker"):
-                await_serving(bootstrap, {}, nodes)  # a leader among three serving nodes
-                leader_changes += kill_leader(home, bootstrap, {})
+                await_serving(bootstrap, admin, nodes)  # a leader among three serving nodes
+                leader_changes += kill_leader(home, bootstrap, admin)
                 kills[victim] += 1
                 if victim == "leader+worker":  # during the election
                     worker = monkey.choice(WORKERS)

@@ -1,16 +1,17 @@
-"""`toolgate up` SIGKILLed mid-traffic and started again on the same home: the embedded broker
-comes back empty (it keeps topics in memory), yet every call one agent's client proposed gets
-its final answer through that same client, and every effect happened once.
+"""`toolgate up` SIGKILLed mid-traffic and started again on the same home: every call one
+agent's client proposed gets its final answer through that same client, and every effect
+happened once. On the session's broker: the embedded Tansu comes back empty (it keeps topics in
+memory); Apache Kafka's nodes come back with their data.
 
 What carries the calls across: the same ports (ports.json), so the client reconnects by
-itself; `wait` re-publishing a call with no final answer; `toolgate up` re-driving what
-Postgres holds in flight (approval packets still PENDING, outbox rows the broker lost).
+itself; `wait` re-publishing a call with no final answer; on the embedded broker, `toolgate up`
+re-driving what Postgres holds in flight (approval packets still PENDING, outbox rows the broker
+lost).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -27,10 +28,11 @@ import pytest
 from tests.unit.factories import draft_key
 from toolgate.agent_keys import AgentKeyring
 from toolgate.hashing import provider_key
+from toolgate.kafka_security import APPROVALS, agent_role
 from toolgate.signing import Keyring
 from toolgate.topics.client import ApprovalClient, Proposed, ToolgateClient
 
-from ..conftest import TEST_ENV, _wait_up
+from ..conftest import _wait_up, kafka_config, session_env
 from .test_chaos import DRAFT, _provider_ledger
 
 pytestmark = pytest.mark.timeout(600)
@@ -70,8 +72,7 @@ class Carol(threading.Thread):
 def test_a_killed_toolgate_up_restarted_on_its_home_answers_every_call_once(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
-    env.update(TEST_ENV, TOOLGATE_HOME=str(home), TOOLGATE_LOG_LEVEL="WARNING")
+    env = session_env(home, TOOLGATE_LOG_LEVEL="WARNING")
     up = _up(home / "up.out", env)
     carol: Carol | None = None
     try:
@@ -83,6 +84,7 @@ def test_a_killed_toolgate_up_restarted_on_its_home_answers_every_call_once(tmp_
             client_id="restart",
             keyring=AgentKeyring(home / "agents"),
             deployment_public_key=public_key,
+            kafka_config=kafka_config(home, agent_role("cli")),
         )
         sent: dict[str, tuple[Proposed, str, str]] = {}  # call_id -> (proposed, tool, idempotency key)
         for i in range(DRAFTS + EMAILS):
@@ -114,7 +116,12 @@ def test_a_killed_toolgate_up_restarted_on_its_home_answers_every_call_once(tmp_
         after = json.loads((home / "runtime.json").read_text())
         assert after["kafka_bootstrap"] == before["kafka_bootstrap"], "the broker came back on another port"
         assert after["database_url"] == before["database_url"]
-        approvals = ApprovalClient(after["kafka_bootstrap"], client_id="carol", deployment_public_key=public_key)
+        approvals = ApprovalClient(
+            after["kafka_bootstrap"],
+            client_id="carol",
+            deployment_public_key=public_key,
+            kafka_config=kafka_config(home, APPROVALS),
+        )
         carol = Carol(approvals, home)
         carol.start()
 
