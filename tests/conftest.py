@@ -116,6 +116,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         sys.stderr.write(f"\nthe session's temporary files: {own}\n")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def broker_on_record(record_testsuite_property: Any) -> None:
+    """The session's JUnit report says which broker it ran on: CI's Kafka tier checks it
+    (.ci/ran_on_kafka.py), so a tier that fell back to the embedded broker cannot pass."""
+    broker, nodes = session_broker()
+    record_testsuite_property("broker", broker)
+    record_testsuite_property("brokers", nodes)
+    record_testsuite_property("secure", session_secure())
+
+
 def assert_reference_observation(seen: Observed) -> dict[str, Any]:
     """Every observation a test sees must validate against the reference schema."""
     document = seen.as_json()
