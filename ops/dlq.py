@@ -84,7 +84,7 @@ def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[Letter]:
             if msg is None or msg.error():
                 continue
             last = time.monotonic()
-            found = _letter(consumed.read(msg), sealer, topic)
+            found = read_letter(consumed.read(msg), sealer, topic)
             if found is not None:
                 letters.append(found)
     finally:
@@ -92,7 +92,7 @@ def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[Letter]:
     return letters
 
 
-def _letter(record: consumed.Consumed | consumed.Unreadable, sealer: Sealer, topic: str) -> Letter | None:
+def read_letter(record: consumed.Consumed | consumed.Unreadable, sealer: Sealer, topic: str) -> Letter | None:
     value = record.value or b""
     try:
         letter = codec().decode(value, DeadLetter)
@@ -103,13 +103,22 @@ def _letter(record: consumed.Consumed | consumed.Unreadable, sealer: Sealer, top
     return Letter(letter, sealer.mac_ok(topic, value, record.headers))
 
 
-def actions(settings: Settings) -> dict[str, tuple[str, str]]:
-    with psycopg.connect(settings.database_url) as conn:
-        rows = conn.execute("SELECT dead_letter_id, action, actor FROM toolgate.dead_letter_actions").fetchall()
+def actions(settings: Settings, conn: psycopg.Connection[Any] | None = None) -> dict[str, tuple[str, str]]:
+    """What operators did with each letter, by its id; on `conn` (kept by the gauges) or a
+    connection of its own."""
+    if conn is None:
+        with psycopg.connect(settings.database_url) as own:
+            return actions(settings, own)
+    rows = conn.execute("SELECT dead_letter_id, action, actor FROM toolgate.dead_letter_actions").fetchall()
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
-def summary(found: Letter, state: tuple[str, str] | None) -> dict[str, Any]:
+def state(found: Letter, acted: tuple[str, str] | None) -> str:
+    """A letter's state: what an operator did with it, else open (a genuine one) or forged."""
+    return acted[0] if acted else ("open" if found.genuine else "forged")
+
+
+def summary(found: Letter, acted: tuple[str, str] | None) -> dict[str, Any]:
     letter = found.letter
     return {
         "dead_letter_id": letter.dead_letter_id,
@@ -121,7 +130,7 @@ def summary(found: Letter, state: tuple[str, str] | None) -> dict[str, Any]:
         "reason": letter.reason,
         "attempts": letter.attempts,
         "at": dt.datetime.fromtimestamp(letter.dead_lettered_at_ms / 1000, dt.UTC).isoformat(timespec="seconds"),
-        "state": state[0] if state else ("open" if found.genuine else "forged"),
+        "state": state(found, acted),
         "genuine": found.genuine,
         "bytes": len(letter.value),
         **({"unreadable": found.unreadable} if found.unreadable else {}),

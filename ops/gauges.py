@@ -2,7 +2,8 @@
 attaches them) every `metrics_sample_seconds`, never on a stage's hot path.
 
 A sample reads what `toolgate status` reads (ops/status.py: consumer lag per stage, keys
-PENDING, the outbox's unsent rows, open dead letters) plus the approvals waiting per tool and
+PENDING, the outbox's unsent rows, open dead letters), with clients kept from one sample to the
+next (ops/gauge_readers.py), plus the approvals waiting per tool and
 approver group, today's budget use, and the audit chain's signed head; the whole audit chain is
 verified every `audit_verify_seconds`. The readings are kept, and OpenTelemetry's observable
 gauges report the last of them when `/metrics` is scraped. Approvals decided since the last
@@ -30,12 +31,12 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-import psycopg
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from toolgate.contracts.registry import Registry
 from toolgate.ops import status
 from toolgate.ops.audit import verify_log
+from toolgate.ops.gauge_readers import Readers
 from toolgate.settings import Settings
 from toolgate.telemetry import meter
 
@@ -62,6 +63,7 @@ class Gauges:
         self.registry = registry
         # Operators' reads, as `toolgate status` does them; Postgres as this worker's role.
         self.settings = settings
+        self.readers = Readers(settings)
         self.readings: dict[str, Reading] = {}
         self._decided_since: object = None
         self._verified_at = 0.0
@@ -103,33 +105,34 @@ class Gauges:
             try:
                 read()
             except Exception as exc:  # a part that cannot be read keeps its last reading
+                self.readers.drop(part)
                 self._errors.add(1, {"part": part})
                 log.warning("gauge sample failed: %s", exc, extra={"stage": "reconciliation", "action": part})
 
     def _lag(self) -> None:
-        lags = status.lags(self.settings)
+        lags = self.readers.lags()
         self.readings["toolgate.consumer.lag"] = {
             (("stage", lag.stage),): float(lag.records) for lag in lags if lag.records is not None
         }
 
     def _postgres(self) -> None:
-        keys, _, outbox = status.backlogs(self.settings)
+        conn = self.readers.postgres()
+        keys, _, outbox = status.backlogs(self.settings, conn)
         self.readings["toolgate.keys.pending"] = {(): float(keys.pending)}
         self.readings["toolgate.keys.pending.oldest_age"] = {(): float(keys.oldest_age_s or 0.0)}
         self.readings["toolgate.keys.pending.lease_expired"] = {(): float(keys.lease_expired)}
         self.readings["toolgate.outbox.backlog"] = {(): float(outbox.unsent)}
         self.readings["toolgate.outbox.oldest_age"] = {(): float(outbox.oldest_age_s or 0.0)}
-        with psycopg.connect(self.settings.database_url, connect_timeout=10) as conn:
-            pending = self._waiting_approvals(conn.execute(APPROVALS_PENDING).fetchall())
-            self.readings["tool.approval.pending_count"] = pending
-            self.readings["toolgate.budget.spent"] = {
-                (("tenant", t), ("dimension", d)): float(used) for t, d, used in conn.execute(BUDGET_TODAY)
-            }
-            since = self._decided_since or conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
-            for tool, resolution, ms, at in conn.execute(APPROVALS_DECIDED, (since,)).fetchall():
-                self._resolution.record(max(0.0, float(ms)), {"tool": tool, "resolution": resolution})
-                since = at
-            self._decided_since = since
+        pending = self._waiting_approvals(conn.execute(APPROVALS_PENDING).fetchall())
+        self.readings["tool.approval.pending_count"] = pending
+        self.readings["toolgate.budget.spent"] = {
+            (("tenant", t), ("dimension", d)): float(used) for t, d, used in conn.execute(BUDGET_TODAY)
+        }
+        since = self._decided_since or conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+        for tool, resolution, ms, at in conn.execute(APPROVALS_DECIDED, (since,)).fetchall():
+            self._resolution.record(max(0.0, float(ms)), {"tool": tool, "resolution": resolution})
+            since = at
+        self._decided_since = since
 
     def _waiting_approvals(self, rows: list[tuple[str, str, int]]) -> Reading:
         """Every tool that needs approvals and each of its groups, at zero unless some wait."""
@@ -143,12 +146,10 @@ class Gauges:
         return reading
 
     def _dead_letters(self) -> None:
-        letters = status.dead_letters(self.settings)
-        self.readings["toolgate.deadletters.open"] = {(): float(letters.open)}
+        self.readings["toolgate.deadletters.open"] = {(): float(self.readers.open_letters())}
 
     def _audit(self) -> None:
-        with psycopg.connect(self.settings.database_url, connect_timeout=10) as conn:
-            head = conn.execute(AUDIT_HEAD).fetchone()
+        head = self.readers.postgres().execute(AUDIT_HEAD).fetchone()
         self.readings["toolgate.audit.chain_head"] = {(): float(head[0] if head else 0)}
         if time.monotonic() - self._verified_at >= self.settings.audit_verify_seconds or not self._verified_at:
             report = verify_log(self.settings)

@@ -173,11 +173,10 @@ def await_ready(
 # --- consumer lag --------------------------------------------------------------------------
 
 
-def lags(settings: Settings) -> tuple[Lag, ...]:
-    """Every stage's consumer lag (None for the stages that read Postgres)."""
-    config: dict[str, str | int | float | bool] = {**client_config(settings, ADMIN)}
-    config["bootstrap.servers"] = settings.kafka_bootstrap
-    admin = AdminClient(config)
+def lags(settings: Settings, admin: AdminClient | None = None, reader: Consumer | None = None) -> tuple[Lag, ...]:
+    """Every stage's consumer lag (None for the stages that read Postgres); `admin` and `reader`
+    (`end_reader`) are clients kept between readings (the gauges'), else made for this one."""
+    admin = admin or AdminClient(admin_config(settings))
     metadata = admin.list_topics(timeout=KAFKA_TIMEOUT_S).topics
     topics = Topics(settings.topic_prefix)
     plans: dict[str, tuple[str, list[TopicPartition]]] = {}
@@ -199,7 +198,7 @@ def lags(settings: Settings) -> tuple[Lag, ...]:
         committed.update({(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions})
     # Read from where the group stands, or from the last record the broker admits to, if later.
     starts = {key: max(committed.get(key, -1), low[key], high[key] - 1) for key in low}
-    ends, exact = _read_ends(settings, starts)
+    ends, exact = _read_ends(settings, starts, reader)
     out = []
     for stage in STAGES:
         if stage not in plans:
@@ -228,22 +227,32 @@ def _offsets(admin: AdminClient, partitions: list[TopicPartition], spec: OffsetS
     return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
 
 
-def _read_ends(
-    settings: Settings, starts: dict[tuple[str, int], int]
-) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], bool]]:
-    """Each partition's end offset, read from `start` until librdkafka reports its end (or
-    `LAG_READ_S` passes: then the offset reached so far, not exact). Nothing is committed."""
-    if not starts:
-        return {}, {}
-    consumer = Consumer(
+def admin_config(settings: Settings) -> dict[str, str | int | float | bool]:
+    return {**client_config(settings, ADMIN), "bootstrap.servers": settings.kafka_bootstrap}
+
+
+def end_reader(settings: Settings) -> Consumer:
+    """A consumer that reads partitions to their ends for `lags` (it never joins a group, and
+    commits nothing)."""
+    return Consumer(
         {
-            **client_config(settings, ADMIN),
-            "bootstrap.servers": settings.kafka_bootstrap,
+            **admin_config(settings),
             "group.id": f"toolgate-status-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
         }
     )
+
+
+def _read_ends(
+    settings: Settings, starts: dict[tuple[str, int], int], reader: Consumer | None = None
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], bool]]:
+    """Each partition's end offset, read from `start` until librdkafka reports its end (or
+    `LAG_READ_S` passes: then the offset reached so far, not exact). Nothing is committed; a
+    kept `reader` is left with nothing assigned."""
+    if not starts:
+        return {}, {}
+    consumer = reader or end_reader(settings)
     reached, ends = dict(starts), dict[tuple[str, int], int]()
     try:
         consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in starts.items()])
@@ -261,7 +270,10 @@ def _read_ends(
             elif error is None:
                 reached[key] = max(reached[key], offset + 1)
     finally:
-        consumer.close()
+        if reader is None:
+            consumer.close()
+        else:
+            consumer.unassign()
     return {k: ends.get(k, reached[k]) for k in starts}, {k: k in ends for k in starts}
 
 
@@ -270,9 +282,7 @@ def _read_ends(
 
 def listed_brokers(settings: Settings) -> set[str]:
     """The addresses of the brokers the cluster's metadata lists now."""
-    config: dict[str, str | int | float | bool] = {**client_config(settings, ADMIN)}
-    config["bootstrap.servers"] = settings.kafka_bootstrap
-    brokers = AdminClient(config).list_topics(timeout=KAFKA_TIMEOUT_S).brokers
+    brokers = AdminClient(admin_config(settings)).list_topics(timeout=KAFKA_TIMEOUT_S).brokers
     return {f"{b.host}:{b.port}" for b in brokers.values()}
 
 
@@ -294,11 +304,15 @@ def broker_cluster(runtime: dict[str, Any] | None, listed: set[str] | None) -> B
 # --- Postgres and dead letters ---------------------------------------------------------------
 
 
-def backlogs(settings: Settings) -> tuple[Keys, Approvals, Outbox]:
-    with psycopg.connect(settings.database_url, connect_timeout=int(KAFKA_TIMEOUT_S)) as conn:
-        keys = conn.execute(KEYS).fetchone()
-        approvals = conn.execute(APPROVALS).fetchone()
-        outbox = conn.execute(OUTBOX).fetchone()
+def backlogs(settings: Settings, conn: psycopg.Connection[Any] | None = None) -> tuple[Keys, Approvals, Outbox]:
+    """Keys PENDING, approvals waiting, the outbox's unsent rows; on `conn` (autocommit, kept by
+    the gauges) or a connection of its own."""
+    if conn is None:
+        with psycopg.connect(settings.database_url, connect_timeout=int(KAFKA_TIMEOUT_S), autocommit=True) as own:
+            return backlogs(settings, own)
+    keys = conn.execute(KEYS).fetchone()
+    approvals = conn.execute(APPROVALS).fetchone()
+    outbox = conn.execute(OUTBOX).fetchone()
     assert keys is not None and approvals is not None and outbox is not None  # aggregates: one row
     return Keys(*keys), Approvals(*approvals), Outbox(*outbox)
 

@@ -1,0 +1,154 @@
+"""The clients the gauges (ops/gauges.py) keep from one sample to the next.
+
+`toolgate status` makes its clients for one reading; the gauges read the same every 15 s, and
+made anew each time they were most of an idle stack's CPU: three Postgres connections (a SCRAM
+exchange each), an admin client and two consumers (on a secured cluster, TLS and SCRAM once
+more), and the whole dead-letter topic read again, waiting two seconds of silence for its end.
+Kept instead:
+
+* one Postgres connection (autocommit) for every query of a sample;
+* one admin client and one end reader (ops/status.py `end_reader`) for the consumer lag;
+* the dead-letter topic read as it grows (`LetterTally`): each letter decoded once, its MAC
+  checked again at every sample with the keys accepted then (a retired key makes its letters
+  forged, as `toolgate dlq list` shows them).
+
+A client that failed is dropped and made again at the next sample.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import psycopg
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from toolgate.integrity import Sealer, deployment_keys
+from toolgate.kafka_security import OPERATOR, client_config
+from toolgate.ops import dlq, status
+from toolgate.ops.health import Lag
+from toolgate.settings import Settings
+from toolgate.topics import consumed
+from toolgate.topics.catalog import Topics
+
+# How long the tally reads on after the last letter it got before it counts (a letter still in
+# flight then is counted at the next sample), and the longest one reading lasts.
+QUIET_S = 0.3
+READ_LIMIT_S = 5.0
+Kept = tuple[dlq.Letter, consumed.Consumed | consumed.Unreadable]
+
+
+class LetterTally:
+    """The dead-letter topic's letters, read from its beginning once and then as it grows. A
+    partition whose log started over (the embedded broker, memory only, restarted; a topic made
+    again) makes its next fetch out of range: `auto.offset.reset` is `error`, so that is told,
+    and the tally starts over from the topic's beginning."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topic = Topics(settings.topic_prefix).deadletter
+        self.consumer = Consumer(
+            {
+                **client_config(settings, OPERATOR),
+                "bootstrap.servers": settings.kafka_bootstrap,
+                "group.id": f"toolgate-gauges-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "error",
+            }
+        )
+        self.kept: dict[tuple[int, int], Kept] = {}  # by (partition, offset)
+        self._assigned = False
+
+    def letters(self) -> list[dlq.Letter]:
+        """Every letter on the topic now, each genuine when its MAC verifies with a key accepted
+        now."""
+        self._read()
+        sealer = Sealer(deployment_keys(self.settings), Topics(self.settings.topic_prefix))
+        out = []
+        for letter, record in self.kept.values():
+            genuine = isinstance(record, consumed.Consumed) and sealer.mac_ok(
+                self.topic, record.value or b"", record.headers
+            )
+            out.append(dlq.Letter(letter.letter, genuine, letter.unreadable))
+        return out
+
+    def close(self) -> None:
+        self.consumer.close()
+
+    def _read(self) -> None:
+        if not self._assigned:
+            self._start_over()
+        sealer = Sealer(deployment_keys(self.settings), Topics(self.settings.topic_prefix))
+        deadline = time.monotonic() + READ_LIMIT_S
+        last = time.monotonic()
+        while time.monotonic() - last < QUIET_S and time.monotonic() < deadline:
+            msg = self.consumer.poll(0.1)
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None:
+                if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    self._start_over()
+                    last = time.monotonic()
+                continue
+            last = time.monotonic()
+            record = consumed.read(msg)
+            found = dlq.read_letter(record, sealer, self.topic)
+            if found is not None:
+                self.kept[(record.partition, record.offset)] = (found, record)
+
+    def _start_over(self) -> None:
+        topics = self.consumer.list_topics(self.topic, timeout=status.KAFKA_TIMEOUT_S).topics
+        partitions = sorted(topics[self.topic].partitions)
+        self.kept.clear()
+        self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions])
+        self._assigned = True
+
+
+class Readers:
+    """The gauges' clients, each made at its first use and again after a failure: a Kafka
+    client when its part is dropped (`drop`), the Postgres connection when psycopg finds it
+    closed or broken."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._postgres: psycopg.Connection[Any] | None = None
+        self._admin: AdminClient | None = None
+        self._ends: Consumer | None = None
+        self._tally: LetterTally | None = None
+
+    def postgres(self) -> psycopg.Connection[Any]:
+        if self._postgres is None or self._postgres.closed or self._postgres.broken:
+            self._postgres = psycopg.connect(
+                self.settings.database_url, connect_timeout=int(status.KAFKA_TIMEOUT_S), autocommit=True
+            )
+        return self._postgres
+
+    def lags(self) -> tuple[Lag, ...]:
+        if self._admin is None or self._ends is None:
+            self._admin, self._ends = AdminClient(status.admin_config(self.settings)), status.end_reader(self.settings)
+        return status.lags(self.settings, self._admin, self._ends)
+
+    def open_letters(self) -> int:
+        if self._tally is None:
+            self._tally = LetterTally(self.settings)
+        acted = dlq.actions(self.settings, self.postgres())
+        states = [dlq.state(found, acted.get(found.letter.dead_letter_id)) for found in self._tally.letters()]
+        return states.count("open")
+
+    def drop(self, part: str) -> None:
+        """Forget the clients of `part` (a sample of it failed): the next sample makes new ones."""
+        if part == "lag" and self._ends is not None:
+            self._ends.close()
+            self._admin = self._ends = None
+        elif part == "dead_letters" and self._tally is not None:
+            self._tally.close()
+            self._tally = None
+
+    def close(self) -> None:
+        for part in ("lag", "dead_letters"):
+            self.drop(part)
+        if self._postgres is not None:
+            self._postgres.close()
