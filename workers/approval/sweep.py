@@ -121,12 +121,23 @@ async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, top
     return len(due)
 
 
+# Whether any ticket is due: one indexed read (approvals_pending_idx, approvals_escalation_idx)
+# instead of a transaction of two locking statements, at every sweep of a deployment that waits
+# for nothing (an idle approval-wait spent ~1.4 ms of CPU a second on the empty transactions).
+ANY_DUE = """
+SELECT EXISTS (SELECT 1 FROM toolgate.approvals WHERE status = 'PENDING' AND expires_at < now())
+    OR EXISTS (SELECT 1 FROM toolgate.approvals WHERE status = 'PENDING' AND escalate_at <= now())
+"""
+
+
 class ExpirySweeper:
-    """Escalates due tickets and AUTO_DENIES expired ones, every sweep interval."""
+    """Escalates due tickets and AUTO_DENIES expired ones, every sweep interval (when any is
+    due)."""
 
     def __init__(self, registry: Registry, settings: Settings) -> None:
         self.registry = registry
-        self.pool = make_pool(settings.database_url, f"{STAGE}-expiry", max_size=1)
+        # Autocommit: the check for due tickets is one statement; a sweep is its own transaction.
+        self.pool = make_pool(settings.database_url, f"{STAGE}-expiry", max_size=1, autocommit=True)
         self.topics = Topics(settings.topic_prefix)
         self._opened = False
 
@@ -134,6 +145,10 @@ class ExpirySweeper:
         if not self._opened:
             await self.pool.open()
             self._opened = True
+        async with self.pool.connection() as conn:
+            due = await (await conn.execute(ANY_DUE)).fetchone()
+            if not (due and due[0]):
+                return
         async with self.pool.connection() as conn, conn.transaction():
             await escalate_approvals(conn, self.registry, self.topics, STAGE)
             await expire_approvals(conn, self.topics, STAGE)
