@@ -33,6 +33,13 @@ from toolgate.workers.runtime.intake import RawRecord
 log = logging.getLogger("toolgate.worker")
 
 IDLE_WAIT_S = 1.0  # the longest one wait for records lasts (and so a shutdown waits for it)
+# Napping (settings `idle_nap_ms`, on a broker that does not answer a waiting fetch early): a
+# consumer that got no record for IDLE_AFTER_S pauses its partitions for a nap, then fetches
+# again for LOOK_S (a fetch answered at once if records wait, and one held for the short fetch
+# wait if none do), and naps again. A record that arrives at a napping stage waits out the rest
+# of the nap; once one came, the stage fetches without napping until it is idle again.
+IDLE_AFTER_S = 5.0
+LOOK_S = 0.05
 # How long librdkafka waits to fetch again while records it fetched are not yet taken: at most
 # this much is added to a hop (librdkafka's default, 1 s, would idle a busy stage's partitions).
 FETCH_QUEUE_BACKOFF_MS = 10
@@ -48,6 +55,8 @@ class StageConsumer:
         self.pending: dict[str, deque[RawRecord]] = {topic: deque() for topic in bounds}
         self.on_assigned = on_assigned
         self._poll_records = min(b.poll_records for b in bounds.values())
+        self._nap_s = settings.idle_nap_ms / 1000.0
+        self._last_record = time.monotonic()
         # When the wait for records in flight began (0: none is): what liveness watches.
         self.waiting_since = 0.0
         self._consumer = Consumer(
@@ -97,14 +106,31 @@ class StageConsumer:
         else has been fetched."""
         if not self.has_pending():
             loop = asyncio.get_running_loop()
-            self.waiting_since = time.monotonic()
+            self.waiting_since = now = time.monotonic()
+            napping = self._nap_s > 0 and now - self._last_record >= IDLE_AFTER_S
+            look = self._nap if napping else self._consumer.poll
             try:
-                first = await loop.run_in_executor(self._waiter, self._consumer.poll, timeout_s)
+                first = await loop.run_in_executor(self._waiter, look, timeout_s)
             finally:
                 self.waiting_since = 0.0
             if first is not None:
+                self._last_record = time.monotonic()
                 self._queue([first])
         self.take()
+
+    def _nap(self, _timeout_s: float) -> Message | None:
+        """One nap and one look (IDLE_AFTER_S): no fetch for `idle_nap_ms` while the group's
+        callbacks are still served, then a poll of LOOK_S with every partition fetched again
+        from where it was. A record fetched before the pause comes back at once."""
+        paused = self._consumer.assignment()
+        self._consumer.pause(paused)
+        try:
+            early = self._consumer.poll(self._nap_s)
+        finally:
+            # The assignment may have changed in the poll's rebalance callbacks: what is assigned
+            # now is resumed (a partition that came meanwhile was never paused).
+            self._consumer.resume(self._consumer.assignment())
+        return early if early is not None else self._consumer.poll(LOOK_S)
 
     def take(self) -> None:
         """Move what librdkafka has fetched onto the pending queues, without waiting, as far as
