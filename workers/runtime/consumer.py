@@ -37,8 +37,9 @@ IDLE_WAIT_S = 1.0  # the longest one wait for records lasts (and so a shutdown w
 # consumer that got no record for IDLE_AFTER_S pauses its partitions for a nap, then fetches
 # again for LOOK_S (a fetch answered at once if records wait, and one held for the short fetch
 # wait if none do), and naps again. A record that arrives at a napping stage waits out the rest
-# of the nap; once one came, the stage fetches without napping until it is idle again.
-IDLE_AFTER_S = 5.0
+# of the nap; once one came, the stage fetches without napping until it is idle again. 30 s: an
+# agent's calls seconds apart (a model thinking between them) find the stages awake.
+IDLE_AFTER_S = 30.0
 LOOK_S = 0.05
 # How long librdkafka waits to fetch again while records it fetched are not yet taken: at most
 # this much is added to a hop (librdkafka's default, 1 s, would idle a busy stage's partitions).
@@ -118,19 +119,23 @@ class StageConsumer:
                 self._queue([first])
         self.take()
 
-    def _nap(self, _timeout_s: float) -> Message | None:
-        """One nap and one look (IDLE_AFTER_S): no fetch for `idle_nap_ms` while the group's
-        callbacks are still served, then a poll of LOOK_S with every partition fetched again
-        from where it was. A record fetched before the pause comes back at once."""
-        paused = self._consumer.assignment()
-        self._consumer.pause(paused)
-        try:
-            early = self._consumer.poll(self._nap_s)
-        finally:
-            # The assignment may have changed in the poll's rebalance callbacks: what is assigned
-            # now is resumed (a partition that came meanwhile was never paused).
-            self._consumer.resume(self._consumer.assignment())
-        return early if early is not None else self._consumer.poll(LOOK_S)
+    def _nap(self, timeout_s: float) -> Message | None:
+        """Naps and looks (IDLE_AFTER_S) until a record comes or `timeout_s` passed, in this
+        consumer's thread: no fetch for `idle_nap_ms` while the group's callbacks are still
+        served, then a poll of LOOK_S with every partition fetched again from where it was. A
+        record fetched before a pause comes back at once."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._consumer.pause(self._consumer.assignment())
+            try:
+                early = self._consumer.poll(min(self._nap_s, max(0.0, deadline - time.monotonic())))
+            finally:
+                # The assignment may have changed in the poll's rebalance callbacks: what is
+                # assigned now is resumed (a partition that came meanwhile was never paused).
+                self._consumer.resume(self._consumer.assignment())
+            found = early if early is not None else self._consumer.poll(LOOK_S)
+            if found is not None or time.monotonic() >= deadline:
+                return found
 
     def take(self) -> None:
         """Move what librdkafka has fetched onto the pending queues, without waiting, as far as
