@@ -59,7 +59,7 @@ class LetterTally:
             }
         )
         self.kept: dict[tuple[int, int], Kept] = {}  # by (partition, offset)
-        self._assigned = False
+        self.next: dict[int, int] = {}  # partition -> the offset to read from at the next sample
 
     def letters(self) -> list[dlq.Letter]:
         """Every letter on the topic now, each genuine when its MAC verifies with a key accepted
@@ -78,33 +78,39 @@ class LetterTally:
         self.consumer.close()
 
     def _read(self) -> None:
-        if not self._assigned:
+        """Read on from where the last sample stopped; between samples nothing is assigned, so
+        the consumer fetches nothing."""
+        if not self.next:
             self._start_over()
+        self.consumer.assign([TopicPartition(self.topic, p, offset) for p, offset in self.next.items()])
         sealer = Sealer(deployment_keys(self.settings), Topics(self.settings.topic_prefix))
         deadline = time.monotonic() + READ_LIMIT_S
         last = time.monotonic()
-        while time.monotonic() - last < QUIET_S and time.monotonic() < deadline:
-            msg = self.consumer.poll(0.1)
-            if msg is None:
-                continue
-            error = msg.error()
-            if error is not None:
-                if error.code() == KafkaError._AUTO_OFFSET_RESET:
-                    self._start_over()
-                    last = time.monotonic()
-                continue
-            last = time.monotonic()
-            record = consumed.read(msg)
-            found = dlq.read_letter(record, sealer, self.topic)
-            if found is not None:
-                self.kept[(record.partition, record.offset)] = (found, record)
+        try:
+            while time.monotonic() - last < QUIET_S and time.monotonic() < deadline:
+                msg = self.consumer.poll(0.1)
+                if msg is None:
+                    continue
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                        self._start_over()
+                        self.consumer.assign([TopicPartition(self.topic, p, o) for p, o in self.next.items()])
+                        last = time.monotonic()
+                    continue
+                last = time.monotonic()
+                record = consumed.read(msg)
+                self.next[record.partition] = record.offset + 1
+                found = dlq.read_letter(record, sealer, self.topic)
+                if found is not None:
+                    self.kept[(record.partition, record.offset)] = (found, record)
+        finally:
+            self.consumer.unassign()
 
     def _start_over(self) -> None:
         topics = self.consumer.list_topics(self.topic, timeout=status.KAFKA_TIMEOUT_S).topics
-        partitions = sorted(topics[self.topic].partitions)
         self.kept.clear()
-        self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions])
-        self._assigned = True
+        self.next = dict.fromkeys(sorted(topics[self.topic].partitions), OFFSET_BEGINNING)
 
 
 class Readers:
