@@ -32,9 +32,7 @@ from toolgate.workers.runtime.intake import RawRecord
 
 log = logging.getLogger("toolgate.worker")
 
-# The longest one wait for records lasts (and so a shutdown waits for it): an idle stage's event
-# loop wakes this often. At 1 s, ~0.6 ms of CPU a second of an idle stage's ~2.3.
-IDLE_WAIT_S = 2.0
+IDLE_WAIT_S = 1.0  # the longest one wait for records lasts (and so a shutdown waits for it)
 # Napping (settings `idle_nap_ms`, on a broker that does not answer a waiting fetch early): a
 # consumer that got no record for IDLE_AFTER_S pauses its partitions for a nap, then fetches
 # again for LOOK_S (a fetch answered at once if records wait, and one held for the short fetch

@@ -1,7 +1,7 @@
 """A stage whose Kafka consumer stopped answering ends itself, so that `toolgate up` (or any
 supervisor) starts it afresh.
 
-A stage waits for records at most two seconds at a time (workers/runtime/consumer.py). Seen in the
+A stage waits for records at most a second at a time (workers/runtime/consumer.py). Seen in the
 chaos suite, after the broker came back empty and the consumer group was rejoined, the consumer
 the stages ran on before stopped waking for good while the process stayed alive, ready, and
 holding its partitions, so nothing downstream ever came again. A process that does not consume

@@ -54,10 +54,11 @@ UNDELIVERABLE = frozenset(
 )
 # How long one poll of the delivery reports may wait. A poll returns as soon as a report is
 # served, so this bounds only how long a stopping producer's thread takes to notice: at 0.05 s
-# the two report threads of an idle stage woke 40 times a second, ~2 ms of CPU a second; at 0.5
-# s, ~0.55; at 1 s, ~0.3. A stop already waits as long for the stage's wait for records
-# (workers/runtime/consumer.py IDLE_WAIT_S).
-SERVE_S = 2.0
+# the two report threads of an idle stage woke 40 times a second, ~2 ms of CPU a second. A longer
+# one saves nothing more: confluent-kafka (2.13 on) waits in slices of 200 ms, taking the GIL
+# between them, so a thread blocked in any poll wakes five times a second (measured, whatever
+# the timeout).
+SERVE_S = 0.5
 WARM_S = 5.0  # how long `warm` waits for the cluster's metadata
 FULL_QUEUE_PAUSE_S = 0.005
 
