@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -44,14 +45,22 @@ def agents_add(
     actor: Annotated[str, typer.Option("--as")] = "operator",
 ) -> None:
     """Register an agent: its tenant, its granted scopes and an Ed25519 key (a new pair, the
-    private key into the local keyring, or the public key of one kept elsewhere)."""
+    private key into the local keyring, or the public key of one kept elsewhere). On a home
+    `toolgate up --secure` runs, the agent's Kafka user gets its SCRAM credential (its password
+    in the home's secrets) and its ACL bindings at once, as `toolgate up` gives the demo agents."""
+    from toolgate.kafka_security import HOME_SECURITY
     from toolgate.ops.agents import add_agent
 
+    settings = running()
     key_id, path = registry_call(
-        add_agent, running(), agent, tenant, [s for s in scopes.split(",") if s], public_key, actor
+        add_agent, settings, agent, tenant, [s for s in scopes.split(",") if s], public_key, actor
     )
     where = f"private key at {path}" if path else "public key registered"
     console.print(f"agent {agent} registered for tenant {tenant}: key {key_id}, {where}")
+    if (settings.home / HOME_SECURITY).is_file():
+        from toolgate.ops.kafka_credentials import grant
+
+        grant(replace(settings, database_url=settings.admin_url), console.print)
 
 
 @agents_app.command("rotate")

@@ -237,12 +237,25 @@ def test_an_approval_service_reads_only_its_tenants_packets(pipeline: Pipeline) 
     assert every.refusal is None and every.ends == set(range(partitions))
 
 
+def test_an_agent_added_on_the_secured_home_proposes_and_reads_its_tenant_s_answers_at_once(
+    pipeline: Pipeline, answered: str
+) -> None:
+    # `agents add` alone: its SCRAM credential and its bindings come with it, nothing else to run.
+    agent = f"new-{uuid.uuid4().hex[:8]}"
+    added = pipeline.cli("agents", "add", agent, "--tenant", "acme", "--scopes", "invoices:read")
+    assert added.returncode == 0, added.stdout + added.stderr
+    partitions = int(pipeline.runtime["partitions"])
+    mine = as_user(pipeline, agent)
+    seen = read(mine, TOPICS.name("observations", "acme"), partitions)
+    assert seen.refusal is None and seen.records
+    assert write(mine, TOPICS.proposals, b"acl-test: not a proposal") is None
+    refused(read(mine, TOPICS.name("observations", "globex"), partitions).refusal, TOPIC_REFUSED)
+
+
 def test_a_revoked_agent_loses_its_bindings(pipeline: Pipeline, answered: str, tmp_path: Path) -> None:
     agent = f"acl-{uuid.uuid4().hex[:8]}"
     added = pipeline.cli("agents", "add", agent, "--tenant", "acme", "--scopes", "invoices:read")
     assert added.returncode == 0, added.stdout + added.stderr
-    give_credentials(pipeline, agent)
-    setup_acls(pipeline)
     partitions = int(pipeline.runtime["partitions"])
     mine = as_user(pipeline, agent)
     before = read(mine, TOPICS.name("observations", "acme"), partitions)
