@@ -113,9 +113,9 @@ def actions(settings: Settings, conn: psycopg.Connection[Any] | None = None) -> 
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
-def state(found: Letter, acted: tuple[str, str] | None) -> str:
+def state(genuine: bool, acted: tuple[str, str] | None) -> str:
     """A letter's state: what an operator did with it, else open (a genuine one) or forged."""
-    return acted[0] if acted else ("open" if found.genuine else "forged")
+    return acted[0] if acted else ("open" if genuine else "forged")
 
 
 def summary(found: Letter, acted: tuple[str, str] | None) -> dict[str, Any]:
@@ -130,7 +130,7 @@ def summary(found: Letter, acted: tuple[str, str] | None) -> dict[str, Any]:
         "reason": letter.reason,
         "attempts": letter.attempts,
         "at": dt.datetime.fromtimestamp(letter.dead_lettered_at_ms / 1000, dt.UTC).isoformat(timespec="seconds"),
-        "state": state(found, acted),
+        "state": state(found.genuine, acted),
         "genuine": found.genuine,
         "bytes": len(letter.value),
         **({"unreadable": found.unreadable} if found.unreadable else {}),

@@ -8,9 +8,10 @@ Kept instead:
 
 * one Postgres connection (autocommit) for every query of a sample;
 * one admin client and one end reader (ops/status.py `end_reader`) for the consumer lag;
-* the dead-letter topic read as it grows (`LetterTally`): each letter decoded once, its MAC
-  checked again at every sample with the keys accepted then (a retired key makes its letters
-  forged, as `toolgate dlq list` shows them).
+* the dead-letter topic read as it grows (`LetterTally`): each letter read once, and kept as its
+  id and the ids of the keys whose MAC it carries, so that it is genuine for as long as one of
+  them is accepted (a retired key makes its letters forged, as `toolgate dlq list` shows them),
+  and no letter's bytes are held.
 
 A client that failed is dropped and made again at the next sample.
 """
@@ -37,7 +38,7 @@ from toolgate.topics.catalog import Topics
 # flight then is counted at the next sample), and the longest one reading lasts.
 QUIET_S = 0.3
 READ_LIMIT_S = 5.0
-Kept = tuple[dlq.Letter, consumed.Consumed | consumed.Unreadable]
+Kept = tuple[str, frozenset[str]]  # a letter's id, and the keys whose MAC it carries
 
 
 class LetterTally:
@@ -61,18 +62,12 @@ class LetterTally:
         self.kept: dict[tuple[int, int], Kept] = {}  # by (partition, offset)
         self.next: dict[int, int] = {}  # partition -> the offset to read from at the next sample
 
-    def letters(self) -> list[dlq.Letter]:
-        """Every letter on the topic now, each genuine when its MAC verifies with a key accepted
-        now."""
+    def letters(self) -> list[tuple[str, bool]]:
+        """Every letter on the topic now: its id, and whether it is genuine now (its MAC made
+        with a key accepted now)."""
         self._read()
-        sealer = Sealer(deployment_keys(self.settings), Topics(self.settings.topic_prefix))
-        out = []
-        for letter, record in self.kept.values():
-            genuine = isinstance(record, consumed.Consumed) and sealer.mac_ok(
-                self.topic, record.value or b"", record.headers
-            )
-            out.append(dlq.Letter(letter.letter, genuine, letter.unreadable))
-        return out
+        accepted = set(deployment_keys(self.settings).view().accepted)
+        return [(letter_id, bool(keys & accepted)) for letter_id, keys in self.kept.values()]
 
     def close(self) -> None:
         self.consumer.close()
@@ -103,7 +98,10 @@ class LetterTally:
                 self.next[record.partition] = record.offset + 1
                 found = dlq.read_letter(record, sealer, self.topic)
                 if found is not None:
-                    self.kept[(record.partition, record.offset)] = (found, record)
+                    keys = frozenset[str]()
+                    if isinstance(record, consumed.Consumed):  # an unreadable one's MAC cannot be read: forged
+                        keys = sealer.mac_keys(self.topic, record.value or b"", record.headers)
+                    self.kept[(record.partition, record.offset)] = (found.letter.dead_letter_id, keys)
         finally:
             self.consumer.unassign()
 
@@ -141,7 +139,7 @@ class Readers:
         if self._tally is None:
             self._tally = LetterTally(self.settings)
         acted = dlq.actions(self.settings, self.postgres())
-        states = [dlq.state(found, acted.get(found.letter.dead_letter_id)) for found in self._tally.letters()]
+        states = [dlq.state(genuine, acted.get(letter_id)) for letter_id, genuine in self._tally.letters()]
         return states.count("open")
 
     def drop(self, part: str) -> None:

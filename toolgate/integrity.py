@@ -138,6 +138,17 @@ class Sealer:
             return False
         return any(keys.mac_ok(topic, value, mac) for keys in self._accepted(raw_header(pairs, KEY_HEADER)))
 
+    def mac_keys(self, topic: str, value: bytes, headers: Iterable[tuple[str, bytes | None]] | None) -> frozenset[str]:
+        """The ids of the keys accepted now whose MAC the record carries (none: not genuine now).
+        A record stays genuine for as long as one of them is accepted: a reader that keeps these
+        need not keep the record to check it again after a rotation."""
+        pairs = headers if isinstance(headers, Sequence) else list(headers or ())
+        mac = raw_header(pairs, MAC_HEADER)
+        if mac is None:
+            return frozenset()
+        candidates = self._accepted(raw_header(pairs, KEY_HEADER))
+        return frozenset(keys.key_id for keys in candidates if keys.mac_ok(topic, value, mac))
+
     def _accepted(self, named: bytes | None) -> Sequence[DeploymentKeys]:
         """The keys to check a record with: the one it names, if accepted; every accepted one if
         it names none."""

@@ -213,3 +213,22 @@ def test_a_retired_key_is_no_longer_accepted(tmp_path: Path, early: bool) -> Non
     assert not sealer.mac_ok(VALIDATED, BATCH, by_old)
     assert keys.public_keys(retired=True)[-1] == old.public_key  # its public half stays known
     assert old.public_key not in keys.public_keys()
+
+
+def test_the_keys_a_mac_was_made_with_stay_known_after_a_rotation_retires_one(tmp_path: Path) -> None:
+    # What the gauges keep of a dead letter instead of its bytes (ops/gauge_readers.py): the ids
+    # of the keys whose MAC it carries; genuine while one of them is accepted.
+    clock = Clock()
+    promoted = promote(stage(parse(OLD), NEW), int(clock.wall * 1000), GRACE_MS)
+    keys = live(tmp_path, render(promoted), clock)
+    sealer = Sealer(keys, TOPICS)
+    old, new = DeploymentKeys(OLD.encode()), DeploymentKeys(NEW.encode())
+    by_old = [(MAC_HEADER, old.mac(VALIDATED, BATCH)), (KEY_HEADER, old.key_id.encode())]
+    unnamed = [(MAC_HEADER, new.mac(VALIDATED, BATCH))]
+    assert sealer.mac_keys(VALIDATED, BATCH, by_old) == {old.key_id}
+    assert sealer.mac_keys(VALIDATED, BATCH, unnamed) == {new.key_id}  # tried with each key accepted
+    assert sealer.mac_keys(VALIDATED, BATCH + b"!", by_old) == frozenset()  # another value
+    assert sealer.mac_keys(VALIDATED, BATCH, [(KEY_HEADER, old.key_id.encode())]) == frozenset()  # no MAC
+    put(tmp_path, render(retire(promoted, int(clock.wall * 1000) + GRACE_MS, old.public_key.hex())))
+    clock.advance(GRACE_MS / 1000)
+    assert old.key_id not in keys.view().accepted and new.key_id in keys.view().accepted
