@@ -16,7 +16,8 @@ Only invariants are checked at the end, from Postgres, the provider's own ledger
 clients: every call has a final observation and none has two different ones; one invoice or
 charge per logical operation; no key left PENDING; every approval decided once, by both
 approvers; the audit chain intact. The counts are printed. CI runs CALLS=3000; the long run is
-`TOOLGATE_CHAOS_CALLS=20000 pytest -m chaos tests/chaos/test_chaos.py -s`.
+`TOOLGATE_CHAOS_CALLS=20000 pytest -m chaos tests/chaos/test_chaos.py -s`, with
+`TOOLGATE_CHAOS_TWINS=1` a second worker of every consuming stage beside toolgate up's (twins.py).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from toolgate.topics.client import ApprovalClient, Proposed, ToolgateClient
 from toolgate.topics.headers import CALL_ID, header
 
 from ..conftest import _wait_up, kafka_config, session_broker, session_env
+from . import twins as twin_workers
 from .brokers import await_serving, kill_every_node, kill_leader, victims
 
 # CI runs a bounded chaos; TOOLGATE_CHAOS_CALLS=20000 is the long run (README).
@@ -211,8 +213,11 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
     observer = approver = None
     kills: Counter[str] = Counter()
     leader_changes = 0  # partitions whose leader a kill took away (on Kafka)
+    twins = twin_workers.Twins(home)
     try:
         up = _up(home, env, runs)
+        if twin_workers.ENABLED:
+            twins.start()
         runtime = json.loads((home / "runtime.json").read_text())
         bootstrap, database_url = runtime["kafka_bootstrap"], runtime["database_url"]
         with psycopg.connect(database_url, autocommit=True) as conn:
@@ -276,6 +281,7 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
         missed: list[str] = []
         for at, victim in _schedule(monkey, CALLS / 500 + 20, broker):
             while time.monotonic() - started < at:
+                twins.tend()
                 time.sleep(0.05)
             if victim == "toolgate up":
                 up.send_signal(signal.SIGKILL)
@@ -311,6 +317,7 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
         deadline, resent = time.monotonic() + 600, 0
         answered_before, quiet_since = -1, time.monotonic()
         while time.monotonic() < deadline and len(set(operations) & set(observer.final)) < len(operations):
+            twins.tend()
             time.sleep(1.0)
             answered_now = len(set(operations) & set(observer.final))
             if answered_now != answered_before:
@@ -394,7 +401,8 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
             f"{len(charges)} charges), "
             f"{republished} records republished, {resent} re-published for want of an answer, {elapsed:.0f} s\n"
             f"  kills: {dict(kills)}; leader changes forced: {leader_changes}; crash points reached: "
-            f"{dict(crashed)}; restarts by toolgate up: {restarts}\n"
+            f"{dict(crashed)}; restarts by toolgate up: {restarts}; "
+            f"twins: {list(twins.started)} (restarted {twins.restarts()})\n"
             f"  answered: {len(answered)}/{len(operations)}; final outcomes {dict(outcomes)}; "
             f"{duplicates} duplicate final observations (at-least-once delivery), {len(split)} with two finals\n"
             f"  invoices: {sum(invoices.values())} for {len(drafts)} draft operations; "
@@ -422,6 +430,7 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
             assert "re-drive" not in (home / "up-0.out").read_text().split("toolgate is up", 1)[1]
         assert sum(crashed.values()) >= 1, "no crash point fired"
     finally:
+        twins.stop()
         for thread in (observer, approver):
             if thread is not None:
                 thread.stop.set()
