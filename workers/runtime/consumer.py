@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -115,7 +115,6 @@ class StageConsumer:
             finally:
                 self.waiting_since = 0.0
             if first is not None:
-                self._last_record = time.monotonic()
                 self._queue([first])
         self.take()
 
@@ -151,10 +150,13 @@ class StageConsumer:
         """The topics with records pending."""
         return [topic for topic, queue in self.pending.items() if queue]
 
-    def _queue(self, messages: Iterable[Message]) -> None:
+    def _queue(self, messages: Sequence[Message]) -> None:
         """Queue fetched records for their rounds. Nothing a record holds raises here: a record
         whose parts cannot all be read is queued as it is (`_raw`), for its round's intake to
-        dead-letter, and its offset goes with the round's."""
+        dead-letter, and its offset goes with the round's. Any record keeps the stage awake (a
+        stage busy with what it took ahead never waits, and must not nap once it is done)."""
+        if messages:
+            self._last_record = time.monotonic()
         for msg in messages:
             error = msg.error()
             if error is None:
