@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 NODE = "kafka-"
@@ -41,10 +42,19 @@ def _nodes(home: Path) -> dict[str, int]:
     return {name: pid for name, pid in _runtime(home)["infrastructure"].items() if name.startswith(NODE)}
 
 
-def leaders(bootstrap: str, client_config: dict[str, str]) -> Counter[int]:
-    """How many partitions of toolgate's topics each node leads now."""
+def leaders(bootstrap: str, client_config: dict[str, str], timeout: float = 90.0) -> Counter[int]:
+    """How many partitions of toolgate's topics each node leads now (asked again while no node
+    answers: one killed before may still be coming back)."""
     admin = AdminClient({**client_config, "bootstrap.servers": bootstrap})
-    topics = admin.list_topics(timeout=10).topics
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            topics = admin.list_topics(timeout=10).topics
+            break
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
     return Counter(
         p.leader
         for name, topic in topics.items()
