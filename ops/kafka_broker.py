@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgate.ops.embedded import die_with_parent, wait_for_port
+from toolgate.ops.embedded import die_with_parent, listening, wait_for_port
 from toolgate.ops.kafka_credentials import BrokerSecurity
 from toolgate.ops.kafka_dist import Distribution
 from toolgate.topics.catalog import Replication
@@ -160,6 +160,7 @@ class KafkaNode:
     restarts: int = 0  # in a row, for the backoff
     started_at: float = 0.0
     next_start: float = 0.0
+    returning: bool = False  # started again, not yet listening
 
     @property
     def name(self) -> str:
@@ -238,8 +239,12 @@ class KafkaCluster:
         node.started_at = time.monotonic()
 
     def revive(self, say: Callable[[str], None]) -> list[str]:
-        """Start again every node that died, on its ports and with its data (a crash loop backs
-        off, as `toolgate up`'s workers do); the names of those started."""
+        """Start again every node that died, all at once, on its ports and with its data, and
+        return without waiting for any (a crash loop backs off, as `toolgate up`'s workers do);
+        the names of those started. A combined node serves only once a majority of the
+        controllers run: nodes brought back one after another, each awaited before the next,
+        would each wait alone for a quorum until Kafka gives up its registration, and the
+        supervisor, which also restarts the workers, would wait with them."""
         now, started = time.monotonic(), []
         for node in self.nodes:
             if not node.exited or now < node.next_start:
@@ -248,13 +253,13 @@ class KafkaCluster:
             node.restarts = 1 if now - node.started_at > STABLE_AFTER_S else node.restarts + 1
             node.next_start = now + min(30.0, 0.5 * 2 ** min(node.restarts - 1, 6))
             say(f"{node.name} exited with {node.process.returncode}; restarting on port {node.port} (its data kept)")
-            try:
-                self.spawn(node)
-                assert node.process is not None
-                wait_for_port(node.port, READY_S, node.process)
-            except (RuntimeError, TimeoutError) as exc:
-                say(f"{node.name} did not come back: {exc}; see {node.log_path}")
+            self.spawn(node)
+            node.returning = True
             started.append(node.name)
+        for node in self.nodes:
+            if node.returning and not node.exited and listening(node.port):
+                node.returning = False
+                say(f"{node.name} serves again on port {node.port}")
         return started
 
     def stop(self) -> None:

@@ -2,7 +2,8 @@
 the catalog, and Kafka's consumer offsets, on three replicas with `min.insync.replicas` 2;
 `toolgate status` naming three healthy nodes; and a stop and start on the same home that finds
 the cluster as it was (the same cluster id, no topic made again, nothing re-driven), a call made
-before still on its observation topic and a new call answered.
+before still on its observation topic and a new call answered; and every node SIGKILLed at once
+brought back by `toolgate up` alone.
 
 It runs its own `toolgate up` on a home of its own (three nodes, whatever the session's broker)
 and only when the session runs on Kafka (TOOLGATE_TEST_BROKER=kafka): the default session needs
@@ -13,14 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from toolgate.kafka_security import ADMIN
@@ -135,3 +140,43 @@ def test_a_restart_on_the_same_home_keeps_the_cluster_and_its_records(cluster: R
     assert call_id in kept
     again = after.call("invoice.fetch", {"invoice_id": "inv_acme0001"})
     assert again["tool_identity"]["call_id"] != call_id and again["status"]["taxonomy_class"] == "SUCCESS"
+
+
+def test_every_node_killed_at_once_comes_back_by_itself(cluster: Restartable) -> None:
+    """All three nodes SIGKILLed together: `toolgate up` starts them again together. A combined
+    node serves only once a majority of the controllers run; started one after another, each
+    awaited before the next, each waited alone for a quorum until Kafka gave up its registration,
+    and the cluster never came back."""
+    pipeline = cluster.pipeline
+    assert pipeline is not None
+    killed = {name: pid for name, pid in _infrastructure(cluster.home).items() if name.startswith("kafka-")}
+    assert len(killed) == 3
+    for pid in killed.values():
+        os.kill(pid, signal.SIGKILL)
+
+    deadline = time.monotonic() + 180
+    while not _three_serve(pipeline):
+        assert time.monotonic() < deadline, (cluster.home / "up.out").read_text()
+        time.sleep(1.0)
+
+    revived = {name: pid for name, pid in _infrastructure(cluster.home).items() if name in killed}
+    assert all(revived[name] != pid for name, pid in killed.items()), revived
+    said = (cluster.home / "up.out").read_text()
+    assert all(f"{name} serves again" in said for name in killed), said
+    answered = pipeline.call("invoice.fetch", {"invoice_id": "inv_acme0001"})
+    assert answered["status"]["taxonomy_class"] == "SUCCESS"
+
+
+def _infrastructure(home: Path) -> dict[str, int]:
+    return dict(json.loads((home / "runtime.json").read_text())["infrastructure"])
+
+
+def _three_serve(pipeline: Pipeline) -> bool:
+    """Whether three nodes are in the cluster's metadata and every partition of toolgate's topics
+    has a leader."""
+    try:
+        metadata = admin(pipeline).list_topics(timeout=5)
+    except KafkaException:
+        return False
+    partitions = [p for name, t in metadata.topics.items() if name.startswith("tool.") for p in t.partitions.values()]
+    return len(metadata.brokers) == 3 and bool(partitions) and all(p.leader >= 0 for p in partitions)
