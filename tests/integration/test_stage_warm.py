@@ -9,11 +9,12 @@ validators (validation's round 15 ms against 2.4). Made as the stage starts: 45-
 from __future__ import annotations
 
 import asyncio
+import time
 
 from toolgate.ops.embedded import Broker
 from toolgate.settings import Settings
 from toolgate.topics.catalog import CATALOG, Topics
-from toolgate.workers.runtime.producer import StageProducer
+from toolgate.workers.runtime.producer import IDLE_S, StageProducer
 
 from .conftest import fresh_topics
 
@@ -50,3 +51,32 @@ def test_without_a_cluster_the_wait_is_left_to_the_first_record() -> None:
         return names
 
     assert asyncio.run(scenario()) == []
+
+
+def test_an_idle_report_thread_sleeps_until_a_record_wakes_it(broker: Broker) -> None:
+    """With nothing in flight the report thread waits on `send`, not on librdkafka's poll (which
+    wakes five times a second): a record handed over to a sleeping thread is acknowledged at once,
+    not after the thread's idle sleep (`IDLE_S`), and a sleeping thread stops at once."""
+    prefix = fresh_topics(broker, "idle-")
+    settings = Settings(kafka_bootstrap=broker.bootstrap, topic_prefix=prefix, compression="lz4")
+    topic = Topics(prefix).name("validated")
+
+    async def scenario() -> tuple[list[float], float]:
+        producer = StageProducer(settings, "idle-test")
+        producer.start(asyncio.get_running_loop())
+        await producer.warm()
+        await asyncio.wait_for(await producer.send(topic, b"key", b"first", 0, []), 10)
+        took = []
+        for i in range(3):
+            await asyncio.sleep(IDLE_S * 1.1)  # nothing in flight: the thread sleeps
+            started = time.monotonic()
+            await asyncio.wait_for(await producer.send(topic, b"key", b"%d" % i, 0, []), 10)
+            took.append(time.monotonic() - started)
+        await asyncio.sleep(IDLE_S * 0.2)
+        started = time.monotonic()
+        await asyncio.to_thread(producer.close)
+        return took, time.monotonic() - started
+
+    took, closing = asyncio.run(scenario())
+    assert max(took) < IDLE_S / 2, took
+    assert closing < IDLE_S / 2, closing
