@@ -1,7 +1,8 @@
 """`toolgate bench --idle SECONDS`: what a local `toolgate up` costs while nothing happens.
 
 Once every stage is ready and the stack has settled (`settle_s`: the first seconds after a
-start still hold the groups' joins and the first metadata), it reads each process's CPU
+start still hold the groups' joins and the first metadata, and on Tansu a stage naps only after
+IDLE_AFTER_S without a record, workers/runtime/consumer.py), it reads each process's CPU
 (ops/bench_cpu.py) over `seconds` of no calls and reports it as a share of one core: each
 process, the broker's nodes together (`broker`), Postgres, and toolgate's own processes together
 (`toolgate`: the stage workers, the demo provider and `toolgate up` itself). The issue's bound
@@ -21,8 +22,9 @@ from toolgate.ops.bench_cpu import SUPERVISOR, CpuMeter
 from toolgate.ops.bench_machine import MachineMeter
 from toolgate.ops.status import await_ready
 from toolgate.settings import Settings
+from toolgate.workers.runtime.consumer import IDLE_AFTER_S
 
-SETTLE_S = 10.0
+SETTLE_S = IDLE_AFTER_S + 10.0
 INFRASTRUCTURE_NOT_BROKER = ("postgres",)
 
 

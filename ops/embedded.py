@@ -135,6 +135,11 @@ BROKER_THREADS = 2
 # goes"; 20 ms took one call at a time from p50 23-27 ms to 35-37). Apache Kafka answers early,
 # and gets the settings' long wait.
 TANSU_FETCH_WAIT_MS = 5
+# How long an idle stage naps between looks on Tansu (TOOLGATE_IDLE_NAP_MS under `toolgate up`,
+# workers/runtime/consumer.py): the 5 ms fetch wait above made an idle stack's workers spend
+# ~8 % of a core fetching nothing. A stage naps after 30 s without a record, so the first call
+# after a quiet spell waits out up to this much at each napping hop; a busy stage never naps.
+TANSU_IDLE_NAP_MS = 500
 
 
 def broker_cpus(spec: str, allowed: set[int]) -> set[int] | None:

@@ -51,6 +51,7 @@ from toolgate.ops.agents import add_tenant, list_agents, register_agent, registe
 from toolgate.ops.approvers import list_approvers, register_approver
 from toolgate.ops.embedded import (
     TANSU_FETCH_WAIT_MS,
+    TANSU_IDLE_NAP_MS,
     Broker,
     Postgres,
     die_with_parent,
@@ -301,8 +302,9 @@ class Supervisor:
 
     def _worker_env(self, bootstrap: str, worker_url: str, endpoints: dict[str, str]) -> dict[str, str]:
         """A stage process's environment: where everything is, and never the owner's URL. On
-        the embedded Tansu the stages poll with a short fetch wait (TANSU_FETCH_WAIT_MS), unless
-        one is set; elsewhere they long-poll (settings `fetch_wait_ms`)."""
+        the embedded Tansu the stages poll with a short fetch wait (TANSU_FETCH_WAIT_MS) and nap
+        when idle (TANSU_IDLE_NAP_MS), unless set; elsewhere they long-poll (settings
+        `fetch_wait_ms`) and never nap."""
         env = {
             **{k: v for k, v in os.environ.items() if k != "TOOLGATE_ADMIN_DATABASE_URL"},
             "TOOLGATE_HOME": str(self.home),
@@ -314,6 +316,7 @@ class Supervisor:
         }
         if self.broker is not None:
             env.setdefault("TOOLGATE_FETCH_WAIT_MS", str(TANSU_FETCH_WAIT_MS))
+            env.setdefault("TOOLGATE_IDLE_NAP_MS", str(TANSU_IDLE_NAP_MS))
         return env
 
     def _start_workers(self, env: dict[str, str], ports: Ports) -> None:

@@ -68,6 +68,12 @@ class Settings:
     # 5 ms wait, 17 ms with 100, 113 ms with 500), so `toolgate up` gives its workers
     # TANSU_FETCH_WAIT_MS there (ops/embedded.py), unless this is set.
     fetch_wait_ms: int = 500
+    # How long an idle stage consumer stops fetching between looks (0: it never does). Only for a
+    # broker that holds a waiting fetch without answering it when records arrive: there a short
+    # fetch wait is a stage's latency, and an idle stage fetching every few milliseconds was most
+    # of an idle stack's CPU. `toolgate up` gives its workers TANSU_IDLE_NAP_MS on Tansu
+    # (ops/embedded.py), unless this is set; workers/runtime/consumer.py says what it costs.
+    idle_nap_ms: int = 0
     # How long a stage's producer (and the outbox relay's) holds a record to batch it with others.
     # A round hands all its records to the producer at once, and a stage's producer keeps one
     # request in flight (workers/runtime/producer.py), so they batch without a linger; 2 ms cost
@@ -197,6 +203,7 @@ _ENV = {
     "batch_max": "TOOLGATE_BATCH_MAX",
     "batch_ms": "TOOLGATE_BATCH_MS",
     "fetch_wait_ms": "TOOLGATE_FETCH_WAIT_MS",
+    "idle_nap_ms": "TOOLGATE_IDLE_NAP_MS",
     "linger_ms": "TOOLGATE_LINGER_MS",
     "compression": "TOOLGATE_COMPRESSION",
     "batch_bytes": "TOOLGATE_BATCH_BYTES",

@@ -15,10 +15,11 @@ So a round that did not finish is consumed again, by this worker or the next one
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -33,6 +34,14 @@ from toolgate.workers.runtime.intake import RawRecord
 log = logging.getLogger("toolgate.worker")
 
 IDLE_WAIT_S = 1.0  # the longest one wait for records lasts (and so a shutdown waits for it)
+# Napping (settings `idle_nap_ms`, on a broker that does not answer a waiting fetch early): a
+# consumer that got no record for IDLE_AFTER_S pauses its partitions for a nap, then fetches
+# again for LOOK_S (a fetch answered at once if records wait, and one held for the short fetch
+# wait if none do), and naps again. A record that arrives at a napping stage waits out the rest
+# of the nap; once one came, the stage fetches without napping until it is idle again. 30 s: an
+# agent's calls seconds apart (a model thinking between them) find the stages awake.
+IDLE_AFTER_S = 30.0
+LOOK_S = 0.05
 # How long librdkafka waits to fetch again while records it fetched are not yet taken: at most
 # this much is added to a hop (librdkafka's default, 1 s, would idle a busy stage's partitions).
 FETCH_QUEUE_BACKOFF_MS = 10
@@ -48,6 +57,8 @@ class StageConsumer:
         self.pending: dict[str, deque[RawRecord]] = {topic: deque() for topic in bounds}
         self.on_assigned = on_assigned
         self._poll_records = min(b.poll_records for b in bounds.values())
+        self._nap_s = settings.idle_nap_ms / 1000.0
+        self._last_record = time.monotonic()
         # When the wait for records in flight began (0: none is): what liveness watches.
         self.waiting_since = 0.0
         self._consumer = Consumer(
@@ -97,14 +108,46 @@ class StageConsumer:
         else has been fetched."""
         if not self.has_pending():
             loop = asyncio.get_running_loop()
-            self.waiting_since = time.monotonic()
+            self.waiting_since = now = time.monotonic()
+            napping = self._nap_s > 0 and now - self._last_record >= IDLE_AFTER_S
+            look = self._nap if napping else self._consumer.poll
             try:
-                first = await loop.run_in_executor(self._waiter, self._consumer.poll, timeout_s)
+                first = await loop.run_in_executor(self._waiter, look, timeout_s)
             finally:
                 self.waiting_since = 0.0
             if first is not None:
                 self._queue([first])
         self.take()
+
+    def _nap(self, timeout_s: float) -> Message | None:
+        """Naps and looks (IDLE_AFTER_S) until a record comes or `timeout_s` passed, in this
+        consumer's thread: no fetch for `idle_nap_ms` while the group's callbacks are still
+        served, then a poll of LOOK_S with every partition fetched again from where it was. A
+        record fetched before a pause comes back at once."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._consumer.pause(self._consumer.assignment())
+            try:
+                early = self._consumer.poll(min(self._nap_s, max(0.0, deadline - time.monotonic())))
+            finally:
+                self._resume()
+            found = early if early is not None else self._consumer.poll(LOOK_S)
+            if found is not None or time.monotonic() >= deadline:
+                return found
+
+    def _resume(self) -> None:
+        """Fetch every assigned partition again, now. The assignment may have changed in the
+        nap's rebalance callbacks: what is assigned now is resumed (a partition that came
+        meanwhile was never paused). librdkafka looks at a resumed partition only when the
+        broker's thread next wakes, and a resume does not wake it: on Tansu the first fetch went
+        out 415-501 ms after it (five of five), so a look found nothing and a record waited for
+        a look that happened to meet a fetch (seconds). A request on that connection wakes it: a
+        metadata request for one assigned topic, after which the record came in 1-14 ms."""
+        assigned = self._consumer.assignment()
+        self._consumer.resume(assigned)
+        if assigned:
+            with contextlib.suppress(KafkaException):  # the broker away: the look finds nothing
+                self._consumer.list_topics(assigned[0].topic, timeout=LOOK_S)
 
     def take(self) -> None:
         """Move what librdkafka has fetched onto the pending queues, without waiting, as far as
@@ -120,10 +163,13 @@ class StageConsumer:
         """The topics with records pending."""
         return [topic for topic, queue in self.pending.items() if queue]
 
-    def _queue(self, messages: Iterable[Message]) -> None:
+    def _queue(self, messages: Sequence[Message]) -> None:
         """Queue fetched records for their rounds. Nothing a record holds raises here: a record
         whose parts cannot all be read is queued as it is (`_raw`), for its round's intake to
-        dead-letter, and its offset goes with the round's."""
+        dead-letter, and its offset goes with the round's. Any record keeps the stage awake (a
+        stage busy with what it took ahead never waits, and must not nap once it is done)."""
+        if messages:
+            self._last_record = time.monotonic()
         for msg in messages:
             error = msg.error()
             if error is None:

@@ -1,0 +1,109 @@
+"""An idle stage consumer that naps (settings `idle_nap_ms`, workers/runtime/consumer.py) loses
+no record and keeps none past its nap: records produced at random moments, during naps and looks
+alike, while a second worker joins the group and its partitions move, all reach a worker, each
+in its partition's order, and none later than a nap and a look after it was produced (a resumed
+partition that librdkafka fetched only when its broker thread next woke kept records 1-7 s).
+
+On the session's broker, a topic catalog of this module's own; a nap of 100 ms after 0.2 s
+idle, so that the records meet many naps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from toolgate.ops.embedded import Broker
+from toolgate.topics.catalog import Topics, stage_group
+from toolgate.workers.runtime import consumer as consumer_module
+from toolgate.workers.runtime.consumer import StageConsumer
+from toolgate.workers.runtime.filling import bounds_for
+
+from .conftest import Database, with_topics
+
+RECORDS = 60
+NAP_MS = 100
+
+
+class Napping(StageConsumer):
+    naps = 0
+
+    def _nap(self, timeout_s: float):  # type: ignore[no-untyped-def]
+        Napping.naps += 1
+        return super()._nap(timeout_s)
+
+
+def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_worker_joins(
+    database: Database, broker: Broker, topic_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(consumer_module, "IDLE_AFTER_S", 0.2)
+    settings = replace(with_topics(database, broker, topic_prefix), idle_nap_ms=NAP_MS, fetch_wait_ms=5)
+    topic = Topics(topic_prefix).validated
+    group = stage_group(topic_prefix, "nap-test")
+    received: dict[int, list[int]] = {}  # partition -> the values, in the order they came
+    produced: dict[int, float] = {}  # value -> when it was handed to the broker
+    late: dict[int, float] = {}  # value -> seconds from produced to taken, at its first coming
+
+    def every_one() -> bool:
+        return len({v for vs in received.values() for v in vs}) == RECORDS
+
+    async def work(worker: StageConsumer, until: float) -> None:
+        while time.monotonic() < until and not every_one():
+            await worker.wait(0.5)
+            for name in worker.ready():
+                records = list(worker.pending[name])
+                worker.pending[name].clear()
+                for record in records:
+                    value = int(record.value or b"-1")
+                    late.setdefault(value, time.monotonic() - produced[value])
+                    received.setdefault(record.partition, []).append(value)
+                worker.done(name, records)
+
+    assigned = threading.Event()
+
+    def produce() -> None:
+        assigned.wait(30)  # records from the first assignment on: a group's first join is not a nap
+        producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "linger.ms": 0})
+        for n in range(RECORDS):
+            time.sleep(random.uniform(0.0, 0.6))  # idle past IDLE_AFTER_S often: naps begin
+            produced[n] = time.monotonic()
+            producer.produce(topic, key=str(n % 7).encode(), value=str(n).encode())
+            producer.flush(10)
+        producer.flush(10)
+
+    async def run() -> None:
+        bounds = {topic: bounds_for(True, settings.batch_max, settings.stream_buffer)}
+        workers = [Napping(settings, group, bounds, assigned.set)]
+        sending = threading.Thread(target=produce)
+        sending.start()
+        until = time.monotonic() + 0.6 * RECORDS + 10.0
+        try:
+            working = asyncio.ensure_future(work(workers[0], until))
+            await asyncio.sleep(0.3 * RECORDS)
+            # Halfway: a second worker joins (a consumer joins its group as it is made), and
+            # partitions move to it.
+            workers.append(Napping(settings, group, bounds, lambda: None))
+            await asyncio.gather(working, work(workers[1], until))
+        finally:
+            sending.join()
+            for worker in workers:
+                worker.close()
+
+    asyncio.run(run())
+    values = sorted(v for vs in received.values() for v in vs)
+    assert sorted(set(values)) == list(range(RECORDS)), f"lost: {sorted(set(range(RECORDS)) - set(values))}"
+    for partition, seen in received.items():
+        firsts = list(dict.fromkeys(seen))  # a record consumed again after a move comes again in order
+        assert firsts == sorted(firsts), (partition, seen)
+    assert Napping.naps > 10
+    # A nap, a look and the machine's slack; a partition moving to the second worker may hold
+    # its records for the rebalance, once.
+    slow = sorted((round(seconds, 2), value) for value, seconds in late.items() if seconds > NAP_MS / 1000 + 0.35)
+    assert len(slow) <= 2, slow
