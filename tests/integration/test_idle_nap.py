@@ -28,7 +28,7 @@ from toolgate.workers.runtime.filling import bounds_for
 
 from .conftest import Database, with_topics
 
-RECORDS = 60
+RECORDS = 40
 NAP_MS = 100
 
 
@@ -72,7 +72,7 @@ def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_w
         assigned.wait(30)  # records from the first assignment on: a group's first join is not a nap
         producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "linger.ms": 0})
         for n in range(RECORDS):
-            time.sleep(random.uniform(0.0, 0.6))  # idle past IDLE_AFTER_S often: naps begin
+            time.sleep(random.uniform(0.0, 0.5))  # idle past IDLE_AFTER_S often: naps begin
             produced[n] = time.monotonic()
             producer.produce(topic, key=str(n % 7).encode(), value=str(n).encode())
             producer.flush(10)
@@ -83,10 +83,10 @@ def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_w
         workers = [Napping(settings, group, bounds, assigned.set)]
         sending = threading.Thread(target=produce)
         sending.start()
-        until = time.monotonic() + 0.6 * RECORDS + 10.0
+        until = time.monotonic() + 0.5 * RECORDS + 10.0
         try:
             working = asyncio.ensure_future(work(workers[0], until))
-            await asyncio.sleep(0.3 * RECORDS)
+            await asyncio.sleep(0.25 * RECORDS)
             # Halfway: a second worker joins (a consumer joins its group as it is made), and
             # partitions move to it.
             workers.append(Napping(settings, group, bounds, lambda: None))
