@@ -147,6 +147,19 @@ def refused(error: KafkaError | None, code: int) -> str:
     return str(error.str())
 
 
+def added_agent(pipeline: Pipeline, prefix: str) -> tuple[str, dict[str, str]]:
+    """An agent of acme added with `agents add`, and its client's settings, once it has read
+    its tenant's answers and written a proposal (a record that is not one) as itself."""
+    agent = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    added = pipeline.cli("agents", "add", agent, "--tenant", "acme", "--scopes", "invoices:read")
+    assert added.returncode == 0, added.stdout + added.stderr
+    mine = as_user(pipeline, agent)
+    seen = read(mine, TOPICS.name("observations", "acme"), int(pipeline.runtime["partitions"]))
+    assert seen.refusal is None and seen.records
+    assert write(mine, TOPICS.proposals, b"acl-test: not a proposal") is None
+    return agent, mine
+
+
 def as_user(pipeline: Pipeline, user: str) -> dict[str, str]:
     """A client's settings as `user` of the home (its password from the home's secrets)."""
     certificates = Certificates(pipeline.home / "kafka" / "tls")
@@ -241,26 +254,14 @@ def test_an_agent_added_on_the_secured_home_proposes_and_reads_its_tenant_s_answ
     pipeline: Pipeline, answered: str
 ) -> None:
     # `agents add` alone: its SCRAM credential and its bindings come with it, nothing else to run.
-    agent = f"new-{uuid.uuid4().hex[:8]}"
-    added = pipeline.cli("agents", "add", agent, "--tenant", "acme", "--scopes", "invoices:read")
-    assert added.returncode == 0, added.stdout + added.stderr
+    _, mine = added_agent(pipeline, "new")
     partitions = int(pipeline.runtime["partitions"])
-    mine = as_user(pipeline, agent)
-    seen = read(mine, TOPICS.name("observations", "acme"), partitions)
-    assert seen.refusal is None and seen.records
-    assert write(mine, TOPICS.proposals, b"acl-test: not a proposal") is None
     refused(read(mine, TOPICS.name("observations", "globex"), partitions).refusal, TOPIC_REFUSED)
 
 
 def test_a_revoked_agent_loses_its_bindings(pipeline: Pipeline, answered: str, tmp_path: Path) -> None:
-    agent = f"acl-{uuid.uuid4().hex[:8]}"
-    added = pipeline.cli("agents", "add", agent, "--tenant", "acme", "--scopes", "invoices:read")
-    assert added.returncode == 0, added.stdout + added.stderr
+    agent, mine = added_agent(pipeline, "acl")
     partitions = int(pipeline.runtime["partitions"])
-    mine = as_user(pipeline, agent)
-    before = read(mine, TOPICS.name("observations", "acme"), partitions)
-    assert before.refusal is None and before.records  # it may read its tenant's answers
-    assert write(mine, TOPICS.proposals, b"acl-test: not a proposal") is None
 
     revoked = pipeline.cli("agents", "revoke", agent)
     assert revoked.returncode == 0, revoked.stdout + revoked.stderr
