@@ -56,7 +56,7 @@ def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_w
 
     async def work(worker: StageConsumer, until: float) -> None:
         while time.monotonic() < until and not every_one():
-            await worker.wait(0.5)
+            await worker.wait(0.1)  # a wait after 0.2 s without a record naps
             for name in worker.ready():
                 records = list(worker.pending[name])
                 worker.pending[name].clear()
