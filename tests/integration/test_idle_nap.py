@@ -28,7 +28,7 @@ from toolgate.workers.runtime.filling import bounds_for
 
 from .conftest import Database, with_topics
 
-RECORDS = 40
+RECORDS = 30
 NAP_MS = 100
 
 
