@@ -123,10 +123,10 @@ class StageConsumer:
         self.take()
 
     def _nap(self, timeout_s: float) -> Message | None:
-        """Naps and looks (IDLE_AFTER_S) until a record comes or `timeout_s` passed, in this
-        consumer's thread: no fetch for `idle_nap_ms` while the group's callbacks are still
-        served, then a poll of LOOK_S with every partition fetched again from where it was. A
-        record fetched before a pause comes back at once."""
+        """Nap and look, in this consumer's thread, until a record comes or `timeout_s` passed:
+        no fetch for `idle_nap_ms` while the group's callbacks are still served, then a poll of
+        LOOK_S with every partition fetched again from where it was. A record fetched before a
+        pause comes back at once."""
         deadline = time.monotonic() + timeout_s
         while True:
             self._consumer.pause(self._consumer.assignment())
