@@ -34,6 +34,7 @@ from toolgate.ops.acls import DOOR_PRINCIPAL
 from toolgate.ops.kafka_credentials import client_settings, provision_credentials, stage_user
 from toolgate.ops.kafka_tls import Certificates
 from toolgate.topics.catalog import Topics, stage_group
+from toolgate.workers.stages import STAGES
 
 from ..conftest import Pipeline, session_secure
 
@@ -233,6 +234,18 @@ def test_a_stage_cannot_write_outside_its_outputs(pipeline: Pipeline) -> None:
     assert write(pipeline.kafka(stage_role("approval-wait")), TOPICS.executable, b"acl-test") is None
     assert write(validation, TOPICS.validated) is None
     assert stage_user("validation") == "toolgate-validation"
+
+
+def test_no_worker_is_refused_anything_by_the_broker(pipeline: Pipeline, answered: str) -> None:
+    # Each stage's bindings cover all it does. Before, reconciliation and the outbox relay made
+    # a stage producer they never use; reconciliation's principal may write nothing, so its
+    # idempotent producers failed for good at start (the broker refused them a producer id:
+    # CLUSTER_AUTHORIZATION_FAILED) and their report threads died.
+    for stage in STAGES:
+        log = (pipeline.home / "logs" / f"{stage}.log").read_text(errors="replace")
+        refusals = [line for line in log.splitlines() if "authorization failed" in line.lower()]
+        assert not refusals, f"{stage}: {refusals[:3]}"
+        assert "Exception in thread" not in log, stage
 
 
 def test_an_approval_service_reads_only_its_tenants_packets(pipeline: Pipeline) -> None:

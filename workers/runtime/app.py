@@ -211,8 +211,13 @@ class StageApp:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stopping.set)
         self.producer.start(loop)
-        # Connected, with the topics' metadata and their keys at hand before the first record.
-        self.sealer.prepare(await self.producer.warm())
+        if self._handlers:
+            # Connected, with the topics' metadata and their keys at hand before the first record.
+            # Only a stage that consumes sends through this producer: the relay has its own, and
+            # reconciliation writes Postgres alone, so neither makes one. On a secured cluster
+            # reconciliation's principal may write nothing, and its idempotent producers, made
+            # anyway, failed for good at once (CLUSTER_AUTHORIZATION_FAILED for a producer id).
+            self.sealer.prepare(await self.producer.warm())
         consumer = None
         tasks = [asyncio.create_task(job(), name=name) for name, job in self._jobs]
         if self._handlers:
