@@ -56,6 +56,9 @@ TEST_ENV = {
     "TOOLGATE_APPROVAL_SWEEP_SECONDS": "0.5",
     "TOOLGATE_RETENTION_INTERVAL_SECONDS": "2",
     "TOOLGATE_VERIFICATION_WINDOW_SECONDS": "8",
+    # Refusals of unproven records are counted in windows this long (60 s by default): the test
+    # that floods them waits for a window to close (tests/e2e/test_unproven_audit.py).
+    "TOOLGATE_REFUSAL_AUDIT_SECONDS": "15",
     "TOOLGATE_LOG_LEVEL": "INFO",
 }
 # The agents `toolgate up` registers for the demo tenants (keys in $TOOLGATE_HOME/agents).
