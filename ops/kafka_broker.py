@@ -224,10 +224,11 @@ class KafkaCluster:
         _await_unlocked(node.data / ".lock", STOP_S)
         node.log_path.parent.mkdir(parents=True, exist_ok=True)
         argv = [
-            _java(),
+            java(),
             f"-Xms{self.heap_mb}m",
             f"-Xmx{self.heap_mb}m",
             *JVM_FLAGS,
+            *self.distribution.node_options(),
             f"-Dlog4j2.configurationFile={self.root / 'log4j2.properties'}",
             "-cp",
             self.distribution.classpath,
@@ -369,7 +370,8 @@ def _format(cluster: KafkaCluster) -> None:
         _private(argfile, "\n".join(f'"{a}"' for a in arguments) + "\n")
         process = subprocess.Popen(
             [
-                _java(),
+                java(),
+                *cluster.distribution.sharing(),
                 f"-Dlog4j2.configurationFile={cluster.root / 'log4j2.properties'}",
                 "-cp",
                 cluster.distribution.classpath,
@@ -432,7 +434,7 @@ def _await_unlocked(lock: Path, timeout: float) -> None:
                 time.sleep(0.2)
 
 
-def _java() -> str:
+def java() -> str:
     """`$JAVA_HOME/bin/java` if JAVA_HOME is set, else the `java` on PATH (Kafka 4 needs 17+)."""
     java_home = os.environ.get("JAVA_HOME")
     found = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")

@@ -72,10 +72,22 @@ class Distribution:
     libs: Path
     version: str
     source: str  # "KAFKA_HOME", "cache" or "Maven Central"
+    classes: Path | None = None  # an archive of its classes every JVM maps (ops/kafka_classes.py)
+    dump_classes_to: Path | None = None  # where a node's JVM writes that archive as it exits
 
     @property
     def classpath(self) -> str:
         return str(self.libs / "*")
+
+    def sharing(self) -> list[str]:
+        """The JVM options that map the class archive, if there is one."""
+        return [f"-XX:SharedArchiveFile={self.classes}"] if self.classes is not None else []
+
+    def node_options(self) -> list[str]:
+        """A node's JVM options for the class archive: write it at exit, or map it."""
+        if self.dump_classes_to is not None:
+            return [f"-XX:ArchiveClassesAtExit={self.dump_classes_to}"]
+        return self.sharing()
 
 
 def default_cache() -> Path:

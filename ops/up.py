@@ -63,6 +63,7 @@ from toolgate.ops.embedded import (
     wait_for_port,
 )
 from toolgate.ops.kafka_broker import KafkaCluster, start_cluster
+from toolgate.ops.kafka_classes import with_classes
 from toolgate.ops.kafka_credentials import (
     ADMIN_USER,
     APPROVALS_PRINCIPAL,
@@ -248,7 +249,9 @@ class Supervisor:
             self.broker = start_broker(self.home / "logs" / "broker.log", ports.claim("broker"), settings.broker_cpus)
             self.say(f"broker     {self.broker.bootstrap}  (embedded Tansu, in memory{_on_cpus(self.broker.cpus)})")
             return self.broker.bootstrap
-        jars = resolve_kafka(settings.kafka_cache, settings.kafka_home, self.say)
+        jars = with_classes(
+            resolve_kafka(settings.kafka_cache, settings.kafka_home, self.say), settings.kafka_cache, self.say
+        )
         security, admin = None, {}
         if settings.kafka_secure:
             security = broker_security(ensure_certificates(self.home / "kafka" / "tls"), settings.secrets_path)

@@ -119,6 +119,19 @@ def test_status_names_the_three_nodes_healthy(cluster: Restartable) -> None:
     assert infrastructure == {"kafka-1": True, "kafka-2": True, "kafka-3": True, "postgres": True}
 
 
+def test_every_node_maps_the_archive_of_kafka_s_classes(cluster: Restartable) -> None:
+    # ops/kafka_classes.py: made once per Java and jars, mapped by every node's JVM (which, if
+    # it could not use it, would start without it, slower, and only its log would say so).
+    pipeline = cluster.pipeline
+    assert pipeline is not None
+    nodes = {name: pid for name, pid in pipeline.runtime["infrastructure"].items() if name.startswith("kafka-")}
+    assert sorted(nodes) == ["kafka-1", "kafka-2", "kafka-3"]
+    for name, pid in nodes.items():
+        archives = {line.split()[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines() if ".jsa" in line}
+        assert len(archives) == 2, (name, archives)  # Java's own archive, and Kafka's classes
+        assert any(Path(a).name.startswith("kafka-4.4.0-") for a in archives), (name, archives)
+
+
 def test_a_restart_on_the_same_home_keeps_the_cluster_and_its_records(cluster: Restartable) -> None:
     before = cluster.pipeline
     assert before is not None

@@ -1,0 +1,84 @@
+"""A class-data-sharing archive of Apache Kafka's classes: a node's JVM starts on half the CPU.
+
+Most of a Kafka node's start is its JVM loading, parsing and verifying several thousand classes
+from the jars. Java (13 on) can write the classes one run loaded into an archive as it exits
+(`-XX:ArchiveClassesAtExit`), which later JVMs map instead (`-XX:SharedArchiveFile`). Measured
+here, one node on Java 17, alternating: "Kafka Server started" 2.7 and 2.8 s after launch on 4.8
+and 5.0 s of CPU with the archive, against 4.9 and 5.7 s on 8.5 and 9.8 s without; the storage
+formatter 1.3 s against 1.9 and 2.2 s. Three nodes start side by side, so on two cores their
+start is bound by that CPU.
+
+The archive is made once for a distribution and a Java: a one-node cluster started in a scratch
+directory and stopped (its JVM writes the archive as it exits), under a lock, into a temporary
+name renamed into place. It is kept beside the jars' cache, named by what it depends on: the
+java binary and the jars (names and sizes). A JVM that cannot use an archive (another build of
+Java, other jars) says so in its log and starts without it (Java's default, -Xshare:auto), so a
+wrong archive costs only time; and if one cannot be made, nodes start without one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from toolgate.ops.embedded import free_port
+from toolgate.ops.kafka_broker import java, start_cluster
+from toolgate.ops.kafka_dist import Distribution, default_cache
+
+
+def archive_directory(cache: Path | None) -> Path:
+    """Where archives are kept: beside the jars' cache (`TOOLGATE_KAFKA_CACHE`, or the default)."""
+    return (cache or default_cache()).parent / "classes"
+
+
+def archive_name(distribution: Distribution, java_binary: str) -> str:
+    """The archive's file name, a digest of what it depends on: the Java that wrote it, the jars."""
+    real = Path(java_binary).resolve()
+    stat = real.stat()
+    jars = sorted((jar.name, jar.stat().st_size) for jar in distribution.libs.glob("*.jar"))
+    identity = {"java": [str(real), stat.st_size, stat.st_mtime_ns], "jars": jars, "version": distribution.version}
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    return f"kafka-{distribution.version}-{digest}.jsa"
+
+
+def with_classes(
+    distribution: Distribution, cache: Path | None = None, say: Callable[[str], None] = print
+) -> Distribution:
+    """`distribution`, its nodes sharing an archive of its classes (made now, once, if missing);
+    as it was if none can be made."""
+    directory = archive_directory(cache)
+    archive = directory / archive_name(distribution, java())
+    if archive.is_file():
+        return replace(distribution, classes=archive)
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / f"{archive.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another `toolgate up` making it: wait, then take it
+        if not archive.is_file():
+            say(f"kafka      archiving the classes a node loads into {archive} (once: nodes then start faster)")
+            _make(distribution, archive, say)
+    return replace(distribution, classes=archive) if archive.is_file() else distribution
+
+
+def _make(distribution: Distribution, archive: Path, say: Callable[[str], None]) -> None:
+    """Start and stop a one-node cluster in a scratch directory, its JVM writing the archive."""
+    scratch = Path(tempfile.mkdtemp(prefix=".archiving-", dir=archive.parent))
+    written = scratch / archive.name
+    try:
+        training = replace(distribution, classes=None, dump_classes_to=written)
+        cluster = start_cluster(scratch, 1, lambda _name: free_port(), training)
+        cluster.stop()  # the JVM writes the archive as it exits
+        if written.is_file() and written.stat().st_size > 0:
+            os.replace(written, archive)
+        else:
+            say("kafka      no class archive was written; nodes start without one")
+    except (SystemExit, OSError, RuntimeError) as exc:
+        say(f"kafka      could not archive the classes ({exc}); nodes start without one")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
