@@ -30,7 +30,9 @@ from pathlib import Path
 
 from toolgate.ops.embedded import free_port
 from toolgate.ops.kafka_broker import java, start_cluster
+from toolgate.ops.kafka_credentials import ADMIN_USER, broker_security, client_settings
 from toolgate.ops.kafka_dist import Distribution, default_cache
+from toolgate.ops.kafka_tls import ensure_certificates
 
 
 def archive_directory(cache: Path | None) -> Path:
@@ -67,12 +69,16 @@ def with_classes(
 
 
 def _make(distribution: Distribution, archive: Path, say: Callable[[str], None]) -> None:
-    """Start and stop a one-node cluster in a scratch directory, its JVM writing the archive."""
+    """Start and stop a one-node cluster in a scratch directory, its JVM writing the archive.
+    Secured (SASL_SSL on every listener, a client authenticated): the classes of TLS and SCRAM
+    are loaded too, and the archive serves secured and plain clusters alike."""
     scratch = Path(tempfile.mkdtemp(prefix=".archiving-", dir=archive.parent))
     written = scratch / archive.name
     try:
         training = replace(distribution, classes=None, dump_classes_to=written)
-        cluster = start_cluster(scratch, 1, lambda _name: free_port(), training)
+        security = broker_security(ensure_certificates(scratch / "tls"), scratch / "secrets")
+        admin = client_settings(ADMIN_USER, security.certificates, scratch / "secrets")
+        cluster = start_cluster(scratch, 1, lambda _name: free_port(), training, security=security, client=admin)
         cluster.stop()  # the JVM writes the archive as it exits
         if written.is_file() and written.stat().st_size > 0:
             os.replace(written, archive)
