@@ -3,7 +3,7 @@ N3), through the real broker and Postgres.
 
 A `toolgate up` of this module's own, with short windows so a replay can outlive them in seconds:
 records between stages may be 6 s old (TOOLGATE_RECORD_MAX_AGE_SECONDS; 900 by default), and a
-proposal's signature 20 s (TOOLGATE_PROPOSAL_MAX_AGE_SECONDS; 900 by default).
+proposal's signature 12 s (TOOLGATE_PROPOSAL_MAX_AGE_SECONDS; 900 by default).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .test_replayed_records import executions, expire, key_state
 pytestmark = pytest.mark.timeout(300)
 
 RECORD_MAX_AGE_S = 6
-PROPOSAL_MAX_AGE_S = 20
+PROPOSAL_MAX_AGE_S = 12
 DRAFT = {
     "customer_id": "cust_acme01",
     "currency": "USD",
