@@ -24,7 +24,9 @@ from toolgate.kafka_security import APPROVALS, client_config
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
 from toolgate.signing import Keyring
+from toolgate.topics.catalog import Topics
 from toolgate.topics.client import ApprovalClient
+from toolgate.workers.runtime.wakeup import announce
 
 LIST = """
 SELECT a.approval_id, a.status, a.tool_name, a.tool_version, a.risk_class, a.tenant_id, a.required_approvals,
@@ -184,7 +186,9 @@ def decide(settings: Settings, approval_id: str, approver: str, approve: bool, r
         client_id=f"toolgate-approver-{approver}",
         kafka_config=client_config(settings, APPROVALS),
     )
-    return client.decide(packet, approver_id=approver, key=key, approve=approve, reason=reason)
+    decision = client.decide(packet, approver_id=approver, key=key, approve=approve, reason=reason)
+    announce(settings.database_url, Topics(settings.topic_prefix).approvals_decisions)  # approval-wait may nap
+    return decision
 
 
 JUDGMENT = """

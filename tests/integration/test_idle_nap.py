@@ -23,8 +23,10 @@ from confluent_kafka import Producer
 from toolgate.ops.embedded import Broker
 from toolgate.topics.catalog import Topics, stage_group
 from toolgate.workers.runtime import consumer as consumer_module
-from toolgate.workers.runtime.consumer import StageConsumer
+from toolgate.workers.runtime.consumer import WOKEN_NAP_S, StageConsumer
 from toolgate.workers.runtime.filling import bounds_for
+from toolgate.workers.runtime.producer import StageProducer
+from toolgate.workers.runtime.wakeup import QUIET_S, Announcer, Listener
 
 from .conftest import Database, with_topics
 
@@ -107,3 +109,50 @@ def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_w
     # its records for the rebalance, once.
     slow = sorted((round(seconds, 2), value) for value, seconds in late.items() if seconds > NAP_MS / 1000 + 0.35)
     assert len(slow) <= 2, slow
+
+
+def test_a_woken_consumer_naps_for_seconds_and_takes_a_stage_s_record_at_once(
+    database: Database, broker: Broker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # workers/runtime/wakeup.py: a stage that delivers a record after a quiet spell says so on a
+    # Postgres channel, and a consumer that only stages feed, napping WOKEN_NAP_S at a time,
+    # looks at once.
+    monkeypatch.setattr(consumer_module, "IDLE_AFTER_S", 0.2)
+    settings = replace(with_topics(database, broker, topic_prefix), idle_nap_ms=NAP_MS, fetch_wait_ms=5)
+    topic = Topics(topic_prefix).executable  # not the topic the test before filled
+    bounds = {topic: bounds_for(True, settings.batch_max, settings.stream_buffer)}
+    assigned = threading.Event()
+    Napping.naps = 0
+    consumer = Napping(settings, stage_group(topic_prefix, "woken-test"), bounds, assigned.set, woken=True)
+    Listener(settings.database_url, [topic], consumer.wake)
+    late: list[float] = []
+
+    async def run() -> None:
+        producer = StageProducer(settings, "woken-test", Announcer(settings.database_url).delivered)
+        producer.start(asyncio.get_running_loop())
+        await producer.warm()  # connected before the first record: a connection is not a nap
+
+        async def consume(until: float) -> None:
+            while time.monotonic() < until and len(late) < 5:
+                await consumer.wait()
+                for name in consumer.ready():
+                    records = list(consumer.pending[name])
+                    consumer.pending[name].clear()
+                    late.extend(time.monotonic() - float(record.value or b"0") for record in records)
+                    consumer.done(name, records)
+
+        consuming = asyncio.ensure_future(consume(time.monotonic() + 60))
+        await asyncio.to_thread(assigned.wait, 30)
+        for _ in range(5):
+            await asyncio.sleep(QUIET_S + 1.0)  # asleep by now, and each record after a quiet spell
+            await (await producer.send(topic, b"k", str(time.monotonic()).encode(), None, []))
+        await consuming
+        producer.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        consumer.close()
+    assert len(late) == 5 and Napping.naps >= 5, (late, Napping.naps)
+    # Each came within a look of its notice, not at the end of a nap of WOKEN_NAP_S.
+    assert max(late) < WOKEN_NAP_S / 5, late

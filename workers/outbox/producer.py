@@ -11,6 +11,7 @@ unreachable, a leader moving).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -33,7 +34,11 @@ class IdempotentProducer:
         config: dict[str, str] | None = None,
         linger_ms: int = 0,
         compression: str = "none",
+        announce: Callable[[str, int], None] | None = None,
     ) -> None:
+        """`announce(topic, partition)` is told of every record the broker acknowledged
+        (workers/runtime/wakeup.py)."""
+        self._announce = announce
         base = {
             **(config or {}),
             "bootstrap.servers": bootstrap,
@@ -51,8 +56,10 @@ class IdempotentProducer:
         outcome: list[KafkaError | None] = [NOT_ACKNOWLEDGED] * len(messages)
 
         def report_for(index: int) -> Any:
-            def report(err: KafkaError | None, _msg: Any) -> None:
+            def report(err: KafkaError | None, msg: Any) -> None:
                 outcome[index] = err
+                if err is None and self._announce is not None:
+                    self._announce(msg.topic(), msg.partition())
 
             return report
 

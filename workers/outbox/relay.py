@@ -45,6 +45,7 @@ from toolgate.workers.runtime.emit import EdgeRecord, Emit, Message, Origin
 from toolgate.workers.runtime.outbox import mark_sent
 from toolgate.workers.runtime.producer import undeliverable
 from toolgate.workers.runtime.transient import RELAY, TransientRetry
+from toolgate.workers.runtime.wakeup import announcer
 
 log = logging.getLogger("toolgate.outbox")
 STAGE = "outbox-relay"
@@ -100,8 +101,14 @@ class OutboxRelay:
         self.retention_s = retention_s
         self.pool = make_pool(settings.database_url, STAGE, max_size=2)
         self.topics = Topics(settings.topic_prefix)
+        announcing = announcer(settings.database_url, settings.idle_nap_ms)
         self.producer = IdempotentProducer(
-            settings.kafka_bootstrap, self.topics, client_config(settings), settings.linger_ms, settings.compression
+            settings.kafka_bootstrap,
+            self.topics,
+            client_config(settings),
+            settings.linger_ms,
+            settings.compression,
+            announcing.delivered if announcing is not None else None,
         )
         self.sealer = Sealer(deployment_keys(settings), self.topics)
         self.wakeup = asyncio.Event()

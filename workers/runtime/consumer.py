@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -42,9 +43,13 @@ IDLE_WAIT_S = 1.0  # the longest one wait for records lasts (and so a shutdown w
 # agent's calls seconds apart (a model thinking between them) find the stages awake. A look of
 # 25 ms: woken at once (`_resume`), the fetcher brought a waiting record in 1-14 ms on Tansu, and
 # each look costs a fetch every 5 ms (a look of 50 ms, with naps of 500 ms, left an idle stage
-# fetching ~18 times a second).
+# fetching ~18 times a second). A stage fed only by stages (and toolgate's own approvers' tools)
+# is woken when a record comes for it (workers/runtime/wakeup.py), and naps WOKEN_NAP_S.
 IDLE_AFTER_S = 30.0
 LOOK_S = 0.025
+# The nap of a consumer that a Listener wakes when a record comes for it (workers/runtime/
+# wakeup.py): it looks this often only in case a notice was lost.
+WOKEN_NAP_S = 5.0
 # How long librdkafka waits to fetch again while records it fetched are not yet taken: at most
 # this much is added to a hop (librdkafka's default, 1 s, would idle a busy stage's partitions).
 FETCH_QUEUE_BACKOFF_MS = 10
@@ -54,13 +59,23 @@ class StageConsumer:
     """Subscribes the group `group` to `bounds`' topics (physical names)."""
 
     def __init__(
-        self, settings: Settings, group: str, bounds: dict[str, Bounds], on_assigned: Callable[[], None]
+        self,
+        settings: Settings,
+        group: str,
+        bounds: dict[str, Bounds],
+        on_assigned: Callable[[], None],
+        woken: bool = False,
     ) -> None:
+        """`woken`: a Listener calls `wake` when a record comes for every topic of `bounds`, so
+        its naps may be long (WOKEN_NAP_S)."""
         self.bounds = bounds
         self.pending: dict[str, deque[RawRecord]] = {topic: deque() for topic in bounds}
         self.on_assigned = on_assigned
         self._poll_records = min(b.poll_records for b in bounds.values())
-        self._nap_s = settings.idle_nap_ms / 1000.0
+        nap_s = settings.idle_nap_ms / 1000.0
+        self._nap_s = max(nap_s, WOKEN_NAP_S) if woken and nap_s > 0 else nap_s
+        self._woken = threading.Event()
+        self._closing = False
         self._last_record = time.monotonic()
         # When the wait for records in flight began (0: none is): what liveness watches.
         self.waiting_since = 0.0
@@ -114,6 +129,8 @@ class StageConsumer:
             self.waiting_since = now = time.monotonic()
             napping = self._nap_s > 0 and now - self._last_record >= IDLE_AFTER_S
             look = self._nap if napping else self._consumer.poll
+            if napping:
+                timeout_s = max(timeout_s, self._nap_s)
             try:
                 first = await loop.run_in_executor(self._waiter, look, timeout_s)
             finally:
@@ -122,20 +139,28 @@ class StageConsumer:
                 self._queue([first])
         self.take()
 
+    def wake(self) -> None:
+        """Look now, from any thread: a record came for this consumer's topics (wakeup.py). A
+        consumer not napping skips its next nap."""
+        self._woken.set()
+
     def _nap(self, timeout_s: float) -> Message | None:
         """Nap and look, in this consumer's thread, until a record comes or `timeout_s` passed:
-        no fetch for `idle_nap_ms` while the group's callbacks are still served, then a poll of
-        LOOK_S with every partition fetched again from where it was. A record fetched before a
-        pause comes back at once."""
+        no fetch for the nap (unless `wake` ends it), then a poll of LOOK_S with every partition
+        fetched again from where it was. The group's callbacks are served between naps (a
+        rebalance waits for at most one), and a record fetched before a pause comes back at
+        once."""
         deadline = time.monotonic() + timeout_s
         while True:
             self._consumer.pause(self._consumer.assignment())
             try:
-                early = self._consumer.poll(min(self._nap_s, max(0.0, deadline - time.monotonic())))
+                self._woken.wait(min(self._nap_s, max(0.0, deadline - time.monotonic())))
+                self._woken.clear()
+                early = self._consumer.poll(0)
             finally:
                 self._resume()
             found = early if early is not None else self._consumer.poll(LOOK_S)
-            if found is not None or time.monotonic() >= deadline:
+            if found is not None or self._closing or time.monotonic() >= deadline:
                 return found
 
     def _resume(self) -> None:
@@ -213,6 +238,8 @@ class StageConsumer:
 
     def close(self) -> None:
         """Commit what is stored and leave the group."""
+        self._closing = True
+        self._woken.set()  # a nap ends now
         self._waiter.shutdown(wait=True)
         self._consumer.close()
 

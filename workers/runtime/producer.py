@@ -27,6 +27,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -84,6 +85,7 @@ class ProduceError(Exception):
 
 
 Report = tuple["asyncio.Future[None]", KafkaError | None]
+Announce = Callable[[str, int], None]
 
 
 class StageProducer:
@@ -91,7 +93,9 @@ class StageProducer:
     compresses (settings.compression), for the topics only toolgate reads; the other writes the
     edge topics others read, plain (topics/catalog.py)."""
 
-    def __init__(self, settings: Settings, client_id: str) -> None:
+    def __init__(self, settings: Settings, client_id: str, announce: Announce | None = None) -> None:
+        """`announce(topic, partition)` is told of every record the broker acknowledged
+        (workers/runtime/wakeup.py), in a report thread."""
         config = {
             **client_config(settings),
             "bootstrap.servers": settings.kafka_bootstrap,
@@ -118,6 +122,7 @@ class StageProducer:
         self._served: dict[str, _Served] = {}  # by codec, as the producer each serves
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = threading.Event()
+        self._announce = announce
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -152,7 +157,8 @@ class StageProducer:
         assert self._loop is not None, "start() the producer first"
         served = self._served.get(codec)
         if served is None:
-            served = self._served[codec] = _Served(self._producers.for_codec(codec), self._loop, self._stopping)
+            producer = self._producers.for_codec(codec)
+            served = self._served[codec] = _Served(producer, self._loop, self._stopping, self._announce)
         return served
 
     def close(self, timeout_s: float = 10.0) -> int:
@@ -166,8 +172,15 @@ class _Served:
     """One producer and the thread that serves its delivery reports to the event loop: the
     reports of one poll reach the loop together, in one wake-up."""
 
-    def __init__(self, producer: Producer, loop: asyncio.AbstractEventLoop, stopping: threading.Event) -> None:
+    def __init__(
+        self,
+        producer: Producer,
+        loop: asyncio.AbstractEventLoop,
+        stopping: threading.Event,
+        announce: Announce | None = None,
+    ) -> None:
         self.producer = producer
+        self._announce = announce
         self._loop = loop
         self._reports: list[Report] = []
         self._queued = threading.Event()  # set by `send`: a record may be in flight
@@ -198,8 +211,10 @@ class _Served:
                 fut.set_exception(ProduceError(exc.args[0]))
                 return fut
 
-    def _report(self, fut: asyncio.Future[None], err: KafkaError | None, _msg: Any) -> None:
+    def _report(self, fut: asyncio.Future[None], err: KafkaError | None, msg: Any) -> None:
         self._reports.append((fut, err))  # called in the serving thread, inside poll()
+        if err is None and self._announce is not None:
+            self._announce(msg.topic(), msg.partition())
 
     def _serve(self, stopping: threading.Event) -> None:
         loop = self._loop
