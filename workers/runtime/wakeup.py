@@ -4,9 +4,9 @@ on a broker whose fetch does not answer a waiting consumer early, the embedded T
 A napping stage finds a record at its next look, up to a nap after it came, at every hop. So a
 stage that delivers a record to a partition that had none for QUIET_S says so, once the broker
 acknowledged it, with a NOTIFY on CHANNEL naming the topic; a napping stage that reads that topic
-LISTENs, and looks at once. Stages whose every input comes from another stage (policy,
-execution, normalization) then nap for seconds, and only those fed from outside (validation, by
-agents; approval-wait, by approval services too) keep naps short enough to answer in time.
+LISTENs, and looks at once. Stages whose every input is announced (policy, approval-wait,
+execution, normalization: see ANNOUNCED) then nap for seconds, and only validation, fed by
+agents, keeps naps short enough to answer in time.
 
 A notice is a hint to look, never a record: a stage believes only what it fetches. One lost
 (Postgres away, a connection dropped) costs at most one nap's wait, and anyone who may NOTIFY
