@@ -28,8 +28,10 @@ partitions (50 by default: 150 replicas made at the first group's join), and too
 are only ever created by its provisioning (no topic is made by a client that names it). The JVM
 runs Kafka's own flags (bin/kafka-run-class.sh) with a heap of `heap_mb` (512 MB by default:
 three nodes take ~1.5 GB of this 24 GiB machine) and dies with `toolgate up` (parent-death
-signal). Unlike the embedded Tansu it is not pinned to a CPU: that measurement was of Tansu's
-runtime (ops/embedded.py).
+signal). It compiles with C1 alone (`JIT`): the nodes share a few cores with the stages and
+Postgres, and Kafka's default, C2 as well, spent most of a fresh node's CPU compiling. Unlike the
+embedded Tansu it is not pinned to a CPU: that measurement was of Tansu's runtime
+(ops/embedded.py).
 """
 
 from __future__ import annotations
@@ -59,10 +61,14 @@ READY_S = 120.0
 STOP_S = 60.0
 STABLE_AFTER_S = 30.0  # a node that ran this long before dying is restarted without backoff
 OFFSETS_PARTITIONS = 10
-# bin/kafka-run-class.sh's defaults (KAFKA_JVM_PERFORMANCE_OPTS), and no JVM kept alive by a
-# broken heap.
+# C1 only: on a few shared cores C2's compiling cost a fresh node more CPU than its faster code
+# gave back (docs/performance.md, "Kafka's nodes compile with C1 alone").
+JIT = "-XX:TieredStopAtLevel=1"
+# bin/kafka-run-class.sh's defaults (KAFKA_JVM_PERFORMANCE_OPTS) but the compiler, and no JVM
+# kept alive by a broken heap.
 JVM_FLAGS = (
     "-server",
+    JIT,
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",
     "-XX:InitiatingHeapOccupancyPercent=35",
@@ -371,6 +377,7 @@ def _format(cluster: KafkaCluster) -> None:
         process = subprocess.Popen(
             [
                 java(),
+                JIT,
                 *cluster.distribution.sharing(),
                 f"-Dlog4j2.configurationFile={cluster.root / 'log4j2.properties'}",
                 "-cp",
