@@ -18,7 +18,6 @@ wrong archive costs only time; and if one cannot be made, nodes start without on
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -31,7 +30,7 @@ from pathlib import Path
 from toolgate.ops.embedded import free_port
 from toolgate.ops.kafka_broker import java, start_cluster
 from toolgate.ops.kafka_credentials import ADMIN_USER, broker_security, client_settings
-from toolgate.ops.kafka_dist import Distribution, default_cache
+from toolgate.ops.kafka_dist import Distribution, default_cache, once
 from toolgate.ops.kafka_tls import ensure_certificates
 
 
@@ -57,14 +56,12 @@ def with_classes(
     as it was if none can be made."""
     directory = archive_directory(cache)
     archive = directory / archive_name(distribution, java())
-    if archive.is_file():
-        return replace(distribution, classes=archive)
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / f"{archive.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another `toolgate up` making it: wait, then take it
-        if not archive.is_file():
-            say(f"kafka      archiving the classes a node loads into {archive} (once: nodes then start faster)")
-            _make(distribution, archive, say)
+
+    def make() -> None:
+        say(f"kafka      archiving the classes a node loads into {archive} (once: nodes then start faster)")
+        _make(distribution, archive, say)
+
+    once(directory / f"{archive.name}.lock", archive.is_file, make)
     return replace(distribution, classes=archive) if archive.is_file() else distribution
 
 

@@ -136,16 +136,27 @@ def resolve(
     if kafka_home is not None:
         return installed(kafka_home)
     cache = cache or default_cache()
-    if finished(cache):
-        return Distribution(cache / "libs", KAFKA_VERSION, "cache")
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    with open(cache.parent / f"{cache.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another resolution under way: wait for it
-        if finished(cache):
-            return Distribution(cache / "libs", KAFKA_VERSION, "cache")
+
+    def download() -> None:
         say(f"kafka      resolving Apache Kafka {KAFKA_VERSION} from Maven Central into {cache} (once)")
         _download(cache, maven())
-    return Distribution(cache / "libs", KAFKA_VERSION, "Maven Central")
+
+    fetched = once(cache.parent / f"{cache.name}.lock", lambda: finished(cache), download)
+    return Distribution(cache / "libs", KAFKA_VERSION, "Maven Central" if fetched else "cache")
+
+
+def once(lock: Path, done: Callable[[], bool], make: Callable[[], None]) -> bool:
+    """`make()` unless `done()`, under an exclusive lock on the file `lock`: a second process
+    making the same thing waits for the first, then finds it done. Whether this call made it."""
+    if done():
+        return False
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if done():
+            return False
+        make()
+        return True
 
 
 def _download(cache: Path, maven: str | None) -> None:

@@ -65,7 +65,7 @@ class Announcer:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_S)
                 for topic in sorted(topics):
-                    conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, topic))
+                    _notify(conn, topic)
             except psycopg.Error as exc:  # the stages it would have woken look after their nap
                 log.debug("no notice", extra={"action": "announce_failed", "error": str(exc)})
                 conn = None
@@ -109,9 +109,13 @@ def announce(database_url: str, topic: str) -> None:
     login: `toolgate approvals approve`). A notice that cannot be sent costs only a nap's wait."""
     try:
         with psycopg.connect(database_url, autocommit=True, connect_timeout=CONNECT_S) as conn:
-            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, topic))
+            _notify(conn, topic)
     except psycopg.Error as exc:
         log.debug("no notice", extra={"action": "announce_failed", "error": str(exc)})
+
+
+def _notify(conn: psycopg.Connection[tuple[object, ...]], topic: str) -> None:
+    conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, topic))
 
 
 def announcer(database_url: str, idle_nap_ms: int) -> Announcer | None:
