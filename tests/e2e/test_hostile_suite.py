@@ -90,6 +90,8 @@ class Volley:
     # Copies refused for their window of a call a copy in the window may have bound first: at most one.
     maybe: Counter[str] = field(default_factory=Counter)
     dead: list[bytes] = field(default_factory=list)  # values that must come back as dead letters
+    # digest -> what was published (for a failure to name the proposals it is about)
+    described: dict[str, str] = field(default_factory=dict)
     decisions: int = 0
     # When its first record was published (ms): an answer completed before cannot be one of its
     # own. Hypothesis draws the same content in consecutive volleys (an empty call_id, the same
@@ -170,6 +172,7 @@ def publish_volley(
                 limits.routable(signed.call_id) is not None and len(signed.run_id) <= limits.FIELD_LIMITS["run_id"]
             )
             in_window = abs(signed.created_at_ms - int(time.time() * 1000)) < 60_000
+            volley.described[digest(signed)] = _described(signed, partition, in_window)
             if not routable:
                 volley.dead.append(value)
             elif in_window:
@@ -295,7 +298,9 @@ def check(pipeline: Pipeline, volley: Volley, start: Any) -> None:
     while time.monotonic() < deadline and not finals >= volley.answerable:
         finals = final_observations()
     missing = volley.answerable - finals
-    assert not missing, f"{missing.total()} identifiable proposals without a final observation"
+    assert not missing, f"{missing.total()} identifiable proposals without a final observation: " + "; ".join(
+        volley.described[d] for d in missing
+    )
     finals = final_observations()  # once more: an extra answer arriving late is seen too
     extra = finals - (volley.answerable + volley.maybe)
     assert not extra, f"more than one final observation per publish: {extra.most_common(3)}"
@@ -306,6 +311,14 @@ def check(pipeline: Pipeline, volley: Volley, start: Any) -> None:
             break
     lost = [v for v in volley.dead if v not in letters]
     assert not lost, f"{len(lost)} records neither answered nor dead-lettered, e.g. {lost[0][:40]!r}"
+
+
+def _described(proposal: ToolProposal, partition: int, in_window: bool) -> str:
+    return (
+        f"{proposal.tool_name!r} call_id={proposal.call_id[:40]!r} tenant={proposal.tenant_id!r} "
+        f"partition {partition}, {'in' if in_window else 'out of'} its window "
+        f"({proposal.created_at_ms - int(time.time() * 1000):+d} ms), digest {digest(proposal)[:12]}"
+    )
 
 
 def completed_ms(seen: Observed) -> int:
