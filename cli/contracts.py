@@ -9,17 +9,18 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from toolgate.cli.common import console
-from toolgate.contracts.compat import Report, check, check_registry, document
-from toolgate.contracts.export import export_document
-from toolgate.contracts.registry import VERSION, ContractRefused, Registry, Resolution, admit, load_registry
 from toolgate.settings import load_settings
+
+if TYPE_CHECKING:  # the contracts' modules load when a contracts command runs, not with every command
+    from toolgate.contracts.compat import Report
+    from toolgate.contracts.registry import Registry
 
 contracts_app = typer.Typer(
     no_args_is_help=True,
@@ -28,6 +29,8 @@ contracts_app = typer.Typer(
 
 
 def _registry() -> Registry:
+    from toolgate.contracts.registry import ContractRefused, load_registry
+
     try:
         return load_registry(load_settings().contracts_dir)
     except ContractRefused as exc:  # what is wrong, not where in toolgate it was found
@@ -75,6 +78,9 @@ def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print o
 
 def _document(reference: str, registry: Registry | None) -> dict[str, Any]:
     """A contract document from a file path or a `name@version` reference (exact, MAJOR.x, latest)."""
+    from toolgate.contracts.compat import document
+    from toolgate.contracts.registry import VERSION, ContractRefused, Resolution, admit
+
     path = Path(reference)
     if path.is_file():
         try:
@@ -116,6 +122,8 @@ def check_contracts(
     as_json: Annotated[bool, typer.Option("--json", help="print the reports as JSON")] = False,
 ) -> None:
     """Is the new version's number right for what changed? Exit 1 when it is not."""
+    from toolgate.contracts.compat import check, check_registry
+
     if check_all:
         if old is not None or new is not None:
             raise _fail("give either OLD and NEW or --all, not both")
@@ -145,6 +153,8 @@ def export_contracts(
     out: Annotated[Path | None, typer.Option("--out", help="write the JSON to this file instead of stdout")] = None,
 ) -> None:
     """Model-facing tool definitions (advisory: enforcement uses the system-facing contracts)."""
+    from toolgate.contracts.export import export_document
+
     exported = export_document(_registry(), include_deprecated)
     if out is None:
         _print_json(exported)

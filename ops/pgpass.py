@@ -38,7 +38,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from toolgate.telemetry import SCRUBBER
+from toolgate.scrubber import SCRUBBER
 
 SCRAM_ITERATIONS = 4096  # Postgres's default (scram_iterations)
 SUPERUSER = "postgres"

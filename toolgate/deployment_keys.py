@@ -33,9 +33,9 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from toolgate.ed25519 import PrivateKey
 from toolgate.keyset import Keyset, KeysetError, parse
+from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretMissing, SecretProvider
 from toolgate.settings import Settings
-from toolgate.telemetry import SCRUBBER
 
 log = logging.getLogger("toolgate.keys")
 

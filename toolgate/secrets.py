@@ -14,7 +14,7 @@ import re
 import secrets
 from pathlib import Path
 
-from toolgate.telemetry import SCRUBBER
+from toolgate.scrubber import SCRUBBER
 
 
 class SecretMissing(LookupError):

@@ -1,4 +1,4 @@
-"""OpenTelemetry spans and metrics, structured logs, and the secret scrubber.
+"""OpenTelemetry spans and metrics, and structured logs.
 
 One trace per tool call: the agent's client starts it (W3C traceparent in the proposal's
 headers); every stage opens a span per call as a child of the traceparent it received and
@@ -8,9 +8,8 @@ Export: `file` (the embedded default) writes JSON lines under `$TOOLGATE_HOME/te
 `otlp` sends to OTEL_EXPORTER_OTLP_ENDPOINT (install `toolgate[otlp]`), `none` keeps the API
 calls but exports nothing.
 
-Secrets: every secret value the secret provider resolves is registered with the scrubber;
-log records pass through it, and results, errors and dead letters are scrubbed before they
-leave a stage.
+Secrets: log records and spans pass through the scrubber (toolgate/scrubber.py), with every
+secret value registered there.
 """
 
 from __future__ import annotations
@@ -45,57 +44,8 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, Tracer, TraceState
 
 from toolgate.metrics_export import EXPORT_EVERY_S, prometheus_reader, views
+from toolgate.scrubber import SCRUBBER
 from toolgate.settings import Settings
-
-# --- secrets scrubbing -------------------------------------------------------------------
-
-
-class Scrubber:
-    """Replaces every registered secret value with a fixed marker."""
-
-    MARK = "[REDACTED]"
-
-    def __init__(self) -> None:
-        self._values: set[str] = set()
-        self._pattern: re.Pattern[str] | None = None
-        self._lock = threading.Lock()
-
-    def register(self, value: str) -> None:
-        if len(value) < 4:  # too short to scrub without mangling ordinary text
-            return
-        with self._lock:
-            if value not in self._values:
-                self._values.add(value)
-                alternatives = sorted(self._values, key=len, reverse=True)
-                self._pattern = re.compile("|".join(re.escape(v) for v in alternatives))
-
-    def text(self, value: str) -> str:
-        pattern = self._pattern
-        return pattern.sub(self.MARK, value) if pattern is not None else value
-
-    def obj(self, value: Any) -> Any:
-        """Scrub every string inside a JSON-like value."""
-        if self._pattern is None:
-            return value
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {self.text(str(k)): self.obj(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.obj(v) for v in value]
-        return value
-
-    def bytes(self, value: bytes) -> bytes:
-        pattern = self._pattern
-        if pattern is None:
-            return value
-        for secret in self._values:
-            value = value.replace(secret.encode(), self.MARK.encode())
-        return value
-
-
-SCRUBBER = Scrubber()
-
 
 # --- logs ----------------------------------------------------------------------------------
 

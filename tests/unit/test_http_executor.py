@@ -14,9 +14,9 @@ import pytest
 from toolgate.contracts.registry import Contract, load_registry
 from toolgate.hashing import provider_key
 from toolgate.schemas.models import Principal, StageRecord
+from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretMissing, SecretProvider
 from toolgate.settings import Settings
-from toolgate.telemetry import SCRUBBER
 from toolgate.workers.execution.executors import Job
 from toolgate.workers.execution.http import EgressDenied, HttpExecutor
 

@@ -14,15 +14,15 @@ from jsonschema import Draft202012Validator
 
 from tests.unit.factories import FAST, JSON_VALUES, TRACEPARENT, registry, stage_record
 from toolgate.schemas.models import ExecutionResult, FieldError, Observation, TaxonomyClass, Verification
+from toolgate.scrubber import Scrubber
 from toolgate.taxonomy import vector
-from toolgate.telemetry import Scrubber
 from toolgate.workers.normalization.decision import normalize, rfc3339
 from toolgate.workers.runtime.results import outcome, reject, result
 
 REFERENCE = Path(__file__).resolve().parents[2] / "schemas" / "reference" / "observation.schema.json"
 VALIDATOR = Draft202012Validator(json.loads(REFERENCE.read_text()))
 NOW = 1_700_000_000_250
-SCRUB = Scrubber()  # what the handler passes in: toolgate.telemetry's scrubber
+SCRUB = Scrubber()  # what the handler passes in: toolgate.scrubber's SCRUBBER
 
 GOOD_DATA: dict[str, dict[str, Any]] = {
     "invoice.fetch": {

@@ -11,7 +11,7 @@ import psycopg
 from psycopg import pq
 
 from toolgate.ops.pgpass import HBA, passfile, password, requires_passwords, scram_verifier, with_passfile
-from toolgate.telemetry import SCRUBBER
+from toolgate.scrubber import SCRUBBER
 
 
 def test_each_role_has_its_own_file_made_once_readable_by_the_owner_only(tmp_path: Path) -> None:

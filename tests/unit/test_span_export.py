@@ -10,7 +10,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from toolgate.telemetry import SCRUBBER, JsonLinesSpanExporter, span_line
+from toolgate.scrubber import SCRUBBER
+from toolgate.telemetry import JsonLinesSpanExporter, span_line
 
 
 def finished(attributes: dict[str, object], span_id: int = 0xB7AD6B7169203331) -> ReadableSpan:

@@ -30,7 +30,7 @@ from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import FieldError, TaxonomyClass
-from toolgate.telemetry import SCRUBBER
+from toolgate.scrubber import SCRUBBER
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
 from toolgate.workers.runtime.db import jsonb
 

@@ -38,9 +38,9 @@ from toolgate.contracts.registry import Registry
 from toolgate.faults import crash_point
 from toolgate.hashing import idempotency_key_for
 from toolgate.schemas.models import StageRecord
+from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
-from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution import clearance, decision, keys, reads, recording, reservation
 from toolgate.workers.execution.answers import STAGE

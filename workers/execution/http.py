@@ -20,9 +20,9 @@ import aiohttp
 
 from toolgate.errors import PermanentError
 from toolgate.schemas.models import TaxonomyClass
+from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretMissing, SecretProvider
 from toolgate.settings import Settings
-from toolgate.telemetry import SCRUBBER
 from toolgate.workers.execution.effects import Done, Effect, Job, Unknown
 from toolgate.workers.execution.executors import failed
 

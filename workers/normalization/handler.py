@@ -13,8 +13,8 @@ import time
 
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.models import ExecutionResult, Observation, ObservationError, TaxonomyClass
+from toolgate.scrubber import SCRUBBER
 from toolgate.settings import Settings
-from toolgate.telemetry import SCRUBBER
 from toolgate.workers.normalization.decision import build, normalize
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit

@@ -28,10 +28,10 @@ from toolgate.contracts.registry import Contract, Registry
 from toolgate.hashing import fingerprint
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
+from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.states import KeyStatus
-from toolgate.telemetry import SCRUBBER
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.approval.sweep import expire_approvals

@@ -27,7 +27,7 @@ from toolgate.schemas.models import (
     TaxonomyClass,
 )
 from toolgate.schemas.wire import WireModel
-from toolgate.telemetry import SCRUBBER
+from toolgate.scrubber import SCRUBBER
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, SCHEMA, Headers, edge_headers, header
 from toolgate.workers.runtime import results
