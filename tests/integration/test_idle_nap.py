@@ -1,4 +1,4 @@
-"""An idle stage consumer that naps (settings `idle_nap_ms`, workers/runtime/consumer.py) loses
+"""An idle stage consumer that naps (settings `idle_nap_ms`, workers/runtime/naps.py) loses
 no record and keeps none past its nap: records produced at random moments, during naps and looks
 alike, while a second worker joins the group and its partitions move, all reach a worker, each
 in its partition's order, and none later than a nap and a look after it was produced (a resumed
@@ -23,8 +23,9 @@ from confluent_kafka import Producer
 from toolgate.ops.embedded import Broker
 from toolgate.topics.catalog import Topics, stage_group
 from toolgate.workers.runtime import consumer as consumer_module
-from toolgate.workers.runtime.consumer import WOKEN_NAP_S, StageConsumer
+from toolgate.workers.runtime.consumer import StageConsumer
 from toolgate.workers.runtime.filling import bounds_for
+from toolgate.workers.runtime.naps import WOKEN_NAP_S, Naps
 from toolgate.workers.runtime.producer import StageProducer
 from toolgate.workers.runtime.wakeup import QUIET_S, Announcer, Listener
 
@@ -34,18 +35,34 @@ RECORDS = 30
 NAP_MS = 100
 
 
-class Napping(StageConsumer):
-    naps = 0
+class Counted:
+    """The naps of every consumer, and their looks: each time paused partitions were fetched
+    again (workers/runtime/naps.py)."""
 
-    def _nap(self, timeout_s: float):  # type: ignore[no-untyped-def]
-        Napping.naps += 1
-        return super()._nap(timeout_s)
+    naps = 0
+    looks = 0
+
+    @classmethod
+    def install(cls, monkeypatch: pytest.MonkeyPatch) -> None:
+        nap, resume = Naps.nap, Naps.resume
+
+        def counted_nap(naps: Naps, timeout_s: float):  # type: ignore[no-untyped-def]
+            cls.naps += 1
+            return nap(naps, timeout_s)
+
+        def counted_resume(naps: Naps) -> None:
+            cls.looks += bool(naps._paused)
+            resume(naps)
+
+        monkeypatch.setattr(Naps, "nap", counted_nap)
+        monkeypatch.setattr(Naps, "resume", counted_resume)
 
 
 def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_worker_joins(
     database: Database, broker: Broker, topic_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(consumer_module, "IDLE_AFTER_S", 0.2)
+    Counted.install(monkeypatch)
     settings = replace(with_topics(database, broker, topic_prefix), idle_nap_ms=NAP_MS, fetch_wait_ms=5)
     topic = Topics(topic_prefix).validated
     group = stage_group(topic_prefix, "nap-test")
@@ -82,7 +99,7 @@ def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_w
 
     async def run() -> None:
         bounds = {topic: bounds_for(True, settings.batch_max, settings.stream_buffer)}
-        workers = [Napping(settings, group, bounds, assigned.set)]
+        workers = [StageConsumer(settings, group, bounds, assigned.set)]
         sending = threading.Thread(target=produce)
         sending.start()
         until = time.monotonic() + 0.5 * RECORDS + 10.0
@@ -91,7 +108,7 @@ def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_w
             await asyncio.sleep(0.25 * RECORDS)
             # Halfway: a second worker joins (a consumer joins its group as it is made), and
             # partitions move to it.
-            workers.append(Napping(settings, group, bounds, lambda: None))
+            workers.append(StageConsumer(settings, group, bounds, lambda: None))
             await asyncio.gather(working, work(workers[1], until))
         finally:
             sending.join()
@@ -104,7 +121,7 @@ def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_w
     for partition, seen in received.items():
         firsts = list(dict.fromkeys(seen))  # a record consumed again after a move comes again in order
         assert firsts == sorted(firsts), (partition, seen)
-    assert Napping.naps > 10
+    assert Counted.naps > 10
     # A nap, a look and the machine's slack; a partition moving to the second worker may hold
     # its records for the rebalance, once.
     slow = sorted((round(seconds, 2), value) for value, seconds in late.items() if seconds > NAP_MS / 1000 + 0.35)
@@ -118,12 +135,13 @@ def test_a_woken_consumer_naps_for_seconds_and_takes_a_stage_s_record_at_once(
     # Postgres channel, and a consumer that only stages feed, napping WOKEN_NAP_S at a time,
     # looks at once.
     monkeypatch.setattr(consumer_module, "IDLE_AFTER_S", 0.2)
+    Counted.install(monkeypatch)
     settings = replace(with_topics(database, broker, topic_prefix), idle_nap_ms=NAP_MS, fetch_wait_ms=5)
     topic = Topics(topic_prefix).executable  # not the topic the test before filled
     bounds = {topic: bounds_for(True, settings.batch_max, settings.stream_buffer)}
     assigned = threading.Event()
-    Napping.naps = 0
-    consumer = Napping(settings, stage_group(topic_prefix, "woken-test"), bounds, assigned.set, woken=True)
+    Counted.naps = 0
+    consumer = StageConsumer(settings, stage_group(topic_prefix, "woken-test"), bounds, assigned.set, woken=True)
     Listener(settings.database_url, [topic], consumer.wake)
     late: list[float] = []
 
@@ -153,6 +171,67 @@ def test_a_woken_consumer_naps_for_seconds_and_takes_a_stage_s_record_at_once(
         asyncio.run(run())
     finally:
         consumer.close()
-    assert len(late) == 5 and Napping.naps >= 5, (late, Napping.naps)
+    assert len(late) == 5 and Counted.naps >= 5, (late, Counted.naps)
     # Each came within a look of its notice, not at the end of a nap of WOKEN_NAP_S.
     assert max(late) < WOKEN_NAP_S / 5, late
+
+
+def test_an_idle_consumer_looks_only_when_a_log_reaches_past_what_it_read(
+    database: Database, broker: Broker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Between naps it asks where its partitions' logs end, and fetches only if one reaches past
+    # its position (a consumer that read records), or past its group's committed offset (a
+    # consumer that read nothing since it came): seconds of naps with nothing new, no look;
+    # a record produced meanwhile is still taken within a nap and a look.
+    monkeypatch.setattr(consumer_module, "IDLE_AFTER_S", 0.2)
+    Counted.install(monkeypatch)
+    settings = replace(with_topics(database, broker, topic_prefix), idle_nap_ms=NAP_MS, fetch_wait_ms=5)
+    topic = Topics(topic_prefix).results  # not a topic the tests before filled
+    bounds = {topic: bounds_for(True, settings.batch_max, settings.stream_buffer)}
+    group = stage_group(topic_prefix, "looking-test")
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "linger.ms": 0})
+
+    def produce(values: range) -> float:
+        for n in values:
+            producer.produce(topic, key=str(n).encode(), value=str(n).encode())
+        producer.flush(10)
+        return time.monotonic()
+
+    async def consume(worker: StageConsumer, wanted: int, for_s: float) -> list[int]:
+        taken: list[int] = []
+        until = time.monotonic() + for_s
+        while time.monotonic() < until and len(taken) < wanted:
+            await worker.wait(0.1)
+            for name in worker.ready():
+                records = list(worker.pending[name])
+                worker.pending[name].clear()
+                taken.extend(int(record.value or b"-1") for record in records)
+                worker.done(name, records)
+        return taken
+
+    def idle_then_one(worker: StageConsumer, value: int) -> tuple[int, float]:
+        """The looks of 3 s of naps with nothing new, and how late a record then came."""
+        Counted.looks = 0
+        assert asyncio.run(consume(worker, 1, 3.0)) == []
+        looks = Counted.looks
+        produced = produce(range(value, value + 1))
+        assert asyncio.run(consume(worker, 1, 10.0)) == [value]
+        return looks, time.monotonic() - produced
+
+    produce(range(3))
+    first = StageConsumer(settings, group, bounds, lambda: None)
+    try:
+        assert sorted(asyncio.run(consume(first, 3, 30.0))) == [0, 1, 2]
+        read_some = idle_then_one(first, 3)
+        time.sleep(1.5)  # its offsets committed (every second)
+    finally:
+        first.close()
+    second = StageConsumer(settings, group, bounds, lambda: None)  # from the committed offsets
+    try:
+        assert asyncio.run(consume(second, 1, 3.0)) == []  # assigned, caught up, napping
+        read_none = idle_then_one(second, 4)
+    finally:
+        second.close()
+    for looks, late in (read_some, read_none):
+        assert looks == 0, (read_some, read_none)
+        assert late < NAP_MS / 1000 + 0.5, (read_some, read_none)

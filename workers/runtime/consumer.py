@@ -15,9 +15,7 @@ So a round that did not finish is consumed again, by this worker or the next one
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -31,25 +29,15 @@ from toolgate.topics import consumed
 from toolgate.topics.headers import as_pairs
 from toolgate.workers.runtime.filling import Bounds
 from toolgate.workers.runtime.intake import RawRecord
+from toolgate.workers.runtime.naps import WOKEN_NAP_S, Naps
 
 log = logging.getLogger("toolgate.worker")
 
 IDLE_WAIT_S = 1.0  # the longest one wait for records lasts (and so a shutdown waits for it)
 # Napping (settings `idle_nap_ms`, on a broker that does not answer a waiting fetch early): a
-# consumer that got no record for IDLE_AFTER_S pauses its partitions for a nap, then fetches
-# again for LOOK_S (a fetch answered at once if records wait, and one held for the short fetch
-# wait if none do), and naps again. A record that arrives at a napping stage waits out the rest
-# of the nap; once one came, the stage fetches without napping until it is idle again. 30 s: an
-# agent's calls seconds apart (a model thinking between them) find the stages awake. A look of
-# 25 ms: woken at once (`_resume`), the fetcher brought a waiting record in 1-14 ms on Tansu, and
-# each look costs a fetch every 5 ms (a look of 50 ms, with naps of 500 ms, left an idle stage
-# fetching ~18 times a second). A stage fed only by stages (and toolgate's own approvers' tools)
-# is woken when a record comes for it (workers/runtime/wakeup.py), and naps WOKEN_NAP_S.
+# consumer that got no record for IDLE_AFTER_S naps (workers/runtime/naps.py). 30 s: an agent's
+# calls seconds apart (a model thinking between them) find the stages awake.
 IDLE_AFTER_S = 30.0
-LOOK_S = 0.025
-# The nap of a consumer that a Listener wakes when a record comes for it (workers/runtime/
-# wakeup.py): it looks this often only in case a notice was lost.
-WOKEN_NAP_S = 5.0
 # How long librdkafka waits to fetch again while records it fetched are not yet taken: at most
 # this much is added to a hop (librdkafka's default, 1 s, would idle a busy stage's partitions).
 FETCH_QUEUE_BACKOFF_MS = 10
@@ -74,8 +62,6 @@ class StageConsumer:
         self._poll_records = min(b.poll_records for b in bounds.values())
         nap_s = settings.idle_nap_ms / 1000.0
         self._nap_s = max(nap_s, WOKEN_NAP_S) if woken and nap_s > 0 else nap_s
-        self._woken = threading.Event()
-        self._closing = False
         self._last_record = time.monotonic()
         # When the wait for records in flight began (0: none is): what liveness watches.
         self.waiting_since = 0.0
@@ -116,6 +102,7 @@ class StageConsumer:
             },
             logger=logging.getLogger("kafka.consumer"),
         )
+        self._naps = Naps(self._consumer, self._nap_s)
         self._consumer.subscribe(list(bounds), on_assign=self._assigned, on_revoke=self._revoked)
         self._waiter = ThreadPoolExecutor(1, thread_name_prefix="consumer-wait")
 
@@ -128,7 +115,7 @@ class StageConsumer:
             loop = asyncio.get_running_loop()
             self.waiting_since = now = time.monotonic()
             napping = self._nap_s > 0 and now - self._last_record >= IDLE_AFTER_S
-            look = self._nap if napping else self._consumer.poll
+            look = self._naps.nap if napping else self._poll
             if napping:
                 timeout_s = max(timeout_s, self._nap_s)
             try:
@@ -142,40 +129,12 @@ class StageConsumer:
     def wake(self) -> None:
         """Look now, from any thread: a record came for this consumer's topics (wakeup.py). A
         consumer not napping skips its next nap."""
-        self._woken.set()
+        self._naps.wake()
 
-    def _nap(self, timeout_s: float) -> Message | None:
-        """Nap and look, in this consumer's thread, until a record comes or `timeout_s` passed:
-        no fetch for the nap (unless `wake` ends it), then a poll of LOOK_S with every partition
-        fetched again from where it was. The group's callbacks are served between naps (a
-        rebalance waits for at most one), and a record fetched before a pause comes back at
-        once."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self._consumer.pause(self._consumer.assignment())
-            try:
-                self._woken.wait(min(self._nap_s, max(0.0, deadline - time.monotonic())))
-                self._woken.clear()
-                early = self._consumer.poll(0)
-            finally:
-                self._resume()
-            found = early if early is not None else self._consumer.poll(LOOK_S)
-            if found is not None or self._closing or time.monotonic() >= deadline:
-                return found
-
-    def _resume(self) -> None:
-        """Fetch every assigned partition again, now. The assignment may have changed in the
-        nap's rebalance callbacks: what is assigned now is resumed (a partition that came
-        meanwhile was never paused). librdkafka looks at a resumed partition only when the
-        broker's thread next wakes, and a resume does not wake it: on Tansu the first fetch went
-        out 415-501 ms after it (five of five), so a look found nothing and a record waited for
-        a look that happened to meet a fetch (seconds). A request on that connection wakes it: a
-        metadata request for one assigned topic, after which the record came in 1-14 ms."""
-        assigned = self._consumer.assignment()
-        self._consumer.resume(assigned)
-        if assigned:
-            with contextlib.suppress(KafkaException):  # the broker away: the look finds nothing
-                self._consumer.list_topics(assigned[0].topic, timeout=LOOK_S)
+    def _poll(self, timeout_s: float) -> Message | None:
+        """Wait for a record, every partition fetching (a nap may have left them paused)."""
+        self._naps.resume()
+        return self._consumer.poll(timeout_s)
 
     def take(self) -> None:
         """Move what librdkafka has fetched onto the pending queues, without waiting, as far as
@@ -224,12 +183,14 @@ class StageConsumer:
     # --- the group --------------------------------------------------------------------------
 
     def _assigned(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._naps.assigned(partitions)
         log.info("partitions assigned", extra={"action": "assigned", "count": len(partitions)})
         self.on_assigned()
 
     def _revoked(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Records of a revoked partition go to its next owner: drop the ones still pending."""
         gone = {(tp.topic, tp.partition) for tp in partitions}
+        self._naps.revoked(gone)
         for topic, queue in self.pending.items():
             kept = [rec for rec in queue if (topic, rec.partition) not in gone]
             if len(kept) != len(queue):
@@ -238,8 +199,7 @@ class StageConsumer:
 
     def close(self) -> None:
         """Commit what is stored and leave the group."""
-        self._closing = True
-        self._woken.set()  # a nap ends now
+        self._naps.close()  # a nap ends now
         self._waiter.shutdown(wait=True)
         self._consumer.close()
 
