@@ -26,20 +26,23 @@ def build(name: str, settings: Settings) -> StageApp:
         raise SystemExit(f"unknown stage {name!r}; one of {', '.join(STAGES)}")
     registry = load_registry(settings.contracts_dir)
     use_registry(registry)  # what spans and metrics name a call's contract by
-    handlers = _handlers(name, registry, settings)
-    app = StageApp(name, settings, [handler.source for handler in handlers])
-    for handler in handlers:
-        app.consume(handler)
     if name == "approval-wait":
-        from toolgate.workers.approval.sweep import ExpirySweeper
-
-        app.every(settings.approval_sweep_seconds, ExpirySweeper(registry, settings).sweep, "approval_expiry")
-    elif name == "outbox-relay":
+        return _approval_wait(registry, settings)
+    app = _consuming(name, settings, _handlers(name, registry, settings))
+    if name == "outbox-relay":
         from toolgate.workers.outbox.relay import attach
 
         attach(app, settings)
     elif name == "reconciliation":
         _reconciliation(app, registry, settings)
+    return app
+
+
+def _consuming(name: str, settings: Settings, handlers: list[Handler[Any]]) -> StageApp:
+    """The worker of stage `name`, consuming what `handlers` read."""
+    app = StageApp(name, settings, [handler.source for handler in handlers])
+    for handler in handlers:
+        app.consume(handler)
     return app
 
 
@@ -53,11 +56,6 @@ def _handlers(name: str, registry: Registry, settings: Settings) -> list[Handler
         from toolgate.workers.policy.handler import PolicyHandler
 
         return [PolicyHandler(registry, settings)]
-    if name == "approval-wait":
-        from toolgate.workers.approval.decisions import DecisionsHandler
-        from toolgate.workers.approval.held import AuthorizedHandler
-
-        return [AuthorizedHandler(registry, settings), DecisionsHandler(registry, settings)]
     if name == "execution":
         from toolgate.workers.execution.handler import ExecutionHandler
 
@@ -67,6 +65,20 @@ def _handlers(name: str, registry: Registry, settings: Settings) -> list[Handler
 
         return [NormalizationHandler(registry, settings)]
     return []
+
+
+def _approval_wait(registry: Registry, settings: Settings) -> StageApp:
+    """Held calls and the approvers' decisions, and the sweep that escalates and expires
+    tickets, woken when this worker opens one."""
+    from toolgate.workers.approval.decisions import DecisionsHandler
+    from toolgate.workers.approval.held import AuthorizedHandler
+    from toolgate.workers.approval.sweep import ExpirySweeper
+
+    sweeper = ExpirySweeper(registry, settings)
+    held = AuthorizedHandler(registry, settings, sweeper.alarm.ring)
+    app = _consuming("approval-wait", settings, [held, DecisionsHandler(registry, settings)])
+    app.every(settings.approval_sweep_seconds, sweeper.sweep, "approval_expiry", sweeper.alarm)
+    return app
 
 
 def _reconciliation(app: StageApp, registry: Registry, settings: Settings) -> None:

@@ -10,6 +10,7 @@ is said again is the ticket's (resume.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from toolgate.contracts.registry import Contract, Registry
@@ -56,10 +57,12 @@ class AuthorizedHandler(Handler[Read]):
     source = "authorized"
     model = StageRecord
 
-    def __init__(self, registry: Registry, settings: Settings) -> None:
+    def __init__(self, registry: Registry, settings: Settings, opened: Callable[[], None] = lambda: None) -> None:
+        """`opened()` is called once a round opened tickets (the expiry sweep's alarm)."""
         self.registry = registry
         self.topics = Topics(settings.topic_prefix)
         self.pool = make_pool(settings.database_url, STAGE)
+        self.opened = opened
 
     async def start(self) -> None:
         await self.pool.open()
@@ -84,6 +87,8 @@ class AuthorizedHandler(Handler[Read]):
             again_rows, again_entries = say_again(held, known, now)
             await outbox.enqueue(conn, rows + again_rows, self.topics)
             await audit.append(conn, entries + again_entries)
+        if created:
+            self.opened()
         for approval_id, (call, _) in held.items():
             out.outcomes[call.model.call_id] = "held" if approval_id in created else "resumed"
 

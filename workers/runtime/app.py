@@ -34,6 +34,7 @@ from toolgate.telemetry import configure_telemetry, shutdown_telemetry
 from toolgate.topics.catalog import Topics, stage_group
 from toolgate.topics.headers import Headers
 from toolgate.workers.runtime import heap, liveness, orphan
+from toolgate.workers.runtime.alarm import Alarm
 from toolgate.workers.runtime.audit import AuditSink, use_keyset
 from toolgate.workers.runtime.consumer import StageConsumer
 from toolgate.workers.runtime.filling import Bounds, Filling, bounds_for
@@ -135,8 +136,9 @@ class StageApp:
 
     # --- timers and tasks ----------------------------------------------------------------------
 
-    def every(self, seconds: float, job: Job, name: str) -> None:
-        """Run `job` every `seconds`; a failing run is logged and the next one still comes."""
+    def every(self, seconds: float, job: Job, name: str, alarm: Alarm | None = None) -> None:
+        """Run `job` every `seconds`, or when its `alarm` says (workers/runtime/alarm.py); a
+        failing run is logged and the next one still comes."""
 
         async def timer() -> None:
             while True:
@@ -145,7 +147,10 @@ class StageApp:
                     await self._guarded(job(), tolerate=True)
                 except asyncio.CancelledError:
                     raise
-                await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))
+                if alarm is None:
+                    await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))
+                else:
+                    await alarm.sleep(seconds)
 
         self._jobs.append((name, timer))
 
