@@ -1,0 +1,66 @@
+"""The folders' floors (docs/architecture.md, "The layers"): a folder imports only the folders below
+it. The edges that still point up are listed, file by file, and each must still exist: the house's
+next floor (issue 49) removes them and this list with them, and any other edge up fails."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# Bottom to top.
+FLOORS = ("schemas", "topics", "toolgate", "contracts", "workers", "ops", "door", "cli")
+# (file, the folder it imports above its own): the codec's DecodeError derives from the foundation's
+# PermanentError, and the agents' client library still lives in topics/.
+UPWARD = {
+    ("schemas/codec.py", "toolgate"),
+    ("topics/client.py", "toolgate"),
+}
+
+
+def folder_of(module: str) -> str | None:
+    """The folder a `toolgate...` module lives in (the package-dir map of pyproject.toml)."""
+    parts = module.split(".")
+    if parts[0] != "toolgate":
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in FLOORS else "toolgate"
+
+
+def imported(path: Path) -> set[str]:
+    """Every module `path` imports by absolute name, at the top or inside a function."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def edges_up() -> set[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    for floor, folder in enumerate(FLOORS):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for module in imported(path):
+                target = folder_of(module)
+                if target is not None and FLOORS.index(target) > floor:
+                    found.add((str(path.relative_to(REPO)), target))
+    return found
+
+
+def test_no_folder_imports_one_above_it_but_the_listed_edges() -> None:
+    up = edges_up()
+    assert up - UPWARD == set(), f"imports of a folder above: {sorted(up - UPWARD)}"
+    assert UPWARD - up == set(), f"gone, so off the list: {sorted(UPWARD - up)}"
+
+
+def test_the_floors_are_every_package_folder() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert set(project["tool"]["setuptools"]["package-dir"].values()) == set(FLOORS)
+
+
+def test_the_check_sees_an_import_from_above() -> None:
+    assert folder_of("toolgate.workers.runtime.app") == "workers"
+    assert folder_of("toolgate.errors") == "toolgate"
+    assert folder_of("psycopg") is None
