@@ -1,6 +1,6 @@
 """Two workers of a stage share its consumer group, and one leaving mid-backlog loses nothing.
 
-Scaling out is more worker processes of a stage (README, "On real Kafka and Postgres"). When a
+Scaling out is more worker processes of a stage (docs/deployment.md). When a
 worker joins, the group's partitions are split between the two; when one stops (SIGTERM), the
 other is given its partitions and starts from the offsets the leaver committed at close: the
 rounds it finished are not lost and the ones it had not are consumed again
