@@ -307,7 +307,7 @@ class Supervisor:
         """A stage process's environment: where everything is, and never the owner's URL. On
         the embedded Tansu the stages poll with a short fetch wait (TANSU_FETCH_WAIT_MS) and nap
         when idle (TANSU_IDLE_NAP_MS), unless set; elsewhere they long-poll (settings
-        `fetch_wait_ms`) and never nap."""
+        `fetch_wait_ms`), and only those woken through Postgres nap (`woken_nap_ms`)."""
         env = {
             **{k: v for k, v in os.environ.items() if k != "TOOLGATE_ADMIN_DATABASE_URL"},
             "TOOLGATE_HOME": str(self.home),

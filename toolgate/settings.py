@@ -74,6 +74,13 @@ class Settings:
     # of an idle stack's CPU. `toolgate up` gives its workers TANSU_IDLE_NAP_MS on Tansu
     # (ops/embedded.py), unless this is set; workers/runtime/consumer.py says what it costs.
     idle_nap_ms: int = 0
+    # How long an idle stage naps that is woken through Postgres when a record comes for it
+    # (workers/runtime/wakeup.py, `woken`): on any broker, those whose every input only stages
+    # write (policy, execution, normalization), which then wait on an event of their own instead
+    # of in librdkafka's poll (which wakes five times a second whatever its timeout); on Tansu,
+    # approval-wait too. It looks at a nap's end only in case a notice was lost. 0: stages nap
+    # only where every stage does, for `idle_nap_ms`.
+    woken_nap_ms: int = 5000
     # How long a stage's producer (and the outbox relay's) holds a record to batch it with others.
     # A round hands all its records to the producer at once, and a stage's producer keeps one
     # request in flight (workers/runtime/producer.py), so they batch without a linger; 2 ms cost
@@ -204,6 +211,7 @@ _ENV = {
     "batch_ms": "TOOLGATE_BATCH_MS",
     "fetch_wait_ms": "TOOLGATE_FETCH_WAIT_MS",
     "idle_nap_ms": "TOOLGATE_IDLE_NAP_MS",
+    "woken_nap_ms": "TOOLGATE_WOKEN_NAP_MS",
     "linger_ms": "TOOLGATE_LINGER_MS",
     "compression": "TOOLGATE_COMPRESSION",
     "batch_bytes": "TOOLGATE_BATCH_BYTES",

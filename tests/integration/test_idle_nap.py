@@ -15,17 +15,17 @@ import random
 import threading
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
 from toolgate.ops.embedded import Broker
+from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics, stage_group
 from toolgate.workers.runtime import consumer as consumer_module
 from toolgate.workers.runtime.consumer import StageConsumer
 from toolgate.workers.runtime.filling import bounds_for
-from toolgate.workers.runtime.naps import WOKEN_NAP_S, Naps
+from toolgate.workers.runtime.naps import Naps
 from toolgate.workers.runtime.producer import StageProducer
 from toolgate.workers.runtime.wakeup import QUIET_S, Announcer, Listener
 
@@ -58,12 +58,17 @@ class Counted:
         monkeypatch.setattr(Naps, "resume", counted_resume)
 
 
-def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_worker_joins(
-    database: Database, broker: Broker, topic_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def settings(database: Database, broker: Broker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Consumers that nap NAP_MS after 0.2 s without a record, their naps and looks counted."""
     monkeypatch.setattr(consumer_module, "IDLE_AFTER_S", 0.2)
     Counted.install(monkeypatch)
-    settings = replace(with_topics(database, broker, topic_prefix), idle_nap_ms=NAP_MS, fetch_wait_ms=5)
+    return replace(with_topics(database, broker, topic_prefix), idle_nap_ms=NAP_MS, fetch_wait_ms=5)
+
+
+def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_worker_joins(
+    settings: Settings, topic_prefix: str
+) -> None:
     topic = Topics(topic_prefix).validated
     group = stage_group(topic_prefix, "nap-test")
     received: dict[int, list[int]] = {}  # partition -> the values, in the order they came
@@ -129,14 +134,11 @@ def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_w
 
 
 def test_a_woken_consumer_naps_for_seconds_and_takes_a_stage_s_record_at_once(
-    database: Database, broker: Broker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, topic_prefix: str
 ) -> None:
     # workers/runtime/wakeup.py: a stage that delivers a record after a quiet spell says so on a
-    # Postgres channel, and a consumer that only stages feed, napping WOKEN_NAP_S at a time,
+    # Postgres channel, and a consumer that only stages feed, napping seconds at a time,
     # looks at once.
-    monkeypatch.setattr(consumer_module, "IDLE_AFTER_S", 0.2)
-    Counted.install(monkeypatch)
-    settings = replace(with_topics(database, broker, topic_prefix), idle_nap_ms=NAP_MS, fetch_wait_ms=5)
     topic = Topics(topic_prefix).executable  # not the topic the test before filled
     bounds = {topic: bounds_for(True, settings.batch_max, settings.stream_buffer)}
     assigned = threading.Event()
@@ -172,20 +174,17 @@ def test_a_woken_consumer_naps_for_seconds_and_takes_a_stage_s_record_at_once(
     finally:
         consumer.close()
     assert len(late) == 5 and Counted.naps >= 5, (late, Counted.naps)
-    # Each came within a look of its notice, not at the end of a nap of WOKEN_NAP_S.
-    assert max(late) < WOKEN_NAP_S / 5, late
+    # Each came within a look of its notice, not at the end of a nap of seconds.
+    assert max(late) < settings.woken_nap_ms / 1000 / 5, late
 
 
 def test_an_idle_consumer_looks_only_when_a_log_reaches_past_what_it_read(
-    database: Database, broker: Broker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, topic_prefix: str
 ) -> None:
     # Between naps it asks where its partitions' logs end, and fetches only if one reaches past
     # its position (a consumer that read records), or past its group's committed offset (a
     # consumer that read nothing since it came): seconds of naps with nothing new, no look;
     # a record produced meanwhile is still taken within a nap and a look.
-    monkeypatch.setattr(consumer_module, "IDLE_AFTER_S", 0.2)
-    Counted.install(monkeypatch)
-    settings = replace(with_topics(database, broker, topic_prefix), idle_nap_ms=NAP_MS, fetch_wait_ms=5)
     topic = Topics(topic_prefix).results  # not a topic the tests before filled
     bounds = {topic: bounds_for(True, settings.batch_max, settings.stream_buffer)}
     group = stage_group(topic_prefix, "looking-test")

@@ -101,7 +101,7 @@ class OutboxRelay:
         self.retention_s = retention_s
         self.pool = make_pool(settings.database_url, STAGE, max_size=2)
         self.topics = Topics(settings.topic_prefix)
-        announcing = announcer(settings.database_url, settings.idle_nap_ms)
+        announcing = announcer(settings)
         self.producer = IdempotentProducer(
             settings.kafka_bootstrap,
             self.topics,

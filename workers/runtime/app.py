@@ -45,7 +45,8 @@ from toolgate.workers.runtime.key_holders import KeyHolders
 from toolgate.workers.runtime.producer import StageProducer
 from toolgate.workers.runtime.refusals import Tally
 from toolgate.workers.runtime.rounds import Rounds
-from toolgate.workers.runtime.wakeup import ANNOUNCED, Listener, announcer
+from toolgate.workers.runtime.wakeup import Listener, announcer
+from toolgate.workers.runtime.wakeup import woken as wakes
 
 log = logging.getLogger("toolgate.worker")
 
@@ -74,7 +75,7 @@ class StageApp:
         # This process's refusals of records that prove nobody, collapsed into counts (refusals.py).
         self.refusals = Tally(int(settings.refusal_audit_seconds * 1000))
         self._rounds: dict[str, Rounds[Any]] = {}  # by the physical topic each reads
-        announcing = announcer(settings.database_url, settings.idle_nap_ms)
+        announcing = announcer(settings)
         self.producer = StageProducer(self.settings, self.group, announcing.delivered if announcing else None)
         self._handlers: dict[str, Handler[Any]] = {}  # by the physical topic each consumes
         self._jobs: list[tuple[str, Job]] = []
@@ -229,7 +230,7 @@ class StageApp:
         tasks = [asyncio.create_task(job(), name=name) for name, job in self._jobs]
         if self._handlers:
             bounds = {topic: self._bounds(handler.source) for topic, handler in self._handlers.items()}
-            woken = self.settings.idle_nap_ms > 0 and {h.source for h in self._handlers.values()} <= ANNOUNCED
+            woken = wakes(self.settings, [h.source for h in self._handlers.values()])
             consumer = StageConsumer(self.settings, self.group, bounds, self._on_assigned, woken)
             if woken:  # its naps end when a stage delivers a record to what it reads
                 Listener(self.settings.database_url, list(self._handlers), consumer.wake)

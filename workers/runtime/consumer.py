@@ -29,7 +29,7 @@ from toolgate.topics import consumed
 from toolgate.topics.headers import as_pairs
 from toolgate.workers.runtime.filling import Bounds
 from toolgate.workers.runtime.intake import RawRecord
-from toolgate.workers.runtime.naps import WOKEN_NAP_S, Naps
+from toolgate.workers.runtime.naps import Naps
 
 log = logging.getLogger("toolgate.worker")
 
@@ -55,13 +55,13 @@ class StageConsumer:
         woken: bool = False,
     ) -> None:
         """`woken`: a Listener calls `wake` when a record comes for every topic of `bounds`, so
-        its naps may be long (WOKEN_NAP_S)."""
+        its naps may be long (settings `woken_nap_ms`, on any broker: wakeup.py, `woken`)."""
         self.bounds = bounds
         self.pending: dict[str, deque[RawRecord]] = {topic: deque() for topic in bounds}
         self.on_assigned = on_assigned
         self._poll_records = min(b.poll_records for b in bounds.values())
         nap_s = settings.idle_nap_ms / 1000.0
-        self._nap_s = max(nap_s, WOKEN_NAP_S) if woken and nap_s > 0 else nap_s
+        self._nap_s = max(nap_s, settings.woken_nap_ms / 1000.0) if woken else nap_s
         self._last_record = time.monotonic()
         # When the wait for records in flight began (0: none is): what liveness watches.
         self.waiting_since = 0.0

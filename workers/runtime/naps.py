@@ -1,6 +1,7 @@
-"""An idle stage consumer's naps (settings `idle_nap_ms`): on a broker that does not answer a
-waiting fetch early, where a short fetch wait is a stage's latency and an idle stage fetching
-every few milliseconds was most of an idle stack's CPU.
+"""An idle stage consumer's naps: every stage's (settings `idle_nap_ms`) on a broker that does not
+answer a waiting fetch early, where a short fetch wait is a stage's latency and an idle stage
+fetching every few milliseconds was most of an idle stack's CPU; and on any broker, those of the
+stages that are woken when a record comes for them (settings `woken_nap_ms`).
 
 A consumer that got no record for a while (workers/runtime/consumer.py, IDLE_AFTER_S) pauses its
 partitions and naps. Between naps it asks the broker where each partition's log ends (one
@@ -12,7 +13,8 @@ once (`resume`), the fetcher brought a waiting record in 1-14 ms on Tansu. Looki
 nap's end cost validation (naps of 500 ms) ~2.5 ms of CPU a second: the partitions paused and
 resumed, a metadata request and five fetches each time; asking for the ends first costs one
 request. A stage fed only by stages (and toolgate's own approvers' tools) is woken when a record
-comes for it (workers/runtime/wakeup.py), and naps WOKEN_NAP_S.
+comes for it (workers/runtime/wakeup.py), and naps for seconds: it looks at a nap's end only in
+case a notice was lost.
 
 Everything here runs in the consumer's own thread (its `wait`), the rebalance callbacks too.
 """
@@ -24,12 +26,9 @@ import threading
 import time
 from collections.abc import Iterable
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, TopicPartition
 
 LOOK_S = 0.025
-# The nap of a consumer that a Listener wakes when a record comes for it (workers/runtime/
-# wakeup.py): it looks this often only in case a notice was lost.
-WOKEN_NAP_S = 5.0
 # How long a napping consumer waits for the broker to say where its partitions' logs end (or
 # start, or where its group committed): unanswered, it looks as if they reached further.
 ASK_S = 0.5
@@ -129,13 +128,16 @@ class Naps:
             read = self._read_up_to(assigned)
         except KafkaException:
             return True
+        if read is None:
+            return True
         return any(end.error is not None or end.offset > read[(end.topic, end.partition)] for end in ends)
 
-    def _read_up_to(self, assigned: list[TopicPartition]) -> dict[Partition, int]:
+    def _read_up_to(self, assigned: list[TopicPartition]) -> dict[Partition, int] | None:
         """Where the consumer reads each partition next: its position, or for a partition it
         has read nothing of since it came (no position), where it began: the group's committed
         offset, else the log's start (`auto.offset.reset` earliest). Those are asked once a
-        partition's stay, and forgotten when it goes or a record of it is read."""
+        partition's stay, and forgotten when it goes or a record of it is read. None: a
+        partition's is not known (the broker did not say)."""
         read: dict[Partition, int] = {}
         unknown: list[TopicPartition] = []
         for tp in self._consumer.position(assigned):
@@ -154,7 +156,5 @@ class Naps:
             for tp in [*committed, *starts]:
                 if tp.offset >= 0 and tp.error is None:
                     read[(tp.topic, tp.partition)] = self._began[(tp.topic, tp.partition)] = tp.offset
-        missing = {(tp.topic, tp.partition) for tp in assigned} - read.keys()
-        if missing:
-            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION, f"no offset for {sorted(missing)}"))
-        return read
+        known = read.keys() >= {(tp.topic, tp.partition) for tp in assigned}
+        return read if known else None

@@ -1,12 +1,20 @@
-"""Napping stages woken through Postgres when a record comes for them (settings `idle_nap_ms`:
-on a broker whose fetch does not answer a waiting consumer early, the embedded Tansu).
+"""Napping stages woken through Postgres when a record comes for them.
 
 A napping stage finds a record at its next look, up to a nap after it came, at every hop. So a
 stage that delivers a record to a partition that had none for QUIET_S says so, once the broker
 acknowledged it, with a NOTIFY on CHANNEL naming the topic; a napping stage that reads that topic
-LISTENs, and looks at once. Stages whose every input is announced (policy, approval-wait,
-execution, normalization: see ANNOUNCED) then nap for seconds, and only validation, fed by
-agents, keeps naps short enough to answer in time.
+LISTENs, and looks at once. Such a stage naps for seconds (settings `woken_nap_ms`), on either
+broker (`woken`):
+
+* on Tansu, whose fetch does not answer a waiting consumer early, every stage naps (settings
+  `idle_nap_ms`); those whose every input is announced (policy, approval-wait, execution,
+  normalization: ANNOUNCED) are woken, and only validation, fed by agents, keeps naps short
+  enough to answer in time;
+* on Apache Kafka, where a stage could long-poll, one that waits in confluent-kafka's poll still
+  wakes five times a second (the poll waits in 200 ms slices): the stages that only stages feed
+  (policy, execution, normalization: STAGE_WRITTEN) nap woken instead, waiting on an event of
+  their own. Validation and approval-wait (whose decisions come from approval services that may
+  not announce them) long-poll.
 
 A notice is a hint to look, never a record: a stage believes only what it fetches. One lost
 (Postgres away, a connection dropped) costs at most one nap's wait, and anyone who may NOTIFY
@@ -24,6 +32,8 @@ from collections.abc import Callable, Collection
 
 import psycopg
 
+from toolgate.settings import Settings
+
 log = logging.getLogger("toolgate.worker")
 
 CHANNEL = "toolgate_records"
@@ -32,6 +42,9 @@ CHANNEL = "toolgate_records"
 # announce its decisions has them taken at approval-wait's next look). A stage that reads only
 # these is woken.
 ANNOUNCED = frozenset({"validated", "authorized", "executable", "results", "approvals_decisions"})
+# Those only stages write: a stage that reads only these is woken on any broker; approval-wait,
+# which also reads decisions an approval service may not announce, only where every stage naps.
+STAGE_WRITTEN = ANNOUNCED - {"approvals_decisions"}
 QUIET_S = 1.0  # a partition that had a record this recently is read by an awake stage
 RETRY_S = 2.0  # how long a listener waits to connect again after Postgres went away
 CONNECT_S = 5
@@ -118,6 +131,18 @@ def _notify(conn: psycopg.Connection[tuple[object, ...]], topic: str) -> None:
     conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, topic))
 
 
-def announcer(database_url: str, idle_nap_ms: int) -> Announcer | None:
-    """An Announcer where stages nap (`idle_nap_ms` > 0); none is needed elsewhere."""
-    return Announcer(database_url) if idle_nap_ms > 0 else None
+def naps(settings: Settings) -> bool:
+    """Whether any stage of this deployment naps (and so must be told of records)."""
+    return settings.idle_nap_ms > 0 or settings.woken_nap_ms > 0
+
+
+def woken(settings: Settings, sources: Collection[str]) -> bool:
+    """Whether a stage reading `sources` (logical names) naps woken through Postgres."""
+    if settings.idle_nap_ms > 0:
+        return set(sources) <= ANNOUNCED
+    return settings.woken_nap_ms > 0 and set(sources) <= STAGE_WRITTEN
+
+
+def announcer(settings: Settings) -> Announcer | None:
+    """An Announcer where stages nap; none is needed elsewhere."""
+    return Announcer(settings.database_url) if naps(settings) else None
