@@ -4,6 +4,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY toolgate toolgate
 COPY cli cli
+COPY client client
 COPY contracts contracts
 COPY schemas schemas
 COPY topics topics

@@ -11,7 +11,7 @@ from rich.markup import escape
 from toolgate.cli.common import console, literal, print_json, running
 
 if TYPE_CHECKING:
-    from toolgate.topics.client import Proposed, ToolgateClient
+    from toolgate.client import Proposed, ToolgateClient
 
 
 def _agent_tenant(agent: str) -> str:
@@ -47,8 +47,8 @@ def propose(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Publish a tool-call proposal, signed as the agent; print its call_id (with --wait, its observation)."""
+    from toolgate.client import ToolgateClient
     from toolgate.kafka_security import agent_role
-    from toolgate.topics.client import ToolgateClient
 
     client = ToolgateClient.from_settings(role=agent_role(agent))
     sent = client.propose(
@@ -99,8 +99,8 @@ def observe(
 ) -> None:
     """Print a tenant's observations (all, one run's, or one call's), each checked against the
     deployment's signature."""
+    from toolgate.client import ToolgateClient
     from toolgate.kafka_security import agent_role
-    from toolgate.topics.client import ToolgateClient
 
     client = ToolgateClient.from_settings(role=agent_role(agent))
     for seen in client.observations(

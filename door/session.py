@@ -21,13 +21,13 @@ import anyio
 from mcp_types import CallToolResult, Tool
 from psycopg_pool import AsyncConnectionPool
 
+from toolgate.client import Observed, Proposed, ToolgateClient
 from toolgate.contracts.registry import load_registry
 from toolgate.door import calls, results, tools
 from toolgate.kafka_security import DOOR
 from toolgate.ops import agent_tokens
 from toolgate.schemas.reference import observation_schema
 from toolgate.settings import Settings
-from toolgate.topics.client import Observed, Proposed, ToolgateClient
 
 log = logging.getLogger("toolgate.door")
 STEP_S = 1.0  # how long one step of a wait blocks a worker thread

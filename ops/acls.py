@@ -33,7 +33,7 @@ Why the patterns are what they are:
   PREFIXED with its trailing dot (`tool.observations.`): a tenant added later needs new
   bindings for its agents only.
 * Clients that read with `assign()` (agents, approval services and `dlq`) still carry a
-  group id with a random suffix, never prefixed by the deployment (topics/client.py,
+  group id with a random suffix, never prefixed by the deployment (client/edge.py,
   ops/dlq.py), hence PREFIXED group bindings on `toolgate-observer-` and `toolgate-dlq-`.
 
 One principal has one role: a plan in which an agent is also a stage, the door, an operator or

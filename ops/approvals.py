@@ -20,12 +20,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from toolgate.client import ApprovalClient
 from toolgate.kafka_security import APPROVALS, client_config
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
 from toolgate.signing import Keyring
 from toolgate.topics.catalog import Topics
-from toolgate.topics.client import ApprovalClient
 from toolgate.workers.runtime.wakeup import announce
 
 LIST = """

@@ -37,6 +37,8 @@ from confluent_kafka import Consumer, TopicPartition
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from toolgate.agent_keys import AgentSigner
+from toolgate.client import Draft, ToolgateClient
+from toolgate.client.calls import INTERIM_CODE, TREE_MAX, random_hex
 from toolgate.contracts.registry import load_registry
 from toolgate.kafka_security import agent_role
 from toolgate.ops.bench_cpu import CpuMeter
@@ -51,7 +53,6 @@ from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
 from toolgate.settings import Settings
 from toolgate.topics import consumed
-from toolgate.topics.client import INTERIM_CODE, TREE_MAX, Draft, ToolgateClient, random_hex
 from toolgate.topics.headers import CALL_ID, header
 from toolgate.workers.runtime import heap
 

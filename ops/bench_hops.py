@@ -18,6 +18,8 @@ from collections.abc import Iterator
 
 from confluent_kafka import Consumer, TopicPartition
 
+from toolgate.client import ToolgateClient
+from toolgate.client.calls import INTERIM_CODE
 from toolgate.integrity import Sealer, deployment_keys
 from toolgate.ops.bench_stats import INTERNAL_POINTS, POINTS
 from toolgate.schemas.codec import DecodeError, codec
@@ -26,7 +28,6 @@ from toolgate.schemas.wire import field_of
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.topics import consumed
-from toolgate.topics.client import INTERIM_CODE, ToolgateClient
 from toolgate.topics.headers import CALL_ID, header
 
 log = logging.getLogger("toolgate.bench")

@@ -14,13 +14,13 @@ import json
 
 import psycopg
 
+from toolgate.client import Proposed, ToolgateClient
 from toolgate.contracts.registry import load_registry
 from toolgate.kafka_security import agent_role
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import StageRecord
 from toolgate.settings import Settings
 from toolgate.states import KeyStatus
-from toolgate.topics.client import Proposed, ToolgateClient
 from toolgate.workers.execution.compensation import arguments_for
 
 FIND = """

@@ -31,6 +31,7 @@ from typing import Any
 import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from toolgate.client import ToolgateClient
 from toolgate.integrity import MACED, Sealer, deployment_keys
 from toolgate.kafka_security import OPERATOR, client_config
 from toolgate.schemas.codec import DecodeError, codec
@@ -38,7 +39,6 @@ from toolgate.schemas.models import DeadLetter, PayloadKind, StageBatch
 from toolgate.settings import Settings
 from toolgate.topics import consumed
 from toolgate.topics.catalog import Topics
-from toolgate.topics.client import ToolgateClient
 from toolgate.topics.headers import REPLAY_OF, SCHEMA
 from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.audit_entry import bounded

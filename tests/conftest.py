@@ -42,9 +42,9 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from toolgate.agent_keys import AgentKeyring
+from toolgate.client import Observed, Proposed, ToolgateClient
 from toolgate.kafka_security import ADMIN, DOOR, client_config
 from toolgate.settings import Settings
-from toolgate.topics.client import Observed, Proposed, ToolgateClient
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "schemas" / "reference" / "observation.schema.json"

@@ -15,8 +15,8 @@ why the rest could not. What a reader does with an unreadable record is its own 
     reader                                         an unreadable record
     a stage (workers/runtime/consumer.py)          dead-lettered with its key and value, audited
                                                    (bounded), its offset committed as any other
-    a client's feed and readers (topics/client.py,
-    topics/observer.py), the bench's readers       skipped with a warning (`skipped`)
+    a client's feed and readers (client/feed.py,
+    client/observing.py), the bench's readers      skipped with a warning (`skipped`)
     dlq list/show/replay (ops/dlq.py)              listed as forged, never replayed
 
 A record whose headers cannot be read carries no signature or MAC that could be checked (both

@@ -43,6 +43,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.unit.factories import draft_key
 from toolgate.agent_keys import AgentKeyring
+from toolgate.client import ApprovalClient, Proposed, ToolgateClient
 from toolgate.contracts.policy import load_policy
 from toolgate.hashing import provider_key
 from toolgate.integrity import EdgeVerifier
@@ -51,7 +52,6 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import Observation
 from toolgate.signing import Keyring
 from toolgate.topics.catalog import Topics
-from toolgate.topics.client import ApprovalClient, Proposed, ToolgateClient
 from toolgate.topics.headers import CALL_ID, header
 
 from ..conftest import _wait_up, kafka_config, session_broker, session_env

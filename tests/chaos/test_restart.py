@@ -27,10 +27,10 @@ import pytest
 
 from tests.unit.factories import draft_key
 from toolgate.agent_keys import AgentKeyring
+from toolgate.client import ApprovalClient, Proposed, ToolgateClient
 from toolgate.hashing import provider_key
 from toolgate.kafka_security import APPROVALS, agent_role
 from toolgate.signing import Keyring
-from toolgate.topics.client import ApprovalClient, Proposed, ToolgateClient
 
 from ..conftest import _wait_up, kafka_config, session_env
 from .test_chaos import DRAFT, _provider_ledger

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from toolgate.agent_keys import AgentKeyring
-from toolgate.topics.client import Proposed
+from toolgate.client import Proposed
 
 from ..conftest import Pipeline
 from .test_gates import Approvers, packet_of

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from toolgate.client import ApprovalClient
 from toolgate.kafka_security import APPROVALS
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Verdict
 from toolgate.signing import Keyring, new_key, sign
-from toolgate.topics.client import ApprovalClient
 
 from ..conftest import Pipeline
 from .test_pipeline import _approval_of, _ledger_for, errors_of, taxonomy

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 import pytest
 
 from toolgate.agent_keys import AgentKeyring
+from toolgate.client import ApprovalClient, ToolgateClient
 from toolgate.kafka_security import ADMIN, APPROVALS
 from toolgate.ops.bench import _Collector
 from toolgate.ops.bench_hops import TopicTimes
@@ -29,7 +30,6 @@ from toolgate.ops.dlq import read_all
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import DeadLetter, PayloadKind, TaxonomyClass
 from toolgate.topics.catalog import Topics
-from toolgate.topics.client import ApprovalClient, ToolgateClient
 
 from ..conftest import Pipeline, eventually
 from .poison import Poisoner

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from toolgate.agent_keys import AgentKeyring
+from toolgate.client import Proposed
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalDecision, Principal, ToolProposal, Verdict
 from toolgate.topics.catalog import Topics
-from toolgate.topics.client import Proposed
 from toolgate.topics.headers import edge_headers, new_traceparent
 
 from ..conftest import Pipeline, eventually

@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolgate.agent_keys import AgentKeyring, AgentSigner
+from toolgate.client import Observed
 from toolgate.integrity import Sealer, deployment_keys
 from toolgate.kafka_security import ADMIN
 from toolgate.proposal_signing import digest
@@ -49,7 +50,6 @@ from toolgate.schemas.models import (
     ToolProposal,
 )
 from toolgate.topics.catalog import Topics
-from toolgate.topics.client import Observed
 from toolgate.topics.headers import edge_headers, new_traceparent
 from toolgate.workers.validation import limits
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.unit.factories import draft_key
+from toolgate.client import ApprovalClient, Proposed
 from toolgate.kafka_security import APPROVALS
-from toolgate.topics.client import ApprovalClient, Proposed
 
 from ..conftest import Pipeline
 from .test_pipeline import _approval_of, _ledger_for, taxonomy

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from toolgate.agent_keys import AgentKeyring, AgentSigner
+from toolgate.client import Proposed
 from toolgate.ed25519 import PrivateKey
 from toolgate.hashing import payload_hash
 from toolgate.integrity import Sealer, deployment_keys
@@ -30,7 +31,6 @@ from toolgate.schemas.models import (
 )
 from toolgate.signing import new_key
 from toolgate.topics.catalog import Topics
-from toolgate.topics.client import Proposed
 from toolgate.topics.headers import CALL_ID, SCHEMA, edge_headers, new_traceparent
 
 from ..conftest import Pipeline, eventually, session_broker, session_secure

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
+from toolgate.client import ToolgateClient
 from toolgate.ops.embedded import Broker
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, StageBatch, StageRecord
-from toolgate.topics.client import ToolgateClient
 
 from .conftest import Database
 

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from toolgate.agent_keys import AgentKeyring
+from toolgate.client import ToolgateClient
 from toolgate.ops.embedded import Broker
 from toolgate.topics.catalog import Topics
-from toolgate.topics.client import ToolgateClient
 
 from .conftest import Database
 from .stage_workers import call_ids_on, running, worker_env

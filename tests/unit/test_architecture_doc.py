@@ -4,6 +4,7 @@ table it must name (or does name) is a real one."""
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,8 @@ DOC = REPO / "docs" / "architecture.md"
 MIGRATIONS = REPO / "ops" / "migrations"
 SUFFIXES = (".py", ".sql", ".avsc", ".json", ".yml", ".yaml", ".md", ".toml")
 # Folders mapped into the namespace (pyproject.toml, package-dir): `toolgate.<name>` is a module, not a table.
-PACKAGES = {"cli", "contracts", "door", "ops", "schemas", "topics", "workers"}
+PACKAGE_DIR = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-dir"]
+PACKAGES = {name.split(".")[1] for name in PACKAGE_DIR if "." in name}
 TABLE_STATEMENT = re.compile(
     r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(?P<created>\w+\.\w+)"
     r"|DROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?P<dropped>\w+\.\w+)"

@@ -1,4 +1,4 @@
-"""The command line is the top floor: it calls ops/ and the topics client, never a worker."""
+"""The command line is the top floor: it calls ops/ and the client library, never a worker."""
 
 from __future__ import annotations
 

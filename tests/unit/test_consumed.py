@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from tests.unit.test_observer import _Consumer, _Msg
 from tests.unit.test_rounds import Forward, Setup, calls, forwarded
+from toolgate.client.feed import ObservationFeed
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.topics.consumed import MAX_REASON, Consumed, Unreadable, read
-from toolgate.topics.observer import ObservationFeed
 from toolgate.workers.runtime.intake import RawRecord
 
 

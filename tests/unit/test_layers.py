@@ -10,12 +10,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 # Bottom to top.
-FLOORS = ("schemas", "topics", "toolgate", "contracts", "workers", "ops", "door", "cli")
+FLOORS = ("schemas", "topics", "toolgate", "contracts", "client", "workers", "ops", "door", "cli")
 # (file, the folder it imports above its own): the codec's DecodeError derives from the foundation's
-# PermanentError, and the agents' client library still lives in topics/.
+# PermanentError; the package's root names its public API (the clients), imported when asked for.
 UPWARD = {
     ("schemas/codec.py", "toolgate"),
-    ("topics/client.py", "toolgate"),
+    ("toolgate/__init__.py", "client"),
 }
 
 

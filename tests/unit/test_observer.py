@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from toolgate.topics import observer
+from toolgate.client import feed as observer
+from toolgate.client.feed import ObservationFeed
 from toolgate.topics.consumed import Consumed
 from toolgate.topics.headers import CALL_ID
-from toolgate.topics.observer import ObservationFeed
 
 
 class _Msg:

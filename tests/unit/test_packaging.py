@@ -14,6 +14,7 @@ PACKAGE_DIR: dict[str, str] = SETUPTOOLS["package-dir"]
 TOP = {
     "toolgate": "toolgate",
     "cli": "toolgate.cli",
+    "client": "toolgate.client",
     "contracts": "toolgate.contracts",
     "schemas": "toolgate.schemas",
     "topics": "toolgate.topics",

@@ -1,21 +1,14 @@
-"""The client's re-publishing schedule (topics/client.py, Unanswered): when a call with no
+"""The client's re-publishing schedule (client/resend.py, Unanswered): when a call with no
 final answer is sent again, and when it stops being."""
 
 from __future__ import annotations
 
 import time
 
+from toolgate.client import Observed, Proposed
+from toolgate.client.calls import Record, resend_window_s
+from toolgate.client.resend import PRUNE_FIRST, RESEND_FIRST_S, RESEND_MAX_S, Unanswered
 from toolgate.schemas.models import Observation
-from toolgate.topics.client import (
-    PRUNE_FIRST,
-    RESEND_FIRST_S,
-    RESEND_MAX_S,
-    Observed,
-    Proposed,
-    Record,
-    Unanswered,
-    resend_window_s,
-)
 
 from .factories import sample_models
 

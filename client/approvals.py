@@ -1,0 +1,107 @@
+"""The approval services' client (toolgate.client): confirmation packets read, signed decisions
+published."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator
+
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from toolgate.client.agent import ToolgateClient
+from toolgate.client.calls import random_hex
+from toolgate.client.edge import readable
+from toolgate.schemas.codec import DecodeError, codec
+from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Verdict
+from toolgate.signing import sign
+from toolgate.topics.consumed import read
+from toolgate.topics.headers import TRACEPARENT, edge_headers, header, new_traceparent
+
+
+class ApprovalClient(ToolgateClient):
+    """For approval services: read confirmation packets, publish signed decisions."""
+
+    def requests(
+        self,
+        tenants: Iterable[str],
+        *,
+        follow: bool = False,
+        idle_timeout: float = 2.0,
+        stop: threading.Event | None = None,
+    ) -> Iterator[tuple[ApprovalRequest, str]]:
+        """Confirmation packets of the given tenants, each signed by the deployment (a packet
+        without that signature is skipped: an approver must only ever see what toolgate holds).
+        Following, it ends when `stop` is set, even while no packet arrives."""
+        consumer = self._consumer()
+        assigned = []
+        for tenant in tenants:
+            topic = self.topics.name("approvals_requested", tenant)
+            assigned += [TopicPartition(topic, p, OFFSET_BEGINNING) for p in self._partitions(consumer, topic)]
+        consumer.assign(assigned)
+        try:
+            last = time.monotonic()
+            while (follow or time.monotonic() - last < idle_timeout) and not (stop and stop.is_set()):
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error():
+                    continue
+                last = time.monotonic()
+                record = readable(read(msg), "approval requests")
+                if record is None or not self.genuine(record):
+                    continue
+                try:
+                    packet = codec().decode(record.value or b"", ApprovalRequest)
+                except DecodeError:
+                    continue
+                yield packet, header(record.headers, TRACEPARENT) or ""
+        finally:
+            consumer.close()
+
+    def decide(
+        self,
+        packet: ApprovalRequest,
+        *,
+        approver_id: str,
+        key: Ed25519PrivateKey,
+        approve: bool,
+        reason: str | None = None,
+        valid_for_s: int = 300,
+        traceparent: str | None = None,
+        decision_id: str | None = None,
+    ) -> ApprovalDecision:
+        """Sign and publish a decision on `packet`; raises toolgate.signing.PacketMismatch (and
+        signs nothing) when the packet's payload hash is not that of the arguments it shows."""
+        from toolgate.signing import check_packet
+
+        check_packet(packet)
+        now = int(time.time() * 1000)
+        decision = sign(
+            ApprovalDecision(
+                decision_id=decision_id or f"dec_{random_hex(16)}",
+                approval_id=packet.approval_id,
+                decision=Verdict.APPROVE if approve else Verdict.DENY,
+                approver_id=approver_id,
+                tool_name=packet.tool_name,
+                tool_version=packet.tool_version,
+                payload_hash=packet.payload_hash,
+                reason=reason,
+                decided_at_ms=now,
+                expires_at_ms=now + valid_for_s * 1000,
+                state_version=packet.state_version,
+                signature=b"",
+            ),
+            key,
+        )
+        self.publish_decision(decision, packet, traceparent)
+        return decision
+
+    def publish_decision(
+        self, decision: ApprovalDecision, packet: ApprovalRequest, traceparent: str | None = None
+    ) -> None:
+        c = codec()
+        headers = edge_headers(
+            traceparent or new_traceparent(), packet.call_id, packet.tenant_id, c.fingerprint_of(ApprovalDecision)
+        )
+        self.publish_raw(self.topics.approvals_decisions, decision.approval_id.encode(), c.encode(decision), headers)
+        self.flush()

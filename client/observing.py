@@ -1,0 +1,159 @@
+"""Reading a tenant's observations (toolgate.client): the feed a waiting call is answered from,
+a bounded scan for one call's latest answer, and every answer of a run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Sequence
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from toolgate.client.calls import Observed
+from toolgate.client.edge import Edge, readable
+from toolgate.client.feed import FETCH_WAIT_MS, ObservationFeed
+from toolgate.schemas.codec import DecodeError, codec
+from toolgate.schemas.models import Observation
+from toolgate.topics.consumed import Consumed, read
+from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, header
+
+IDLE_S = 0.5  # a bounded scan (`latest_of`) ends once nothing arrived for this long
+
+
+class Observing(Edge):
+    """A tenant's observations: its feed (opened once, kept), a run's answers, one call's latest."""
+
+    def _watch(self, tenant_id: str, call_id: str) -> tuple[tuple[int, int], ...]:
+        """Have the tenant's observation feed keep what it hears of `call_id` from now on (the
+        feed opens, where the topic ends, the first time); where the feed has read to."""
+        feed = self._feed(tenant_id)
+        feed.watch(call_id)
+        return tuple(sorted(feed.positions.items()))
+
+    def _feed(self, tenant_id: str) -> ObservationFeed[Observed]:
+        """The tenant's observation feed, opened where its topic ends the first time it is asked for."""
+        with self._feeds_lock:
+            feed = self._feeds.get(tenant_id)
+            if feed is None:
+                feed = self._feeds[tenant_id] = self._open_feed(tenant_id)
+        return feed
+
+    def _open_feed(self, tenant_id: str) -> ObservationFeed[Observed]:
+        consumer = self._consumer(FETCH_WAIT_MS)
+        topic = self.topics.name("observations", tenant_id)
+        try:
+            start = {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10.0)[1]
+                for p in self._partitions(consumer, topic)
+            }
+        except BaseException:
+            consumer.close()
+            raise
+        return ObservationFeed(consumer, topic, start, self._hear, also_read=self._unanswered.__contains__)
+
+    def _hear(self, record: Consumed) -> Observed | None:
+        """On a feed's thread: the observation a record carries, if genuine; the resend
+        schedule hears of it."""
+        seen = self._observed(record, None, None)
+        if seen is not None:
+            self._unanswered.heard(seen, time.monotonic())
+        return seen
+
+    def _end_offsets(self, tenant_id: str) -> tuple[tuple[int, int], ...]:
+        consumer = self._consumer()
+        try:
+            topic = self.topics.name("observations", tenant_id)
+            # High watermarks can under-count on Tansu: starting early only re-reads a little.
+            return tuple(
+                (p, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10.0)[1])
+                for p in self._partitions(consumer, topic)
+            )
+        finally:
+            consumer.close()
+
+    def observations(
+        self,
+        *,
+        tenant_id: str,
+        run_id: str | None = None,
+        call_ids: Iterable[str] | None = None,
+        follow: bool = False,
+        idle_timeout: float = 2.0,
+        start_offsets: Sequence[tuple[int, int]] = (),
+        timeout: float | None = None,
+    ) -> Iterator[Observed]:
+        """A tenant's observations in arrival order, filtered by run and calls; a record without
+        the deployment's signature is skipped. Without `follow`, stops once nothing new
+        arrived for `idle_timeout` seconds; with it, after `timeout` (if set)."""
+        wanted = set(call_ids) if call_ids is not None else None
+        consumer = self._assigned(tenant_id, start_offsets)
+        stop_at = time.monotonic() + timeout if timeout is not None else float("inf")
+        try:
+            last = time.monotonic()
+            while (follow or time.monotonic() - last < idle_timeout) and time.monotonic() < stop_at:
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error():
+                    continue
+                last = time.monotonic()
+                record = readable(read(msg), "observations")
+                seen = self._observed(record, run_id, wanted) if record is not None else None
+                if seen is not None:
+                    yield seen
+        finally:
+            consumer.close()
+
+    def latest_of(self, tenant_id: str, call_id: str, since_ms: int, within_s: float) -> Observed | None:
+        """A call's final observation on its tenant's topic, else its latest interim one, looking
+        only from `since_ms` (when the call was registered: the broker finds where that is, where
+        it can) and for at most `within_s` seconds, however busy the topic: a bounded scan."""
+        consumer = self._consumer()
+        topic = self.topics.name("observations", tenant_id)
+        stop_at = time.monotonic() + within_s
+        latest: Observed | None = None
+        try:
+            asked = [TopicPartition(topic, p, since_ms) for p in self._partitions(consumer, topic)]
+            found = consumer.offsets_for_times(asked, timeout=min(within_s, 5.0))
+            # -1: nothing at or after that time in the partition; an error: read it from its start.
+            starts = [tp if tp.error is None else TopicPartition(topic, tp.partition, OFFSET_BEGINNING) for tp in found]
+            reading = [tp for tp in starts if tp.offset != -1]
+            if not reading:
+                return None
+            consumer.assign(reading)
+            heard = 0.0  # when the last record came (0: none yet, so no idle end before the first)
+            while time.monotonic() < stop_at and (not heard or time.monotonic() - heard < IDLE_S):
+                msg = consumer.poll(0.1)
+                if msg is None or msg.error():
+                    continue
+                heard = time.monotonic()
+                record = readable(read(msg), "observations")
+                seen = self._observed(record, None, {call_id}) if record is not None else None
+                if seen is not None:
+                    latest = seen
+                    if seen.is_final:
+                        return seen
+        finally:
+            consumer.close()
+        return latest
+
+    def _assigned(self, tenant_id: str, start_offsets: Sequence[tuple[int, int]]) -> Consumer:
+        """A consumer of the tenant's observation topic from `start_offsets` (else its start).
+        An offset past the end, as after a broker that came back empty, resets to the start."""
+        consumer = self._consumer()
+        topic = self.topics.name("observations", tenant_id)
+        starts = dict(start_offsets)
+        consumer.assign(
+            [TopicPartition(topic, p, starts.get(p, OFFSET_BEGINNING)) for p in self._partitions(consumer, topic)]
+        )
+        return consumer
+
+    def _observed(self, record: Consumed, run_id: str | None, wanted: set[str] | None) -> Observed | None:
+        """The observation a record carries, if it is toolgate's and one that was asked for."""
+        key = (record.key or b"").decode("utf-8", "replace")
+        cid = header(record.headers, CALL_ID) or ""
+        if (run_id and key != run_id) or (wanted is not None and cid not in wanted) or not self.genuine(record):
+            return None
+        try:
+            observation = codec().decode(record.value or b"", Observation)
+        except DecodeError:
+            return None
+        proposal_digest = header(record.headers, PROPOSAL_DIGEST) or ""
+        return Observed(key, cid, observation, record.partition, record.offset, time.time(), proposal_digest)
