@@ -31,7 +31,7 @@ def up(
     ] = False,
 ) -> None:
     """Start everything: broker and Postgres (embedded unless configured), topics, all workers."""
-    from toolgate.ops.up import up as run_up
+    from toolgate.ops.stack.up import up as run_up
 
     overrides: dict[str, Any] = {"partitions": partitions} if partitions else {}
     if broker is not None:
@@ -65,7 +65,7 @@ def provider(
     host: Annotated[str, typer.Option()] = "127.0.0.1",
 ) -> None:
     """Run the demo email and payment provider (`toolgate up` starts one for you)."""
-    from toolgate.ops.provider import serve
+    from toolgate.ops.stack.provider import serve
 
     serve(port, ledger, token_file.read_text().strip(), host)
 
@@ -98,7 +98,7 @@ def setup(
     bindings on toolgate's topics and groups that the plan lacks (a revoked agent's) are deleted."""
     from toolgate.ops import acls as acl
     from toolgate.ops.kafka_credentials import home_approval_services
-    from toolgate.ops.up import prepare
+    from toolgate.ops.stack.up import prepare
 
     settings = running()
     prepare(settings, settings.kafka_bootstrap, settings.admin_url, demo, console.print)

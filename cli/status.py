@@ -59,14 +59,14 @@ def bench(
     """Drive N proposals through the running pipeline; report calls/s, latency percentiles and
     the hop table: when calls reached each topic, from the records' own timestamps. With
     `--idle`, what the local stack costs while nothing happens."""
-    from toolgate.ops.bench import run_bench
+    from toolgate.ops.bench.run import run_bench
 
     settings, calls = running(), sequential or calls
     if postgres_only or idle > 0:
         print_json(_without_calls(settings, postgres_only, batch, connections, idle, ready_timeout))
         return
     if via == "mcp":
-        from toolgate.ops.bench_mcp import run_mcp_bench
+        from toolgate.ops.bench.mcp import run_mcp_bench
 
         with _exit_unless_ready():
             print_json(
@@ -98,10 +98,10 @@ def _without_calls(
     """What `bench` measures without driving calls through the pipeline: the execution stage's
     SQL alone (`--postgres-only`), or the local stack at rest (`--idle`)."""
     if postgres_only:
-        from toolgate.ops.pgceiling import measure
+        from toolgate.ops.bench.pgceiling import measure
 
         return measure(settings.database_url, batch=batch, connections=connections)
-    from toolgate.ops.bench_idle import measure_idle
+    from toolgate.ops.bench.idle import measure_idle
 
     with _exit_unless_ready():
         return measure_idle(settings, idle, ready_timeout=ready_timeout)
@@ -113,8 +113,8 @@ def _print_bench(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(report)
         return
-    from toolgate.ops.bench_stats import render_hops
-    from toolgate.ops.bench_tail import render
+    from toolgate.ops.bench.stats import render_hops
+    from toolgate.ops.bench.tail import render
 
     console.print_json(data={k: v for k, v in report.items() if k not in ("hops", "tail")})
     lines = [*render_hops(report["hops"]), *render(report["tail"])]

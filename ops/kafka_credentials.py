@@ -1,7 +1,7 @@
 """Who connects to a secured `toolgate up --broker kafka`, and how each proves it.
 
 With `--secure` (TOOLGATE_KAFKA_SECURE) every listener of every node runs SASL over TLS
-(certificates: ops/kafka_tls.py) and the standard authorizer allows nothing without an ACL:
+(certificates: ops/stack/kafka_tls.py) and the standard authorizer allows nothing without an ACL:
 
 | listener     | who                                   | mechanism                                     |
 |--------------|---------------------------------------|-----------------------------------------------|
@@ -70,7 +70,7 @@ from toolgate.ops.acls import (
     bindings,
     plan_from_registry,
 )
-from toolgate.ops.kafka_tls import Certificates
+from toolgate.ops.stack.kafka_tls import Certificates
 from toolgate.secrets import SecretProvider, generate
 from toolgate.settings import Settings
 

@@ -1,7 +1,7 @@
 """The embedded Postgres's passwords: one per role, made once, kept in libpq password files.
 
 `toolgate up`'s Postgres requires a scram-sha-256 password of every role, the superuser
-`postgres` (the tables' owner) included, on its Unix socket and over TCP (ops/embedded.py):
+`postgres` (the tables' owner) included, on its Unix socket and over TCP (ops/stack/embedded.py):
 otherwise any local process logs in as the superuser, and the worker role, which may only
 append to the audit log (ops/roles.py), protects nothing. Each role's password is generated at
 first start into a libpq password file of its own in the secrets directory,

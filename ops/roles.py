@@ -17,7 +17,7 @@ On a real Postgres, once, as a role allowed to create roles:
     CREATE ROLE toolgate_w LOGIN PASSWORD '...' IN ROLE toolgate_worker;
 
 then give workers `postgresql://toolgate_w:...@db/toolgate` and `toolgate setup` the owner's URL.
-The embedded default (`toolgate up`) requires a password of every role (ops/embedded.py): it lets
+The embedded default (`toolgate up`) requires a password of every role (ops/stack/embedded.py): it lets
 `toolgate_worker` log in with a password of its own, made into the secrets directory, and gives
 workers a URL that names that password's file only (ops/pgpass.py); the runtime file keeps the
 owner's, naming the owner's file, for operators.

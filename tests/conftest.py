@@ -89,7 +89,7 @@ def session_secure() -> bool:
 # Where a session keeps its temporary files, unless told (`--basetemp`): a directory of its own.
 # pytest's default root, /tmp/pytest-of-<user>, is shared by every session of the user, and each
 # session sets it back to 0700 when it starts; the embedded Postgres, which runs as another user
-# when the tests run as root (ops/embedded.py), reaches its data directory through it,
+# when the tests run as root (ops/stack/embedded.py), reaches its data directory through it,
 # and died mid-run ("Permission denied" on pg_control) when another pytest started meanwhile.
 OWN_BASETEMP = pytest.StashKey[Path]()
 PASSED = pytest.StashKey[bool]()

@@ -35,10 +35,10 @@ class Settings:
     # The broker `toolgate up` starts when TOOLGATE_KAFKA_BOOTSTRAP names none: "tansu", the
     # embedded Tansu (one node, in memory, nothing needed but Python), or "kafka", Apache Kafka
     # (`brokers` KRaft nodes, data under the home; Java 17+, and Maven to fetch it once unless
-    # KAFKA_HOME names an installed distribution; ops/kafka_broker.py).
+    # KAFKA_HOME names an installed distribution; ops/stack/kafka_broker.py).
     broker: str = "tansu"
     brokers: int = 1
-    # Where Kafka's jars are cached once fetched (ops/kafka_dist.py; None: ~/.cache/toolgate/kafka/
+    # Where Kafka's jars are cached once fetched (ops/stack/kafka_dist.py; None: ~/.cache/toolgate/kafka/
     # <version>), an installed distribution to use instead, and each Kafka node's JVM heap.
     kafka_cache: Path | None = None
     kafka_home: Path | None = None
@@ -49,11 +49,11 @@ class Settings:
     # (ops/kafka_credentials.py). Fixed when the home's cluster is made. Tansu stays PLAINTEXT.
     kafka_secure: bool = False
     # The CPUs the embedded broker of `toolgate up` runs on: empty for the first CPU, "all" for
-    # every one, or a list such as "1" or "0,2-3" (ops/embedded.py, `broker_cpus`).
+    # every one, or a list such as "1" or "0,2-3" (ops/stack/embedded.py, `broker_cpus`).
     broker_cpus: str = ""
     # How much lower the priority (nice) of the stages that take calls in (validation, policy)
     # is than the others' under `toolgate up`, so a backlog waits before the pipeline rather
-    # than inside it (ops/priority.py); 0 runs every stage alike.
+    # than inside it (ops/stack/priority.py); 0 runs every stage alike.
     upstream_nice: int = 5
     # A stage's round: up to batch_max records. A record that arrives with nothing queued behind
     # it starts a round at once; while more are queued (load), a round lingers up to batch_ms
@@ -66,13 +66,13 @@ class Settings:
     # idle stage makes two fetches a second, not two hundred (the default). The embedded Tansu
     # does not always answer early (produce -> consume, one record at a time: p50 4.5 ms with a
     # 5 ms wait, 17 ms with 100, 113 ms with 500), so `toolgate up` gives its workers
-    # TANSU_FETCH_WAIT_MS there (ops/embedded.py), unless this is set.
+    # TANSU_FETCH_WAIT_MS there (ops/stack/embedded.py), unless this is set.
     fetch_wait_ms: int = 500
     # How long an idle stage consumer stops fetching between looks (0: it never does). Only for a
     # broker that holds a waiting fetch without answering it when records arrive: there a short
     # fetch wait is a stage's latency, and an idle stage fetching every few milliseconds was most
     # of an idle stack's CPU. `toolgate up` gives its workers TANSU_IDLE_NAP_MS on Tansu
-    # (ops/embedded.py), unless this is set; workers/runtime/consumer.py says what it costs.
+    # (ops/stack/embedded.py), unless this is set; workers/runtime/consumer.py says what it costs.
     idle_nap_ms: int = 0
     # How long an idle stage naps that is woken through Postgres when a record comes for it
     # (workers/runtime/wakeup.py, `woken`): on any broker, those whose every input only stages

@@ -1,6 +1,6 @@
 """`toolgate bench` against the real `toolgate up`: a run goes end to end, and its clock starts
 only once every stage is ready (a run started while a stage was still joining its group measured
-that stage's start: ops/bench.py)."""
+that stage's start: ops/bench/run.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from tests.conftest import Pipeline
-from toolgate.ops.bench_disk import device_writes
+from toolgate.ops.bench.disk import device_writes
 
 
 def test_a_bench_run_drives_every_call_through(pipeline: Pipeline) -> None:

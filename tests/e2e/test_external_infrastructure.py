@@ -17,8 +17,8 @@ from toolgate.agent_keys import AgentKeyring
 from toolgate.client import ToolgateClient
 from toolgate.kafka_security import ADMIN, scram_ref
 from toolgate.ops.kafka_credentials import ADMIN_USER, client_environment
-from toolgate.ops.kafka_tls import Certificates
 from toolgate.ops.roles import with_database
+from toolgate.ops.stack.kafka_tls import Certificates
 
 from ..conftest import Pipeline, _wait_up, assert_reference_observation, session_secure
 

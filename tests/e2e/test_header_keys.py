@@ -24,8 +24,8 @@ import pytest
 from toolgate.agent_keys import AgentKeyring
 from toolgate.client import ApprovalClient, ToolgateClient
 from toolgate.kafka_security import ADMIN, APPROVALS
-from toolgate.ops.bench import _Collector
-from toolgate.ops.bench_hops import TopicTimes
+from toolgate.ops.bench.hops import TopicTimes
+from toolgate.ops.bench.run import _Collector
 from toolgate.ops.dlq import read_all
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import DeadLetter, PayloadKind, TaxonomyClass

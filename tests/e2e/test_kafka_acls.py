@@ -32,7 +32,7 @@ from toolgate.kafka_security import ADMIN, APPROVALS, DOOR, agent_role, stage_ro
 from toolgate.ops.acl_prune import delete
 from toolgate.ops.acls import DOOR_PRINCIPAL
 from toolgate.ops.kafka_credentials import client_settings, provision_credentials, stage_user
-from toolgate.ops.kafka_tls import Certificates
+from toolgate.ops.stack.kafka_tls import Certificates
 from toolgate.topics.catalog import Topics, stage_group
 from toolgate.workers.stages import STAGES
 

@@ -1,4 +1,4 @@
-"""`toolgate up --broker kafka --brokers 3`, as it promises (ops/kafka_broker.py): every topic of
+"""`toolgate up --broker kafka --brokers 3`, as it promises (ops/stack/kafka_broker.py): every topic of
 the catalog, and Kafka's consumer offsets, on three replicas with `min.insync.replicas` 2;
 `toolgate status` naming three healthy nodes; and a stop and start on the same home that finds
 the cluster as it was (the same cluster id, no topic made again, nothing re-driven), a call made
@@ -120,7 +120,7 @@ def test_status_names_the_three_nodes_healthy(cluster: Restartable) -> None:
 
 
 def test_every_node_maps_the_archive_of_kafka_s_classes(cluster: Restartable) -> None:
-    # ops/kafka_classes.py: made once per Java and jars, mapped by every node's JVM (which, if
+    # ops/stack/kafka_classes.py: made once per Java and jars, mapped by every node's JVM (which, if
     # it could not use it, would start without it, slower, and only its log would say so).
     pipeline = cluster.pipeline
     assert pipeline is not None

@@ -22,8 +22,8 @@ import psycopg
 import pytest
 from psycopg import errors
 
-from toolgate.ops import embedded
 from toolgate.ops.migrate import migrate
+from toolgate.ops.stack import embedded
 
 from ..conftest import Pipeline, _wait_up
 

@@ -1,11 +1,11 @@
 """`toolgate up` runs the stages that take calls in at a lower priority than the others, so on one
-machine a backlog waits before the pipeline rather than inside it (ops/priority.py)."""
+machine a backlog waits before the pipeline rather than inside it (ops/stack/priority.py)."""
 
 from __future__ import annotations
 
 import os
 
-from toolgate.ops.priority import niceness
+from toolgate.ops.stack.priority import niceness
 from toolgate.settings import Settings
 from toolgate.workers.stages import STAGES
 

@@ -1,6 +1,6 @@
 """The integration tier's own infrastructure, for tests that need less than the whole pipeline.
 
-`postgres` is one embedded Postgres server for the session (ops/embedded.py, as `toolgate up`
+`postgres` is one embedded Postgres server for the session (ops/stack/embedded.py, as `toolgate up`
 starts it) with a template database, `toolgate_template`: every migration applied, and the demo
 registries `toolgate up` prepares (tenants, the agents `cli` and `globex-cli` and the approvers,
 their keys in the session's home beside the deployment secret; customers and invoices).
@@ -30,12 +30,12 @@ from psycopg import sql
 
 from toolgate.agent_keys import AgentKeyring
 from toolgate.ops.agents import register_agent
-from toolgate.ops.embedded import Broker, Postgres, free_port, start_broker, start_postgres
-from toolgate.ops.kafka_broker import KafkaCluster, start_cluster
-from toolgate.ops.kafka_dist import resolve
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.ops.roles import with_database
-from toolgate.ops.up import DEMO_AGENTS, DEMO_SCOPES, DEMO_TENANTS, DEMO_TOKEN_REF, demo_approvers, ensure_secret
+from toolgate.ops.stack.embedded import Broker, Postgres, free_port, start_broker, start_postgres
+from toolgate.ops.stack.kafka_broker import KafkaCluster, start_cluster
+from toolgate.ops.stack.kafka_dist import resolve
+from toolgate.ops.stack.up import DEMO_AGENTS, DEMO_SCOPES, DEMO_TENANTS, DEMO_TOKEN_REF, demo_approvers, ensure_secret
 from toolgate.settings import Settings, load_settings
 from toolgate.signing import new_key, public_bytes
 from toolgate.topics.catalog import provision
@@ -97,7 +97,7 @@ class Server:
 
 
 def prepare_template(settings: Settings) -> None:
-    """What `toolgate up` prepares in its database (ops/up.py `prepare`), less the topics: the
+    """What `toolgate up` prepares in its database (ops/stack/up.py `prepare`), less the topics: the
     migrations, the demo data, the demo tenants, agents and approvers, and the secrets."""
     url = settings.database_url
     migrate(url)

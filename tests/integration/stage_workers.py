@@ -16,7 +16,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from toolgate.client import ToolgateClient
-from toolgate.ops.embedded import Broker
+from toolgate.ops.stack.embedded import Broker
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, StageBatch, StageRecord
 

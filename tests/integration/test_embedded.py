@@ -1,4 +1,4 @@
-"""The embedded broker and Postgres as `toolgate up` and the tests start them (ops/embedded.py)."""
+"""The embedded broker and Postgres as `toolgate up` and the tests start them (ops/stack/embedded.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from toolgate.ops.embedded import BROKER_THREADS, SOCKET_PATH_MAX, Broker, Postgres
+from toolgate.ops.stack.embedded import BROKER_THREADS, SOCKET_PATH_MAX, Broker, Postgres
 
 from .conftest import Server
 

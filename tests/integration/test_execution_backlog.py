@@ -19,7 +19,7 @@ from pathlib import Path
 
 from toolgate.agent_keys import AgentKeyring
 from toolgate.client import ToolgateClient
-from toolgate.ops.embedded import Broker
+from toolgate.ops.stack.embedded import Broker
 from toolgate.topics.catalog import Topics
 
 from .conftest import Database

@@ -17,7 +17,7 @@ from pathlib import Path
 from toolgate.agent_keys import AgentKeyring
 from toolgate.client import ToolgateClient
 from toolgate.contracts.registry import load_registry
-from toolgate.ops.embedded import Broker
+from toolgate.ops.stack.embedded import Broker
 from toolgate.schemas.models import ExecutionResult
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution.handler import ExecutionHandler

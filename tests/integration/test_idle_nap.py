@@ -19,7 +19,7 @@ from dataclasses import replace
 import pytest
 from confluent_kafka import Producer
 
-from toolgate.ops.embedded import Broker
+from toolgate.ops.stack.embedded import Broker
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics, stage_group
 from toolgate.workers.runtime import consumer as consumer_module

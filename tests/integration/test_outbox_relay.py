@@ -18,7 +18,7 @@ import psycopg
 from confluent_kafka import Consumer, TopicPartition
 
 from toolgate.integrity import Sealer, deployment_keys
-from toolgate.ops.embedded import Broker
+from toolgate.ops.stack.embedded import Broker
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import StageBatch
 from toolgate.settings import Settings

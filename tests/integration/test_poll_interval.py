@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolgate.ops.embedded import Broker
+from toolgate.ops.stack.embedded import Broker
 
 from .conftest import Database
 from .test_backpressure import run_validation_against_backlog

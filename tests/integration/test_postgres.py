@@ -142,7 +142,7 @@ def test_usage_is_recorded_once_per_operation_and_counted_per_utc_day(empty_data
 def test_the_embedded_server_checkpoints_by_the_load_it_was_measured_at(postgres: Server) -> None:
     """A call writes ~9 KB of WAL: with Postgres's default 1 GB of it between checkpoints, one came
     every ~60,000 calls at full speed, and the full-page images after it made every call dearer
-    (ops/embedded.py). The embedded server keeps 4 GB and checkpoints at most every 15 minutes."""
+    (ops/stack/embedded.py). The embedded server keeps 4 GB and checkpoints at most every 15 minutes."""
     with psycopg.connect(postgres.url()) as conn:
         shown = dict(
             conn.execute(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from toolgate.ops.embedded import Broker
+from toolgate.ops.stack.embedded import Broker
 from toolgate.settings import Settings
 from toolgate.topics.catalog import CATALOG, Topics
 from toolgate.workers.runtime.producer import IDLE_S, StageProducer

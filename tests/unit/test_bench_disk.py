@@ -1,4 +1,4 @@
-"""The disk's writes the benchmark reports beside its figures (ops/bench_disk.py)."""
+"""The disk's writes the benchmark reports beside its figures (ops/bench/disk.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from toolgate.ops.bench_disk import SLOW_WRITE_MS, DiskMeter, DiskSummary, Writes, device_writes
+from toolgate.ops.bench.disk import SLOW_WRITE_MS, DiskMeter, DiskSummary, Writes, device_writes
 
 # /proc/diskstats: major minor name, then reads (4 fields), then writes completed, merged,
 # sectors, ms spent writing, ...

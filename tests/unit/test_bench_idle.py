@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from toolgate.ops.bench_cpu import SUPERVISOR, processes
-from toolgate.ops.bench_idle import grouped, share
+from toolgate.ops.bench.cpu import SUPERVISOR, processes
+from toolgate.ops.bench.idle import grouped, share
 
 RUNTIME = {
     "pid": 100,

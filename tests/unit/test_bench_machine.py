@@ -1,4 +1,4 @@
-"""The machine's CPU shares the benchmark reports beside its figures (ops/bench_machine.py)."""
+"""The machine's CPU shares the benchmark reports beside its figures (ops/bench/machine.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.ops.bench_machine import MachineMeter, cpu_times, probe_ms, shares
+from toolgate.ops.bench.machine import MachineMeter, cpu_times, probe_ms, shares
 
 BEFORE = "cpu  1000 10 500 8000 100 5 5 80 0 0\ncpu0 500 5 250 4000 50 2 3 40 0 0\nintr 1 2 3\n"
 AFTER = "cpu  1600 10 800 8100 100 25 25 280 0 0\ncpu0 800 5 400 4050 50 12 13 140 0 0\nintr 4 5 6\n"

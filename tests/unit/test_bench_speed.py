@@ -1,11 +1,11 @@
-"""The machine's speed within a benchmark run (ops/bench_speed.py)."""
+"""The machine's speed within a benchmark run (ops/bench/speed.py)."""
 
 from __future__ import annotations
 
 import time
 
-from toolgate.ops.bench_machine import probe_ms
-from toolgate.ops.bench_speed import SpeedMeter, parse, sample_ms
+from toolgate.ops.bench.machine import probe_ms
+from toolgate.ops.bench.speed import SpeedMeter, parse, sample_ms
 
 
 def test_the_report_counts_the_seconds_slower_than_the_probe_before() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolgate.ops.bench_stats import hop_table, latency_summary, percentile, render_hops
+from toolgate.ops.bench.stats import hop_table, latency_summary, percentile, render_hops
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
-"""Where a run's slowest calls came from (ops/bench_tail.py)."""
+"""Where a run's slowest calls came from (ops/bench/tail.py)."""
 
 from __future__ import annotations
 
-from toolgate.ops.bench_tail import TOP, Timeline, render, slowest
+from toolgate.ops.bench.tail import TOP, Timeline, render, slowest
 
 START = 1_000.0  # monotonic seconds
 

@@ -1,10 +1,10 @@
-"""Which CPUs the embedded broker runs on (ops/embedded.py, `broker_cpus`)."""
+"""Which CPUs the embedded broker runs on (ops/stack/embedded.py, `broker_cpus`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from toolgate.ops.embedded import broker_cpus
+from toolgate.ops.stack.embedded import broker_cpus
 
 
 def test_by_default_the_broker_runs_on_the_first_cpu_it_may_use() -> None:

@@ -19,8 +19,8 @@ import yaml
 
 from toolgate.cli.main import app
 from toolgate.contracts.registry import load_registry
-from toolgate.ops.kafka_broker import node_properties
-from toolgate.ops.kafka_dist import KAFKA_VERSION
+from toolgate.ops.stack.kafka_broker import node_properties
+from toolgate.ops.stack.kafka_dist import KAFKA_VERSION
 from toolgate.settings import ENV_VARS
 from toolgate.workers.stages import STAGES
 
@@ -65,7 +65,7 @@ PLACE = {
 
 def test_kafka_is_the_version_and_has_the_settings_the_suite_ran() -> None:
     """The compose file's Kafka is the one `toolgate up --broker kafka` runs and the Kafka tier
-    tested (ops/kafka_dist.py), configured as ops/kafka_broker.py configures a one-node cluster:
+    tested (ops/stack/kafka_dist.py), configured as ops/stack/kafka_broker.py configures a one-node cluster:
     every setting beyond the node's place, the same, as KAFKA_<NAME> variables."""
     assert SERVICES["kafka"]["image"] == f"apache/kafka:{KAFKA_VERSION}"
     lines = node_properties(1, {1: (9092, 9093)}, Path("/var/lib/kafka/data")).splitlines()

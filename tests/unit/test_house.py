@@ -134,14 +134,14 @@ def test_no_module_under_workers_is_over_300_lines() -> None:
 # that grows, or a new one over the bound, fails; so does an entry left here once it is under).
 # schemas/models.py is generated from the Avro schemas.
 OVER_300 = {
-    "ops/up.py": 699,
+    "ops/stack/up.py": 699,
     "contracts/compat.py": 513,
     "ops/status.py": 468,
-    "ops/kafka_broker.py": 450,
+    "ops/stack/kafka_broker.py": 450,
     "ops/acls.py": 441,
     "schemas/avro_compiled.py": 418,
-    "ops/embedded.py": 414,
-    "ops/bench.py": 390,
+    "ops/stack/embedded.py": 414,
+    "ops/bench/run.py": 390,
     "schemas/models.py": 372,
     "toolgate/telemetry.py": 352,
     "schemas/codec.py": 342,

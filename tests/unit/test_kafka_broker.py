@@ -1,4 +1,4 @@
-"""Apache Kafka's nodes as `toolgate up --broker kafka` configures them (ops/kafka_broker.py), and
+"""Apache Kafka's nodes as `toolgate up --broker kafka` configures them (ops/stack/kafka_broker.py), and
 how the topic catalog replicates on a cluster of a given size (topics/catalog.py `Replication`)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.ops.kafka_broker import _cluster_id, new_cluster_id, node_properties
+from toolgate.ops.stack.kafka_broker import _cluster_id, new_cluster_id, node_properties
 from toolgate.topics.catalog import Replication
 
 

@@ -1,4 +1,4 @@
-"""The archive of Kafka's classes (ops/kafka_classes.py) is named by all it depends on, and a node
+"""The archive of Kafka's classes (ops/stack/kafka_classes.py) is named by all it depends on, and a node
 either writes it or maps it."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from toolgate.ops.kafka_classes import archive_name
-from toolgate.ops.kafka_dist import KAFKA_VERSION, Distribution
+from toolgate.ops.stack.kafka_classes import archive_name
+from toolgate.ops.stack.kafka_dist import KAFKA_VERSION, Distribution
 
 
 def distribution_in(path: Path, *jars: tuple[str, bytes]) -> Distribution:

@@ -22,7 +22,6 @@ from toolgate.kafka_security import (
     stage_role,
 )
 from toolgate.ops.acls import AclPlan, ApprovalService
-from toolgate.ops.kafka_broker import _cluster_id, node_properties
 from toolgate.ops.kafka_credentials import (
     APPROVALS_PRINCIPAL,
     BrokerSecurity,
@@ -34,7 +33,8 @@ from toolgate.ops.kafka_credentials import (
     user_of,
     users,
 )
-from toolgate.ops.kafka_tls import Certificates
+from toolgate.ops.stack.kafka_broker import _cluster_id, node_properties
+from toolgate.ops.stack.kafka_tls import Certificates
 from toolgate.settings import Settings
 
 

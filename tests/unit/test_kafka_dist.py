@@ -1,4 +1,4 @@
-"""Where `toolgate up --broker kafka` finds Kafka's jars (ops/kafka_dist.py): a half-finished
+"""Where `toolgate up --broker kafka` finds Kafka's jars (ops/stack/kafka_dist.py): a half-finished
 resolution is never taken for a finished one."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.ops.kafka_dist import KAFKA_VERSION, MARKER, finished, installed, resolve
+from toolgate.ops.stack.kafka_dist import KAFKA_VERSION, MARKER, finished, installed, resolve
 
 JARS = [f"kafka_2.13-{KAFKA_VERSION}.jar", f"kafka-clients-{KAFKA_VERSION}.jar"]
 

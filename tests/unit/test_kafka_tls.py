@@ -1,4 +1,4 @@
-"""The certificates of a secured `toolgate up --broker kafka` (ops/kafka_tls.py): a CA, and one
+"""The certificates of a secured `toolgate up --broker kafka` (ops/stack/kafka_tls.py): a CA, and one
 node certificate it signed, for where the nodes listen, made once, the key readable by its owner
 only and in the PEM form Kafka 4 reads."""
 
@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from toolgate.ops.kafka_tls import ensure_certificates
+from toolgate.ops.stack.kafka_tls import ensure_certificates
 
 
 def test_the_node_certificate_is_signed_by_the_ca_for_127_0_0_1_and_localhost(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Which stages `toolgate up` runs at a lower priority (ops/priority.py): pure, and the setting."""
+"""Which stages `toolgate up` runs at a lower priority (ops/stack/priority.py): pure, and the setting."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from toolgate.ops.priority import UPSTREAM, niceness
+from toolgate.ops.stack.priority import UPSTREAM, niceness
 from toolgate.settings import load_settings
 from toolgate.workers.stages import STAGES
 
@@ -40,6 +40,6 @@ def test_the_setting_defaults_to_5_and_reads_its_variable(monkeypatch: pytest.Mo
 
 
 def test_a_child_lowers_its_own_priority() -> None:
-    code = "import os; from toolgate.ops.priority import lower_priority; lower_priority(3); print(os.nice(0))"
+    code = "import os; from toolgate.ops.stack.priority import lower_priority; lower_priority(3); print(os.nice(0))"
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert int(child.stdout) == os.nice(0) + 3

@@ -13,7 +13,7 @@ idempotence such a retry writes the records again, behind records sent since; wi
 leader drops the copy by its sequence number, so a stage's outputs reach every partition once and
 in order. Every consumer would take a duplicate harmlessly (every stage is idempotent), but each is
 a round of work and a false alarm in the hop counts. The embedded Tansu keeps nothing across a
-restart, producer state included; `toolgate up` restarts every stage after it (ops/up.py), so no
+restart, producer state included; `toolgate up` restarts every stage after it (ops/stack/up.py), so no
 producer outlives the broker's memory of it.
 
 A record not acknowledged within `message.timeout.ms` (a partition without enough in-sync

@@ -1,6 +1,6 @@
 """What `toolgate bench` computes from what it measured: latency percentiles and the hop table.
 
-No I/O and no clock: the bench (`ops/bench.py`) and the topic reader (`ops/bench_hops.py`) hand
+No I/O and no clock: the bench (`ops/bench/run.py`) and the topic reader (`ops/bench/hops.py`) hand
 in times, in milliseconds on the wall clock, and get figures back.
 
 A call's path is a list of points, each the time its call reached it:

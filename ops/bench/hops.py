@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 from toolgate.client import ToolgateClient
 from toolgate.client.calls import INTERIM_CODE
 from toolgate.integrity import Sealer, deployment_keys
-from toolgate.ops.bench_stats import INTERNAL_POINTS, POINTS
+from toolgate.ops.bench.stats import INTERNAL_POINTS, POINTS
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation, StageBatch
 from toolgate.schemas.wire import field_of

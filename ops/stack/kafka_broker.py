@@ -31,7 +31,7 @@ three nodes take ~1.5 GB of this 24 GiB machine) and dies with `toolgate up` (pa
 signal). It compiles with C1 alone (`JIT`): the nodes share a few cores with the stages and
 Postgres, and Kafka's default, C2 as well, spent most of a fresh node's CPU compiling. Unlike the
 embedded Tansu it is not pinned to a CPU: that measurement was of Tansu's runtime
-(ops/embedded.py).
+(ops/stack/embedded.py).
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgate.ops.embedded import die_with_parent, listening, wait_for_port
 from toolgate.ops.kafka_credentials import BrokerSecurity
-from toolgate.ops.kafka_dist import Distribution
+from toolgate.ops.stack.embedded import die_with_parent, listening, wait_for_port
+from toolgate.ops.stack.kafka_dist import Distribution
 from toolgate.topics.catalog import Replication
 
 NODE = "kafka-"  # a node's name, as runtime.json, ports.json and `toolgate status` say it

@@ -14,7 +14,7 @@ busy the samples read a little more than on an idle one (caches the other proces
 The report says how many samples came, their median, their slowest tenth, the slowest one, and
 how many read half again the probe before the run (`slow_seconds`). Each sample comes with when
 it was taken (the monotonic clock, which every process of the machine shares), to set beside the
-run's slowest calls (ops/bench_tail.py).
+run's slowest calls (ops/bench/tail.py).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from toolgate.ops.bench_machine import PROBE_ROUNDS, probe_work
-from toolgate.ops.bench_stats import percentile
+from toolgate.ops.bench.machine import PROBE_ROUNDS, probe_work
+from toolgate.ops.bench.stats import percentile
 
 EVERY_S = 1.0
 SHARE = 9  # a sample does a ninth of the probe's work: ~1 ms of CPU a second
@@ -86,7 +86,7 @@ class SpeedMeter:
 
     def start(self) -> None:
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "toolgate.ops.bench_speed", "--every", str(self.every_s)],
+            [sys.executable, "-m", "toolgate.ops.bench.speed", "--every", str(self.every_s)],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,

@@ -10,9 +10,9 @@ counts), restarts a worker that dies, and on Ctrl-C or SIGTERM stops everything 
 Every child also gets a parent-death signal, and a stage process orphaned anyway ends itself
 (workers/runtime/orphan.py), so even a SIGKILLed `toolgate up` leaves no orphans.
 
-The broker is the embedded Tansu (ops/embedded.py) unless `--broker kafka` (TOOLGATE_BROKER)
+The broker is the embedded Tansu (ops/stack/embedded.py) unless `--broker kafka` (TOOLGATE_BROKER)
 asks for Apache Kafka: `--brokers` KRaft nodes with their data under the home
-(ops/kafka_broker.py), replicated as the cluster's size asks (topics/catalog.py `Replication`).
+(ops/stack/kafka_broker.py), replicated as the cluster's size asks (topics/catalog.py `Replication`).
 
 On an existing home it listens where it listened before (ports.json) and, when it had to
 create the topics (Tansu forgets them), re-drives what Postgres holds in flight
@@ -49,7 +49,20 @@ from toolgate.metrics_export import reported_port
 from toolgate.ops.acls import AclPlan
 from toolgate.ops.agents import add_tenant, list_agents, register_agent, registered_tenants
 from toolgate.ops.approvers import list_approvers, register_approver
-from toolgate.ops.embedded import (
+from toolgate.ops.kafka_credentials import (
+    ADMIN_USER,
+    APPROVALS_PRINCIPAL,
+    broker_security,
+    client_environment,
+    client_settings,
+    describe_home,
+    grant,
+    roles,
+    stage_user,
+)
+from toolgate.ops.migrate import migrate, seed_demo
+from toolgate.ops.roles import embedded_worker_url
+from toolgate.ops.stack.embedded import (
     TANSU_FETCH_WAIT_MS,
     TANSU_IDLE_NAP_MS,
     Broker,
@@ -62,24 +75,11 @@ from toolgate.ops.embedded import (
     stop_process,
     wait_for_port,
 )
-from toolgate.ops.kafka_broker import KafkaCluster, start_cluster
-from toolgate.ops.kafka_classes import with_classes
-from toolgate.ops.kafka_credentials import (
-    ADMIN_USER,
-    APPROVALS_PRINCIPAL,
-    broker_security,
-    client_environment,
-    client_settings,
-    describe_home,
-    grant,
-    roles,
-    stage_user,
-)
-from toolgate.ops.kafka_dist import resolve as resolve_kafka
-from toolgate.ops.kafka_tls import ensure_certificates
-from toolgate.ops.migrate import migrate, seed_demo
-from toolgate.ops.priority import lower_priority, niceness
-from toolgate.ops.roles import embedded_worker_url
+from toolgate.ops.stack.kafka_broker import KafkaCluster, start_cluster
+from toolgate.ops.stack.kafka_classes import with_classes
+from toolgate.ops.stack.kafka_dist import resolve as resolve_kafka
+from toolgate.ops.stack.kafka_tls import ensure_certificates
+from toolgate.ops.stack.priority import lower_priority, niceness
 from toolgate.secrets import SecretProvider, generate
 from toolgate.settings import Settings
 from toolgate.signing import Keyring, new_key, public_bytes
@@ -111,7 +111,7 @@ DEMO_APPROVERS = {
 
 
 def _yielding(children: list[Child]) -> str:
-    """What `toolgate up` says of the stages that run at a lower priority (ops/priority.py)."""
+    """What `toolgate up` says of the stages that run at a lower priority (ops/stack/priority.py)."""
     lower = [f"{c.name} +{c.nice}" for c in children if c.nice]
     return f" (nice {', '.join(lower)})" if lower else ""
 
@@ -132,7 +132,7 @@ class Child:
     total_restarts: int = 0
     next_start: float = 0.0
     started_at: float = 0.0
-    nice: int = 0  # how much lower its priority than ours (ops/priority.py)
+    nice: int = 0  # how much lower its priority than ours (ops/stack/priority.py)
 
     def start(self) -> None:
         self.started_at = time.monotonic()

@@ -29,9 +29,9 @@ from mcp_types import RequestParamsMeta
 from toolgate.contracts.export import model_name
 from toolgate.contracts.registry import load_registry
 from toolgate.ops import agent_tokens
-from toolgate.ops.bench import CALLS_PER_RUN
-from toolgate.ops.bench_cpu import CpuMeter
-from toolgate.ops.bench_stats import latency_summary
+from toolgate.ops.bench.cpu import CpuMeter
+from toolgate.ops.bench.run import CALLS_PER_RUN
+from toolgate.ops.bench.stats import latency_summary
 from toolgate.ops.status import await_ready
 from toolgate.settings import Settings
 
@@ -95,7 +95,7 @@ def run_mcp_bench(
     settings: Settings, *, tool: str, calls: int, agent: str, ready_timeout: float, cpu: bool = False
 ) -> dict[str, Any]:
     """N calls of `tool` through the MCP door, one at a time; calls/s and latency percentiles."""
-    waited = await_ready(settings, ready_timeout)  # as the Kafka bench does (ops/bench.py)
+    waited = await_ready(settings, ready_timeout)  # as the Kafka bench does (ops/bench/run.py)
     contract = load_registry(settings.contracts_dir).resolve(tool, "latest")
     arguments = dict(contract.document["affordance"]["examples"][0]["arguments"])
     name = model_name(contract.name, contract.version_tuple[0])

@@ -55,7 +55,7 @@ def device_writes(diskstats_text: str, major: int, minor: int) -> Writes | None:
 class DiskSummary:
     """Quarter seconds of a run, folded as they come; and, for those that wrote, when each
     ended (the monotonic clock, seconds) and its milliseconds a write (`timeline`), to set
-    beside the run's slowest calls (ops/bench_tail.py)."""
+    beside the run's slowest calls (ops/bench/tail.py)."""
 
     seconds: float = 0.0
     writes: int = 0

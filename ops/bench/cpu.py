@@ -4,7 +4,7 @@
 (`workers`), the broker's nodes and Postgres (`infrastructure`), and itself (`pid`). A process
 counts with its live descendants (Postgres serves each connection in a child) and the children it
 reaped. `toolgate bench --cpu` divides what each spent by the calls of a run
-(ops/bench.py); `toolgate bench --idle` by the seconds it watched (ops/bench_idle.py).
+(ops/bench/run.py); `toolgate bench --idle` by the seconds it watched (ops/bench/idle.py).
 """
 
 from __future__ import annotations

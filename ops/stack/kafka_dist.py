@@ -15,7 +15,7 @@ from resolving at the same time: the second waits and finds the first's.
 The pom asks for the broker (`kafka_2.13`), the tools (`kafka-tools`: the storage formatter and
 the admin commands) and one SLF4J binding, to log4j2: the broker's pom brings slf4j-api 1.7.36
 and log4j2 (which Kafka 4 manages its log levels with) but no binding, and with the 1.7 binding
-to log4j2 (`log4j-slf4j-impl`) one logging system, configured by the file ops/kafka_broker.py
+to log4j2 (`log4j-slf4j-impl`) one logging system, configured by the file ops/stack/kafka_broker.py
 writes, takes every line. (`slf4j-reload4j` also runs the broker, but then log4j2, configured
 by nothing, complains at every start.)
 """
@@ -72,7 +72,7 @@ class Distribution:
     libs: Path
     version: str
     source: str  # "KAFKA_HOME", "cache" or "Maven Central"
-    classes: Path | None = None  # an archive of its classes every JVM maps (ops/kafka_classes.py)
+    classes: Path | None = None  # an archive of its classes every JVM maps (ops/stack/kafka_classes.py)
     dump_classes_to: Path | None = None  # where a node's JVM writes that archive as it exits
 
     @property

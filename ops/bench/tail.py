@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolgate.ops.bench_disk import WINDOW_S
-from toolgate.ops.bench_stats import percentile
+from toolgate.ops.bench.disk import WINDOW_S
+from toolgate.ops.bench.stats import percentile
 
 TOP = 3  # seconds named
 NEAR_S = 1.0  # a speed sample this close to a second's calls in flight counts for them

@@ -41,13 +41,13 @@ from toolgate.client import Draft, ToolgateClient
 from toolgate.client.calls import INTERIM_CODE, TREE_MAX, random_hex
 from toolgate.contracts.registry import load_registry
 from toolgate.kafka_security import agent_role
-from toolgate.ops.bench_cpu import CpuMeter
-from toolgate.ops.bench_disk import DiskMeter
-from toolgate.ops.bench_hops import TopicTimes
-from toolgate.ops.bench_machine import MachineMeter
-from toolgate.ops.bench_speed import SpeedMeter
-from toolgate.ops.bench_stats import hop_table, latency_summary
-from toolgate.ops.bench_tail import Timeline, slowest
+from toolgate.ops.bench.cpu import CpuMeter
+from toolgate.ops.bench.disk import DiskMeter
+from toolgate.ops.bench.hops import TopicTimes
+from toolgate.ops.bench.machine import MachineMeter
+from toolgate.ops.bench.speed import SpeedMeter
+from toolgate.ops.bench.stats import hop_table, latency_summary
+from toolgate.ops.bench.tail import Timeline, slowest
 from toolgate.ops.status import await_ready
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
@@ -201,7 +201,7 @@ def run_bench(
 ) -> dict[str, Any]:
     """Publish `calls` proposals (at `rate`, or one at a time with `sequential`: publish, wait
     for its final observation as an agent does with `ToolgateClient.wait`, then the next) and
-    report latency, throughput and the hop table (`ops/bench_stats.py`). The calls due at once
+    report latency, throughput and the hop table (`ops/bench/stats.py`). The calls due at once
     are published and signed together, up to TREE_MAX; with `sign_each`, every call alone."""
     waited = await_ready(settings, ready_timeout)
     contract = load_registry(settings.contracts_dir).resolve(tool, "latest")

@@ -3,12 +3,12 @@
 Once every stage is ready and the stack has settled (`settle_s`: the first seconds after a
 start still hold the groups' joins and the first metadata, and on Tansu a stage naps only after
 IDLE_AFTER_S without a record, workers/runtime/consumer.py), it reads each process's CPU
-(ops/bench_cpu.py) over `seconds` of no calls and reports it as a share of one core: each
+(ops/bench/cpu.py) over `seconds` of no calls and reports it as a share of one core: each
 process, the broker's nodes together (`broker`), Postgres, and toolgate's own processes together
 (`toolgate`: the stage workers, the demo provider and `toolgate up` itself). The issue's bound
 is on `toolgate`: what toolgate burns beyond the broker's own idle.
 
-The machine's shares over the same seconds (ops/bench_machine.py) say whether anything else
+The machine's shares over the same seconds (ops/bench/machine.py) say whether anything else
 ran: `machine.busy` well above the processes' sum is another process's.
 """
 
@@ -18,8 +18,8 @@ import json
 import time
 from typing import Any
 
-from toolgate.ops.bench_cpu import SUPERVISOR, CpuMeter
-from toolgate.ops.bench_machine import MachineMeter
+from toolgate.ops.bench.cpu import SUPERVISOR, CpuMeter
+from toolgate.ops.bench.machine import MachineMeter
 from toolgate.ops.status import await_ready
 from toolgate.settings import Settings
 from toolgate.workers.runtime.consumer import IDLE_AFTER_S
