@@ -27,7 +27,7 @@ from jsonschema.exceptions import SchemaError
 
 from toolgate.contracts import binding_rules
 from toolgate.contracts.schema_work import MeteredValidator
-from toolgate.errors import PermanentError
+from toolgate.schemas.errors import PermanentError
 from toolgate.schemas.models import TaxonomyClass
 
 VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")

@@ -19,10 +19,10 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 from fastavro.types import Schema
 
-from toolgate.errors import PermanentError
 from toolgate.schemas import models
 from toolgate.schemas.avro_compiled import Build, Reader, Unsupported, Writer, compile_codec, compile_head
 from toolgate.schemas.codegen import all_named_types
+from toolgate.schemas.errors import PermanentError
 from toolgate.schemas.wire import WireModel, compact_json, json_object
 
 MARKER = b"\xc3\x01"

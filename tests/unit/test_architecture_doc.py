@@ -88,7 +88,7 @@ def test_the_migrations_are_read() -> None:
 
 
 def test_every_table_the_doc_names_exists() -> None:
-    # `toolgate.errors` is a module; a name that is both (`toolgate.agent_keys`) passes as either.
+    # `toolgate.settings` is a module; a name that is both (`toolgate.agent_keys`) passes as either.
     modules = PACKAGES | {p.stem for p in (REPO / "toolgate").glob("*.py")}
     named = {
         token

@@ -18,7 +18,7 @@ from urllib.parse import quote, urlsplit
 
 import aiohttp
 
-from toolgate.errors import PermanentError
+from toolgate.schemas.errors import PermanentError
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretMissing, SecretProvider

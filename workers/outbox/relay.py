@@ -30,10 +30,10 @@ from typing import Any, NamedTuple
 import psycopg
 from confluent_kafka import KafkaError
 
-from toolgate.errors import PermanentError
 from toolgate.faults import crash_point
 from toolgate.integrity import Sealer, deployment_keys
 from toolgate.kafka_security import client_config
+from toolgate.schemas.errors import PermanentError
 from toolgate.schemas.models import PayloadKind, TaxonomyClass
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics

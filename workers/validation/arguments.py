@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolgate.errors import PermanentError
+from toolgate.schemas.errors import PermanentError
 from toolgate.schemas.models import FieldError, TaxonomyClass
 
 MAX_ARGUMENTS_BYTES = 256 * 1024

@@ -4,6 +4,9 @@ What leaves toolgate is never an exception; it is an observation with a taxonomy
 letter. Inside, a failure that a stage turns into an answer is a `ToolgateError` subclass that
 names its class, so the stage answers with `error.taxonomy_class` instead of deciding again.
 Third-party errors are converted at the adapter that calls the library, with `raise … from exc`.
+
+It lives with the schemas, on the lowest floor (docs/architecture.md, "The layers"): each class
+it names is a TaxonomyClass of the schemas, and the codec's DecodeError is a PermanentError.
 """
 
 from __future__ import annotations
