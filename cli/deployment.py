@@ -98,7 +98,7 @@ def setup(
     bindings on toolgate's topics and groups that the plan lacks (a revoked agent's) are deleted."""
     from toolgate.ops import acls as acl
     from toolgate.ops.kafka_credentials import home_approval_services
-    from toolgate.ops.stack.up import prepare
+    from toolgate.ops.stack.prepare import prepare
 
     settings = running()
     prepare(settings, settings.kafka_bootstrap, settings.admin_url, demo, console.print)

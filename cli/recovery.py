@@ -21,7 +21,7 @@ def redrive() -> None:
     """Re-publish what Postgres holds in flight (pending packets, approved releases, the outbox
     rows of the last hour), for a Kafka that lost its topics while toolgate ran; `toolgate up`
     does it by itself whenever it has to create the topics. Prints what it said again."""
-    from toolgate.ops.stack.up import redrive_from_postgres
+    from toolgate.ops.stack.prepare import redrive_from_postgres
 
     settings = running()
     print_json(redrive_from_postgres(settings, settings.admin_url, lambda _: None))

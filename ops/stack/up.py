@@ -26,7 +26,6 @@ home with a Kafka cluster finds every topic there, so it re-drives nothing eithe
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import json
 import os
@@ -36,19 +35,13 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
-import psycopg
-
-from toolgate.agent_keys import AgentKeyring
-from toolgate.integrity import deployment_keys
-from toolgate.kafka_security import ADMIN, client_config
+from toolgate.kafka_security import client_config
 from toolgate.metrics_export import reported_port
 from toolgate.ops.acls import AclPlan
-from toolgate.ops.agents import add_tenant, list_agents, register_agent, registered_tenants
-from toolgate.ops.approvers import list_approvers, register_approver
+from toolgate.ops.agents import registered_tenants
 from toolgate.ops.kafka_credentials import (
     ADMIN_USER,
     APPROVALS_PRINCIPAL,
@@ -60,16 +53,13 @@ from toolgate.ops.kafka_credentials import (
     roles,
     stage_user,
 )
-from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.ops.roles import embedded_worker_url
+from toolgate.ops.stack.children import Child, Ports, yielding
 from toolgate.ops.stack.embedded import (
     TANSU_FETCH_WAIT_MS,
     TANSU_IDLE_NAP_MS,
     Broker,
     Postgres,
-    die_with_parent,
-    free_port,
-    port_free,
     start_broker,
     start_postgres,
     stop_process,
@@ -79,76 +69,18 @@ from toolgate.ops.stack.kafka_broker import KafkaCluster, start_cluster
 from toolgate.ops.stack.kafka_classes import with_classes
 from toolgate.ops.stack.kafka_dist import resolve as resolve_kafka
 from toolgate.ops.stack.kafka_tls import ensure_certificates
-from toolgate.ops.stack.priority import lower_priority, niceness
-from toolgate.secrets import SecretProvider, generate
+from toolgate.ops.stack.prepare import DEMO_TOKEN_REF, prepare, published_keys, redrive_from_postgres
+from toolgate.ops.stack.priority import niceness
 from toolgate.settings import Settings
-from toolgate.signing import Keyring, new_key, public_bytes
-from toolgate.topics.catalog import Topics, provision
-from toolgate.workers.reconciliation.redrive import redrive
-from toolgate.workers.runtime import audit
+from toolgate.topics.catalog import provision
 from toolgate.workers.stages import STAGES
 
-DEMO_TOKEN_REF = "demo-provider-token"
-DEMO_TENANTS = ("acme", "globex")
-DEMO_SCOPES = ["invoices:read", "invoices:write", "notify:send", "payments:charge"]
-# Demo agents, each with a key in the local keyring: `cli` is who `toolgate propose` signs as.
-DEMO_AGENTS = {"cli": "acme", "globex-cli": "globex"}
 STABLE_AFTER_S = 30.0
 # How often the supervisor looks at its children (and the embedded broker and Postgres): a
 # worker that died is started again within this. Four looks a second were ~1 ms of CPU a second
 # of an idle stack's.
 SUPERVISE_S = 0.5
 START_ATTEMPTS = 3  # a worker that dies this many times before it is ready stops `toolgate up`
-# Demo approvers: who may approve what, for which tenants. acme's finance has two controllers for
-# dual control (alice, bob) and a director (dave); carol, a billing lead, approves emails and
-# medium-risk writes for both tenants.
-DEMO_APPROVERS = {
-    "alice": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers", "billing-leads"], ["acme"]),
-    "bob": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers"], ["acme"]),
-    "carol": (["HIGH_RISK_EXTERNAL", "MEDIUM_RISK_WRITE"], ["billing-leads"], ["acme", "globex"]),
-    "dave": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-directors"], ["acme"]),
-}
-
-
-def _yielding(children: list[Child]) -> str:
-    """What `toolgate up` says of the stages that run at a lower priority (ops/stack/priority.py)."""
-    lower = [f"{c.name} +{c.nice}" for c in children if c.nice]
-    return f" (nice {', '.join(lower)})" if lower else ""
-
-
-def _child_setup(nice: int) -> None:
-    die_with_parent()
-    lower_priority(nice)
-
-
-@dataclass
-class Child:
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    log: Path
-    process: subprocess.Popen[bytes] | None = None
-    restarts: int = 0  # in a row, for the backoff
-    total_restarts: int = 0
-    next_start: float = 0.0
-    started_at: float = 0.0
-    nice: int = 0  # how much lower its priority than ours (ops/stack/priority.py)
-
-    def start(self) -> None:
-        self.started_at = time.monotonic()
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "ab") as out:
-            self.process = subprocess.Popen(
-                self.argv,
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                preexec_fn=partial(_child_setup, self.nice),
-            )
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid if self.process else -1
 
 
 @dataclass
@@ -400,7 +332,7 @@ class Supervisor:
         if pending:
             raise SystemExit(f"workers not ready after {timeout}s: {', '.join(sorted(pending))}")
         stages = ", ".join(c.name for c in self.children if c.name in STAGES)
-        self.say(f"workers    {stages}: ready{_yielding(self.children)}")
+        self.say(f"workers    {stages}: ready{yielding(self.children)}")
         self._record_pids()  # with the metrics ports the workers reported
         self.say(f"metrics    {', '.join(f'{k} :{v}' for k, v in self._runtime['metrics'].items())}  (/metrics)")
         self.say(f"logs       {self.home / 'logs'}   telemetry {self.settings.telemetry_dir}")
@@ -553,126 +485,6 @@ class Supervisor:
             self.kafka.stop()
         self.settings.runtime_file.unlink(missing_ok=True)
         self.say("stopped")
-
-
-class Ports:
-    """The ports of a home's embedded broker, Postgres and demo provider, kept in `ports.json`
-    so that `toolgate up` on an existing home listens where it listened before and connected
-    clients reconnect by themselves. A port still held (the processes of a killed `toolgate up`
-    take a moment to exit) is waited for; one that stays taken is replaced, and said so."""
-
-    WAIT_S = 30.0
-
-    def __init__(self, path: Path, say: Any = print) -> None:
-        self.path = path
-        self.say = say
-        self.ports: dict[str, int] = json.loads(path.read_text()) if path.exists() else {}
-
-    def claim(self, name: str) -> int:
-        kept = self.ports.get(name)
-        if kept and port_free(kept, self.WAIT_S):
-            return kept
-        port = free_port()
-        if kept:
-            self.say(f"{name} port {kept} is taken; using {port}")
-        self.ports[name] = port
-        self.path.write_text(json.dumps(self.ports))
-        return port
-
-
-def prepare(settings: Settings, bootstrap: str, database_url: str, demo: bool, say: Any = print) -> None:
-    """Everything a deployment needs before its workers start: migrations, the topic catalog
-    (each registered tenant's topics too), the deployment secret, and (for the demo) tenants,
-    agents and approvers with keys, and the provider's token. All as the tables' owner
-    (`admin_database_url` when set, else `database_url`)."""
-    database_url = settings.admin_database_url or database_url
-    settings = replace(settings, kafka_bootstrap=bootstrap, database_url=database_url)
-    applied = migrate(database_url)
-    say(f"migrations {', '.join(applied) if applied else 'up to date'}")
-    tenants = registered_tenants(database_url)
-    created = provision(
-        bootstrap,
-        settings.partitions,
-        settings.topic_prefix,
-        tenants=tenants,
-        client_config=client_config(settings, ADMIN),
-    )
-    say(f"topics     {len(created)} created, {settings.partitions} partitions each")
-    if not SecretProvider(settings.secrets_path).has(settings.deployment_secret_ref):
-        path = ensure_secret(settings, settings.deployment_secret_ref)
-        say(f"secret     deployment secret generated at {path}; give it to every worker host")
-    keys = deployment_keys(settings)
-    say(f"signing    deployment public key {keys.public_key.hex()} ({keys.key_id})")
-    audit.use_keyset(keys)  # what signs this process's audit checkpoints
-    if Topics(settings.topic_prefix).proposals in created:
-        redrive_from_postgres(settings, database_url, say)
-    if demo:
-        seed_demo(database_url)
-        demo_agents(settings, say)
-        demo_approvers(settings, database_url, say)
-        ensure_secret(settings, DEMO_TOKEN_REF)
-
-
-def redrive_from_postgres(settings: Settings, database_url: str, say: Any = print) -> dict[str, int]:
-    """The transport is new (its topics had to be created): say again what Postgres holds in
-    flight (workers/reconciliation/redrive.py). On a new database there is nothing."""
-    audit.use_keyset(deployment_keys(settings))
-
-    async def one() -> dict[str, int]:
-        async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
-            return await redrive(conn, Topics(settings.topic_prefix), rewind_outbox=True)
-
-    counts = asyncio.run(one())
-    if any(counts.values()):
-        say(f"re-drive   {', '.join(f'{k} {v}' for k, v in counts.items())}  (the broker had lost them)")
-    return counts
-
-
-def published_keys(settings: Settings) -> dict[str, Any]:
-    """What runtime.json says of the deployment's keys: the public key that signs now, and every
-    one accepted now (a staged next key, a previous one in its grace), for clients to trust."""
-    keys = deployment_keys(settings)
-    return {
-        "deployment_public_key": keys.public_key.hex(),
-        "deployment_public_keys": [public.hex() for public in keys.public_keys()],
-    }
-
-
-def ensure_secret(settings: Settings, ref: str) -> Path:
-    """A random secret under the secrets directory (readable by the owner only), once."""
-    return generate(settings.secrets_path, ref)
-
-
-def demo_agents(settings: Settings, say: Any = print) -> None:
-    """The demo tenants (with their topics) and an agent for each, with a key in the local
-    keyring (made once; an agent already registered is left as the operator left it)."""
-    for tenant in DEMO_TENANTS:
-        add_tenant(settings, tenant, actor="toolgate-up")
-    keyring = AgentKeyring(settings.agents_dir)
-    registered = {a["agent"] for a in list_agents(settings)}
-    for agent, tenant in DEMO_AGENTS.items():
-        if agent in registered:
-            continue
-        key = new_key()
-        register_agent(settings, agent, tenant, DEMO_SCOPES, public_bytes(key), actor="toolgate-up")
-        keyring.store(agent, tenant, DEMO_SCOPES, key)
-    say(f"agents     {', '.join(f'{a} ({t})' for a, t in DEMO_AGENTS.items())}  (keys in {keyring.directory})")
-
-
-def demo_approvers(settings: Settings, database_url: str, say: Any = print) -> None:
-    """The demo approvers, each with a key in the local keyring, registered once: an approver
-    already registered is left as the operator left it (its key, groups, tenants and revocation)."""
-    keyring = Keyring(settings.home / "approvers")
-    registered = {a["approver"] for a in list_approvers(replace(settings, database_url=database_url))}
-    for name, (risk_classes, groups, tenants) in DEMO_APPROVERS.items():
-        if name in registered:
-            continue
-        key = keyring.load(name) if keyring.has(name) else new_key()
-        register_approver(database_url, name, public_bytes(key), risk_classes, groups, tenants, actor="toolgate-up")
-        if not keyring.has(name):
-            keyring.store(name, key)
-    served = ", ".join(f"{a} ({'+'.join(t)})" for a, (_, _, t) in DEMO_APPROVERS.items())
-    say(f"approvers  {served}  (keys in {keyring.directory})")
 
 
 def _on_cpus(cpus: set[int] | None) -> str:

@@ -35,7 +35,14 @@ from toolgate.ops.roles import with_database
 from toolgate.ops.stack.embedded import Broker, Postgres, free_port, start_broker, start_postgres
 from toolgate.ops.stack.kafka_broker import KafkaCluster, start_cluster
 from toolgate.ops.stack.kafka_dist import resolve
-from toolgate.ops.stack.up import DEMO_AGENTS, DEMO_SCOPES, DEMO_TENANTS, DEMO_TOKEN_REF, demo_approvers, ensure_secret
+from toolgate.ops.stack.prepare import (
+    DEMO_AGENTS,
+    DEMO_SCOPES,
+    DEMO_TENANTS,
+    DEMO_TOKEN_REF,
+    demo_approvers,
+    ensure_secret,
+)
 from toolgate.settings import Settings, load_settings
 from toolgate.signing import new_key, public_bytes
 from toolgate.topics.catalog import provision

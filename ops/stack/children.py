@@ -1,0 +1,81 @@
+"""The processes `toolgate up` starts (the stage workers and the demo provider), and the ports
+of a home kept from one `toolgate up` to the next."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from toolgate.ops.stack.embedded import die_with_parent, free_port, port_free
+from toolgate.ops.stack.priority import lower_priority
+
+
+def yielding(children: list[Child]) -> str:
+    """What `toolgate up` says of the stages that run at a lower priority (ops/stack/priority.py)."""
+    lower = [f"{c.name} +{c.nice}" for c in children if c.nice]
+    return f" (nice {', '.join(lower)})" if lower else ""
+
+
+def _child_setup(nice: int) -> None:
+    die_with_parent()
+    lower_priority(nice)
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    restarts: int = 0  # in a row, for the backoff
+    total_restarts: int = 0
+    next_start: float = 0.0
+    started_at: float = 0.0
+    nice: int = 0  # how much lower its priority than ours (ops/stack/priority.py)
+
+    def start(self) -> None:
+        self.started_at = time.monotonic()
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=partial(_child_setup, self.nice),
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid if self.process else -1
+
+
+class Ports:
+    """The ports of a home's embedded broker, Postgres and demo provider, kept in `ports.json`
+    so that `toolgate up` on an existing home listens where it listened before and connected
+    clients reconnect by themselves. A port still held (the processes of a killed `toolgate up`
+    take a moment to exit) is waited for; one that stays taken is replaced, and said so."""
+
+    WAIT_S = 30.0
+
+    def __init__(self, path: Path, say: Any = print) -> None:
+        self.path = path
+        self.say = say
+        self.ports: dict[str, int] = json.loads(path.read_text()) if path.exists() else {}
+
+    def claim(self, name: str) -> int:
+        kept = self.ports.get(name)
+        if kept and port_free(kept, self.WAIT_S):
+            return kept
+        port = free_port()
+        if kept:
+            self.say(f"{name} port {kept} is taken; using {port}")
+        self.ports[name] = port
+        self.path.write_text(json.dumps(self.ports))
+        return port
