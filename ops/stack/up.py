@@ -10,8 +10,9 @@ counts), restarts a worker that dies, and on Ctrl-C or SIGTERM stops everything 
 Every child also gets a parent-death signal, and a stage process orphaned anyway ends itself
 (workers/runtime/orphan.py), so even a SIGKILLed `toolgate up` leaves no orphans.
 
-The broker is the embedded Tansu (ops/stack/embedded.py) unless `--broker kafka` (TOOLGATE_BROKER)
-asks for Apache Kafka: `--brokers` KRaft nodes with their data under the home
+The broker and Postgres it runs itself are ops/stack/infrastructure.py's. The broker is the
+embedded Tansu (ops/stack/embedded.py) unless `--broker kafka` (TOOLGATE_BROKER) asks for Apache
+Kafka: `--brokers` KRaft nodes with their data under the home
 (ops/stack/kafka_broker.py), replicated as the cluster's size asks (topics/catalog.py `Replication`).
 
 On an existing home it listens where it listened before (ports.json) and, when it had to
@@ -34,41 +35,17 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from toolgate.kafka_security import client_config
 from toolgate.metrics_export import reported_port
-from toolgate.ops.acls import AclPlan
 from toolgate.ops.agents import registered_tenants
-from toolgate.ops.kafka_credentials import (
-    ADMIN_USER,
-    APPROVALS_PRINCIPAL,
-    broker_security,
-    client_environment,
-    client_settings,
-    describe_home,
-    grant,
-    roles,
-    stage_user,
-)
 from toolgate.ops.roles import embedded_worker_url
 from toolgate.ops.stack.children import Child, Ports, yielding
-from toolgate.ops.stack.embedded import (
-    TANSU_FETCH_WAIT_MS,
-    TANSU_IDLE_NAP_MS,
-    Broker,
-    Postgres,
-    start_broker,
-    start_postgres,
-    stop_process,
-    wait_for_port,
-)
-from toolgate.ops.stack.kafka_broker import KafkaCluster, start_cluster
-from toolgate.ops.stack.kafka_classes import with_classes
-from toolgate.ops.stack.kafka_dist import resolve as resolve_kafka
-from toolgate.ops.stack.kafka_tls import ensure_certificates
+from toolgate.ops.stack.embedded import wait_for_port
+from toolgate.ops.stack.infrastructure import Infrastructure, mask
 from toolgate.ops.stack.prepare import DEMO_TOKEN_REF, prepare, published_keys, redrive_from_postgres
 from toolgate.ops.stack.priority import niceness
 from toolgate.settings import Settings
@@ -89,17 +66,17 @@ class Supervisor:
     demo: bool = True
     fresh: bool = False
     out: TextIO = sys.stdout
-    broker: Broker | None = None  # the embedded Tansu
-    kafka: KafkaCluster | None = None  # or Apache Kafka's nodes (--broker kafka)
-    postgres: Postgres | None = None
+    infra: Infrastructure = field(init=False)
     children: list[Child] = field(default_factory=list)
     _stop: bool = False
     _lock: Any = None
     _runtime: dict[str, Any] = field(default_factory=dict)
     _admin_url: str = ""
-    _infrastructure_restarts: dict[str, int] = field(default_factory=dict)
     _transport_lost: bool = False
     _metrics_ports: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.infra = Infrastructure(self.settings, self.say)
 
     @property
     def home(self) -> Path:
@@ -113,18 +90,18 @@ class Supervisor:
     def start(self) -> None:
         self._claim_home()
         ports = Ports(self.home / "ports.json", self.say)
-        bootstrap = self._start_broker(ports)
+        bootstrap = self.infra.start_broker(ports)
         # Operators' commands and migrations run as the tables' owner, workers as a role that may
         # only append to the audit log (ops/roles.py).
-        admin_url = self._start_postgres(ports)
+        admin_url = self.infra.start_postgres(ports)
         prepare(self.settings, bootstrap, admin_url, self.demo, self.say)
-        principals = self._grant(bootstrap, admin_url)
+        principals = self.infra.grant(bootstrap, admin_url)
         worker_url = (
             embedded_worker_url(admin_url, self.settings.secrets_path)
-            if self.postgres is not None
+            if self.infra.postgres is not None
             else self.settings.database_url or admin_url
         )
-        self.say(f"workers    connect as {_mask(worker_url)}")
+        self.say(f"workers    connect as {mask(worker_url)}")
         endpoints = dict(self.settings.endpoints)
         if self.demo:
             endpoints["demo_provider"] = self._start_provider(ports.claim("provider"))
@@ -137,7 +114,7 @@ class Supervisor:
             "endpoints": endpoints,
             "partitions": self.settings.partitions,
             "topic_prefix": self.settings.topic_prefix,
-            "broker_cluster": self._broker_cluster(bootstrap, principals),
+            "broker_cluster": self.infra.described(bootstrap, principals),
             "pid": os.getpid(),
             "started_at": time.time(),
         }
@@ -164,82 +141,9 @@ class Supervisor:
         for stale in (self.home / "ready").glob("*"):
             stale.unlink()
 
-    def _start_broker(self, ports: Ports) -> str:
-        """The embedded broker (Tansu, or Apache Kafka's nodes), unless one is configured; its
-        bootstrap address."""
-        settings = self.settings
-        if settings.kafka_bootstrap:
-            self.say(f"broker     {settings.kafka_bootstrap}")
-            return settings.kafka_bootstrap
-        if settings.broker not in ("tansu", "kafka") or settings.brokers < 1:
-            raise SystemExit(f"toolgate: --broker {settings.broker!r} --brokers {settings.brokers}: tansu or kafka, 1+")
-        if settings.kafka_secure and settings.broker != "kafka":
-            raise SystemExit("toolgate: --secure needs --broker kafka (the embedded Tansu has no authentication)")
-        if settings.broker == "tansu":
-            if settings.brokers != 1:
-                raise SystemExit("toolgate: the embedded Tansu runs one node; --brokers needs --broker kafka")
-            self.broker = start_broker(self.home / "logs" / "broker.log", ports.claim("broker"), settings.broker_cpus)
-            self.say(f"broker     {self.broker.bootstrap}  (embedded Tansu, in memory{_on_cpus(self.broker.cpus)})")
-            return self.broker.bootstrap
-        jars = with_classes(
-            resolve_kafka(settings.kafka_cache, settings.kafka_home, self.say), settings.kafka_cache, self.say
-        )
-        security, admin = None, {}
-        if settings.kafka_secure:
-            security = broker_security(ensure_certificates(self.home / "kafka" / "tls"), settings.secrets_path)
-            admin = client_settings(ADMIN_USER, security.certificates, settings.secrets_path)
-        self.kafka = start_cluster(
-            self.home, settings.brokers, ports.claim, jars, settings.kafka_heap_mb, security=security, client=admin
-        )
-        if security is not None:
-            describe_home(self.home, security.certificates, roles(AclPlan(tenants=())), [APPROVALS_PRINCIPAL])
-        replication = self.kafka.replication
-        self.say(
-            f"broker     {self.kafka.bootstrap}  (Apache Kafka {jars.version} from {jars.source}, "
-            f"{len(self.kafka.nodes)} node(s), replication {replication.factor}, min.insync.replicas "
-            f"{replication.min_insync}; data in {self.kafka.root})"
-        )
-        return self.kafka.bootstrap
-
-    def _grant(self, bootstrap: str, admin_url: str) -> list[str]:
-        """Secured: every principal's credential and the ACL plan's bindings (ops/kafka_credentials.py)."""
-        if self.kafka is None or self.kafka.security is None:
-            return []
-        return grant(replace(self.settings, kafka_bootstrap=bootstrap, database_url=admin_url), self.say)
-
-    def _broker_cluster(self, bootstrap: str, principals: list[str]) -> dict[str, Any]:
-        """What runtime.json says of the broker: which one, its nodes' addresses (and, secured,
-        where its CA is and which principals it has: never a password)."""
-        if self.kafka is not None:
-            described = self.kafka.describe()
-            if "security" in described:
-                described["security"]["principals"] = [f"User:{user}" for user in principals]
-            return described
-        if self.broker is not None:
-            return {"broker": "tansu", "nodes": {"broker": bootstrap}}
-        return {"broker": "external", "nodes": {}}
-
-    def _start_postgres(self, ports: Ports) -> str:
-        """The embedded Postgres, unless one is configured; the tables' owner's URL."""
-        admin_url = self.settings.admin_url
-        if not admin_url:
-            self.postgres = start_postgres(
-                self.home / "pgdata",
-                self.home / "logs" / "postgres.log",
-                ports.claim("postgres"),
-                secrets_dir=self.settings.secrets_path,
-            )
-            admin_url = self.postgres.url
-            self.say(f"postgres   {admin_url}  (embedded, data in {self.home / 'pgdata'}; passwords required)")
-        else:
-            self.say(f"postgres   {_mask(admin_url)}")
-        return admin_url
-
     def _worker_env(self, bootstrap: str, worker_url: str, endpoints: dict[str, str]) -> dict[str, str]:
-        """A stage process's environment: where everything is, and never the owner's URL. On
-        the embedded Tansu the stages poll with a short fetch wait (TANSU_FETCH_WAIT_MS) and nap
-        when idle (TANSU_IDLE_NAP_MS), unless set; elsewhere they long-poll (settings
-        `fetch_wait_ms`), and only those woken through Postgres nap (`woken_nap_ms`)."""
+        """A stage process's environment: where everything is, and never the owner's URL; the
+        broker's defaults for the stages' settings (`Infrastructure.stage_defaults`), unless set."""
         env = {
             **{k: v for k, v in os.environ.items() if k != "TOOLGATE_ADMIN_DATABASE_URL"},
             "TOOLGATE_HOME": str(self.home),
@@ -249,9 +153,8 @@ class Supervisor:
             "TOOLGATE_PARTITIONS": str(self.settings.partitions),
             "TOOLGATE_TOPIC_PREFIX": self.settings.topic_prefix,
         }
-        if self.broker is not None:
-            env.setdefault("TOOLGATE_FETCH_WAIT_MS", str(TANSU_FETCH_WAIT_MS))
-            env.setdefault("TOOLGATE_IDLE_NAP_MS", str(TANSU_IDLE_NAP_MS))
+        for name, value in self.infra.stage_defaults().items():
+            env.setdefault(name, value)
         return env
 
     def _start_workers(self, env: dict[str, str], ports: Ports) -> None:
@@ -261,18 +164,12 @@ class Supervisor:
             child = Child(
                 stage,
                 [sys.executable, "-m", "toolgate.cli", "worker", stage],
-                {**env, **self._principal(stage), "TOOLGATE_METRICS_PORT": str(self._metrics_ports[stage])},
+                {**env, **self.infra.principal(stage), "TOOLGATE_METRICS_PORT": str(self._metrics_ports[stage])},
                 self.home / "logs" / f"{stage}.log",
                 nice=niceness(stage, self.settings.upstream_nice),
             )
             child.start()
             self.children.append(child)
-
-    def _principal(self, stage: str) -> dict[str, str]:
-        """Secured: the environment that makes a stage connect as its own user."""
-        if self.kafka is None or self.kafka.security is None:
-            return {}
-        return client_environment(stage_user(stage), self.kafka.security.certificates)
 
     def _write_runtime(self, runtime: dict[str, Any]) -> None:
         path = self.settings.runtime_file
@@ -376,23 +273,13 @@ class Supervisor:
 
     @property
     def _restarts(self) -> dict[str, int]:
-        return {**{c.name: c.total_restarts for c in self.children}, **self._infrastructure_restarts}
+        return {**{c.name: c.total_restarts for c in self.children}, **self.infra.restarts}
 
     def _record_pids(self) -> None:
         self._runtime["workers"] = {c.name: c.pid for c in self.children}
         self._runtime["restarts"] = self._restarts
         self._runtime["metrics"] = self._metrics()
-        self._runtime["infrastructure"] = {
-            **(self.kafka.pids() if self.kafka is not None else {}),
-            **{
-                name: proc.pid
-                for name, proc in (
-                    ("broker", self.broker and self.broker.process),
-                    ("postgres", self.postgres and self.postgres.process),
-                )
-                if proc
-            },
-        }
+        self._runtime["infrastructure"] = self.infra.pids()
         self._write_runtime(self._runtime)
 
     def _metrics(self) -> dict[str, int]:
@@ -404,34 +291,22 @@ class Supervisor:
         return ports
 
     def _revive_infrastructure(self) -> None:
-        """An embedded broker or Postgres that died comes back on its own port, so every
-        client reconnects by itself. Postgres recovers from its WAL and the workers' pools
-        reconnect; so does a Kafka node, with its data (nothing else to do). Tansu comes back
-        empty: the stage workers (whose consumer groups and producers it forgot) are stopped, the
-        topics made again, what Postgres holds in flight re-driven, and the workers started; a
-        step that fails (Postgres may be down too) is tried again on the next turn."""
-        if self.postgres is not None and self.postgres.process.poll() is not None:
-            self.say(
-                f"postgres exited with {self.postgres.process.returncode}; restarting on port {self.postgres.port}"
-            )
-            self._infrastructure_restarts["postgres"] = self._infrastructure_restarts.get("postgres", 0) + 1
-            self.postgres.respawn()
-            self._record_pids()
-        if self.kafka is not None:
-            for name in self.kafka.revive(self.say):
-                self._infrastructure_restarts[name] = self._infrastructure_restarts.get(name, 0) + 1
-                self._record_pids()
-        if self.broker is not None and self.broker.process.poll() is not None:
-            self.say(f"broker exited with {self.broker.process.returncode}; restarting on port {self.broker.port}")
-            self._infrastructure_restarts["broker"] = self._infrastructure_restarts.get("broker", 0) + 1
-            self.broker = start_broker(self.home / "logs" / "broker.log", self.broker.port, self.settings.broker_cpus)
+        """What died of the broker and Postgres comes back on its own port (infrastructure.py).
+        Tansu comes back empty: the stage workers (whose consumer groups and producers it
+        forgot) are stopped, the topics made again, what Postgres holds in flight re-driven, and
+        the workers started; a step that fails (Postgres may be down too) is tried again on the
+        next turn."""
+        revived, emptied = self.infra.revive()
+        if emptied:
             self._stop_workers()
             self._transport_lost = True
+        if revived:
             self._record_pids()
-        if self._transport_lost and self.broker is not None:
+        broker = self.infra.broker
+        if self._transport_lost and broker is not None:
             try:
                 provision(
-                    self.broker.bootstrap,
+                    broker.bootstrap,
                     self.settings.partitions,
                     self.settings.topic_prefix,
                     tenants=registered_tenants(self._admin_url),
@@ -477,29 +352,9 @@ class Supervisor:
                 except subprocess.TimeoutExpired:
                     child.process.kill()
                     child.process.wait()
-        if self.postgres is not None:
-            self.postgres.stop()
-        if self.broker is not None:
-            stop_process(self.broker.process)
-        if self.kafka is not None:
-            self.kafka.stop()
+        self.infra.stop()
         self.settings.runtime_file.unlink(missing_ok=True)
         self.say("stopped")
-
-
-def _on_cpus(cpus: set[int] | None) -> str:
-    if cpus is None:
-        return ""
-    return f", on CPU {','.join(map(str, sorted(cpus)))}"
-
-
-def _mask(url: str) -> str:
-    if "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in creds else url
 
 
 def up(settings: Settings, demo: bool = True, fresh: bool = False) -> None:
