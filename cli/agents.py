@@ -84,8 +84,8 @@ def agents_revoke(
 ) -> None:
     """Revoke an agent (or one of its keys) for good: its proposals are refused from now on, and
     an agent's MCP tokens are revoked with it. A revoked agent or key is never made active again."""
-    from toolgate.agent_keys import AgentKeyring
     from toolgate.ops.agents import revoke
+    from toolgate.trust.agent_keys import AgentKeyring
 
     settings = running()
     count = registry_call(revoke, settings, agent, key, actor)

@@ -45,7 +45,7 @@ def approvals_show(approval_id: str, as_json: Annotated[bool, typer.Option("--js
 
 def _decide(approval_id: str, approver: str, approve: bool, reason: str | None, as_json: bool, wait: float) -> None:
     from toolgate.ops import approvals
-    from toolgate.signing import PacketMismatch
+    from toolgate.trust.signing import PacketMismatch
 
     settings = running()
     try:

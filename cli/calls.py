@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def _agent_tenant(agent: str) -> str:
     """The tenant an agent in the local keyring was registered for."""
-    from toolgate.agent_keys import AgentKeyring
+    from toolgate.trust.agent_keys import AgentKeyring
 
     try:
         return str(AgentKeyring(running().agents_dir).meta(agent)["tenant_id"])

@@ -40,7 +40,7 @@ def mcp(
 
     # stdout is the protocol's over stdio: every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    from toolgate.agent_keys import AgentKeyring
+    from toolgate.trust.agent_keys import AgentKeyring
 
     settings = running()
     if http is None and not AgentKeyring(settings.agents_dir).has(agent):

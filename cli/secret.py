@@ -21,8 +21,8 @@ secret_app = typer.Typer(no_args_is_help=True, help="The deployment secret: its 
 def secret_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The keyset's keys (by id: which seals, which are accepted, until when), what each stage
     on every host holds, and the next step of a rotation."""
-    from toolgate.keyset import iso
     from toolgate.ops import secret_rotation as rotation
+    from toolgate.trust.keyset import iso
 
     settings = running()
     keyset = rotation.read(settings)
@@ -47,7 +47,7 @@ def secret_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
 
 
 def _state(key: Key) -> str:
-    from toolgate.keyset import KeyState, iso
+    from toolgate.trust.keyset import KeyState, iso
 
     return {
         KeyState.CURRENT: "current: seals, accepted",
@@ -96,7 +96,7 @@ def _once(seen: set[str]) -> Any:
 
 
 def _said(settings: Settings, done: Done) -> None:
-    from toolgate.keyset import Step, iso
+    from toolgate.trust.keyset import Step, iso
 
     key, path = done.key, done.path
     hosts = f"other hosts put {path} (0600) in place of theirs, as it is (or its content in your secret manager)"

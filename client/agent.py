@@ -40,7 +40,6 @@ from typing import Any
 
 from opentelemetry import trace
 
-from toolgate.agent_keys import AgentSigner
 from toolgate.client.calls import TREE_MAX, Draft, Observed, Proposed, Record, random_hex
 from toolgate.client.edge import ignore_delivery, readable
 from toolgate.client.observing import Observing
@@ -48,6 +47,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import Principal, ToolProposal
 from toolgate.topics.consumed import read
 from toolgate.topics.headers import CALL_ID, edge_headers, format_traceparent, header, new_traceparent
+from toolgate.trust.agent_keys import AgentSigner
 
 RESEND_CHECK_S = 0.2  # how often a waiting call checks whether re-publishing is due
 

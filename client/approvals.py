@@ -15,9 +15,9 @@ from toolgate.client.calls import random_hex
 from toolgate.client.edge import readable
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Verdict
-from toolgate.signing import sign
 from toolgate.topics.consumed import read
 from toolgate.topics.headers import TRACEPARENT, edge_headers, header, new_traceparent
+from toolgate.trust.signing import sign
 
 
 class ApprovalClient(ToolgateClient):
@@ -70,9 +70,9 @@ class ApprovalClient(ToolgateClient):
         traceparent: str | None = None,
         decision_id: str | None = None,
     ) -> ApprovalDecision:
-        """Sign and publish a decision on `packet`; raises toolgate.signing.PacketMismatch (and
+        """Sign and publish a decision on `packet`; raises toolgate.trust.signing.PacketMismatch (and
         signs nothing) when the packet's payload hash is not that of the arguments it shows."""
-        from toolgate.signing import check_packet
+        from toolgate.trust.signing import check_packet
 
         check_packet(packet)
         now = int(time.time() * 1000)

@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from toolgate.agent_keys import AgentSigner
 from toolgate.schemas.models import Observation, ToolProposal
+from toolgate.trust.agent_keys import AgentSigner
 
 INTERIM_CODE = 202
 PROPOSAL_MAX_AGE_S = 900.0  # the deployment's default proposal window (settings)

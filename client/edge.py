@@ -15,18 +15,18 @@ from typing import Any, Self
 
 from confluent_kafka import Consumer, KafkaError, Message
 
-from toolgate.agent_keys import AgentKeyring, AgentSigner
 from toolgate.client.calls import PROPOSAL_MAX_AGE_S, Observed, resend_window_s
 from toolgate.client.feed import ObservationFeed
 from toolgate.client.resend import Unanswered
-from toolgate.deployment_keys import deployment_keys, public_keys_of
-from toolgate.integrity import EdgeVerifier
 from toolgate.kafka_security import client_config
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings, load_settings
 from toolgate.topics.catalog import Topics
 from toolgate.topics.consumed import Consumed, Unreadable, skipped
 from toolgate.topics.producers import Producers
+from toolgate.trust.agent_keys import AgentKeyring, AgentSigner
+from toolgate.trust.deployment_keys import deployment_keys, public_keys_of
+from toolgate.trust.integrity import EdgeVerifier
 
 log = logging.getLogger("toolgate.client")
 

@@ -38,7 +38,7 @@ Why the patterns are what they are:
 
 One principal has one role: a plan in which an agent is also a stage, the door, an operator or
 an approval service (the union of both rights) is refused, and so is an agent whose name is
-toolgate's own (`toolgate-*`, toolgate.agent_keys.reserved): stages are `User:toolgate-<stage>`,
+toolgate's own (`toolgate-*`, toolgate.trust.agent_keys.reserved): stages are `User:toolgate-<stage>`,
 the operator `User:toolgate-operator` and the door `User:toolgate-mcp` unless told otherwise.
 
 Topic names come from the catalog (toolgate.topics.catalog), under the deployment prefix.
@@ -59,12 +59,12 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from toolgate.agent_keys import reserved
 from toolgate.kafka_security import ADMIN, client_config
 from toolgate.ops.agents import list_agents, registered_tenants
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
 from toolgate.topics.catalog import BY_LOGICAL, Topics, stage_group
+from toolgate.trust.agent_keys import reserved
 
 OBSERVER_GROUP_PREFIX = "toolgate-observer-"
 DLQ_GROUP_PREFIX = "toolgate-dlq-"

@@ -21,13 +21,13 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from toolgate.agent_keys import AgentKeyring, check_name, key_id_of, read_public_key
 from toolgate.kafka_security import ADMIN, client_config
 from toolgate.schemas.errors import PermanentError
 from toolgate.settings import Settings
-from toolgate.signing import new_key, public_bytes
 from toolgate.states import RegistryStatus
 from toolgate.topics.catalog import provision
+from toolgate.trust.agent_keys import AgentKeyring, check_name, key_id_of, read_public_key
+from toolgate.trust.signing import new_key, public_bytes
 from toolgate.workers.runtime import audit
 
 STAGE = "registry"

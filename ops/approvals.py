@@ -24,8 +24,8 @@ from toolgate.client import ApprovalClient
 from toolgate.kafka_security import APPROVALS, client_config
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
-from toolgate.signing import Keyring
 from toolgate.topics.catalog import Topics
+from toolgate.trust.signing import Keyring
 from toolgate.workers.runtime.wakeup import announce
 
 LIST = """

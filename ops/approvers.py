@@ -19,11 +19,11 @@ from typing import Any
 
 import psycopg
 
-from toolgate.agent_keys import check_name, key_id_of
 from toolgate.ops.agents import RegistryError, in_transaction
 from toolgate.settings import Settings
-from toolgate.signing import Keyring, new_key, public_bytes
 from toolgate.states import RegistryStatus
+from toolgate.trust.agent_keys import check_name, key_id_of
+from toolgate.trust.signing import Keyring, new_key, public_bytes
 from toolgate.workers.runtime import audit
 
 STAGE = "registry"

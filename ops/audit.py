@@ -22,10 +22,10 @@ from typing import Any
 
 import psycopg
 
-from toolgate.deployment_keys import deployment_keys, public_keys_of
-from toolgate.ed25519 import PublicKey
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
+from toolgate.trust.deployment_keys import deployment_keys, public_keys_of
+from toolgate.trust.ed25519 import PublicKey
 from toolgate.workers.runtime.audit import CHECKPOINTS, VERIFY, Checkpoint, Report, Verdict, verify
 from toolgate.workers.runtime.checkpoint_keys import TrustedKeys
 

@@ -9,7 +9,7 @@ letter says bounded). A replay republishes the original bytes to the topic they
 came from with their key and headers, sealed again for that topic, so the call keeps its
 identity and idempotency key: replaying twice never executes twice, and whatever is replayed
 meets every check a first delivery meets. A MAC is checked with the deployment key it names, if
-that key is accepted now (toolgate.integrity), and a replay is sealed with the key that seals now:
+that key is accepted now (toolgate.trust.integrity), and a replay is sealed with the key that seals now:
 a letter sealed before a rotation of the deployment secret can be replayed until its key is
 retired, and shows as forged after.
 
@@ -32,7 +32,6 @@ import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from toolgate.client import ToolgateClient
-from toolgate.integrity import MACED, Sealer, deployment_keys
 from toolgate.kafka_security import OPERATOR, client_config
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import DeadLetter, PayloadKind, StageBatch
@@ -40,6 +39,7 @@ from toolgate.settings import Settings
 from toolgate.topics import consumed
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import REPLAY_OF, SCHEMA
+from toolgate.trust.integrity import MACED, Sealer, deployment_keys
 from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.runtime.clock import now_ms

@@ -26,13 +26,13 @@ import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from toolgate.integrity import Sealer, deployment_keys
 from toolgate.kafka_security import OPERATOR, client_config
 from toolgate.ops import dlq, status
 from toolgate.ops.health import Lag
 from toolgate.settings import Settings
 from toolgate.topics import consumed
 from toolgate.topics.catalog import Topics
+from toolgate.trust.integrity import Sealer, deployment_keys
 
 # How long the tally reads on after the last letter it got before it counts (a letter still in
 # flight then is counted at the next sample), and the longest one reading lasts.

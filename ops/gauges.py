@@ -38,7 +38,7 @@ from toolgate.ops import status
 from toolgate.ops.audit import verify_log
 from toolgate.ops.gauge_readers import Readers
 from toolgate.settings import Settings
-from toolgate.telemetry import meter
+from toolgate.telemetry.setup import meter
 
 log = logging.getLogger("toolgate.gauges")
 Reading = dict[tuple[tuple[str, str], ...], float]

@@ -1,7 +1,7 @@
 """`toolgate secret status` and `toolgate secret rotate`: the deployment secret, rotated while
 everything runs.
 
-The secret reference holds a keyset (toolgate.keyset); a rotation is three steps, each made on
+The secret reference holds a keyset (toolgate.trust.keyset); a rotation is three steps, each made on
 one host's keyset file and then put in place on every other host:
 
 1. **stage**: a new random secret joins the keyset as the next key, accepted but sealing
@@ -34,10 +34,22 @@ from pathlib import Path
 
 import psycopg
 
-from toolgate.deployment_keys import DeploymentKeys, key_id_of
-from toolgate.keyset import KeyEntry, Keyset, KeysetError, KeyState, Step, iso, parse, promote, render, retire, stage
 from toolgate.secrets import SecretProvider, env_name
 from toolgate.settings import Settings
+from toolgate.trust.deployment_keys import DeploymentKeys, key_id_of
+from toolgate.trust.keyset import (
+    KeyEntry,
+    Keyset,
+    KeysetError,
+    KeyState,
+    Step,
+    iso,
+    parse,
+    promote,
+    render,
+    retire,
+    stage,
+)
 from toolgate.workers.runtime.key_holders import HEARTBEAT_S
 
 LIVE_S = 3 * HEARTBEAT_S  # a stage that reported within this long is running

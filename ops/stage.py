@@ -5,7 +5,7 @@ which read what `toolgate status` reads."""
 from __future__ import annotations
 
 from toolgate.settings import Settings
-from toolgate.telemetry import configure_logging
+from toolgate.telemetry.logs import configure_logging
 from toolgate.workers.stages import build
 
 

@@ -41,10 +41,10 @@ import psycopg
 import pytest
 from jsonschema import Draft202012Validator
 
-from toolgate.agent_keys import AgentKeyring
 from toolgate.client import Observed, Proposed, ToolgateClient
 from toolgate.kafka_security import ADMIN, DOOR, client_config
 from toolgate.settings import Settings
+from toolgate.trust.agent_keys import AgentKeyring
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "schemas" / "reference" / "observation.schema.json"

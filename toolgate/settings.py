@@ -122,7 +122,7 @@ class Settings:
     trace_sample_ratio: float = 1.0
     telemetry_exporter: str = "file"  # file | otlp | none
     log_level: str = "INFO"
-    # Every worker's Prometheus `/metrics` (toolgate/metrics_export.py): the port (0 any free
+    # Every worker's Prometheus `/metrics` (toolgate/telemetry/metrics_export.py): the port (0 any free
     # one, -1 none; `toolgate up` gives each worker its own) and the address it listens on.
     metrics_port: int = 0
     metrics_addr: str = "127.0.0.1"
@@ -136,10 +136,10 @@ class Settings:
     # counted into one row when it closes (workers/runtime/refusals.py).
     refusal_audit_seconds: float = 60.0
     # The secret reference of the deployment secret: the root of stage MACs and of the
-    # deployment's Ed25519 key (toolgate.integrity). Every stage and operator command needs it.
+    # deployment's Ed25519 key (toolgate.trust.integrity). Every stage and operator command needs it.
     deployment_secret_ref: str = "deployment-secret"
     # The deployment's Ed25519 public key (hex): clients verify observations with it. While a
-    # rotation is under way, several, separated by commas (toolgate.keyset).
+    # rotation is under way, several, separated by commas (toolgate.trust.keyset).
     deployment_public_key: str = ""
     # How often a process reads the deployment's keyset again (a rotation needs no restart), and
     # how long `toolgate secret rotate` keeps the key that sealed before accepted by default.

@@ -20,7 +20,6 @@ from confluent_kafka import Consumer, TopicPartition
 
 from toolgate.client import ToolgateClient
 from toolgate.client.calls import INTERIM_CODE
-from toolgate.integrity import Sealer, deployment_keys
 from toolgate.ops.bench.stats import INTERNAL_POINTS, POINTS
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation, StageBatch
@@ -29,6 +28,7 @@ from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.topics import consumed
 from toolgate.topics.headers import CALL_ID, header
+from toolgate.trust.integrity import Sealer, deployment_keys
 
 log = logging.getLogger("toolgate.bench")
 Offsets = dict[str, list[tuple[int, int]]]  # topic -> (partition, offset) to read from

@@ -36,7 +36,6 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from toolgate.agent_keys import AgentSigner
 from toolgate.client import Draft, ToolgateClient
 from toolgate.client.calls import INTERIM_CODE, TREE_MAX, random_hex
 from toolgate.contracts.registry import load_registry
@@ -54,6 +53,7 @@ from toolgate.schemas.models import Observation
 from toolgate.settings import Settings
 from toolgate.topics import consumed
 from toolgate.topics.headers import CALL_ID, header
+from toolgate.trust.agent_keys import AgentSigner
 from toolgate.workers.runtime import heap
 
 

@@ -11,16 +11,16 @@ from typing import Any
 
 import psycopg
 
-from toolgate.agent_keys import AgentKeyring
-from toolgate.integrity import deployment_keys
 from toolgate.kafka_security import ADMIN, client_config
 from toolgate.ops.agents import add_tenant, list_agents, register_agent, registered_tenants
 from toolgate.ops.approvers import list_approvers, register_approver
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.secrets import SecretProvider, generate
 from toolgate.settings import Settings
-from toolgate.signing import Keyring, new_key, public_bytes
 from toolgate.topics.catalog import Topics, provision
+from toolgate.trust.agent_keys import AgentKeyring
+from toolgate.trust.integrity import deployment_keys
+from toolgate.trust.signing import Keyring, new_key, public_bytes
 from toolgate.workers.reconciliation.redrive import redrive
 from toolgate.workers.runtime import audit
 

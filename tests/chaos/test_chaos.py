@@ -42,17 +42,17 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.unit.factories import draft_key
-from toolgate.agent_keys import AgentKeyring
 from toolgate.client import ApprovalClient, Proposed, ToolgateClient
 from toolgate.contracts.policy import load_policy
 from toolgate.hashing import provider_key
-from toolgate.integrity import EdgeVerifier
 from toolgate.kafka_security import ADMIN, APPROVALS, agent_role
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import Observation
-from toolgate.signing import Keyring
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, header
+from toolgate.trust.agent_keys import AgentKeyring
+from toolgate.trust.integrity import EdgeVerifier
+from toolgate.trust.signing import Keyring
 
 from ..conftest import _wait_up, kafka_config, session_broker, session_env
 from . import twins as twin_workers

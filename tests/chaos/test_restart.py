@@ -26,11 +26,11 @@ import psycopg
 import pytest
 
 from tests.unit.factories import draft_key
-from toolgate.agent_keys import AgentKeyring
 from toolgate.client import ApprovalClient, Proposed, ToolgateClient
 from toolgate.hashing import provider_key
 from toolgate.kafka_security import APPROVALS, agent_role
-from toolgate.signing import Keyring
+from toolgate.trust.agent_keys import AgentKeyring
+from toolgate.trust.signing import Keyring
 
 from ..conftest import _wait_up, kafka_config, session_env
 from .test_chaos import DRAFT, _provider_ledger

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from toolgate.ops.agent_tokens import agent_of
-from toolgate.signing import new_key, public_bytes
+from toolgate.trust.signing import new_key, public_bytes
 
 from ..conftest import Pipeline
 

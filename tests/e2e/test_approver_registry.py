@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from toolgate.agent_keys import key_id_of
-from toolgate.signing import Keyring, public_bytes
+from toolgate.trust.agent_keys import key_id_of
+from toolgate.trust.signing import Keyring, public_bytes
 
 from ..conftest import Pipeline
 

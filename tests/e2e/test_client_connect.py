@@ -5,9 +5,9 @@ observation feed."""
 from __future__ import annotations
 
 from tests.conftest import Pipeline
-from toolgate.agent_keys import AgentKeyring
 from toolgate.client import ToolgateClient
 from toolgate.kafka_security import agent_role
+from toolgate.trust.agent_keys import AgentKeyring
 
 
 def test_a_connected_client_holds_its_producer_and_feed_before_its_first_call(pipeline: Pipeline) -> None:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.agent_keys import AgentKeyring
 from toolgate.client import ToolgateClient
 from toolgate.kafka_security import ADMIN, scram_ref
 from toolgate.ops.kafka_credentials import ADMIN_USER, client_environment
 from toolgate.ops.roles import with_database
 from toolgate.ops.stack.kafka_tls import Certificates
+from toolgate.trust.agent_keys import AgentKeyring
 
 from ..conftest import Pipeline, _wait_up, assert_reference_observation, session_secure
 

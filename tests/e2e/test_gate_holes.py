@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from toolgate.agent_keys import AgentKeyring
 from toolgate.client import Proposed
+from toolgate.trust.agent_keys import AgentKeyring
 
 from ..conftest import Pipeline
 from .test_gates import Approvers, packet_of

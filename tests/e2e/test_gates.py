@@ -15,7 +15,7 @@ import pytest
 from toolgate.client import ApprovalClient
 from toolgate.kafka_security import APPROVALS
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Verdict
-from toolgate.signing import Keyring, new_key, sign
+from toolgate.trust.signing import Keyring, new_key, sign
 
 from ..conftest import Pipeline
 from .test_pipeline import _approval_of, _ledger_for, errors_of, taxonomy

@@ -21,7 +21,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from toolgate.agent_keys import AgentKeyring
 from toolgate.client import ApprovalClient, ToolgateClient
 from toolgate.kafka_security import ADMIN, APPROVALS
 from toolgate.ops.bench.hops import TopicTimes
@@ -30,6 +29,7 @@ from toolgate.ops.dlq import read_all
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import DeadLetter, PayloadKind, TaxonomyClass
 from toolgate.topics.catalog import Topics
+from toolgate.trust.agent_keys import AgentKeyring
 
 from ..conftest import Pipeline, eventually
 from .poison import Poisoner

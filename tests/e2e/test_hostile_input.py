@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from toolgate.agent_keys import AgentKeyring
 from toolgate.client import Proposed
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalDecision, Principal, ToolProposal, Verdict
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import edge_headers, new_traceparent
+from toolgate.trust.agent_keys import AgentKeyring
 
 from ..conftest import Pipeline, eventually
 from .test_pipeline import errors_of, taxonomy
@@ -59,7 +59,7 @@ def signed(pipeline: Pipeline, **fields: Any) -> ToolProposal:
 
 def publish(pipeline: Pipeline, proposal: ToolProposal, value: bytes | None = None, extra: Any = ()) -> Proposed:
     """Straight onto tool.proposals (partition 0); a Proposed to wait for its answer with."""
-    from toolgate.proposal_signing import digest
+    from toolgate.trust.proposal_signing import digest
 
     start = pipeline.client._end_offsets("acme")
     c = codec()

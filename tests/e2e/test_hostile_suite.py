@@ -35,11 +35,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolgate.agent_keys import AgentKeyring, AgentSigner
 from toolgate.client import Observed
-from toolgate.integrity import Sealer, deployment_keys
 from toolgate.kafka_security import ADMIN
-from toolgate.proposal_signing import digest
 from toolgate.schemas.codec import MARKER, codec
 from toolgate.schemas.models import (
     ApprovalDecision,
@@ -51,6 +48,9 @@ from toolgate.schemas.models import (
 )
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import edge_headers, new_traceparent
+from toolgate.trust.agent_keys import AgentKeyring, AgentSigner
+from toolgate.trust.integrity import Sealer, deployment_keys
+from toolgate.trust.proposal_signing import digest
 from toolgate.workers.validation import limits
 
 from ..conftest import Pipeline

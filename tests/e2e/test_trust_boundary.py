@@ -13,12 +13,8 @@ from typing import Any
 
 import pytest
 
-from toolgate.agent_keys import AgentKeyring, AgentSigner
 from toolgate.client import Proposed
-from toolgate.ed25519 import PrivateKey
 from toolgate.hashing import payload_hash
-from toolgate.integrity import Sealer, deployment_keys
-from toolgate.proposal_signing import sign
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import (
     DeadLetter,
@@ -29,9 +25,13 @@ from toolgate.schemas.models import (
     TaxonomyClass,
     ToolProposal,
 )
-from toolgate.signing import new_key
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, SCHEMA, edge_headers, new_traceparent
+from toolgate.trust.agent_keys import AgentKeyring, AgentSigner
+from toolgate.trust.ed25519 import PrivateKey
+from toolgate.trust.integrity import Sealer, deployment_keys
+from toolgate.trust.proposal_signing import sign
+from toolgate.trust.signing import new_key
 
 from ..conftest import Pipeline, eventually, session_broker, session_secure
 from .test_gates import Approvers, packet_of

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from toolgate.agent_keys import AgentKeyring
+from toolgate.trust.agent_keys import AgentKeyring
 from toolgate.workers.validation.schema_budget import MAX_FINDINGS
 
 from ..conftest import Pipeline

@@ -28,7 +28,6 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from toolgate.agent_keys import AgentKeyring
 from toolgate.ops.agents import register_agent
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.ops.roles import with_database
@@ -44,8 +43,9 @@ from toolgate.ops.stack.prepare import (
     ensure_secret,
 )
 from toolgate.settings import Settings, load_settings
-from toolgate.signing import new_key, public_bytes
 from toolgate.topics.catalog import provision
+from toolgate.trust.agent_keys import AgentKeyring
+from toolgate.trust.signing import new_key, public_bytes
 
 from ..conftest import session_broker
 

@@ -23,8 +23,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from toolgate.integrity import deployment_keys
 from toolgate.schemas.wire import canonical_json
+from toolgate.trust.integrity import deployment_keys
 from toolgate.workers.runtime.audit import GENESIS, TAIL, Entry, chain_hash, checkpoint_bytes
 
 from .conftest import Database, Server

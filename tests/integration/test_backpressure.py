@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolgate.agent_keys import AgentKeyring
 from toolgate.client import ToolgateClient
 from toolgate.ops.stack.embedded import Broker
 from toolgate.topics.catalog import Topics
+from toolgate.trust.agent_keys import AgentKeyring
 
 from .conftest import Database
 from .stage_workers import call_ids_on, publish_fetches, running, worker_env

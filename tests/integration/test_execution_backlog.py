@@ -17,10 +17,10 @@ import json
 import time
 from pathlib import Path
 
-from toolgate.agent_keys import AgentKeyring
 from toolgate.client import ToolgateClient
 from toolgate.ops.stack.embedded import Broker
 from toolgate.topics.catalog import Topics
+from toolgate.trust.agent_keys import AgentKeyring
 
 from .conftest import Database
 from .stage_workers import call_ids_on, running, worker_env

@@ -17,12 +17,12 @@ from typing import Any
 import psycopg
 from confluent_kafka import Consumer, TopicPartition
 
-from toolgate.integrity import Sealer, deployment_keys
 from toolgate.ops.stack.embedded import Broker
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import StageBatch
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
+from toolgate.trust.integrity import Sealer, deployment_keys
 from toolgate.workers.outbox.relay import OutboxRelay
 from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.outbox import INSERT, OutboxRow, columns

@@ -13,11 +13,11 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from toolgate.integrity import deployment_keys
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
+from toolgate.trust.integrity import deployment_keys
 from toolgate.workers.reconciliation.redrive import redrive
 from toolgate.workers.runtime import audit, outbox
 from toolgate.workers.runtime.outbox import INSERT, OutboxRow

@@ -13,10 +13,10 @@ import asyncio
 import time
 import uuid
 
-from toolgate.agent_keys import AgentKeyring
 from toolgate.contracts.registry import load_registry
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import PayloadKind, Principal, StageRecord, ToolProposal
+from toolgate.trust.agent_keys import AgentKeyring
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Inbound
 from toolgate.workers.validation.handler import ValidationHandler

@@ -1,16 +1,17 @@
 """The topics, the wire format and the signatures are usable from outside toolgate.
 
-A producer written with kafka-python (pure Python, no librdkafka) and the Apache `avro`
-package (a second Avro implementation) publishes a burst of proposals using only the .avsc
-files, signed with a key whose private half never reaches toolgate (registered with `agents add
---public-key`): the signing document is built from its documented fields, made canonical by
-the `rfc8785` package and signed with `cryptography`'s Ed25519, half of the burst each alone,
-half together under one Merkle root (`toolgate/merkle.py`'s layout, built here by hand). It reads the observations back
-from its tenant's topic, checks the deployment's signature from the documented layout (over
-the record alone, or over the root its `toolgate-proof` path leads to when the record was signed
-together with others), and decodes them from the fingerprint in their header. kafka-python has
-no lz4 codec here (the `lz4` package is not installed): an observation written compressed, as
-the topics only toolgate reads are (topics/catalog.py), could not be read.
+A producer written with kafka-python (pure Python, no librdkafka) and the Apache `avro` package
+(a second Avro implementation) publishes a burst of proposals using only the .avsc files, signed
+with a key whose private half never reaches toolgate (registered with `agents add
+--public-key`): the signing document is built from its documented fields, made canonical by the
+`rfc8785` package and signed with `cryptography`'s Ed25519, half of the burst each alone, half
+together under one Merkle root (`toolgate/trust/merkle.py`'s layout, built here by hand). It
+reads the observations back from its tenant's topic, checks the deployment's signature from the
+documented layout (over the record alone, or over the root its `toolgate-proof` path leads to
+when the record was signed together with others), and decodes them from the fingerprint in their
+header. kafka-python has no lz4 codec here (the `lz4` package is not installed): an observation
+written compressed, as the topics only toolgate reads are (topics/catalog.py), could not be
+read.
 """
 
 from __future__ import annotations

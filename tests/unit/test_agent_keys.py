@@ -9,11 +9,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from tests.unit.factories import proposal
-from toolgate.agent_keys import AgentKeyring, check_name, key_id_of, read_public_key
-from toolgate.ed25519 import PublicKey
-from toolgate.proposal_signing import verify
-from toolgate.signing import new_key, public_bytes
 from toolgate.topics.catalog import Topics
+from toolgate.trust.agent_keys import AgentKeyring, check_name, key_id_of, read_public_key
+from toolgate.trust.ed25519 import PublicKey
+from toolgate.trust.proposal_signing import verify
+from toolgate.trust.signing import new_key, public_bytes
 
 
 def test_a_key_id_names_its_public_key() -> None:

@@ -1,5 +1,5 @@
 """The confirmation card shows agent text as written (ops/approvals.py), and an approver's client
-signs only a packet whose payload hash is that of the arguments it shows (toolgate/signing.py)."""
+signs only a packet whose payload hash is that of the arguments it shows (toolgate/trust/signing.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.unit.factories import sample_models
 from toolgate.hashing import payload_hash
 from toolgate.ops.approvals import card, shown
 from toolgate.schemas.models import ApprovalRequest
-from toolgate.signing import PacketMismatch, check_packet
+from toolgate.trust.signing import PacketMismatch, check_packet
 
 STATE = {"status": "PENDING", "decided_at": "-", "decisions": []}
 

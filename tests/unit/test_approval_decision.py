@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from tests.unit.factories import FAST, registry, stage_record
 from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import ApprovalDecision, Verdict
-from toolgate.signing import new_key, public_bytes, sign, verify
 from toolgate.states import TicketStatus
+from toolgate.trust.signing import new_key, public_bytes, sign, verify
 from toolgate.workers.approval.decision import (
     Approver,
     Counted,

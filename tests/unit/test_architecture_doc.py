@@ -89,7 +89,11 @@ def test_the_migrations_are_read() -> None:
 
 def test_every_table_the_doc_names_exists() -> None:
     # `toolgate.settings` is a module; a name that is both (`toolgate.agent_keys`) passes as either.
-    modules = PACKAGES | {p.stem for p in (REPO / "toolgate").glob("*.py")}
+    modules = (
+        PACKAGES
+        | {p.stem for p in (REPO / "toolgate").glob("*.py")}
+        | {p.name for p in (REPO / "toolgate").iterdir() if p.is_dir()}
+    )
     named = {
         token
         for token in backticked()

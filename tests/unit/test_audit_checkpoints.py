@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.ed25519 import PrivateKey
+from toolgate.trust.ed25519 import PrivateKey
 from toolgate.workers.runtime.audit import (
     GENESIS,
     Checkpoint,

@@ -1,4 +1,4 @@
-"""A stage's call spans, recorded whole (toolgate/call_spans.py): the same spans the SDK's span
+"""A stage's call spans, recorded whole (toolgate/telemetry/call_spans.py): the same spans the SDK's span
 API makes, parented and sampled the same way."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, TraceIdRatioBased
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceState
 
-from toolgate.call_spans import CallSpans, parent_decides
-from toolgate.telemetry import JsonLinesSpanExporter, Parent, parent_context, parent_of, parse_traceparent, span_line
+from toolgate.telemetry.call_spans import CallSpans, parent_decides
+from toolgate.telemetry.json_lines import JsonLinesSpanExporter, span_line
+from toolgate.telemetry.traceparent import Parent, parent_context, parent_of, parse_traceparent
 from toolgate.topics.headers import format_traceparent, new_traceparent
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

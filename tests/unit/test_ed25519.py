@@ -1,4 +1,4 @@
-"""Ed25519 checks (toolgate/ed25519.py): through ed25519-zebra, they answer as libsodium does for
+"""Ed25519 checks (toolgate/trust/ed25519.py): through ed25519-zebra, they answer as libsodium does for
 every signature an honest signer makes and every one made from it by someone else, and refuse
 what libsodium refuses of keys."""
 
@@ -10,7 +10,7 @@ from nacl.bindings import crypto_scalarmult_ed25519_base_noclamp
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from toolgate.ed25519 import PrivateKey, PublicKey
+from toolgate.trust.ed25519 import PrivateKey, PublicKey
 
 L = 2**252 + 27742317777372353535851937790883648493  # the order of the prime-order group
 IDENTITY = b"\x01" + bytes(31)  # the neutral point: a small-order key

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.unit.factories import FAST, proposal, registry, stage_record
 from toolgate.schemas.codec import MARKER, DecodeError, codec
 from toolgate.schemas.models import FieldError, Principal, TaxonomyClass, ToolProposal
-from toolgate.telemetry import parse_traceparent
+from toolgate.telemetry.traceparent import parse_traceparent
 from toolgate.topics.headers import header_int
 from toolgate.workers.runtime import results
 from toolgate.workers.runtime.delivery import is_undeliverable

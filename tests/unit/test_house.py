@@ -143,7 +143,6 @@ OVER_300 = {
     "ops/stack/embedded.py": 414,
     "ops/bench/run.py": 390,
     "schemas/models.py": 372,
-    "toolgate/telemetry.py": 352,
     "schemas/codec.py": 342,
     "contracts/registry.py": 319,
     "ops/health.py": 308,

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from tests.unit.factories import proposal
-from toolgate.ed25519 import PrivateKey
-from toolgate.merkle import CheckedRoots
-from toolgate.proposal_signing import ROOT_PURPOSE, digest, sign, sign_all
 from toolgate.schemas.models import Principal, ToolProposal
-from toolgate.signing import new_key
+from toolgate.trust.ed25519 import PrivateKey
+from toolgate.trust.merkle import CheckedRoots
+from toolgate.trust.proposal_signing import ROOT_PURPOSE, digest, sign, sign_all
+from toolgate.trust.signing import new_key
 from toolgate.workers.validation.identity import (
     AgentKey,
     Proven,

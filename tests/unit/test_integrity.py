@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from toolgate.integrity import (
+from toolgate.topics.catalog import Topics
+from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST
+from toolgate.trust.integrity import (
     MAC_HEADER,
     PROOF_HEADER,
     SIGNATURE_HEADER,
@@ -14,9 +16,7 @@ from toolgate.integrity import (
     edge_signed_bytes,
     raw_header,
 )
-from toolgate.merkle import ROOTS_KEPT, SIBLING_LEFT, SIBLING_RIGHT, STEP
-from toolgate.topics.catalog import Topics
-from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST
+from toolgate.trust.merkle import ROOTS_KEPT, SIBLING_LEFT, SIBLING_RIGHT, STEP
 
 KEYS = DeploymentKeys(b"a deployment secret of some length")
 SEALER = Sealer(KEYS, Topics("p."))

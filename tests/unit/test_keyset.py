@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_house import clock_reads
-from toolgate.keyset import (
+from toolgate.trust.keyset import (
     HEADER,
     KeyEntry,
     Keyset,
@@ -132,6 +132,6 @@ def test_a_bare_secret_with_spaces_still_reads_but_is_not_written_into_lines() -
 
 
 def test_the_keyset_reads_no_clock_and_no_randomness() -> None:
-    spec = importlib.util.find_spec("toolgate.keyset")
+    spec = importlib.util.find_spec("toolgate.trust.keyset")
     assert spec is not None and spec.origin is not None
     assert clock_reads(ast.parse(Path(spec.origin).read_text())) == []

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolgate.ed25519 import PrivateKey
-from toolgate.merkle import (
+from toolgate.trust.ed25519 import PrivateKey
+from toolgate.trust.merkle import (
     MAX_STEPS,
     STEP,
     CheckedRoots,

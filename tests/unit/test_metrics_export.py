@@ -1,4 +1,4 @@
-"""A worker's /metrics port (toolgate/metrics_export.py): the one it was given, a free one when
+"""A worker's /metrics port (toolgate/telemetry/metrics_export.py): the one it was given, a free one when
 that is taken, none at -1, and the port it really listens on recorded for `toolgate up`."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
 
-from toolgate.metrics_export import ExportingPrometheusReader, port_file, prometheus_reader, reported_port
 from toolgate.settings import Settings
-from toolgate.telemetry import exemplar_filter
+from toolgate.telemetry.metrics_export import ExportingPrometheusReader, port_file, prometheus_reader, reported_port
+from toolgate.telemetry.setup import exemplar_filter
 
 
 def test_no_metrics_server_at_minus_one(tmp_path: Path) -> None:

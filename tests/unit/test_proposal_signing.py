@@ -10,9 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, principal, proposal
-from toolgate.ed25519 import PrivateKey
-from toolgate.merkle import STEP, CheckedRoots, leaf_hash, signed_root
-from toolgate.proposal_signing import (
+from toolgate.schemas.models import Principal
+from toolgate.trust.ed25519 import PrivateKey
+from toolgate.trust.merkle import STEP, CheckedRoots, leaf_hash, signed_root
+from toolgate.trust.proposal_signing import (
     ROOT_PURPOSE,
     arguments_sha256,
     digest,
@@ -24,8 +25,7 @@ from toolgate.proposal_signing import (
     verified_digest,
     verify,
 )
-from toolgate.schemas.models import Principal
-from toolgate.signing import new_key
+from toolgate.trust.signing import new_key
 
 
 def new_signing_key() -> PrivateKey:

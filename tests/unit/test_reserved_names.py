@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
 
-from toolgate.agent_keys import check_name, reserved
 from toolgate.ops.acls import DOOR_PRINCIPAL, STAGE_RIGHTS, AclPlan, ApprovalService, McpDoor, bindings
+from toolgate.trust.agent_keys import check_name, reserved
 
 READ, WRITE, DESCRIBE = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED

@@ -16,11 +16,11 @@ import psycopg
 import pytest
 
 from tests.unit.factories import contracts, stage_record
-from toolgate.integrity import MAC_HEADER, DeploymentKeys, Sealer
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import DeadLetter, ExecutionResult, StageBatch, StageRecord, TaxonomyClass
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import Headers
+from toolgate.trust.integrity import MAC_HEADER, DeploymentKeys, Sealer
 from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.runtime.emit import Emit, Message
 from toolgate.workers.runtime.freshness import Bound

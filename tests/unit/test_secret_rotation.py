@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.keyset import KeyState, Step, parse
 from toolgate.ops.secret_rotation import RotationRefused, keyset_path, rotate
 from toolgate.secrets import env_name
 from toolgate.settings import Settings
+from toolgate.trust.keyset import KeyState, Step, parse
 
 SECRET = "a-deployment-secret-of-some-length"
 

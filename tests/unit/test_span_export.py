@@ -1,4 +1,4 @@
-"""The JSON-lines span file (toolgate/telemetry.py): one parseable line per span, scrubbed of
+"""The JSON-lines span file (toolgate/telemetry/json_lines.py): one parseable line per span, scrubbed of
 every registered secret however it is spelled, whatever an attribute holds."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from toolgate.scrubber import SCRUBBER
-from toolgate.telemetry import JsonLinesSpanExporter, span_line
+from toolgate.telemetry.json_lines import JsonLinesSpanExporter, span_line
 
 
 def finished(attributes: dict[str, object], span_id: int = 0xB7AD6B7169203331) -> ReadableSpan:

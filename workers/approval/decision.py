@@ -26,8 +26,8 @@ from typing import Any
 
 from toolgate.hashing import fingerprint
 from toolgate.schemas.models import ApprovalDecision, Verdict
-from toolgate.signing import verify
 from toolgate.states import TicketStatus
+from toolgate.trust.signing import verify
 
 STAGE = "approval-wait"
 

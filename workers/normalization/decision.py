@@ -36,7 +36,7 @@ from toolgate.topics.headers import trace_id_of
 
 
 class Scrub(Protocol):
-    """Replaces registered secret values (toolgate.telemetry's Scrubber is one)."""
+    """Replaces registered secret values (toolgate.scrubber's Scrubber is one)."""
 
     def text(self, value: str) -> str: ...
 

@@ -6,7 +6,7 @@ partition, produces everything with an idempotent producer (confluent-kafka: seq
 numbers per partition, so a send retried after a lost acknowledgement is written once) and
 waits for every delivery report, then marks the rows sent in the same transaction that
 locked them. Each record leaves sealed like any stage's output: a MAC on internal topics and
-dead letters, the deployment's signature on a tenant's edge topics (toolgate.integrity). A
+dead letters, the deployment's signature on a tenant's edge topics (toolgate.trust.integrity). A
 crash between produce and commit re-publishes the rows: downstream consumers are idempotent.
 The relay sleeps on LISTEN toolgate_outbox (a trigger notifies on insert) instead of polling
 tightly, and prunes sent rows after a retention period, so the table stays bounded. Rows their
@@ -31,12 +31,12 @@ import psycopg
 from confluent_kafka import KafkaError
 
 from toolgate.faults import crash_point
-from toolgate.integrity import Sealer, deployment_keys
 from toolgate.kafka_security import client_config
 from toolgate.schemas.errors import PermanentError
 from toolgate.schemas.models import PayloadKind, TaxonomyClass
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
+from toolgate.trust.integrity import Sealer, deployment_keys
 from toolgate.workers.outbox.notifications import each_notification
 from toolgate.workers.outbox.producer import IdempotentProducer
 from toolgate.workers.runtime.app import StageApp

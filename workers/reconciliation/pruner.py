@@ -16,7 +16,7 @@ from typing import Any
 from toolgate.contracts.policy import Policy
 from toolgate.contracts.registry import Registry
 from toolgate.settings import Settings
-from toolgate.telemetry import meter, tracer
+from toolgate.telemetry.setup import meter, tracer
 from toolgate.topics.catalog import BY_LOGICAL
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.reconciliation.decision import STAGE

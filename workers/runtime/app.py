@@ -27,12 +27,12 @@ from typing import Any
 
 import uvloop
 
-from toolgate.integrity import Sealer, deployment_keys
 from toolgate.schemas.codec import codec
 from toolgate.settings import Settings
-from toolgate.telemetry import configure_telemetry, shutdown_telemetry
+from toolgate.telemetry.setup import configure_telemetry, shutdown_telemetry
 from toolgate.topics.catalog import Topics, stage_group
 from toolgate.topics.headers import Headers
+from toolgate.trust.integrity import Sealer, deployment_keys
 from toolgate.workers.runtime import heap, liveness, orphan
 from toolgate.workers.runtime.alarm import Alarm
 from toolgate.workers.runtime.audit import AuditSink, use_keyset
@@ -66,7 +66,7 @@ class StageApp:
         self.settings = settings.require_infrastructure()
         self.topics = Topics(settings.topic_prefix)
         self.group = stage_group(settings.topic_prefix, name)
-        # Holding the deployment secret is what makes this process a stage (toolgate.integrity);
+        # Holding the deployment secret is what makes this process a stage (toolgate.trust.integrity);
         # its keyset is read again as it runs, and which keys it holds is reported (key_holders).
         keys = deployment_keys(settings)
         self.sealer = Sealer(keys, self.topics)

@@ -35,8 +35,8 @@ from typing import Any
 
 from psycopg import AsyncConnection, AsyncCursor
 
-from toolgate.ed25519 import PublicKey
 from toolgate.schemas.wire import canonical_json
+from toolgate.trust.ed25519 import PublicKey
 from toolgate.workers.runtime import batch
 from toolgate.workers.runtime.audit_entry import Entry as Entry
 from toolgate.workers.runtime.checkpoint_keys import TrustedKeys, signer

@@ -40,7 +40,7 @@ from opentelemetry.metrics import Counter, Meter
 
 from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
-from toolgate.telemetry import meter
+from toolgate.telemetry.setup import meter
 from toolgate.workers.runtime.span_attributes import CONTRACTS
 
 T = TaxonomyClass

@@ -18,11 +18,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from toolgate.deployment_keys import KeySource, deployment_keys, key_id_of
-from toolgate.ed25519 import PrivateKey, PublicKey
-from toolgate.keyset import KeysetError
 from toolgate.secrets import SecretMissing
 from toolgate.settings import load_settings
+from toolgate.trust.deployment_keys import KeySource, deployment_keys, key_id_of
+from toolgate.trust.ed25519 import PrivateKey, PublicKey
+from toolgate.trust.keyset import KeysetError
 
 log = logging.getLogger("toolgate.audit")
 

@@ -13,10 +13,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from toolgate.integrity import Sealer
 from toolgate.schemas.models import PayloadKind, TaxonomyClass
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, Headers, header
+from toolgate.trust.integrity import Sealer
 from toolgate.workers.runtime.emit import Emit, Message, Origin
 from toolgate.workers.runtime.producer import ProduceError
 

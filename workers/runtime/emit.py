@@ -3,7 +3,7 @@
 A stage never writes to Kafka in the middle of its decision: it adds items, edge records and
 dead letters to an `Emit`, and the runtime produces them all, waits for the broker's
 acknowledgements, and only then stores the offsets of the round's input. Every record leaves sealed
-(toolgate.integrity): a MAC on internal topics and dead letters, the deployment's signature on a
+(toolgate.trust.integrity): a MAC on internal topics and dead letters, the deployment's signature on a
 tenant's edge topics.
 """
 
@@ -15,7 +15,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from toolgate.integrity import Sealer
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import (
     DeadLetter,
@@ -30,6 +29,7 @@ from toolgate.schemas.wire import WireModel
 from toolgate.scrubber import SCRUBBER
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, SCHEMA, Headers, edge_headers, header
+from toolgate.trust.integrity import Sealer
 from toolgate.workers.runtime import results
 from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.runtime.refusals import Refusal

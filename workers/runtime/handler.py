@@ -20,7 +20,7 @@ from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.results import reject
 
 if TYPE_CHECKING:
-    from toolgate.call_spans import CallSpan
+    from toolgate.telemetry.call_spans import CallSpan
 
 M = TypeVar("M", bound=WireModel)
 

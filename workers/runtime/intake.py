@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic
 
-from toolgate.integrity import Sealer
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import PayloadKind, StageBatch, TaxonomyClass
 from toolgate.topics.consumed import MAX_REASON
 from toolgate.topics.headers import CALL_ID, Headers, as_pairs, header, header_int
+from toolgate.trust.integrity import Sealer
 from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.runtime.clock import now_ms

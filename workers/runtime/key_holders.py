@@ -17,7 +17,7 @@ import socket
 import time
 from collections.abc import Callable
 
-from toolgate.deployment_keys import KeySource
+from toolgate.trust.deployment_keys import KeySource
 from toolgate.workers.runtime.db import make_pool
 
 HEARTBEAT_S = 10.0  # a process whose keys did not change reports this often

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from toolgate.call_spans import CallSpans
 from toolgate.schemas.models import ExecutionResult
 from toolgate.schemas.wire import field_of
-from toolgate.telemetry import meter, parent_of
+from toolgate.telemetry.call_spans import CallSpans
+from toolgate.telemetry.setup import meter
+from toolgate.telemetry.traceparent import parent_of
 from toolgate.topics.headers import CALL_ID, TRACEPARENT, header
 from toolgate.workers.runtime.call_metrics import CallMetrics
 from toolgate.workers.runtime.emit import Emit

@@ -26,9 +26,9 @@ from functools import partial
 from typing import Generic
 
 from toolgate.faults import crash_point
-from toolgate.integrity import Sealer
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.topics.catalog import Topics
+from toolgate.trust.integrity import Sealer
 from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.delivery import Delivery, Send

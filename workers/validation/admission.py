@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toolgate.merkle import CheckedRoots
 from toolgate.schemas.models import FieldError, Principal, TaxonomyClass, ToolProposal
+from toolgate.trust.merkle import CheckedRoots
 from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.validation import limits

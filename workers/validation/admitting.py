@@ -25,9 +25,9 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from toolgate.merkle import CheckedRoots
-from toolgate.proposal_signing import ROOT_PURPOSE
 from toolgate.schemas.models import ToolProposal
+from toolgate.trust.merkle import CheckedRoots
+from toolgate.trust.proposal_signing import ROOT_PURPOSE
 from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Inbound

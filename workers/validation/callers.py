@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from toolgate.ed25519 import PublicKey
+from toolgate.trust.ed25519 import PublicKey
 from toolgate.workers.runtime.db import keyed
 from toolgate.workers.validation.identity import AgentKey, RegisteredAgent
 

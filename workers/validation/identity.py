@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from toolgate.ed25519 import PublicKey
-from toolgate.merkle import CheckedRoots
-from toolgate.proposal_signing import verified_digest
 from toolgate.schemas.models import ToolProposal
+from toolgate.trust.ed25519 import PublicKey
+from toolgate.trust.merkle import CheckedRoots
+from toolgate.trust.proposal_signing import verified_digest
 
 
 @dataclass(frozen=True)

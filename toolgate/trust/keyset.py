@@ -1,7 +1,7 @@
 """The deployment's keyset: the secrets it seals and accepts with, and how a rotation moves them.
 
 One deployment secret is the root of every stage MAC and of the deployment's Ed25519 key
-(toolgate.integrity). So that it can change without stopping anything, its secret reference
+(toolgate.trust.integrity). So that it can change without stopping anything, its secret reference
 holds a keyset rather than one secret: the key every stage seals with, and the keys stages still
 (or already) accept. A rotation moves each key one state on, one step at a time
 (`toolgate secret rotate`, ops/secret_rotation.py):

@@ -43,7 +43,9 @@ from opentelemetry.sdk.trace.sampling import Decision, ParentBased, Sampler
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
-from toolgate.telemetry import JsonLinesSpanExporter, Parent, line_of, parent_context, span_lines, span_processor
+from toolgate.telemetry.json_lines import JsonLinesSpanExporter, line_of
+from toolgate.telemetry.setup import span_lines, span_processor
+from toolgate.telemetry.traceparent import Parent, parent_context
 
 log = logging.getLogger("toolgate.telemetry")
 Attributes = Mapping[str, str | bool | int]

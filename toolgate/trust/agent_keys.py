@@ -25,10 +25,10 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from toolgate.ed25519 import PrivateKey
-from toolgate.proposal_signing import sign, sign_all, signed_with_digest
 from toolgate.schemas.models import ToolProposal
-from toolgate.signing import public_bytes
+from toolgate.trust.ed25519 import PrivateKey
+from toolgate.trust.proposal_signing import sign, sign_all, signed_with_digest
+from toolgate.trust.signing import public_bytes
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 # toolgate's own Kafka principals are `User:toolgate-<stage>`, `User:toolgate-operator` and

@@ -2,12 +2,12 @@
 the keyset behind the secret reference, read again while the process runs.
 
 A secret yields, through HKDF-SHA-256 under a label each, a MAC key per topic and the
-deployment's Ed25519 key (toolgate.integrity uses them). Its **key id** is `dk_` and the first
+deployment's Ed25519 key (toolgate.trust.integrity uses them). Its **key id** is `dk_` and the first
 16 hex digits of the SHA-256 of that Ed25519 public key: public, short, and the same on every
 host, so each MAC and signature names the key that made it and a verifier takes that key, not
 every key it holds.
 
-The secret reference holds a keyset (toolgate.keyset). A `LiveKeyset` reads it when made, then
+The secret reference holds a keyset (toolgate.trust.keyset). A `LiveKeyset` reads it when made, then
 again every `keyset_refresh_seconds` (5 by default) and at once (at most once a second) when a
 record names a key it does not hold, as a host that promoted before this one has read the new
 keyset would make: a rotation takes effect without a restart, and the secret is resolved afresh
@@ -31,11 +31,11 @@ from typing import Protocol
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from toolgate.ed25519 import PrivateKey
-from toolgate.keyset import Keyset, KeysetError, parse
 from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretMissing, SecretProvider
 from toolgate.settings import Settings
+from toolgate.trust.ed25519 import PrivateKey
+from toolgate.trust.keyset import Keyset, KeysetError, parse
 
 log = logging.getLogger("toolgate.keys")
 

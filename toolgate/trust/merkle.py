@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from toolgate.ed25519 import PublicKey
+from toolgate.trust.ed25519 import PublicKey
 
 SIBLING_LEFT, SIBLING_RIGHT = b"L", b"R"
 STEP = 33  # a proof's step: the sibling's side, then its hash

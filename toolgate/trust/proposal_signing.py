@@ -13,7 +13,7 @@ the signature can be checked before, and whether or not, the arguments parse):
 Any language can produce it: canonical JSON, then Ed25519 with the agent's registered key.
 
 An agent that publishes several proposals at once may sign them once (`sign_all`): each
-proposal's canonical document is a leaf of a Merkle tree (`toolgate.merkle`), the agent signs
+proposal's canonical document is a leaf of a Merkle tree (`toolgate.trust.merkle`), the agent signs
 the tree's root under the purpose `toolgate.proposal.root.v1`, and each proposal carries that
 signature and, in `signature_proof`, the path from its leaf to the root. Every field of every
 proposal is signed all the same, through the hashes; validation checks a root's signature once
@@ -33,10 +33,10 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from toolgate.ed25519 import PrivateKey, PublicKey
-from toolgate.merkle import CheckedRoots, leaf_hash, merkle_tree, root_of, signed_root
 from toolgate.schemas.models import ToolProposal
 from toolgate.schemas.wire import MAX_SAFE_INTEGER, compact_json
+from toolgate.trust.ed25519 import PrivateKey, PublicKey
+from toolgate.trust.merkle import CheckedRoots, leaf_hash, merkle_tree, root_of, signed_root
 
 PURPOSE = "toolgate.proposal.v1"
 ROOT_PURPOSE = b"toolgate.proposal.root.v1"

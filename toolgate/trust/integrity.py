@@ -16,7 +16,7 @@ generates one) is the root of two things, each derived with HKDF-SHA-256 under i
 
 A record that leaves alone is signed over those fields (`edge_signed_bytes`). Records that leave
 together for one topic (a round's observations for a tenant) are signed once, under one Merkle
-root (`toolgate.merkle`; the root under the purpose `toolgate.edge.root.v1`): each record carries
+root (`toolgate.trust.merkle`; the root under the purpose `toolgate.edge.root.v1`): each record carries
 the signature and, in `toolgate-proof`, the path from its leaf to the root. A signature costs
 ~25 µs to make and ~40 to check, a path of a 500-record round 9 SHA-256s, and a client checks a
 root's signature once for all the records under it. Trees never mix topics, so a path shows a
@@ -25,9 +25,9 @@ tenant hashes of its own records only.
 Sealing happens where records are produced (a stage's flush, the outbox relay, `dlq replay`),
 so no code path can forget it.
 
-**Key ids.** The secret reference holds a keyset (toolgate.keyset), so the secret can be rotated
+**Key ids.** The secret reference holds a keyset (toolgate.trust.keyset), so the secret can be rotated
 while everything runs. Every MAC and signature goes with `toolgate-key-id`, the id of the key
-that made it (toolgate.deployment_keys), and is checked with that key only, if it is one this
+that made it (toolgate.trust.deployment_keys), and is checked with that key only, if it is one this
 process accepts now: the key that seals, a staged next key, or the previous one during its grace
 window. Clients hold the deployment's public keys by id the same way.
 """
@@ -40,14 +40,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from toolgate.deployment_keys import DeploymentKeys as DeploymentKeys
-from toolgate.deployment_keys import KeySource, key_id_of
-from toolgate.deployment_keys import deployment_keys as deployment_keys
-from toolgate.deployment_keys import derive as derive
-from toolgate.ed25519 import PublicKey
-from toolgate.merkle import CheckedRoots, leaf_hash, length_prefixed, merkle_tree, root_of, signed_root
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, Headers, header
+from toolgate.trust.deployment_keys import DeploymentKeys as DeploymentKeys
+from toolgate.trust.deployment_keys import KeySource, key_id_of
+from toolgate.trust.deployment_keys import deployment_keys as deployment_keys
+from toolgate.trust.deployment_keys import derive as derive
+from toolgate.trust.ed25519 import PublicKey
+from toolgate.trust.merkle import CheckedRoots, leaf_hash, length_prefixed, merkle_tree, root_of, signed_root
 
 log = logging.getLogger("toolgate.keys")
 
