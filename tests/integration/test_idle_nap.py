@@ -74,6 +74,7 @@ def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_w
     received: dict[int, list[int]] = {}  # partition -> the values, in the order they came
     produced: dict[int, float] = {}  # value -> when it was handed to the broker
     late: dict[int, float] = {}  # value -> seconds from produced to taken, at its first coming
+    joined: list[float] = []  # when the second worker joined, and when it was first assigned
 
     def every_one() -> bool:
         return len({v for vs in received.values() for v in vs}) == RECORDS
@@ -110,10 +111,12 @@ def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_w
         until = time.monotonic() + 0.5 * RECORDS + 10.0
         try:
             working = asyncio.ensure_future(work(workers[0], until))
-            await asyncio.sleep(0.25 * RECORDS)
+            while len(produced) < RECORDS // 2 and time.monotonic() < until:
+                await asyncio.sleep(0.05)
             # Halfway: a second worker joins (a consumer joins its group as it is made), and
             # partitions move to it.
-            workers.append(StageConsumer(settings, group, bounds, lambda: None))
+            joined.append(time.monotonic())
+            workers.append(StageConsumer(settings, group, bounds, lambda: joined.append(time.monotonic())))
             await asyncio.gather(working, work(workers[1], until))
         finally:
             sending.join()
@@ -127,10 +130,13 @@ def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_w
         firsts = list(dict.fromkeys(seen))  # a record consumed again after a move comes again in order
         assert firsts == sorted(firsts), (partition, seen)
     assert Counted.naps > 10
-    # A nap, a look and the machine's slack; a partition moving to the second worker may hold
-    # its records for the rebalance, once.
+    # A nap, a look and the machine's slack; but a record in flight while the group rebalanced
+    # (produced before the second worker's last assignment, taken after it joined) may wait for
+    # the rebalance, however many there are: seconds on a busy machine.
+    assert len(joined) >= 2, "the second worker was never assigned"
     slow = sorted((round(seconds, 2), value) for value, seconds in late.items() if seconds > NAP_MS / 1000 + 0.35)
-    assert len(slow) <= 2, slow
+    held = [(s, v) for s, v in slow if produced[v] < joined[-1] and produced[v] + s > joined[0] and s < 20]
+    assert slow == held, (slow, joined)
 
 
 def test_a_woken_consumer_naps_for_seconds_and_takes_a_stage_s_record_at_once(
