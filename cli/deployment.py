@@ -112,12 +112,12 @@ def setup(
 def _apply_acls(
     settings: Settings, principals: tuple[list[str], list[str], list[str]], dry_run: bool, prune: bool
 ) -> None:
-    from toolgate.ops import acl_prune
+    from toolgate.ops import acl_cluster, acl_prune
     from toolgate.ops import acls as acl
 
-    bindings = acl.bindings(registry_call(acl.plan_from_registry, settings, *principals))
+    bindings = acl.bindings(registry_call(acl_cluster.plan_from_registry, settings, *principals))
     if dry_run and not prune:
-        sys.stdout.write("\n".join(acl.format_lines(bindings)) + "\n")
+        sys.stdout.write("\n".join(acl_cluster.format_lines(bindings)) + "\n")
         return
     if settings.runtime_file.exists() and "broker" in json.loads(settings.runtime_file.read_text()).get(
         "infrastructure", {}
@@ -127,13 +127,13 @@ def _apply_acls(
             "bindings to apply or prune. Use --dry-run without --prune to see the bindings.[/red]"
         )
         raise typer.Exit(1)
-    admin = acl.admin_for(settings)
+    admin = acl_cluster.admin_for(settings)
     if dry_run:
         stale = acl_prune.stale(acl_prune.existing(admin), bindings, settings.topic_prefix)
-        lines = acl.format_lines(bindings) + [f"DELETE {line}" for line in acl.format_lines(stale)]
+        lines = acl_cluster.format_lines(bindings) + [f"DELETE {line}" for line in acl_cluster.format_lines(stale)]
         sys.stdout.write("\n".join(lines) + "\n")
         return
-    created = acl.apply(admin, bindings)
+    created = acl_cluster.apply(admin, bindings)
     if not prune:
         console.print(f"ACL bindings created: {len(created)}")
         return

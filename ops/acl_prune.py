@@ -39,7 +39,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from toolgate.ops.acls import DLQ_GROUP_PREFIX, OBSERVER_GROUP_PREFIX, binding_order, settle
+from toolgate.ops.acl_cluster import settle
+from toolgate.ops.acls import DLQ_GROUP_PREFIX, OBSERVER_GROUP_PREFIX, binding_order
 
 # Every binding the broker holds: the filter's None matches any name, principal and host
 # (confluent-kafka's annotations say str).

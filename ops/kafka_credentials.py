@@ -60,16 +60,8 @@ from toolgate.kafka_security import (
     scram_ref,
     stage_role,
 )
-from toolgate.ops.acls import (
-    DOOR_PRINCIPAL,
-    OPERATOR_PRINCIPAL,
-    STAGE_RIGHTS,
-    AclPlan,
-    admin_for,
-    apply,
-    bindings,
-    plan_from_registry,
-)
+from toolgate.ops.acl_cluster import admin_for, apply, plan_from_registry
+from toolgate.ops.acls import DOOR_PRINCIPAL, OPERATOR_PRINCIPAL, STAGE_RIGHTS, AclPlan, bindings
 from toolgate.ops.stack.kafka_tls import Certificates
 from toolgate.secrets import SecretProvider, generate
 from toolgate.settings import Settings

@@ -17,8 +17,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from toolgate.ops.acl_cluster import AclApplyError, format_line
 from toolgate.ops.acl_prune import delete, stale
-from toolgate.ops.acls import AclApplyError, AclPlan, ApprovalService, McpDoor, binding_order, bindings, format_line
+from toolgate.ops.acls import AclPlan, ApprovalService, McpDoor, binding_order, bindings
 
 READ, WRITE = AclOperation.READ, AclOperation.WRITE
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED

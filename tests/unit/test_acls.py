@@ -10,15 +10,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
-from toolgate.ops.acls import (
-    STAGE_RIGHTS,
-    AclApplyError,
-    AclPlan,
-    ApprovalService,
-    apply,
-    bindings,
-    format_lines,
-)
+from toolgate.ops.acl_cluster import AclApplyError, apply, format_lines
+from toolgate.ops.acls import STAGE_RIGHTS, AclPlan, ApprovalService, bindings
 from toolgate.topics.catalog import BY_LOGICAL, CATALOG, Topics
 
 READ, WRITE, DESCRIBE = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE
@@ -276,6 +269,6 @@ def test_apply_names_every_failure() -> None:
 
 
 def format_lines_plain(acls: list[AclBinding]) -> list[str]:
-    from toolgate.ops.acls import format_line
+    from toolgate.ops.acl_cluster import format_line
 
     return [format_line(b) for b in acls]

@@ -137,7 +137,6 @@ OVER_300 = {
     "ops/stack/up.py": 367,
     "ops/status.py": 468,
     "ops/stack/kafka_broker.py": 450,
-    "ops/acls.py": 441,
     "schemas/avro_compiled.py": 418,
     "ops/stack/embedded.py": 414,
     "ops/bench/run.py": 390,
