@@ -19,8 +19,8 @@ import yaml
 
 from toolgate.cli.main import app
 from toolgate.contracts.registry import load_registry
-from toolgate.ops.stack.kafka_broker import node_properties
 from toolgate.ops.stack.kafka_dist import KAFKA_VERSION
+from toolgate.ops.stack.kafka_storage import node_properties
 from toolgate.settings import ENV_VARS
 from toolgate.workers.stages import STAGES
 

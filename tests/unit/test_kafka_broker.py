@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.ops.stack.kafka_broker import _cluster_id, new_cluster_id, node_properties
+from toolgate.ops.stack.kafka_storage import kept_cluster_id, new_cluster_id, node_properties
 from toolgate.topics.catalog import Replication
 
 
@@ -71,8 +71,8 @@ def test_a_cluster_id_is_what_kafka_storage_random_uuid_makes() -> None:
 
 
 def test_the_cluster_id_is_made_once_and_kept(tmp_path: Path) -> None:
-    first = _cluster_id(tmp_path / "kafka", 3, "4.4.0")
-    assert _cluster_id(tmp_path / "kafka", 3, "4.4.0") == first
+    first = kept_cluster_id(tmp_path / "kafka", 3, "4.4.0")
+    assert kept_cluster_id(tmp_path / "kafka", 3, "4.4.0") == first
     assert json.loads((tmp_path / "kafka" / "cluster.json").read_text()) == {
         "cluster_id": first,
         "nodes": 3,
@@ -82,6 +82,6 @@ def test_the_cluster_id_is_made_once_and_kept(tmp_path: Path) -> None:
 
 
 def test_a_home_made_for_three_nodes_is_refused_with_one(tmp_path: Path) -> None:
-    _cluster_id(tmp_path / "kafka", 3, "4.4.0")
+    kept_cluster_id(tmp_path / "kafka", 3, "4.4.0")
     with pytest.raises(SystemExit, match="has 3 node"):
-        _cluster_id(tmp_path / "kafka", 1, "4.4.0")
+        kept_cluster_id(tmp_path / "kafka", 1, "4.4.0")

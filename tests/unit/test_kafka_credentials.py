@@ -33,7 +33,7 @@ from toolgate.ops.kafka_credentials import (
     user_of,
     users,
 )
-from toolgate.ops.stack.kafka_broker import _cluster_id, node_properties
+from toolgate.ops.stack.kafka_storage import kept_cluster_id, node_properties
 from toolgate.ops.stack.kafka_tls import Certificates
 from toolgate.settings import Settings
 
@@ -145,9 +145,9 @@ def test_a_command_on_the_home_connects_as_its_role(tmp_path: Path, monkeypatch:
 
 
 def test_a_home_made_secured_is_refused_unsecured_and_the_other_way(tmp_path: Path) -> None:
-    _cluster_id(tmp_path / "kafka", 3, "4.4.0", secure=True)
+    kept_cluster_id(tmp_path / "kafka", 3, "4.4.0", secure=True)
     with pytest.raises(SystemExit, match="was made secured"):
-        _cluster_id(tmp_path / "kafka", 3, "4.4.0")
-    _cluster_id(tmp_path / "plain", 1, "4.4.0")
+        kept_cluster_id(tmp_path / "kafka", 3, "4.4.0")
+    kept_cluster_id(tmp_path / "plain", 1, "4.4.0")
     with pytest.raises(SystemExit, match="was made not secured"):
-        _cluster_id(tmp_path / "plain", 1, "4.4.0", secure=True)
+        kept_cluster_id(tmp_path / "plain", 1, "4.4.0", secure=True)
