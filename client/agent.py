@@ -71,10 +71,11 @@ class ToolgateClient(Observing):
         return self._signers[agent_id]
 
     def connect(self, tenant_id: str | None = None, timeout: float = 10.0) -> None:
-        """Make now what a first call would make: the records' codec (its schemas compiled, ~60
-        ms here), the producer of proposals with the topic's metadata, and with `tenant_id` that
-        tenant's observation feed. Without this the first `propose` and the first `watch` pay
-        for them; an agent that connects as it starts pays once, outside any call."""
+        """Make now what a first call would make: the records' codec (its schemas compiled, not
+        quick: docs/performance.md, "Figures behind the code"), the producer of proposals with the
+        topic's metadata, and with `tenant_id` that tenant's observation feed. Without this the
+        first `propose` and the first `watch` pay for them; an agent that connects as it starts
+        pays once, outside any call."""
         codec()
         producer = self._producers.for_topic(self.topics.proposals)
         producer.list_topics(self.topics.proposals, timeout=timeout)

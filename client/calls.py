@@ -80,6 +80,7 @@ class Observed:
 
 
 def random_hex(n: int) -> str:
-    """`n` random bytes in hex, for an id: os.urandom's, as uuid4's, without building a UUID
-    (0.5 µs against 2.0; a proposal takes three ids)."""
+    """`n` random bytes in hex, for an id: os.urandom's, as uuid4's, without building a UUID, in
+    a fraction of uuid4's time; a proposal takes three ids
+    (docs/performance.md, "Figures behind the code")."""
     return os.urandom(n).hex()

@@ -151,11 +151,11 @@ class Contract:
 
     def compile_validators(self) -> None:
         """Compile the yes/no validators now, not in the round of the first call that needs them
-        (2-6 ms each on this project's machine)."""
+        (each takes milliseconds: docs/performance.md, "Figures behind the code")."""
         _ = self._fast_input, self._fast_output
 
     def accepts_input(self, arguments: Any) -> bool:
-        """Yes/no against the input schema, compiled (~25x faster than collecting findings)."""
+        """Yes/no against the input schema, compiled (far faster than collecting findings)."""
         return self.input_violation(arguments) is None
 
     def input_violation(self, arguments: Any) -> fastjsonschema.JsonSchemaException | None:

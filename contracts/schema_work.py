@@ -5,7 +5,8 @@ the iteration stops with `Spent` once the meter is spent.
 Why count evaluations and not errors: jsonschema yields errors lazily, but walks every item of an
 array however few errors they hold, and computes the errors of every alternative of an anyOf or
 oneOf eagerly. Taking the first 50 errors therefore bounds how many are made, not the work of
-looking for them (a 240 KiB array of valid items beyond its maxItems took 180 ms to walk).
+looking for them (a 240 KiB array of valid items beyond its maxItems was slow to walk:
+docs/performance.md, "Figures behind the code").
 Keyword evaluations are what that work is made of, and counting them is deterministic: no clock,
 the same count for the same arguments on any machine.
 

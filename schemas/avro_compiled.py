@@ -1,10 +1,10 @@
 """Avro binary bodies read and written by Python compiled from a schema, for the codec's hot path.
 
-fastavro interprets a schema at every value it reads or writes (about 1 µs a value): a
-StageRecord of ~40 values costs ~45 µs to read and ~43 µs to write, and every stage reads and
-writes each call's record. This module turns a parsed schema into straight-line Python source
-(one function per named record, every primitive read or written in place, one-byte varints
-and short strings without a call), which reads that record in ~34 µs and writes it in ~26 µs.
+fastavro interprets a schema at every value it reads or writes, a StageRecord has ~40 values,
+and every stage reads and writes each call's record. This module turns a parsed schema into
+straight-line Python source (one function per named record, every primitive read or written in
+place, one-byte varints and short strings without a call), which reads and writes that record in
+less time (docs/performance.md, "Figures behind the code").
 
 It covers what toolgate's schemas use: null, boolean, int, long, bytes, string, enum, array,
 record, and a union of null with one other type. `compile_codec` raises `Unsupported` for

@@ -5,9 +5,9 @@ compact JSON with sorted keys, and the model parses it back when it validates. H
 outsiders must recompute (payload hashes, approval signatures) use `canonical_json`, the
 RFC 8785 form.
 
-orjson writes and reads this JSON, five to nine times faster than the standard library (a
-StageRecord's arguments: 7.1 → 0.8 µs written, 4.9 → 1.4 µs read), and every stage writes and
-reads JSON fields of every call. Where orjson's answer could differ from the standard library's,
+orjson writes and reads this JSON several times faster than the standard library
+(docs/performance.md, "Figures behind the code"), and every stage writes and reads JSON fields
+of every call. Where orjson's answer could differ from the standard library's,
 the standard library gives it: orjson refuses an integer beyond 64 bits, a lone surrogate, a key
 that is not a string, and text that is not strict JSON, and it would read an integer beyond 64
 bits as a float, so text with a run of 19 digits is read by the standard library. Floats are
@@ -34,7 +34,8 @@ def _plain(value: Any) -> bool:
     and strings in the Basic Multilingual Plane (JCS sorts keys by UTF-16 code units).
 
     A loop over a stack, not a recursion through generators: every payload hash and audit entry
-    asks this of a whole document (invoice.create_draft's arguments: 8.0 → 4.1 µs)."""
+    asks this of a whole document, and the loop answers it faster
+    (docs/performance.md, "Figures behind the code")."""
     stack = [value]
     while stack:
         v = stack.pop()
@@ -64,7 +65,8 @@ def _bmp(text: str) -> bool:
 
 
 # Sorted compact JSON, one encoder for every call: `json.dumps` with any argument builds a new
-# one each time (~3 µs of the 5-10 µs a small object takes).
+# one each time, a good part of what a small object takes
+# (docs/performance.md, "Figures behind the code").
 _COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -95,7 +97,8 @@ def _not_json(name: str) -> Any:
 # One decoder for every JSON field: `json.loads` with an argument builds a new one per call.
 _JSON = json.JSONDecoder(parse_constant=_not_json)
 # An integer that may not fit 64 bits has 19 digits or more (2**63 has 19): digits turned to 0,
-# a run of 19 zeros finds one (1 µs, where a regular expression takes 3.5).
+# a run of 19 zeros finds one, faster than a regular expression
+# (docs/performance.md, "Figures behind the code").
 _ZEROED = bytes.maketrans(b"123456789", b"000000000")
 _LONG_RUN = b"0" * 19
 
@@ -134,9 +137,10 @@ JsonObject = Annotated[dict[str, Any], BeforeValidator(_from_wire)]
 
 
 def field_of(model: object, name: str) -> Any:
-    """`model`'s field `name`, or None when it has none. `getattr` with a default costs ~9 µs
-    for a name a pydantic model lacks (its slow path raises and catches inside), 0.2 µs here:
-    stages read optional fields of every call this way."""
+    """`model`'s field `name`, or None when it has none. `getattr` with a default is slow for a
+    name a pydantic model lacks (its slow path raises and catches inside), this is not
+    (docs/performance.md, "Figures behind the code"): stages read optional fields of every call
+    this way."""
     return getattr(model, "__dict__", {}).get(name)
 
 
@@ -150,8 +154,9 @@ class WireModel(BaseModel):
     def built(cls, values: dict[str, Any]) -> Self:
         """The model of `values`, which hold every field, each already of its field's type (the
         codec's compiled reader, whose schema enforced them), not validated again. It sets
-        what `model_construct` sets, without that method's search for aliases and defaults:
-        2.4 µs for a StageRecord, where `model_construct` takes 17 and validation 18-19."""
+        what `model_construct` sets, without that method's search for aliases and defaults, in a
+        fraction of `model_construct`'s time or validation's
+        (docs/performance.md, "Figures behind the code")."""
         model = _new(cls)
         _set(model, "__dict__", values)
         _fields_set(model, set(values))
@@ -160,7 +165,8 @@ class WireModel(BaseModel):
         return model
 
 
-# How pydantic sets a model's state, without looking each name up again (1.4 µs a model, not 2.1).
+# How pydantic sets a model's state, without looking each name up again for every model built
+# (docs/performance.md, "Figures behind the code").
 _new = object.__new__
 _set = object.__setattr__
 _fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__

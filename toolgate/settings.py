@@ -64,8 +64,8 @@ class Settings:
     # How long the broker may hold a stage consumer's fetch that finds no records. Apache Kafka
     # answers a waiting fetch as soon as records arrive, so a long wait costs no latency and an
     # idle stage makes two fetches a second, not two hundred (the default). The embedded Tansu
-    # does not always answer early (produce -> consume, one record at a time: p50 4.5 ms with a
-    # 5 ms wait, 17 ms with 100, 113 ms with 500), so `toolgate up` gives its workers
+    # does not always answer early: one record at a time, a longer wait made produce -> consume
+    # slower (docs/performance.md, "Figures behind the code"), so `toolgate up` gives its workers
     # TANSU_FETCH_WAIT_MS there (ops/stack/embedded.py), unless this is set.
     fetch_wait_ms: int = 500
     # How long an idle stage consumer stops fetching between looks (0: it never does). Only for a
@@ -84,13 +84,13 @@ class Settings:
     # How long a stage's producer (and the outbox relay's) holds a record to batch it with others.
     # A round hands all its records to the producer at once, and a stage's producer keeps one
     # request in flight (workers/runtime/producer.py), so they batch without a linger; 2 ms cost
-    # each hop 2 ms and measured no throughput.
+    # each hop as much and bought no throughput (docs/performance.md, "Figures behind the code").
     linger_ms: int = 0
     # The codec toolgate's producers compress the records of topics only toolgate reads with
     # (proposals, decisions, the StageBatches between stages: topics/catalog.py); observations,
     # approval requests and dead letters stay plain for clients built without it. The embedded
-    # broker keeps every batch in memory: 230 MB instead of 440 after 100,000 calls
-    # (docs/performance.md, "Compressed batches, plain observations").
+    # broker keeps every batch in memory, and compressed ones take far less of it
+    # (docs/performance.md, "Compressed batches, plain observations"; "Figures behind the code").
     compression: str = "lz4"
     # A StageBatch record is split when it would exceed this many bytes.
     batch_bytes: int = 512 * 1024
@@ -153,8 +153,8 @@ class Settings:
     # later is stale (workers/runtime/freshness.py). Past it, only an operator's explicit
     # `toolgate dlq replay --allow-stale` sends a record on.
     record_max_age_seconds: float = 900.0
-    # Validation work each agent may spend (workers/validation/admission_rate.py): units (about
-    # 2-5 µs of validation's CPU each; an ordinary call costs 2-3, a 240 KiB refusal ~1,900) refilled
+    # Validation work each agent may spend (workers/validation/admission_rate.py): units (each a
+    # small slice of validation's CPU; an ordinary call costs 2-3, a 240 KiB refusal ~1,900) refilled
     # per second, up to a burst. Past it an agent's calls are refused RATE_LIMITED until it is out of
     # debt. Held in each validation worker's memory.
     admission_work_per_second: float = 20_000.0

@@ -2,12 +2,12 @@
 took, quarter second by quarter second, from /proc/diskstats.
 
 Every stage commits each round to Postgres, and a commit waits for the write-ahead log's
-`fdatasync`. On this project's virtual disk that write usually takes ~0.1 ms, but now and then
-the disk stalls for a tenth of a second to a second, with nothing else writing (a bare
-`fdatasync` loop saw 64-437 ms): every stage waits on its commit meanwhile, and the calls queue.
-A run at 300 calls/s with one such stall and a run with ten differ in p99 by hundreds of
-milliseconds, with the same code; the benchmark reports the disk's stalls beside its figures,
-so that runs can be compared.
+`fdatasync`. On this project's virtual disk that write is usually quick, but now and then the
+disk stalls for far longer, with nothing else writing (a bare `fdatasync` loop saw it too): every
+stage waits on its commit meanwhile, and the calls queue. Runs of the same code at the same rate
+differ widely in p99 with how many such stalls they met
+(docs/performance.md, "Figures behind the code"); the benchmark reports the disk's stalls beside
+its figures, so that runs can be compared.
 
 /proc/diskstats (Documentation/admin-guide/iostats.rst) counts, per device, the writes completed
 and the milliseconds they took in all, each write's time added when it completes. A quarter
@@ -25,7 +25,8 @@ from pathlib import Path
 
 DISKSTATS = Path("/proc/diskstats")
 WINDOW_S = 0.25
-# Writes here take ~0.1 ms on average in a quarter second; in the stalls seen, 2-20 ms.
+# Writes here average far below this in a quarter second, and above it in the stalls seen
+# (docs/performance.md, "Figures behind the code").
 SLOW_WRITE_MS = 2.0
 
 

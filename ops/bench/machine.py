@@ -11,13 +11,15 @@ beside its figures, so that runs can be compared.
 And how fast the machine ran a fixed piece of Python work just before and just after the run
 (`probe_ms`: this thread's CPU time for it, the median of a few tries, so waiting for a core does
 not count). A virtual machine's host can make every process slower without taking CPU from it
-(steal): on this project's machine the same code at full speed cost 0.86 ms of CPU a call in one
-run and 1.19 ms two minutes later, every process alike, with steal at 0.3%.
+(steal): on this project's machine the same code at full speed cost markedly more CPU a call in
+one run than in the run two minutes before it, every process alike, with next to no steal
+(docs/performance.md, "Figures behind the code").
 
 And which Python ran the client (and the workers, when `toolgate up` was started from the same
-environment): builds differ. On this project's machine the stages took 8-13% less CPU a call
-on Debian's python3.11 (optimized with PGO and LTO, libpython linked into the executable) than
-on pyenv's default build of 3.11.7 (neither, libpython a shared library).
+environment): builds differ. On this project's machine the stages took less CPU a call on
+Debian's python3.11 (optimized with PGO and LTO, libpython linked into the executable) than on
+pyenv's default build of 3.11.7 (neither, libpython a shared library)
+(docs/performance.md, "Figures behind the code").
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ STAT = Path("/proc/stat")
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 BUSY = ("user", "nice", "system", "irq", "softirq")
 PROBE_TRIES = 9
-PROBE_ROUNDS = 6_000  # ~9 ms of CPU a try on this project's machine
+PROBE_ROUNDS = 6_000  # milliseconds of CPU a try (docs/performance.md, "Figures behind the code")
 
 
 def cpu_times(stat_text: str) -> dict[str, int]:

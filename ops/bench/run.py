@@ -20,8 +20,8 @@ joining its group), the first second's calls waited for the stages to start, and
 that backlog alone could decide p99 (docs/performance.md, "Started too soon").
 
 The client's CPU counts in the figures (it shares the machine), so before the run it settles its
-heap as a worker does (workers/runtime/heap.py): with the collector's defaults its collections
-cost ~13 µs a call at full speed, in scans of objects that live as long as the run.
+heap as a worker does (workers/runtime/heap.py): at full speed the collector's defaults spend CPU
+on every call rescanning objects as old as the run (docs/performance.md, "Figures behind the code").
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 `machine.probe_ms_before` and `probe_ms_after` time a fixed piece of Python just before and just
 after a run. A host that slows this virtual machine for a stretch inside the run escapes both: on
-this project's machine a run at full speed read 8.8 ms before and 9.3 ms after (~9 on a quiet
-stretch), yet every process spent 10-40% more CPU a call than in the runs before it, and the run
-made 1,945 calls/s against 2,179-2,342 (docs/performance.md, "The fifteenth session").
+this project's machine a run at full speed read about what a quiet stretch reads before and
+after, yet every process spent more CPU a call than in the runs before it, and the run made fewer
+calls a second (docs/performance.md, "The fifteenth session"; "Figures behind the code").
 
 So a `--cpu` run also times a small piece of the same work once a second, in a process of its
 own (a thread of the benchmark would take the GIL from the client's threads while it ran), as
@@ -33,7 +33,9 @@ from toolgate.ops.bench.machine import PROBE_ROUNDS, probe_work
 from toolgate.ops.bench.stats import percentile
 
 EVERY_S = 1.0
-SHARE = 9  # a sample does a ninth of the probe's work: ~1 ms of CPU a second
+# A sample does a ninth of the probe's work: little CPU a second
+# (docs/performance.md, "Figures behind the code").
+SHARE = 9
 SLOW = 1.5  # a sample this many times the probe before the run is a slow second
 FIRST_SAMPLE_S = 10.0  # how long `read` waits for the first sample of a run shorter than its start
 

@@ -116,29 +116,28 @@ class Broker:
 # The embedded broker runs on one CPU unless told otherwise (`TOOLGATE_BROKER_CPUS`). Tansu's async
 # runtime (tokio) keeps a worker thread per core, and idle it spends its CPU waking for the
 # consumers' fetches, each wake-up on one core waking a worker on the other through a futex: on this
-# 2-core VM 60-80% of the machine's inter-processor interrupts, each a VM exit. On one CPU, idle,
-# 214 ms of CPU a second against 334 (interrupts 440 a second against 2,980); at 300 calls/s the
-# broker 1,286-1,377 µs a call against 1,499-1,691, the machine 0.83-0.92 busy against 0.87-0.95,
-# p99's median 129 ms against 184 (12 and 13 runs, alternating; docs/performance.md, "The fourteenth
-# session"). The first CPU, since the second serves the disk's interrupts here (/proc/interrupts),
-# where Postgres's commits complete: on it, the broker cost the same but the others more (the
-# machine 0.87-0.91 busy against 0.83-0.86, 3 triples). Two runtime threads still, on that one CPU,
-# so that a fetch that lists a long partition is preempted rather than waited for: one thread
-# (TOKIO_WORKER_THREADS=1, be7deba) took p99 at 1,000 calls/s to 675-1,541 ms.
+# 2-core VM most of the machine's inter-processor interrupts, each a VM exit. On one CPU, idle, the
+# broker spent less CPU and caused far fewer interrupts; at 300 calls/s it spent less a call, the
+# machine was less busy and p99 lower
+# (docs/performance.md, "The fourteenth session"; "Figures behind the code"). The first CPU, since
+# the second serves the disk's interrupts here (/proc/interrupts), where Postgres's commits
+# complete: on it, the broker cost the same but the others more. Two runtime threads still, on that
+# one CPU, so that a fetch that lists a long partition is preempted rather than waited for: one
+# thread (TOKIO_WORKER_THREADS=1, be7deba) took p99 at 1,000 calls/s far higher.
 BROKER_THREADS = 2
 
 # How long the embedded broker may hold a stage's empty fetch (TOOLGATE_FETCH_WAIT_MS under
 # `toolgate up` on Tansu). Tansu does not always answer a waiting fetch when records arrive, so the
-# wait bounds each hop's latency, and a stage polls: 5 ms instead of 25 took one call at a time
-# from 62-69 ms p50 to 45-57 ms (alternating runs), and costs each stage's client ~4 ms of CPU a
-# second idle and the broker most of its idle (docs/performance.md, "Where the broker's CPU
-# goes"; 20 ms took one call at a time from p50 23-27 ms to 35-37). Apache Kafka answers early,
-# and gets the settings' long wait.
+# wait bounds each hop's latency, and a stage polls: 5 ms instead of 25 (or 20) answers one call
+# at a time sooner, and costs each stage's client some CPU idle and the broker most of its idle
+# (docs/performance.md, "Where the broker's CPU goes"; "Figures behind the code"). Apache Kafka
+# answers early, and gets the settings' long wait.
 TANSU_FETCH_WAIT_MS = 5
 # How long an idle stage naps between looks on Tansu (TOOLGATE_IDLE_NAP_MS under `toolgate up`,
-# workers/runtime/consumer.py): the 5 ms fetch wait above made an idle stack's workers spend
-# ~8 % of a core fetching nothing. A stage naps after 30 s without a record, so the first call
-# after a quiet spell waits out up to this much at each napping hop; a busy stage never naps.
+# workers/runtime/consumer.py): the 5 ms fetch wait above made an idle stack's workers spend a
+# good share of a core fetching nothing (docs/performance.md, "Figures behind the code"). A stage
+# naps after 30 s without a record, so the first call after a quiet spell waits out up to this
+# much at each napping hop; a busy stage never naps.
 TANSU_IDLE_NAP_MS = 500
 
 
@@ -212,8 +211,7 @@ class Postgres:
         """The superuser's, naming its password file. Through the server's Unix socket, in its
         data directory (`-k`), where the socket's path fits one (as Postgres makes it only then);
         else through loopback TCP. A statement's round trip through the socket cost the client
-        73-94 µs of CPU against 93-105 and the server 26-38 against 36-44 (psycopg's async
-        connection on uvloop, 5,000 each, alternating)."""
+        and the server less CPU (docs/performance.md, "Figures behind the code")."""
         if len(bytes(self.datadir / f".s.PGSQL.{self.port}")) < SOCKET_PATH_MAX:
             return _url(
                 f"postgresql://postgres@{quote(str(self.datadir), safe='')}:{self.port}/postgres", self.passfile
@@ -359,12 +357,12 @@ def _spawn_postgres(
                 "shared_buffers=256MB",
                 "-c",
                 "listen_addresses=127.0.0.1",
-                # A call writes ~9 KB of WAL (the key, the outbox row and its mark, the audit row,
-                # usage events, the effect, their indexes). With the default 1 GB, a checkpoint
-                # started within 100,000 calls at full speed, and full-page images followed it;
-                # with 4 GB none did. Postgres took 173 and 170 µs a call against 192 and 190 in
-                # two alternating pairs, 161 against 154 in a third (the machine's drift is as
-                # large). Sustained, a checkpoint comes every ~2 GB of WAL (~230,000 calls).
+                # A call writes kilobytes of WAL (the key, the outbox row and its mark, the audit
+                # row, usage events, the effect, their indexes). With the default 1 GB, a
+                # checkpoint started within 100,000 calls at full speed, and full-page images
+                # followed it; with 4 GB none did, and Postgres mostly spent a little less CPU a
+                # call, within the machine's drift. Sustained, a checkpoint comes every ~2 GB of
+                # WAL (docs/performance.md, "Figures behind the code").
                 "-c",
                 "max_wal_size=4GB",
                 "-c",

@@ -1,12 +1,11 @@
-"""A class-data-sharing archive of Apache Kafka's classes: a node's JVM starts on half the CPU.
+"""A class-data-sharing archive of Apache Kafka's classes: a node's JVM starts on far less CPU.
 
 Most of a Kafka node's start is its JVM loading, parsing and verifying several thousand classes
 from the jars. Java (13 on) can write the classes one run loaded into an archive as it exits
-(`-XX:ArchiveClassesAtExit`), which later JVMs map instead (`-XX:SharedArchiveFile`). Measured
-here, one node on Java 17, alternating: "Kafka Server started" 2.7 and 2.8 s after launch on 4.8
-and 5.0 s of CPU with the archive, against 4.9 and 5.7 s on 8.5 and 9.8 s without; the storage
-formatter 1.3 s against 1.9 and 2.2 s. Three nodes start side by side, so on two cores their
-start is bound by that CPU.
+(`-XX:ArchiveClassesAtExit`), which later JVMs map instead (`-XX:SharedArchiveFile`). With the
+archive a node was started sooner, on far less CPU, and the storage formatter ran sooner too
+(docs/performance.md, "Figures behind the code"). Three nodes start side by side, so on two
+cores their start is bound by that CPU.
 
 The archive is made once for a distribution and a Java: a one-node cluster started in a scratch
 directory and stopped (its JVM writes the archive as it exits), under a lock, into a temporary

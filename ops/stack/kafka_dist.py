@@ -3,8 +3,8 @@
 `KAFKA_HOME` names an installed distribution: its `libs/` holds the jars, as Apache's tarball
 lays them out. Without it, the jars of Kafka `KAFKA_VERSION` are resolved from Maven Central
 once, by Maven (`mvn dependency:copy-dependencies` over the pom below), into a cache directory:
-`$XDG_CACHE_HOME/toolgate/kafka/<version>` (`~/.cache/...`), or `TOOLGATE_KAFKA_CACHE`. Measured
-here: 93 jars, 55 MB, ~3 s with Maven's own repository warm.
+`$XDG_CACHE_HOME/toolgate/kafka/<version>` (`~/.cache/...`), or `TOOLGATE_KAFKA_CACHE` (what
+that takes: docs/performance.md, "Figures behind the code").
 
 A half-finished resolution is never taken for a finished one: it is made in a scratch directory
 beside the cache, a marker naming every jar is written last, and only then is the directory

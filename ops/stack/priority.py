@@ -9,12 +9,11 @@ and a core to spare. With the first two stages at a lower priority (a positive n
 cores go first to the calls already taken in: a backlog waits before the pipeline, on the
 proposals topic, and the calls in it finish sooner once they are taken.
 
-Measured on this project's machine (2 cores; each run on a fresh `toolgate up`; every run in
-docs/performance.md, "The seventeenth session"): at the end of a full-speed run the last stages
-worked alone for 7-8 s before, 3 s after; in 9 pairs at full speed (100,000 calls) nice +5 ran
-more calls a second in 7, by 57-320, the machine busy 95.4-98.0% of the run against 89.6-95.4;
-p99's median at 300 calls/s 118.8 ms against 228.9 (6 and 5 runs), at 1,000 calls/s 189.7
-against 219.2 (6 and 7). Nice +10 measured as +5.
+On this project's machine (2 cores; each run on a fresh `toolgate up`; every run in
+docs/performance.md, "The seventeenth session", the figures in "Figures behind the code"): at the
+end of a full-speed run the last stages worked alone for less time; at full speed nice +5 ran
+more calls a second in most pairs, the machine busier through the run; p99 was lower at 300
+calls/s and at 1,000. Nice +10 did no better than +5.
 
 Only `toolgate up` sets it, for the stage processes it starts on one machine: where stages run
 in containers or on machines of their own, the scheduler does not share a core among them.

@@ -54,8 +54,8 @@ from toolgate.workers.stages import STAGES
 
 STABLE_AFTER_S = 30.0
 # How often the supervisor looks at its children (and the embedded broker and Postgres): a
-# worker that died is started again within this. Four looks a second were ~1 ms of CPU a second
-# of an idle stack's.
+# worker that died is started again within this. Four looks a second cost an idle stack CPU for
+# nothing (docs/performance.md, "Figures behind the code").
 SUPERVISE_S = 0.5
 START_ATTEMPTS = 3  # a worker that dies this many times before it is ready stops `toolgate up`
 

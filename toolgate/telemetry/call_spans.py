@@ -1,9 +1,9 @@
 """A stage's span of one call, recorded whole when the call's round ends.
 
 Every stage opens one span per call: under load, thousands a second in each process. Through the
-SDK's span API one such span cost 125-155 µs of CPU on this machine, export included: its
-attributes are checked one by one as they are set, under a lock, at the start and again at the
-end. That was a fifth to a half of what a stage spends on a call. These spans need none of that
+SDK's span API such a span was a large share of what a stage spends on a call, export included
+(docs/performance.md, "Figures behind the code"): its attributes are checked one by one as they
+are set, under a lock, at the start and again at the end. These spans need none of that
 API: their parent is the traceparent the call carries, their attributes are `span_attributes`'
 primitive values, and they end when the round does, with nothing recorded in between. So a
 `CallSpans` takes the provider's own sampler, id generator and resource, and keeps a span as the
@@ -17,16 +17,16 @@ own values when it ends, and a round's lines are appended at once when the round
 ended (`flush`), in the stage's own thread. Spans to OTLP still go through the provider's span
 processor, as the SDK's finished span (`ReadableSpan`), which its exporter needs.
 
-Measured alone (20,000 spans with the seeds' 19 attributes): opening, ending and writing a span
-took 17 µs with the ids held as `SpanContext`s (parsing the traceparent 1.7, opening 3.6-4,
-ending 7.9, writing 3.4), against 5.5 µs held as text.
+With the ids held as text, opening, ending and writing a span cost far less than with them held
+as `SpanContext`s, every step of it (docs/performance.md, "Figures behind the code").
 
 Sampling is the provider's: a call whose parent was not sampled gets no span and passes its
 parent's traceparent on; one without a parent starts a trace if the sampler says so. When that
 sampler lets a sampled remote parent decide (`ParentBased` with its default `AlwaysOnSampler`
 there, as `configure_telemetry` installs), a call whose parent was sampled is recorded without
 asking it: what it would answer is known (RECORD_AND_SAMPLE, the parent's trace state, no
-attributes), and asking cost 7 of the 13 µs a span took to open.
+attributes), and asking was most of what opening a span cost
+(docs/performance.md, "Figures behind the code").
 """
 
 from __future__ import annotations
@@ -108,8 +108,9 @@ class CallSpans:
         self._processor = processor
         self._lines = lines
         # The lines of the spans ended since the last `flush`, each copied here as it is made:
-        # holding orjson's own outputs until the round's end cost 5 µs a line (allocated anew and
-        # kept, each took fresh memory), copying them 0.1 (measured alone, 20,000 lines).
+        # holding orjson's own outputs until the round's end (allocated anew and kept, each took
+        # fresh memory) cost far more than copying them
+        # (docs/performance.md, "Figures behind the code").
         self._ended = bytearray()
         self._parent_decides = False
         self._service: object = None

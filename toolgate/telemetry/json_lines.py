@@ -53,13 +53,13 @@ def line_of(
     """A span's JSON line from its parts, its ids in hex (`span_line`'s, and call_spans.py's for a
     call's span, which never becomes the SDK's span object).
 
-    orjson writes it: every stage writes a line per call, and the standard library's encoder
-    took 23 µs for one (~800 bytes, 14 attributes), orjson under 5 (measured here). What orjson
-    refuses (an integer beyond 64 bits in an attribute) goes through the standard encoder.
-    orjson leaves U+2028, U+2029 and U+0085 unescaped, and `str.splitlines` (as many readers of
-    a lines file) splits at each: they are escaped, as the standard encoder did. Only a line with
-    a byte beyond ASCII can hold one, so only such a line is searched (the three searches took
-    2.4 µs of a line's ~8; `isascii` 0.05)."""
+    orjson writes it: every stage writes a line per call, and orjson writes one several times
+    faster than the standard library's encoder (docs/performance.md, "Figures behind the code").
+    What orjson refuses (an integer beyond 64 bits in an attribute) goes through the standard
+    encoder. orjson leaves U+2028, U+2029 and U+0085 unescaped, and `str.splitlines` (as many
+    readers of a lines file) splits at each: they are escaped, as the standard encoder did. Only a
+    line with a byte beyond ASCII can hold one, so only such a line is searched (the three
+    searches were a large share of a line's time, `isascii` next to nothing)."""
     document = {
         "trace_id": trace_id,
         "span_id": span_id,
@@ -84,7 +84,8 @@ def line_of(
 
 def _plain(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
     """A span's attributes as a dict orjson takes: the dict behind a read-only view copied by its
-    own `copy()` (0.1 µs, where `dict()` of the view took 1-2)."""
+    own `copy()`, far cheaper than `dict()` of the view
+    (docs/performance.md, "Figures behind the code")."""
     if isinstance(attributes, MappingProxyType):
         return attributes.copy()
     return dict(attributes or {})

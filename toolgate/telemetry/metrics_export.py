@@ -12,7 +12,7 @@ port the worker really listens on is written to `$TOOLGATE_HOME/metrics/<prefix>
 
 One reader serves both `/metrics` and the periodic export (the JSON-lines file, or OTLP): the
 SDK keeps a storage per reader and records every measurement into each, so a second reader made
-every histogram record half again as dear (36 µs against 24, measured here), on every call.
+every histogram record dearer, on every call (docs/performance.md, "Figures behind the code").
 
 Names, as Prometheus sees them: dots become underscores, counters end in `_total`, and the unit
 is a suffix (`toolgate.round.duration` in s is `toolgate_round_duration_seconds`).
@@ -46,8 +46,8 @@ EXPORT_EVERY_S = 10.0  # how often metrics go to the file (or OTLP)
 ROUND_SIZE_BUCKETS = (1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 500.0)
 # How often the `/metrics` server's thread looks up from its select when no scrape comes. Only a
 # shutdown waits for that, and no worker shuts its server down (the thread is a daemon).
-# prometheus_client's start_http_server keeps serve_forever's 0.5 s: two wake-ups a second, about
-# 0.27 ms of CPU a second in each idle worker (per-thread schedstat of an idle toolgate up).
+# prometheus_client's start_http_server keeps serve_forever's 0.5 s: two wake-ups a second, CPU
+# spent for nothing in each idle worker (docs/performance.md, "Figures behind the code").
 SERVER_LOOK_S = 60.0
 
 

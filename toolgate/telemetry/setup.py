@@ -31,9 +31,9 @@ from toolgate.telemetry.metrics_export import EXPORT_EVERY_S, prometheus_reader,
 
 def exemplar_filter(settings: Settings) -> ExemplarFilter | None:
     """Exemplars (a sampled trace beside a measurement) reach only an OTLP backend: Prometheus's
-    exporter and the JSON-lines file drop or bury them, and offering each measurement one cost
-    about a quarter of every record (~8 of 31 us for a histogram, measured here). So: the SDK's
-    default (trace-based, or OTEL_METRICS_EXEMPLAR_FILTER) with OTLP, none otherwise."""
+    exporter and the JSON-lines file drop or bury them, and offering each measurement one made
+    every record dearer (docs/performance.md, "Figures behind the code"). So: the SDK's default
+    (trace-based, or OTEL_METRICS_EXEMPLAR_FILTER) with OTLP, none otherwise."""
     if settings.telemetry_exporter == "otlp" or os.environ.get("OTEL_METRICS_EXEMPLAR_FILTER"):
         return None
     return AlwaysOffExemplarFilter()

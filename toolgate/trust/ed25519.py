@@ -1,11 +1,11 @@
 """Ed25519 on the hot path: every proposal is verified, every observation signed and verified.
 
-Signatures are made through libsodium (PyNaCl): 20-27 µs on this project's machine, against 38
-through OpenSSL (cryptography) and 35-40 through ed25519-zebra, which derives the key again for
-each signature. They are checked through ed25519-zebra (the Zcash Foundation's Rust crate, by
-its `py-ed25519-zebra-bindings`): 38-42 µs against 54-58 through libsodium and 152 through
-OpenSSL (300-1,500-byte messages, 20,000 each, alternating). Two checks a call (validation the
-proposal's, the agent the observation's): ~32 µs of a call's CPU.
+Signatures are made through libsodium (PyNaCl), the fastest of the three here: OpenSSL
+(cryptography) is slower, and so is ed25519-zebra, which derives the key again for each
+signature. They are checked through ed25519-zebra (the Zcash Foundation's Rust crate, by its
+`py-ed25519-zebra-bindings`): faster than libsodium, and far faster than OpenSSL. Two checks a
+call (validation the proposal's, the agent the observation's) are a noticeable part of a call's
+CPU (docs/performance.md, "Figures behind the code").
 
 The two differ only on signatures no honest signer makes. ed25519-zebra checks by ZIP 215:
 the cofactored equation, and point encodings need not be canonical; libsodium 1.0.18 checks the

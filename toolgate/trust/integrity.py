@@ -18,9 +18,9 @@ A record that leaves alone is signed over those fields (`edge_signed_bytes`). Re
 together for one topic (a round's observations for a tenant) are signed once, under one Merkle
 root (`toolgate.trust.merkle`; the root under the purpose `toolgate.edge.root.v1`): each record carries
 the signature and, in `toolgate-proof`, the path from its leaf to the root. A signature costs
-~25 µs to make and ~40 to check, a path of a 500-record round 9 SHA-256s, and a client checks a
-root's signature once for all the records under it. Trees never mix topics, so a path shows a
-tenant hashes of its own records only.
+far more to make and to check than a hash (docs/performance.md, "Figures behind the code"), a
+path of a 500-record round 9 SHA-256s, and a client checks a root's signature once for all the
+records under it. Trees never mix topics, so a path shows a tenant hashes of its own records only.
 
 Sealing happens where records are produced (a stage's flush, the outbox relay, `dlq replay`),
 so no code path can forget it.

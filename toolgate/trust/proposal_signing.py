@@ -17,8 +17,9 @@ proposal's canonical document is a leaf of a Merkle tree (`toolgate.trust.merkle
 the tree's root under the purpose `toolgate.proposal.root.v1`, and each proposal carries that
 signature and, in `signature_proof`, the path from its leaf to the root. Every field of every
 proposal is signed all the same, through the hashes; validation checks a root's signature once
-for all the proposals under it (`CheckedRoots`). A signature costs the agent ~28 µs and
-validation ~40: signed in trees of 64, a call pays ~1 of each and ~6 SHA-256s on each side.
+for all the proposals under it (`CheckedRoots`). A signature costs the agent and validation far
+more than a hash (docs/performance.md, "Figures behind the code"): signed in trees of 64, a call
+pays a sixty-fourth of each and ~6 SHA-256s on each side.
 
 The *proposal digest* is the SHA-256 of the same document without `created_at_ms` and
 `key_id`: what the call asks for, whenever and with whichever of the agent's keys it was

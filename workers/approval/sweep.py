@@ -124,8 +124,8 @@ async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, top
 
 # How long until the next ticket falls due (its escalation or its expiry), in seconds (at most 0:
 # now; NULL: no ticket waits): the first entry of each of two partial indexes (approvals_pending_
-# idx, approvals_escalation_idx), not a transaction of two locking statements (an idle
-# approval-wait spent ~1.4 ms of CPU a second on the empty transactions).
+# idx, approvals_escalation_idx), not a transaction of two locking statements, on which an idle
+# approval-wait spent CPU every second for nothing (docs/performance.md, "Figures behind the code").
 NEXT_DUE = """
 SELECT extract(epoch FROM least(
     (SELECT min(expires_at) FROM toolgate.approvals WHERE status = 'PENDING'),
@@ -133,8 +133,8 @@ SELECT extract(epoch FROM least(
 """
 # How long a sweep with nothing due sooner sleeps: a ticket this process opens rings it
 # (AuthorizedHandler), one that another approval-wait worker opened is seen this late at most
-# (and reconciliation expires tickets too). Asking every sweep interval (1 s) whether any
-# ticket was due cost an idle approval-wait ~1 ms of CPU a second.
+# (and reconciliation expires tickets too). Asking every sweep interval (1 s) whether any ticket
+# was due cost an idle approval-wait CPU for nothing (docs/performance.md, "Figures behind the code").
 IDLE_SWEEP_S = 5.0
 
 

@@ -110,8 +110,7 @@ async def run_postgres_batch(conn: AsyncConnection[Any], jobs: list[Job], carefu
     `careful`: all statements under one savepoint; if any fails, that savepoint is rolled back
     and the calls run one by one, each in a savepoint of its own, so one refused call never
     spoils the others. A single call goes that way at once: for one statement the pipeline and
-    `executemany` cost more client CPU than they save (~470 against ~370 µs with the savepoint,
-    measured).
+    `executemany` cost more client CPU than they save (docs/performance.md, "Figures behind the code").
     """
     if not jobs:
         return []
@@ -136,8 +135,8 @@ async def run_postgres_batch(conn: AsyncConnection[Any], jobs: list[Job], carefu
 async def _all_at_once(conn: AsyncConnection[Any], jobs: list[Job]) -> list[Effect]:
     """The statements in one round trip: one alone, or all in one pipeline, where consecutive
     calls of one statement go as one `executemany`, which prepares the query once and reads each
-    call's rows as a result set of its own (half the client's CPU of one `execute` per call: ~90
-    against ~190 µs a statement, measured)."""
+    call's rows as a result set of its own (far less of the client's CPU than one `execute` per
+    call: docs/performance.md, "Figures behind the code")."""
     if len(jobs) == 1:
         job = jobs[0]
         cur = await conn.execute(job.contract.executor["statement"], statement_params(job))

@@ -19,11 +19,11 @@ when the table is nearly empty (a new deployment): a plan Postgres kept from the
 over a sequential scan, went on scanning the whole table on every round as it grew (until
 autovacuum analyzed it, which a fresh server does not do in its first minute); and a JSON
 recordset, which the planner takes for 100 rows whatever it holds, made even a fresh plan scan a
-table of a few thousand keys. At 300 calls/s, 9,000 calls into a fresh `toolgate up`, the lock was
-the stage's costliest statement, 2.4 ms a round (pg_stat_statements), and the run read ~4 million
-rows; Postgres took 1,230-1,262 µs of CPU a call against 1,030-1,033 planned each time (3
-pairs). Planned for the table and the keys at hand, each key is one index probe, for ~0.1 ms of
-planning.
+table of a few thousand keys. At 300 calls/s into a fresh `toolgate up`, the lock was the stage's
+costliest statement (pg_stat_statements), the run read millions of rows, and Postgres took more
+CPU a call than with the statements planned each time
+(docs/performance.md, "Figures behind the code"). Planned for the table and the keys at hand,
+each key is one index probe, for a little planning.
 """
 
 from __future__ import annotations

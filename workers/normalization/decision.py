@@ -62,9 +62,10 @@ def build(
 ) -> Observation:
     """The observation of `res`. Every value comes from models already validated (the result,
     a taxonomy class's vector) or is made here of their types, so the models are built without
-    validating them again (`WireModel.built`: 11 → 7 µs an observation, measured alone); the
-    property test of test_normalization.py holds that validating the same values gives the same
-    observation, and that it satisfies the reference schema."""
+    validating them again (`WireModel.built`), in less time
+    (docs/performance.md, "Figures behind the code"); the property test of test_normalization.py
+    holds that validating the same values gives the same observation, and that it satisfies the
+    reference schema."""
     status = res.outcome
     if taxonomy is not None:
         v = vector(taxonomy)

@@ -2,7 +2,8 @@
 
 psycopg's `AsyncConnection.notifies()` waits on the connection's socket but also wakes every
 0.1 s (its wait interval, to let a Ctrl-C through), so an idle outbox relay woke ten times a
-second to find nothing: a quarter of its idle CPU. libpq's own way wakes only when the server
+second to find nothing, a good share of its idle CPU
+(docs/performance.md, "Figures behind the code"). libpq's own way wakes only when the server
 sent something: wait until the socket is readable, read what arrived (`consume_input`), then take
 the notifications it held. A connection that breaks makes the socket readable too, and
 `consume_input` raises for it.

@@ -82,7 +82,8 @@ PRUNE = "DELETE FROM toolgate.outbox WHERE sent_at < now() - make_interval(secs 
 # When the next unsent row with a time of its own (a held row's hold, a retry's backoff) is due:
 # an idle relay sleeps until then, or until a notification (every insert notifies), at most
 # IDLE_LOOK_S. Rows claimed elsewhere or inserted while the listener was away are what the look
-# is for. It looked every second before: most of an idle relay's ~1.6 ms of CPU a second.
+# is for. It looked every second before: most of an idle relay's CPU
+# (docs/performance.md, "Figures behind the code").
 NEXT_DUE = """
 SELECT extract(epoch FROM min(retry_at) - now())::float8 FROM toolgate.outbox
 WHERE sent_at IS NULL AND retry_at IS NOT NULL

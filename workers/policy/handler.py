@@ -68,8 +68,9 @@ WHERE c.calls > 0
 LOCK_TENANT = "SELECT pg_advisory_xact_lock(hashtext('toolgate-usage'), hashtext(%s))"
 # Which of the round's operations were counted before: one primary-key lookup per event id,
 # whatever the table's statistics say (seen at 100,000 calls with stale ones: a plan that read
-# an index whole, 31 ms a round). The LIMIT keeps the planner from making the lookups one join,
-# which it may answer by reading the table whole.
+# an index whole, slow on every round; docs/performance.md, "Figures behind the code"). The LIMIT
+# keeps the planner from making the lookups one join, which it may answer by reading the table
+# whole.
 COUNTED = """
 SELECT i.event_id FROM unnest(%b::text[]) AS i(event_id)
 CROSS JOIN LATERAL (SELECT FROM toolgate.usage_events e WHERE e.event_id = i.event_id LIMIT 1) AS found

@@ -5,13 +5,13 @@ its handlers read (`consumer`), one producer for everything its rounds write (`p
 timers and tasks, until SIGTERM or SIGINT. Topics are provisioned by the catalog, never here.
 
 Both Kafka clients are confluent-kafka's (librdkafka). The stages ran on Faust before; its
-per-record path (tasks, a consumer thread handing records over, aiokafka in Python) was a fifth
-of validation's CPU, and every hop waited 1.5-2 ms longer for a record than librdkafka does.
+per-record path (tasks, a consumer thread handing records over, aiokafka in Python) was a good
+share of validation's CPU, and every hop waited longer for a record than librdkafka makes it
+(docs/performance.md, "Figures behind the code").
 
 The event loop is uvloop's (libuv). A round's Postgres statements each wait on the loop (psycopg's
-async connection), and asyncio's own loop spent CPU on each wait: a statement cost the client
-~220 µs of CPU and a transaction of one statement ~610 µs on asyncio's loop, ~180 and ~490 µs on
-uvloop's (medians of four alternating runs each, against `toolgate up`'s Postgres).
+async connection), and asyncio's own loop spent more CPU on each wait: a statement, and a
+transaction, cost the client less on uvloop's (docs/performance.md, "Figures behind the code").
 """
 
 from __future__ import annotations

@@ -114,8 +114,8 @@ async def tail(conn: AsyncConnection[Any]) -> AsyncCursor[Any]:
     it, and their answer comes with its sync.
 
     Not a pipeline of their own: for two statements psycopg's pipeline costs more client CPU
-    than the round trip it saves (~350 against ~240 µs here, measured). A caller that batches
-    its statements sends `HEAD` with them instead."""
+    than the round trip it saves (docs/performance.md, "Figures behind the code"). A caller that
+    batches its statements sends `HEAD` with them instead."""
     await conn.execute(LOCK, (LOCK_ID,))
     return await conn.execute(TAIL)
 

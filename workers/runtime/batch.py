@@ -1,12 +1,11 @@
 """A transaction's statements in as few round trips as they allow: simple-protocol batches.
 
-psycopg costs the client about 135 µs of CPU per round trip (uvloop, this machine), and a round
-of one call made about 35 of them across the stages. Statements that do not wait on each other's
-answers go as one simple-protocol query instead, their values bound in the client by psycopg
-(`AsyncClientCursor.mogrify`: libpq's quoting), and the server runs them in order, each with a
-snapshot of its own as in separate round trips. Measured alone, a transaction of BEGIN, three
-statements and COMMIT cost the client 390-410 µs of CPU in two such batches, against 668-693 µs
-one statement at a time and 1,044-1,052 µs in a psycopg pipeline.
+psycopg costs the client CPU on every round trip, and a round of one call made dozens of them
+across the stages. Statements that do not wait on each other's answers go as one simple-protocol
+query instead, their values bound in the client by psycopg (`AsyncClientCursor.mogrify`: libpq's
+quoting), and the server runs them in order, each with a snapshot of its own as in separate round
+trips. A transaction in two such batches costs the client less CPU than one statement at a time,
+and far less than a psycopg pipeline (docs/performance.md, "Figures behind the code").
 
 Bound in the client, a negative number is written `-5`, and a cast binds before the sign:
 `%s::bigint` of -2**63 overflows. A scalar parameter with a cast goes in parentheses,

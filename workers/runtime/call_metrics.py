@@ -82,8 +82,9 @@ class CallMetrics:
                 self._schema.add(0, {"tool": contract.name, "phase": phase})
 
     def record(self, results: list[ExecutionResult]) -> None:
-        """Count the calls that ended in this round: each counter once per label set (an add
-        costs ~15 µs in the SDK whatever it adds), the latency once per call."""
+        """Count the calls that ended in this round: each counter once per label set (an add is
+        dear in the SDK whatever it adds; docs/performance.md, "Figures behind the code"), the
+        latency once per call."""
         if not self._zeroed:
             self._zero()
         now_ms = time.time() * 1000

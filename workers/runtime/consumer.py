@@ -4,8 +4,9 @@ it may commit.
 confluent-kafka (librdkafka) fetches, heartbeats and commits in threads of its own. Waiting for
 records is the only call that blocks; it runs in one thread of this consumer while the event
 loop goes on, and it returns as soon as a record has arrived (then takes, without waiting, what
-else is already fetched). Measured on the embedded broker, a record went from produce to consume
-in 2.5 ms this way, against 4.1-4.6 ms through Faust; and a record cost no task of its own.
+else is already fetched). On the embedded broker a record went from produce to consume sooner
+this way than through Faust (docs/performance.md, "Figures behind the code"); and a record cost
+no task of its own.
 
 Offsets are stored only for the records of a finished round (`done`), whose outputs the broker
 acknowledged, and librdkafka commits what is stored every second, on a rebalance and at close.
@@ -93,9 +94,9 @@ class StageConsumer:
                 # A stage busy with a round thus leaves its records to gather at the broker and
                 # takes them in one fetch, not a fetch of a record or two as each arrives; every
                 # fetch that finds records costs the embedded broker a listing of its partition.
-                # Alternating runs (3 pairs, against a few rounds' worth fetched ahead): broker
-                # 1,436, 1,392, 1,337 µs a call at 300 calls/s against 1,603, 1,728, 1,643; p99
-                # at 1,000 calls/s 241 and 286 ms against 409 and 398; at full speed no change.
+                # Against a few rounds' worth fetched ahead, the broker spent less CPU a call at
+                # 300 calls/s and p99 at 1,000 calls/s was lower; at full speed no change
+                # (docs/performance.md, "Figures behind the code").
                 "queued.min.messages": 1,
                 "queued.max.messages.kbytes": max(4 * settings.batch_bytes // 1024, 1024),
                 "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,

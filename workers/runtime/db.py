@@ -30,10 +30,11 @@ _AS_JSON_DUMPS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACL
 
 def rows_json(rows: Any) -> str:
     """Rows as the JSON text of one `jsonb_to_recordset` parameter: a round's writes in one
-    statement. orjson writes it, a fifth of json.dumps's time (usage events, key settlements and
-    audit entries are one row per call). What orjson refuses (a lone surrogate, an integer beyond
-    64 bits, a key that is not a string, a type JSON has no form for) json.dumps writes or
-    refuses as before, so Postgres gets the same text for it and answers as it did."""
+    statement. orjson writes it, in a fraction of json.dumps's time (usage events, key settlements
+    and audit entries are one row per call; docs/performance.md, "Figures behind the code"). What
+    orjson refuses (a lone surrogate, an integer beyond 64 bits, a key that is not a string, a type
+    JSON has no form for) json.dumps writes or refuses as before, so Postgres gets the same text
+    for it and answers as it did."""
     try:
         return orjson.dumps(rows, option=_AS_JSON_DUMPS).decode()
     except orjson.JSONEncodeError:
@@ -42,8 +43,8 @@ def rows_json(rows: Any) -> str:
 
 def jsonb(value: Any) -> Jsonb:
     """`value` as a jsonb parameter whose text `rows_json` writes: psycopg's own dumper calls
-    json.dumps (~5 µs for an invoice's line items, orjson under 1). Postgres parses the text
-    into the same jsonb either way."""
+    json.dumps, several times slower than orjson (docs/performance.md, "Figures behind the code").
+    Postgres parses the text into the same jsonb either way."""
     return Jsonb(value, dumps=rows_json)
 
 
@@ -52,8 +53,9 @@ async def keyed(conn: psycopg.AsyncConnection[Any], query: str, params: Any) -> 
     bound, planned for the table as it is now: never prepared. psycopg prepares a statement after
     its fifth execution, and Postgres then keeps a generic plan; made while the table was nearly
     empty (a new deployment, a worker started then), that plan was a hash join over a sequential
-    scan, and went on scanning the whole table on every round as it grew (execution/keys.py has
-    the measurements). Planning each time costs ~0.1 ms and finds each key by its index."""
+    scan, and went on scanning the whole table on every round as it grew (execution/keys.py).
+    Planning each time costs little and finds each key by its index
+    (docs/performance.md, "Figures behind the code")."""
     return await conn.execute(query, params, prepare=False)
 
 
@@ -76,10 +78,11 @@ STALE_AFTER_S = 2.0
 class IdleCheck:
     """The pool's checkout check: a round trip only for a connection that sat idle.
 
-    Checking every checkout cost each round a round trip (1-1.7 ms measured in a sequential
-    run). A connection used moments ago is checked locally only (closed or broken); if the
-    server went away since, the round's first statement fails as a transient error, the round
-    is retried, and the pool discards the dead connection on its return."""
+    Checking every checkout cost each round a round trip, felt in a sequential run
+    (docs/performance.md, "Figures behind the code"). A connection used moments ago is checked
+    locally only (closed or broken); if the server went away since, the round's first statement
+    fails as a transient error, the round is retried, and the pool discards the dead connection
+    on its return."""
 
     def __init__(self, stale_after_s: float = STALE_AFTER_S, clock: Callable[[], float] = time.monotonic) -> None:
         self.stale_after_s = stale_after_s

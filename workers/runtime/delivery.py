@@ -48,7 +48,8 @@ class Delivery:
         attempt = 0
         while pending:
             # The records' own futures, gathered: a coroutine per record would make gather wrap
-            # each in a Task (normalization sends a record per call; ~3 µs a record, measured).
+            # each in a Task, a cost on every record (normalization sends a record per call;
+            # docs/performance.md, "Figures behind the code").
             futures = [await self.send(*msg) for msg in pending]
             results = await asyncio.gather(*futures, return_exceptions=True)
             retry: list[Message] = []

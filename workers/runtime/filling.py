@@ -2,10 +2,11 @@
 
 A record of tool.proposals is one call, but a record of an internal topic is a StageBatch of
 every call one upstream round sent to that partition, a hundred or more. Counted in records
-alone, one execution round of a 100,000-call backlog took 500 such records, 13,036 calls, and
-ran for 48 s: past its keys' lease and past the consumer's max_poll_interval, and the stage
-stalled with 17,134 keys PENDING. Counted in bytes too, a round holds about
-as many calls whatever the topic; the first record is always taken, however large.
+alone, one execution round of a 100,000-call backlog took 500 such records, thousands of calls,
+and ran past its keys' lease and past the consumer's max_poll_interval, and the stage stalled
+with its keys PENDING (docs/performance.md, "Figures behind the code"). Counted in bytes too, a
+round holds about as many calls whatever the topic; the first record is always taken, however
+large.
 
 What a stage takes from its consumer at once, and holds pending, is bounded the same way, in
 records sized to the topic, since the embedded broker (Tansu) ignores a fetch's byte limits.
@@ -83,7 +84,8 @@ class Filling(Generic[R]):
         With more (load), the round looks again every LINGER_STEP_S while it is not full, and
         stops at the first look that brings nothing: the burst has passed. (Before, a round with
         two records pending lingered out the whole window whatever its looks found: traced at
-        100 calls/s, 16 of 17 validation rounds spent 15-26 ms in it before their BEGIN.)"""
+        100 calls/s, nearly every validation round spent most of the window in it before its
+        BEGIN; docs/performance.md, "Figures behind the code".)"""
         deadline = clock() + within_s
         while len(self.records) > 1 and not self.full:
             left = deadline - clock()

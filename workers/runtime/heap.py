@@ -11,10 +11,8 @@ never scanned again; they were never going to be garbage) and lets the young gen
 50,000 objects before it is collected. Cycles are still found, in fewer and larger collections.
 A round's objects mostly die by reference counting, which the collector does not see.
 
-Measured at full speed, alternating runs with and without it (`--calls 10000 --cpu`, 2 pairs):
-the stages' CPU per call fell 5-14% (validation 516 → 488 and 536 → 485 µs, execution 596 → 551
-and 625 → 573, approval-wait 176 → 159 and 188 → 162), and the pipeline ran 4-6% more calls a
-second.
+At full speed, in alternating runs with and without it, the stages' CPU per call fell and the
+pipeline ran more calls a second (docs/performance.md, "Figures behind the code").
 """
 
 from __future__ import annotations

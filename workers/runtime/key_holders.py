@@ -3,11 +3,11 @@
 Every stage process writes one row (`toolgate.key_holders`, migration 0022): its host, stage and
 pid, the id of the key it seals with and the ids of those it accepts. It reads its keyset every
 `keyset_refresh_seconds` and writes at once when what it holds changed, otherwise every
-HEARTBEAT_S, which says it still runs: an idle stage wrote a row every 5 s, a third of its idle
-CPU. `toolgate secret rotate` promotes a staged key only once every stage seen lately (within
-three heartbeats), on every host, accepts it, and `toolgate secret status` lists them; rows of
-processes gone a day are deleted as the others report. No secret is written: key ids are derived
-from public keys.
+HEARTBEAT_S, which says it still runs: an idle stage that wrote a row every 5 s spent a good
+share of its idle CPU on it (docs/performance.md, "Figures behind the code"). `toolgate secret
+rotate` promotes a staged key only once every stage seen lately (within three heartbeats), on
+every host, accepts it, and `toolgate secret status` lists them; rows of processes gone a day are
+deleted as the others report. No secret is written: key ids are derived from public keys.
 """
 
 from __future__ import annotations

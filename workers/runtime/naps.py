@@ -9,12 +9,12 @@ ListOffsets request, `_behind`); only if a log reaches past what the consumer re
 again, for LOOK_S (a fetch answered at once if records wait, and one held for the short fetch
 wait if none do). A record that arrives at a napping stage waits out the rest of the nap; once
 one came, the stage fetches without napping until it is idle again. A look of 25 ms: woken at
-once (`resume`), the fetcher brought a waiting record in 1-14 ms on Tansu. Looking at every
-nap's end cost validation (naps of 500 ms) ~2.5 ms of CPU a second: the partitions paused and
-resumed, a metadata request and five fetches each time; asking for the ends first costs one
-request. A stage fed only by stages (and toolgate's own approvers' tools) is woken when a record
-comes for it (workers/runtime/wakeup.py), and naps for seconds: it looks at a nap's end only in
-case a notice was lost.
+once (`resume`), the fetcher brought a waiting record well within it on Tansu. Looking at every
+nap's end cost validation (naps of 500 ms) CPU every second: the partitions paused and resumed, a
+metadata request and five fetches each time; asking for the ends first costs one request
+(docs/performance.md, "Figures behind the code"). A stage fed only by stages (and toolgate's own
+approvers' tools) is woken when a record comes for it (workers/runtime/wakeup.py), and naps for
+seconds: it looks at a nap's end only in case a notice was lost.
 
 Everything here runs in the consumer's own thread (its `wait`), the rebalance callbacks too.
 """
@@ -94,10 +94,10 @@ class Naps:
     def resume(self) -> None:
         """Fetch every assigned partition again, now. librdkafka looks at a resumed partition
         only when the broker's thread next wakes, and a resume does not wake it: on Tansu the
-        first fetch went out 415-501 ms after it (five of five), so a look found nothing and a
-        record waited for a look that happened to meet a fetch (seconds). A request on that
-        connection wakes it: a metadata request for one assigned topic, after which the record
-        came in 1-14 ms."""
+        first fetch went out long after it, every time, so a look found nothing and a record
+        waited for a look that happened to meet a fetch (seconds). A request on that connection
+        wakes it: a metadata request for one assigned topic, after which the record came at once
+        (docs/performance.md, "Figures behind the code")."""
         if not self._paused:
             return
         self._paused.clear()

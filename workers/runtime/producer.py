@@ -3,9 +3,9 @@
 librdkafka batches and sends in its own threads; what it reports back (a record acknowledged by
 every in-sync replica, or failed) is served by `poll`, which a thread of this producer calls while
 anything is in flight (with nothing in flight it sleeps, not polling). The reports of one poll
-reach the event loop together, in one wake-up, and settle the futures `send` returned. Measured
-against Faust's aiokafka producer on the embedded broker, an acknowledgement came back in 1.0 ms
-instead of 1.7 ms, and a send cost a few microseconds of the event loop instead of tens.
+reach the event loop together, in one wake-up, and settle the futures `send` returned. Against
+Faust's aiokafka producer on the embedded broker, an acknowledgement came back sooner, and a send
+cost the event loop a fraction of what it did (docs/performance.md, "Figures behind the code").
 
 Idempotent, with `acks=all`: on a real cluster a leader moves (a broker restarts, is killed,
 is drained), and librdkafka retries what the old leader took but never acknowledged. Without
@@ -55,14 +55,15 @@ UNDELIVERABLE = frozenset(
 )
 # How long one poll of the delivery reports may wait. A poll returns as soon as a report is
 # served, so this bounds only how long a stopping producer's thread takes to notice: at 0.05 s
-# the two report threads of an idle stage woke 40 times a second, ~2 ms of CPU a second. A longer
-# one saves nothing more: confluent-kafka (2.13 on) waits in slices of 200 ms, taking the GIL
-# between them, so a thread blocked in any poll wakes five times a second (measured, whatever
-# the timeout).
+# the two report threads of an idle stage woke 40 times a second, for CPU every second
+# (docs/performance.md, "Figures behind the code"). A longer one saves nothing more:
+# confluent-kafka (2.13 on) waits in slices of 200 ms, taking the GIL between them, so a thread
+# blocked in any poll wakes five times a second (measured, whatever the timeout).
 SERVE_S = 0.5
 # With nothing in flight the thread does not poll at all: it sleeps until `send` hands over a
 # record, and serves what else librdkafka queues for the application (errors, logs) this often.
-# Two report threads an idle stage had, polling, took 0.3-0.7 ms of CPU a second each.
+# Two report threads an idle stage had, polling, each took CPU every second for nothing
+# (docs/performance.md, "Figures behind the code").
 IDLE_S = 1.0
 WARM_S = 5.0  # how long `warm` waits for the cluster's metadata
 FULL_QUEUE_PAUSE_S = 0.005
@@ -107,12 +108,12 @@ class StageProducer:
             "batch.size": max(settings.batch_bytes * 2, 1_000_000),
             # One request in flight: what a round hands over while one is out waits for it and
             # goes in the next, as one batch a partition. Without a linger and with requests
-            # unbounded, normalization's observations (a record a call) went out in ~10 requests
+            # unbounded, normalization's observations (a record a call) went out in many requests
             # a round, and the embedded broker keeps a batch object per partition per request and
-            # lists all of a partition's objects for every fetch that finds records. Measured on
-            # two stacks side by side at full speed: the broker 139-141 µs a call against 174-175,
-            # 840 and 889 calls/s against 777 and 765. A record with nothing in flight still goes
-            # at once.
+            # lists all of a partition's objects for every fetch that finds records. On two stacks
+            # side by side at full speed, one request in flight cost the broker less CPU a call and
+            # ran more calls a second (docs/performance.md, "Figures behind the code"). A record
+            # with nothing in flight still goes at once.
             "max.in.flight.requests.per.connection": 1,
             # The partition a key maps to, as Java clients, aiokafka and the relay map it.
             "partitioner": "murmur2_random",

@@ -6,8 +6,9 @@ huge arguments, thousands of field errors) keeps its identity and outcome but wi
 data, and an effect that did happen is reported as PARTIAL_SUCCESS: done, result withheld.
 
 `result` and `outcome` build their models from values their signatures already type, without
-validating them again (`WireModel.built`): execution builds one of each per call, 9.5-10.2 µs
-validated. `tests/unit/test_results.py` holds that validation makes the same models of them.
+validating them again (`WireModel.built`): execution builds one of each per call, and validated
+they were dear (docs/performance.md, "Figures behind the code"). `tests/unit/test_results.py`
+holds that validation makes the same models of them.
 """
 
 from __future__ import annotations

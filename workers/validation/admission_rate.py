@@ -4,7 +4,8 @@ checked before the gates and charged with what each call cost. Pure: the time co
 One signed proposal can cost validation thousands of times what an ordinary call does (256 KiB
 of arguments to parse, a refusal's findings to look for), and signed under one root, 64 cost
 one signature. schema_budget.py bounds what one call may cost; this bounds how often one agent
-may make validation pay it. What a call costs, in units of about 2-5 µs of validation's CPU:
+may make validation pay it. What a call costs, in units each a small slice of validation's CPU
+(docs/performance.md, "Figures behind the code"):
 
     units = 1 + characters of its arguments / 128 + the schema work of its refusal (schema_budget.WORK at most)
 

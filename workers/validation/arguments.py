@@ -34,7 +34,8 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-# One decoder for every proposal: `json.loads` with arguments builds a new one per call (~3 µs).
+# One decoder for every proposal: `json.loads` with arguments builds a new one per call, a cost
+# on every proposal (docs/performance.md, "Figures behind the code").
 _DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
 
 

@@ -1,7 +1,7 @@
 """What validation spends to say why arguments fail their contract's input schema: bounded before
 the work, by count and by work, never by the clock. Pure.
 
-The compiled validator only says yes or no (`Contract.accepts_input`, ~25x faster); only arguments
+The compiled validator only says yes or no (`Contract.accepts_input`, far faster); only arguments
 it refuses are looked at again, in three steps, all within WORK units (a unit: one keyword
 evaluation, or one value visited by the size check):
 
@@ -36,7 +36,7 @@ from toolgate.workers.validation.schema_findings import BOUNDS, Finding, bound_f
 MAX_FINDINGS = MAX_ERRORS  # field errors in one answer, the note that more exist included
 # Keyword evaluations (and values visited) one refusal may cost: about three times what the
 # largest arguments the shipped contracts accept take to check whole (invoice.create_draft with
-# 50 lines: 666), ~5-10 ms of CPU on this project's machines.
+# 50 lines: 666), milliseconds of CPU (docs/performance.md, "Figures behind the code").
 WORK = 2048
 SIZE_BOUNDS = (("maxItems", list), ("maxLength", str), ("maxProperties", dict))
 
