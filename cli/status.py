@@ -22,7 +22,8 @@ def status(
     """Health of the running system: each stage's processes, restarts and consumer lag, keys
     PENDING, approvals waiting, open dead letters, the outbox backlog. Exit 1 when unhealthy,
     with the reasons."""
-    from toolgate.ops.status import limits_for, render, report
+    from toolgate.ops.status import limits_for, report
+    from toolgate.ops.status_view import render
 
     settings = running()
     result = report(settings, limits_for(settings, max_lag=max_lag, max_outbox_age_s=max_outbox_age))

@@ -7,7 +7,7 @@ more), and the whole dead-letter topic read again, waiting two seconds of silenc
 Kept instead:
 
 * one Postgres connection (autocommit) for every query of a sample;
-* one admin client and one end reader (ops/status.py `end_reader`) for the consumer lag;
+* one admin client and one end reader (ops/lag.py `end_reader`) for the consumer lag;
 * the dead-letter topic read as it grows (`LetterTally`): each letter read once, and kept as its
   id and the ids of the keys whose MAC it carries, so that it is genuine for as long as one of
   them is accepted (a retired key makes its letters forged, as `toolgate dlq list` shows them),
@@ -27,7 +27,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from confluent_kafka.admin import AdminClient
 
 from toolgate.kafka_security import OPERATOR, client_config
-from toolgate.ops import dlq, status
+from toolgate.ops import dlq, lag
 from toolgate.ops.health import Lag
 from toolgate.settings import Settings
 from toolgate.topics import consumed
@@ -106,7 +106,7 @@ class LetterTally:
             self.consumer.unassign()
 
     def _start_over(self) -> None:
-        topics = self.consumer.list_topics(self.topic, timeout=status.KAFKA_TIMEOUT_S).topics
+        topics = self.consumer.list_topics(self.topic, timeout=lag.KAFKA_TIMEOUT_S).topics
         self.kept.clear()
         self.next = dict.fromkeys(sorted(topics[self.topic].partitions), OFFSET_BEGINNING)
 
@@ -126,14 +126,14 @@ class Readers:
     def postgres(self) -> psycopg.Connection[Any]:
         if self._postgres is None or self._postgres.closed or self._postgres.broken:
             self._postgres = psycopg.connect(
-                self.settings.database_url, connect_timeout=int(status.KAFKA_TIMEOUT_S), autocommit=True
+                self.settings.database_url, connect_timeout=int(lag.KAFKA_TIMEOUT_S), autocommit=True
             )
         return self._postgres
 
     def lags(self) -> tuple[Lag, ...]:
         if self._admin is None or self._ends is None:
-            self._admin, self._ends = AdminClient(status.admin_config(self.settings)), status.end_reader(self.settings)
-        return status.lags(self.settings, self._admin, self._ends)
+            self._admin, self._ends = AdminClient(lag.admin_config(self.settings)), lag.end_reader(self.settings)
+        return lag.lags(self.settings, self._admin, self._ends)
 
     def open_letters(self) -> int:
         if self._tally is None:

@@ -20,6 +20,7 @@ What it reads, each from where it is true:
   fenced or still starting is not listed); without a runtime file, the brokers the metadata lists.
 
 Whatever cannot be read is recorded as an error, never guessed; ops/health.py judges the rest.
+The lag is read by ops/lag.py, and the report shown by ops/status_view.py.
 """
 
 from __future__ import annotations
@@ -27,22 +28,15 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from confluent_kafka.admin import AdminClient
 
-from toolgate.kafka_security import ADMIN, client_config
 from toolgate.ops import dlq
-from toolgate.ops.acls import STAGE_RIGHTS
 from toolgate.ops.health import (
     Approvals,
     BrokerCluster,
@@ -50,25 +44,19 @@ from toolgate.ops.health import (
     DeadLetters,
     Finding,
     Keys,
-    Lag,
     Limits,
     Outbox,
     Process,
-    Severity,
     Snapshot,
     healthy,
     judge,
 )
+from toolgate.ops.lag import KAFKA_TIMEOUT_S, admin_config, lags
 from toolgate.settings import Settings
-from toolgate.topics.catalog import Topics, stage_group
 from toolgate.workers.stages import STAGES
 
 T = TypeVar("T")
-KAFKA_TIMEOUT_S = 10.0
 # confluent-kafka leaves these two class methods unannotated; they return the specs below.
-EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-LAG_READ_S = 5.0  # reading partitions to their ends stops here; a longer count is a lower bound
 
 KEYS = """
 SELECT count(*), extract(epoch FROM now() - min(created_at))::float8,
@@ -86,14 +74,6 @@ OUTBOX = """
 SELECT count(*), extract(epoch FROM now() - min(created_at))::float8, count(*) FILTER (WHERE retry_at > now())
 FROM toolgate.outbox WHERE sent_at IS NULL
 """
-
-
-def partition_lag(committed: int, low: int, end: int) -> int:
-    """Records a group has yet to consume on one partition. A group that never committed
-    reads from the earliest record (the stages' `auto_offset_reset`); a committed offset
-    below the earliest points at records retention already deleted."""
-    position = max(committed, low) if committed >= 0 else low
-    return max(0, end - position)
 
 
 # --- processes -----------------------------------------------------------------------------
@@ -168,113 +148,6 @@ def await_ready(
             raise NotReady(f"stages not ready after {timeout_s:g} s: {', '.join(pending)}")
         sleep(poll_s)
     return clock() - started
-
-
-# --- consumer lag --------------------------------------------------------------------------
-
-
-def lags(settings: Settings, admin: AdminClient | None = None, reader: Consumer | None = None) -> tuple[Lag, ...]:
-    """Every stage's consumer lag (None for the stages that read Postgres); `admin` and `reader`
-    (`end_reader`) are clients kept between readings (the gauges'), else made for this one."""
-    admin = admin or AdminClient(admin_config(settings))
-    metadata = admin.list_topics(timeout=KAFKA_TIMEOUT_S).topics
-    topics = Topics(settings.topic_prefix)
-    plans: dict[str, tuple[str, list[TopicPartition]]] = {}
-    for stage in STAGES:
-        reads = STAGE_RIGHTS[stage].reads if STAGE_RIGHTS[stage].consumes_with_group else ()
-        names = sorted(name for name in metadata if topics.parse(name)[0] in reads)
-        missing = [logical for logical in reads if not any(topics.parse(n)[0] == logical for n in names)]
-        if missing:
-            raise LookupError(f"{stage} reads {', '.join(missing)}, which the broker does not have")
-        if names:
-            partitions = [TopicPartition(n, p) for n in names for p in sorted(metadata[n].partitions)]
-            plans[stage] = (stage_group(settings.topic_prefix, stage), partitions)
-    every = [tp for _, tps in plans.values() for tp in tps]
-    low, high = _offsets(admin, every, EARLIEST), _offsets(admin, every, LATEST)
-    committed: dict[tuple[str, int], int] = {}
-    for group, tps in plans.values():
-        request = [ConsumerGroupTopicPartitions(group, tps)]
-        answer = admin.list_consumer_group_offsets(request, request_timeout=KAFKA_TIMEOUT_S)[group].result()
-        committed.update({(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions})
-    # Read from where the group stands, or from the last record the broker admits to, if later.
-    starts = {key: max(committed.get(key, -1), low[key], high[key] - 1) for key in low}
-    ends, exact = _read_ends(settings, starts, reader)
-    out = []
-    for stage in STAGES:
-        if stage not in plans:
-            out.append(Lag(stage, None))
-            continue
-        group, tps = plans[stage]
-        keys = [(tp.topic, tp.partition) for tp in tps]
-        out.append(
-            Lag(
-                stage,
-                group,
-                tuple(sorted({tp.topic for tp in tps})),
-                sum(partition_lag(committed.get(k, -1), low[k], ends[k]) for k in keys),
-                all(exact[k] for k in keys),
-                len(keys),
-                sum(1 for k in keys if committed.get(k, -1) >= 0),
-            )
-        )
-    return tuple(out)
-
-
-def _offsets(admin: AdminClient, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
-    if not partitions:
-        return {}
-    futures = admin.list_offsets({tp: spec for tp in partitions}, request_timeout=KAFKA_TIMEOUT_S)
-    return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
-
-
-def admin_config(settings: Settings) -> dict[str, str | int | float | bool]:
-    return {**client_config(settings, ADMIN), "bootstrap.servers": settings.kafka_bootstrap}
-
-
-def end_reader(settings: Settings) -> Consumer:
-    """A consumer that reads partitions to their ends for `lags` (it never joins a group, and
-    commits nothing)."""
-    return Consumer(
-        {
-            **admin_config(settings),
-            "group.id": f"toolgate-status-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-
-
-def _read_ends(
-    settings: Settings, starts: dict[tuple[str, int], int], reader: Consumer | None = None
-) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], bool]]:
-    """Each partition's end offset, read from `start` until librdkafka reports its end (or
-    `LAG_READ_S` passes: then the offset reached so far, not exact). Nothing is committed; a
-    kept `reader` is left with nothing assigned."""
-    if not starts:
-        return {}, {}
-    consumer = reader or end_reader(settings)
-    reached, ends = dict(starts), dict[tuple[str, int], int]()
-    try:
-        consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in starts.items()])
-        deadline = time.monotonic() + LAG_READ_S
-        while len(ends) < len(starts) and time.monotonic() < deadline:
-            msg = consumer.poll(0.1)
-            if msg is None:
-                continue
-            topic, partition, offset, error = msg.topic(), msg.partition(), msg.offset(), msg.error()
-            if topic is None or partition is None or offset is None:
-                continue  # an error of the client's own, not of a partition
-            key = (topic, partition)
-            if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                ends.setdefault(key, offset)
-            elif error is None:
-                reached[key] = max(reached[key], offset + 1)
-    finally:
-        if reader is None:
-            consumer.close()
-        else:
-            consumer.unassign()
-    return {k: ends.get(k, reached[k]) for k in starts}, {k: k in ends for k in starts}
 
 
 # --- the broker's nodes ---------------------------------------------------------------------
@@ -398,71 +271,3 @@ def limits_for(settings: Settings, **overrides: Any) -> Limits:
 def report(settings: Settings, limits: Limits) -> Report:
     snapshot = gather(settings)
     return Report(snapshot, limits, judge(snapshot, limits))
-
-
-# --- for people ------------------------------------------------------------------------------
-
-
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
-
-
-def _lag_cell(lag: Lag | None) -> str:
-    if lag is None:
-        return "?"
-    if lag.records is None:
-        return "none: reads Postgres"
-    return f"{'≥' if not lag.exact else ''}{lag.records}"
-
-
-def _broker_line(cluster: BrokerCluster) -> str:
-    """e.g. `broker: kafka 4.4.0, 3 nodes: kafka-1 127.0.0.1:9092 serving, ...`."""
-    what = " ".join(part for part in (cluster.broker, cluster.version) if part)
-    state = {True: "serving", False: "[red]not serving[/red]", None: "?"}
-    nodes = ", ".join(f"{escape(n.name)} {escape(n.address)} {state[n.serving]}" for n in cluster.nodes)
-    return f"broker: {escape(what)}, {len(cluster.nodes)} node(s)" + (f": {nodes}" if nodes else "")
-
-
-def render(result: Report, console: Console) -> None:
-    s = result.snapshot
-    lag = {lag.stage: lag for lag in s.lags}
-    table = Table(title=f"toolgate status  ({escape(s.home)})")
-    for column in ("process", "pid", "running", "ready", "restarts", "consumer lag (records)"):
-        table.add_column(column)
-    shown = [p for p in s.processes if p.name in STAGES] or [Process(stage, None, False) for stage in STAGES]
-    rows = [*shown, *(p for p in s.processes if p.name not in STAGES), *s.infrastructure]
-    if s.supervisor is not None:
-        rows.append(s.supervisor)
-    for p in rows:
-        table.add_row(
-            p.name,
-            str(p.pid) if p.pid else "-",
-            "-" if s.supervisor is None else ("yes" if p.alive else "[red]no[/red]"),
-            {True: "yes", False: "[yellow]no[/yellow]", None: ""}[p.ready],
-            str(p.restarts) if p.restarts else "",
-            _lag_cell(lag.get(p.name)) if p.name in STAGES else "",
-        )
-    console.print(table)
-    if s.broker is not None:
-        console.print(_broker_line(s.broker))
-    state = Table(title="in flight")
-    for column in ("what", "count", "oldest"):
-        state.add_column(column)
-    for what, part, count, age in (
-        ("idempotency keys PENDING", s.keys, "pending", "oldest_age_s"),
-        ("approvals waiting", s.approvals, "pending", "oldest_age_s"),
-        ("outbox rows unsent", s.outbox, "unsent", "oldest_age_s"),
-        ("dead letters open", s.dead_letters, "open", None),
-    ):
-        if part is None:  # not read: the findings say why
-            state.add_row(what, "?", "?")
-        else:
-            state.add_row(what, str(getattr(part, count)), _age(getattr(part, age)) if age else "")
-    console.print(state)
-    for f in result.findings:
-        color = "red" if f.severity is Severity.UNHEALTHY else "yellow"
-        console.print(f"[{color}]{f.severity}[/{color}]  {escape(f.subject)}: {escape(f.reason)}")
-    bad = sum(1 for f in result.findings if f.severity is Severity.UNHEALTHY)
-    console.print("[green]healthy[/green]" if result.healthy else f"[red]unhealthy: {bad} reason(s)[/red]")

@@ -22,7 +22,7 @@ from toolgate.ops.health import (
     healthy,
     judge,
 )
-from toolgate.ops.status import partition_lag
+from toolgate.ops.lag import partition_lag
 from toolgate.workers.stages import STAGES
 
 UNHEALTHY, WARNING = Severity.UNHEALTHY, Severity.WARNING
