@@ -11,8 +11,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from toolgate.ops.stack.embedded import die_with_parent, free_port, port_free
 from toolgate.ops.stack.priority import lower_priority
+from toolgate.ops.stack.processes import die_with_parent, free_port, port_free
 
 
 def yielding(children: list[Child]) -> str:

@@ -22,19 +22,13 @@ from toolgate.ops.kafka_credentials import (
     stage_user,
 )
 from toolgate.ops.stack.children import Ports
-from toolgate.ops.stack.embedded import (
-    TANSU_FETCH_WAIT_MS,
-    TANSU_IDLE_NAP_MS,
-    Broker,
-    Postgres,
-    start_broker,
-    start_postgres,
-    stop_process,
-)
+from toolgate.ops.stack.embedded import TANSU_FETCH_WAIT_MS, TANSU_IDLE_NAP_MS, Broker, start_broker
 from toolgate.ops.stack.kafka_broker import KafkaCluster, start_cluster
 from toolgate.ops.stack.kafka_classes import with_classes
 from toolgate.ops.stack.kafka_dist import resolve as resolve_kafka
 from toolgate.ops.stack.kafka_tls import ensure_certificates
+from toolgate.ops.stack.postgres import Postgres, start_postgres
+from toolgate.ops.stack.processes import stop_process
 from toolgate.settings import Settings
 
 

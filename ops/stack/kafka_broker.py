@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 from toolgate.ops.kafka_credentials import BrokerSecurity
-from toolgate.ops.stack.embedded import die_with_parent, listening, wait_for_port
 from toolgate.ops.stack.kafka_dist import Distribution
 from toolgate.ops.stack.kafka_storage import (
     JVM_FLAGS,
@@ -58,6 +57,7 @@ from toolgate.ops.stack.kafka_storage import (
     node_properties,
     write_private,
 )
+from toolgate.ops.stack.processes import die_with_parent, listening, wait_for_port
 from toolgate.topics.catalog import Replication
 
 NODE = "kafka-"  # a node's name, as runtime.json, ports.json and `toolgate status` say it

@@ -27,11 +27,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from toolgate.ops.kafka_credentials import ADMIN_USER, broker_security, client_settings
-from toolgate.ops.stack.embedded import free_port
 from toolgate.ops.stack.kafka_broker import start_cluster
 from toolgate.ops.stack.kafka_dist import Distribution, default_cache, once
 from toolgate.ops.stack.kafka_storage import java
 from toolgate.ops.stack.kafka_tls import ensure_certificates
+from toolgate.ops.stack.processes import free_port
 
 
 def archive_directory(cache: Path | None) -> Path:

@@ -43,10 +43,10 @@ from toolgate.kafka_security import client_config
 from toolgate.ops.agents import registered_tenants
 from toolgate.ops.roles import embedded_worker_url
 from toolgate.ops.stack.children import Child, Ports, yielding
-from toolgate.ops.stack.embedded import wait_for_port
 from toolgate.ops.stack.infrastructure import Infrastructure, mask
 from toolgate.ops.stack.prepare import DEMO_TOKEN_REF, prepare, published_keys, redrive_from_postgres
 from toolgate.ops.stack.priority import niceness
+from toolgate.ops.stack.processes import wait_for_port
 from toolgate.settings import Settings
 from toolgate.telemetry.metrics_export import reported_port
 from toolgate.topics.catalog import provision

@@ -23,7 +23,8 @@ import pytest
 from psycopg import errors
 
 from toolgate.ops.migrate import migrate
-from toolgate.ops.stack import embedded
+from toolgate.ops.stack import postgres as embedded_postgres
+from toolgate.ops.stack import processes
 
 from ..conftest import Pipeline, _wait_up
 
@@ -121,16 +122,16 @@ def test_the_passwords_are_only_in_their_files(pipeline: Pipeline) -> None:
 def trust_home(home: Path) -> None:
     """A home as `toolgate up` made it before passwords (main at 607dff5): a data directory made
     with `initdb --auth=trust`, migrated, and the worker role allowed to log in without one."""
-    datadir, run_as = home / "pgdata", embedded._system_user()
+    datadir, run_as = home / "pgdata", embedded_postgres._system_user()
     datadir.mkdir(parents=True)
     if run_as:
-        embedded._let_user_reach(datadir)
+        embedded_postgres._let_user_reach(datadir)
         os.chown(datadir, *_ids(run_as))
-    initdb = [str(embedded._postgres_bin() / "initdb"), "-D", str(datadir), "-U", "postgres", "--auth=trust"]
+    initdb = [str(embedded_postgres._postgres_bin() / "initdb"), "-D", str(datadir), "-U", "postgres", "--auth=trust"]
     subprocess.run([*initdb, "--encoding=UTF8", "--no-instructions"], check=True, capture_output=True, user=run_as)
-    port = embedded.free_port()
+    port = processes.free_port()
     server = subprocess.Popen(
-        [str(embedded._postgres_bin() / "postgres"), "-D", str(datadir), "-p", str(port), "-k", str(datadir)],
+        [str(embedded_postgres._postgres_bin() / "postgres"), "-D", str(datadir), "-p", str(port), "-k", str(datadir)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         user=run_as,

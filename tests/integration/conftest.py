@@ -31,9 +31,10 @@ from psycopg import sql
 from toolgate.ops.agents import register_agent
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.ops.roles import with_database
-from toolgate.ops.stack.embedded import Broker, Postgres, free_port, start_broker, start_postgres
+from toolgate.ops.stack.embedded import Broker, start_broker
 from toolgate.ops.stack.kafka_broker import KafkaCluster, start_cluster
 from toolgate.ops.stack.kafka_dist import resolve
+from toolgate.ops.stack.postgres import Postgres, start_postgres
 from toolgate.ops.stack.prepare import (
     DEMO_AGENTS,
     DEMO_SCOPES,
@@ -42,6 +43,7 @@ from toolgate.ops.stack.prepare import (
     demo_approvers,
     ensure_secret,
 )
+from toolgate.ops.stack.processes import free_port
 from toolgate.settings import Settings, load_settings
 from toolgate.topics.catalog import provision
 from toolgate.trust.agent_keys import AgentKeyring

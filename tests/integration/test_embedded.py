@@ -9,7 +9,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from toolgate.ops.stack.embedded import BROKER_THREADS, SOCKET_PATH_MAX, Broker, Postgres
+from toolgate.ops.stack.embedded import BROKER_THREADS, Broker
+from toolgate.ops.stack.postgres import SOCKET_PATH_MAX, Postgres
 
 from .conftest import Server
 
