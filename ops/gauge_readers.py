@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient
 
 from toolgate.kafka_security import OPERATOR, client_config
 from toolgate.ops import dlq, lag
-from toolgate.ops.health import Lag
+from toolgate.ops.snapshot import Lag
 from toolgate.settings import Settings
 from toolgate.topics import consumed
 from toolgate.topics.catalog import Topics

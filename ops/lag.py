@@ -13,9 +13,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from toolgate.kafka_security import ADMIN, client_config
 from toolgate.ops.acls import STAGE_RIGHTS
-from toolgate.ops.health import (
-    Lag,
-)
+from toolgate.ops.snapshot import Lag
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics, stage_group
 from toolgate.workers.stages import STAGES

@@ -37,21 +37,9 @@ import psycopg
 from confluent_kafka.admin import AdminClient
 
 from toolgate.ops import dlq
-from toolgate.ops.health import (
-    Approvals,
-    BrokerCluster,
-    BrokerNode,
-    DeadLetters,
-    Finding,
-    Keys,
-    Limits,
-    Outbox,
-    Process,
-    Snapshot,
-    healthy,
-    judge,
-)
+from toolgate.ops.health import Finding, Limits, healthy, judge
 from toolgate.ops.lag import KAFKA_TIMEOUT_S, admin_config, lags
+from toolgate.ops.snapshot import Approvals, BrokerCluster, BrokerNode, DeadLetters, Keys, Outbox, Process, Snapshot
 from toolgate.settings import Settings
 from toolgate.workers.stages import STAGES
 

@@ -6,12 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from toolgate.ops.health import (
-    BrokerCluster,
-    Lag,
-    Process,
-    Severity,
-)
+from toolgate.ops.health import Severity
+from toolgate.ops.snapshot import BrokerCluster, Lag, Process
 from toolgate.ops.status import Report
 from toolgate.workers.stages import STAGES
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from toolgate.ops.health import BrokerCluster, BrokerNode, Limits, Process, Severity, Snapshot, judge
+from toolgate.ops.health import Limits, Severity, judge
+from toolgate.ops.snapshot import BrokerCluster, BrokerNode, Process, Snapshot
 from toolgate.ops.status import broker_cluster
 
 THREE = {

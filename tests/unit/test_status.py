@@ -8,21 +8,9 @@ from typing import Any
 
 import pytest
 
-from toolgate.ops.health import (
-    Approvals,
-    DeadLetters,
-    Finding,
-    Keys,
-    Lag,
-    Limits,
-    Outbox,
-    Process,
-    Severity,
-    Snapshot,
-    healthy,
-    judge,
-)
+from toolgate.ops.health import Finding, Limits, Severity, healthy, judge
 from toolgate.ops.lag import partition_lag
+from toolgate.ops.snapshot import Approvals, DeadLetters, Keys, Lag, Outbox, Process, Snapshot
 from toolgate.workers.stages import STAGES
 
 UNHEALTHY, WARNING = Severity.UNHEALTHY, Severity.WARNING
