@@ -29,7 +29,8 @@ contracts_app = typer.Typer(
 
 
 def _registry() -> Registry:
-    from toolgate.contracts.registry import ContractRefused, load_registry
+    from toolgate.contracts.admission import ContractRefused
+    from toolgate.contracts.registry import load_registry
 
     try:
         return load_registry(load_settings().contracts_dir)
@@ -78,8 +79,10 @@ def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print o
 
 def _document(reference: str, registry: Registry | None) -> dict[str, Any]:
     """A contract document from a file path or a `name@version` reference (exact, MAJOR.x, latest)."""
+    from toolgate.contracts.admission import ContractRefused, admit
     from toolgate.contracts.compat import document
-    from toolgate.contracts.registry import VERSION, ContractRefused, Resolution, admit
+    from toolgate.contracts.contract import VERSION
+    from toolgate.contracts.registry import Resolution
 
     path = Path(reference)
     if path.is_file():

@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Literal
 
-from toolgate.contracts.registry import REFERENCE_SCHEMA, Contract, Registry, parse_version
+from toolgate.contracts.admission import REFERENCE_SCHEMA
+from toolgate.contracts.contract import Contract, parse_version
+from toolgate.contracts.registry import Registry
 from toolgate.contracts.schema_compat import INPUT, OUTPUT, Finding, Severity, schema_findings
 
 Bump = Literal["major", "minor", "patch"]

@@ -35,7 +35,8 @@ import hashlib
 import re
 from typing import Any
 
-from toolgate.contracts.registry import Contract, Registry
+from toolgate.contracts.contract import Contract
+from toolgate.contracts.registry import Registry
 
 NOTE = (
     "Advisory: these definitions are what a model is shown. Enforcement uses the system-facing contract: "

@@ -18,7 +18,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from toolgate.contracts.registry import Contract, ContractRefused
+from toolgate.contracts.admission import ContractRefused
+from toolgate.contracts.contract import Contract
 
 DIMENSIONS = ("read", "write", "external_action", "financial", "critical_mutation")
 

@@ -30,8 +30,9 @@ from typing import Any
 
 from mcp_types import Tool, ToolAnnotations
 
+from toolgate.contracts.contract import Contract
 from toolgate.contracts.export import export
-from toolgate.contracts.registry import Contract, Registry
+from toolgate.contracts.registry import Registry
 
 PREVIEW = "toolgate_preview"
 CALL_STATUS = "toolgate_call_status"

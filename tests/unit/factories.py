@@ -11,7 +11,8 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from toolgate.contracts.registry import Contract, Registry, load_registry
+from toolgate.contracts.contract import Contract
+from toolgate.contracts.registry import Registry, load_registry
 from toolgate.hashing import provider_key
 from toolgate.schemas.models import (
     ApprovalDecision,

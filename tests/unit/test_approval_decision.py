@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, registry, stage_record
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import ApprovalDecision, Verdict
 from toolgate.states import TicketStatus
 from toolgate.trust.signing import new_key, public_bytes, sign, verify

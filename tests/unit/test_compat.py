@@ -14,9 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from toolgate.cli.contracts import contracts_app
+from toolgate.contracts.admission import admit
 from toolgate.contracts.compat import Report, check, check_registry, document
 from toolgate.contracts.export import MODEL_NAME, NOTE, export, export_document, model_name
-from toolgate.contracts.registry import Registry, admit, load_registry
+from toolgate.contracts.registry import Registry, load_registry
 from toolgate.workers.validation.decision import deprecation_warnings
 
 SHIPPED = load_registry()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.unit.factories import TRACEPARENT, registry, stage_record
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.contract import Contract
 from toolgate.hashing import idempotency_key_for, payload_hash, request_hash
 from toolgate.schemas.models import ExecutionResult, FieldError, StageRecord, TaxonomyClass
 from toolgate.states import KeyStatus

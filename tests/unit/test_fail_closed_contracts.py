@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from tests.unit.factories import contracts, registry, stage_record
+from toolgate.contracts.admission import ContractRefused, admit
 from toolgate.contracts.binding_rules import selected, tenancy_problems
+from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy import load_policy
-from toolgate.contracts.registry import Contract, ContractRefused, admit
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.workers.policy.decision import Allow, Deny, Usage, decide, refs
 from toolgate.workers.runtime import target_state

@@ -139,7 +139,6 @@ OVER_300 = {
     "ops/bench/run.py": 390,
     "schemas/models.py": 372,
     "schemas/codec.py": 342,
-    "contracts/registry.py": 319,
 }
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.registry import Contract, load_registry
+from toolgate.contracts.contract import Contract
+from toolgate.contracts.registry import load_registry
 from toolgate.hashing import provider_key
 from toolgate.schemas.models import Principal, StageRecord
 from toolgate.scrubber import SCRUBBER

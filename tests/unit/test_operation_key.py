@@ -11,9 +11,10 @@ import psycopg
 import pytest
 
 from tests.unit.factories import contracts, registry, stage_record
+from toolgate.contracts.admission import ContractRefused, admit
 from toolgate.contracts.binding_rules import CONTEXT, context_problems
 from toolgate.contracts.compat import check_registry
-from toolgate.contracts.registry import ContractRefused, Resolution, admit
+from toolgate.contracts.registry import Resolution
 from toolgate.hashing import provider_key
 from toolgate.workers.execution.effects import Job
 from toolgate.workers.execution.executors import refusal_text, statement_params

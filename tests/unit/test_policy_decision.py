@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from tests.unit.factories import ALL_SCOPES, contracts, principal, registry, stage_record
+from toolgate.contracts.admission import ContractRefused
+from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy import Policy, admit, dimensions, load_policy
-from toolgate.contracts.registry import Contract, ContractRefused
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.workers.policy.decision import MIN_APPROVALS, Allow, Deny, Recent, Usage, decide, refs
 

@@ -10,16 +10,9 @@ from typing import Any
 import pytest
 
 from tests.unit.factories import contracts, first_example, proposal, registry
-from toolgate.contracts.registry import (
-    Contract,
-    ContractRefused,
-    Registry,
-    Resolution,
-    admit,
-    load_documents,
-    load_registry,
-    parse_version,
-)
+from toolgate.contracts.admission import ContractRefused, admit
+from toolgate.contracts.contract import Contract, parse_version
+from toolgate.contracts.registry import Registry, Resolution, load_documents, load_registry
 from toolgate.workers.validation.decision import Pass, decide, deprecation_warnings
 
 SHIPPED = Path(contracts()[0].source).parent.parent

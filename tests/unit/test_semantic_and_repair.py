@@ -7,7 +7,7 @@ import datetime as dt
 from typing import Any
 
 from tests.unit.factories import first_example, proposal, registry
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import FieldError
 from toolgate.workers.validation import repair, semantic
 

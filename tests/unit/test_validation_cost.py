@@ -14,7 +14,8 @@ import jsonschema.exceptions
 import pytest
 
 from tests.unit.factories import contracts, first_example, proposal, registry
-from toolgate.contracts.registry import Contract, Registry
+from toolgate.contracts.contract import Contract
+from toolgate.contracts.registry import Registry
 from toolgate.contracts.schema_work import Spent, metered
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.workers.validation.decision import Reject, decide

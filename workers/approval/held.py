@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from toolgate.contracts.registry import Contract, Registry
+from toolgate.contracts.contract import Contract
+from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.schemas.wire import WireModel

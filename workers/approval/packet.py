@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.contract import Contract
 from toolgate.contracts.templates import fill
 from toolgate.hashing import fingerprint, idempotency_key_for
 from toolgate.schemas.models import ApprovalRequest, StageRecord

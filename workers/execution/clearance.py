@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.contract import Contract
 from toolgate.hashing import payload_hash
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.states import TicketStatus

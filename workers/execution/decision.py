@@ -45,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.contract import Contract
 from toolgate.hashing import request_hash
 from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass
 from toolgate.states import KeyStatus

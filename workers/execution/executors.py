@@ -28,7 +28,7 @@ from typing import Any
 import psycopg
 from psycopg import AsyncConnection
 
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import FieldError, TaxonomyClass
 from toolgate.scrubber import SCRUBBER
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown

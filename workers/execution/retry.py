@@ -20,7 +20,7 @@ from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt
 
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.contract import Contract
 from toolgate.workers.execution.executors import Effect, Failed
 
 # The seeds' timeout classes: the most a call of the class may take.

@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import StageRecord
 from toolgate.states import TicketStatus
 from toolgate.workers.execution.clearance import Ticket

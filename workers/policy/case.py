@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy import Policy
-from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
 from toolgate.workers.runtime.facts import Facts
 

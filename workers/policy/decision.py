@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy import Policy, dimensions
-from toolgate.contracts.registry import Contract
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.workers.policy.budgets import budgets, rate_limit, standing
 from toolgate.workers.policy.case import Allow, Case, Deny, Gate, Recent, Usage, deny

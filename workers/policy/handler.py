@@ -13,8 +13,9 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy import Policy, load_policy
-from toolgate.contracts.registry import Contract, Registry
+from toolgate.contracts.registry import Registry
 from toolgate.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings

@@ -24,7 +24,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from toolgate.contracts.registry import Contract, Registry
+from toolgate.contracts.contract import Contract
+from toolgate.contracts.registry import Registry
 from toolgate.hashing import fingerprint
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from opentelemetry.metrics import Counter, Meter
 
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.telemetry.setup import meter
 from toolgate.workers.runtime.span_attributes import CONTRACTS

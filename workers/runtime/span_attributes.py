@@ -24,7 +24,8 @@ from toolgate.schemas.wire import field_of
 from toolgate.taxonomy import VECTORS
 
 if TYPE_CHECKING:
-    from toolgate.contracts.registry import Contract, Registry
+    from toolgate.contracts.contract import Contract
+    from toolgate.contracts.registry import Registry
 
 Attributes = dict[str, str | bool | int]
 OPERATION = "execute_tool"

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import StageRecord
 from toolgate.schemas.wire import canonical_json
 from toolgate.workers.runtime.facts import Facts, owned

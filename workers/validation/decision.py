@@ -16,8 +16,9 @@ from typing import Any
 
 import rfc8785
 
+from toolgate.contracts.contract import Contract
 from toolgate.contracts.json_types import json_type
-from toolgate.contracts.registry import Contract, Registry, Resolution
+from toolgate.contracts.registry import Registry, Resolution
 from toolgate.hashing import payload_hash
 from toolgate.schemas.models import FieldError, TaxonomyClass, ToolProposal
 from toolgate.workers.validation import schema_budget

@@ -27,7 +27,7 @@ from typing import Any
 
 import fastjsonschema
 
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.contract import Contract
 from toolgate.contracts.schema_work import Spent, metered
 from toolgate.schemas.models import FieldError, TaxonomyClass
 from toolgate.workers.runtime.results import MAX_ERRORS

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolgate.contracts.registry import Contract
+from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import FieldError
 from toolgate.workers.runtime.facts import Facts, owned
 
