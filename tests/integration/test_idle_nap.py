@@ -131,11 +131,12 @@ def test_a_napping_consumer_loses_no_record_while_records_come_at_random_and_a_w
         assert firsts == sorted(firsts), (partition, seen)
     assert Counted.naps > 10
     # A nap, a look and the machine's slack; but a record in flight while the group rebalanced
-    # (produced before the second worker's last assignment, taken after it joined) may wait for
-    # the rebalance, however many there are: seconds on a busy machine.
-    assert len(joined) >= 2, "the second worker was never assigned"
+    # (produced before the second worker's last assignment, or before the end if every record
+    # was taken before it was assigned, and taken after it joined) may wait for the rebalance,
+    # however many there are: seconds on a busy machine.
+    rebalanced = joined[-1] if len(joined) > 1 else float("inf")
     slow = sorted((round(seconds, 2), value) for value, seconds in late.items() if seconds > NAP_MS / 1000 + 0.35)
-    held = [(s, v) for s, v in slow if produced[v] < joined[-1] and produced[v] + s > joined[0] and s < 20]
+    held = [(s, v) for s, v in slow if produced[v] < rebalanced and produced[v] + s > joined[0] and s < 20]
     assert slow == held, (slow, joined)
 
 
