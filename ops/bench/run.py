@@ -10,7 +10,7 @@ once (`ToolgateClient.publish`); `sign_each` publishes and signs every call alon
 `sequential`, calls go one at a time, published with `watch` and awaited with `wait`, as an
 agent that waits for each answer.
 Latency is publish-to-final-observation, measured on this client's clock; the hop table
-(`bench_hops`, `bench_stats`) says where it went, and the tail (`bench_tail`) when the slowest
+(`hops.py`, `stats.py`) says where it went, and the tail (`tail.py`) when the slowest
 hundredth of calls were published, and with `--cpu` what the disk and the machine did then.
 
 A run starts once every stage of the local `toolgate up` is ready, its consumer's partitions
@@ -27,134 +27,28 @@ on every call rescanning objects as old as the run (docs/performance.md, "Figure
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from toolgate.client import Draft, ToolgateClient
-from toolgate.client.calls import INTERIM_CODE, TREE_MAX, random_hex
+from toolgate.client.calls import TREE_MAX, random_hex
 from toolgate.contracts.registry import load_registry
 from toolgate.kafka_security import agent_role
-from toolgate.ops.bench.cpu import CpuMeter
-from toolgate.ops.bench.disk import DiskMeter
+from toolgate.ops.bench.collector import Collector
 from toolgate.ops.bench.hops import TopicTimes
-from toolgate.ops.bench.machine import MachineMeter
-from toolgate.ops.bench.speed import SpeedMeter
+from toolgate.ops.bench.meters import Meters
 from toolgate.ops.bench.stats import hop_table, latency_summary
-from toolgate.ops.bench.tail import Timeline, slowest
+from toolgate.ops.bench.tail import slowest
 from toolgate.ops.status import await_ready
-from toolgate.schemas.codec import DecodeError, codec
-from toolgate.schemas.models import Observation
 from toolgate.settings import Settings
-from toolgate.topics import consumed
-from toolgate.topics.headers import CALL_ID, header
 from toolgate.trust.agent_keys import AgentSigner
 from toolgate.workers.runtime import heap
 
-
-class _Meters:
-    """What `--cpu` measures beside the calls, from the run's start to its end: each local
-    process's CPU (with a runtime file of `toolgate up` here), the machine's shares and speed
-    (before, during and after: `bench_machine`, `bench_speed`), and the writes of the disk under
-    the home; and, once read, when the disk and the machine were slow (`timeline`), for the
-    run's slowest calls (`bench_tail`)."""
-
-    def __init__(self, settings: Settings) -> None:
-        runtime = settings.runtime_file
-        self.processes = CpuMeter(json.loads(runtime.read_text())) if runtime.exists() else None
-        self.machine = MachineMeter()
-        self.speed = SpeedMeter()
-        self.speed.start()
-        self.disk = DiskMeter(settings.home) if settings.home.exists() else None
-        if self.disk is not None:
-            self.disk.start()
-        self.client_cpu = 0.0
-        self.timeline = Timeline()
-
-    def begin(self) -> None:
-        """The client's CPU counts from here (its heap settled)."""
-        self.client_cpu = time.process_time()
-
-    def read(self, calls: int) -> dict[str, Any]:
-        measured: dict[str, Any] = {}
-        if self.processes is not None:
-            client = round(1e6 * (time.process_time() - self.client_cpu) / calls)
-            used = {**self.processes.per_call_us(calls), "bench client": client}
-            measured["cpu_us_per_call"] = used
-            measured["cpu_us_per_call_total"] = sum(used.values())
-        speed = self.speed.read()  # stopped before the probe after the run, not beside it
-        measured["machine"] = {**self.machine.read(), "probe_ms_during": speed.report(self.machine.probe_before)}
-        written: list[tuple[float, float]] = []
-        if self.disk is not None and (disk := self.disk.read()) is not None:
-            measured["disk"] = disk
-            written = self.disk.summary.timeline
-        self.timeline = Timeline(written, speed.timeline)
-        return measured
-
-
 CALLS_PER_RUN = 500
-
-
-class _Collector(threading.Thread):
-    def __init__(self, client: ToolgateClient, tenant: str, run_prefix: str, expected: int) -> None:
-        super().__init__(daemon=True)
-        self.client = client
-        self.tenant = tenant
-        self.run_prefix = run_prefix
-        self.expected = expected
-        self.received: dict[str, tuple[float, bool]] = {}
-        self.forged = 0
-        self.start_offsets = client._end_offsets(tenant)
-        self.stop = threading.Event()
-        self.done = threading.Event()
-        # Connected, with the topic's metadata, before the run's clock starts (as `connect` does
-        # for the client): otherwise the first observations wait for it.
-        self.topic = client.topics.name("observations", tenant)
-        self.consumer = Consumer(
-            {
-                **client.kafka_config,
-                "bootstrap.servers": client.bootstrap,
-                "group.id": f"toolgate-bench-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 10,
-            }
-        )
-        self.consumer.list_topics(self.topic, timeout=10.0)
-
-    def run(self) -> None:
-        consumer = self.consumer
-        consumer.assign([TopicPartition(self.topic, p, o) for p, o in self.start_offsets])
-        c = codec()
-        run_prefix = self.run_prefix.encode()
-        try:
-            while not self.stop.is_set() and len(self.received) < self.expected:
-                # consume() waits out its whole timeout unless the batch fills: keep it short.
-                for msg in consumer.consume(500, 0.005):
-                    if msg.error():
-                        continue
-                    record = consumed.read(msg)
-                    if not (record.key or b"").startswith(run_prefix):
-                        continue
-                    if isinstance(record, consumed.Unreadable) or not self.client.genuine(record):
-                        self.forged += 1  # unsigned: one that cannot be read carries no signature
-                        continue
-                    now = time.perf_counter()
-                    call_id = header(record.headers, CALL_ID) or ""
-                    try:
-                        status = c.decode(record.value or b"", Observation).status
-                    except DecodeError:
-                        continue
-                    if status.code == INTERIM_CODE or call_id in self.received:
-                        continue
-                    self.received[call_id] = (now, status.is_error)
-        finally:
-            consumer.close()
-            self.done.set()
 
 
 @dataclass(frozen=True)
@@ -215,7 +109,7 @@ def run_bench(
     client.connect(work.signer.tenant_id if sequential else None)
     times = TopicTimes(settings, client, work.signer.tenant_id)
     times.start()
-    meters = _Meters(settings) if cpu else None
+    meters = Meters(settings) if cpu else None
     heap.settle()
     if meters is not None:
         meters.begin()
@@ -272,7 +166,7 @@ class _Run:
 
 
 def _run_offered(work: _Workload, calls: int, rate: float, timeout: float, bar: Progress) -> _Run:
-    collector = _Collector(work.client, work.signer.tenant_id, work.run_prefix, calls)
+    collector = Collector(work.client, work.signer.tenant_id, work.run_prefix, calls)
     collector.start()
     started = time.perf_counter()
     published = bar.add_task("published", total=calls)
@@ -303,7 +197,7 @@ def _run_sequential(work: _Workload, calls: int, timeout: float, bar: Progress) 
 
 
 def _paths(run: _Run, clock: _Clock, topic_times: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """Each call's points (bench_stats.POINTS), in wall-clock ms."""
+    """Each call's points (stats.POINTS), in wall-clock ms."""
     paths: dict[str, dict[str, float]] = {}
     for call_id, at in run.sent.items():
         path = {"published": clock.wall_ms(at), **topic_times.get(call_id, {})}
@@ -328,7 +222,7 @@ def _publish(
     calls: int,
     rate: float,
     started: float,
-    collector: _Collector,
+    collector: Collector,
     bar: Progress,
     tasks: tuple[TaskID, TaskID],
 ) -> tuple[dict[str, float], int]:
@@ -358,7 +252,7 @@ def _publish(
     return sent, publications
 
 
-def _await_observations(collector: _Collector, timeout: float, bar: Progress, observed: TaskID) -> None:
+def _await_observations(collector: Collector, timeout: float, bar: Progress, observed: TaskID) -> None:
     """Wait for the collector to see every final observation, or for the timeout."""
     deadline = time.monotonic() + timeout
     while not collector.done.is_set() and time.monotonic() < deadline:

@@ -9,8 +9,8 @@ The two call for different answers, and the percentiles alone cannot tell them a
 report groups the slowest hundredth of calls (at least one) by the second of the run in which
 they were published
 and names the seconds that hold most of them; with `--cpu`, each named second also says the
-slowest quarter second of the disk (ms a write, `bench_disk`) and the slowest sample of the
-machine's speed (`bench_speed`) while its slow calls were in flight.
+slowest quarter second of the disk (ms a write, `disk.py`) and the slowest sample of the
+machine's speed (`speed.py`) while its slow calls were in flight.
 
 No I/O and no clock: times come in as seconds on the monotonic clock, which the benchmark's
 threads and its probe process share.

@@ -23,8 +23,8 @@ import pytest
 
 from toolgate.client import ApprovalClient, ToolgateClient
 from toolgate.kafka_security import ADMIN, APPROVALS
+from toolgate.ops.bench.collector import Collector
 from toolgate.ops.bench.hops import TopicTimes
-from toolgate.ops.bench.run import _Collector
 from toolgate.ops.dlq import read_all
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import DeadLetter, PayloadKind, TaxonomyClass
@@ -179,7 +179,7 @@ def test_the_bench_s_readers_read_past_it(pipeline: Pipeline, poisoner: Poisoner
     client = client_of(pipeline)
     run_prefix = f"bench_{uuid.uuid4().hex[:10]}_"
     try:
-        collector = _Collector(client, "acme", run_prefix, expected=1)
+        collector = Collector(client, "acme", run_prefix, expected=1)
         times = TopicTimes(pipeline.settings, client, "acme")
         times.start()
         collector.start()
