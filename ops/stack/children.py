@@ -4,15 +4,21 @@ of a home kept from one `toolgate up` to the next."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from toolgate.ops.stack.priority import lower_priority
-from toolgate.ops.stack.processes import die_with_parent, free_port, port_free
+from toolgate.ops.stack.prepare import DEMO_TOKEN_REF
+from toolgate.ops.stack.priority import lower_priority, niceness
+from toolgate.ops.stack.processes import die_with_parent, free_port, port_free, wait_for_port
+from toolgate.settings import Settings
+from toolgate.workers.stages import STAGES
 
 
 def yielding(children: list[Child]) -> str:
@@ -79,3 +85,69 @@ class Ports:
         self.ports[name] = port
         self.path.write_text(json.dumps(self.ports))
         return port
+
+
+def worker_env(
+    settings: Settings, bootstrap: str, worker_url: str, endpoints: dict[str, str], defaults: dict[str, str]
+) -> dict[str, str]:
+    """A stage process's environment: where everything is, and never the owner's URL; the
+    broker's defaults for the stages' settings (`Infrastructure.stage_defaults`), unless set."""
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "TOOLGATE_ADMIN_DATABASE_URL"},
+        "TOOLGATE_HOME": str(settings.home),
+        "TOOLGATE_KAFKA_BOOTSTRAP": bootstrap,
+        "TOOLGATE_DATABASE_URL": worker_url,
+        "TOOLGATE_ENDPOINTS": json.dumps(endpoints),
+        "TOOLGATE_PARTITIONS": str(settings.partitions),
+        "TOOLGATE_TOPIC_PREFIX": settings.topic_prefix,
+    }
+    for name, value in defaults.items():
+        env.setdefault(name, value)
+    return env
+
+
+def start_stages(
+    settings: Settings, env: dict[str, str], ports: Ports, principal: Callable[[str], dict[str, str]]
+) -> tuple[list[Child], dict[str, int]]:
+    """One process per stage, each with its own `/metrics` port (kept in ports.json) and, on a
+    secured cluster, its own principal's environment; the children and their metrics ports."""
+    children: list[Child] = []
+    metrics_ports: dict[str, int] = {}
+    for stage in STAGES:
+        metrics_ports[stage] = ports.claim(f"metrics-{stage}")
+        child = Child(
+            stage,
+            [sys.executable, "-m", "toolgate.cli", "worker", stage],
+            {**env, **principal(stage), "TOOLGATE_METRICS_PORT": str(metrics_ports[stage])},
+            settings.home / "logs" / f"{stage}.log",
+            nice=niceness(stage, settings.upstream_nice),
+        )
+        child.start()
+        children.append(child)
+    return children, metrics_ports
+
+
+def start_provider(settings: Settings, port: int) -> tuple[Child, str]:
+    """The demo provider on `port`, once it listens; the child and its URL."""
+    home = settings.home
+    child = Child(
+        "provider",
+        [
+            sys.executable,
+            "-m",
+            "toolgate.cli",
+            "provider",
+            "--port",
+            str(port),
+            "--ledger",
+            str(home / "provider" / "ledger.sqlite3"),
+            "--token-file",
+            str(settings.secrets_path / DEMO_TOKEN_REF),
+        ],
+        dict(os.environ),
+        home / "logs" / "provider.log",
+    )
+    child.start()
+    assert child.process is not None
+    wait_for_port(port, 20.0, child.process)
+    return child, f"http://127.0.0.1:{port}"

@@ -27,10 +27,7 @@ home with a Kafka cluster finds every topic there, so it re-drives nothing eithe
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -42,11 +39,10 @@ from typing import Any, TextIO
 from toolgate.kafka_security import client_config
 from toolgate.ops.agents import registered_tenants
 from toolgate.ops.roles import embedded_worker_url
-from toolgate.ops.stack.children import Child, Ports, yielding
+from toolgate.ops.stack.children import Child, Ports, start_provider, start_stages, worker_env, yielding
+from toolgate.ops.stack.home import claim_home, write_runtime
 from toolgate.ops.stack.infrastructure import Infrastructure, mask
-from toolgate.ops.stack.prepare import DEMO_TOKEN_REF, prepare, published_keys, redrive_from_postgres
-from toolgate.ops.stack.priority import niceness
-from toolgate.ops.stack.processes import wait_for_port
+from toolgate.ops.stack.prepare import prepare, published_keys, redrive_from_postgres
 from toolgate.settings import Settings
 from toolgate.telemetry.metrics_export import reported_port
 from toolgate.topics.catalog import provision
@@ -88,7 +84,7 @@ class Supervisor:
     # --- start -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._claim_home()
+        self._lock = claim_home(self.settings, self.fresh)
         ports = Ports(self.home / "ports.json", self.say)
         bootstrap = self.infra.start_broker(ports)
         # Operators' commands and migrations run as the tables' owner, workers as a role that may
@@ -104,7 +100,8 @@ class Supervisor:
         self.say(f"workers    connect as {mask(worker_url)}")
         endpoints = dict(self.settings.endpoints)
         if self.demo:
-            endpoints["demo_provider"] = self._start_provider(ports.claim("provider"))
+            provider, endpoints["demo_provider"] = start_provider(self.settings, ports.claim("provider"))
+            self.children.append(provider)
             self.say(f"provider   {endpoints['demo_provider']}  (demo email and payment service)")
         runtime = {
             "kafka_bootstrap": bootstrap,
@@ -118,91 +115,14 @@ class Supervisor:
             "pid": os.getpid(),
             "started_at": time.time(),
         }
-        self._write_runtime(runtime)
+        write_runtime(self.settings.runtime_file, runtime)
         self._admin_url = admin_url
-        self._start_workers(self._worker_env(bootstrap, worker_url, endpoints), ports)
+        env = worker_env(self.settings, bootstrap, worker_url, endpoints, self.infra.stage_defaults())
+        stages, self._metrics_ports = start_stages(self.settings, env, ports, self.infra.principal)
+        self.children += stages
         self._runtime = runtime
         self._record_pids()
         self._wait_ready()
-
-    def _claim_home(self) -> None:
-        """Hold the home's lock for this process's lifetime; with --fresh, empty it first."""
-        self.home.mkdir(parents=True, exist_ok=True)
-        self._lock = open(self.home / "up.lock", "w")  # noqa: SIM115 - held for our lifetime
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SystemExit(f"toolgate up is already running for {self.home}") from None
-        if self.fresh:
-            for name in ("pgdata", "kafka", "provider", "ready", "telemetry", "logs", "metrics"):
-                shutil.rmtree(self.home / name, ignore_errors=True)
-            for password in self.settings.secrets_path.glob("kafka-scram-*"):  # the cluster's users
-                password.unlink()
-        for stale in (self.home / "ready").glob("*"):
-            stale.unlink()
-
-    def _worker_env(self, bootstrap: str, worker_url: str, endpoints: dict[str, str]) -> dict[str, str]:
-        """A stage process's environment: where everything is, and never the owner's URL; the
-        broker's defaults for the stages' settings (`Infrastructure.stage_defaults`), unless set."""
-        env = {
-            **{k: v for k, v in os.environ.items() if k != "TOOLGATE_ADMIN_DATABASE_URL"},
-            "TOOLGATE_HOME": str(self.home),
-            "TOOLGATE_KAFKA_BOOTSTRAP": bootstrap,
-            "TOOLGATE_DATABASE_URL": worker_url,
-            "TOOLGATE_ENDPOINTS": json.dumps(endpoints),
-            "TOOLGATE_PARTITIONS": str(self.settings.partitions),
-            "TOOLGATE_TOPIC_PREFIX": self.settings.topic_prefix,
-        }
-        for name, value in self.infra.stage_defaults().items():
-            env.setdefault(name, value)
-        return env
-
-    def _start_workers(self, env: dict[str, str], ports: Ports) -> None:
-        """One process per stage, each with its own `/metrics` port (kept in ports.json)."""
-        for stage in STAGES:
-            self._metrics_ports[stage] = ports.claim(f"metrics-{stage}")
-            child = Child(
-                stage,
-                [sys.executable, "-m", "toolgate.cli", "worker", stage],
-                {**env, **self.infra.principal(stage), "TOOLGATE_METRICS_PORT": str(self._metrics_ports[stage])},
-                self.home / "logs" / f"{stage}.log",
-                nice=niceness(stage, self.settings.upstream_nice),
-            )
-            child.start()
-            self.children.append(child)
-
-    def _write_runtime(self, runtime: dict[str, Any]) -> None:
-        path = self.settings.runtime_file
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(runtime, f, indent=2)
-        tmp.replace(path)
-
-    def _start_provider(self, port: int) -> str:
-        token_file = self.settings.secrets_path / DEMO_TOKEN_REF
-        child = Child(
-            "provider",
-            [
-                sys.executable,
-                "-m",
-                "toolgate.cli",
-                "provider",
-                "--port",
-                str(port),
-                "--ledger",
-                str(self.home / "provider" / "ledger.sqlite3"),
-                "--token-file",
-                str(token_file),
-            ],
-            dict(os.environ),
-            self.home / "logs" / "provider.log",
-        )
-        child.start()
-        assert child.process is not None
-        wait_for_port(port, 20.0, child.process)
-        self.children.append(child)
-        return f"http://127.0.0.1:{port}"
 
     def _wait_ready(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
@@ -269,7 +189,7 @@ class Supervisor:
         keys = published_keys(self.settings)
         if any(self._runtime.get(name) != value for name, value in keys.items()):
             self._runtime.update(keys)
-            self._write_runtime(self._runtime)
+            write_runtime(self.settings.runtime_file, self._runtime)
 
     @property
     def _restarts(self) -> dict[str, int]:
@@ -280,7 +200,7 @@ class Supervisor:
         self._runtime["restarts"] = self._restarts
         self._runtime["metrics"] = self._metrics()
         self._runtime["infrastructure"] = self.infra.pids()
-        self._write_runtime(self._runtime)
+        write_runtime(self.settings.runtime_file, self._runtime)
 
     def _metrics(self) -> dict[str, int]:
         """Each worker's `/metrics` port: the one it reported listening on, else the one it got."""
