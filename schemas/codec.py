@@ -23,6 +23,7 @@ from toolgate.schemas import models
 from toolgate.schemas.avro_compiled import Build, Reader, Unsupported, Writer, compile_codec, compile_head
 from toolgate.schemas.codegen import all_named_types
 from toolgate.schemas.errors import PermanentError
+from toolgate.schemas.lenient import read_lenient
 from toolgate.schemas.wire import WireModel, compact_json, json_object
 
 MARKER = b"\xc3\x01"
@@ -254,7 +255,7 @@ class Codec:
         record: a proposal whose argument text holds invalid UTF-8 still names its call and can
         still be answered. Any other field that is not UTF-8 still makes it a DecodeError. An
         Avro string is its length and its bytes, exactly as Avro bytes are, so the record is
-        read with every string taken as bytes, then each decoded."""
+        read with every string taken as bytes, then each decoded (schemas/lenient.py)."""
         try:
             return self.decode(data, expected)
         except DecodeError as exc:
@@ -263,24 +264,13 @@ class Codec:
         cls, writer, _ = self._readers[bytes(data[2:HEADER_LEN])]
         if cls is not expected:
             raise DecodeError(f"expected {expected.avro_name}, found {cls.avro_name}")
-        raw = _strings_as_bytes(writer)
-        buf = io.BytesIO(data)
-        buf.seek(HEADER_LEN)
         try:
-            record = schemaless_reader(buf, raw, raw)
-            if not isinstance(record, dict) or not isinstance(writer, dict):
-                raise ValueError("not a record")
-            texts = {
-                f["name"]: _texts(
-                    f["type"], record[f["name"]], {}, "surrogateescape" if f["name"] in fields else "strict"
-                )
-                for f in writer["fields"]
-            }
+            texts, end = read_lenient(data, HEADER_LEN, writer, fields)
             model = cls.model_validate(texts)
         except Exception as exc:
             raise DecodeError(f"corrupt {cls.avro_name} body: {exc}") from exc
-        if buf.tell() != len(data):
-            raise DecodeError(f"{len(data) - buf.tell()} trailing bytes after {cls.avro_name}")
+        if end != len(data):
+            raise DecodeError(f"{len(data) - end} trailing bytes after {cls.avro_name}")
         return model
 
 
@@ -294,46 +284,6 @@ def _read_compiled(data: bytes, cls: type[WireModel], reader: Reader) -> WireMod
     if end != len(data):
         raise DecodeError(f"{len(data) - end} trailing bytes after {cls.avro_name}")
     return model  # type: ignore[no-any-return]
-
-
-def _strings_as_bytes(schema: Any) -> Any:
-    """A parsed schema with every `string` read as `bytes` (the same binary encoding)."""
-    if schema == "string":
-        return "bytes"
-    if isinstance(schema, list):
-        return [_strings_as_bytes(s) for s in schema]
-    if isinstance(schema, dict):
-        return {
-            k: (_strings_as_bytes(v) if k in ("type", "fields", "items", "values") else v) for k, v in schema.items()
-        }
-    return schema
-
-
-def _texts(schema: Any, value: Any, named: dict[str, Any], errors: str) -> Any:
-    """Undo `_strings_as_bytes` on a value read with it: every string back to text (bytes that
-    are not UTF-8 raise, or with `surrogateescape` are kept as lone surrogates)."""
-    if isinstance(schema, str):
-        if schema == "string" and isinstance(value, bytes):
-            return value.decode("utf-8", errors)
-        return _texts(named[schema], value, named, errors) if schema in named else value
-    if isinstance(schema, list):  # a union: the branch the value was read as
-        for branch in schema:
-            if branch == "null" and value is None:
-                return None
-        branches = [b for b in schema if b != "null"]
-        return _texts(branches[0], value, named, errors) if len(branches) == 1 else value
-    if isinstance(schema, dict):
-        kind = schema.get("type")
-        if kind == "record":
-            named[schema["name"]] = schema
-            return {f["name"]: _texts(f["type"], value[f["name"]], named, errors) for f in schema["fields"]}
-        if kind == "array":
-            return [_texts(schema["items"], v, named, errors) for v in value]
-        if kind == "map":
-            return {k: _texts(schema["values"], v, named, errors) for k, v in value.items()}
-        if isinstance(kind, str | list | dict):
-            return _texts(kind, value, named, errors)
-    return value
 
 
 @cache
