@@ -20,7 +20,8 @@ from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 from fastavro.types import Schema
 
 from toolgate.schemas import models
-from toolgate.schemas.avro_compiled import Build, Reader, Unsupported, Writer, compile_codec, compile_head
+from toolgate.schemas.avro_base import Build, Reader, Unsupported, Writer
+from toolgate.schemas.avro_compiled import compile_codec, compile_head
 from toolgate.schemas.codegen import all_named_types
 from toolgate.schemas.errors import PermanentError
 from toolgate.schemas.lenient import read_lenient

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, TOP_LEVEL, minimal_models, sample_models
-from toolgate.schemas.avro_compiled import Unsupported, compile_codec, compile_head, read_long, write_long
+from toolgate.schemas.avro_base import Unsupported, read_long, write_long
+from toolgate.schemas.avro_compiled import compile_codec, compile_head
 from toolgate.schemas.codec import HEADER_LEN, _to_wire, codec
 from toolgate.schemas.models import StageRecord
 from toolgate.schemas.wire import WireModel

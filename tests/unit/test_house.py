@@ -134,7 +134,6 @@ def test_no_module_under_workers_is_over_300_lines() -> None:
 # that grows, or a new one over the bound, fails; so does an entry left here once it is under).
 # schemas/models.py is generated from the Avro schemas.
 OVER_300 = {
-    "schemas/avro_compiled.py": 418,
     "schemas/models.py": 372,
 }
 
