@@ -17,12 +17,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, FAST_FEW, JSON_VALUES, TOP_LEVEL, minimal_models, sample_models
-from toolgate.schemas import models
+from toolgate.schemas import codegen, models
 from toolgate.schemas.codec import HEADER_LEN, MARKER, DecodeError, codec, schema_fingerprint
 from toolgate.schemas.models import ExecutionResult, StageBatch, StageRecord, ToolProposal
 from toolgate.schemas.wire import WireModel, compact_json, field_of
 
-AVRO_DIR = Path(models.__file__).parent / "avro"
+AVRO_DIR = codegen.AVRO_DIR
 SAMPLES = sample_models()
 ENCODED = {cls: codec().encode(model) for cls, model in SAMPLES.items()}
 

@@ -129,23 +129,13 @@ def test_no_module_under_workers_is_over_300_lines() -> None:
     assert long == {}
 
 
-# The package's modules over the bound when issue 49 set it for every folder, each held at its
-# size: the house's next floor splits them, and each leaves this list as it goes under (a module
-# that grows, or a new one over the bound, fails; so does an entry left here once it is under).
-# schemas/models.py is generated from the Avro schemas.
-OVER_300 = {
-    "schemas/models.py": 372,
-}
-
-
-def test_no_module_of_the_package_is_over_300_lines_but_the_listed_ones_and_none_grows() -> None:
+def test_no_module_of_the_package_is_over_300_lines() -> None:
     long = {
         str(path.relative_to(REPO)): n
         for path in sources()
         if (n := len(path.read_text().splitlines())) > MAX_WORKERS_MODULE_LINES
     }
-    grown = {path: (n, OVER_300[path]) for path, n in long.items() if path in OVER_300 and n > OVER_300[path]}
-    assert set(long) == set(OVER_300) and not grown, (sorted(set(long) - set(OVER_300)), grown)
+    assert long == {}
 
 
 def test_no_function_is_over_60_lines() -> None:
