@@ -40,13 +40,14 @@ from typing import Any
 
 from opentelemetry import trace
 
-from toolgate.client.calls import TREE_MAX, Draft, Observed, Proposed, Record, random_hex
+from toolgate.client.calls import TREE_MAX, Draft, Observed, Proposed, random_hex
 from toolgate.client.edge import ignore_delivery, readable
 from toolgate.client.observing import Observing
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import Principal, ToolProposal
 from toolgate.topics.consumed import read
 from toolgate.topics.headers import CALL_ID, edge_headers, format_traceparent, header, new_traceparent
+from toolgate.topics.producers import Record
 from toolgate.trust.agent_keys import AgentSigner
 
 RESEND_CHECK_S = 0.2  # how often a waiting call checks whether re-publishing is due
@@ -185,7 +186,7 @@ class ToolgateClient(Observing):
             self.topics.proposals,
             proposal.run_id.encode(),
             codec().encode(proposal),
-            tuple(edge_headers(traceparent, proposal.call_id, proposal.tenant_id, fingerprint)),
+            edge_headers(traceparent, proposal.call_id, proposal.tenant_id, fingerprint),
         )
         proposed = Proposed(
             proposal.call_id,
@@ -201,7 +202,7 @@ class ToolgateClient(Observing):
         )
         # Remembered before it is published: a feed may hear its answer before publish returns.
         self._unanswered.add(proposed, time.monotonic())
-        self.publish_raw(record.topic, record.key, record.value, list(record.headers))
+        self.publish_record(record)
         return proposed
 
     def resend(self, proposed: Proposed) -> None:
@@ -209,8 +210,7 @@ class ToolgateClient(Observing):
         that cannot be delivered is sent again later, so its failure is not an error here."""
         if proposed.record is None:
             raise ValueError(f"{proposed.call_id} was not proposed by this client: nothing to re-publish")
-        r = proposed.record
-        self.publish_raw(r.topic, r.key, r.value, list(r.headers), on_delivery=ignore_delivery)
+        self.publish_record(proposed.record, on_delivery=ignore_delivery)
 
     # --- waiting ---------------------------------------------------------------------------
 

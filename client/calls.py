@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolgate.schemas.models import Observation, ToolProposal
+from toolgate.topics.producers import Record
 from toolgate.trust.agent_keys import AgentSigner
 
 INTERIM_CODE = 202
@@ -15,16 +16,6 @@ PROPOSAL_MAX_AGE_S = 900.0  # the deployment's default proposal window (settings
 # Proposals published together are signed in trees of at most this many: one signature for 64
 # calls, and a path of 6 steps (198 bytes) in each.
 TREE_MAX = 64
-
-
-@dataclass(frozen=True)
-class Record:
-    """A proposal as published: what re-publishing it sends again."""
-
-    topic: str
-    key: bytes
-    value: bytes
-    headers: tuple[tuple[str, bytes], ...]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any, Self
 
-from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 from toolgate.client.calls import PROPOSAL_MAX_AGE_S, Observed, resend_window_s
 from toolgate.client.feed import ObservationFeed
@@ -23,7 +23,7 @@ from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings, load_settings
 from toolgate.topics.catalog import Topics
 from toolgate.topics.consumed import Consumed, Unreadable, skipped
-from toolgate.topics.producers import Producers
+from toolgate.topics.producers import Producers, Record, enqueue
 from toolgate.trust.agent_keys import AgentKeyring, AgentSigner
 from toolgate.trust.deployment_keys import deployment_keys, public_keys_of
 from toolgate.trust.integrity import EdgeVerifier
@@ -133,21 +133,21 @@ class Edge:
         partition: int | None = None,
         on_delivery: Any = None,
     ) -> None:
-        kwargs: dict[str, Any] = {
-            "key": key,
-            "value": value,
-            "headers": headers or [],
-            "on_delivery": on_delivery or self._delivered,
-        }
-        if partition is not None:
-            kwargs["partition"] = partition
-        producer = self._producers.for_topic(topic)
+        self.publish_record(Record(topic, key, value, headers or [], partition), on_delivery)
+
+    def publish_record(self, record: Record, on_delivery: Any = None) -> None:
+        """Hand `record` to its producer (topics/producers.py). A record refused before it was
+        queued (too large, an unknown topic) raises KafkaException; one the broker did not
+        acknowledge is raised by the next `flush`."""
+        producer = self._producers.for_topic(record.topic)
         while True:
             try:
-                producer.produce(topic, **kwargs)
+                refused = enqueue(producer, record, on_delivery or self._delivered)
                 break
             except BufferError:
                 producer.poll(0.05)
+        if refused is not None:
+            raise KafkaException(refused)
         producer.poll(0)
 
     def _delivered(self, err: KafkaError | None, msg: Message) -> None:

@@ -69,7 +69,11 @@ class Unreadable:
     reason: str
 
 
-def read(msg: Message) -> Consumed | Unreadable:
+# What reading a record gives: the one shape every reader of toolgate takes records in.
+Read = Consumed | Unreadable
+
+
+def read(msg: Message) -> Read:
     """The parts of a fetched record (one without an error). Never raises."""
     topic, partition, offset = str(msg.topic() or ""), msg.partition() or 0, msg.offset() or 0
     try:

@@ -22,6 +22,7 @@ from confluent_kafka import Producer
 from toolgate.ops.stack.embedded import Broker
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics, stage_group
+from toolgate.topics.producers import Record
 from toolgate.workers.runtime import consumer as consumer_module
 from toolgate.workers.runtime.consumer import StageConsumer
 from toolgate.workers.runtime.filling import bounds_for
@@ -172,7 +173,7 @@ def test_a_woken_consumer_naps_for_seconds_and_takes_a_stage_s_record_at_once(
         await asyncio.to_thread(assigned.wait, 30)
         for _ in range(5):
             await asyncio.sleep(QUIET_S + 1.0)  # asleep by now, and each record after a quiet spell
-            await (await producer.send(topic, b"k", str(time.monotonic()).encode(), None, []))
+            await (await producer.send(Record(topic, b"k", str(time.monotonic()).encode(), [])))
         await consuming
         producer.close()
 

@@ -86,7 +86,7 @@ def test_two_relays_publish_each_row_once_and_prune(postgres: Server, broker: Br
             await asyncio.gather(loop(0), loop(1))
             pruned = await relays[0].prune()
             for relay in relays:
-                await relay.pool.close()
+                await relay.close()
             return [*moved, pruned]
 
         first, second, pruned = asyncio.run(drain())
@@ -114,7 +114,7 @@ def test_a_row_the_broker_will_never_take_is_dead_lettered_and_blocks_nothing(po
             try:
                 return await relay.relay_once()
             finally:
-                await relay.pool.close()
+                await relay.close()
 
         assert asyncio.run(relay()) == 3
         with psycopg.connect(settings.database_url) as conn:
@@ -167,7 +167,7 @@ def test_a_held_row_is_left_to_its_writer_until_its_hold_ends(postgres: Server, 
                 return ids, sent, too_early, after_hold, woken_by_held, woken_by_due
             finally:
                 await listener.close()
-                await relay.pool.close()
+                await relay.close()
 
         ids, sent, too_early, after_hold, woken_by_held, woken_by_due = asyncio.run(run())
         assert len(ids) == 3 and not woken_by_held and woken_by_due

@@ -14,6 +14,7 @@ import time
 from toolgate.ops.stack.embedded import Broker
 from toolgate.settings import Settings
 from toolgate.topics.catalog import CATALOG, Topics
+from toolgate.topics.producers import Record
 from toolgate.workers.runtime.producer import IDLE_S, StageProducer
 
 from .conftest import fresh_topics
@@ -31,7 +32,7 @@ def test_warm_makes_every_producer_and_names_the_cluster_s_topics(broker: Broker
         # Both producers now made: the compressing one and the plain one; each takes a record.
         assert producer.codecs_made() == ["lz4", "none"]
         for logical in ("validated", "deadletter"):
-            delivered = await producer.send(topics.name(logical), b"key", b"value", 0, [])
+            delivered = await producer.send(Record(topics.name(logical), b"key", b"value", [], 0))
             await asyncio.wait_for(delivered, 10)
         await asyncio.to_thread(producer.close)
         return names
@@ -65,12 +66,12 @@ def test_an_idle_report_thread_sleeps_until_a_record_wakes_it(broker: Broker) ->
         producer = StageProducer(settings, "idle-test")
         producer.start(asyncio.get_running_loop())
         await producer.warm()
-        await asyncio.wait_for(await producer.send(topic, b"key", b"first", 0, []), 10)
+        await asyncio.wait_for(await producer.send(Record(topic, b"key", b"first", [], 0)), 10)
         took = []
         for i in range(3):
             await asyncio.sleep(IDLE_S * 1.1)  # nothing in flight: the thread sleeps
             started = time.monotonic()
-            await asyncio.wait_for(await producer.send(topic, b"key", b"%d" % i, 0, []), 10)
+            await asyncio.wait_for(await producer.send(Record(topic, b"key", b"%d" % i, [], 0)), 10)
             took.append(time.monotonic() - started)
         await asyncio.sleep(IDLE_S * 0.2)
         started = time.monotonic()

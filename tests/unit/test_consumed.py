@@ -6,11 +6,10 @@ cause is the UnicodeDecodeError; tests/e2e/test_header_keys.py produces the real
 from __future__ import annotations
 
 from tests.unit.test_observer import _Consumer, _Msg
-from tests.unit.test_rounds import Forward, Setup, calls, forwarded
+from tests.unit.test_rounds import VALIDATED, Forward, Setup, calls, forwarded
 from toolgate.client.feed import ObservationFeed
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.topics.consumed import MAX_REASON, Consumed, Unreadable, read
-from toolgate.workers.runtime.intake import RawRecord
 
 
 class _Poisoned(_Msg):
@@ -67,7 +66,7 @@ def test_the_observation_feed_skips_such_a_record_and_reads_on() -> None:
 
 def test_a_stage_dead_letters_it_with_its_key_and_value_audits_it_and_goes_on() -> None:
     setup = Setup(Forward())
-    poisoned = RawRecord(0, 3, b"raw-key", b"raw value", unreadable="its headers cannot be read: a header key ...")
+    poisoned = Unreadable(VALIDATED, 0, 3, b"raw-key", b"raw value", "its headers cannot be read: a header key ...")
     setup.run([poisoned, calls("c2", offset=4)])
     assert forwarded(setup) == ["c2"]  # the round went on
     (letter,) = setup.broker.dead_letters()
@@ -81,7 +80,7 @@ def test_a_stage_dead_letters_it_with_its_key_and_value_audits_it_and_goes_on() 
 
 def test_a_stage_audits_a_flood_of_them_collapsed() -> None:
     setup = Setup(Forward())
-    flood = [RawRecord(0, n, None, b"x", unreadable="its headers cannot be read") for n in range(50)]
+    flood = [Unreadable(VALIDATED, 0, n, None, b"x", "its headers cannot be read") for n in range(50)]
     setup.run(flood)
     audited = [e for e in setup.audit.entries if e.action == "unreadable_record"]
     assert len(audited) == 10  # the rest are counted until the window closes

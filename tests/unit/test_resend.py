@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 
 from toolgate.client import Observed, Proposed
-from toolgate.client.calls import Record, resend_window_s
+from toolgate.client.calls import resend_window_s
 from toolgate.client.resend import PRUNE_FIRST, RESEND_FIRST_S, RESEND_MAX_S, Unanswered
 from toolgate.schemas.models import Observation
+from toolgate.topics.producers import Record
 
 from .factories import sample_models
 

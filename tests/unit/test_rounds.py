@@ -19,16 +19,17 @@ from tests.unit.factories import contracts, stage_record
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import DeadLetter, ExecutionResult, StageBatch, StageRecord, TaxonomyClass
 from toolgate.topics.catalog import Topics
-from toolgate.topics.headers import Headers
+from toolgate.topics.consumed import Consumed, Read
+from toolgate.topics.producers import Record
 from toolgate.trust.integrity import MAC_HEADER, DeploymentKeys, Sealer
 from toolgate.workers.runtime.audit import Entry
-from toolgate.workers.runtime.emit import Emit, Message
+from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler, Inbound
-from toolgate.workers.runtime.intake import RawRecord
 from toolgate.workers.runtime.rounds import Rounds
 
 TOPICS = Topics("unit.")
+VALIDATED = TOPICS.name("validated")  # the topic the rounds below read
 SEALER = Sealer(DeploymentKeys(b"a deployment secret of some length"), TOPICS)
 BATCH_BYTES = 512 * 1024
 
@@ -37,17 +38,15 @@ class Broker:
     """Acknowledges every send at once and keeps what was sent."""
 
     def __init__(self) -> None:
-        self.sent: list[Message] = []
+        self.sent: list[Record] = []
 
-    async def send(
-        self, topic: str, key: bytes | None, value: bytes, partition: int | None, headers: Headers
-    ) -> Awaitable[Any]:
-        self.sent.append(Message(topic, key, value, partition, headers))
+    async def send(self, record: Record) -> Awaitable[Any]:
+        self.sent.append(record)
         ack: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         ack.set_result(None)
         return ack
 
-    def on(self, logical: str) -> list[Message]:
+    def on(self, logical: str) -> list[Record]:
         return [m for m in self.sent if m.topic == TOPICS.name(logical)]
 
     def items(self, logical: str) -> list[bytes]:
@@ -118,7 +117,7 @@ class Setup:
     async def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
 
-    def run(self, records: list[RawRecord]) -> None:
+    def run(self, records: list[Read]) -> None:
         asyncio.run(self.rounds.run(records))
 
 
@@ -126,16 +125,16 @@ def record(call_id: str) -> StageRecord:
     return stage_record(contracts()[0], call_id=call_id)
 
 
-def batch(*items: bytes, offset: int = 0) -> RawRecord:
+def batch(*items: bytes, offset: int = 0) -> Consumed:
     """One sealed StageBatch record of `validated`, as a stage produces it."""
     out = Emit("validation")
     for item in items:
         out.raw_item("validated", 0, item)
     (msg,) = out.messages(TOPICS, BATCH_BYTES, SEALER)
-    return RawRecord(0, offset, msg.key, msg.value, msg.headers)
+    return Consumed(VALIDATED, 0, offset, msg.key, msg.value, msg.headers)
 
 
-def calls(*call_ids: str, offset: int = 0) -> RawRecord:
+def calls(*call_ids: str, offset: int = 0) -> Consumed:
     return batch(*(codec().encode(record(c)) for c in call_ids), offset=offset)
 
 
@@ -214,7 +213,7 @@ def test_an_undecodable_batch_is_dead_lettered_whole() -> None:
     value = b"sealed, but no StageBatch"
     headers = SEALER.seal(TOPICS.name("validated"), None, value, [])
     setup = Setup(Forward())
-    setup.run([RawRecord(0, 7, None, value, headers)])
+    setup.run([Consumed(VALIDATED, 0, 7, None, value, headers)])
     assert setup.handler.batches == []
     (letter,) = setup.broker.dead_letters()
     assert letter.value == value and letter.taxonomy_class is TaxonomyClass.SYNTACTIC_PARSE_FAIL
@@ -229,7 +228,7 @@ def test_a_forged_record_is_dead_lettered_audited_and_never_decoded(tamper: str)
         headers = [(k, b"\x00" * len(v) if k == MAC_HEADER else v) for k, v in headers]
     value = (good.value or b"") + (b"x" if tamper == "value" else b"")
     setup = Setup(Forward())
-    setup.run([RawRecord(0, 3, None, value, headers), calls("c2", offset=4)])
+    setup.run([Consumed(VALIDATED, 0, 3, None, value, headers), calls("c2", offset=4)])
     assert setup.handler.batches == [["c2"]]
     (letter,) = setup.broker.dead_letters()
     assert letter.value == value and letter.taxonomy_class is TaxonomyClass.SIGNATURE_MISMATCH
@@ -252,7 +251,7 @@ def test_an_empty_round_decides_nothing_and_sends_nothing() -> None:
     assert setup.handler.batches == [] and setup.broker.sent == [] and setup.audit.entries == []
 
 
-def stamped(produced_at_ms: int, *call_ids: str, offset: int = 0) -> RawRecord:
+def stamped(produced_at_ms: int, *call_ids: str, offset: int = 0) -> Consumed:
     """A genuine, sealed batch that says it was produced at `produced_at_ms`."""
     items = [codec().encode(record(c)) for c in call_ids]
     value = codec().encode(
@@ -264,7 +263,7 @@ def stamped(produced_at_ms: int, *call_ids: str, offset: int = 0) -> RawRecord:
             first_produced_at_ms=produced_at_ms,
         )
     )
-    return RawRecord(0, offset, None, value, SEALER.seal(TOPICS.name("validated"), None, value, []))
+    return Consumed(VALIDATED, 0, offset, None, value, SEALER.seal(TOPICS.name("validated"), None, value, []))
 
 
 @pytest.mark.parametrize("age_s", [3600, 86_400, -3600])

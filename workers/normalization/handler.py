@@ -15,6 +15,7 @@ from toolgate.contracts.registry import Registry
 from toolgate.schemas.models import ExecutionResult, Observation, ObservationError, TaxonomyClass
 from toolgate.scrubber import SCRUBBER
 from toolgate.settings import Settings
+from toolgate.topics.catalog import Topics
 from toolgate.workers.normalization.decision import build, normalize
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
@@ -32,6 +33,7 @@ class NormalizationHandler(Handler[ExecutionResult]):
 
     def __init__(self, registry: Registry, settings: Settings) -> None:
         self.registry = registry
+        self.topics = Topics(settings.topic_prefix)
         self.pool = make_pool(settings.database_url, STAGE, max_size=1)
         self.tenants: frozenset[str] = frozenset()
         self._loaded_at = 0.0
@@ -72,13 +74,12 @@ class NormalizationHandler(Handler[ExecutionResult]):
     def _observe(self, call: Inbound[ExecutionResult], observation: Observation, out: Emit) -> None:
         res = call.model
         out.record(
-            "observations",
+            self.topics.name("observations", res.tenant_id),
             observation,
             key=res.run_id,
             traceparent=call.traceparent,
             call_id=res.call_id,
             tenant_id=res.tenant_id,
-            tenant_topic=True,
             proposal_digest=res.proposal_digest,
         )
 

@@ -2,7 +2,7 @@
 
 Claims unsent rows in id order with FOR UPDATE SKIP LOCKED (so several relays can run side
 by side without publishing a row twice), groups item rows into one StageBatch per topic and
-partition, produces everything with an idempotent producer (confluent-kafka: sequence
+partition, produces everything with a stage's idempotent producer (workers/runtime/producer.py: sequence
 numbers per partition, so a send retried after a lost acknowledgement is written once) and
 waits for every delivery report, then marks the rows sent in the same transaction that
 locked them. Each record leaves sealed like any stage's output: a MAC on internal topics and
@@ -31,24 +31,24 @@ import psycopg
 from confluent_kafka import KafkaError
 
 from toolgate.faults import crash_point
-from toolgate.kafka_security import client_config
 from toolgate.schemas.errors import PermanentError
 from toolgate.schemas.models import PayloadKind, TaxonomyClass
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
+from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer, deployment_keys
 from toolgate.workers.outbox.notifications import each_notification
-from toolgate.workers.outbox.producer import IdempotentProducer
 from toolgate.workers.runtime.app import StageApp
 from toolgate.workers.runtime.db import make_pool
-from toolgate.workers.runtime.emit import EdgeRecord, Emit, Message, Origin
+from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.outbox import mark_sent
-from toolgate.workers.runtime.producer import undeliverable
+from toolgate.workers.runtime.producer import StageProducer, undeliverable
 from toolgate.workers.runtime.transient import RELAY, TransientRetry
 from toolgate.workers.runtime.wakeup import announcer
 
 log = logging.getLogger("toolgate.outbox")
 STAGE = "outbox-relay"
+RELAY_CLIENT = "toolgate-outbox-relay"  # its producer's client.id
 
 CLAIM = """
 SELECT id, topic, partition, kind, key, payload, headers, (extract(epoch FROM created_at) * 1000)::bigint
@@ -103,14 +103,7 @@ class OutboxRelay:
         self.pool = make_pool(settings.database_url, STAGE, max_size=2)
         self.topics = Topics(settings.topic_prefix)
         announcing = announcer(settings)
-        self.producer = IdempotentProducer(
-            settings.kafka_bootstrap,
-            self.topics,
-            client_config(settings),
-            settings.linger_ms,
-            settings.compression,
-            announcing.delivered if announcing is not None else None,
-        )
+        self.producer = StageProducer(settings, RELAY_CLIENT, announcing.delivered if announcing is not None else None)
         self.sealer = Sealer(deployment_keys(settings), self.topics)
         self.wakeup = asyncio.Event()
         self._last_prune = 0.0
@@ -122,6 +115,7 @@ class OutboxRelay:
         )
 
     async def run(self) -> None:
+        self.producer.start(asyncio.get_running_loop())
         await self.pool.open()
         listener = asyncio.ensure_future(self._listen())
         if self.app is not None:
@@ -144,6 +138,13 @@ class OutboxRelay:
                         await asyncio.wait_for(self.wakeup.wait(), look)
         finally:
             listener.cancel()
+            await asyncio.to_thread(self.producer.close)
+
+    async def close(self) -> None:
+        """Close its pool and its producer, what is queued delivered first (a relay driven by
+        `relay_once` rather than `run`)."""
+        await self.pool.close()
+        await asyncio.to_thread(self.producer.close)
 
     async def _next_due(self) -> float:
         """Seconds until the next held or retried row is due, within [0, IDLE_LOOK_S] (a second
@@ -187,7 +188,7 @@ class OutboxRelay:
         )
         return len(sent) + len(given_up)
 
-    def _messages(self, rows: list[Row]) -> list[Message]:
+    def _messages(self, rows: list[Row]) -> list[Record]:
         out = Emit(STAGE)
         for row in rows:
             if row.kind == "item":
@@ -197,7 +198,7 @@ class OutboxRelay:
             else:
                 key = bytes(row.key) if row.key is not None else None
                 headers = [(k, v.encode()) for k, v in row.headers]
-                out.records.append(EdgeRecord(row.topic, key, bytes(row.payload), headers, row.partition))
+                out.records.append(Record(row.topic, key, bytes(row.payload), headers, row.partition))
         return out.messages(self.topics, self.settings.batch_bytes, self.sealer, physical=True)
 
     async def _give_up(self, conn: psycopg.AsyncConnection[Any], failing: list[tuple[Row, KafkaError]]) -> list[int]:

@@ -31,7 +31,8 @@ from toolgate.schemas.codec import codec
 from toolgate.settings import Settings
 from toolgate.telemetry.setup import configure_telemetry, shutdown_telemetry
 from toolgate.topics.catalog import Topics, stage_group
-from toolgate.topics.headers import Headers
+from toolgate.topics.consumed import Read
+from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer, deployment_keys
 from toolgate.workers.runtime import heap, liveness, orphan
 from toolgate.workers.runtime.alarm import Alarm
@@ -40,7 +41,7 @@ from toolgate.workers.runtime.consumer import StageConsumer
 from toolgate.workers.runtime.filling import Bounds, Filling, bounds_for
 from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler
-from toolgate.workers.runtime.intake import INTERNAL_SOURCES, RawRecord
+from toolgate.workers.runtime.intake import INTERNAL_SOURCES
 from toolgate.workers.runtime.key_holders import KeyHolders
 from toolgate.workers.runtime.producer import StageProducer
 from toolgate.workers.runtime.refusals import Tally
@@ -85,10 +86,8 @@ class StageApp:
 
     # --- producing ---------------------------------------------------------------------------
 
-    async def send(
-        self, topic: str, key: bytes | None, value: bytes, partition: int | None, headers: Headers
-    ) -> Awaitable[Any]:
-        return await self.producer.send(topic, key, value, partition, headers)
+    async def send(self, record: Record) -> Awaitable[Any]:
+        return await self.producer.send(record)
 
     # --- consuming ---------------------------------------------------------------------------
 
@@ -275,7 +274,7 @@ class StageApp:
                 log.exception("refusals not audited", extra={"stage": self.name, "action": "audit_failed"})
 
 
-def _refill(consumer: StageConsumer, round_: Filling[RawRecord], topic: str) -> None:
+def _refill(consumer: StageConsumer, round_: Filling[Read], topic: str) -> None:
     """Move what `consumer` has fetched of `topic` since onto the round being filled."""
     consumer.take()
     round_.take(consumer.pending[topic])

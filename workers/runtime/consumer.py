@@ -27,9 +27,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from toolgate.kafka_security import client_config
 from toolgate.settings import Settings
 from toolgate.topics import consumed
-from toolgate.topics.headers import as_pairs
 from toolgate.workers.runtime.filling import Bounds
-from toolgate.workers.runtime.intake import RawRecord
 from toolgate.workers.runtime.naps import Naps
 
 log = logging.getLogger("toolgate.worker")
@@ -58,7 +56,7 @@ class StageConsumer:
         """`woken`: a Listener calls `wake` when a record comes for every topic of `bounds`, so
         its naps may be long (settings `woken_nap_ms`, on any broker: wakeup.py, `woken`)."""
         self.bounds = bounds
-        self.pending: dict[str, deque[RawRecord]] = {topic: deque() for topic in bounds}
+        self.pending: dict[str, deque[consumed.Read]] = {topic: deque() for topic in bounds}
         self.on_assigned = on_assigned
         self._poll_records = min(b.poll_records for b in bounds.values())
         nap_s = settings.idle_nap_ms / 1000.0
@@ -153,7 +151,7 @@ class StageConsumer:
 
     def _queue(self, messages: Sequence[Message]) -> None:
         """Queue fetched records for their rounds. Nothing a record holds raises here: a record
-        whose parts cannot all be read is queued as it is (`_raw`), for its round's intake to
+        whose parts cannot all be read is queued as it is (topics/consumed.py), for its round's intake to
         dead-letter, and its offset goes with the round's. Any record keeps the stage awake (a
         stage busy with what it took ahead never waits, and must not nap once it is done)."""
         if messages:
@@ -161,8 +159,8 @@ class StageConsumer:
         for msg in messages:
             error = msg.error()
             if error is None:
-                topic, record = _raw(msg)
-                self.pending[topic].append(record)
+                record = consumed.read(msg)  # the one guarded reader: it never raises
+                self.pending[record.topic].append(record)
             elif error.fatal():
                 raise KafkaException(error)
             elif error.code() != KafkaError._PARTITION_EOF:
@@ -170,7 +168,7 @@ class StageConsumer:
 
     # --- offsets ----------------------------------------------------------------------------
 
-    def done(self, topic: str, records: Sequence[RawRecord]) -> None:
+    def done(self, topic: str, records: Sequence[consumed.Read]) -> None:
         """Store the offsets past `records` of `topic` (a finished round): librdkafka commits them."""
         last: dict[int, int] = {}
         for rec in records:
@@ -203,12 +201,3 @@ class StageConsumer:
         self._naps.close()  # a nap ends now
         self._waiter.shutdown(wait=True)
         self._consumer.close()
-
-
-def _raw(msg: Message) -> tuple[str, RawRecord]:
-    """A fetched record (no error: its topic, partition and offset are known) and its topic,
-    read through the one guarded reader (topics/consumed.py)."""
-    rec = consumed.read(msg)
-    if isinstance(rec, consumed.Unreadable):
-        return rec.topic, RawRecord(rec.partition, rec.offset, rec.key, rec.value, unreadable=rec.reason)
-    return rec.topic, RawRecord(rec.partition, rec.offset, rec.key, rec.value, as_pairs(rec.headers))

@@ -15,14 +15,15 @@ from typing import Any
 
 from toolgate.schemas.models import PayloadKind, TaxonomyClass
 from toolgate.topics.catalog import Topics
-from toolgate.topics.headers import CALL_ID, Headers, header
+from toolgate.topics.headers import CALL_ID, header
+from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer
-from toolgate.workers.runtime.emit import Emit, Message, Origin
+from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.producer import ProduceError
 
 log = logging.getLogger("toolgate.delivery")
 
-Send = Callable[[str, bytes | None, bytes, int | None, Headers], Awaitable[Awaitable[Any]]]
+Send = Callable[[Record], Awaitable[Awaitable[Any]]]
 Backoff = Callable[[int, BaseException], Awaitable[None]]
 
 
@@ -50,9 +51,9 @@ class Delivery:
             # The records' own futures, gathered: a coroutine per record would make gather wrap
             # each in a Task, a cost on every record (normalization sends a record per call;
             # docs/performance.md, "Figures behind the code").
-            futures = [await self.send(*msg) for msg in pending]
+            futures = [await self.send(record) for record in pending]
             results = await asyncio.gather(*futures, return_exceptions=True)
-            retry: list[Message] = []
+            retry: list[Record] = []
             transient: BaseException | None = None
             for msg, res in zip(pending, results, strict=True):
                 if not isinstance(res, BaseException):
@@ -67,7 +68,7 @@ class Delivery:
                 await self.backoff(attempt, transient)
             pending = retry
 
-    def _replacement(self, msg: Message, error: BaseException) -> list[Message]:
+    def _replacement(self, msg: Record, error: BaseException) -> list[Record]:
         """A dead letter in place of a record the broker will never take (nothing in place of a
         dead letter itself: that is logged, the only place left)."""
         logical = self.topics.parse(msg.topic)[0]

@@ -13,7 +13,6 @@ import hashlib
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import (
@@ -29,6 +28,7 @@ from toolgate.schemas.wire import WireModel
 from toolgate.scrubber import SCRUBBER
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, SCHEMA, Headers, edge_headers, header
+from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer
 from toolgate.workers.runtime import results
 from toolgate.workers.runtime.audit import Entry
@@ -39,24 +39,6 @@ from toolgate.workers.runtime.refusals import Refusal
 MAX_LETTER_BYTES = 900 * 1024
 MAX_HEADER = 16 * 1024
 MAX_CALL_ID = 128
-
-
-class Message(NamedTuple):
-    topic: str  # physical
-    key: bytes | None
-    value: bytes
-    partition: int | None
-    headers: Headers
-
-
-@dataclass
-class EdgeRecord:
-    topic: str  # logical name (physical for outbox rows: see `messages`)
-    key: bytes | None
-    value: bytes
-    headers: Headers
-    partition: int | None = None
-    tenant: str | None = None  # for a per-tenant topic
 
 
 @dataclass(frozen=True)
@@ -77,7 +59,7 @@ class Origin:
 class Emit:
     stage: str
     items: dict[tuple[str, int], list[bytes]] = field(default_factory=dict)
-    records: list[EdgeRecord] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)  # edge records, to physical topics
     dead_letters: list[DeadLetter] = field(default_factory=list)
     outcomes: dict[str, str] = field(default_factory=dict)
     audits: list[Entry] = field(default_factory=list)  # written before anything is produced
@@ -114,19 +96,17 @@ class Emit:
         call_id: str,
         tenant_id: str,
         partition: int | None = None,
-        tenant_topic: bool = False,
         proposal_digest: str = "",
     ) -> None:
-        """An edge record; with `tenant_topic`, to the topic of `tenant_id` itself."""
+        """An edge record, to `topic` (a physical name: a tenant's own, for its observations)."""
         c = codec()
         self.records.append(
-            EdgeRecord(
+            Record(
                 topic,
                 key.encode() if key is not None else None,
                 c.encode(model),
                 edge_headers(traceparent, call_id, tenant_id, c.fingerprint_of(type(model)), proposal_digest),
                 partition,
-                tenant_id if tenant_topic else None,
             )
         )
 
@@ -203,22 +183,17 @@ class Emit:
         )
         return topic, partition, codec().encode(batch), [(SCHEMA, fingerprint), ("toolgate-stage", self.stage.encode())]
 
-    def messages(self, topics: Topics, max_bytes: int, sealer: Sealer, physical: bool = False) -> list[Message]:
+    def messages(self, topics: Topics, max_bytes: int, sealer: Sealer, physical: bool = False) -> list[Record]:
         """Everything collected, sealed, as Kafka records addressed to physical topics (with
-        `physical`, items and edge records already name them: outbox rows)."""
-
-        def name(logical: str, tenant: str | None = None) -> str:
-            return logical if physical else topics.name(logical, tenant)
-
-        pending: list[tuple[str, bytes | None, bytes, int | None, Headers]]
-        pending = [(name(t), None, v, p, h) for t, p, v, h in self.batches(max_bytes)]
-        pending += [(name(r.topic, r.tenant), r.key, r.value, r.partition, r.headers) for r in self.records]
+        `physical`, the items already name theirs: outbox rows)."""
+        pending = [Record(t if physical else topics.name(t), None, v, h, p) for t, p, v, h in self.batches(max_bytes)]
+        pending += self.records
         c = codec()
         for letter in self.dead_letters:
             key = letter.call_id.encode() if letter.call_id else None
-            pending.append((topics.name("deadletter"), key, c.encode(letter), None, []))
-        sealed = sealer.seal_all([(t, k, v, h) for t, k, v, _, h in pending])
-        return [Message(t, k, v, p, h) for (t, k, v, p, _), h in zip(pending, sealed, strict=True)]
+            pending.append(Record(topics.name("deadletter"), key, c.encode(letter), []))
+        sealed = sealer.seal_all([(r.topic, r.key, r.value, r.headers) for r in pending])
+        return [Record(r.topic, r.key, r.value, h, r.partition) for r, h in zip(pending, sealed, strict=True)]
 
     def merge(self, other: Emit) -> None:
         """Add everything `other` collected to this one."""

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Generic
 
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import PayloadKind, StageBatch, TaxonomyClass
-from toolgate.topics.consumed import MAX_REASON
-from toolgate.topics.headers import CALL_ID, Headers, as_pairs, header, header_int
+from toolgate.topics.consumed import MAX_REASON, Consumed, Read, Unreadable
+from toolgate.topics.headers import CALL_ID, as_pairs, header, header_int
 from toolgate.trust.integrity import Sealer
 from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.runtime.audit_entry import bounded
@@ -40,16 +40,6 @@ MAX_ATTEMPTS = 1_000_000
 INTERNAL_SOURCES = ("validated", "authorized", "executable", "results")
 
 
-@dataclass
-class RawRecord:
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: Headers = field(default_factory=list)
-    unreadable: str | None = None  # why its headers could not be read: it has none here
-
-
 class Intake(Generic[M]):
     """The calls in a round's records, for one handler reading `source_topic` (physical)."""
 
@@ -61,14 +51,14 @@ class Intake(Generic[M]):
         self.internal = handler.source in INTERNAL_SOURCES
         self._stale: list[tuple[Origin, int]] = []  # this round's stale records, audited together
 
-    def decode(self, records: Sequence[RawRecord], out: Emit) -> list[Inbound[M]]:
+    def decode(self, records: Sequence[Read], out: Emit) -> list[Inbound[M]]:
         """The calls in these records. A record that cannot be read, whatever is wrong with it,
         is dead-lettered with its original bytes; it never stops the round."""
         calls: list[Inbound[M]] = []
         self._stale = []
         now = now_ms()
         for rec in records:
-            headers = as_pairs(rec.headers)
+            headers = as_pairs(rec.headers) if isinstance(rec, Consumed) else []
             origin = Origin(
                 self.handler.source,
                 rec.partition,
@@ -91,11 +81,11 @@ class Intake(Generic[M]):
             out.refusals.append(Refusal(self._stale_entry(now), self._stale[0][0].topic))
         return calls
 
-    def _decode_record(self, rec: RawRecord, origin: Origin, value: bytes, out: Emit, now: int) -> list[Inbound[M]]:
-        if rec.unreadable is not None:
-            self._unreadable(origin, value, rec.unreadable, out)
+    def _decode_record(self, rec: Read, origin: Origin, value: bytes, out: Emit, now: int) -> list[Inbound[M]]:
+        if isinstance(rec, Unreadable):
+            self._unreadable(origin, value, rec.reason, out)
             return []
-        if self.internal and not self.sealer.mac_ok(self.source_topic, value, rec.headers):
+        if self.internal and not self.sealer.mac_ok(self.source_topic, value, origin.headers):
             self._forged(origin, value, out)
             return []
         if not self.internal:

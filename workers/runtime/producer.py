@@ -31,13 +31,12 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, Producer
 
 from toolgate.kafka_security import client_config
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics
-from toolgate.topics.headers import Headers
-from toolgate.topics.producers import Producers
+from toolgate.topics.producers import Producers, Record, enqueue
 
 log = logging.getLogger("toolgate.worker")
 
@@ -147,15 +146,25 @@ class StageProducer:
         """The codecs of the producers made so far."""
         return sorted(self._served)
 
-    async def send(
-        self, topic: str, key: bytes | None, value: bytes, partition: int | None, headers: Headers
-    ) -> asyncio.Future[None]:
+    async def send(self, record: Record) -> asyncio.Future[None]:
         """Hand one record to librdkafka; the future settles with the broker's answer."""
-        return await self._served_for(self._producers.codec(topic)).send(topic, key, value, partition, headers)
+        return await self._served_for(self._producers.codec(record.topic)).send(record)
+
+    async def deliver(self, records: list[Record]) -> list[KafkaError | None]:
+        """Produce every record and wait for every answer: each one's error, None once the
+        broker acknowledged it (the outbox relay's way to send)."""
+        futures = [await self.send(record) for record in records]
+        errors: list[KafkaError | None] = []
+        for answer in await asyncio.gather(*futures, return_exceptions=True):
+            if isinstance(answer, BaseException) and not isinstance(answer, ProduceError):
+                raise answer  # not the broker's answer: nothing is known of the record
+            errors.append(answer.error if isinstance(answer, ProduceError) else None)
+        return errors
 
     def _served_for(self, codec: str) -> _Served:
         """The producer of `codec` and its report thread, made when first asked for."""
-        assert self._loop is not None, "start() the producer first"
+        if self._loop is None:  # not started by a stage: the loop of its first send
+            self._loop = asyncio.get_running_loop()
         served = self._served.get(codec)
         if served is None:
             producer = self._producers.for_codec(codec)
@@ -188,29 +197,20 @@ class _Served:
         self._thread = threading.Thread(target=self._serve, args=(stopping,), name="producer-reports", daemon=True)
         self._thread.start()
 
-    async def send(
-        self, topic: str, key: bytes | None, value: bytes, partition: int | None, headers: Headers
-    ) -> asyncio.Future[None]:
+    async def send(self, record: Record) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = self._loop.create_future()
-        kwargs: dict[str, Any] = {
-            "key": key,
-            "value": value,
-            "headers": headers,
-            "on_delivery": partial(self._report, fut),
-        }
-        if partition is not None:
-            kwargs["partition"] = partition
+        report = partial(self._report, fut)
         while True:
             try:
-                self.producer.produce(topic, **kwargs)
-                if not self._queued.is_set():
-                    self._queued.set()
-                return fut
+                refused = enqueue(self.producer, record, report)
+                break
             except BufferError:  # librdkafka's queue is full: wait for acknowledgements to drain it
                 await asyncio.sleep(FULL_QUEUE_PAUSE_S)
-            except KafkaException as exc:  # refused before it was queued (too large, unknown topic)
-                fut.set_exception(ProduceError(exc.args[0]))
-                return fut
+        if refused is not None:  # refused before it was queued (too large, unknown topic)
+            fut.set_exception(ProduceError(refused))
+        elif not self._queued.is_set():
+            self._queued.set()
+        return fut
 
     def _report(self, fut: asyncio.Future[None], err: KafkaError | None, msg: Any) -> None:
         self._reports.append((fut, err))  # called in the serving thread, inside poll()

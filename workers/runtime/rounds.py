@@ -28,6 +28,7 @@ from typing import Generic
 from toolgate.faults import crash_point
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.topics.catalog import Topics
+from toolgate.topics.consumed import Read
 from toolgate.trust.integrity import Sealer
 from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.runtime.clock import now_ms
@@ -35,7 +36,7 @@ from toolgate.workers.runtime.delivery import Delivery, Send
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler, Inbound, M
-from toolgate.workers.runtime.intake import Intake, RawRecord
+from toolgate.workers.runtime.intake import Intake
 from toolgate.workers.runtime.refusals import Tally
 from toolgate.workers.runtime.round_telemetry import RoundTelemetry
 from toolgate.workers.runtime.transient import ROUND, Sleep, TransientRetry
@@ -83,7 +84,7 @@ class Rounds(Generic[M]):
         self.delivery = Delivery(handler.stage, topics, send, batch_bytes, sealer, self.retry.pause)
         self.telemetry = RoundTelemetry(handler.stage)
 
-    async def run(self, records: Sequence[RawRecord]) -> None:
+    async def run(self, records: Sequence[Read]) -> None:
         started = self.clock()
         out = Emit(self.handler.stage)
         calls = self.intake.decode(records, out)
