@@ -30,12 +30,13 @@ from toolgate.trust.merkle import CheckedRoots
 from toolgate.trust.proposal_signing import ROOT_PURPOSE
 from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Inbound
 from toolgate.workers.runtime.refusals import Refusal
 from toolgate.workers.runtime.results import reject
 from toolgate.workers.validation import admission, admission_rate, callers, limits
 from toolgate.workers.validation.decision import Decision, Reject
-from toolgate.workers.validation.identity import Proven, Window
+from toolgate.workers.validation.identity import Proven
 
 STAGE = admission.STAGE
 SOURCE = "proposals"
@@ -54,7 +55,7 @@ class Admitted:
 
 
 class Admitting:
-    def __init__(self, window: Window, rate: admission_rate.AdmissionRate) -> None:
+    def __init__(self, window: Bound, rate: admission_rate.AdmissionRate) -> None:
         self.window = window
         self.rate = rate
         # Roots of proposals signed together whose signature held: checked once, not per proposal.

@@ -32,13 +32,13 @@ from toolgate.workers.runtime import audit, fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit, Origin
+from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.refusals import Refusal
 from toolgate.workers.runtime.results import reject
 from toolgate.workers.validation import admission, admission_rate, repair_log, semantic
 from toolgate.workers.validation.admitting import Admitted, Admitting
 from toolgate.workers.validation.decision import Decision, Pass, Reject, decide
-from toolgate.workers.validation.identity import Window
 
 STAGE = admission.STAGE
 LENIENT = frozenset({"arguments"})  # the model's text; every identity field must be UTF-8
@@ -57,9 +57,7 @@ class ValidationHandler(Handler[ToolProposal]):
         self.registry = registry
         self.policy = policy or load_policy(settings.policy_file)
         self.pool = make_pool(settings.database_url, STAGE, autocommit=True)
-        self.window = Window(
-            int(settings.proposal_max_age_seconds * 1000), int(settings.proposal_future_skew_seconds * 1000)
-        )
+        self.window = Bound.for_proposals(settings)
         # The validation work each agent may still spend, in this worker's memory.
         rate = admission_rate.AdmissionRate(settings.admission_work_per_second, settings.admission_work_burst)
         self.admitting = Admitting(self.window, rate)
