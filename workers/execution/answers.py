@@ -41,6 +41,25 @@ def verification_for(job: Job, data: dict[str, Any]) -> Verification:
     )
 
 
+def ended(
+    record: StageRecord, stage: str, traceparent: str, attempt: int, now: int, result_outcome: Outcome, **fields: Any
+) -> ExecutionResult:
+    """How attempt `attempt` of the call's effect ended: as execution concludes it, or as
+    reconciliation settles a key the crash left PENDING. `fields`: the rest of `result`'s."""
+    return result(
+        record,
+        stage=stage,
+        result_outcome=result_outcome,
+        traceparent=traceparent,
+        home_partition=record.home_partition,
+        now_ms=now,
+        warnings=record.warnings,
+        attempt_number=attempt,
+        approval_id=record.approval_id,
+        **fields,
+    )
+
+
 def refuse(
     record: StageRecord,
     traceparent: str,
