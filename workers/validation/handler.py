@@ -35,9 +35,8 @@ from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.refusals import Refusal
-from toolgate.workers.runtime.results import reject
 from toolgate.workers.validation import admission, admission_rate, repair_log, semantic
-from toolgate.workers.validation.admitting import Admitted, Admitting
+from toolgate.workers.validation.admitting import Admitted, Admitting, refuse
 from toolgate.workers.validation.decision import Decision, Pass, Reject, decide
 
 STAGE = admission.STAGE
@@ -107,22 +106,17 @@ class ValidationHandler(Handler[ToolProposal]):
             home = call.origin.partition
             if isinstance(decision, Reject):
                 exhausted = decision.taxonomy_class is TaxonomyClass.BUDGET_EXHAUSTED
-                out.item(
-                    "results",
-                    home,
-                    reject(
-                        proposal,
-                        decision.taxonomy_class,
-                        decision.errors,
-                        stage=STAGE,
-                        traceparent=call.traceparent,
-                        home_partition=home,
-                        now_ms=now,
-                        warnings=decision.warnings,
-                        tool_version=decision.tool_version or proposal.tool_version,
-                        proposal_digest=digest,
-                        **({"next_action": "escalate_to_human"} if exhausted else {}),
-                    ),
+                refuse(
+                    call,
+                    proposal,
+                    digest,
+                    decision.taxonomy_class,
+                    decision.errors,
+                    now,
+                    out,
+                    warnings=decision.warnings,
+                    tool_version=decision.tool_version or proposal.tool_version,
+                    **({"next_action": "escalate_to_human"} if exhausted else {}),
                 )
                 continue
             out.item(
@@ -158,26 +152,10 @@ class ValidationHandler(Handler[ToolProposal]):
         admitted = self._proven.get(id(call))
         if admitted is None:
             return
-        out.item(
-            "results",
-            call.origin.partition,
-            reject(
-                admitted.proposal,
-                TaxonomyClass.UNKNOWN_ERROR,
-                [
-                    FieldError(
-                        field=None,
-                        code="internal_error",
-                        message="validation failed inside toolgate; an operator has it",
-                    )
-                ],
-                stage=STAGE,
-                traceparent=call.traceparent,
-                home_partition=call.origin.partition,
-                now_ms=now_ms(),
-                proposal_digest=admitted.digest,
-            ),
+        inside = FieldError(
+            field=None, code="internal_error", message="validation failed inside toolgate; an operator has it"
         )
+        refuse(call, admitted.proposal, admitted.digest, TaxonomyClass.UNKNOWN_ERROR, [inside], now_ms(), out)
 
     def on_undecodable(self, origin: Origin, value: bytes, out: Emit) -> None:
         """Bytes that are no ToolProposal prove nobody: dead-letter them and audit it (collapsed)."""
