@@ -12,18 +12,18 @@ from toolgate.trust.ed25519 import PrivateKey
 from toolgate.trust.merkle import CheckedRoots
 from toolgate.trust.proposal_signing import ROOT_PURPOSE, digest, sign, sign_all
 from toolgate.trust.signing import new_key
+from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.validation.identity import (
     AgentKey,
     Proven,
     Refused,
     RegisteredAgent,
     Unproven,
-    Window,
     authenticate,
 )
 
 NOW = 1_700_000_000_000
-WINDOW = Window(max_age_ms=900_000, future_ms=60_000)
+WINDOW = Bound(max_age_ms=900_000, future_ms=60_000)
 KEY, OTHER = PrivateKey.of(new_key()), PrivateKey.of(new_key())
 
 

@@ -35,7 +35,7 @@ from toolgate.schemas.models import (
 from toolgate.states import StageOutcome, TicketStatus
 from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.runtime import outbox
-from toolgate.workers.runtime.results import outcome, reject, result
+from toolgate.workers.runtime.results import outcome, reject_record, result
 
 LOAD = """
 SELECT a.approval_id, a.status, a.request, a.packet,
@@ -130,25 +130,23 @@ def released(record: StageRecord, approved_by: tuple[str, ...], now: int) -> Sta
 
 def closed(record: StageRecord, code: str, message: str, now: int) -> ExecutionResult:
     """The call's end when its approval was denied or expired: fail closed, nothing ran."""
-    return reject(
+    denied = code == "approval_denied"
+    error = FieldError(
+        field="approval",
+        code=code,
+        message=message,
+        expected="enough valid approvals before expiry",
+        actual="denied" if denied else "expired",
+    )
+    return reject_record(
         record,
         TaxonomyClass.CONFIRMATION_MISSING,
-        [
-            FieldError(
-                field="approval",
-                code=code,
-                message=message,
-                expected="enough valid approvals before expiry",
-                actual="denied" if code == "approval_denied" else "expired",
-            )
-        ],
-        stage=STAGE,
-        traceparent=record.traceparent,
-        home_partition=record.home_partition,
-        now_ms=now,
-        warnings=record.warnings,
+        [error],
+        STAGE,
+        record.traceparent,
+        now,
         approval_id=record.approval_id,
-        next_action="stop" if code == "approval_denied" else "repropose_or_escalate",
+        next_action="stop" if denied else "repropose_or_escalate",
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from toolgate.contracts.templates import fill
 from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass, Verification
 from toolgate.workers.execution.effects import Job
-from toolgate.workers.runtime.results import reject, result
+from toolgate.workers.runtime.results import reject_record, result
 
 STAGE = "execution"
 
@@ -41,6 +41,25 @@ def verification_for(job: Job, data: dict[str, Any]) -> Verification:
     )
 
 
+def ended(
+    record: StageRecord, stage: str, traceparent: str, attempt: int, now: int, result_outcome: Outcome, **fields: Any
+) -> ExecutionResult:
+    """How attempt `attempt` of the call's effect ended: as execution concludes it, or as
+    reconciliation settles a key the crash left PENDING. `fields`: the rest of `result`'s."""
+    return result(
+        record,
+        stage=stage,
+        result_outcome=result_outcome,
+        traceparent=traceparent,
+        home_partition=record.home_partition,
+        now_ms=now,
+        warnings=record.warnings,
+        attempt_number=attempt,
+        approval_id=record.approval_id,
+        **fields,
+    )
+
+
 def refuse(
     record: StageRecord,
     traceparent: str,
@@ -53,15 +72,13 @@ def refuse(
     next_action: str | None = None,
     retry_after_ms: int | None = None,
 ) -> ExecutionResult:
-    return reject(
+    return reject_record(
         record,
         taxonomy,
         [FieldError(field=None, code=code, message=message)],
-        stage=STAGE,
-        traceparent=traceparent,
-        home_partition=record.home_partition,
-        now_ms=now,
-        warnings=record.warnings,
+        STAGE,
+        traceparent,
+        now,
         approval_id=record.approval_id,
         retryable=retryable,
         next_action=next_action,
@@ -73,16 +90,7 @@ def refuse_compensation(
     record: StageRecord, traceparent: str, taxonomy: TaxonomyClass, error: FieldError, now: int
 ) -> ExecutionResult:
     """A compensation that may not run (compensation.check said why)."""
-    return reject(
-        record,
-        taxonomy,
-        [error],
-        stage=STAGE,
-        traceparent=traceparent,
-        home_partition=record.home_partition,
-        now_ms=now,
-        warnings=record.warnings,
-    )
+    return reject_record(record, taxonomy, [error], STAGE, traceparent, now)
 
 
 def deadline_passed(record: StageRecord, traceparent: str, now: int) -> ExecutionResult:

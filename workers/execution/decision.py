@@ -49,7 +49,7 @@ from toolgate.contracts.contract import Contract
 from toolgate.hashing import request_hash
 from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass
 from toolgate.states import KeyStatus
-from toolgate.workers.execution import clearance
+from toolgate.workers.execution import answers, clearance
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.answers import STAGE, deadline_passed, refuse, replay, verification_for
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
@@ -217,19 +217,7 @@ def conclude(
     attempt = plan.attempt if isinstance(plan, idem.Execute) else 1
 
     def ended(result_outcome: Outcome, status: KeyStatus, **fields: Any) -> Concluded:
-        res = result(
-            r,
-            stage=STAGE,
-            result_outcome=result_outcome,
-            traceparent=traceparent,
-            home_partition=r.home_partition,
-            now_ms=now,
-            warnings=r.warnings,
-            attempt_number=attempt,
-            approval_id=r.approval_id,
-            **fields,
-        )
-        return Concluded(res, status)
+        return Concluded(answers.ended(r, STAGE, traceparent, attempt, now, result_outcome, **fields), status)
 
     if isinstance(effect, Done):
         return ended(

@@ -26,7 +26,7 @@ from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool, rows_json
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound
-from toolgate.workers.runtime.results import reject
+from toolgate.workers.runtime.results import reject_record
 
 STAGE = "policy"
 
@@ -128,17 +128,8 @@ class PolicyHandler(Handler[StageRecord]):
                 record, contract = call.model, contracts[id(call)]
                 decision = decide(record, contract, self.policy, known, usage, events[id(call)], now, self.environment)
                 if isinstance(decision, Deny):
-                    result = reject(
-                        record,
-                        decision.taxonomy_class,
-                        decision.errors,
-                        stage=STAGE,
-                        traceparent=call.traceparent,
-                        home_partition=record.home_partition,
-                        now_ms=now,
-                        warnings=record.warnings,
-                        retry_after_ms=decision.retry_after_ms,
-                    )
+                    taxonomy, errors, wait = decision.taxonomy_class, decision.errors, decision.retry_after_ms
+                    result = reject_record(record, taxonomy, errors, STAGE, call.traceparent, now, retry_after_ms=wait)
                     out.item("results", record.home_partition, result)
                     refused.append(_refusal(record, decision))
                     continue

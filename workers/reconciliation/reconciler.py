@@ -37,7 +37,8 @@ from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.approval.sweep import expire_approvals
 from toolgate.workers.execution import tickets
-from toolgate.workers.execution.answers import stored_response, verification_for
+from toolgate.workers.execution.answers import ended, stored_response, verification_for
+from toolgate.workers.execution.decision import after_effect_failed
 from toolgate.workers.execution.executors import Done, Effect, Failed, Job, run_after_effects
 from toolgate.workers.execution.http import HttpExecutor
 from toolgate.workers.execution.idempotency import REDRIVE_OWNER
@@ -45,7 +46,7 @@ from toolgate.workers.reconciliation import decision
 from toolgate.workers.reconciliation.decision import STAGE, PendingKey, Resolution
 from toolgate.workers.runtime import audit, deadletters, outbox
 from toolgate.workers.runtime.db import make_pool
-from toolgate.workers.runtime.results import outcome, result
+from toolgate.workers.runtime.results import outcome
 
 log = logging.getLogger("toolgate.reconciliation")
 # What a pass reports, in this order (`toolgate reconcile` prints it).
@@ -201,41 +202,24 @@ class Reconciler:
 
     async def _complete(self, conn: Conn, stuck: Stuck, done: decision.Complete, now: int) -> Rows:
         record, job = stuck.job.record, stuck.job
-        warnings = list(record.warnings)
+        success, verification = outcome(TaxonomyClass.SUCCESS), verification_for(job, done.data)
+        res = ended(
+            record, STAGE, record.traceparent, record.attempt, now, success, data=done.data, verification=verification
+        )
         if "after_effect" in job.contract.binding:  # recorded once, with COMPLETED
             [error] = await run_after_effects(conn, [(job, done.data)])
             if error is not None:
-                warnings.append(f"the effect happened, but recording it here failed: {error}")
-        res = result(
-            record,
-            stage=STAGE,
-            result_outcome=outcome(TaxonomyClass.SUCCESS),
-            data=done.data,
-            traceparent=record.traceparent,
-            home_partition=record.home_partition,
-            now_ms=now,
-            warnings=warnings,
-            attempt_number=record.attempt,
-            approval_id=record.approval_id,
-            verification=verification_for(job, done.data),
-        )
+                res = after_effect_failed(res, error)
         await conn.execute(SETTLE, (KeyStatus.COMPLETED, Jsonb(stored_response(res)), None, *stuck.pk))
         await _spend(conn, stuck)
         return [outbox.item("results", record.home_partition, res)]
 
     async def _fail_final(self, conn: Conn, stuck: Stuck, failed: decision.FailFinal, now: int) -> Rows:
         record = stuck.job.record
-        res = result(
-            record,
-            stage=STAGE,
-            traceparent=record.traceparent,
-            home_partition=record.home_partition,
-            now_ms=now,
-            warnings=record.warnings,
-            approval_id=record.approval_id,
-            result_outcome=outcome(TaxonomyClass.UNKNOWN_ERROR, fail_closed=True, next_action="escalate_to_operator"),
-            errors=[FieldError(field=None, code="outcome_unverifiable", message=failed.message)],
-        )
+        unverifiable = outcome(TaxonomyClass.UNKNOWN_ERROR, fail_closed=True, next_action="escalate_to_operator")
+        errors = [FieldError(field=None, code="outcome_unverifiable", message=failed.message)]
+        # attempt_number 1, as the fail-closed answer has always carried.
+        res = ended(record, STAGE, record.traceparent, 1, now, unverifiable, errors=errors)
         error_code = TaxonomyClass.UNKNOWN_ERROR.value
         await conn.execute(SETTLE, (KeyStatus.FAILED_FINAL, Jsonb(stored_response(res)), error_code, *stuck.pk))
         await _spend(conn, stuck)

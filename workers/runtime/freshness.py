@@ -28,7 +28,8 @@ from toolgate.settings import Settings
 
 @dataclass(frozen=True)
 class Bound:
-    """How far a record's production time may lie from now: back (max age) and ahead (skew)."""
+    """How far a time may lie from now: back (max age) and ahead (skew). A record's production
+    time is held to `of`, a proposal's created_at to `for_proposals` (workers/validation/identity.py)."""
 
     max_age_ms: int
     future_ms: int
@@ -36,6 +37,10 @@ class Bound:
     @classmethod
     def of(cls, settings: Settings) -> Bound:
         return cls(int(settings.record_max_age_seconds * 1000), int(settings.proposal_future_skew_seconds * 1000))
+
+    @classmethod
+    def for_proposals(cls, settings: Settings) -> Bound:
+        return cls(int(settings.proposal_max_age_seconds * 1000), int(settings.proposal_future_skew_seconds * 1000))
 
 
 def stale(produced_at_ms: int, now_ms: int, bound: Bound) -> str | None:

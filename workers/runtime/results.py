@@ -157,6 +157,30 @@ def reject(
     )
 
 
+def reject_record(
+    record: StageRecord,
+    taxonomy: TaxonomyClass,
+    errors: Sequence[FieldError],
+    stage: str,
+    traceparent: str,
+    now_ms: int,
+    **fields: Any,
+) -> ExecutionResult:
+    """`reject` for a call that came as a StageRecord: answered on its home partition, with the
+    warnings it carries. `fields`: the rest of `reject`'s (approval_id, the vector's overrides)."""
+    return reject(
+        record,
+        taxonomy,
+        errors,
+        stage=stage,
+        traceparent=traceparent,
+        home_partition=record.home_partition,
+        now_ms=now_ms,
+        warnings=record.warnings,
+        **fields,
+    )
+
+
 def encoded(res: ExecutionResult) -> bytes:
     """The result's wire bytes, within MAX_RESULT_BYTES (see the module's docstring)."""
     data = codec().encode(res)

@@ -32,8 +32,9 @@ from toolgate.schemas.models import FieldError, Principal, TaxonomyClass, ToolPr
 from toolgate.trust.merkle import CheckedRoots
 from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.runtime.audit_entry import bounded
+from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.validation import limits
-from toolgate.workers.validation.identity import Proven, Refused, RegisteredAgent, Unproven, Window, authenticate
+from toolgate.workers.validation.identity import Proven, Refused, RegisteredAgent, Unproven, authenticate
 
 STAGE = "validation"
 
@@ -64,7 +65,7 @@ def screen(
     record_bytes: int,
     agent: RegisteredAgent | None,
     now_ms: int,
-    window: Window,
+    window: Bound,
     roots: CheckedRoots | None = None,
 ) -> Drop | Refuse | Proven:
     """The size limits, then the signature (identity.authenticate, with the roots checked before)."""

@@ -19,23 +19,24 @@ so a copy that would be refused at the door is that call's business already (rev
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
 
-from toolgate.schemas.models import ToolProposal
+from toolgate.schemas.models import FieldError, TaxonomyClass, ToolProposal
 from toolgate.trust.merkle import CheckedRoots
 from toolgate.trust.proposal_signing import ROOT_PURPOSE
 from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.emit import Emit
+from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Inbound
 from toolgate.workers.runtime.refusals import Refusal
 from toolgate.workers.runtime.results import reject
 from toolgate.workers.validation import admission, admission_rate, callers, limits
 from toolgate.workers.validation.decision import Decision, Reject
-from toolgate.workers.validation.identity import Proven, Window
+from toolgate.workers.validation.identity import Proven
 
 STAGE = admission.STAGE
 SOURCE = "proposals"
@@ -54,7 +55,7 @@ class Admitted:
 
 
 class Admitting:
-    def __init__(self, window: Window, rate: admission_rate.AdmissionRate) -> None:
+    def __init__(self, window: Bound, rate: admission_rate.AdmissionRate) -> None:
         self.window = window
         self.rate = rate
         # Roots of proposals signed together whose signature held: checked once, not per proposal.
@@ -151,20 +152,33 @@ class Admitting:
 
 
 def answer(call: Inbound[ToolProposal], refused: admission.Refuse, now: int, out: Emit) -> None:
-    """A proven caller's refusal, on its own tenant's results."""
+    """A proven caller's refusal at the door, on its own tenant's results."""
+    taxonomy, errors = refused.taxonomy_class, refused.errors
+    refuse(call, refused.proposal, refused.digest, taxonomy, errors, now, out, retry_after_ms=refused.retry_after_ms)
+
+
+def refuse(
+    call: Inbound[ToolProposal],
+    proposal: ToolProposal,
+    digest: str,
+    taxonomy_class: TaxonomyClass,
+    errors: Sequence[FieldError],
+    now: int,
+    out: Emit,
+    **fields: Any,
+) -> None:
+    """A proven caller's refusal, on the results partition its call came in on: `proposal` as it
+    may be answered, `digest` what its signature proved, `fields` the rest of `reject`'s."""
     home = call.origin.partition
-    out.item(
-        "results",
-        home,
-        reject(
-            refused.proposal,
-            refused.taxonomy_class,
-            refused.errors,
-            stage=STAGE,
-            traceparent=call.traceparent,
-            home_partition=home,
-            now_ms=now,
-            proposal_digest=refused.digest,
-            retry_after_ms=refused.retry_after_ms,
-        ),
+    res = reject(
+        proposal,
+        taxonomy_class,
+        errors,
+        stage=STAGE,
+        traceparent=call.traceparent,
+        home_partition=home,
+        now_ms=now,
+        proposal_digest=digest,
+        **fields,
     )
+    out.item("results", home, res)

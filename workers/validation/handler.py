@@ -32,13 +32,12 @@ from toolgate.workers.runtime import audit, fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit, Origin
+from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.refusals import Refusal
-from toolgate.workers.runtime.results import reject
 from toolgate.workers.validation import admission, admission_rate, repair_log, semantic
-from toolgate.workers.validation.admitting import Admitted, Admitting
+from toolgate.workers.validation.admitting import Admitted, Admitting, refuse
 from toolgate.workers.validation.decision import Decision, Pass, Reject, decide
-from toolgate.workers.validation.identity import Window
 
 STAGE = admission.STAGE
 LENIENT = frozenset({"arguments"})  # the model's text; every identity field must be UTF-8
@@ -57,9 +56,7 @@ class ValidationHandler(Handler[ToolProposal]):
         self.registry = registry
         self.policy = policy or load_policy(settings.policy_file)
         self.pool = make_pool(settings.database_url, STAGE, autocommit=True)
-        self.window = Window(
-            int(settings.proposal_max_age_seconds * 1000), int(settings.proposal_future_skew_seconds * 1000)
-        )
+        self.window = Bound.for_proposals(settings)
         # The validation work each agent may still spend, in this worker's memory.
         rate = admission_rate.AdmissionRate(settings.admission_work_per_second, settings.admission_work_burst)
         self.admitting = Admitting(self.window, rate)
@@ -109,22 +106,17 @@ class ValidationHandler(Handler[ToolProposal]):
             home = call.origin.partition
             if isinstance(decision, Reject):
                 exhausted = decision.taxonomy_class is TaxonomyClass.BUDGET_EXHAUSTED
-                out.item(
-                    "results",
-                    home,
-                    reject(
-                        proposal,
-                        decision.taxonomy_class,
-                        decision.errors,
-                        stage=STAGE,
-                        traceparent=call.traceparent,
-                        home_partition=home,
-                        now_ms=now,
-                        warnings=decision.warnings,
-                        tool_version=decision.tool_version or proposal.tool_version,
-                        proposal_digest=digest,
-                        **({"next_action": "escalate_to_human"} if exhausted else {}),
-                    ),
+                refuse(
+                    call,
+                    proposal,
+                    digest,
+                    decision.taxonomy_class,
+                    decision.errors,
+                    now,
+                    out,
+                    warnings=decision.warnings,
+                    tool_version=decision.tool_version or proposal.tool_version,
+                    **({"next_action": "escalate_to_human"} if exhausted else {}),
                 )
                 continue
             out.item(
@@ -160,26 +152,10 @@ class ValidationHandler(Handler[ToolProposal]):
         admitted = self._proven.get(id(call))
         if admitted is None:
             return
-        out.item(
-            "results",
-            call.origin.partition,
-            reject(
-                admitted.proposal,
-                TaxonomyClass.UNKNOWN_ERROR,
-                [
-                    FieldError(
-                        field=None,
-                        code="internal_error",
-                        message="validation failed inside toolgate; an operator has it",
-                    )
-                ],
-                stage=STAGE,
-                traceparent=call.traceparent,
-                home_partition=call.origin.partition,
-                now_ms=now_ms(),
-                proposal_digest=admitted.digest,
-            ),
+        inside = FieldError(
+            field=None, code="internal_error", message="validation failed inside toolgate; an operator has it"
         )
+        refuse(call, admitted.proposal, admitted.digest, TaxonomyClass.UNKNOWN_ERROR, [inside], now_ms(), out)
 
     def on_undecodable(self, origin: Origin, value: bytes, out: Emit) -> None:
         """Bytes that are no ToolProposal prove nobody: dead-letter them and audit it (collapsed)."""

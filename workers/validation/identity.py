@@ -29,6 +29,7 @@ from toolgate.schemas.models import ToolProposal
 from toolgate.trust.ed25519 import PublicKey
 from toolgate.trust.merkle import CheckedRoots
 from toolgate.trust.proposal_signing import verified_digest
+from toolgate.workers.runtime.freshness import Bound
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,6 @@ class RegisteredAgent:
     scopes: frozenset[str]
     active: bool
     keys: Mapping[str, AgentKey] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Window:
-    """How far a proposal's created_at may lie from now: back (max age) and ahead (clock skew)."""
-
-    max_age_ms: int
-    future_ms: int
 
 
 @dataclass(frozen=True)
@@ -82,7 +75,7 @@ def authenticate(
     proposal: ToolProposal,
     agent: RegisteredAgent | None,
     now_ms: int,
-    window: Window,
+    window: Bound,
     roots: CheckedRoots | None = None,
 ) -> Identity:
     """Who asked, as the table above says. `roots` remembers the tree roots whose signatures were

@@ -129,18 +129,19 @@ def _missing(error: ValidationError, where: list[Any]) -> list[Finding]:
     instance, required = error.instance, error.validator_value
     names = required if isinstance(required, list) else []  # a list: the registry checks every schema
     missing = [p for p in names if isinstance(instance, dict) and p not in instance]
+    return _structural(where, missing, "missing_field", "is required", expected="present", actual="missing")
+
+
+def _structural(
+    where: list[Any], names: Iterable[Any], code: str, said: str, *, expected: str, actual: str
+) -> list[Finding]:
+    """One STRUCTURAL_VIOLATION for each field of `names` below `where`: its path, then `said`."""
     return [
         (
             TaxonomyClass.STRUCTURAL_VIOLATION,
-            FieldError(
-                field=_path([*where, p]),
-                code="missing_field",
-                message=f"{_path([*where, p])} is required",
-                expected="present",
-                actual="missing",
-            ),
+            FieldError(field=name, code=code, message=f"{name} {said}", expected=expected, actual=actual),
         )
-        for p in missing
+        for name in (_path([*where, p]) for p in names)
     ]
 
 
@@ -149,19 +150,8 @@ def _unexpected(error: ValidationError, where: list[Any]) -> list[Finding]:
     schema = error.schema
     allowed = set(schema.get("properties", {})) if isinstance(schema, Mapping) else set()
     extra = [p for p in instance if p not in allowed] if isinstance(instance, dict) else []
-    return [
-        (
-            TaxonomyClass.STRUCTURAL_VIOLATION,
-            FieldError(
-                field=_path([*where, p]),
-                code="unexpected_field",
-                message=f"{_path([*where, p])} is not a field of this tool",
-                expected="absent",
-                actual="present",
-            ),
-        )
-        for p in extra
-    ] or [
+    said = "is not a field of this tool"
+    return _structural(where, extra, "unexpected_field", said, expected="absent", actual="present") or [
         (
             TaxonomyClass.STRUCTURAL_VIOLATION,
             FieldError(field=_path(where) or None, code="unexpected_field", message=error.message),
