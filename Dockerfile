@@ -7,6 +7,7 @@ COPY cli cli
 COPY client client
 COPY contracts contracts
 COPY schemas schemas
+COPY store store
 COPY topics topics
 COPY workers workers
 COPY ops ops

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolgate.workers.runtime import batch
+from toolgate.store import batch
 
 from .conftest import Database
 

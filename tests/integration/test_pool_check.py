@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from toolgate.workers.runtime.db import is_transient, make_pool
+from toolgate.store.db import is_transient, make_pool
 
 from .conftest import Database
 
@@ -34,7 +34,7 @@ def _terminate(url: str, pid: int) -> None:
 def test_a_connection_killed_while_idle_is_replaced_before_it_is_handed_out(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("toolgate.workers.runtime.db.STALE_AFTER_S", 0.0)
+    monkeypatch.setattr("toolgate.store.db.STALE_AFTER_S", 0.0)
 
     async def scenario() -> tuple[int, int]:
         pool = make_pool(database.database_url, "pool-check-idle", max_size=1)

@@ -17,6 +17,7 @@ TOP = {
     "client": "toolgate.client",
     "contracts": "toolgate.contracts",
     "schemas": "toolgate.schemas",
+    "store": "toolgate.store",
     "topics": "toolgate.topics",
     "workers": "toolgate.workers",
     "ops": "toolgate.ops",

@@ -1,4 +1,4 @@
-"""A round's rows as one jsonb parameter (workers/runtime/db.py, rows_json): orjson's speed, and
+"""A round's rows as one jsonb parameter (store/db.py, rows_json): orjson's speed, and
 json.dumps's text wherever orjson refuses; and any jsonb parameter (`jsonb`) written by it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from psycopg.adapt import PyFormat, Transformer
 
 from tests.unit.factories import FAST, JSON_VALUES
-from toolgate.workers.runtime.db import jsonb, rows_json
+from toolgate.store.db import jsonb, rows_json
 
 ROWS = st.lists(st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=6), max_size=6)
 

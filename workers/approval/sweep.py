@@ -15,6 +15,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import TicketStatus
+from toolgate.store.db import make_pool, rows_json
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
 from toolgate.workers.approval.decision import STAGE
@@ -22,7 +23,6 @@ from toolgate.workers.approval.packet import escalated, next_escalation_ms
 from toolgate.workers.runtime import audit, outbox
 from toolgate.workers.runtime.alarm import Alarm
 from toolgate.workers.runtime.clock import now_ms
-from toolgate.workers.runtime.db import make_pool, rows_json
 
 EXPIRE = """
 UPDATE toolgate.approvals SET status = 'AUTO_DENIED', decided_at = now()

@@ -17,9 +17,9 @@ from psycopg import AsyncConnection
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalDecision, StageRecord
 from toolgate.states import TicketStatus
+from toolgate.store.db import rows_json
 from toolgate.workers.approval.decision import Approver, Ticket
 from toolgate.workers.approval.packet import Opening
-from toolgate.workers.runtime.db import rows_json
 
 LOAD_TICKETS = """
 SELECT a.approval_id, a.tool_name, a.tool_version, a.payload_hash, a.risk_class, a.required_approvals, a.status,

@@ -24,7 +24,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
 from toolgate.schemas.wire import compact_json
 from toolgate.states import KeyStatus
-from toolgate.workers.runtime.db import keyed
+from toolgate.store.db import keyed
 from toolgate.workers.validation.decision import apply_defaults
 
 LOAD = """

@@ -31,8 +31,8 @@ from psycopg import AsyncConnection
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import FieldError, TaxonomyClass
 from toolgate.scrubber import SCRUBBER
+from toolgate.store.db import jsonb
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
-from toolgate.workers.runtime.db import jsonb
 
 log = logging.getLogger("toolgate.execution")
 

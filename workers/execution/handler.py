@@ -41,6 +41,8 @@ from toolgate.schemas.models import StageRecord
 from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
+from toolgate.store import batch
+from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution import clearance, decision, keys, reads, recording, reservation
 from toolgate.workers.execution.answers import STAGE
@@ -49,9 +51,8 @@ from toolgate.workers.execution.effects import Done, Job, Unknown
 from toolgate.workers.execution.executors import Refused, run_python
 from toolgate.workers.execution.http import HttpExecutor
 from toolgate.workers.execution.retry import deadline_for, policy_for, with_retries
-from toolgate.workers.runtime import batch, outbox
+from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.clock import now_ms
-from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.transient import RECORD, TransientRetry

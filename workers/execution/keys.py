@@ -35,11 +35,11 @@ from psycopg import AsyncConnection, AsyncCursor
 from toolgate.hashing import request_hash
 from toolgate.schemas.models import ExecutionResult
 from toolgate.states import KeyStatus
+from toolgate.store.db import keyed, rows_json
 from toolgate.workers.execution.answers import stored_response
 from toolgate.workers.execution.attempt import Attempt
 from toolgate.workers.execution.decision import StoredOutcome
 from toolgate.workers.execution.idempotency import KeyRow
-from toolgate.workers.runtime.db import keyed, rows_json
 
 Ident = tuple[str, str]  # (tenant_id, idempotency_key)
 

@@ -27,9 +27,9 @@ from psycopg import AsyncConnection
 
 from toolgate.hashing import request_hash
 from toolgate.schemas.models import ExecutionResult
+from toolgate.store.db import keyed, rows_json
 from toolgate.workers.execution.answers import replay, stored_response
 from toolgate.workers.execution.attempt import Attempt
-from toolgate.workers.runtime.db import keyed, rows_json
 
 Ident = tuple[str, str]  # (tenant_id, call_id)
 

@@ -25,6 +25,7 @@ from toolgate.hashing import fingerprint
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
+from toolgate.store import batch
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution import answers, clearance, compensation, decision, keys, reads, tickets
 from toolgate.workers.execution import idempotency as idem
@@ -33,7 +34,7 @@ from toolgate.workers.execution.attempt import Attempt
 from toolgate.workers.execution.effects import Done, Effect
 from toolgate.workers.execution.executors import failed, run_after_effects, run_postgres_batch
 from toolgate.workers.execution.reservation import Lease, consumed_elsewhere, unconsumed
-from toolgate.workers.runtime import audit, batch, deadletters, outbox
+from toolgate.workers.runtime import audit, deadletters, outbox
 
 Ended = tuple[ExecutionResult | None, KeyStatus | None]  # a call's result and its key's status
 

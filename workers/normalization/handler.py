@@ -15,9 +15,9 @@ from toolgate.contracts.registry import Registry
 from toolgate.schemas.models import ExecutionResult, Observation, ObservationError, TaxonomyClass
 from toolgate.scrubber import SCRUBBER
 from toolgate.settings import Settings
+from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
 from toolgate.workers.normalization.decision import build, normalize
-from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound
 

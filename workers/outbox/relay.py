@@ -34,12 +34,12 @@ from toolgate.faults import crash_point
 from toolgate.schemas.errors import PermanentError
 from toolgate.schemas.models import PayloadKind, TaxonomyClass
 from toolgate.settings import Settings
+from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
 from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer, deployment_keys
 from toolgate.workers.outbox.notifications import each_notification
 from toolgate.workers.runtime.app import StageApp
-from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.outbox import mark_sent
 from toolgate.workers.runtime.producer import StageProducer, undeliverable

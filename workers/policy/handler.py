@@ -20,10 +20,11 @@ from toolgate.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
+from toolgate.store import batch
+from toolgate.store.db import make_pool, rows_json
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, decide, refs
-from toolgate.workers.runtime import audit, batch, fact_loader, facts
+from toolgate.workers.runtime import audit, fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
-from toolgate.workers.runtime.db import make_pool, rows_json
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.results import reject_record

@@ -16,13 +16,13 @@ from typing import Any
 from toolgate.contracts.policy import Policy
 from toolgate.contracts.registry import Registry
 from toolgate.settings import Settings
+from toolgate.store.db import make_pool
 from toolgate.telemetry.setup import meter, tracer
 from toolgate.topics.catalog import BY_LOGICAL
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.reconciliation.decision import STAGE
 from toolgate.workers.reconciliation.retention import Ages, Needs, ages
 from toolgate.workers.runtime import audit
-from toolgate.workers.runtime.db import make_pool
 
 log = logging.getLogger("toolgate.retention")
 BATCH = 5000

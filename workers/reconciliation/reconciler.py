@@ -33,6 +33,7 @@ from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.states import KeyStatus
+from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.approval.sweep import expire_approvals
@@ -45,7 +46,6 @@ from toolgate.workers.execution.idempotency import REDRIVE_OWNER
 from toolgate.workers.reconciliation import decision
 from toolgate.workers.reconciliation.decision import STAGE, PendingKey, Resolution
 from toolgate.workers.runtime import audit, deadletters, outbox
-from toolgate.workers.runtime.db import make_pool
 from toolgate.workers.runtime.results import outcome
 
 log = logging.getLogger("toolgate.reconciliation")

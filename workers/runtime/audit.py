@@ -36,13 +36,13 @@ from typing import Any
 from psycopg import AsyncConnection, AsyncCursor
 
 from toolgate.schemas.wire import canonical_json
+from toolgate.store import batch
+from toolgate.store.db import make_pool, rows_json
 from toolgate.trust.ed25519 import PublicKey
-from toolgate.workers.runtime import batch
 from toolgate.workers.runtime.audit_entry import Entry as Entry
 from toolgate.workers.runtime.checkpoint_keys import TrustedKeys, signer
 from toolgate.workers.runtime.checkpoint_keys import use_key as use_key
 from toolgate.workers.runtime.checkpoint_keys import use_keyset as use_keyset
-from toolgate.workers.runtime.db import make_pool, rows_json
 
 log = logging.getLogger("toolgate.audit")
 

@@ -9,7 +9,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from toolgate.workers.runtime import batch
+from toolgate.store import batch
 
 Found = dict[tuple[str, str], list[dict[str, Any]]]  # (lookup, id) -> its rows (facts.Facts)
 

@@ -17,8 +17,8 @@ import socket
 import time
 from collections.abc import Callable
 
+from toolgate.store.db import make_pool
 from toolgate.trust.deployment_keys import KeySource
-from toolgate.workers.runtime.db import make_pool
 
 HEARTBEAT_S = 10.0  # a process whose keys did not change reports this often
 

@@ -22,10 +22,10 @@ from psycopg.types.json import Jsonb
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, StageRecord
 from toolgate.schemas.wire import WireModel
+from toolgate.store.db import jsonb
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import edge_headers
 from toolgate.workers.runtime import results
-from toolgate.workers.runtime.db import jsonb
 from toolgate.workers.runtime.emit import Emit
 
 

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from toolgate.workers.runtime.db import is_transient
+from toolgate.store.db import is_transient
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]

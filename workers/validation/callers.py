@@ -12,8 +12,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from toolgate.store.db import keyed
 from toolgate.trust.ed25519 import PublicKey
-from toolgate.workers.runtime.db import keyed
 from toolgate.workers.validation.identity import AgentKey, RegisteredAgent
 
 AGENTS = """

@@ -12,22 +12,10 @@ from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Registry, Resolution
 from toolgate.schemas.models import TaxonomyClass, ToolProposal
-from toolgate.workers.runtime.db import keyed
+from toolgate.store import repairs
+from toolgate.store.repairs import Repair, Run
 from toolgate.workers.validation import repair
 from toolgate.workers.validation.decision import Decision, Reject
-
-REPAIRS = """
-SELECT tenant_id, agent_id, run_id, logical_operation_id, call_id, payload_fingerprint, error_fingerprint
-FROM toolgate.repair_attempts
-WHERE (tenant_id, agent_id, run_id) IN (SELECT * FROM unnest(%b::text[], %b::text[], %b::text[]))
-"""
-RECORD_REPAIRS = """
-INSERT INTO toolgate.repair_attempts (tenant_id, agent_id, run_id, logical_operation_id, call_id,
-    payload_fingerprint, error_fingerprint)
-SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[])
-ON CONFLICT DO NOTHING
-"""
-Run = tuple[str, str, str]  # (tenant, agent, run_id)
 
 
 def run_of(proposal: ToolProposal) -> Run:
@@ -66,17 +54,19 @@ async def apply(
     if not failed:
         return list(decisions)
     runs = sorted({run_of(p) for p, _ in failed})
-    cur = await keyed(conn, REPAIRS, tuple([run[i] for run in runs] for i in range(3)))
-    history: list[tuple[Any, ...]] = list(await cur.fetchall())
+    history = await repairs.of_runs(conn, runs)
     updated: dict[int, Decision] = {}
-    recorded: list[tuple[str, ...]] = []
+    recorded: list[Repair] = []
     for p, decision in failed:
         payload_fp = repair.payload_fingerprint(p)
         error_fp = repair.error_fingerprint(decision.errors)
-        in_run = [h for h in history if h[:3] == run_of(p) and h[4] != p.call_id]
-        in_op = [h for h in in_run if h[3] == p.logical_operation_id]
+        in_run = [h for h in history if h.run == run_of(p) and h.call_id != p.call_id]
+        in_op = [h for h in in_run if h.logical_operation_id == p.logical_operation_id]
         earlier = repair.Earlier(
-            frozenset(h[5] for h in in_op), frozenset(h[6] for h in in_op), len(in_op), len(in_run)
+            frozenset(h.payload_fingerprint for h in in_op),
+            frozenset(h.error_fingerprint for h in in_op),
+            len(in_op),
+            len(in_run),
         )
         reason = repair.exhausted(
             payload_fp,
@@ -92,8 +82,8 @@ async def apply(
                 decision.tool_version,
                 decision.warnings,
             )
-        row = (*run_of(p), p.logical_operation_id, p.call_id, payload_fp, error_fp)
+        row = Repair(*run_of(p), p.logical_operation_id, p.call_id, payload_fp, error_fp)
         history.append(row)
         recorded.append(row)
-    await conn.execute(RECORD_REPAIRS, [list(column) for column in zip(*recorded, strict=True)])
+    await repairs.record(conn, recorded)
     return [updated.get(id(p), d) for p, d in zip(proposals, decisions, strict=True)]
