@@ -9,7 +9,7 @@ from __future__ import annotations
 import psycopg
 
 from toolgate.ops.migrate import migrate, migration_files
-from toolgate.workers.policy.handler import PER_RUN
+from toolgate.store.usage import PER_RUN
 
 from .conftest import Server
 

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 
 from toolgate.ops.migrate import migrate, migration_files
+from toolgate.store.usage import PER_DAY, RECORD, recent_calls
 from toolgate.workers.policy.decision import Recent
-from toolgate.workers.policy.handler import PER_DAY, RECORD, recent_calls
 
 from .conftest import Server
 

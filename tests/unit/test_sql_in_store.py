@@ -46,7 +46,6 @@ PENDING = {
     "workers/execution/tickets.py",
     "workers/normalization/handler.py",
     "workers/outbox/relay.py",
-    "workers/policy/handler.py",
     "workers/reconciliation/pruner.py",
     "workers/reconciliation/reconciler.py",
     "workers/reconciliation/redrive.py",
