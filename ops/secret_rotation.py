@@ -8,7 +8,7 @@ one host's keyset file and then put in place on every other host:
    nowhere. Every stage reads its keyset again within `keyset_refresh_seconds`.
 2. **promote**: the next key seals; the one that sealed is accepted for a grace window more.
    Refused until every stage seen lately, on every host, reports it accepts the next key
-   (`toolgate.key_holders`, workers/runtime/key_holders.py), and until this host's runtime.json
+   (`toolgate.key_holders`, store/key_holders.py), and until this host's runtime.json
    lists it for clients: so no record sealed with it is refused anywhere.
 3. **retire**: once the grace has passed, the previous key's secret leaves the keyset; its public
    half stays, so `toolgate audit verify` still checks the checkpoints it signed.
@@ -36,6 +36,8 @@ import psycopg
 
 from toolgate.secrets import SecretProvider, env_name
 from toolgate.settings import Settings
+from toolgate.store import key_holders
+from toolgate.store.key_holders import HEARTBEAT_S, Holder
 from toolgate.trust.deployment_keys import DeploymentKeys, key_id_of
 from toolgate.trust.keyset import (
     KeyEntry,
@@ -50,31 +52,12 @@ from toolgate.trust.keyset import (
     retire,
     stage,
 )
-from toolgate.workers.runtime.key_holders import HEARTBEAT_S
 
 LIVE_S = 3 * HEARTBEAT_S  # a stage that reported within this long is running
-HOLDERS = """
-SELECT host, stage, pid, seals, accepts, extract(epoch FROM now() - seen_at)::float8 FROM toolgate.key_holders
-WHERE seen_at > now() - make_interval(secs => %s) ORDER BY host, stage, pid
-"""
 
 
 class RotationRefused(Exception):
     """A step that is not safe now, or cannot be made here (the reasons, never a secret)."""
-
-
-@dataclass(frozen=True)
-class Holder:
-    host: str
-    stage: str
-    pid: int
-    seals: str
-    accepts: tuple[str, ...]
-    age_s: float
-
-    @property
-    def name(self) -> str:
-        return f"{self.stage}@{self.host} pid {self.pid}"
 
 
 @dataclass(frozen=True)
@@ -151,8 +134,7 @@ def holders(settings: Settings) -> list[Holder]:
     """The stage processes that reported their keys lately, on every host."""
     live = max(LIVE_S, 3 * settings.keyset_refresh_seconds)
     with psycopg.connect(settings.admin_url, autocommit=True) as conn:
-        rows = conn.execute(HOLDERS, (live,)).fetchall()
-    return [Holder(h, s, p, seals, tuple(accepts), age) for h, s, p, seals, accepts, age in rows]
+        return key_holders.seen_within(conn, live)
 
 
 def keys(keyset: Keyset) -> list[Key]:

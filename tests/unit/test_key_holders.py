@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from toolgate.ops.secret_rotation import LIVE_S
-from toolgate.workers.runtime.key_holders import HEARTBEAT_S, due
+from toolgate.store.key_holders import HEARTBEAT_S
+from toolgate.workers.runtime.key_holders import due
 
 OLD = ("dk_old", ("dk_old",))
 STAGED = ("dk_old", ("dk_new", "dk_old"))

@@ -17,18 +17,12 @@ import socket
 import time
 from collections.abc import Callable
 
+from toolgate.store import key_holders
 from toolgate.store.db import make_pool
+from toolgate.store.key_holders import HEARTBEAT_S
 from toolgate.trust.deployment_keys import KeySource
 
-HEARTBEAT_S = 10.0  # a process whose keys did not change reports this often
-
 Held = tuple[str, tuple[str, ...]]  # the key id it seals with, and those it accepts
-
-REPORT = """
-WITH gone AS (DELETE FROM toolgate.key_holders WHERE seen_at < now() - interval '1 day')
-INSERT INTO toolgate.key_holders (host, stage, pid, seals, accepts, seen_at) VALUES (%s, %s, %s, %s, %s, now())
-ON CONFLICT (host, stage, pid) DO UPDATE SET seals = excluded.seals, accepts = excluded.accepts, seen_at = now()
-"""
 
 
 class KeyHolders:
@@ -55,7 +49,7 @@ class KeyHolders:
             await self.pool.open()
             self._opened = True
         async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(REPORT, (self.host, self.stage, os.getpid(), held[0], list(held[1])))
+            await key_holders.report(conn, self.host, self.stage, os.getpid(), held)
         self._reported = (held, now)
 
 
