@@ -36,6 +36,8 @@ from toolgate.kafka_security import OPERATOR, client_config
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import DeadLetter, PayloadKind, StageBatch
 from toolgate.settings import Settings
+from toolgate.store import dead_letters
+from toolgate.store.dead_letters import Acted
 from toolgate.topics import consumed
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import REPLAY_OF, SCHEMA
@@ -103,22 +105,21 @@ def read_letter(record: consumed.Consumed | consumed.Unreadable, sealer: Sealer,
     return Letter(letter, sealer.mac_ok(topic, value, record.headers))
 
 
-def actions(settings: Settings, conn: psycopg.Connection[Any] | None = None) -> dict[str, tuple[str, str]]:
+def actions(settings: Settings, conn: psycopg.Connection[Any] | None = None) -> dict[str, Acted]:
     """What operators did with each letter, by its id; on `conn` (kept by the gauges) or a
     connection of its own."""
     if conn is None:
         with psycopg.connect(settings.database_url) as own:
-            return actions(settings, own)
-    rows = conn.execute("SELECT dead_letter_id, action, actor FROM toolgate.dead_letter_actions").fetchall()
-    return {r[0]: (r[1], r[2]) for r in rows}
+            return dead_letters.actions(own)
+    return dead_letters.actions(conn)
 
 
-def state(genuine: bool, acted: tuple[str, str] | None) -> str:
+def state(genuine: bool, acted: Acted | None) -> str:
     """A letter's state: what an operator did with it, else open (a genuine one) or forged."""
-    return acted[0] if acted else ("open" if genuine else "forged")
+    return acted.action if acted else ("open" if genuine else "forged")
 
 
-def summary(found: Letter, acted: tuple[str, str] | None) -> dict[str, Any]:
+def summary(found: Letter, acted: Acted | None) -> dict[str, Any]:
     letter = found.letter
     return {
         "dead_letter_id": letter.dead_letter_id,
@@ -152,13 +153,6 @@ def find(settings: Settings, dead_letter_id: str) -> Letter:
     raise SystemExit(f"no dead letter {dead_letter_id} on {Topics(settings.topic_prefix).deadletter}")
 
 
-RECORD = """
-INSERT INTO toolgate.dead_letter_actions (dead_letter_id, action, actor, note) VALUES (%s, %s, %s, %s)
-ON CONFLICT (dead_letter_id) DO UPDATE SET action = excluded.action, actor = excluded.actor, note = excluded.note,
-    at = now()
-"""
-
-
 async def _audited(settings: Settings, letter: DeadLetter, action: str, actor: str, note: str | None) -> None:
     # The letter may be forged: what it says is audited only within bounds.
     detail = {
@@ -169,7 +163,7 @@ async def _audited(settings: Settings, letter: DeadLetter, action: str, actor: s
     entry = audit.Entry(STAGE, f"dead_letter_{action}", actor, bounded(letter.call_id), None, detail)
     async with await psycopg.AsyncConnection.connect(settings.database_url) as conn, conn.transaction():
         if action in ("replayed", "discarded"):
-            await conn.execute(RECORD, (letter.dead_letter_id, action, actor, note))
+            await dead_letters.record(conn, letter.dead_letter_id, Acted(action, actor), note)
         await audit.append(conn, [entry])
 
 
