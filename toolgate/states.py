@@ -21,6 +21,10 @@ class KeyStatus(StrEnum):
     EXPIRED = "EXPIRED"
 
 
+# How an operation ends: its outcome is final, and it never runs again.
+ENDED = (KeyStatus.COMPLETED, KeyStatus.FAILED_FINAL, KeyStatus.COMPENSATED)
+
+
 class TicketStatus(StrEnum):
     """`toolgate.approvals.status`: an approval ticket, from held to decided."""
 

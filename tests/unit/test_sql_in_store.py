@@ -44,7 +44,6 @@ PENDING = {
     "workers/execution/tickets.py",
     "workers/normalization/handler.py",
     "workers/outbox/relay.py",
-    "workers/reconciliation/pruner.py",
     "workers/reconciliation/reconciler.py",
     "workers/reconciliation/redrive.py",
     "workers/runtime/audit.py",

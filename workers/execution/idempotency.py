@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from toolgate.states import ENDED as ENDED  # how an operation ends (read here by recording)
 from toolgate.states import KeyStatus
 
 # The lease owner reconciliation writes when it re-drives a key: whichever execution worker
@@ -57,10 +58,6 @@ class KeyRow:
     error_code: str | None
     expires_at_ms: int
     expired_from: KeyStatus | None = None  # the status an EXPIRED key had
-
-
-# How an operation ends: its outcome is final, and it never runs again.
-ENDED = (KeyStatus.COMPLETED, KeyStatus.FAILED_FINAL, KeyStatus.COMPENSATED)
 
 
 @dataclass(frozen=True)
