@@ -27,6 +27,7 @@ sample go into the `tool.approval.resolution_time` histogram.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -38,24 +39,11 @@ from toolgate.ops import status
 from toolgate.ops.audit import verify_log
 from toolgate.ops.gauge_readers import Readers
 from toolgate.settings import Settings
+from toolgate.store import gauges
 from toolgate.telemetry.setup import meter
 
 log = logging.getLogger("toolgate.gauges")
 Reading = dict[tuple[tuple[str, str], ...], float]
-
-APPROVALS_PENDING = """
-SELECT tool_name, coalesce(g, ''), count(*) FROM toolgate.approvals
-LEFT JOIN LATERAL unnest(CASE WHEN approver_groups = '{}' THEN ARRAY[NULL] ELSE approver_groups END) AS g ON true
-WHERE status = 'PENDING' GROUP BY 1, 2
-"""
-APPROVALS_DECIDED = """
-SELECT tool_name, status, extract(epoch FROM decided_at - created_at) * 1000, decided_at FROM toolgate.approvals
-WHERE status <> 'PENDING' AND decided_at > %s ORDER BY decided_at
-"""
-BUDGET_TODAY = """
-SELECT tenant_id, dimension, used FROM toolgate.usage_daily WHERE day = (now() AT TIME ZONE 'UTC')::date
-"""
-AUDIT_HEAD = "SELECT coalesce(max(row_count), 0) FROM toolgate.audit_heads"
 
 
 class Gauges:
@@ -65,7 +53,7 @@ class Gauges:
         self.settings = settings
         self.readers = Readers(settings)
         self.readings: dict[str, Reading] = {}
-        self._decided_since: object = None
+        self._decided_since: dt.datetime | None = None
         self._verified_at = 0.0
         m = meter()
         self._resolution = m.create_histogram("tool.approval.resolution_time", unit="ms")
@@ -123,34 +111,34 @@ class Gauges:
         self.readings["toolgate.keys.pending.lease_expired"] = {(): float(keys.lease_expired)}
         self.readings["toolgate.outbox.backlog"] = {(): float(outbox.unsent)}
         self.readings["toolgate.outbox.oldest_age"] = {(): float(outbox.oldest_age_s or 0.0)}
-        pending = self._waiting_approvals(conn.execute(APPROVALS_PENDING).fetchall())
-        self.readings["tool.approval.pending_count"] = pending
+        self.readings["tool.approval.pending_count"] = self._waiting_approvals(gauges.waiting(conn))
         self.readings["toolgate.budget.spent"] = {
-            (("tenant", t), ("dimension", d)): float(used) for t, d, used in conn.execute(BUDGET_TODAY)
+            (("tenant", s.tenant_id), ("dimension", s.dimension)): float(s.used) for s in gauges.spent_today(conn)
         }
-        since = self._decided_since or conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
-        for tool, resolution, ms, at in conn.execute(APPROVALS_DECIDED, (since,)).fetchall():
-            self._resolution.record(max(0.0, float(ms)), {"tool": tool, "resolution": resolution})
-            since = at
+        since = self._decided_since or gauges.now(conn)
+        for decided in gauges.decided_since(conn, since):
+            self._resolution.record(
+                max(0.0, decided.took_ms), {"tool": decided.tool_name, "resolution": decided.status}
+            )
+            since = decided.decided_at
         self._decided_since = since
 
-    def _waiting_approvals(self, rows: list[tuple[str, str, int]]) -> Reading:
+    def _waiting_approvals(self, rows: list[gauges.Waiting]) -> Reading:
         """Every tool that needs approvals and each of its groups, at zero unless some wait."""
         reading: Reading = {}
         for contract in self.registry:
             if contract.required_approvals:
                 for group in contract.approval.get("approver_groups") or [""]:
                     reading[(("tool", contract.name), ("approver_group", str(group)))] = 0.0
-        for tool, group, count in rows:
-            reading[(("tool", tool), ("approver_group", group))] = float(count)
+        for row in rows:
+            reading[(("tool", row.tool_name), ("approver_group", row.group))] = float(row.count)
         return reading
 
     def _dead_letters(self) -> None:
         self.readings["toolgate.deadletters.open"] = {(): float(self.readers.open_letters())}
 
     def _audit(self) -> None:
-        head = self.readers.postgres().execute(AUDIT_HEAD).fetchone()
-        self.readings["toolgate.audit.chain_head"] = {(): float(head[0] if head else 0)}
+        self.readings["toolgate.audit.chain_head"] = {(): float(gauges.audit_head(self.readers.postgres()))}
         if time.monotonic() - self._verified_at >= self.settings.audit_verify_seconds or not self._verified_at:
             report = verify_log(self.settings)
             self._verified_at = time.monotonic()

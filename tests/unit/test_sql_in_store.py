@@ -29,7 +29,6 @@ PENDING = {
     "ops/approvers.py",
     "ops/bench/pgceiling.py",
     "ops/compensate.py",
-    "ops/gauges.py",
     "ops/pgpass.py",
     "ops/stack/postgres.py",
     "ops/stack/provider.py",

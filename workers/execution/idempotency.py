@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from toolgate.states import ENDED as ENDED  # how an operation ends (read here by recording)
+from toolgate.states import ENDED as ENDED  # recording reads it from here
 from toolgate.states import KeyStatus
 
 # The lease owner reconciliation writes when it re-drives a key: whichever execution worker
