@@ -36,9 +36,9 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from psycopg import sql
 
 from toolgate.scrubber import SCRUBBER
+from toolgate.store import server
 
 SCRAM_ITERATIONS = 4096  # Postgres's default (scram_iterations)
 SUPERUSER = "postgres"
@@ -91,9 +91,7 @@ def scram_verifier(secret: str, salt: bytes | None = None, iterations: int = SCR
 
 def set_password(conn: psycopg.Connection[Any], role: str, path: Path, login: bool = False) -> None:
     """Give `role` the password in its file `path` (as its verifier); and the right to log in."""
-    statement = "ALTER ROLE {} LOGIN PASSWORD {}" if login else "ALTER ROLE {} PASSWORD {}"
-    verifier = scram_verifier(password(path))
-    conn.execute(sql.SQL(statement).format(sql.Identifier(role), sql.Literal(verifier)))
+    server.set_verifier(conn, role, scram_verifier(password(path)), login)
 
 
 def with_passfile(url: str, path: Path) -> str:
@@ -136,7 +134,7 @@ def require_passwords(datadir: Path, superuser_url: str, port: int, log_path: Pa
         passfile = Path(str(psycopg.conninfo.conninfo_to_dict(superuser_url)["passfile"]))
         set_password(conn, SUPERUSER, passfile)
         hba.write_text(HBA)  # in place: the file keeps its owner (the server's user) and mode
-        conn.execute("SELECT pg_reload_conf()")
+        server.reload_configuration(conn)
     deadline = time.monotonic() + timeout
     while logs_in_without_password(port):
         if time.monotonic() > deadline:

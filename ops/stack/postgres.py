@@ -28,6 +28,7 @@ from urllib.parse import quote
 
 from toolgate.ops import pgpass
 from toolgate.ops.stack.processes import die_with_parent, free_port, stop_process
+from toolgate.store import server
 
 PG_SYSTEM_USER = "embedded_postgres"
 SOCKET_PATH_MAX = 108  # a Unix socket's path, its terminating NUL included (sun_path)
@@ -223,7 +224,7 @@ def _wait_ready(port: int, proc: subprocess.Popen[bytes], passfile: Path | None,
             raise RuntimeError(f"postgres exited with {proc.returncode}")
         try:
             with psycopg.connect(url, connect_timeout=2) as conn:
-                conn.execute("SELECT 1")
+                server.ping(conn)
                 return
         except psycopg.OperationalError:
             if time.monotonic() > deadline:

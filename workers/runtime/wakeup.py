@@ -33,6 +33,7 @@ from collections.abc import Callable, Collection
 import psycopg
 
 from toolgate.settings import Settings
+from toolgate.store import server
 
 log = logging.getLogger("toolgate.worker")
 
@@ -98,7 +99,7 @@ class Listener:
         while True:
             try:
                 with psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_S) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
+                    server.listen(conn, CHANNEL)
                     self._wake()  # what came while it was not listening is looked for now
                     self._serve(conn)
             except (psycopg.Error, OSError) as exc:
@@ -128,7 +129,7 @@ def announce(database_url: str, topic: str) -> None:
 
 
 def _notify(conn: psycopg.Connection[tuple[object, ...]], topic: str) -> None:
-    conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, topic))
+    server.notify(conn, CHANNEL, topic)
 
 
 def naps(settings: Settings) -> bool:
