@@ -48,16 +48,13 @@ from typing import Any
 from toolgate.contracts.contract import Contract
 from toolgate.hashing import request_hash
 from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass
-from toolgate.states import KeyStatus
+from toolgate.states import ENDED, KeyStatus
 from toolgate.workers.execution import answers, clearance
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.answers import STAGE, deadline_passed, refuse, replay, verification_for
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
 from toolgate.workers.execution.preview import preview
 from toolgate.workers.runtime.results import outcome, result
-
-# The stored outcomes a repeat of the operation is answered with.
-FINAL = (KeyStatus.COMPLETED, KeyStatus.FAILED_FINAL, KeyStatus.COMPENSATED)
 
 
 @dataclass(frozen=True)
@@ -151,7 +148,7 @@ def prepare(record: StageRecord, contract: Contract, key: str | None, traceparen
 def late_answer(record: StageRecord, traceparent: str, stored: StoredOutcome | None, now: int) -> ExecutionResult:
     """A late mutation replays its operation's outcome, if it has one, as any repeat does: an
     agent never hears two different ends of one operation. Otherwise its deadline passed."""
-    if stored is not None and stored.status in FINAL and stored.request_hash == request_hash(record):
+    if stored is not None and stored.status in ENDED and stored.request_hash == request_hash(record):
         return replay(
             record, traceparent, stored.response or {}, now, compensated=stored.status == KeyStatus.COMPENSATED
         )
