@@ -23,8 +23,6 @@ ALLOWED = ("store/", "ops/migrate.py")
 PENDING = {
     "cli/deployment.py",
     "door/session.py",
-    "ops/agent_tokens.py",
-    "ops/agents.py",
     "ops/approvals.py",
     "ops/approvers.py",
     "ops/bench/pgceiling.py",
@@ -44,7 +42,6 @@ PENDING = {
     "workers/execution/reads.py",
     "workers/execution/recording.py",
     "workers/execution/tickets.py",
-    "workers/normalization/handler.py",
     "workers/outbox/relay.py",
     "workers/policy/handler.py",
     "workers/reconciliation/pruner.py",
