@@ -51,7 +51,6 @@ PENDING = {
     "workers/runtime/key_holders.py",
     "workers/runtime/outbox.py",
     "workers/runtime/wakeup.py",
-    "workers/validation/callers.py",
 }
 
 
