@@ -24,6 +24,7 @@ from toolgate.client import ApprovalClient
 from toolgate.kafka_security import APPROVALS, client_config
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
+from toolgate.store import approvers
 from toolgate.topics.catalog import Topics
 from toolgate.trust.signing import Keyring
 from toolgate.workers.runtime.wakeup import announce
@@ -168,16 +169,13 @@ class NotServed(Exception):
     """The approver does not decide for the ticket's tenant (or is not an active approver)."""
 
 
-SERVES = "SELECT %s = ANY(tenants) FROM toolgate.approvers WHERE approver_id = %s AND status = 'active'"
-
-
 def decide(settings: Settings, approval_id: str, approver: str, approve: bool, reason: str | None) -> ApprovalDecision:
     """Sign and publish a decision as `approver`; NotServed (nothing signed) when it does not
     decide for the ticket's tenant."""
     packet, _ = load(settings, approval_id)
     with psycopg.connect(settings.database_url) as conn:
-        serves = conn.execute(SERVES, (packet.tenant_id, approver)).fetchone()
-    if serves is None or not serves[0]:
+        serves = approvers.serves(conn, approver, packet.tenant_id)
+    if not serves:
         raise NotServed(f"{approver} is not an active approver of tenant {packet.tenant_id}")
     key = Keyring(settings.home / "approvers").load(approver)
     client = ApprovalClient(

@@ -24,7 +24,6 @@ PENDING = {
     "cli/deployment.py",
     "door/session.py",
     "ops/approvals.py",
-    "ops/approvers.py",
     "ops/bench/pgceiling.py",
     "ops/compensate.py",
     "ops/dlq.py",

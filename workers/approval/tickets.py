@@ -17,6 +17,7 @@ from psycopg import AsyncConnection
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalDecision, StageRecord
 from toolgate.states import TicketStatus
+from toolgate.store import approvers as store_approvers
 from toolgate.store.db import rows_json
 from toolgate.workers.approval.decision import Approver, Ticket
 from toolgate.workers.approval.packet import Opening
@@ -34,10 +35,6 @@ GROUP BY a.approval_id
 """
 LOCK_TICKETS = """
 SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%b) ORDER BY approval_id FOR UPDATE
-"""
-LOAD_APPROVERS = """
-SELECT approver_id, public_key, risk_classes, status = 'active', groups, tenants FROM toolgate.approvers
-WHERE approver_id = ANY(%b)
 """
 INSERT_TICKETS = """
 INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, payload_hash,
@@ -100,10 +97,11 @@ async def load(conn: AsyncConnection[Any], ids: list[str]) -> tuple[dict[str, Ti
 
 
 async def approvers(conn: AsyncConnection[Any], ids: list[str]) -> dict[str, Approver]:
-    cur = await conn.execute(LOAD_APPROVERS, (ids,))
     return {
-        r[0]: Approver(r[0], bytes(r[1]), tuple(r[2]), bool(r[3]), tuple(r[4]), tuple(r[5]))
-        for r in await cur.fetchall()
+        r.approver_id: Approver(
+            r.approver_id, bytes(r.public_key), tuple(r.risk_classes), bool(r.active), tuple(r.groups), tuple(r.tenants)
+        )
+        for r in await store_approvers.deciding(conn, ids)
     }
 
 
