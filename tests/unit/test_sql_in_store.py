@@ -34,7 +34,6 @@ PENDING = {
     "ops/stack/provider.py",
     "ops/status.py",
     "workers/approval/resume.py",
-    "workers/approval/sweep.py",
     "workers/approval/tickets.py",
     "workers/execution/compensation.py",
     "workers/execution/keys.py",
