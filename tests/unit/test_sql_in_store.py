@@ -22,7 +22,6 @@ STATEMENT = re.compile(
 ALLOWED = ("store/", "ops/migrate.py")
 PENDING = {
     "cli/deployment.py",
-    "door/session.py",
     "ops/approvals.py",
     "ops/bench/pgceiling.py",
     "ops/compensate.py",
@@ -33,13 +32,10 @@ PENDING = {
     "ops/stack/postgres.py",
     "ops/stack/provider.py",
     "ops/status.py",
-    "workers/approval/resume.py",
-    "workers/approval/tickets.py",
     "workers/execution/compensation.py",
     "workers/execution/keys.py",
     "workers/execution/reads.py",
     "workers/execution/recording.py",
-    "workers/execution/tickets.py",
     "workers/outbox/relay.py",
     "workers/policy/handler.py",
     "workers/reconciliation/pruner.py",
