@@ -28,6 +28,8 @@ from toolgate.kafka_security import DOOR
 from toolgate.ops import agent_tokens
 from toolgate.schemas.reference import observation_schema
 from toolgate.settings import Settings
+from toolgate.store import approvals
+from toolgate.store import calls as registered_calls
 
 log = logging.getLogger("toolgate.door")
 STEP_S = 1.0  # how long one step of a wait blocks a worker thread
@@ -38,16 +40,6 @@ MAX_KNOWN = 10_000  # calls remembered for toolgate_call_status (the topic answe
 STATUS_SCANS = 4
 STATUS_SCAN_S = 3.0
 Progress = Callable[[str], Awaitable[None]]
-
-REGISTERED = """
-SELECT (extract(epoch FROM at) * 1000)::bigint FROM toolgate.calls WHERE tenant_id = %s AND call_id = %s
-"""
-APPROVAL = """
-SELECT a.approval_id, a.status, a.required_approvals, count(d.*) FILTER (WHERE d.verdict = 'APPROVE'),
-       a.approver_groups, (extract(epoch FROM a.expires_at) * 1000)::bigint
-FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
-WHERE a.tenant_id = %s AND a.call_id = %s GROUP BY a.approval_id ORDER BY a.created_at DESC LIMIT 1
-"""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,11 +191,17 @@ class Door:
         # Shielded: a request cancelled mid-query would cost the pool its connection.
         with anyio.CancelScope(shield=True):
             async with self.pool.connection() as conn:
-                cur = await conn.execute(APPROVAL, (tenant_id, call_id))
-                row = await cur.fetchone()
+                row = await approvals.progress(conn, tenant_id, call_id)
         if row is None:
             return None
-        return results.ApprovalState(str(row[0]), str(row[1]), int(row[2]), int(row[3]), tuple(row[4]), int(row[5]))
+        return results.ApprovalState(
+            str(row.approval_id),
+            str(row.status),
+            int(row.required_approvals),
+            int(row.approved),
+            tuple(row.approver_groups),
+            int(row.expires_at_ms),
+        )
 
     # --- toolgate_call_status ----------------------------------------------------------------
 
@@ -241,9 +239,8 @@ class Door:
         """When validation registered the call for the tenant (ms), or None: no such call."""
         with anyio.CancelScope(shield=True):
             async with self.pool.connection() as conn:
-                cur = await conn.execute(REGISTERED, (tenant_id, call_id))
-                row = await cur.fetchone()
-        return None if row is None else int(row[0])
+                at = await registered_calls.registered_at(conn, tenant_id, call_id)
+        return at
 
     def _latest_on_topic(self, tenant_id: str, call_id: str, since_ms: int) -> dict[str, Any] | None:
         """The call's final observation on the tenant's topic, else its latest interim one."""

@@ -25,6 +25,7 @@ from toolgate.kafka_security import ADMIN, client_config
 from toolgate.schemas.errors import PermanentError
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
+from toolgate.store import agents, tenants
 from toolgate.topics.catalog import provision
 from toolgate.trust.agent_keys import AgentKeyring, check_name, key_id_of, read_public_key
 from toolgate.trust.signing import new_key, public_bytes
@@ -53,15 +54,12 @@ def in_transaction(database_url: str, work: Callable[[psycopg.AsyncConnection[An
 
 def registered_tenants(database_url: str) -> list[str]:
     with psycopg.connect(database_url) as conn:
-        return [r[0] for r in conn.execute("SELECT tenant_id FROM toolgate.tenants ORDER BY tenant_id")]
+        return tenants.listed(conn)
 
 
 async def _insert_tenant(database_url: str, tenant: str, actor: str) -> None:
     async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
-        cur = await conn.execute(
-            "INSERT INTO toolgate.tenants (tenant_id) VALUES (%s) ON CONFLICT DO NOTHING RETURNING tenant_id", (tenant,)
-        )
-        if await cur.fetchone() is not None:
+        if await tenants.insert(conn, tenant):
             await audit.append(conn, [audit.Entry(STAGE, "tenant_registered", actor, None, tenant, {})])
 
 
@@ -80,46 +78,15 @@ def add_tenant(settings: Settings, tenant: str, actor: str = "operator") -> list
 
 # --- agents ----------------------------------------------------------------------------------
 
-AGENT = "SELECT tenant_id, status FROM toolgate.agents WHERE agent_id = %s"
-# An agent or key registered again keeps its status: the conflict updates only an active row, so a
-# revoked one returns nothing and is never made active again (the caller refuses).
-INSERT_AGENT = """
-INSERT INTO toolgate.agents (agent_id, tenant_id, scopes) VALUES (%s, %s, %s)
-ON CONFLICT (agent_id) DO UPDATE SET scopes = excluded.scopes
-WHERE toolgate.agents.tenant_id = excluded.tenant_id AND toolgate.agents.status = 'active'
-RETURNING agent_id
-"""
-INSERT_KEY = """
-INSERT INTO toolgate.agent_keys (agent_id, key_id, public_key) VALUES (%s, %s, %s)
-ON CONFLICT (agent_id, key_id) DO UPDATE SET public_key = toolgate.agent_keys.public_key
-WHERE toolgate.agent_keys.status = 'active'
-RETURNING key_id
-"""
-REVOKE_KEYS = (
-    "UPDATE toolgate.agent_keys SET status = 'revoked', revoked_at = now() WHERE agent_id = %s AND status = 'active'"
-)
-REVOKE_AGENT = (
-    "UPDATE toolgate.agents SET status = 'revoked', revoked_at = now() WHERE agent_id = %s AND status = 'active'"
-)
-REVOKE_TOKENS = (
-    "UPDATE toolgate.agent_tokens SET status = 'revoked', revoked_at = now() WHERE agent_id = %s AND status = 'active'"
-)
 
-
-def _agent(database_url: str, agent_id: str) -> tuple[str, str] | None:
-    with psycopg.connect(database_url) as conn:
-        row = conn.execute(AGENT, (agent_id,)).fetchone()
-    return (str(row[0]), str(row[1])) if row else None
-
-
-def refusal(agent_id: str, tenant: str, registered: tuple[str, str] | None) -> str | None:
+def refusal(agent_id: str, tenant: str, registered: agents.Registration | None) -> str | None:
     """Why an agent may not be registered for `tenant` (None: it may), given the agent as it is
-    registered, (tenant, status), or None."""
+    registered, or None."""
     if registered is None:
         return None
-    if registered[0] != tenant:
-        return f"agent {agent_id} belongs to tenant {registered[0]}; an agent never changes tenant"
-    if registered[1] != RegistryStatus.ACTIVE:
+    if registered.tenant_id != tenant:
+        return f"agent {agent_id} belongs to tenant {registered.tenant_id}; an agent never changes tenant"
+    if registered.status != RegistryStatus.ACTIVE:
         return f"agent {agent_id} was revoked, and a revocation is final: register the agent under a new id"
     return None
 
@@ -137,16 +104,12 @@ def register_agent(
     detail = {"agent": agent_id, "scopes": sorted(scopes), "key_id": key_id}
 
     async def work(conn: psycopg.AsyncConnection[Any]) -> None:
-        cur = await conn.execute(AGENT + " FOR UPDATE", (agent_id,))
-        row = await cur.fetchone()
-        refused = refusal(agent_id, tenant, (str(row[0]), str(row[1])) if row else None)
+        refused = refusal(agent_id, tenant, await agents.locked(conn, agent_id))
         if refused is not None:
             raise RegistryError(refused)
-        cur = await conn.execute(INSERT_AGENT, (agent_id, tenant, sorted(scopes)))
-        if await cur.fetchone() is None:  # revoked since it was read: the database refused it
+        if not await agents.insert(conn, agent_id, tenant, sorted(scopes)):  # revoked since it was read
             raise RegistryError(f"agent {agent_id} is not active, and a revocation is final")
-        cur = await conn.execute(INSERT_KEY, (agent_id, key_id, public_key))
-        if await cur.fetchone() is None:
+        if not await agents.insert_key(conn, agent_id, key_id, public_key):
             raise RegistryError(
                 f"key {key_id} of agent {agent_id} was revoked, and a revocation is final: register a new key"
             )
@@ -179,12 +142,13 @@ def rotate(
     settings: Settings, agent_id: str, public_key_file: Path | None = None, actor: str = "operator"
 ) -> tuple[str, Path | None]:
     """Add a key to an active agent; its other keys stay active until revoked."""
-    agent = _agent(settings.database_url, agent_id)
-    if agent is None or agent[1] != RegistryStatus.ACTIVE:
+    with psycopg.connect(settings.database_url) as conn:
+        agent = agents.registration(conn, agent_id)
+    if agent is None or agent.status != RegistryStatus.ACTIVE:
         raise RegistryError(f"no active agent {agent_id}")
     with psycopg.connect(settings.database_url) as conn:
-        [(scopes,)] = conn.execute("SELECT scopes FROM toolgate.agents WHERE agent_id = %s", (agent_id,)).fetchall()
-    return add_agent(settings, agent_id, agent[0], list(scopes), public_key_file, actor)
+        scopes = agents.scopes(conn, agent_id)
+    return add_agent(settings, agent_id, agent.tenant_id, scopes, public_key_file, actor)
 
 
 def revoke(settings: Settings, agent_id: str, key_id: str | None = None, actor: str = "operator") -> int:
@@ -193,22 +157,18 @@ def revoke(settings: Settings, agent_id: str, key_id: str | None = None, actor: 
     revoked before keeps no active token either). Returns how many keys were revoked."""
 
     async def work(conn: psycopg.AsyncConnection[Any]) -> int:
-        cur = await conn.execute(AGENT + " FOR UPDATE", (agent_id,))
-        row = await cur.fetchone()
-        if row is None:
+        registered = await agents.locked(conn, agent_id)
+        if registered is None:
             raise RegistryError(f"no agent {agent_id}")
-        tenant = str(row[0])
+        tenant = registered.tenant_id
         if key_id is not None:
-            cur = await conn.execute(REVOKE_KEYS + " AND key_id = %s", (agent_id, key_id))
-            if cur.rowcount == 0:
+            count = await agents.revoke_key(conn, agent_id, key_id)
+            if count == 0:
                 raise RegistryError(f"agent {agent_id} has no active key {key_id}")
             revoked = {"agent": agent_id, "key_id": key_id}
             await audit.append(conn, [audit.Entry(STAGE, "agent_key_revoked", actor, None, tenant, revoked)])
-            return int(cur.rowcount)
-        keys = (await conn.execute(REVOKE_KEYS, (agent_id,))).rowcount
-        await conn.execute(REVOKE_AGENT, (agent_id,))
-        cur = await conn.execute(REVOKE_TOKENS + " RETURNING token_id", (agent_id,))
-        tokens = sorted(str(r[0]) for r in await cur.fetchall())
+            return int(count)
+        keys, tokens = await agents.revoke_agent(conn, agent_id)
         entries = [audit.Entry(STAGE, "agent_revoked", actor, None, tenant, {"agent": agent_id, "key_id": None})]
         if tokens:
             detail: dict[str, Any] = {"agent": agent_id, "token_id": None, "token_ids": tokens, "with_agent": True}
@@ -219,27 +179,18 @@ def revoke(settings: Settings, agent_id: str, key_id: str | None = None, actor: 
     return in_transaction(settings.admin_url, work)
 
 
-LIST = """
-SELECT a.agent_id, a.tenant_id, a.scopes, a.status, a.created_at,
-       coalesce(array_agg(k.key_id ORDER BY k.created_at) FILTER (WHERE k.status = 'active'), '{}'),
-       coalesce(array_agg(k.key_id ORDER BY k.created_at) FILTER (WHERE k.status = 'revoked'), '{}')
-FROM toolgate.agents a LEFT JOIN toolgate.agent_keys k USING (agent_id)
-GROUP BY a.agent_id ORDER BY a.tenant_id, a.agent_id
-"""
-
-
 def list_agents(settings: Settings) -> list[dict[str, Any]]:
     with psycopg.connect(settings.database_url) as conn:
-        rows = conn.execute(LIST).fetchall()
+        rows = agents.listed(conn)
     return [
         {
-            "agent": r[0],
-            "tenant": r[1],
-            "scopes": list(r[2]),
-            "status": r[3],
-            "created_at": r[4].astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-            "active_keys": list(r[5]),
-            "revoked_keys": list(r[6]),
+            "agent": r.agent_id,
+            "tenant": r.tenant_id,
+            "scopes": list(r.scopes),
+            "status": r.status,
+            "created_at": r.created_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "active_keys": list(r.active_keys),
+            "revoked_keys": list(r.revoked_keys),
         }
         for r in rows
     ]

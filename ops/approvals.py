@@ -24,19 +24,10 @@ from toolgate.client import ApprovalClient
 from toolgate.kafka_security import APPROVALS, client_config
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
+from toolgate.store import approvals, approvers
 from toolgate.topics.catalog import Topics
 from toolgate.trust.signing import Keyring
 from toolgate.workers.runtime.wakeup import announce
-
-LIST = """
-SELECT a.approval_id, a.status, a.tool_name, a.tool_version, a.risk_class, a.tenant_id, a.required_approvals,
-       count(d.*) FILTER (WHERE d.verdict = 'APPROVE'), a.created_at, a.expires_at, a.call_id
-FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
-WHERE (%(status)s::text IS NULL OR a.status = %(status)s)
-  AND (%(approver)s::text IS NULL OR a.tenant_id = ANY(coalesce(
-      (SELECT p.tenants FROM toolgate.approvers p WHERE p.approver_id = %(approver)s AND p.status = 'active'), '{}')))
-GROUP BY a.approval_id ORDER BY a.created_at DESC LIMIT %(limit)s
-"""
 
 
 def _when(ts: dt.datetime | None) -> str:
@@ -48,21 +39,23 @@ def list_approvals(
 ) -> list[dict[str, Any]]:
     """The newest tickets (of `status`; of the tenants `approver` decides for, when given)."""
     with psycopg.connect(settings.database_url) as conn:
-        rows = conn.execute(LIST, {"status": status, "limit": limit, "approver": approver}).fetchall()
-    keys = [
-        "approval_id",
-        "status",
-        "tool",
-        "version",
-        "risk_class",
-        "tenant",
-        "required",
-        "approved",
-        "created_at",
-        "expires_at",
-        "call_id",
+        rows = approvals.listed(conn, status, limit, approver)
+    return [
+        {
+            "approval_id": r.approval_id,
+            "status": r.status,
+            "tool": r.tool_name,
+            "version": r.tool_version,
+            "risk_class": r.risk_class,
+            "tenant": r.tenant_id,
+            "required": r.required_approvals,
+            "approved": r.approved,
+            "created_at": _when(r.created_at),
+            "expires_at": _when(r.expires_at),
+            "call_id": r.call_id,
+        }
+        for r in rows
     ]
-    return [{k: (_when(v) if isinstance(v, dt.datetime) else v) for k, v in zip(keys, r, strict=True)} for r in rows]
 
 
 def print_list(rows: list[dict[str, Any]], console: Console) -> None:
@@ -85,22 +78,19 @@ def print_list(rows: list[dict[str, Any]], console: Console) -> None:
 
 def load(settings: Settings, approval_id: str) -> tuple[ApprovalRequest, dict[str, Any]]:
     with psycopg.connect(settings.database_url) as conn:
-        row = conn.execute(
-            "SELECT packet, status, decided_at FROM toolgate.approvals WHERE approval_id = %s", (approval_id,)
-        ).fetchone()
-        if row is None:
+        found = approvals.card(conn, approval_id)
+        if found is None:
             raise SystemExit(f"no approval {approval_id}")
-        decisions = conn.execute(
-            "SELECT approver_id, verdict, reason, decided_at FROM toolgate.approval_decisions WHERE approval_id = %s "
-            "ORDER BY recorded_at",
-            (approval_id,),
-        ).fetchall()
+        decisions = approvals.decisions(conn, approval_id)
     state = {
-        "status": row[1],
-        "decided_at": _when(row[2]),
-        "decisions": [{"approver": d[0], "verdict": d[1], "reason": d[2], "at": _when(d[3])} for d in decisions],
+        "status": found.status,
+        "decided_at": _when(found.decided_at),
+        "decisions": [
+            {"approver": d.approver_id, "verdict": d.verdict, "reason": d.reason, "at": _when(d.decided_at)}
+            for d in decisions
+        ],
     }
-    return ApprovalRequest.model_validate(row[0]), state
+    return ApprovalRequest.model_validate(found.packet), state
 
 
 UNSHOWN = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs"})
@@ -168,16 +158,13 @@ class NotServed(Exception):
     """The approver does not decide for the ticket's tenant (or is not an active approver)."""
 
 
-SERVES = "SELECT %s = ANY(tenants) FROM toolgate.approvers WHERE approver_id = %s AND status = 'active'"
-
-
 def decide(settings: Settings, approval_id: str, approver: str, approve: bool, reason: str | None) -> ApprovalDecision:
     """Sign and publish a decision as `approver`; NotServed (nothing signed) when it does not
     decide for the ticket's tenant."""
     packet, _ = load(settings, approval_id)
     with psycopg.connect(settings.database_url) as conn:
-        serves = conn.execute(SERVES, (packet.tenant_id, approver)).fetchone()
-    if serves is None or not serves[0]:
+        serves = approvers.serves(conn, approver, packet.tenant_id)
+    if not serves:
         raise NotServed(f"{approver} is not an active approver of tenant {packet.tenant_id}")
     key = Keyring(settings.home / "approvers").load(approver)
     client = ApprovalClient(

@@ -22,32 +22,20 @@ import psycopg
 from toolgate.ops.agents import RegistryError, in_transaction
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
+from toolgate.store import approvers
+from toolgate.store import tenants as registry
 from toolgate.trust.agent_keys import check_name, key_id_of
 from toolgate.trust.signing import Keyring, new_key, public_bytes
 from toolgate.workers.runtime import audit
 
 STAGE = "registry"
 
-INSERT = """
-INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, groups, tenants) VALUES (%s, %s, %s, %s, %s)
-ON CONFLICT (approver_id) DO NOTHING RETURNING approver_id
-"""
-CURRENT = "SELECT status, public_key, tenants FROM toolgate.approvers WHERE approver_id = %s FOR UPDATE"
-ROTATE = "UPDATE toolgate.approvers SET public_key = %s WHERE approver_id = %s AND status = 'active'"
-SERVE = "UPDATE toolgate.approvers SET tenants = %s WHERE approver_id = %s AND status = 'active'"
-REVOKE = "UPDATE toolgate.approvers SET status = 'revoked', revoked_at = now() WHERE approver_id = %s"
-
-
-STATUS = "SELECT status FROM toolgate.approvers WHERE approver_id = %s"
-REGISTERED_TENANTS = "SELECT tenant_id FROM toolgate.tenants WHERE tenant_id = ANY(%s)"
-
 
 async def _served(conn: psycopg.AsyncConnection[Any], tenants: list[str]) -> list[str]:
     """The tenants an approver is to serve, sorted: at least one, each registered."""
     if not tenants:
         raise RegistryError("an approver serves at least one tenant: name each with --tenant")
-    cur = await conn.execute(REGISTERED_TENANTS, (sorted(set(tenants)),))
-    unknown = sorted(set(tenants) - {str(r[0]) for r in await cur.fetchall()})
+    unknown = sorted(set(tenants) - await registry.registered(conn, sorted(set(tenants))))
     if unknown:
         raise RegistryError(f"tenant {', '.join(unknown)} is not registered; run `toolgate tenants add` first")
     return sorted(set(tenants))
@@ -78,13 +66,12 @@ def register_approver(
     key_id = key_id_of(public_key)
 
     async def work(conn: psycopg.AsyncConnection[Any]) -> None:
-        row = await (await conn.execute(STATUS, (approver,))).fetchone()
-        if row is not None:
-            raise _already(approver, str(row[0]))
+        status = await approvers.status(conn, approver)
+        if status is not None:
+            raise _already(approver, status)
         served = await _served(conn, tenants)
-        cur = await conn.execute(INSERT, (approver, public_key, risk_classes, groups, served))
-        if await cur.fetchone() is None:  # registered meanwhile
-            raise _already(approver, "registered")
+        if not await approvers.insert(conn, approver, public_key, risk_classes, groups, served):
+            raise _already(approver, "registered")  # registered meanwhile
         detail = {"key_id": key_id, "risk_classes": sorted(risk_classes), "groups": sorted(groups), "tenants": served}
         await audit.append(conn, [_entry("approver_registered", actor, approver, **detail)])
 
@@ -117,12 +104,11 @@ def rotate_approver(settings: Settings, approver: str, actor: str = "operator") 
     public_key = public_bytes(key)
 
     async def work(conn: psycopg.AsyncConnection[Any]) -> None:
-        cur = await conn.execute(CURRENT, (approver,))
-        row = await cur.fetchone()
-        if row is None or row[0] != RegistryStatus.ACTIVE:
+        row = await approvers.current(conn, approver)
+        if row is None or row.status != RegistryStatus.ACTIVE:
             raise RegistryError(f"no active approver {approver}")
-        await conn.execute(ROTATE, (public_key, approver))
-        detail = {"key_id": key_id_of(public_key), "previous_key_id": key_id_of(bytes(row[1]))}
+        await approvers.rotate(conn, approver, public_key)
+        detail = {"key_id": key_id_of(public_key), "previous_key_id": key_id_of(bytes(row.public_key))}
         await audit.append(conn, [_entry("approver_key_rotated", actor, approver, **detail)])
 
     in_transaction(settings.admin_url, work)
@@ -134,13 +120,16 @@ def serve(settings: Settings, approver: str, tenants: list[str], actor: str = "o
     tenant's tickets stop counting at once, even those already made. Returns them."""
 
     async def work(conn: psycopg.AsyncConnection[Any]) -> list[str]:
-        cur = await conn.execute(CURRENT, (approver,))
-        row = await cur.fetchone()
-        if row is None or row[0] != RegistryStatus.ACTIVE:
+        row = await approvers.current(conn, approver)
+        if row is None or row.status != RegistryStatus.ACTIVE:
             raise RegistryError(f"no active approver {approver}")
         served = await _served(conn, tenants)
-        await conn.execute(SERVE, (served, approver))
-        detail = {"key_id": key_id_of(bytes(row[1])), "tenants": served, "previous_tenants": sorted(row[2])}
+        await approvers.serve(conn, approver, served)
+        detail = {
+            "key_id": key_id_of(bytes(row.public_key)),
+            "tenants": served,
+            "previous_tenants": sorted(row.tenants),
+        }
         await audit.append(conn, [_entry("approver_tenants_changed", actor, approver, **detail)])
         return served
 
@@ -152,12 +141,11 @@ def revoke_approver(settings: Settings, approver: str, actor: str = "operator") 
     active approver of that id."""
 
     async def work(conn: psycopg.AsyncConnection[Any]) -> bool:
-        cur = await conn.execute(CURRENT, (approver,))
-        row = await cur.fetchone()
-        if row is None or row[0] != RegistryStatus.ACTIVE:
+        row = await approvers.current(conn, approver)
+        if row is None or row.status != RegistryStatus.ACTIVE:
             return False
-        await conn.execute(REVOKE, (approver,))
-        detail = {"key_id": key_id_of(bytes(row[1]))}
+        await approvers.revoke(conn, approver)
+        detail = {"key_id": key_id_of(bytes(row.public_key))}
         await audit.append(conn, [_entry("approver_revoked", actor, approver, **detail)])
         return True
 
@@ -166,19 +154,16 @@ def revoke_approver(settings: Settings, approver: str, actor: str = "operator") 
 
 def list_approvers(settings: Settings) -> list[dict[str, Any]]:
     with psycopg.connect(settings.database_url) as conn:
-        rows = conn.execute(
-            "SELECT approver_id, status, risk_classes, groups, created_at, public_key, tenants FROM toolgate.approvers "
-            "ORDER BY approver_id"
-        ).fetchall()
+        rows = approvers.listed(conn)
     return [
         {
-            "approver": r[0],
-            "status": r[1],
-            "risk_classes": r[2],
-            "groups": r[3],
-            "created_at": r[4].astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-            "key_id": key_id_of(bytes(r[5])),
-            "tenants": list(r[6]),
+            "approver": r.approver_id,
+            "status": r.status,
+            "risk_classes": r.risk_classes,
+            "groups": r.groups,
+            "created_at": r.created_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "key_id": key_id_of(bytes(r.public_key)),
+            "tenants": list(r.tenants),
         }
         for r in rows
     ]

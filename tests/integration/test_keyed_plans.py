@@ -14,11 +14,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from toolgate.store.calls import DIGESTS
 from toolgate.store.db import keyed
 from toolgate.store.repairs import REPAIRS
 from toolgate.workers.execution.compensation import LOAD as COMPENSATION_LOAD
 from toolgate.workers.execution.keys import LOCK, OUTCOMES
-from toolgate.workers.validation.callers import DIGESTS
 
 from .conftest import Server
 

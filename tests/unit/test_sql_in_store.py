@@ -23,29 +23,19 @@ STATEMENT = re.compile(
 # for a payment or email provider's system, not one of toolgate's tables.
 ALLOWED = ("store/", "ops/migrate.py", "ops/stack/provider.py")
 PENDING = {
-    "door/session.py",
-    "ops/agent_tokens.py",
-    "ops/agents.py",
     "ops/approvals.py",
-    "ops/approvers.py",
     "ops/bench/pgceiling.py",
     "ops/compensate.py",
     "ops/status.py",
-    "workers/approval/resume.py",
-    "workers/approval/sweep.py",
-    "workers/approval/tickets.py",
     "workers/execution/compensation.py",
     "workers/execution/keys.py",
     "workers/execution/reads.py",
     "workers/execution/recording.py",
-    "workers/execution/tickets.py",
-    "workers/normalization/handler.py",
     "workers/outbox/relay.py",
     "workers/reconciliation/reconciler.py",
     "workers/reconciliation/redrive.py",
     "workers/runtime/audit.py",
     "workers/runtime/outbox.py",
-    "workers/validation/callers.py",
 }
 
 

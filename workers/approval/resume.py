@@ -33,19 +33,10 @@ from toolgate.schemas.models import (
     TaxonomyClass,
 )
 from toolgate.states import StageOutcome, TicketStatus
+from toolgate.store import approvals
 from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.results import outcome, reject_record, result
-
-LOAD = """
-SELECT a.approval_id, a.status, a.request, a.packet,
-       coalesce(array_agg(d.approver_id ORDER BY d.decided_at) FILTER (WHERE d.verdict = 'APPROVE'), '{}'),
-       (array_agg(d.approver_id ORDER BY d.decided_at) FILTER (WHERE d.verdict = 'DENY'))[1],
-       (array_agg(d.reason ORDER BY d.decided_at) FILTER (WHERE d.verdict = 'DENY'))[1]
-FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
-WHERE a.approval_id = ANY(%b)
-GROUP BY a.approval_id
-"""
 
 
 @dataclass(frozen=True)
@@ -62,18 +53,17 @@ class Held:
 
 
 async def load(conn: AsyncConnection[Any], approval_ids: list[str]) -> dict[str, Held]:
-    cur = await conn.execute(LOAD, (approval_ids,))
     return {
-        r[0]: Held(
-            r[0],
-            TicketStatus(r[1]),
-            codec().decode(bytes(r[2]), StageRecord),
-            ApprovalRequest.model_validate(r[3]),
-            tuple(r[4]),
-            r[5],
-            r[6],
+        r.approval_id: Held(
+            r.approval_id,
+            TicketStatus(r.status),
+            codec().decode(bytes(r.request), StageRecord),
+            ApprovalRequest.model_validate(r.packet),
+            tuple(r.approved_by),
+            r.denied_by,
+            r.denial_reason,
         )
-        for r in await cur.fetchall()
+        for r in await approvals.held(conn, approval_ids)
     }
 
 

@@ -15,7 +15,8 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import TicketStatus
-from toolgate.store.db import make_pool, rows_json
+from toolgate.store import approval_sweep
+from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
 from toolgate.workers.approval.decision import STAGE
@@ -24,34 +25,25 @@ from toolgate.workers.runtime import audit, outbox
 from toolgate.workers.runtime.alarm import Alarm
 from toolgate.workers.runtime.clock import now_ms
 
-EXPIRE = """
-UPDATE toolgate.approvals SET status = 'AUTO_DENIED', decided_at = now()
-WHERE approval_id IN (
-    SELECT approval_id FROM toolgate.approvals WHERE status = 'PENDING' AND expires_at < now()
-    ORDER BY expires_at LIMIT 500 FOR UPDATE SKIP LOCKED)
-RETURNING approval_id, call_id, tenant_id, request
-"""
-
 
 async def expire_approvals(conn: AsyncConnection[Any], topics: Topics, stage: str) -> int:
     """AUTO_DENY tickets past their expiry, inside the caller's transaction: the agent hears
     it as an expiry (approval_expired), never as a denial, and never gets an approval."""
     now = now_ms()
-    cur = await conn.execute(EXPIRE)
-    expired = await cur.fetchall()
+    expired = await approval_sweep.expire(conn)
     rows, entries = [], []
-    for approval_id, call_id, tenant_id, request in expired:
-        record = codec().decode(bytes(request), StageRecord)
-        closed = resume.closed(record, "approval_expired", resume.expiry(approval_id), now)
+    for ticket in expired:
+        record = codec().decode(bytes(ticket.request), StageRecord)
+        closed = resume.closed(record, "approval_expired", resume.expiry(ticket.approval_id), now)
         rows.append(outbox.item("results", record.home_partition, closed))
         entries.append(
             audit.Entry(
                 stage,
                 "approval_auto_denied",
                 "toolgate",
-                call_id,
-                tenant_id,
-                {"approval_id": approval_id, "status": str(TicketStatus.AUTO_DENIED)},
+                ticket.call_id,
+                ticket.tenant_id,
+                {"approval_id": ticket.approval_id, "status": str(TicketStatus.AUTO_DENIED)},
             )
         )
     await outbox.enqueue(conn, rows, topics)
@@ -59,39 +51,25 @@ async def expire_approvals(conn: AsyncConnection[Any], topics: Topics, stage: st
     return len(expired)
 
 
-ESCALATE = """
-SELECT approval_id, call_id, tenant_id, tool_name, tool_version, escalation_level, packet, request,
-       (extract(epoch FROM created_at) * 1000)::bigint, (extract(epoch FROM expires_at) * 1000)::bigint
-FROM toolgate.approvals
-WHERE status = 'PENDING' AND escalate_at <= now() AND expires_at > now()
-ORDER BY escalate_at LIMIT 500 FOR UPDATE SKIP LOCKED
-"""
-RECORD_ESCALATIONS = """
-UPDATE toolgate.approvals a SET escalation_level = e.level, approver_groups = e.groups, packet = e.packet,
-    escalated_at = now(), escalate_at = to_timestamp(e.next_ms / 1000.0)
-FROM jsonb_to_recordset(%s::jsonb) AS e(approval_id text, level int, groups text[], packet jsonb, next_ms bigint)
-WHERE a.approval_id = e.approval_id
-"""
-
-
 async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, topics: Topics, stage: str) -> int:
     """Open tickets that reached their escalation time to the next approver group: the packet
     is published again (same approval_id, one more group) and the escalation is audited."""
-    cur = await conn.execute(ESCALATE)
-    due = await cur.fetchall()
+    due = await approval_sweep.due(conn)
     rows, entries, updates = [], [], []
-    for approval_id, call_id, tenant_id, tool, version, level, packet_json, request, created_ms, expires_ms in due:
-        contract = registry.get(tool, version)
-        current = ApprovalRequest.model_validate(packet_json).model_copy(update={"escalation_level": level})
-        packet = escalated(current, contract)
-        traceparent = codec().decode(bytes(request), StageRecord).traceparent
+    for ticket in due:
+        approval_id, call_id, tenant_id = ticket.approval_id, ticket.call_id, ticket.tenant_id
+        contract = registry.get(ticket.tool_name, ticket.tool_version)
+        current = ApprovalRequest.model_validate(ticket.packet)
+        packet = escalated(current.model_copy(update={"escalation_level": ticket.escalation_level}), contract)
+        traceparent = codec().decode(bytes(ticket.request), StageRecord).traceparent
+        next_ms = next_escalation_ms(contract, ticket.created_at_ms, ticket.expires_at_ms, packet.escalation_level)
         updates.append(
             {
                 "approval_id": approval_id,
                 "level": packet.escalation_level,
                 "groups": packet.approver_groups,
                 "packet": packet.model_dump(mode="json"),
-                "next_ms": next_escalation_ms(contract, created_ms, expires_ms, packet.escalation_level),
+                "next_ms": next_ms,
             }
         )
         rows.append(
@@ -116,21 +94,12 @@ async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, top
             )
         )
     if updates:
-        await conn.execute(RECORD_ESCALATIONS, (rows_json(updates),))
+        await approval_sweep.record_escalations(conn, updates)
     await outbox.enqueue(conn, rows, topics)
     await audit.append(conn, entries)
     return len(due)
 
 
-# How long until the next ticket falls due (its escalation or its expiry), in seconds (at most 0:
-# now; NULL: no ticket waits): the first entry of each of two partial indexes (approvals_pending_
-# idx, approvals_escalation_idx), not a transaction of two locking statements, on which an idle
-# approval-wait spent CPU every second for nothing (docs/performance.md, "Figures behind the code").
-NEXT_DUE = """
-SELECT extract(epoch FROM least(
-    (SELECT min(expires_at) FROM toolgate.approvals WHERE status = 'PENDING'),
-    (SELECT min(escalate_at) FROM toolgate.approvals WHERE status = 'PENDING')) - now())::float8
-"""
 # How long a sweep with nothing due sooner sleeps: a ticket this process opens rings it
 # (AuthorizedHandler), one that another approval-wait worker opened is seen this late at most
 # (and reconciliation expires tickets too). Asking every sweep interval (1 s) whether any ticket
@@ -164,8 +133,7 @@ class ExpirySweeper:
             await self.pool.open()
             self._opened = True
         async with self.pool.connection() as conn:
-            row = await (await conn.execute(NEXT_DUE)).fetchone()
-        until_due = None if row is None or row[0] is None else float(row[0])
+            until_due = await approval_sweep.until_due(conn)
         self.alarm.after(next_sweep_s(until_due, self.interval_s))
         if until_due is None or until_due > 0:
             return

@@ -1,4 +1,5 @@
-"""Approval-wait's reads and writes of tickets and approvers (decision.py judges them).
+"""Approval-wait's reads and writes of tickets and approvers (decision.py judges them), through
+the store (store/approvals.py, store/approvers.py).
 
 `lock` takes the tickets FOR UPDATE in approval_id order, so two decision rounds on the same
 tickets never deadlock; `load` reads them with their decisions and the held call; `approvers`
@@ -17,98 +18,52 @@ from psycopg import AsyncConnection
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalDecision, StageRecord
 from toolgate.states import TicketStatus
-from toolgate.store.db import rows_json
+from toolgate.store import approvals
+from toolgate.store import approvers as store_approvers
 from toolgate.workers.approval.decision import Approver, Ticket
 from toolgate.workers.approval.packet import Opening
 
-LOAD_TICKETS = """
-SELECT a.approval_id, a.tool_name, a.tool_version, a.payload_hash, a.risk_class, a.required_approvals, a.status,
-       (extract(epoch FROM a.expires_at) * 1000)::bigint, a.request, a.home_partition,
-       coalesce(array_agg(d.approver_id) FILTER (WHERE d.verdict = 'APPROVE'), '{}'),
-       coalesce(array_agg(d.approver_id) FILTER (WHERE d.approver_id IS NOT NULL), '{}'),
-       coalesce(array_agg(d.decision_id) FILTER (WHERE d.decision_id IS NOT NULL), '{}'), a.approver_groups,
-       a.state_version, a.tenant_id
-FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
-WHERE a.approval_id = ANY(%b)
-GROUP BY a.approval_id
-"""
-LOCK_TICKETS = """
-SELECT approval_id FROM toolgate.approvals WHERE approval_id = ANY(%b) ORDER BY approval_id FOR UPDATE
-"""
-LOAD_APPROVERS = """
-SELECT approver_id, public_key, risk_classes, status = 'active', groups, tenants FROM toolgate.approvers
-WHERE approver_id = ANY(%b)
-"""
-INSERT_TICKETS = """
-INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, payload_hash,
-    risk_class, required_approvals, distinct_approvers, status, home_partition, request, packet, expires_at,
-    approver_groups, escalate_at, state_version)
-SELECT t.approval_id, t.call_id, t.tenant_id, t.run_id, t.tool_name, t.tool_version, t.payload_hash, t.risk_class,
-    t.required_approvals, true, 'PENDING', t.home_partition, decode(t.request, 'base64'), t.packet,
-    to_timestamp(t.expires_at_ms / 1000.0), t.approver_groups, to_timestamp(t.escalate_at_ms / 1000.0),
-    t.state_version
-FROM jsonb_to_recordset(%s::jsonb) AS t(approval_id text, call_id text, tenant_id text, run_id text, tool_name text,
-    tool_version text, payload_hash text, risk_class text, required_approvals int, home_partition int,
-    request text, packet jsonb, expires_at_ms bigint, approver_groups text[], escalate_at_ms bigint,
-    state_version text)
-ON CONFLICT (approval_id) DO NOTHING
-RETURNING approval_id
-"""
-RECORD_DECISIONS = """
-INSERT INTO toolgate.approval_decisions (decision_id, approval_id, approver_id, verdict, reason, decided_at)
-SELECT d.decision_id, d.approval_id, d.approver_id, d.verdict, d.reason, to_timestamp(d.decided_at_ms / 1000.0)
-FROM jsonb_to_recordset(%s::jsonb)
-     AS d(decision_id text, approval_id text, approver_id text, verdict text, reason text, decided_at_ms bigint)
-ON CONFLICT DO NOTHING
-"""
-CLOSE_TICKETS = (
-    "UPDATE toolgate.approvals a SET status = c.status, decided_at = now() "
-    "FROM unnest(%b::text[], %b::text[]) AS c(approval_id, status) "
-    "WHERE a.approval_id = c.approval_id AND a.status = 'PENDING'"
-)
-
 
 async def lock(conn: AsyncConnection[Any], ids: list[str]) -> None:
-    await conn.execute(LOCK_TICKETS, (ids,))
+    await approvals.lock(conn, ids)
 
 
 async def load(conn: AsyncConnection[Any], ids: list[str]) -> tuple[dict[str, Ticket], dict[str, StageRecord]]:
     """The tickets, and the call each one holds."""
-    cur = await conn.execute(LOAD_TICKETS, (ids,))
     tickets: dict[str, Ticket] = {}
     requests: dict[str, StageRecord] = {}
-    for row in await cur.fetchall():
-        approval_id = row[0]
-        tickets[approval_id] = Ticket(
-            approval_id=approval_id,
-            tenant_id=row[15],
-            tool_name=row[1],
-            tool_version=row[2],
-            payload_hash=row[3],
-            risk_class=row[4],
-            required_approvals=row[5],
-            status=TicketStatus(row[6]),
-            expires_at_ms=int(row[7]),
-            approved_by=tuple(row[10]),
-            decided_by=tuple(row[11]),
-            used_decisions=frozenset(row[12]),
-            groups=tuple(row[13]),
-            state_version=row[14],
+    for row in await approvals.tickets(conn, ids):
+        tickets[row.approval_id] = Ticket(
+            approval_id=row.approval_id,
+            tenant_id=row.tenant_id,
+            tool_name=row.tool_name,
+            tool_version=row.tool_version,
+            payload_hash=row.payload_hash,
+            risk_class=row.risk_class,
+            required_approvals=row.required_approvals,
+            status=TicketStatus(row.status),
+            expires_at_ms=int(row.expires_at_ms),
+            approved_by=tuple(row.approved_by),
+            decided_by=tuple(row.decided_by),
+            used_decisions=frozenset(row.decision_ids),
+            groups=tuple(row.approver_groups),
+            state_version=row.state_version,
         )
-        requests[approval_id] = codec().decode(bytes(row[8]), StageRecord)
+        requests[row.approval_id] = codec().decode(bytes(row.request), StageRecord)
     return tickets, requests
 
 
 async def approvers(conn: AsyncConnection[Any], ids: list[str]) -> dict[str, Approver]:
-    cur = await conn.execute(LOAD_APPROVERS, (ids,))
     return {
-        r[0]: Approver(r[0], bytes(r[1]), tuple(r[2]), bool(r[3]), tuple(r[4]), tuple(r[5]))
-        for r in await cur.fetchall()
+        r.approver_id: Approver(
+            r.approver_id, bytes(r.public_key), tuple(r.risk_classes), bool(r.active), tuple(r.groups), tuple(r.tenants)
+        )
+        for r in await store_approvers.deciding(conn, ids)
     }
 
 
 def ticket_row(opened: Opening) -> dict[str, Any]:
-    """A new ticket as a row of INSERT_TICKETS."""
+    """A new ticket as a row of the store's approvals.INSERT."""
     request, packet = opened.request, opened.packet
     return {
         "approval_id": packet.approval_id,
@@ -132,12 +87,11 @@ def ticket_row(opened: Opening) -> dict[str, Any]:
 
 async def insert(conn: AsyncConnection[Any], opened: Iterable[Opening]) -> set[str]:
     """Write the tickets that do not exist yet; the approval_ids of those written."""
-    cur = await conn.execute(INSERT_TICKETS, (rows_json([ticket_row(o) for o in opened]),))
-    return {r[0] for r in await cur.fetchall()}
+    return await approvals.insert(conn, [ticket_row(o) for o in opened])
 
 
 def decision_row(decision: ApprovalDecision) -> dict[str, Any]:
-    """A counted decision as a row of RECORD_DECISIONS."""
+    """A counted decision as a row of the store's approvals.RECORD_DECISIONS."""
     return {
         "decision_id": decision.decision_id,
         "approval_id": decision.approval_id,
@@ -149,10 +103,10 @@ def decision_row(decision: ApprovalDecision) -> dict[str, Any]:
 
 
 async def record_decisions(conn: AsyncConnection[Any], counted: list[ApprovalDecision]) -> None:
-    await conn.execute(RECORD_DECISIONS, (rows_json([decision_row(d) for d in counted]),))
+    await approvals.record_decisions(conn, [decision_row(d) for d in counted])
 
 
 async def close(conn: AsyncConnection[Any], decided: list[Ticket]) -> None:
     """Set the status the decisions gave these tickets, on those still PENDING in Postgres."""
     if decided:
-        await conn.execute(CLOSE_TICKETS, ([t.approval_id for t in decided], [str(t.status) for t in decided]))
+        await approvals.close(conn, [t.approval_id for t in decided], [str(t.status) for t in decided])

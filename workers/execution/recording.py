@@ -25,7 +25,7 @@ from toolgate.hashing import fingerprint
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
-from toolgate.store import batch
+from toolgate.store import approvals, batch
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution import answers, clearance, compensation, decision, keys, reads, tickets
 from toolgate.workers.execution import idempotency as idem
@@ -92,7 +92,7 @@ class Writes:
             if self.compensation_failed:
                 await conn.cursor().executemany(compensation.MARK_FAILED, self.compensation_failed)
             if self.spent:
-                await conn.execute(tickets.SPEND, (self.spent,))
+                await approvals.spend(conn, self.spent)
             await reads.store(conn, self.reads)
             await outbox.enqueue(conn, self.rows, topics)
             if self.results:

@@ -15,6 +15,7 @@ from toolgate.contracts.registry import Registry
 from toolgate.schemas.models import ExecutionResult, Observation, ObservationError, TaxonomyClass
 from toolgate.scrubber import SCRUBBER
 from toolgate.settings import Settings
+from toolgate.store import tenants as registered
 from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
 from toolgate.workers.normalization.decision import build, normalize
@@ -22,7 +23,6 @@ from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound
 
 STAGE = "normalization"
-TENANTS = "SELECT tenant_id FROM toolgate.tenants"
 REFRESH_S = 1.0  # at most this often, and only when a result names a tenant not known yet
 
 
@@ -46,8 +46,7 @@ class NormalizationHandler(Handler[ExecutionResult]):
         if tenants <= self.tenants or time.monotonic() - self._loaded_at < REFRESH_S:
             return
         async with self.pool.connection() as conn:
-            cur = await conn.execute(TENANTS)
-            self.tenants = frozenset(r[0] for r in await cur.fetchall())
+            self.tenants = await registered.every(conn)
         self._loaded_at = time.monotonic()
 
     async def handle(self, calls: list[Inbound[ExecutionResult]], out: Emit) -> None:

@@ -33,11 +33,11 @@ from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.states import KeyStatus
+from toolgate.store import approvals
 from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.approval.sweep import expire_approvals
-from toolgate.workers.execution import tickets
 from toolgate.workers.execution.answers import ended, stored_response, verification_for
 from toolgate.workers.execution.decision import after_effect_failed
 from toolgate.workers.execution.executors import Done, Effect, Failed, Job, run_after_effects
@@ -240,4 +240,4 @@ class Reconciler:
 async def _spend(conn: Conn, stuck: Stuck) -> None:
     """The key's operation ended: the ticket that released it (if one did) is spent."""
     approval_id = approval_id_for(stuck.tenant_id, stuck.call_id)
-    await conn.execute(tickets.SPEND_OPERATION, (approval_id, stuck.tenant_id, stuck.key))
+    await approvals.spend_operation(conn, approval_id, stuck.tenant_id, stuck.key)

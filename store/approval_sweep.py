@@ -1,0 +1,93 @@
+"""toolgate.approvals, as the approval sweep reads and writes it: tickets past their expiry set
+AUTO_DENIED, tickets that reached their escalation time read and moved to their next approver
+group, and how long until the next one falls due. Approval-wait's ExpirySweeper runs it, and
+reconciliation for expiry (workers/approval/sweep.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from toolgate.store.db import rows_json
+
+EXPIRE = """
+UPDATE toolgate.approvals SET status = 'AUTO_DENIED', decided_at = now()
+WHERE approval_id IN (
+    SELECT approval_id FROM toolgate.approvals WHERE status = 'PENDING' AND expires_at < now()
+    ORDER BY expires_at LIMIT 500 FOR UPDATE SKIP LOCKED)
+RETURNING approval_id, call_id, tenant_id, request
+"""
+ESCALATE = """
+SELECT approval_id, call_id, tenant_id, tool_name, tool_version, escalation_level, packet, request,
+       (extract(epoch FROM created_at) * 1000)::bigint, (extract(epoch FROM expires_at) * 1000)::bigint
+FROM toolgate.approvals
+WHERE status = 'PENDING' AND escalate_at <= now() AND expires_at > now()
+ORDER BY escalate_at LIMIT 500 FOR UPDATE SKIP LOCKED
+"""
+RECORD_ESCALATIONS = """
+UPDATE toolgate.approvals a SET escalation_level = e.level, approver_groups = e.groups, packet = e.packet,
+    escalated_at = now(), escalate_at = to_timestamp(e.next_ms / 1000.0)
+FROM jsonb_to_recordset(%s::jsonb) AS e(approval_id text, level int, groups text[], packet jsonb, next_ms bigint)
+WHERE a.approval_id = e.approval_id
+"""
+# How long until the next ticket falls due (its escalation or its expiry), in seconds (at most 0:
+# now; NULL: no ticket waits): the first entry of each of two partial indexes (approvals_pending_
+# idx, approvals_escalation_idx), not a transaction of two locking statements, on which an idle
+# approval-wait spent CPU every second for nothing (docs/performance.md, "Figures behind the code").
+NEXT_DUE = """
+SELECT extract(epoch FROM least(
+    (SELECT min(expires_at) FROM toolgate.approvals WHERE status = 'PENDING'),
+    (SELECT min(escalate_at) FROM toolgate.approvals WHERE status = 'PENDING')) - now())::float8
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Expired:
+    """A ticket the sweep has just AUTO_DENIED, with its held call (as encoded)."""
+
+    approval_id: str
+    call_id: str
+    tenant_id: str
+    request: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """A PENDING ticket that reached its escalation time, locked until the transaction ends."""
+
+    approval_id: str
+    call_id: str
+    tenant_id: str
+    tool_name: str
+    tool_version: str
+    escalation_level: int
+    packet: dict[str, Any]
+    request: bytes
+    created_at_ms: int
+    expires_at_ms: int
+
+
+async def expire(conn: AsyncConnection[Any]) -> list[Expired]:
+    """AUTO_DENY up to 500 tickets past their expiry (none another sweep holds); those it did."""
+    cur = await conn.execute(EXPIRE)
+    return [Expired(*row) for row in await cur.fetchall()]
+
+
+async def due(conn: AsyncConnection[Any]) -> list[Due]:
+    """Up to 500 tickets due to escalate (none another sweep holds), locked."""
+    cur = await conn.execute(ESCALATE)
+    return [Due(*row) for row in await cur.fetchall()]
+
+
+async def record_escalations(conn: AsyncConnection[Any], rows: list[dict[str, Any]]) -> None:
+    """Write each ticket's new level, groups, packet and next escalation (rows of
+    RECORD_ESCALATIONS's recordset)."""
+    await conn.execute(RECORD_ESCALATIONS, (rows_json(rows),))
+
+
+async def until_due(conn: AsyncConnection[Any]) -> float | None:
+    """Seconds until the next ticket falls due (at most 0: now); None: no ticket waits."""
+    row = await (await conn.execute(NEXT_DUE)).fetchone()
+    return None if row is None or row[0] is None else float(row[0])

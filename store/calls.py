@@ -1,0 +1,59 @@
+"""toolgate.calls: every call_id of a tenant, bound to the digest of the first proposal that used
+it and the agent that sent it. Validation registers a round's calls and reads the digests of
+those seen before (workers/validation/callers.py); the MCP door reads when a call was registered
+(door/session.py, `toolgate_call_status`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from toolgate.store.db import keyed
+
+REGISTER = """
+INSERT INTO toolgate.calls (tenant_id, call_id, proposal_digest, agent_id)
+SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[])
+ON CONFLICT (tenant_id, call_id) DO NOTHING
+RETURNING tenant_id, call_id, proposal_digest
+"""
+DIGESTS = """
+SELECT tenant_id, call_id, proposal_digest FROM toolgate.calls
+WHERE (tenant_id, call_id) IN (SELECT * FROM unnest(%b::text[], %b::text[]))
+"""
+REGISTERED = """
+SELECT (extract(epoch FROM at) * 1000)::bigint FROM toolgate.calls WHERE tenant_id = %s AND call_id = %s
+"""
+
+
+NewCall = tuple[str, str, str, str]  # (tenant, call_id, proposal digest, agent)
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A call_id of a tenant and the proposal digest it is bound to."""
+
+    tenant_id: str
+    call_id: str
+    proposal_digest: str
+
+
+async def register(conn: AsyncConnection[Any], calls: Sequence[NewCall]) -> list[Bound]:
+    """Record these calls; those recorded now (a call_id bound before is left as it is)."""
+    cur = await conn.execute(REGISTER, [list(column) for column in zip(*calls, strict=True)])
+    return [Bound(*row) for row in await cur.fetchall()]
+
+
+async def digests(conn: AsyncConnection[Any], calls: Sequence[tuple[str, str]]) -> list[Bound]:
+    """The calls among these (tenant, call_id) that are bound, with their digests."""
+    cur = await keyed(conn, DIGESTS, ([t for t, _ in calls], [c for _, c in calls]))
+    return [Bound(*row) for row in await cur.fetchall()]
+
+
+async def registered_at(conn: AsyncConnection[Any], tenant_id: str, call_id: str) -> int | None:
+    """When the call was registered for the tenant (ms since the epoch), or None: no such call."""
+    cur = await conn.execute(REGISTERED, (tenant_id, call_id))
+    row = await cur.fetchone()
+    return None if row is None else int(row[0])
