@@ -23,10 +23,10 @@ from toolgate.contracts.registry import load_registry
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.ops.roles import with_database
 from toolgate.states import KeyStatus
+from toolgate.store.outbox import INSERT as OUTBOX_INSERT
+from toolgate.store.outbox import OutboxRow, columns
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution.keys import INSERT_SETTLED, LOCK, settled_params
-from toolgate.workers.runtime.outbox import INSERT as OUTBOX_INSERT
-from toolgate.workers.runtime.outbox import OutboxRow, columns
 
 TENANT = "acme"
 REQUEST = b"\x00" * 400  # about an encoded StageRecord

@@ -9,7 +9,7 @@ outbox row, the earlier call a compensation undid (or the dead letter of one tha
 the audit entries. A co-located effect therefore commits with its COMPLETED record and outbox
 row or not at all. The decisions are decision.py's.
 
-The results' rows are inserted held (workers/runtime/outbox.py): execution publishes them itself
+The results' rows are inserted held (store/outbox.py): execution publishes them itself
 once the transaction committed, a hop shorter than waking the relay; the relay takes them only
 if execution dies before they are acknowledged.
 """
@@ -26,6 +26,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.store import batch
+from toolgate.store.outbox import enqueue, enqueue_held, held_ids
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution import answers, clearance, compensation, decision, keys, reads, tickets
 from toolgate.workers.execution import idempotency as idem
@@ -94,13 +95,13 @@ class Writes:
             if self.spent:
                 await conn.execute(tickets.SPEND, (self.spent,))
             await reads.store(conn, self.reads)
-            await outbox.enqueue(conn, self.rows, topics)
+            await enqueue(conn, self.rows, topics)
             if self.results:
-                held = await outbox.enqueue_held(conn, self.results, topics)
+                held = await enqueue_held(conn, self.results, topics)
             if self.entries:
                 tail = await audit.tail(conn)
         await keys.taken(inserted, self.insert)
-        ids = [int(row[0]) for row in await held.fetchall()] if held is not None else []
+        ids = await held_ids(held) if held is not None else []
         rows = audit.rows_statement(await tail.fetchone(), self.entries) if tail is not None else None
         return outbox.Held(ids, self.results), rows
 
