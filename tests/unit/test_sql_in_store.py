@@ -41,7 +41,6 @@ PENDING = {
     "workers/approval/tickets.py",
     "workers/execution/compensation.py",
     "workers/execution/keys.py",
-    "workers/execution/reads.py",
     "workers/execution/recording.py",
     "workers/execution/tickets.py",
     "workers/normalization/handler.py",

@@ -26,6 +26,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.store import batch
+from toolgate.store import reads as read_outcomes
 from toolgate.store.outbox import enqueue, enqueue_held, held_ids
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution import answers, clearance, compensation, decision, keys, reads, tickets
@@ -94,7 +95,7 @@ class Writes:
                 await conn.cursor().executemany(compensation.MARK_FAILED, self.compensation_failed)
             if self.spent:
                 await conn.execute(tickets.SPEND, (self.spent,))
-            await reads.store(conn, self.reads)
+            await read_outcomes.store(conn, self.reads)
             await enqueue(conn, self.rows, topics)
             if self.results:
                 held = await enqueue_held(conn, self.results, topics)
