@@ -26,6 +26,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.store import batch
+from toolgate.store import keys as idempotency_keys
 from toolgate.store import reads as read_outcomes
 from toolgate.store.outbox import enqueue, enqueue_held, held_ids
 from toolgate.topics.catalog import Topics
@@ -87,12 +88,10 @@ class Writes:
         meanwhile raises `keys.KeyTaken`."""
         held = tail = None
         async with conn.pipeline():
-            inserted = await keys.insert_settled(conn, self.insert, lease.owner, lease.seconds)
-            await keys.settle(conn, self.settle, lease.seconds)
-            if self.compensated:
-                await conn.cursor().executemany(compensation.MARK_COMPENSATED, self.compensated)
-            if self.compensation_failed:
-                await conn.cursor().executemany(compensation.MARK_FAILED, self.compensation_failed)
+            inserted = await idempotency_keys.insert_settled(conn, self.insert, lease.owner, lease.seconds)
+            await idempotency_keys.settle(conn, self.settle, lease.seconds)
+            await idempotency_keys.mark_compensated(conn, self.compensated)
+            await idempotency_keys.mark_compensation_failed(conn, self.compensation_failed)
             if self.spent:
                 await conn.execute(tickets.SPEND, (self.spent,))
             await read_outcomes.store(conn, self.reads)
