@@ -37,7 +37,6 @@ PENDING = {
     "workers/approval/resume.py",
     "workers/approval/sweep.py",
     "workers/approval/tickets.py",
-    "workers/execution/recording.py",
     "workers/execution/tickets.py",
     "workers/normalization/handler.py",
     "workers/policy/handler.py",

@@ -55,7 +55,7 @@ class Recorded:
 async def begin(conn: AsyncConnection[Any]) -> None:
     """Open the round's transaction on a connection in autocommit mode (`batch.transaction`
     rolls back what a failure leaves open): its end is `commit`'s."""
-    await conn.execute("BEGIN")
+    await batch.run(conn, [batch.BEGIN])
 
 
 async def commit(conn: AsyncConnection[Any], recorded: Recorded) -> None:
