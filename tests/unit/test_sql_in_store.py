@@ -41,7 +41,6 @@ PENDING = {
     "workers/normalization/handler.py",
     "workers/policy/handler.py",
     "workers/reconciliation/pruner.py",
-    "workers/reconciliation/reconciler.py",
     "workers/reconciliation/redrive.py",
     "workers/runtime/audit.py",
     "workers/runtime/key_holders.py",
