@@ -6,7 +6,8 @@ workers/runtime/outbox.py). Execution inserts its results held (`enqueue_held`):
 itself once its transaction committed and marks them sent (`mark_published`); the relay leaves a
 held row alone for `HOLD_S`. The relay claims unsent rows (`claim`), marks them sent or failed,
 counts failed attempts, prunes old sent rows and listens for inserts (a trigger notifies
-`toolgate_outbox`).
+`toolgate_outbox`). A re-drive (workers/reconciliation/redrive.py) makes every row the broker may
+have lost due again (`rewind`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ SELECT extract(epoch FROM min(retry_at) - now())::float8 FROM toolgate.outbox
 WHERE sent_at IS NULL AND retry_at IS NOT NULL
 """
 LISTEN = "LISTEN toolgate_outbox"
+# Sent rows that were not given up (a row marked failed was dead-lettered instead), and rows
+# waiting: held for the execution that published them (which may have published them to the
+# broker that lost them, and now may not mark them sent: `mark_published`), or backing
+# off after a failed try. All are due at once.
+REWIND = """
+UPDATE toolgate.outbox SET sent_at = NULL, attempts = 0, retry_at = NULL
+WHERE failed_at IS NULL AND (sent_at IS NOT NULL OR retry_at > now())
+"""
 
 
 @dataclass(frozen=True)
@@ -171,3 +180,10 @@ async def next_due(conn: AsyncConnection[Any]) -> float | None:
 async def listen(conn: AsyncConnection[Any]) -> None:
     """Be notified of every transaction that inserts rows (on a connection in autocommit mode)."""
     await conn.execute(LISTEN)
+
+
+async def rewind(conn: AsyncConnection[Any]) -> int:
+    """Make every row not given up due at once, sent or waiting, for the relay to publish again
+    (the broker lost what it took); how many."""
+    cur = await conn.execute(REWIND)
+    return cur.rowcount
