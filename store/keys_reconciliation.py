@@ -1,11 +1,11 @@
-"""toolgate.idempotency_keys, as reconciliation reads and writes it: the keys a crash left PENDING,
-and the keys past their deduplication window.
+"""toolgate.idempotency_keys, as reconciliation and `toolgate status` read and write it: the keys
+a crash left PENDING, and the keys past their deduplication window.
 
 The reconciler (workers/reconciliation/reconciler.py) reads the PENDING keys whose lease expired
 (`lease_expired`), and later, in another transaction, locks each again only if it is still as read
 (`still_stuck`) before it hands it over to a re-drive (`hand_over`) or settles it (`settle`); each
-pass also marks keys past their window EXPIRED (`expire`). Execution's own statements are
-store/keys.py's.
+pass also marks keys past their window EXPIRED (`expire`). `toolgate status` and the gauges count
+the PENDING keys and their age (`backlog`). Execution's own statements are store/keys.py's.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
@@ -50,6 +51,12 @@ WHERE (tenant_id, idempotency_key) IN (
     WHERE expires_at < now() AND status IN ('COMPLETED', 'FAILED_RETRYABLE', 'FAILED_FINAL', 'COMPENSATED')
     LIMIT 5000 FOR UPDATE SKIP LOCKED)
 """
+BACKLOG = """
+SELECT count(*), extract(epoch FROM now() - min(created_at))::float8,
+       count(*) FILTER (WHERE coalesce(lease_until, created_at) < now()),
+       extract(epoch FROM now() - min(coalesce(lease_until, created_at)))::float8
+FROM toolgate.idempotency_keys WHERE status = 'PENDING'
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +72,17 @@ class LeaseExpired:
     created_at_ms: int
     lease_owner: str | None
     lease_until: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """The PENDING keys: how many, the oldest one's age, how many are past their lease (or, with
+    none, their creation) and by how long the longest."""
+
+    pending: int
+    oldest_age_s: float | None
+    lease_expired: int
+    most_overdue_s: float | None
 
 
 async def lease_expired(conn: AsyncConnection[Any], limit: int) -> list[LeaseExpired]:
@@ -103,3 +121,10 @@ async def expire(conn: AsyncConnection[Any]) -> int:
     each had); how many."""
     cur = await conn.execute(EXPIRE)
     return cur.rowcount
+
+
+def backlog(conn: psycopg.Connection[Any]) -> Backlog:
+    """The PENDING keys, aged by Postgres's own `now()`."""
+    row = conn.execute(BACKLOG).fetchone()
+    assert row is not None  # an aggregate: one row
+    return Backlog(*row)

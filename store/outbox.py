@@ -7,7 +7,7 @@ itself once its transaction committed and marks them sent (`mark_published`); th
 held row alone for `HOLD_S`. The relay claims unsent rows (`claim`), marks them sent or failed,
 counts failed attempts, prunes old sent rows and listens for inserts (a trigger notifies
 `toolgate_outbox`). A re-drive (workers/reconciliation/redrive.py) makes every row the broker may
-have lost due again (`rewind`).
+have lost due again (`rewind`). `toolgate status` and the gauges count the unsent rows (`backlog`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.types.json import Jsonb
 
@@ -69,6 +70,11 @@ REWIND = """
 UPDATE toolgate.outbox SET sent_at = NULL, attempts = 0, retry_at = NULL
 WHERE failed_at IS NULL AND (sent_at IS NOT NULL OR retry_at > now())
 """
+# What `toolgate status` and the gauges show of the outbox: the rows not yet sent, by Postgres's clock.
+BACKLOG = """
+SELECT count(*), extract(epoch FROM now() - min(created_at))::float8, count(*) FILTER (WHERE retry_at > now())
+FROM toolgate.outbox WHERE sent_at IS NULL
+"""
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,15 @@ class Claimed:
     payload: bytes
     headers: list[list[str]]
     created_at_ms: int  # the batch it goes out in keeps its age visible (first_produced_at_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """The unsent rows: how many, the oldest one's age, and how many wait for a retry."""
+
+    unsent: int
+    oldest_age_s: float | None
+    retrying: int  # failed once and waiting for their next attempt
 
 
 Columns = tuple[list[str], list[int | None], list[str], list[bytes | None], list[bytes], list[Jsonb]]
@@ -187,3 +202,10 @@ async def rewind(conn: AsyncConnection[Any]) -> int:
     (the broker lost what it took); how many."""
     cur = await conn.execute(REWIND)
     return cur.rowcount
+
+
+def backlog(conn: psycopg.Connection[Any]) -> Backlog:
+    """The unsent rows, aged by Postgres's own `now()`."""
+    row = conn.execute(BACKLOG).fetchone()
+    assert row is not None  # an aggregate: one row
+    return Backlog(*row)
