@@ -21,12 +21,8 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import StageRecord
 from toolgate.settings import Settings
 from toolgate.states import KeyStatus
+from toolgate.store import keys as idempotency_keys
 from toolgate.workers.execution.compensation import arguments_for
-
-FIND = """
-SELECT tenant_id, status, tool_name, tool_version, request, response
-FROM toolgate.idempotency_keys WHERE call_id = %s AND (%s::text IS NULL OR tenant_id = %s)
-"""
 
 
 def compensate(
@@ -35,22 +31,23 @@ def compensate(
     """Propose the compensation of `call_id`, signed as `agent` (the call's own unless given);
     the proposal, and the client that made it (connected as that agent) to wait with."""
     with psycopg.connect(settings.database_url) as conn:
-        rows = conn.execute(FIND, (call_id, tenant, tenant)).fetchall()
+        rows = idempotency_keys.executed(conn, call_id, tenant)
     if not rows:
         raise SystemExit(f"no executed call {call_id}" + (f" of tenant {tenant}" if tenant else ""))
     if len(rows) > 1:
         raise SystemExit(f"call {call_id} exists in several tenants; name one with --tenant")
-    tenant_id, status, tool_name, tool_version, request, response = rows[0]
-    if status not in (KeyStatus.COMPLETED, KeyStatus.COMPENSATED):  # COMPENSATED: the same compensation again replays
-        raise SystemExit(f"call {call_id} is {status}: there is no committed effect to compensate")
+    found = rows[0]
+    tenant_id, tool_name, tool_version = found.tenant_id, found.tool_name, found.tool_version
+    if found.status not in (KeyStatus.COMPLETED, KeyStatus.COMPENSATED):  # COMPENSATED: the same one again replays
+        raise SystemExit(f"call {call_id} is {found.status}: there is no committed effect to compensate")
     registry = load_registry(settings.contracts_dir)
     contract = registry.get(tool_name, tool_version)
     tool = contract.document["transactional"]["compensation_tool"]
     template = (contract.binding.get("compensation") or {}).get("arguments")
     if not tool or template is None:
         raise SystemExit(f"{tool_name} {tool_version} names no compensation tool and arguments")
-    original = codec().decode(bytes(request), StageRecord)
-    arguments = arguments_for(template, original.arguments, (response or {}).get("data") or {})
+    original = codec().decode(found.request, StageRecord)
+    arguments = arguments_for(template, original.arguments, (found.response or {}).get("data") or {})
     scopes = list(registry.resolve(tool, "latest").required_scopes)
     agent = agent or original.principal.agent_id
     client = ToolgateClient.from_settings(settings, client_id="toolgate-compensate", role=agent_role(agent))

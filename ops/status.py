@@ -13,7 +13,8 @@ What it reads, each from where it is true:
   (measured: 2 for a partition holding 1,001 records), so status reads from
   max(committed, reported high - 1) until librdkafka says the partition is at its end. Cut
   short after `LAG_READ_S`, a count is a lower bound, and says so.
-* keys PENDING, approvals waiting, the outbox's unsent rows: Postgres, aged by its own `now()`.
+* keys PENDING, approvals waiting, the outbox's unsent rows: Postgres, aged by its own `now()`
+  (store/keys_reconciliation.py and store/outbox.py `backlog`).
 * open dead letters: what `toolgate dlq list` shows (ops/dlq.py `listed`).
 * the broker: which one `toolgate up` started (runtime.json's `broker_cluster`: Tansu, or Apache
   Kafka's nodes) and, for each node, whether the cluster's metadata lists its address (a node
@@ -41,26 +42,18 @@ from toolgate.ops.health import Finding, Limits, healthy, judge
 from toolgate.ops.lag import KAFKA_TIMEOUT_S, admin_config, lags
 from toolgate.ops.snapshot import Approvals, BrokerCluster, BrokerNode, DeadLetters, Keys, Outbox, Process, Snapshot
 from toolgate.settings import Settings
+from toolgate.store import keys_reconciliation
+from toolgate.store import outbox as outbox_rows
 from toolgate.workers.stages import STAGES
 
 T = TypeVar("T")
 # confluent-kafka leaves these two class methods unannotated; they return the specs below.
 
-KEYS = """
-SELECT count(*), extract(epoch FROM now() - min(created_at))::float8,
-       count(*) FILTER (WHERE coalesce(lease_until, created_at) < now()),
-       extract(epoch FROM now() - min(coalesce(lease_until, created_at)))::float8
-FROM toolgate.idempotency_keys WHERE status = 'PENDING'
-"""
 APPROVALS = """
 SELECT count(*), extract(epoch FROM now() - min(created_at))::float8,
        count(*) FILTER (WHERE expires_at < now()),
        extract(epoch FROM now() - min(expires_at))::float8
 FROM toolgate.approvals WHERE status = 'PENDING'
-"""
-OUTBOX = """
-SELECT count(*), extract(epoch FROM now() - min(created_at))::float8, count(*) FILTER (WHERE retry_at > now())
-FROM toolgate.outbox WHERE sent_at IS NULL
 """
 
 
@@ -171,11 +164,15 @@ def backlogs(settings: Settings, conn: psycopg.Connection[Any] | None = None) ->
     if conn is None:
         with psycopg.connect(settings.database_url, connect_timeout=int(KAFKA_TIMEOUT_S), autocommit=True) as own:
             return backlogs(settings, own)
-    keys = conn.execute(KEYS).fetchone()
+    keys = keys_reconciliation.backlog(conn)
     approvals = conn.execute(APPROVALS).fetchone()
-    outbox = conn.execute(OUTBOX).fetchone()
-    assert keys is not None and approvals is not None and outbox is not None  # aggregates: one row
-    return Keys(*keys), Approvals(*approvals), Outbox(*outbox)
+    outbox = outbox_rows.backlog(conn)
+    assert approvals is not None  # an aggregate: one row
+    return (
+        Keys(keys.pending, keys.oldest_age_s, keys.lease_expired, keys.most_overdue_s),
+        Approvals(*approvals),
+        Outbox(outbox.unsent, outbox.oldest_age_s, outbox.retrying),
+    )
 
 
 def dead_letters(settings: Settings) -> DeadLetters:

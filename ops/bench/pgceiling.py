@@ -1,11 +1,11 @@
 """`toolgate bench --postgres-only`: the ceiling Postgres alone puts on execution.
 
-Runs exactly the SQL of the execution stage's rounds for invoice.create_draft, in a scratch
-database on the same server (created, migrated and dropped here, so the running pipeline
-never sees its rows), with no Kafka, no decoding and no stage logic: one transaction reads a
-round's keys under FOR UPDATE (none exists), runs the effects in one pipeline, inserts the keys
-with their end and writes the outbox rows, as a round whose effects all run in Postgres does.
-Several connections run rounds side by side, as several execution workers would.
+Runs exactly the SQL of the execution stage's rounds for invoice.create_draft (store/keys.py and
+store/outbox.py), in a scratch database on the same server (created, migrated and dropped here, so
+the running pipeline never sees its rows), with no Kafka, no decoding and no stage logic: one
+transaction reads a round's keys under FOR UPDATE (none exists), runs the effects in one pipeline,
+inserts the keys with their end and writes the outbox rows, as a round whose effects all run in
+Postgres does. Several connections run rounds side by side, as several execution workers would.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from toolgate.contracts.registry import load_registry
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.ops.roles import with_database
 from toolgate.states import KeyStatus
+from toolgate.store import databases
+from toolgate.store.keys import INSERT_SETTLED, LOCK, settled_params
+from toolgate.store.outbox import INSERT as OUTBOX_INSERT
+from toolgate.store.outbox import OutboxRow, columns
 from toolgate.topics.catalog import Topics
-from toolgate.workers.execution.keys import INSERT_SETTLED, LOCK, settled_params
-from toolgate.workers.runtime.outbox import INSERT as OUTBOX_INSERT
-from toolgate.workers.runtime.outbox import OutboxRow, columns
 
 TENANT = "acme"
 REQUEST = b"\x00" * 400  # about an encoded StageRecord
@@ -66,7 +67,7 @@ def _round(conn: psycopg.Connection[Any], statement: str, arguments: dict[str, A
 def measure(database_url: str, *, batch: int = 200, connections: int = 2, seconds: float = 10.0) -> dict[str, Any]:
     scratch = f"toolgate_pgceiling_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database_url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {scratch}")
+        databases.create(admin, scratch)
     url = with_database(database_url, scratch)
     try:
         migrate(url)
@@ -93,7 +94,7 @@ def measure(database_url: str, *, batch: int = 200, connections: int = 2, second
         elapsed = time.monotonic() - started
     finally:
         with psycopg.connect(database_url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {scratch} WITH (FORCE)")
+            databases.drop(admin, scratch)
     return {
         "postgres_only": True,
         "batch": batch,

@@ -13,7 +13,7 @@ import psycopg
 
 from tests.unit.factories import draft_key
 from toolgate.hashing import request_hash
-from toolgate.workers.execution import keys
+from toolgate.store import keys as idempotency_keys
 from toolgate.workers.execution.handler import ExecutionHandler
 from toolgate.workers.runtime.emit import Emit
 
@@ -93,8 +93,8 @@ def test_key_updates_probe_the_index_after_the_table_has_grown(postgres: Server)
     again = [redrive_row(key, b"\x01") for _, key in missing]
 
     async def round_(conn: psycopg.AsyncConnection[Any]) -> None:
-        await keys.settle(conn, ends, 30.0)
-        await keys.redrive(conn, again, "worker-1", 30.0)
+        await idempotency_keys.settle(conn, ends, 30.0)
+        await idempotency_keys.redrive(conn, again, "worker-1", 30.0)
 
     with postgres.scratch("keys_plan") as db:
         assert asyncio.run(scanned_after_growth(db.database_url, round_, GROW_KEYS, "idempotency_keys")) == 0
@@ -109,7 +109,9 @@ def test_a_key_is_settled_and_redriven_from_its_arrays(database: Database) -> No
     async def settle_then_redrive() -> None:
         async with await psycopg.AsyncConnection.connect(database.database_url) as conn:
             async with conn.transaction():
-                await keys.settle(conn, [ending(key, "FAILED_RETRYABLE", {"outcome": "X"}, "UPSTREAM_TIMEOUT")], 30.0)
+                await idempotency_keys.settle(
+                    conn, [ending(key, "FAILED_RETRYABLE", {"outcome": "X"}, "UPSTREAM_TIMEOUT")], 30.0
+                )
             settled = database.sql(
                 "SELECT status, response, error_code, lease_owner, completed_at IS NOT NULL"
                 " FROM toolgate.idempotency_keys WHERE idempotency_key = %s",
@@ -117,7 +119,7 @@ def test_a_key_is_settled_and_redriven_from_its_arrays(database: Database) -> No
             )
             assert settled == [("FAILED_RETRYABLE", {"outcome": "X"}, "UPSTREAM_TIMEOUT", None, True)]
             async with conn.transaction():
-                await keys.redrive(conn, [redrive_row(key, b"\x00\xffraw")], "worker-2", 30.0)
+                await idempotency_keys.redrive(conn, [redrive_row(key, b"\x00\xffraw")], "worker-2", 30.0)
 
     asyncio.run(settle_then_redrive())
     row = database.sql(

@@ -18,10 +18,10 @@ from toolgate.client import ToolgateClient
 from toolgate.contracts.registry import load_registry
 from toolgate.ops.stack.embedded import Broker
 from toolgate.schemas.models import ExecutionResult
+from toolgate.store import outbox
 from toolgate.topics.catalog import Topics
 from toolgate.trust.agent_keys import AgentKeyring
 from toolgate.workers.execution.handler import ExecutionHandler
-from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.emit import Emit
 
 from .conftest import Database

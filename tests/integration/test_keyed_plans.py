@@ -16,9 +16,9 @@ import pytest
 
 from toolgate.store.calls import DIGESTS
 from toolgate.store.db import keyed
+from toolgate.store.keys import LOCK, OUTCOMES
+from toolgate.store.keys import TO_COMPENSATE as COMPENSATION_LOAD
 from toolgate.store.repairs import REPAIRS
-from toolgate.workers.execution.compensation import LOAD as COMPENSATION_LOAD
-from toolgate.workers.execution.keys import LOCK, OUTCOMES
 
 from .conftest import Server
 

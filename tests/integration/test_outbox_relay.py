@@ -21,11 +21,11 @@ from toolgate.ops.stack.embedded import Broker
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import StageBatch
 from toolgate.settings import Settings
+from toolgate.store import outbox
+from toolgate.store.outbox import INSERT, OutboxRow, columns
 from toolgate.topics.catalog import Topics
 from toolgate.trust.integrity import Sealer, deployment_keys
 from toolgate.workers.outbox.relay import OutboxRelay
-from toolgate.workers.runtime import outbox
-from toolgate.workers.runtime.outbox import INSERT, OutboxRow, columns
 
 from .conftest import Server, fresh_topics, with_topics
 

@@ -24,18 +24,9 @@ STATEMENT = re.compile(
 ALLOWED = ("store/", "ops/migrate.py", "ops/stack/provider.py")
 PENDING = {
     "ops/approvals.py",
-    "ops/bench/pgceiling.py",
-    "ops/compensate.py",
     "ops/status.py",
-    "workers/execution/compensation.py",
-    "workers/execution/keys.py",
-    "workers/execution/reads.py",
-    "workers/execution/recording.py",
-    "workers/outbox/relay.py",
-    "workers/reconciliation/reconciler.py",
     "workers/reconciliation/redrive.py",
     "workers/runtime/audit.py",
-    "workers/runtime/outbox.py",
 }
 
 

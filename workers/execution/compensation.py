@@ -9,7 +9,8 @@ the earlier call (its arguments and result): a compensation undoes that effect, 
 one its arguments might name. The compensation runs like any call, with its own
 idempotency key; in the same transaction as its own result the earlier key becomes
 COMPENSATED, or, when the compensation fails, stays COMPLETED marked COMPENSATION_FAILED,
-and the compensation's request is dead-lettered for an operator.
+and the compensation's request is dead-lettered for an operator. The key rows are read and
+marked through store/keys.py.
 """
 
 from __future__ import annotations
@@ -24,24 +25,8 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
 from toolgate.schemas.wire import compact_json
 from toolgate.states import KeyStatus
-from toolgate.store.db import keyed
+from toolgate.store import keys as idempotency_keys
 from toolgate.workers.validation.decision import apply_defaults
-
-LOAD = """
-SELECT tenant_id, call_id, idempotency_key, status, tool_name, tool_version, compensated_by, request, response
-FROM toolgate.idempotency_keys
-WHERE (tenant_id, call_id) IN (SELECT * FROM unnest(%b::text[], %b::text[]))
-ORDER BY tenant_id, idempotency_key
-FOR UPDATE
-"""
-MARK_COMPENSATED = """
-UPDATE toolgate.idempotency_keys SET status = 'COMPENSATED', compensated_by = %s, error_code = NULL
-WHERE tenant_id = %s AND idempotency_key = %s
-"""
-MARK_FAILED = """
-UPDATE toolgate.idempotency_keys SET error_code = 'COMPENSATION_FAILED'
-WHERE tenant_id = %s AND idempotency_key = %s
-"""
 
 
 @dataclass(frozen=True)
@@ -107,25 +92,20 @@ async def load(conn: AsyncConnection[Any], records: list[StageRecord]) -> dict[t
     """The earlier calls' key rows, locked for this transaction, by (tenant, call_id)."""
     if not records:
         return {}
-    tenants = [r.tenant_id for r in records]
-    calls = [r.compensation_of or "" for r in records]
-    cur = await keyed(conn, LOAD, (tenants, calls))
     found = {}
-    for (
-        tenant_id,
-        call_id,
-        key,
-        status,
-        tool_name,
-        tool_version,
-        compensated_by,
-        request,
-        response,
-    ) in await cur.fetchall():
-        arguments = codec().decode(bytes(request), StageRecord).arguments
-        data = (response or {}).get("data") or {}
-        original = Original(tenant_id, key, KeyStatus(status), tool_name, tool_version, compensated_by, arguments, data)
-        found[(tenant_id, call_id)] = original
+    for row in await idempotency_keys.to_compensate(conn, [(r.tenant_id, r.compensation_of or "") for r in records]):
+        arguments = codec().decode(row.request, StageRecord).arguments
+        data = (row.response or {}).get("data") or {}
+        found[(row.tenant_id, row.call_id)] = Original(
+            row.tenant_id,
+            row.idempotency_key,
+            row.status,
+            row.tool_name,
+            row.tool_version,
+            row.compensated_by,
+            arguments,
+            data,
+        )
     return found
 
 

@@ -43,6 +43,7 @@ from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.store import batch
 from toolgate.store.db import make_pool
+from toolgate.store.outbox import mark_published
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution import clearance, decision, keys, reads, recording, reservation
 from toolgate.workers.execution.answers import STAGE
@@ -60,7 +61,7 @@ from toolgate.workers.runtime.transient import RECORD, TransientRetry
 log = logging.getLogger("toolgate.execution")
 
 # Results published by execution are marked sent this often, all in one statement: far within
-# their hold (workers/runtime/outbox.py), after which the relay would publish them again.
+# their hold (store/outbox.py), after which the relay would publish them again.
 MARK_SENT_EVERY_S = 0.5
 
 
@@ -141,7 +142,7 @@ class ExecutionHandler(Handler[StageRecord]):
             return
         try:
             async with self.pool.connection() as conn:
-                await outbox.mark_published(conn, ids)
+                await mark_published(conn, ids)
         except asyncio.CancelledError:
             self._published[:0] = ids
             raise

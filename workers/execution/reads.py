@@ -15,7 +15,7 @@ pass validation (the proposal window: retention.py), and answers a copy from it:
 
 Policy counts a read once per call likewise (toolgate.hashing.read_event). An interim answer
 (an outcome still unknown) is not stored: the call is not over. The reads and writes are one
-statement each per round, in the round's transactions.
+statement each per round, in the round's transactions (store/reads.py).
 """
 
 from __future__ import annotations
@@ -27,48 +27,31 @@ from psycopg import AsyncConnection
 
 from toolgate.hashing import request_hash
 from toolgate.schemas.models import ExecutionResult
-from toolgate.store.db import keyed, rows_json
+from toolgate.store import reads as read_outcomes
+from toolgate.store.db import rows_json
+from toolgate.store.reads import Ident, ReadOutcome
 from toolgate.workers.execution.answers import replay, stored_response
 from toolgate.workers.execution.attempt import Attempt
 
-Ident = tuple[str, str]  # (tenant_id, call_id)
 
-LOAD = """
-SELECT tenant_id, call_id, request_hash, response FROM toolgate.read_outcomes
-WHERE (tenant_id, call_id) IN (SELECT * FROM unnest(%b::text[], %b::text[]))
-"""
-STORE = """
-INSERT INTO toolgate.read_outcomes (tenant_id, call_id, request_hash, response)
-SELECT r.tenant_id, r.call_id, r.request_hash, r.response::jsonb
-FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[]) AS r(tenant_id, call_id, request_hash, response)
-ON CONFLICT (tenant_id, call_id) DO NOTHING
-"""
-
-
-def answered(a: Attempt, stored: dict[Ident, tuple[str, dict[str, Any]]], now: int) -> ExecutionResult | None:
+def answered(a: Attempt, stored: dict[Ident, ReadOutcome], now: int) -> ExecutionResult | None:
     """A read's first outcome, answered again, if it has one for the same request (pure)."""
     found = stored.get((a.record.tenant_id, a.record.call_id))
-    if found is None or found[0] != request_hash(a.record):
+    if found is None or found.request_hash != request_hash(a.record):
         return None
-    return replay(a.record, a.traceparent, found[1], now)
+    return replay(a.record, a.traceparent, found.response, now)
 
 
-async def replay_copies(conn: AsyncConnection[Any], reads: Sequence[Attempt], now: int) -> None:
+async def replay_copies(conn: AsyncConnection[Any], attempts: Sequence[Attempt], now: int) -> None:
     """Answer each read that already has a first outcome from it."""
-    if not reads:
+    if not attempts:
         return
-    cur = await keyed(conn, LOAD, ([a.record.tenant_id for a in reads], [a.record.call_id for a in reads]))
-    stored = {(r[0], r[1]): (r[2], r[3]) for r in await cur.fetchall()}
-    for a in reads:
+    found = await read_outcomes.load(conn, [(a.record.tenant_id, a.record.call_id) for a in attempts])
+    stored = {outcome.ident: outcome for outcome in found}
+    for a in attempts:
         a.result = answered(a, stored, now)
 
 
 def outcome_row(a: Attempt, res: ExecutionResult) -> tuple[str, str, str, str]:
-    """A read's final outcome, as `store` keeps it."""
+    """A read's final outcome, as the store keeps it (store/reads.py `store`)."""
     return (a.record.tenant_id, a.record.call_id, request_hash(a.record), rows_json(stored_response(res)))
-
-
-async def store(conn: AsyncConnection[Any], rows: list[tuple[str, str, str, str]]) -> None:
-    """Keep reads' first outcomes (a copy stored meanwhile keeps the first)."""
-    if rows:
-        await conn.execute(STORE, [list(column) for column in zip(*rows, strict=True)])

@@ -9,7 +9,7 @@ outbox row, the earlier call a compensation undid (or the dead letter of one tha
 the audit entries. A co-located effect therefore commits with its COMPLETED record and outbox
 row or not at all. The decisions are decision.py's.
 
-The results' rows are inserted held (workers/runtime/outbox.py): execution publishes them itself
+The results' rows are inserted held (store/outbox.py): execution publishes them itself
 once the transaction committed, a hop shorter than waking the relay; the relay takes them only
 if execution dies before they are acknowledged.
 """
@@ -26,6 +26,9 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.store import approvals, batch
+from toolgate.store import keys as idempotency_keys
+from toolgate.store import reads as read_outcomes
+from toolgate.store.outbox import enqueue, enqueue_held, held_ids
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution import answers, clearance, compensation, decision, keys, reads, tickets
 from toolgate.workers.execution import idempotency as idem
@@ -52,7 +55,7 @@ class Recorded:
 async def begin(conn: AsyncConnection[Any]) -> None:
     """Open the round's transaction on a connection in autocommit mode (`batch.transaction`
     rolls back what a failure leaves open): its end is `commit`'s."""
-    await conn.execute("BEGIN")
+    await batch.run(conn, [batch.BEGIN])
 
 
 async def commit(conn: AsyncConnection[Any], recorded: Recorded) -> None:
@@ -85,22 +88,20 @@ class Writes:
         meanwhile raises `keys.KeyTaken`."""
         held = tail = None
         async with conn.pipeline():
-            inserted = await keys.insert_settled(conn, self.insert, lease.owner, lease.seconds)
-            await keys.settle(conn, self.settle, lease.seconds)
-            if self.compensated:
-                await conn.cursor().executemany(compensation.MARK_COMPENSATED, self.compensated)
-            if self.compensation_failed:
-                await conn.cursor().executemany(compensation.MARK_FAILED, self.compensation_failed)
+            inserted = await idempotency_keys.insert_settled(conn, self.insert, lease.owner, lease.seconds)
+            await idempotency_keys.settle(conn, self.settle, lease.seconds)
+            await idempotency_keys.mark_compensated(conn, self.compensated)
+            await idempotency_keys.mark_compensation_failed(conn, self.compensation_failed)
             if self.spent:
                 await approvals.spend(conn, self.spent)
-            await reads.store(conn, self.reads)
-            await outbox.enqueue(conn, self.rows, topics)
+            await read_outcomes.store(conn, self.reads)
+            await enqueue(conn, self.rows, topics)
             if self.results:
-                held = await outbox.enqueue_held(conn, self.results, topics)
+                held = await enqueue_held(conn, self.results, topics)
             if self.entries:
                 tail = await audit.tail(conn)
         await keys.taken(inserted, self.insert)
-        ids = [int(row[0]) for row in await held.fetchall()] if held is not None else []
+        ids = await held_ids(held) if held is not None else []
         rows = audit.rows_statement(await tail.fetchone(), self.entries) if tail is not None else None
         return outbox.Held(ids, self.results), rows
 

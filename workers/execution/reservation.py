@@ -16,6 +16,7 @@ from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Registry
 from toolgate.hashing import request_hash
+from toolgate.store import keys as idempotency_keys
 from toolgate.workers.execution import answers, clearance, compensation, decision, keys, tickets
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.attempt import Attempt
@@ -99,12 +100,12 @@ async def reserve(
             a.result = answers.refuse(a.record, a.traceparent, blocked.taxonomy, blocked.code, blocked.message, now)
         elif isinstance(a.plan, idem.Execute) and row is not None:
             redrive.append(keys.redrive_row(a, a.plan.attempt))
-    await keys.redrive(conn, redrive, lease.owner, lease.seconds)
+    await idempotency_keys.redrive(conn, redrive, lease.owner, lease.seconds)
 
 
-def _leaders(keyed: list[Attempt]) -> dict[keys.Ident, Attempt]:
+def _leaders(keyed: list[Attempt]) -> dict[idempotency_keys.Ident, Attempt]:
     """The first unanswered call of each key; a later one follows it (its `leader`)."""
-    first: dict[keys.Ident, Attempt] = {}
+    first: dict[idempotency_keys.Ident, Attempt] = {}
     for a in keyed:
         if a.result is not None:
             continue

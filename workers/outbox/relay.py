@@ -10,8 +10,8 @@ dead letters, the deployment's signature on a tenant's edge topics (toolgate.tru
 crash between produce and commit re-publishes the rows: downstream consumers are idempotent.
 The relay sleeps on LISTEN toolgate_outbox (a trigger notifies on insert) instead of polling
 tightly, and prunes sent rows after a retention period, so the table stays bounded. Rows their
-writer publishes itself (execution's results: workers/runtime/outbox.py) are inserted held: the
-relay takes one only if it is still unsent when its hold ends, as a crash leaves it.
+writer publishes itself (execution's results) are inserted held: the relay takes one only if it
+is still unsent when its hold ends, as a crash leaves it. The statements are store/outbox.py's.
 
 A row the broker can never take (too large, malformed), or that keeps failing past
 MAX_ATTEMPTS, is given up: marked failed and dead-lettered (its payload and why), so it never
@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 import psycopg
 from confluent_kafka import KafkaError
@@ -34,14 +34,15 @@ from toolgate.faults import crash_point
 from toolgate.schemas.errors import PermanentError
 from toolgate.schemas.models import PayloadKind, TaxonomyClass
 from toolgate.settings import Settings
+from toolgate.store import outbox
 from toolgate.store.db import make_pool
+from toolgate.store.outbox import Claimed
 from toolgate.topics.catalog import Topics
 from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer, deployment_keys
 from toolgate.workers.outbox.notifications import each_notification
 from toolgate.workers.runtime.app import StageApp
 from toolgate.workers.runtime.emit import Emit, Origin
-from toolgate.workers.runtime.outbox import mark_sent
 from toolgate.workers.runtime.producer import StageProducer, undeliverable
 from toolgate.workers.runtime.transient import RELAY, TransientRetry
 from toolgate.workers.runtime.wakeup import announcer
@@ -50,44 +51,12 @@ log = logging.getLogger("toolgate.outbox")
 STAGE = "outbox-relay"
 RELAY_CLIENT = "toolgate-outbox-relay"  # its producer's client.id
 
-CLAIM = """
-SELECT id, topic, partition, kind, key, payload, headers, (extract(epoch FROM created_at) * 1000)::bigint
-FROM toolgate.outbox
-WHERE sent_at IS NULL AND (retry_at IS NULL OR retry_at <= now()) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
-"""
-COUNT_ATTEMPT = """
-UPDATE toolgate.outbox SET attempts = attempts + 1,
-    retry_at = now() + make_interval(secs => least(60, 2 ^ least(attempts, 10)))
-WHERE id = ANY(%b) RETURNING id, attempts
-"""
-MARK_FAILED = """
-UPDATE toolgate.outbox o SET sent_at = now(), failed_at = now(), error = f.error
-FROM unnest(%b::bigint[], %b::text[]) AS f(id, error) WHERE o.id = f.id
-"""
 MAX_ATTEMPTS = 20  # with a backoff of up to a minute between them: about a quarter of an hour
-
-
-class Row(NamedTuple):
-    id: int
-    topic: str
-    partition: int | None
-    kind: str
-    key: bytes | None
-    payload: bytes
-    headers: list[list[str]]
-    created_at_ms: int  # the batch it goes out in keeps its age visible (first_produced_at_ms)
-
-
-PRUNE = "DELETE FROM toolgate.outbox WHERE sent_at < now() - make_interval(secs => %s)"
-# When the next unsent row with a time of its own (a held row's hold, a retry's backoff) is due:
-# an idle relay sleeps until then, or until a notification (every insert notifies), at most
-# IDLE_LOOK_S. Rows claimed elsewhere or inserted while the listener was away are what the look
-# is for. It looked every second before: most of an idle relay's CPU
+# An idle relay sleeps until the next unsent row with a time of its own (a held row's hold, a
+# retry's backoff) is due, or until a notification (every insert notifies), at most IDLE_LOOK_S.
+# Rows claimed elsewhere or inserted while the listener was away are what the look is for. It
+# looked every second before: most of an idle relay's CPU
 # (docs/performance.md, "Figures behind the code").
-NEXT_DUE = """
-SELECT extract(epoch FROM min(retry_at) - now())::float8 FROM toolgate.outbox
-WHERE sent_at IS NULL AND retry_at IS NOT NULL
-"""
 IDLE_LOOK_S = 5.0
 BUSY_LOOK_S = 1.0
 
@@ -151,11 +120,10 @@ class OutboxRelay:
         if Postgres cannot say)."""
         try:
             async with self.pool.connection() as conn:
-                row = await (await conn.execute(NEXT_DUE)).fetchone()
+                due = await outbox.next_due(conn)
                 await conn.rollback()
         except psycopg.Error:
             return BUSY_LOOK_S
-        due = row[0] if row is not None else None
         return IDLE_LOOK_S if due is None else min(IDLE_LOOK_S, max(0.0, float(due)))
 
     async def _round(self) -> int:
@@ -166,14 +134,13 @@ class OutboxRelay:
     async def relay_once(self) -> int:
         """One round: claim rows, publish them, mark them sent (or failed); how many moved."""
         async with self.pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(CLAIM, (self.batch,))
-            rows = [Row(*r) for r in await cur.fetchall()]
+            rows = await outbox.claim(conn, self.batch)
             if not rows:
                 return 0
             errors = await self.producer.deliver(self._messages(rows))
             crash_point("relay.during_publish")
             if not any(errors):
-                await mark_sent(conn, [r.id for r in rows])
+                await outbox.mark_sent(conn, [r.id for r in rows])
                 return len(rows)
             # Which rows? One message each: what was delivered in the batched try goes again
             # (consumers are idempotent), what fails now fails for a reason of its own.
@@ -181,14 +148,14 @@ class OutboxRelay:
             sent = [row.id for row, error in zip(rows, alone, strict=True) if error is None]
             failing = [(row, error) for row, error in zip(rows, alone, strict=True) if error is not None]
             given_up = await self._give_up(conn, failing)
-            await mark_sent(conn, sent)
+            await outbox.mark_sent(conn, sent)
         log.warning(
             "outbox rows not delivered",
             extra={"stage": STAGE, "action": "relay_partial", "count": len(failing) - len(given_up)},
         )
         return len(sent) + len(given_up)
 
-    def _messages(self, rows: list[Row]) -> list[Record]:
+    def _messages(self, rows: list[Claimed]) -> list[Record]:
         out = Emit(STAGE)
         for row in rows:
             if row.kind == "item":
@@ -201,13 +168,14 @@ class OutboxRelay:
                 out.records.append(Record(row.topic, key, bytes(row.payload), headers, row.partition))
         return out.messages(self.topics, self.settings.batch_bytes, self.sealer, physical=True)
 
-    async def _give_up(self, conn: psycopg.AsyncConnection[Any], failing: list[tuple[Row, KafkaError]]) -> list[int]:
+    async def _give_up(
+        self, conn: psycopg.AsyncConnection[Any], failing: list[tuple[Claimed, KafkaError]]
+    ) -> list[int]:
         """Rows the broker refused for good, or that failed MAX_ATTEMPTS times: dead-lettered
         and marked failed. Returns their ids; the others stay unsent, their attempts counted."""
         if not failing:
             return []
-        cur = await conn.execute(COUNT_ATTEMPT, ([row.id for row, _ in failing],))
-        attempts = dict(await cur.fetchall())
+        attempts = await outbox.count_attempts(conn, [row.id for row, _ in failing])
         doomed = [(row, e) for row, e in failing if undeliverable(e) or attempts[row.id] >= MAX_ATTEMPTS]
         if not doomed:
             return []
@@ -221,7 +189,7 @@ class OutboxRelay:
         if any(await self.producer.deliver(letters.messages(self.topics, self.settings.batch_bytes, self.sealer))):
             raise ConnectionError("dead letters for undeliverable outbox rows were not delivered")
         ids = [row.id for row, _ in doomed]
-        await conn.execute(MARK_FAILED, (ids, [e.str() for _, e in doomed]))
+        await outbox.mark_failed(conn, ids, [e.str() for _, e in doomed])
         return ids
 
     async def _prune(self) -> None:
@@ -232,15 +200,14 @@ class OutboxRelay:
     async def prune(self) -> int:
         """Delete rows sent longer than the retention ago; returns how many."""
         async with self.pool.connection() as conn:
-            cur = await conn.execute(PRUNE, (self.retention_s,))
-            return cur.rowcount
+            return await outbox.prune(conn, self.retention_s)
 
     async def _listen(self) -> None:
         """Set `wakeup` whenever a transaction inserts outbox rows; reconnect if Postgres goes away."""
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(self.settings.database_url, autocommit=True) as conn:
-                    await conn.execute("LISTEN toolgate_outbox")
+                    await outbox.listen(conn)
                     self.wakeup.set()  # rows may have arrived while we were not listening
                     await each_notification(conn, self.wakeup.set)
             except asyncio.CancelledError:

@@ -9,20 +9,19 @@ Every pass, in three steps, so no provider's answer is awaited while a row is lo
      apply what was decided; a key another reconciler or the execution stage settled or took
      over in the meantime is left as they left it.
 It also marks keys past their deduplication window EXPIRED and, as a backstop for
-approval-wait, AUTO_DENIES approvals past their expiry. Every decision is audited. What it
+approval-wait, AUTO_DENIES approvals past their expiry. Every decision is audited. The keys'
+statements are store/keys_reconciliation.py's. What it
 forgets, and when, is retention.py's (run by pruner.py on its own timer).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.types.json import Jsonb
 
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.registry import Registry
@@ -34,7 +33,9 @@ from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.states import KeyStatus
 from toolgate.store import approvals
+from toolgate.store import keys_reconciliation as stuck_keys
 from toolgate.store.db import make_pool
+from toolgate.store.keys_reconciliation import LeaseExpired
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.approval.sweep import expire_approvals
@@ -54,55 +55,30 @@ Conn = AsyncConnection[Any]
 Rows = list[outbox.OutboxRow]  # what a decision publishes, through the outbox
 COUNTS = ("redriven", "completed", "failed_final", "unresolved", "expired", "approvals_expired")
 
-STUCK = """
-SELECT tenant_id, idempotency_key, executor, request, call_id, (extract(epoch FROM created_at) * 1000)::bigint,
-    lease_owner, lease_until
-FROM toolgate.idempotency_keys
-WHERE status = 'PENDING' AND lease_until < now()
-ORDER BY lease_until LIMIT %s FOR UPDATE SKIP LOCKED
-"""
-# The key is still as STUCK read it: PENDING under the same expired lease, so nobody settled,
-# re-drove or took it over while its provider was asked.
-STILL_STUCK = """
-SELECT 1 FROM toolgate.idempotency_keys
-WHERE tenant_id = %s AND idempotency_key = %s AND status = 'PENDING'
-    AND lease_owner IS NOT DISTINCT FROM %s AND lease_until = %s
-FOR UPDATE SKIP LOCKED
-"""
-HAND_OVER = """
-UPDATE toolgate.idempotency_keys SET lease_owner = %s, lease_until = now() + make_interval(secs => %s)
-WHERE tenant_id = %s AND idempotency_key = %s
-"""
-SETTLE = """
-UPDATE toolgate.idempotency_keys SET status = %s, response = %s, error_code = %s, completed_at = now(),
-    lease_owner = NULL, lease_until = NULL
-WHERE tenant_id = %s AND idempotency_key = %s
-"""
-EXPIRE = """
-UPDATE toolgate.idempotency_keys SET expired_from = status, status = 'EXPIRED'
-WHERE (tenant_id, idempotency_key) IN (
-    SELECT tenant_id, idempotency_key FROM toolgate.idempotency_keys
-    WHERE expires_at < now() AND status IN ('COMPLETED', 'FAILED_RETRYABLE', 'FAILED_FINAL', 'COMPENSATED')
-    LIMIT 5000 FOR UPDATE SKIP LOCKED)
-"""
-
 
 @dataclass(frozen=True)
 class Stuck:
     """A PENDING key whose lease expired, as step 1 read it."""
 
-    tenant_id: str
-    key: str
-    request: bytes
-    call_id: str
-    lease_owner: str | None
-    lease_until: dt.datetime
+    row: LeaseExpired
     job: Job
     pending: PendingKey
 
     @property
-    def pk(self) -> tuple[str, str]:
-        return self.tenant_id, self.key
+    def tenant_id(self) -> str:
+        return self.row.tenant_id
+
+    @property
+    def key(self) -> str:
+        return self.row.idempotency_key
+
+    @property
+    def request(self) -> bytes:
+        return self.row.request
+
+    @property
+    def call_id(self) -> str:
+        return self.row.call_id
 
     def audited(self, resolution: Resolution) -> audit.Entry:
         detail = {"key": fingerprint(self.key), "executor": self.pending.executor, "detail": resolution.detail}
@@ -148,14 +124,12 @@ class Reconciler:
             rows: Rows = []
             entries: list[audit.Entry] = []
             for stuck, resolution in decided:
-                cur = await conn.execute(STILL_STUCK, (*stuck.pk, stuck.lease_owner, stuck.lease_until))
-                if await cur.fetchone() is None:
+                if not await stuck_keys.still_stuck(conn, stuck.row):
                     continue  # settled, re-driven or taken over since step 1: theirs now
                 counts[resolution.action] += 1
                 entries.append(stuck.audited(resolution))
                 rows += await self._apply(conn, stuck, resolution, now)
-            cur = await conn.execute(EXPIRE)
-            counts["expired"] = cur.rowcount
+            counts["expired"] = await stuck_keys.expire(conn)
             # A backstop for approval-wait's own sweep: expired tickets AUTO_DENY even while it is down.
             counts["approvals_expired"] = await expire_approvals(conn, self.topics, STAGE)
             await outbox.enqueue(conn, rows, self.topics)
@@ -167,16 +141,14 @@ class Reconciler:
     async def _stuck(self, now: int) -> list[Stuck]:
         """Step 1: the keys whose lease expired; the transaction ends before anyone is asked."""
         async with self.pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(STUCK, (self.batch,))
-            return [self._read(row, now) for row in await cur.fetchall()]
+            return [self._read(row, now) for row in await stuck_keys.lease_expired(conn, self.batch)]
 
-    def _read(self, row: tuple[Any, ...], now: int) -> Stuck:
-        tenant_id, key, executor, request, call_id, created_ms, lease_owner, lease_until = row
-        record = codec().decode(bytes(request), StageRecord)
+    def _read(self, row: LeaseExpired, now: int) -> Stuck:
+        record = codec().decode(row.request, StageRecord)
         contract: Contract = self.registry.get(record.tool_name, record.tool_version)
-        pending = PendingKey(executor, bool(contract.executor.get("status_query")), created_ms)
-        job = Job(record, contract, key, now + contract.timeout_ms)
-        return Stuck(tenant_id, key, bytes(request), call_id, lease_owner, lease_until, job, pending)
+        pending = PendingKey(row.executor, bool(contract.executor.get("status_query")), row.created_at_ms)
+        job = Job(record, contract, row.idempotency_key, now + contract.timeout_ms)
+        return Stuck(row, job, pending)
 
     async def _decide(self, stuck: Stuck, now: int) -> Resolution:
         """Step 2, with no transaction open: the provider is asked only here."""
@@ -191,7 +163,7 @@ class Reconciler:
         record = stuck.job.record
         match resolution:
             case decision.Redrive():
-                await conn.execute(HAND_OVER, (REDRIVE_OWNER, self.redrive_grace_s, *stuck.pk))
+                await stuck_keys.hand_over(conn, stuck.tenant_id, stuck.key, REDRIVE_OWNER, self.redrive_grace_s)
                 return [outbox.item("executable", record.home_partition, record)]
             case decision.Complete():
                 return await self._complete(conn, stuck, resolution, now)
@@ -210,7 +182,7 @@ class Reconciler:
             [error] = await run_after_effects(conn, [(job, done.data)])
             if error is not None:
                 res = after_effect_failed(res, error)
-        await conn.execute(SETTLE, (KeyStatus.COMPLETED, Jsonb(stored_response(res)), None, *stuck.pk))
+        await stuck_keys.settle(conn, stuck.tenant_id, stuck.key, KeyStatus.COMPLETED, stored_response(res), None)
         await _spend(conn, stuck)
         return [outbox.item("results", record.home_partition, res)]
 
@@ -221,7 +193,9 @@ class Reconciler:
         # attempt_number 1, as the fail-closed answer has always carried.
         res = ended(record, STAGE, record.traceparent, 1, now, unverifiable, errors=errors)
         error_code = TaxonomyClass.UNKNOWN_ERROR.value
-        await conn.execute(SETTLE, (KeyStatus.FAILED_FINAL, Jsonb(stored_response(res)), error_code, *stuck.pk))
+        await stuck_keys.settle(
+            conn, stuck.tenant_id, stuck.key, KeyStatus.FAILED_FINAL, stored_response(res), error_code
+        )
         await _spend(conn, stuck)
         letter = deadletters.for_request(
             record, stuck.request, stage=STAGE, taxonomy=TaxonomyClass.UNKNOWN_ERROR, reason=failed.detail, now_ms=now

@@ -30,10 +30,11 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.states import TicketStatus
+from toolgate.store.outbox import OutboxRow, enqueue, rewind
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
 from toolgate.workers.reconciliation.decision import STAGE
-from toolgate.workers.runtime import audit, outbox
+from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.clock import now_ms
 
 log = logging.getLogger("toolgate.redrive")
@@ -43,14 +44,6 @@ SELECT approval_id FROM toolgate.approvals
 WHERE status = 'PENDING' OR (status = 'APPROVED' AND consumed_by IS NULL)
 ORDER BY created_at
 """
-# Sent rows that were not given up (a row marked failed was dead-lettered instead), and rows
-# waiting: held for the execution that published them (which may have published them to the
-# broker that lost them, and now may not mark them sent: workers/runtime/outbox.py), or backing
-# off after a failed try. All are due at once.
-REWIND = """
-UPDATE toolgate.outbox SET sent_at = NULL, attempts = 0, retry_at = NULL
-WHERE failed_at IS NULL AND (sent_at IS NOT NULL OR retry_at > now())
-"""
 
 
 async def redrive(conn: AsyncConnection[Any], topics: Topics, *, rewind_outbox: bool) -> dict[str, int]:
@@ -59,15 +52,14 @@ async def redrive(conn: AsyncConnection[Any], topics: Topics, *, rewind_outbox: 
     cur = await conn.execute(IN_FLIGHT)
     ids = [r[0] for r in await cur.fetchall()]
     held = await resume.load(conn, ids)
-    rows: list[outbox.OutboxRow] = []
+    rows: list[OutboxRow] = []
     counts = {"approvals_pending": 0, "approvals_released": 0, "outbox_rows": 0}
     for ticket in (held[i] for i in ids if i in held):
         rows += resume.again(ticket, ticket.request.traceparent or "", now)
         counts["approvals_pending" if ticket.status == TicketStatus.PENDING else "approvals_released"] += 1
     if rewind_outbox:
-        cur = await conn.execute(REWIND)
-        counts["outbox_rows"] = max(cur.rowcount, 0)
-    await outbox.enqueue(conn, rows, topics)
+        counts["outbox_rows"] = max(await rewind(conn), 0)
+    await enqueue(conn, rows, topics)
     if any(counts.values()):
         await audit.append(conn, [audit.Entry(STAGE, "transport_redriven", "toolgate", detail=counts)])
         log.warning("re-drove what the transport lost: %s", counts, extra={"stage": STAGE, "action": "redrive"})
