@@ -23,9 +23,8 @@ import psycopg
 from toolgate.ops.agents import RegistryError
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
-from toolgate.store import agents
+from toolgate.store import agents, audit
 from toolgate.store.batch import Statement
-from toolgate.workers.runtime import audit
 
 STAGE = "registry"
 PREFIX = "tgmcp_"

@@ -25,11 +25,10 @@ from toolgate.kafka_security import ADMIN, client_config
 from toolgate.schemas.errors import PermanentError
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
-from toolgate.store import agents, tenants
+from toolgate.store import agents, audit, tenants
 from toolgate.topics.catalog import provision
 from toolgate.trust.agent_keys import AgentKeyring, check_name, key_id_of, read_public_key
 from toolgate.trust.signing import new_key, public_bytes
-from toolgate.workers.runtime import audit
 
 STAGE = "registry"
 T = TypeVar("T")

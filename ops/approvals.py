@@ -24,7 +24,7 @@ from toolgate.client import ApprovalClient
 from toolgate.kafka_security import APPROVALS, client_config
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
-from toolgate.store import approvals, approvers
+from toolgate.store import approvals, approvers, audit
 from toolgate.topics.catalog import Topics
 from toolgate.trust.signing import Keyring
 from toolgate.workers.runtime.wakeup import announce
@@ -178,21 +178,15 @@ def decide(settings: Settings, approval_id: str, approver: str, approve: bool, r
     return decision
 
 
-JUDGMENT = """
-SELECT action, detail FROM toolgate.audit_log WHERE action LIKE 'decision_%%' AND detail->>'decision_id' = %s
-ORDER BY id DESC LIMIT 1
-"""
-
-
 def judgment(settings: Settings, decision_id: str, timeout: float = 15.0) -> dict[str, Any] | None:
     """How the approval-wait stage judged a decision (counted, no-op or refused, and why), read
     from the audit log; None when it has not been judged within `timeout` seconds."""
     deadline = time.monotonic() + timeout
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         while True:
-            row = conn.execute(JUDGMENT, (decision_id,)).fetchone()
-            if row is not None:
-                action, detail = row
+            found = audit.judgment(conn, decision_id)
+            if found is not None:
+                action, detail = found
                 return {"outcome": action.removeprefix("decision_"), **detail}
             if time.monotonic() >= deadline:
                 return None

@@ -22,11 +22,10 @@ import psycopg
 from toolgate.ops.agents import RegistryError, in_transaction
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
-from toolgate.store import approvers
+from toolgate.store import approvers, audit
 from toolgate.store import tenants as registry
 from toolgate.trust.agent_keys import check_name, key_id_of
 from toolgate.trust.signing import Keyring, new_key, public_bytes
-from toolgate.workers.runtime import audit
 
 STAGE = "registry"
 

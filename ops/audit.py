@@ -24,10 +24,10 @@ import psycopg
 
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
+from toolgate.store.audit import CHECKPOINTS, VERIFY, Checkpoint, Report, Verdict, verify
+from toolgate.trust.checkpoint_keys import TrustedKeys
 from toolgate.trust.deployment_keys import deployment_keys, public_keys_of
 from toolgate.trust.ed25519 import PublicKey
-from toolgate.workers.runtime.audit import CHECKPOINTS, VERIFY, Checkpoint, Report, Verdict, verify
-from toolgate.workers.runtime.checkpoint_keys import TrustedKeys
 
 ROWS_AT_ONCE = 2000  # rows fetched per round trip of the server-side cursor
 CHECKPOINTS_AT_ONCE = 256

@@ -36,14 +36,13 @@ from toolgate.kafka_security import OPERATOR, client_config
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import DeadLetter, PayloadKind, StageBatch
 from toolgate.settings import Settings
-from toolgate.store import dead_letters
+from toolgate.store import audit, dead_letters
+from toolgate.store.audit_entry import bounded
 from toolgate.store.dead_letters import Acted
 from toolgate.topics import consumed
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import REPLAY_OF, SCHEMA
 from toolgate.trust.integrity import MACED, Sealer, deployment_keys
-from toolgate.workers.runtime import audit
-from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.freshness import Bound, stale
 from toolgate.workers.runtime.intake import ATTEMPTS_HEADER, INTERNAL_SOURCES

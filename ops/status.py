@@ -42,20 +42,12 @@ from toolgate.ops.health import Finding, Limits, healthy, judge
 from toolgate.ops.lag import KAFKA_TIMEOUT_S, admin_config, lags
 from toolgate.ops.snapshot import Approvals, BrokerCluster, BrokerNode, DeadLetters, Keys, Outbox, Process, Snapshot
 from toolgate.settings import Settings
-from toolgate.store import keys_reconciliation
+from toolgate.store import keys_reconciliation, open_approvals
 from toolgate.store import outbox as outbox_rows
 from toolgate.workers.stages import STAGES
 
 T = TypeVar("T")
 # confluent-kafka leaves these two class methods unannotated; they return the specs below.
-
-APPROVALS = """
-SELECT count(*), extract(epoch FROM now() - min(created_at))::float8,
-       count(*) FILTER (WHERE expires_at < now()),
-       extract(epoch FROM now() - min(expires_at))::float8
-FROM toolgate.approvals WHERE status = 'PENDING'
-"""
-
 
 # --- processes -----------------------------------------------------------------------------
 
@@ -165,12 +157,11 @@ def backlogs(settings: Settings, conn: psycopg.Connection[Any] | None = None) ->
         with psycopg.connect(settings.database_url, connect_timeout=int(KAFKA_TIMEOUT_S), autocommit=True) as own:
             return backlogs(settings, own)
     keys = keys_reconciliation.backlog(conn)
-    approvals = conn.execute(APPROVALS).fetchone()
+    approvals = open_approvals.waiting(conn)
     outbox = outbox_rows.backlog(conn)
-    assert approvals is not None  # an aggregate: one row
     return (
         Keys(keys.pending, keys.oldest_age_s, keys.lease_expired, keys.most_overdue_s),
-        Approvals(*approvals),
+        Approvals(approvals.pending, approvals.oldest_age_s, approvals.past_expiry, approvals.most_overdue_s),
         Outbox(outbox.unsent, outbox.oldest_age_s, outbox.retrying),
     )
 

@@ -1,6 +1,6 @@
 """toolgate.approvals and toolgate.approval_decisions: held calls' approval tickets and the
 decisions counted on them. Approval-wait opens, decides and closes tickets and says a held one
-again (workers/approval/tickets.py, resume.py; the sweep's statements are store/approval_sweep.py's);
+again (workers/approval/tickets.py, resume.py; open tickets in the background are store/open_approvals.py's);
 execution clears a call by its ticket, consumes it with the effect and spends it when the operation
 ends (workers/execution/tickets.py, recording.py; reconciliation, for a key it settles). The MCP
 door reads a call's ticket (door/session.py); operators list and show them (ops/approvals.py)."""

@@ -17,12 +17,12 @@ from toolgate.ops.approvers import list_approvers, register_approver
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.secrets import SecretProvider, generate
 from toolgate.settings import Settings
+from toolgate.store import audit
 from toolgate.topics.catalog import Topics, provision
 from toolgate.trust.agent_keys import AgentKeyring
 from toolgate.trust.integrity import deployment_keys
 from toolgate.trust.signing import Keyring, new_key, public_bytes
 from toolgate.workers.reconciliation.redrive import redrive
-from toolgate.workers.runtime import audit
 
 DEMO_TOKEN_REF = "demo-provider-token"
 DEMO_TENANTS = ("acme", "globex")

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from toolgate.workers.runtime.audit import LOCK_ID
+from toolgate.store.audit import LOCK_ID
 
 from ..conftest import Pipeline, eventually
 from .test_trust_boundary import audit_rows, publish_proposal, raw_proposal

@@ -33,14 +33,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from toolgate.client import ApprovalClient, Observed, Proposed, ToolgateClient
 from toolgate.kafka_security import ADMIN, APPROVALS, DOOR, scram_ref
 from toolgate.settings import Settings
+from toolgate.store.audit import checkpoint_bytes
 from toolgate.topics.headers import CALL_ID, pairs
+from toolgate.trust.checkpoint_keys import TrustedKeys
 from toolgate.trust.deployment_keys import DeploymentKeys
 from toolgate.trust.ed25519 import PublicKey
 from toolgate.trust.integrity import KEY_HEADER, EdgeVerifier, raw_header
 from toolgate.trust.keyset import parse
 from toolgate.trust.signing import Keyring
-from toolgate.workers.runtime.audit import checkpoint_bytes
-from toolgate.workers.runtime.checkpoint_keys import TrustedKeys
 
 from ..conftest import Pipeline, session_secure, started
 

@@ -2,7 +2,7 @@
 
 On main a 400,000-character call_id header became an audit row as it was (the log is never
 pruned, every append signed), one row per record. Now every value an unproven record gives the
-audit log is bounded (workers/runtime/audit_entry.py), and its refusals are collapsed into
+audit log is bounded (store/audit_entry.py), and its refusals are collapsed into
 counts (workers/runtime/refusals.py): per stage, action, refusal code and source topic, the first
 INDIVIDUALLY in a window are one row each and the rest one `refusals_collapsed` row when the
 window closes (TOOLGATE_REFUSAL_AUDIT_SECONDS: 60 by default, 15 in the test session; the last
@@ -23,8 +23,8 @@ from toolgate.kafka_security import ADMIN
 from toolgate.ops.dlq import read_all
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalDecision, Verdict
+from toolgate.store.audit_entry import MAX_AUDITED
 from toolgate.topics.catalog import Topics
-from toolgate.workers.runtime.audit_entry import MAX_AUDITED
 from toolgate.workers.runtime.refusals import COLLAPSED, INDIVIDUALLY, SAMPLES
 
 from ..conftest import TEST_ENV, Pipeline, eventually

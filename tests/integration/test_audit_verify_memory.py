@@ -1,7 +1,7 @@
 """`toolgate audit verify` streams the audit log: on a log of a million rows, in the real Postgres,
 the memory verify_log holds stays under a fixed bound that does not grow with the log.
 
-The log is filled as the writers chain it (workers/runtime/audit.py: each row's hash is
+The log is filled as the writers chain it (store/audit.py: each row's hash is
 sha256(previous hash || canonical JSON of the row), every row carries its position) but in one
 COPY, with a signed checkpoint every CHECKPOINT_EVERY rows as appends leave them. verify_log runs
 in a process of its own, and what it holds is that process's peak resident memory during the
@@ -24,8 +24,8 @@ import psycopg
 import pytest
 
 from toolgate.schemas.wire import canonical_json
+from toolgate.store.audit import GENESIS, TAIL, Entry, chain_hash, checkpoint_bytes
 from toolgate.trust.integrity import deployment_keys
-from toolgate.workers.runtime.audit import GENESIS, TAIL, Entry, chain_hash, checkpoint_bytes
 
 from .conftest import Database, Server
 

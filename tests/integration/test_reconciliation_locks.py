@@ -24,8 +24,8 @@ from psycopg.types.json import Jsonb
 from tests.unit.factories import registry, stage_record
 from toolgate.schemas.codec import codec
 from toolgate.settings import Settings
+from toolgate.trust import checkpoint_keys
 from toolgate.workers.reconciliation.reconciler import Reconciler
-from toolgate.workers.runtime import checkpoint_keys
 
 from .conftest import Database
 

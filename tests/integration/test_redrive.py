@@ -16,12 +16,11 @@ from psycopg.types.json import Jsonb
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.settings import Settings
-from toolgate.store import outbox
+from toolgate.store import audit, outbox
 from toolgate.store.outbox import INSERT, OutboxRow
 from toolgate.topics.catalog import Topics
 from toolgate.trust.integrity import deployment_keys
 from toolgate.workers.reconciliation.redrive import redrive
-from toolgate.workers.runtime import audit
 
 from ..unit.factories import registry, sample_models, stage_record
 from .conftest import Database

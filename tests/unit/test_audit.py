@@ -1,4 +1,4 @@
-"""The hash-chained audit log (workers/runtime/audit.py): chain_hash and verify_rows."""
+"""The hash-chained audit log (store/audit.py): chain_hash and verify_rows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.factories import FAST_FEW
-from toolgate.workers.runtime.audit import GENESIS, Entry, chain_hash, verify_rows
+from toolgate.store.audit import GENESIS, Entry, chain_hash, verify_rows
 
 Row = tuple[Any, ...]
 SAFE_INT = st.integers(-(2**53) + 1, 2**53 - 1)  # RFC 8785 refuses integers beyond IEEE 754 doubles

@@ -1,4 +1,4 @@
-"""The audit log's signed checkpoints (workers/runtime/audit.py): `verify`, table-driven over
+"""The audit log's signed checkpoints (store/audit.py): `verify`, table-driven over
 every verdict, on rows built as the writer builds them."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.trust.ed25519 import PrivateKey
-from toolgate.workers.runtime.audit import (
+from toolgate.store.audit import (
     GENESIS,
     Checkpoint,
     Entry,
@@ -17,6 +16,7 @@ from toolgate.workers.runtime.audit import (
     checkpoint_bytes,
     verify,
 )
+from toolgate.trust.ed25519 import PrivateKey
 
 KEY = PrivateKey(b"\x01" * 32)
 OTHER = PrivateKey(b"\x02" * 32)

@@ -10,14 +10,14 @@ import pytest
 from tests.unit.test_audit_checkpoints import log
 from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretProvider
+from toolgate.store.audit import Checkpoint, Verdict, checkpoint_bytes, verify
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST
 from toolgate.trust import integrity
+from toolgate.trust.checkpoint_keys import TrustedKeys
 from toolgate.trust.deployment_keys import DeploymentKeys, LiveKeyset, key_id_of
 from toolgate.trust.integrity import KEY_HEADER, MAC_HEADER, SIGNATURE_HEADER, EdgeVerifier, Sealer, raw_header
 from toolgate.trust.keyset import parse, promote, render, retire, stage
-from toolgate.workers.runtime.audit import Checkpoint, Verdict, checkpoint_bytes, verify
-from toolgate.workers.runtime.checkpoint_keys import TrustedKeys
 
 OLD, NEW = "old-deployment-secret-0123456789", "new-deployment-secret-0123456789"
 TOPICS = Topics("p.")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.test_house import test_a_decision_imports_no_io
-from toolgate.workers.runtime.audit_entry import MAX_AUDITED, Entry, bounded
+from toolgate.store.audit_entry import MAX_AUDITED, Entry, bounded
 from toolgate.workers.runtime.refusals import COLLAPSED, INDIVIDUALLY, SAMPLES, Refusal, Tally
 
 WINDOW_MS = 60_000
@@ -87,6 +87,6 @@ def test_a_value_from_an_unproven_record_is_audited_only_within_its_bound(
     assert bounded(value) == expected
 
 
-@pytest.mark.parametrize("module", ["toolgate.workers.runtime.refusals", "toolgate.workers.runtime.audit_entry"])
+@pytest.mark.parametrize("module", ["toolgate.workers.runtime.refusals", "toolgate.store.audit_entry"])
 def test_the_tally_and_the_entry_are_pure(module: str) -> None:
     test_a_decision_imports_no_io(module)

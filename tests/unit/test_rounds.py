@@ -18,11 +18,11 @@ import pytest
 from tests.unit.factories import contracts, stage_record
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import DeadLetter, ExecutionResult, StageBatch, StageRecord, TaxonomyClass
+from toolgate.store.audit import Entry
 from toolgate.topics.catalog import Topics
 from toolgate.topics.consumed import Consumed, Read
 from toolgate.topics.producers import Record
 from toolgate.trust.integrity import MAC_HEADER, DeploymentKeys, Sealer
-from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler, Inbound

@@ -1,10 +1,7 @@
 """SQL lives in the store (store/, docs/architecture.md "The store") and the migrations
-(ops/migrations/, applied by ops/migrate.py), nowhere else in the package.
-
-A module outside the store that writes a statement (a string literal that begins with one, an
-f-string's text included) fails, unless it is listed in PENDING: the modules whose queries had not
-yet moved into the store when issue 49 set this test. Each leaves the list as its queries move; an
-entry left on the list once the module holds no SQL fails too."""
+(ops/migrations/, applied by ops/migrate.py), nowhere else in the package: a module outside the
+store that writes a statement (a string literal that begins with one, an f-string's text
+included) fails."""
 
 from __future__ import annotations
 
@@ -22,12 +19,6 @@ STATEMENT = re.compile(
 # The store, the migrations' runner, and the demo provider's ledger: its own SQLite file, a stand-in
 # for a payment or email provider's system, not one of toolgate's tables.
 ALLOWED = ("store/", "ops/migrate.py", "ops/stack/provider.py")
-PENDING = {
-    "ops/approvals.py",
-    "ops/status.py",
-    "workers/reconciliation/redrive.py",
-    "workers/runtime/audit.py",
-}
 
 
 def statements(source: str) -> int:
@@ -63,10 +54,8 @@ def with_sql() -> set[str]:
     }
 
 
-def test_no_module_outside_the_store_writes_sql_but_the_pending_ones() -> None:
-    found = with_sql()
-    assert found - PENDING == set(), f"SQL outside the store: {sorted(found - PENDING)}"
-    assert PENDING - found == set(), f"no SQL left, so off the list: {sorted(PENDING - found)}"
+def test_no_module_outside_the_store_writes_sql() -> None:
+    assert with_sql() == set()
 
 
 def test_the_check_sees_a_statement() -> None:

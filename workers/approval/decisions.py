@@ -15,12 +15,13 @@ from toolgate.faults import crash_point
 from toolgate.schemas.models import ApprovalDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import TicketStatus
+from toolgate.store import audit
+from toolgate.store.audit_entry import bounded
 from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume, tickets
 from toolgate.workers.approval.decision import STAGE, Then, Transition, proves_nobody, transition
-from toolgate.workers.runtime import audit, outbox
-from toolgate.workers.runtime.audit_entry import bounded
+from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound

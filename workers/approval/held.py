@@ -19,12 +19,13 @@ from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.schemas.wire import WireModel
 from toolgate.settings import Settings
+from toolgate.store import audit
 from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume, tickets
 from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.approval.packet import Opening, opening
-from toolgate.workers.runtime import audit, fact_loader, facts, outbox, target_state
+from toolgate.workers.runtime import fact_loader, facts, outbox, target_state
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound, fail_closed

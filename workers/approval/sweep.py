@@ -15,13 +15,13 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import TicketStatus
-from toolgate.store import approval_sweep
+from toolgate.store import audit, open_approvals
 from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
 from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.approval.packet import escalated, next_escalation_ms
-from toolgate.workers.runtime import audit, outbox
+from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.alarm import Alarm
 from toolgate.workers.runtime.clock import now_ms
 
@@ -30,7 +30,7 @@ async def expire_approvals(conn: AsyncConnection[Any], topics: Topics, stage: st
     """AUTO_DENY tickets past their expiry, inside the caller's transaction: the agent hears
     it as an expiry (approval_expired), never as a denial, and never gets an approval."""
     now = now_ms()
-    expired = await approval_sweep.expire(conn)
+    expired = await open_approvals.expire(conn)
     rows, entries = [], []
     for ticket in expired:
         record = codec().decode(bytes(ticket.request), StageRecord)
@@ -54,7 +54,7 @@ async def expire_approvals(conn: AsyncConnection[Any], topics: Topics, stage: st
 async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, topics: Topics, stage: str) -> int:
     """Open tickets that reached their escalation time to the next approver group: the packet
     is published again (same approval_id, one more group) and the escalation is audited."""
-    due = await approval_sweep.due(conn)
+    due = await open_approvals.due(conn)
     rows, entries, updates = [], [], []
     for ticket in due:
         approval_id, call_id, tenant_id = ticket.approval_id, ticket.call_id, ticket.tenant_id
@@ -94,7 +94,7 @@ async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, top
             )
         )
     if updates:
-        await approval_sweep.record_escalations(conn, updates)
+        await open_approvals.record_escalations(conn, updates)
     await outbox.enqueue(conn, rows, topics)
     await audit.append(conn, entries)
     return len(due)
@@ -133,7 +133,7 @@ class ExpirySweeper:
             await self.pool.open()
             self._opened = True
         async with self.pool.connection() as conn:
-            until_due = await approval_sweep.until_due(conn)
+            until_due = await open_approvals.until_due(conn)
         self.alarm.after(next_sweep_s(until_due, self.interval_s))
         if until_due is None or until_due > 0:
             return

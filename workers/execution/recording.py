@@ -25,7 +25,7 @@ from toolgate.hashing import fingerprint
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
-from toolgate.store import approvals, batch
+from toolgate.store import approvals, audit, batch
 from toolgate.store import keys as idempotency_keys
 from toolgate.store import reads as read_outcomes
 from toolgate.store.outbox import enqueue, enqueue_held, held_ids
@@ -37,7 +37,7 @@ from toolgate.workers.execution.attempt import Attempt
 from toolgate.workers.execution.effects import Done, Effect
 from toolgate.workers.execution.executors import failed, run_after_effects, run_postgres_batch
 from toolgate.workers.execution.reservation import Lease, consumed_elsewhere, unconsumed
-from toolgate.workers.runtime import audit, deadletters, outbox
+from toolgate.workers.runtime import deadletters, outbox
 
 Ended = tuple[ExecutionResult | None, KeyStatus | None]  # a call's result and its key's status
 

@@ -16,10 +16,10 @@ from toolgate.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
-from toolgate.store import batch, usage
+from toolgate.store import audit, batch, usage
 from toolgate.store.db import make_pool
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, decide, refs
-from toolgate.workers.runtime import audit, fact_loader, facts
+from toolgate.workers.runtime import fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound

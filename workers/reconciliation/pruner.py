@@ -16,6 +16,7 @@ from typing import Any
 from toolgate.contracts.policy import Policy
 from toolgate.contracts.registry import Registry
 from toolgate.settings import Settings
+from toolgate.store import audit
 from toolgate.store import retention as retention_store
 from toolgate.store.db import make_pool
 from toolgate.store.retention import BATCH, STATEMENTS
@@ -23,7 +24,6 @@ from toolgate.telemetry.setup import meter, tracer
 from toolgate.topics.catalog import BY_LOGICAL
 from toolgate.workers.reconciliation.decision import STAGE
 from toolgate.workers.reconciliation.retention import Ages, Needs, ages
-from toolgate.workers.runtime import audit
 
 log = logging.getLogger("toolgate.retention")
 MAX_BATCHES = 100

@@ -32,7 +32,7 @@ from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.states import KeyStatus
-from toolgate.store import approvals
+from toolgate.store import approvals, audit
 from toolgate.store import keys_reconciliation as stuck_keys
 from toolgate.store.db import make_pool
 from toolgate.store.keys_reconciliation import LeaseExpired
@@ -46,7 +46,7 @@ from toolgate.workers.execution.http import HttpExecutor
 from toolgate.workers.execution.idempotency import REDRIVE_OWNER
 from toolgate.workers.reconciliation import decision
 from toolgate.workers.reconciliation.decision import STAGE, PendingKey, Resolution
-from toolgate.workers.runtime import audit, deadletters, outbox
+from toolgate.workers.runtime import deadletters, outbox
 from toolgate.workers.runtime.results import outcome
 
 log = logging.getLogger("toolgate.reconciliation")

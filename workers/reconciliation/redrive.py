@@ -30,27 +30,20 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.states import TicketStatus
+from toolgate.store import audit, open_approvals
 from toolgate.store.outbox import OutboxRow, enqueue, rewind
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
 from toolgate.workers.reconciliation.decision import STAGE
-from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.clock import now_ms
 
 log = logging.getLogger("toolgate.redrive")
-
-IN_FLIGHT = """
-SELECT approval_id FROM toolgate.approvals
-WHERE status = 'PENDING' OR (status = 'APPROVED' AND consumed_by IS NULL)
-ORDER BY created_at
-"""
 
 
 async def redrive(conn: AsyncConnection[Any], topics: Topics, *, rewind_outbox: bool) -> dict[str, int]:
     """One re-drive pass inside the caller's transaction; returns what it said again, by kind."""
     now = now_ms()
-    cur = await conn.execute(IN_FLIGHT)
-    ids = [r[0] for r in await cur.fetchall()]
+    ids = await open_approvals.in_flight(conn)
     held = await resume.load(conn, ids)
     rows: list[OutboxRow] = []
     counts = {"approvals_pending": 0, "approvals_released": 0, "outbox_rows": 0}

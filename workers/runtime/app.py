@@ -29,6 +29,7 @@ import uvloop
 
 from toolgate.schemas.codec import codec
 from toolgate.settings import Settings
+from toolgate.store.audit import AuditSink, use_keyset
 from toolgate.telemetry.setup import configure_telemetry, shutdown_telemetry
 from toolgate.topics.catalog import Topics, stage_group
 from toolgate.topics.consumed import Read
@@ -36,7 +37,6 @@ from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer, deployment_keys
 from toolgate.workers.runtime import heap, liveness, orphan
 from toolgate.workers.runtime.alarm import Alarm
-from toolgate.workers.runtime.audit import AuditSink, use_keyset
 from toolgate.workers.runtime.consumer import StageConsumer
 from toolgate.workers.runtime.filling import Bounds, Filling, bounds_for
 from toolgate.workers.runtime.freshness import Bound

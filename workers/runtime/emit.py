@@ -26,12 +26,12 @@ from toolgate.schemas.models import (
 )
 from toolgate.schemas.wire import WireModel
 from toolgate.scrubber import SCRUBBER
+from toolgate.store.audit import Entry
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, SCHEMA, Headers, edge_headers, header
 from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer
 from toolgate.workers.runtime import results
-from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.runtime.refusals import Refusal
 
 # A dead letter must be deliverable whatever it holds: what came in may already be at the

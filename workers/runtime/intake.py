@@ -22,11 +22,11 @@ from typing import Generic
 
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import PayloadKind, StageBatch, TaxonomyClass
+from toolgate.store.audit import Entry
+from toolgate.store.audit_entry import bounded
 from toolgate.topics.consumed import MAX_REASON, Consumed, Read, Unreadable
 from toolgate.topics.headers import CALL_ID, as_pairs, header, header_int
 from toolgate.trust.integrity import Sealer
-from toolgate.workers.runtime.audit import Entry
-from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.freshness import Bound, stale

@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolgate.workers.runtime.audit_entry import Entry
+from toolgate.store.audit_entry import Entry
 
 INDIVIDUALLY = 10  # refusals of one key audited one row each per window
 SAMPLES = 5  # refusals of one key a collapsed row shows, beyond those

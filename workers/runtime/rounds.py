@@ -27,10 +27,10 @@ from typing import Generic
 
 from toolgate.faults import crash_point
 from toolgate.schemas.models import TaxonomyClass
+from toolgate.store.audit import Entry
 from toolgate.topics.catalog import Topics
 from toolgate.topics.consumed import Read
 from toolgate.trust.integrity import Sealer
-from toolgate.workers.runtime.audit import Entry
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.delivery import Delivery, Send
 from toolgate.workers.runtime.emit import Emit

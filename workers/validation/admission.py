@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from toolgate.schemas.models import FieldError, Principal, TaxonomyClass, ToolProposal
+from toolgate.store.audit import Entry
+from toolgate.store.audit_entry import bounded
 from toolgate.trust.merkle import CheckedRoots
-from toolgate.workers.runtime.audit import Entry
-from toolgate.workers.runtime.audit_entry import bounded
 from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.validation import limits
 from toolgate.workers.validation.identity import Proven, Refused, RegisteredAgent, Unproven, authenticate

@@ -26,9 +26,9 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.schemas.models import FieldError, TaxonomyClass, ToolProposal
+from toolgate.store import audit
 from toolgate.trust.merkle import CheckedRoots
 from toolgate.trust.proposal_signing import ROOT_PURPOSE
-from toolgate.workers.runtime import audit
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Inbound

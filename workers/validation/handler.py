@@ -27,9 +27,10 @@ from toolgate.schemas.identity import identity_of
 from toolgate.schemas.models import FieldError, StageDecision, StageRecord, TaxonomyClass, ToolProposal
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
+from toolgate.store import audit
 from toolgate.store.db import make_pool
 from toolgate.topics.headers import CALL_ID, header
-from toolgate.workers.runtime import audit, fact_loader, facts
+from toolgate.workers.runtime import fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.freshness import Bound

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from toolgate.hashing import CALLER_KEY
 from toolgate.schemas.models import FieldError, ToolProposal
-from toolgate.workers.runtime.audit_entry import bounded
+from toolgate.store.audit_entry import bounded
 
 MAX_PROPOSAL_BYTES = 512 * 1024  # the whole Avro record, arguments included
 MAX_SCOPES = 64

@@ -1,6 +1,6 @@
 """An audit entry, and how much of a record that proves nobody one may hold.
 
-What a stage or an operator command appends to the audit log (workers/runtime/audit.py chains
+What a stage or an operator command appends to the audit log (store/audit.py chains
 and signs it). The log is never pruned, and every value an unproven record carries (a call_id
 header, an agent or approver id, a claimed tenant, a key id, a tool name) is whatever anyone who
 may write a topic chose: every auditor takes such values through `bounded`, which needs no

@@ -12,7 +12,7 @@ transaction-scoped advisory lock, so the chain has one order; each row carries i
 tables (migration 0009), and neither can be truncated (0008).
 
 Each checkpoint names the deployment key that signed it, and verify checks it with that key
-(workers/runtime/checkpoint_keys.py: which key signs, which keys check), so a rotation of the
+(toolgate/trust/checkpoint_keys.py: which key signs, which keys check), so a rotation of the
 deployment secret leaves the chain verifiable. A writer with no key at all appends without a
 checkpoint (and says so once in its log): verify reports such rows as not covered by a checkpoint.
 
@@ -33,16 +33,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg import AsyncConnection, AsyncCursor
+from psycopg import AsyncConnection, AsyncCursor, Connection
 
 from toolgate.schemas.wire import canonical_json
 from toolgate.store import batch
+from toolgate.store.audit_entry import Entry as Entry
 from toolgate.store.db import make_pool, rows_json
+from toolgate.trust.checkpoint_keys import TrustedKeys, signer
+from toolgate.trust.checkpoint_keys import use_key as use_key
+from toolgate.trust.checkpoint_keys import use_keyset as use_keyset
 from toolgate.trust.ed25519 import PublicKey
-from toolgate.workers.runtime.audit_entry import Entry as Entry
-from toolgate.workers.runtime.checkpoint_keys import TrustedKeys, signer
-from toolgate.workers.runtime.checkpoint_keys import use_key as use_key
-from toolgate.workers.runtime.checkpoint_keys import use_keyset as use_keyset
 
 log = logging.getLogger("toolgate.audit")
 
@@ -280,3 +280,15 @@ def verify(
     else:
         verdict = Verdict.INTACT
     return Report(verdict, total, checked, broken, anchor, violated, unsigned)
+
+
+JUDGMENT = """
+SELECT action, detail FROM toolgate.audit_log WHERE action LIKE 'decision_%%' AND detail->>'decision_id' = %s
+ORDER BY id DESC LIMIT 1
+"""
+
+
+def judgment(conn: Connection[Any], decision_id: str) -> tuple[str, dict[str, Any]] | None:
+    """The last audit row of approval-wait's judgment of a decision: its action and detail."""
+    row = conn.execute(JUDGMENT, (decision_id,)).fetchone()
+    return (row[0], row[1]) if row is not None else None

@@ -1,14 +1,16 @@
-"""toolgate.approvals, as the approval sweep reads and writes it: tickets past their expiry set
-AUTO_DENIED, tickets that reached their escalation time read and moved to their next approver
-group, and how long until the next one falls due. Approval-wait's ExpirySweeper runs it, and
-reconciliation for expiry (workers/approval/sweep.py)."""
+"""toolgate.approvals' open tickets, outside a call's round. The approval sweep's
+(workers/approval/sweep.py, run by approval-wait's ExpirySweeper and by reconciliation for
+expiry): tickets past their expiry set AUTO_DENIED, tickets that reached their escalation time read
+and moved to their next approver group, and how long until the next one falls due. A re-drive's
+(workers/reconciliation/redrive.py): the tickets still in flight, to say again. `toolgate status`'s
+(ops/status.py): how many wait, and for how long."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, Connection
 
 from toolgate.store.db import rows_json
 
@@ -91,3 +93,39 @@ async def until_due(conn: AsyncConnection[Any]) -> float | None:
     """Seconds until the next ticket falls due (at most 0: now); None: no ticket waits."""
     row = await (await conn.execute(NEXT_DUE)).fetchone()
     return None if row is None or row[0] is None else float(row[0])
+
+
+IN_FLIGHT = """
+SELECT approval_id FROM toolgate.approvals
+WHERE status = 'PENDING' OR (status = 'APPROVED' AND consumed_by IS NULL)
+ORDER BY created_at
+"""
+WAITING = """
+SELECT count(*), extract(epoch FROM now() - min(created_at))::float8,
+       count(*) FILTER (WHERE expires_at < now()),
+       extract(epoch FROM now() - min(expires_at))::float8
+FROM toolgate.approvals WHERE status = 'PENDING'
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """The tickets that wait: how many, the oldest's age, how many are past their expiry and by
+    how long the most overdue is."""
+
+    pending: int
+    oldest_age_s: float | None
+    past_expiry: int
+    most_overdue_s: float | None
+
+
+async def in_flight(conn: AsyncConnection[Any]) -> list[str]:
+    """The tickets still waiting, or approved and not yet consumed, oldest first."""
+    cur = await conn.execute(IN_FLIGHT)
+    return [row[0] for row in await cur.fetchall()]
+
+
+def waiting(conn: Connection[Any]) -> Waiting:
+    row = conn.execute(WAITING).fetchone()
+    assert row is not None  # an aggregate: one row
+    return Waiting(*row)
