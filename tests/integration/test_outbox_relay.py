@@ -22,6 +22,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import StageBatch
 from toolgate.settings import Settings
 from toolgate.store import outbox
+from toolgate.store import outbox as outbox_rows
 from toolgate.store.outbox import INSERT, OutboxRow, columns
 from toolgate.topics.catalog import Topics
 from toolgate.trust.integrity import Sealer, deployment_keys
@@ -155,7 +156,7 @@ def test_a_held_row_is_left_to_its_writer_until_its_hold_ends(postgres: Server, 
                     too_early = await relay.relay_once()
                     await asyncio.sleep(1.2)
                     after_hold = await relay.relay_once()
-                    await outbox.enqueue(conn, [OutboxRow("results", 1, "item", None, b"due")], topics)
+                    await outbox_rows.enqueue(conn, [OutboxRow("results", 1, "item", None, b"due")], topics)
                     await conn.commit()
                     woken_by_due = await _notified(listener)
                 sent = [

@@ -16,8 +16,10 @@ from toolgate.schemas.models import ApprovalDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import TicketStatus
 from toolgate.store import audit
+from toolgate.store import outbox as outbox_rows
 from toolgate.store.audit_entry import bounded
 from toolgate.store.db import make_pool
+from toolgate.store.outbox import OutboxRow
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume, tickets
 from toolgate.workers.approval.decision import STAGE, Then, Transition, proves_nobody, transition
@@ -49,7 +51,7 @@ class DecisionsHandler(Handler[ApprovalDecision]):
             await tickets.lock(conn, ids)
             held, requests = await tickets.load(conn, ids)
             approvers = await tickets.approvers(conn, approver_ids)
-            rows: list[outbox.OutboxRow] = []
+            rows: list[OutboxRow] = []
             entries: list[audit.Entry] = []
             counted: list[ApprovalDecision] = []
             for call in calls:
@@ -71,7 +73,7 @@ class DecisionsHandler(Handler[ApprovalDecision]):
                 await tickets.record_decisions(conn, counted)
                 decided = (TicketStatus.APPROVED, TicketStatus.DENIED)
                 await tickets.close(conn, [t for t in held.values() if t.status in decided])
-            await outbox.enqueue(conn, rows, self.topics)
+            await outbox_rows.enqueue(conn, rows, self.topics)
             await audit.append(conn, entries)
             if any(r.topic == "executable" for r in rows):
                 crash_point("approval.during_release")
@@ -90,7 +92,7 @@ def unproven_entry(decision: ApprovalDecision, step: Transition, call_id: str | 
     return audit.Entry(STAGE, step.action, bounded(decision.approver_id) or "unknown", call_id, None, detail)
 
 
-def said(step: Transition, decision: ApprovalDecision, request: StageRecord, now: int) -> list[outbox.OutboxRow]:
+def said(step: Transition, decision: ApprovalDecision, request: StageRecord, now: int) -> list[OutboxRow]:
     """What a counted decision publishes: the release, the denial, or nothing yet."""
     if step.then is Then.RELEASE and step.ticket is not None:
         released = resume.released(request, step.ticket.approved_by, now)

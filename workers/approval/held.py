@@ -20,12 +20,14 @@ from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.schemas.wire import WireModel
 from toolgate.settings import Settings
 from toolgate.store import audit
+from toolgate.store import outbox as outbox_rows
 from toolgate.store.db import make_pool
+from toolgate.store.outbox import OutboxRow
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume, tickets
 from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.approval.packet import Opening, opening
-from toolgate.workers.runtime import fact_loader, facts, outbox, target_state
+from toolgate.workers.runtime import fact_loader, facts, target_state
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound, fail_closed
@@ -87,7 +89,7 @@ class AuthorizedHandler(Handler[Read]):
             # A ticket that already existed: the call came again (re-published, or re-driven).
             known = await resume.load(conn, [a for a in held if a not in created])
             again_rows, again_entries = say_again(held, known, now)
-            await outbox.enqueue(conn, rows + again_rows, self.topics)
+            await outbox_rows.enqueue(conn, rows + again_rows, self.topics)
             await audit.append(conn, entries + again_entries)
         if created:
             self.opened()
@@ -134,9 +136,9 @@ def _whole(call: Inbound[Read]) -> Inbound[StageRecord] | None:
     return Inbound(record, call.raw, call.origin, call.span, call.traceparent)
 
 
-def announce(held: Opened, created: set[str], now: int) -> tuple[list[outbox.OutboxRow], list[audit.Entry]]:
+def announce(held: Opened, created: set[str], now: int) -> tuple[list[OutboxRow], list[audit.Entry]]:
     """The packets of the tickets just written, and the interim answers to their agents."""
-    rows: list[outbox.OutboxRow] = []
+    rows: list[OutboxRow] = []
     entries: list[audit.Entry] = []
     for approval_id in created:
         call, opened = held[approval_id]
@@ -152,11 +154,9 @@ def announce(held: Opened, created: set[str], now: int) -> tuple[list[outbox.Out
     return rows, entries
 
 
-def say_again(
-    held: Opened, known: dict[str, resume.Held], now: int
-) -> tuple[list[outbox.OutboxRow], list[audit.Entry]]:
+def say_again(held: Opened, known: dict[str, resume.Held], now: int) -> tuple[list[OutboxRow], list[audit.Entry]]:
     """What the tickets that already existed say again (resume.py's table)."""
-    rows: list[outbox.OutboxRow] = []
+    rows: list[OutboxRow] = []
     entries: list[audit.Entry] = []
     for approval_id, ticket in known.items():
         call = held[approval_id][0]

@@ -34,6 +34,7 @@ from toolgate.schemas.models import (
 )
 from toolgate.states import StageOutcome, TicketStatus
 from toolgate.store import approvals
+from toolgate.store.outbox import OutboxRow
 from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.results import outcome, reject_record, result
@@ -67,7 +68,7 @@ async def load(conn: AsyncConnection[Any], approval_ids: list[str]) -> dict[str,
     }
 
 
-def announced(record: StageRecord, packet: ApprovalRequest, traceparent: str, now: int) -> list[outbox.OutboxRow]:
+def announced(record: StageRecord, packet: ApprovalRequest, traceparent: str, now: int) -> list[OutboxRow]:
     """A held call's packet for its approvers and the interim answer for its agent."""
     approval_id = packet.approval_id
     return [
@@ -148,7 +149,7 @@ def expiry(approval_id: str) -> str:
     return f"approval {approval_id} expired without enough approvals: AUTO_DENIED"
 
 
-def again(held: Held, traceparent: str, now: int) -> list[outbox.OutboxRow]:
+def again(held: Held, traceparent: str, now: int) -> list[OutboxRow]:
     """What to say again about a ticket, per the table in the module docstring."""
     record = held.request
     if held.status == TicketStatus.PENDING:

@@ -16,6 +16,7 @@ from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import TicketStatus
 from toolgate.store import audit, open_approvals
+from toolgate.store import outbox as outbox_rows
 from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
@@ -46,7 +47,7 @@ async def expire_approvals(conn: AsyncConnection[Any], topics: Topics, stage: st
                 {"approval_id": ticket.approval_id, "status": str(TicketStatus.AUTO_DENIED)},
             )
         )
-    await outbox.enqueue(conn, rows, topics)
+    await outbox_rows.enqueue(conn, rows, topics)
     await audit.append(conn, entries)
     return len(expired)
 
@@ -95,7 +96,7 @@ async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, top
         )
     if updates:
         await open_approvals.record_escalations(conn, updates)
-    await outbox.enqueue(conn, rows, topics)
+    await outbox_rows.enqueue(conn, rows, topics)
     await audit.append(conn, entries)
     return len(due)
 

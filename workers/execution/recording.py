@@ -28,7 +28,7 @@ from toolgate.states import KeyStatus
 from toolgate.store import approvals, audit, batch
 from toolgate.store import keys as idempotency_keys
 from toolgate.store import reads as read_outcomes
-from toolgate.store.outbox import enqueue, enqueue_held, held_ids
+from toolgate.store.outbox import OutboxRow, enqueue, enqueue_held, held_ids
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution import answers, clearance, compensation, decision, keys, reads, tickets
 from toolgate.workers.execution import idempotency as idem
@@ -69,8 +69,8 @@ class Writes:
 
     settle: list[dict[str, Any]] = field(default_factory=list)
     insert: list[dict[str, Any]] = field(default_factory=list)  # new keys, with their end
-    rows: list[outbox.OutboxRow] = field(default_factory=list)
-    results: list[outbox.OutboxRow] = field(default_factory=list)  # inserted held
+    rows: list[OutboxRow] = field(default_factory=list)
+    results: list[OutboxRow] = field(default_factory=list)  # inserted held
     entries: list[audit.Entry] = field(default_factory=list)
     compensated: list[tuple[str | None, str, str]] = field(default_factory=list)
     compensation_failed: list[tuple[str, str]] = field(default_factory=list)

@@ -34,8 +34,10 @@ from toolgate.settings import Settings
 from toolgate.states import KeyStatus
 from toolgate.store import approvals, audit
 from toolgate.store import keys_reconciliation as stuck_keys
+from toolgate.store import outbox as outbox_rows
 from toolgate.store.db import make_pool
 from toolgate.store.keys_reconciliation import LeaseExpired
+from toolgate.store.outbox import OutboxRow
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.approval.sweep import expire_approvals
@@ -52,7 +54,7 @@ from toolgate.workers.runtime.results import outcome
 log = logging.getLogger("toolgate.reconciliation")
 # What a pass reports, in this order (`toolgate reconcile` prints it).
 Conn = AsyncConnection[Any]
-Rows = list[outbox.OutboxRow]  # what a decision publishes, through the outbox
+Rows = list[OutboxRow]  # what a decision publishes, through the outbox
 COUNTS = ("redriven", "completed", "failed_final", "unresolved", "expired", "approvals_expired")
 
 
@@ -132,7 +134,7 @@ class Reconciler:
             counts["expired"] = await stuck_keys.expire(conn)
             # A backstop for approval-wait's own sweep: expired tickets AUTO_DENY even while it is down.
             counts["approvals_expired"] = await expire_approvals(conn, self.topics, STAGE)
-            await outbox.enqueue(conn, rows, self.topics)
+            await outbox_rows.enqueue(conn, rows, self.topics)
             await audit.append(conn, entries)
         if any(v for k, v in counts.items() if k != "unresolved"):
             log.info("reconciled", extra={"stage": STAGE, "action": "reconciled", "count": sum(counts.values())})

@@ -4,7 +4,6 @@ Any Kafka write that follows from a Postgres state change (an execution's result
 approval's release, an expiry) is built here, as an item of a stage batch (`item`) or an edge
 record (`record`), and written by store/outbox.py in the transaction of that change, so the state
 and the record that announces it commit or roll back together; the outbox relay publishes them.
-`enqueue` and `OutboxRow` are the store's, named here too for the stages that build and write.
 
 A writer on a call's critical path may publish its rows itself, once they are committed, rather
 than wait for the relay to be woken: it inserts them held (store/outbox.py `enqueue_held`), which
@@ -20,12 +19,10 @@ from dataclasses import dataclass
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, StageRecord
 from toolgate.schemas.wire import WireModel
-from toolgate.store.outbox import OutboxRow, enqueue
+from toolgate.store.outbox import OutboxRow
 from toolgate.topics.headers import edge_headers
 from toolgate.workers.runtime import results
 from toolgate.workers.runtime.emit import Emit
-
-__all__ = ["Held", "OutboxRow", "enqueue", "item", "record"]
 
 
 def item(topic: str, partition: int, model: StageRecord | ExecutionResult) -> OutboxRow:
