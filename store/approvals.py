@@ -14,7 +14,9 @@ from typing import Any
 
 from psycopg import AsyncConnection, Connection
 
+from toolgate.states import TicketStatus
 from toolgate.store.db import rows_json
+from toolgate.store.rows import Ticket as ClearedTicket
 
 TICKETS = """
 SELECT a.approval_id, a.tool_name, a.tool_version, a.payload_hash, a.risk_class, a.required_approvals, a.status,
@@ -165,28 +167,14 @@ WHERE approval_id = %s AND tenant_id = %s AND consumed_by = %s AND spent_at IS N
 """
 
 
-@dataclass(frozen=True, slots=True)
-class Clearance:
-    """A ticket as execution clears a call by it: with how many distinct approvers, still active
-    and registered for its tenant, approved it, and whether its operation ended (spent)."""
-
-    approval_id: str
-    status: str
-    call_id: str
-    tenant_id: str
-    tool_name: str
-    tool_version: str
-    payload_hash: str
-    required_approvals: int
-    state_version: str | None
-    consumed_by: str | None
-    approvers: int
-    spent: bool
-
-
-async def clearances(conn: AsyncConnection[Any], ids: Sequence[str]) -> list[Clearance]:
+async def clearances(conn: AsyncConnection[Any], ids: Sequence[str]) -> list[ClearedTicket]:
+    """The tickets as execution clears a call by them: with how many distinct approvers, still
+    active and registered for its tenant, approved each, and whether its operation ended."""
     cur = await conn.execute(CLEARANCE, (ids,))
-    return [Clearance(*row) for row in await cur.fetchall()]
+    return [
+        ClearedTicket(a, TicketStatus(status), c, t, n, v, h, r, s, by, int(approvers), bool(spent))
+        for a, status, c, t, n, v, h, r, s, by, approvers, spent in await cur.fetchall()
+    ]
 
 
 async def consume(conn: AsyncConnection[Any], approval_ids: list[str], operations: list[str]) -> set[str]:

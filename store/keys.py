@@ -31,6 +31,7 @@ from psycopg import AsyncConnection, AsyncCursor
 
 from toolgate.states import KeyStatus
 from toolgate.store.db import keyed, rows_json
+from toolgate.store.rows import KeyRow
 
 Ident = tuple[str, str]  # (tenant_id, idempotency_key)
 
@@ -135,24 +136,6 @@ FROM toolgate.idempotency_keys WHERE call_id = %s AND (%s::text IS NULL OR tenan
 
 
 @dataclass(frozen=True, slots=True)
-class Locked:
-    """An existing key's row, as phase A plans it (locked until the transaction ends)."""
-
-    tenant_id: str
-    idempotency_key: str
-    status: KeyStatus
-    request_hash: str
-    call_id: str
-    attempt: int
-    lease_owner: str | None
-    lease_until_ms: int | None
-    response: dict[str, Any] | None
-    error_code: str | None
-    expires_at_ms: int
-    expired_from: KeyStatus | None  # the status an EXPIRED key had
-
-
-@dataclass(frozen=True, slots=True)
 class Outcome:
     """A key's stored outcome, as a late call reads it."""
 
@@ -226,13 +209,13 @@ async def reserve(conn: AsyncConnection[Any], rows: list[dict[str, Any]], owner:
     return {(r[0], r[1]) for r in await cur.fetchall()}
 
 
-async def lock(conn: AsyncConnection[Any], idents: list[Ident]) -> list[Locked]:
-    """The keys' rows, locked until the transaction ends."""
+async def lock(conn: AsyncConnection[Any], idents: list[Ident]) -> dict[Ident, KeyRow]:
+    """The keys' rows, by (tenant, key), locked until the transaction ends."""
     cur = await keyed(conn, LOCK, _pairs(idents))
-    return [
-        Locked(r[0], r[1], KeyStatus(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], _status(r[11]))
+    return {
+        (r[0], r[1]): KeyRow(KeyStatus(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], _status(r[11]))
         for r in await cur.fetchall()
-    ]
+    }
 
 
 async def redrive(conn: AsyncConnection[Any], rows: list[dict[str, Any]], owner: str, lease_s: float) -> None:

@@ -37,27 +37,10 @@ from toolgate.contracts.contract import Contract
 from toolgate.hashing import payload_hash
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.states import TicketStatus
+from toolgate.store.rows import Ticket as Ticket  # what a call is cleared by
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.execution.idempotency import Execute
 from toolgate.workers.policy.decision import MIN_APPROVALS
-
-
-@dataclass(frozen=True)
-class Ticket:
-    """An approval ticket as Postgres has it, with the approvals that still count."""
-
-    approval_id: str
-    status: TicketStatus
-    call_id: str
-    tenant_id: str
-    tool_name: str
-    tool_version: str
-    payload_hash: str
-    required_approvals: int
-    state_version: str | None
-    consumed_by: str | None
-    approvers: int  # distinct approvers, still active and registered for its tenant, who approved
-    spent: bool = False  # the operation it released reached a final state
 
 
 @dataclass(frozen=True)

@@ -40,24 +40,11 @@ from typing import Any
 
 from toolgate.states import ENDED as ENDED  # recording reads it from here
 from toolgate.states import KeyStatus
+from toolgate.store.rows import KeyRow as KeyRow  # the row a plan reads
 
 # The lease owner reconciliation writes when it re-drives a key: whichever execution worker
 # receives the re-driven call takes the key over.
 REDRIVE_OWNER = "reconciliation:redrive"
-
-
-@dataclass(frozen=True)
-class KeyRow:
-    status: KeyStatus
-    request_hash: str
-    call_id: str
-    attempt: int
-    lease_owner: str | None
-    lease_until_ms: int | None
-    response: dict[str, Any] | None
-    error_code: str | None
-    expires_at_ms: int
-    expired_from: KeyStatus | None = None  # the status an EXPIRED key had
 
 
 @dataclass(frozen=True)

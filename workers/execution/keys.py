@@ -69,21 +69,7 @@ async def reserve(conn: AsyncConnection[Any], first: list[Attempt], owner: str, 
 
 async def lock(conn: AsyncConnection[Any], idents: list[Ident]) -> dict[Ident, KeyRow]:
     """The keys' rows, locked until the transaction ends."""
-    return {
-        (r.tenant_id, r.idempotency_key): KeyRow(
-            r.status,
-            r.request_hash,
-            r.call_id,
-            r.attempt,
-            r.lease_owner,
-            r.lease_until_ms,
-            r.response,
-            r.error_code,
-            r.expires_at_ms,
-            r.expired_from,
-        )
-        for r in await idempotency_keys.lock(conn, idents)
-    }
+    return await idempotency_keys.lock(conn, idents)
 
 
 def redrive_row(a: Attempt, attempt: int) -> dict[str, Any]:

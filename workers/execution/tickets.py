@@ -16,7 +16,6 @@ from psycopg import AsyncConnection
 
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import StageRecord
-from toolgate.states import TicketStatus
 from toolgate.store import approvals
 from toolgate.workers.execution.clearance import Ticket
 from toolgate.workers.runtime import fact_loader, facts, target_state
@@ -26,24 +25,7 @@ async def load(conn: AsyncConnection[Any], approval_ids: Sequence[str]) -> dict[
     """The tickets, locked until the transaction ends."""
     ids = sorted(set(approval_ids))
     await approvals.lock(conn, ids)
-    return {row.approval_id: _ticket(row) for row in await approvals.clearances(conn, ids)}
-
-
-def _ticket(row: approvals.Clearance) -> Ticket:
-    return Ticket(
-        row.approval_id,
-        TicketStatus(row.status),
-        row.call_id,
-        row.tenant_id,
-        row.tool_name,
-        row.tool_version,
-        row.payload_hash,
-        row.required_approvals,
-        row.state_version,
-        row.consumed_by,
-        int(row.approvers),
-        bool(row.spent),
-    )
+    return {ticket.approval_id: ticket for ticket in await approvals.clearances(conn, ids)}
 
 
 async def consume(conn: AsyncConnection[Any], released: dict[str, str]) -> set[str]:

@@ -1,0 +1,46 @@
+"""The rows the store reads that a pure decision judges as they are: a module of types only, so a
+decision may import them without the store's I/O. A key's row as phase A reads it under lock
+(store/keys.py `lock`, judged by workers/execution/idempotency.py), and an approval ticket as
+execution clears a call by it (store/approvals.py `clearances`, judged by
+workers/execution/clearance.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from toolgate.states import KeyStatus, TicketStatus
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRow:
+    """An existing key's row, locked until the transaction ends."""
+
+    status: KeyStatus
+    request_hash: str
+    call_id: str
+    attempt: int
+    lease_owner: str | None
+    lease_until_ms: int | None
+    response: dict[str, Any] | None
+    error_code: str | None
+    expires_at_ms: int
+    expired_from: KeyStatus | None = None  # the status an EXPIRED key had
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """An approval ticket as Postgres has it, with the approvals that still count."""
+
+    approval_id: str
+    status: TicketStatus
+    call_id: str
+    tenant_id: str
+    tool_name: str
+    tool_version: str
+    payload_hash: str
+    required_approvals: int
+    state_version: str | None
+    consumed_by: str | None
+    approvers: int  # distinct approvers, still active and registered for its tenant, who approved
+    spent: bool = False  # the operation it released reached a final state
