@@ -16,6 +16,7 @@ from psycopg import AsyncConnection, Connection
 
 from toolgate.states import TicketStatus
 from toolgate.store.db import rows_json
+from toolgate.store.rows import OpenTicket
 from toolgate.store.rows import Ticket as ClearedTicket
 
 TICKETS = """
@@ -71,29 +72,6 @@ GROUP BY a.approval_id
 
 
 @dataclass(frozen=True, slots=True)
-class Ticket:
-    """A ticket as approval-wait judges a decision on it: with the approvers that approved and
-    that decided, and the decision ids already counted."""
-
-    approval_id: str
-    tool_name: str
-    tool_version: str
-    payload_hash: str
-    risk_class: str
-    required_approvals: int
-    status: str
-    expires_at_ms: int
-    request: bytes  # the held call, as encoded
-    home_partition: int
-    approved_by: list[str]
-    decided_by: list[str]
-    decision_ids: list[str]
-    approver_groups: list[str]
-    state_version: str | None
-    tenant_id: str
-
-
-@dataclass(frozen=True, slots=True)
 class Held:
     """A ticket with what is needed to say it again: its held call, its packet, who approved it
     (in order) and the first denial."""
@@ -112,9 +90,31 @@ async def lock(conn: AsyncConnection[Any], ids: Sequence[str]) -> None:
     await conn.execute(LOCK, (ids,))
 
 
-async def tickets(conn: AsyncConnection[Any], ids: Sequence[str]) -> list[Ticket]:
+async def tickets(conn: AsyncConnection[Any], ids: Sequence[str]) -> list[tuple[OpenTicket, bytes]]:
+    """The tickets, each with the call it holds as encoded (TICKETS' columns, in order)."""
     cur = await conn.execute(TICKETS, (ids,))
-    return [Ticket(*row) for row in await cur.fetchall()]
+    return [
+        (
+            OpenTicket(
+                r[0],
+                r[15],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                TicketStatus(r[6]),
+                int(r[7]),
+                tuple(r[10]),
+                tuple(r[11]),
+                frozenset(r[12]),
+                tuple(r[13]),
+                r[14],
+            ),
+            bytes(r[8]),
+        )
+        for r in await cur.fetchall()
+    ]
 
 
 async def held(conn: AsyncConnection[Any], ids: Sequence[str]) -> list[Held]:

@@ -2,11 +2,12 @@
 decision may import them without the store's I/O. A key's row as phase A reads it under lock
 (store/keys.py `lock`, judged by workers/execution/idempotency.py), and an approval ticket as
 execution clears a call by it (store/approvals.py `clearances`, judged by
-workers/execution/clearance.py)."""
+workers/execution/clearance.py), and an open ticket as approval-wait judges a decision on it
+(store/approvals.py `tickets`, judged by workers/approval/decision.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolgate.states import KeyStatus, TicketStatus
@@ -44,3 +45,24 @@ class Ticket:
     consumed_by: str | None
     approvers: int  # distinct approvers, still active and registered for its tenant, who approved
     spent: bool = False  # the operation it released reached a final state
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTicket:
+    """A ticket as approval-wait judges a decision on it: with the approvers that approved and
+    that decided, and the decision ids already counted."""
+
+    approval_id: str
+    tenant_id: str
+    tool_name: str
+    tool_version: str
+    payload_hash: str
+    risk_class: str
+    required_approvals: int
+    status: TicketStatus
+    expires_at_ms: int
+    approved_by: tuple[str, ...] = ()
+    decided_by: tuple[str, ...] = ()
+    used_decisions: frozenset[str] = field(default_factory=frozenset)
+    groups: tuple[str, ...] = ()  # the approver groups reached so far; empty: any allowed approver
+    state_version: str | None = None  # the target's state the approver was shown

@@ -20,34 +20,20 @@ never a second vote.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from toolgate.hashing import fingerprint
 from toolgate.schemas.models import ApprovalDecision, Verdict
 from toolgate.states import TicketStatus
+from toolgate.store.rows import OpenTicket
 from toolgate.trust.signing import verify
 
 STAGE = "approval-wait"
 
 
-@dataclass(frozen=True)
-class Ticket:
-    approval_id: str
-    tenant_id: str
-    tool_name: str
-    tool_version: str
-    payload_hash: str
-    risk_class: str
-    required_approvals: int
-    status: TicketStatus
-    expires_at_ms: int
-    approved_by: tuple[str, ...] = ()
-    decided_by: tuple[str, ...] = ()
-    used_decisions: frozenset[str] = field(default_factory=frozenset)
-    groups: tuple[str, ...] = ()  # the approver groups reached so far; empty: any allowed approver
-    state_version: str | None = None  # the target's state the approver was shown
+Ticket = OpenTicket  # what a decision is judged against, as the store reads it
 
 
 @dataclass(frozen=True)

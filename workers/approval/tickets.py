@@ -17,7 +17,6 @@ from psycopg import AsyncConnection
 
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalDecision, StageRecord
-from toolgate.states import TicketStatus
 from toolgate.store import approvals
 from toolgate.store import approvers as store_approvers
 from toolgate.workers.approval.decision import Approver, Ticket
@@ -32,24 +31,9 @@ async def load(conn: AsyncConnection[Any], ids: list[str]) -> tuple[dict[str, Ti
     """The tickets, and the call each one holds."""
     tickets: dict[str, Ticket] = {}
     requests: dict[str, StageRecord] = {}
-    for row in await approvals.tickets(conn, ids):
-        tickets[row.approval_id] = Ticket(
-            approval_id=row.approval_id,
-            tenant_id=row.tenant_id,
-            tool_name=row.tool_name,
-            tool_version=row.tool_version,
-            payload_hash=row.payload_hash,
-            risk_class=row.risk_class,
-            required_approvals=row.required_approvals,
-            status=TicketStatus(row.status),
-            expires_at_ms=int(row.expires_at_ms),
-            approved_by=tuple(row.approved_by),
-            decided_by=tuple(row.decided_by),
-            used_decisions=frozenset(row.decision_ids),
-            groups=tuple(row.approver_groups),
-            state_version=row.state_version,
-        )
-        requests[row.approval_id] = codec().decode(bytes(row.request), StageRecord)
+    for ticket, request in await approvals.tickets(conn, ids):
+        tickets[ticket.approval_id] = ticket
+        requests[ticket.approval_id] = codec().decode(request, StageRecord)
     return tickets, requests
 
 
