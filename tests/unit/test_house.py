@@ -74,6 +74,7 @@ PURE_PARTS = (
     "toolgate.workers.execution.compensation",
     "toolgate.workers.execution.clearance",
     "toolgate.workers.execution.idempotency",
+    "toolgate.workers.execution.pending",
     "toolgate.workers.approval.packet",
     "toolgate.workers.runtime.facts",
     "toolgate.schemas.identity",
