@@ -9,8 +9,8 @@ the earlier call (its arguments and result): a compensation undoes that effect, 
 one its arguments might name. The compensation runs like any call, with its own
 idempotency key; in the same transaction as its own result the earlier key becomes
 COMPENSATED, or, when the compensation fails, stays COMPLETED marked COMPENSATION_FAILED,
-and the compensation's request is dead-lettered for an operator. The key rows are read and
-marked through store/keys.py.
+and the compensation's request is dead-lettered for an operator. Pure: the key rows are read
+(performer.py) and marked (recording.py's writes) through store/keys.py.
 """
 
 from __future__ import annotations
@@ -18,14 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg import AsyncConnection
-
 from toolgate.contracts.registry import Registry
-from toolgate.schemas.codec import codec
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
 from toolgate.schemas.wire import compact_json
 from toolgate.states import KeyStatus
-from toolgate.store import keys as idempotency_keys
 from toolgate.workers.validation.decision import apply_defaults
 
 
@@ -86,27 +82,6 @@ def check(
             message=f"call {target} was already compensated by another operation",
         )
     return None
-
-
-async def load(conn: AsyncConnection[Any], records: list[StageRecord]) -> dict[tuple[str, str], Original]:
-    """The earlier calls' key rows, locked for this transaction, by (tenant, call_id)."""
-    if not records:
-        return {}
-    found = {}
-    for row in await idempotency_keys.to_compensate(conn, [(r.tenant_id, r.compensation_of or "") for r in records]):
-        arguments = codec().decode(row.request, StageRecord).arguments
-        data = (row.response or {}).get("data") or {}
-        found[(row.tenant_id, row.call_id)] = Original(
-            row.tenant_id,
-            row.idempotency_key,
-            row.status,
-            row.tool_name,
-            row.tool_version,
-            row.compensated_by,
-            arguments,
-            data,
-        )
-    return found
 
 
 def arguments_for(

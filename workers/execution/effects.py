@@ -14,6 +14,7 @@ from typing import Any
 from toolgate.contracts.contract import Contract
 from toolgate.hashing import provider_key
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
+from toolgate.scrubber import SCRUBBER
 
 
 @dataclass(frozen=True)
@@ -65,3 +66,12 @@ class Unknown:
 
 
 Effect = Done | Failed | Unknown
+
+
+def failed(
+    taxonomy: TaxonomyClass, code: str, message: str, *, final: bool, retry_after_ms: int | None = None
+) -> Failed:
+    """A failure with one error, its message scrubbed of credentials and cut to 500 characters."""
+    return Failed(
+        taxonomy, (FieldError(field=None, code=code, message=SCRUBBER.text(message)[:500]),), final, retry_after_ms
+    )

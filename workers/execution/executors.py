@@ -29,10 +29,10 @@ import psycopg
 from psycopg import AsyncConnection
 
 from toolgate.contracts.contract import Contract
-from toolgate.schemas.models import FieldError, TaxonomyClass
+from toolgate.schemas.models import TaxonomyClass
 from toolgate.scrubber import SCRUBBER
 from toolgate.store.db import jsonb
-from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
+from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown, failed
 
 log = logging.getLogger("toolgate.execution")
 
@@ -49,14 +49,6 @@ __all__ = [
     "run_postgres_batch",
     "run_python",
 ]
-
-
-def failed(
-    taxonomy: TaxonomyClass, code: str, message: str, *, final: bool, retry_after_ms: int | None = None
-) -> Failed:
-    return Failed(
-        taxonomy, (FieldError(field=None, code=code, message=SCRUBBER.text(message)[:500]),), final, retry_after_ms
-    )
 
 
 def to_json_value(value: Any) -> Any:

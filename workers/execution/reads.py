@@ -15,43 +15,33 @@ pass validation (the proposal window: retention.py), and answers a copy from it:
 
 Policy counts a read once per call likewise (toolgate.hashing.read_event). An interim answer
 (an outcome still unknown) is not stored: the call is not over. The reads and writes are one
-statement each per round, in the round's transactions (store/reads.py).
+statement each per round, in the round's transactions (store/reads.py); this module is pure,
+the driver (performer.py) reads and writes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from psycopg import AsyncConnection
-
 from toolgate.hashing import request_hash
-from toolgate.schemas.models import ExecutionResult
-from toolgate.store import reads as read_outcomes
-from toolgate.store.db import rows_json
-from toolgate.store.reads import Ident, ReadOutcome
+from toolgate.schemas.models import ExecutionResult, StageRecord
 from toolgate.workers.execution.answers import replay, stored_response
-from toolgate.workers.execution.attempt import Attempt
+
+Ident = tuple[str, str]  # (tenant_id, call_id)
+FirstOutcome = tuple[str, dict[str, Any]]  # a read's first outcome: its request hash, its response
 
 
-def answered(a: Attempt, stored: dict[Ident, ReadOutcome], now: int) -> ExecutionResult | None:
-    """A read's first outcome, answered again, if it has one for the same request (pure)."""
-    found = stored.get((a.record.tenant_id, a.record.call_id))
-    if found is None or found.request_hash != request_hash(a.record):
+def answered(
+    record: StageRecord, traceparent: str, stored: dict[Ident, FirstOutcome], now: int
+) -> ExecutionResult | None:
+    """A read's first outcome, answered again, if it has one for the same request."""
+    found = stored.get((record.tenant_id, record.call_id))
+    if found is None or found[0] != request_hash(record):
         return None
-    return replay(a.record, a.traceparent, found.response, now)
+    return replay(record, traceparent, found[1], now)
 
 
-async def replay_copies(conn: AsyncConnection[Any], attempts: Sequence[Attempt], now: int) -> None:
-    """Answer each read that already has a first outcome from it."""
-    if not attempts:
-        return
-    found = await read_outcomes.load(conn, [(a.record.tenant_id, a.record.call_id) for a in attempts])
-    stored = {outcome.ident: outcome for outcome in found}
-    for a in attempts:
-        a.result = answered(a, stored, now)
-
-
-def outcome_row(a: Attempt, res: ExecutionResult) -> tuple[str, str, str, str]:
-    """A read's final outcome, as the store keeps it (store/reads.py `store`)."""
-    return (a.record.tenant_id, a.record.call_id, request_hash(a.record), rows_json(stored_response(res)))
+def outcome_row(record: StageRecord, res: ExecutionResult) -> tuple[str, str, str, dict[str, Any]]:
+    """A read's final outcome, as the store keeps it (store/reads.py `store`; the driver stores
+    the response as JSON text)."""
+    return (record.tenant_id, record.call_id, request_hash(record), stored_response(res))

@@ -1,13 +1,15 @@
-"""Phase B of an execution round: one transaction records how every call ended.
+"""The recording step (Ran -> Recorded, machine.py): one transaction records how every call ended.
 
-It re-reads approved targets under FOR UPDATE (STALE_STATE if they moved since approval) and
-consumes their tickets, runs the Postgres effects (all at once; with a savepoint each only when
-one was refused, in a second try of the transaction) and the after_effects of the external
-ones, and writes, for every call: its key's status (COMPLETED / FAILED / still PENDING; a new
-key of a round that reserved in this same transaction is inserted with it), its result as an
-outbox row, the earlier call a compensation undid (or the dead letter of one that failed), and
-the audit entries. A co-located effect therefore commits with its COMPLETED record and outbox
-row or not at all. The decisions are decision.py's.
+Pure: it asks (asks.py) for what it reads, runs and writes, and decides with decision.py. It
+re-reads approved targets under FOR UPDATE (STALE_STATE if they moved since approval) and
+consumes their tickets (TargetState, ConsumeTickets), runs the Postgres effects (RunPostgres:
+all at once; with a savepoint each only when one was refused, in a second try of the
+transaction) and the after_effects of the external ones (RunAfterEffects), and writes (Write),
+for every call: its key's status (COMPLETED / FAILED / still PENDING; a new key of a round that
+reserved in this same transaction is inserted with it), its result as an outbox row, the
+earlier call a compensation undid (or the dead letter of one that failed), and the audit
+entries. A co-located effect therefore commits with its COMPLETED record and outbox row or not
+at all.
 
 The results' rows are inserted held (store/outbox.py): execution publishes them itself
 once the transaction committed, a hop shorter than waking the relay; the relay takes them only
@@ -16,220 +18,139 @@ if execution dies before they are acknowledged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
-from psycopg import AsyncConnection
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from toolgate.hashing import fingerprint
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
-from toolgate.store import approvals, audit, batch
-from toolgate.store import keys as idempotency_keys
-from toolgate.store import reads as read_outcomes
-from toolgate.store.outbox import OutboxRow, enqueue, enqueue_held, held_ids
-from toolgate.topics.catalog import Topics
-from toolgate.workers.execution import answers, clearance, compensation, decision, keys, reads, tickets
+from toolgate.store.audit_entry import Entry
+from toolgate.workers.execution import answers, clearance, decision, keys, reads
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.answers import STAGE
-from toolgate.workers.execution.attempt import Attempt
-from toolgate.workers.execution.effects import Done, Effect
-from toolgate.workers.execution.executors import failed, run_after_effects, run_postgres_batch
-from toolgate.workers.execution.reservation import Lease, consumed_elsewhere, unconsumed
-from toolgate.workers.runtime import deadletters, outbox
+from toolgate.workers.execution.asks import RunAfterEffects, RunPostgres, Step, TargetState, Write, ask
+from toolgate.workers.execution.effects import Done, Effect, failed
+from toolgate.workers.execution.reservation import consumed_elsewhere, unconsumed
+from toolgate.workers.execution.writes import Letter, Writes
+from toolgate.workers.runtime import deadletters
 
-Ended = tuple[ExecutionResult | None, KeyStatus | None]  # a call's result and its key's status
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """How each call ended, the results' outbox rows for execution to publish itself, and the
-    audit chain's append, which `commit` runs with COMMIT."""
-
-    ended: list[Ended]
-    held: outbox.Held
-    audit: batch.Statement | None = None
+if TYPE_CHECKING:
+    from toolgate.workers.execution.machine import Calls, CallState, Ended
 
 
-async def begin(conn: AsyncConnection[Any]) -> None:
-    """Open the round's transaction on a connection in autocommit mode (`batch.transaction`
-    rolls back what a failure leaves open): its end is `commit`'s."""
-    await batch.run(conn, [batch.BEGIN])
-
-
-async def commit(conn: AsyncConnection[Any], recorded: Recorded) -> None:
-    """Append the round's audit entries and commit, in one round trip."""
-    await batch.run(conn, [recorded.audit, batch.COMMIT] if recorded.audit is not None else [batch.COMMIT])
-
-
-@dataclass
-class Writes:
-    """What the recording transaction writes, gathered call by call, written in one go."""
-
-    settle: list[dict[str, Any]] = field(default_factory=list)
-    insert: list[dict[str, Any]] = field(default_factory=list)  # new keys, with their end
-    rows: list[OutboxRow] = field(default_factory=list)
-    results: list[OutboxRow] = field(default_factory=list)  # inserted held
-    entries: list[audit.Entry] = field(default_factory=list)
-    compensated: list[tuple[str | None, str, str]] = field(default_factory=list)
-    compensation_failed: list[tuple[str, str]] = field(default_factory=list)
-    spent: list[str] = field(default_factory=list)  # tickets whose operation ended
-    reads: list[tuple[str, str, str, str]] = field(default_factory=list)  # reads' first outcomes
-
-    async def write(
-        self, conn: AsyncConnection[Any], topics: Topics, lease: Lease
-    ) -> tuple[outbox.Held, batch.Statement | None]:
-        """The writes, and the audit chain's append for `commit` to run with COMMIT.
-
-        Pipelined: these writes need no answer but the keys inserted, the held rows' ids and the
-        audit chain's tail, so they go out with the chain's lock and the read of its tail, one
-        round trip for all (the server runs them in order, in this transaction). A new key taken
-        meanwhile raises `keys.KeyTaken`."""
-        held = tail = None
-        async with conn.pipeline():
-            inserted = await idempotency_keys.insert_settled(conn, self.insert, lease.owner, lease.seconds)
-            await idempotency_keys.settle(conn, self.settle, lease.seconds)
-            await idempotency_keys.mark_compensated(conn, self.compensated)
-            await idempotency_keys.mark_compensation_failed(conn, self.compensation_failed)
-            if self.spent:
-                await approvals.spend(conn, self.spent)
-            await read_outcomes.store(conn, self.reads)
-            await enqueue(conn, self.rows, topics)
-            if self.results:
-                held = await enqueue_held(conn, self.results, topics)
-            if self.entries:
-                tail = await audit.tail(conn)
-        await keys.taken(inserted, self.insert)
-        ids = await held_ids(held) if held is not None else []
-        rows = audit.rows_statement(await tail.fetchone(), self.entries) if tail is not None else None
-        return outbox.Held(ids, self.results), rows
-
-
-async def record_once(
-    conn: AsyncConnection[Any], attempts: list[Attempt], topics: Topics, lease: Lease, now: int, careful: bool
-) -> Recorded:
-    """Everything of phase B inside one transaction; returns each call's result and key
-    status, which take effect only once the transaction committed, and the rows to publish then.
-    Not `careful`, a Postgres effect refused raises `Refused` (executors.run_postgres_batch)."""
-    local = await local_effects(conn, [a for a in attempts if a.runs and a.in_postgres], careful)
-    after_failed = await after_effects(conn, attempts)
+def record(calls: Calls, now: int, *, careful: bool) -> Step[tuple[tuple[Ended, ...], object]]:
+    """Everything of the recording inside one transaction: each call's result and key status,
+    which take effect only once the transaction committed, and the driver's answer to Write.
+    Not `careful`, a Postgres effect refused makes the driver raise (executors.Refused)."""
+    local = yield from _local_effects(calls, [i for i, c in enumerate(calls) if c.runs and c.call.in_postgres], careful)
+    after_failed = yield from _after_effects(calls)
     writes = Writes()
-    by_attempt: dict[int, ExecutionResult] = {}
-    concluded: list[Ended] = []
-    for a in attempts:
-        res, status = a.result, a.status
-        if a.runs:
-            res, status = _conclude(a, local.get(id(a), a.effect), after_failed.get(id(a)), writes, now)
-        elif (
-            res is None
-            and a.leader is not None
-            and id(a.leader) in by_attempt
-            and not isinstance(a.plan, idem.Mismatch)
-        ):
-            res = answers.replay(a.record, a.traceparent, answers.stored_response(by_attempt[id(a.leader)]), now)
-        concluded.append((res, status))
+    by_call: dict[int, ExecutionResult] = {}
+    ended: list[Ended] = []
+    for i, c in enumerate(calls):
+        res: ExecutionResult | None = c.result
+        status: KeyStatus | None = None
+        if c.runs:
+            res, status = _conclude(replace(c, effect=local.get(i, c.effect)), after_failed.get(i), writes, now)
+        elif res is None and c.leader is not None and c.leader in by_call and not isinstance(c.plan, idem.Mismatch):
+            res = answers.replay(c.record, c.traceparent, answers.stored_response(by_call[c.leader]), now)
+        ended.append((res, status))
         if res is not None:
-            by_attempt[id(a)] = res
-            _publish(a, res, status, writes)
-    held, appended = await writes.write(conn, topics, lease)
-    return Recorded(concluded, held, appended)
+            by_call[i] = res
+            _publish(c, res, status, writes)
+    written = yield from ask(Write(writes))
+    return tuple(ended), written
 
 
-def _conclude(
-    a: Attempt, effect: Effect | None, after_error: str | None, writes: Writes, now: int
-) -> tuple[ExecutionResult, KeyStatus]:
+def _conclude(c: CallState, after_error: str | None, writes: Writes, now: int) -> tuple[ExecutionResult, KeyStatus]:
     """A call whose effect ran this round: its result, its compensation's bookkeeping, its key."""
-    ended = decision.conclude(a.job, a.traceparent, a.plan, a.original is not None, effect, now)
-    res, status = ended.result, ended.status
+    concluded = decision.conclude(c.call.job, c.traceparent, c.plan, c.original is not None, c.effect, now)
+    res, status = concluded.result, concluded.status
     if after_error is not None:
         res = decision.after_effect_failed(res, after_error)
-    if a.original is not None:
-        _compensation(a, a.original, decision.compensation_after(status), writes, now)
-    if a.unwritten:
-        writes.insert.append(keys.settled_row(a, res, status))
-    elif a.key is not None:
-        writes.settle.append(keys.settlement(a.record.tenant_id, a.key, res, status))
-    if a.ticket is not None and status in idem.ENDED:
-        writes.spent.append(a.ticket.approval_id)
-    if a.key is None and status is not KeyStatus.PENDING:
-        writes.reads.append(reads.outcome_row(a, res))
+    if c.original is not None:
+        _compensation(c, decision.compensation_after(status), writes, now)
+    if c.unwritten:
+        writes.insert.append(keys.settled_row(c.call, res, status))
+    elif c.call.key is not None:
+        writes.settle.append(keys.settlement(c.record.tenant_id, c.call.key, res, status))
+    if c.ticket is not None and status in idem.ENDED:
+        writes.spent.append(c.ticket.approval_id)
+    if c.call.key is None and status is not KeyStatus.PENDING:
+        writes.reads.append(reads.outcome_row(c.record, res))
     return res, status
 
 
-def _compensation(
-    a: Attempt,
-    original: compensation.Original,
-    after: decision.Undone | decision.NotUndone | None,
-    writes: Writes,
-    now: int,
-) -> None:
+def _compensation(c: CallState, after: decision.Undone | decision.NotUndone | None, writes: Writes, now: int) -> None:
     """The earlier call a compensation undid becomes COMPENSATED; one it failed to undo is
     marked COMPENSATION_FAILED and the compensation's request dead-lettered for an operator."""
+    original, r = c.original, c.record
+    assert original is not None
     if isinstance(after, decision.Undone):
-        writes.compensated.append((a.key, original.tenant_id, original.key))
+        writes.compensated.append((c.call.key, original.tenant_id, original.key))
     elif isinstance(after, decision.NotUndone):
         writes.compensation_failed.append((original.tenant_id, original.key))
         letter = deadletters.for_request(
-            a.record,
-            codec().encode(a.record),
+            r,
+            codec().encode(r),
             stage=STAGE,
             taxonomy=TaxonomyClass.COMPENSATION_FAILED,
             now_ms=now,
-            reason=f"compensation of {a.record.compensation_of} failed",
+            reason=f"compensation of {r.compensation_of} failed",
         )
-        writes.rows.append(
-            outbox.record(
-                "deadletter",
-                letter,
-                key=a.record.call_id,
-                traceparent=a.traceparent,
-                call_id=a.record.call_id,
-                tenant_id=a.record.tenant_id,
-            )
-        )
+        writes.letters.append(Letter(letter, c.traceparent, r.call_id, r.tenant_id))
 
 
-def _publish(a: Attempt, res: ExecutionResult, status: KeyStatus | None, writes: Writes) -> None:
+def _publish(c: CallState, res: ExecutionResult, status: KeyStatus | None, writes: Writes) -> None:
     """The call's result as an outbox row, and its audit entry when it is audited."""
-    writes.results.append(outbox.item("results", a.record.home_partition, res))
-    if not decision.audited(a.job.contract, res, status):
+    r = c.record
+    writes.results.append((r.home_partition, res))
+    if not decision.audited(c.call.job.contract, res, status):
         return
-    r = a.record
     detail = {
         "tool": r.tool_name,
         "version": r.tool_version,
-        "key": fingerprint(a.key) if a.key else None,
+        "key": fingerprint(c.call.key) if c.call.key else None,
         "taxonomy": str(res.outcome.taxonomy_class),
         "status": status,
         "idempotency_hit": res.idempotency_hit,
         "approval_id": r.approval_id,
     }
-    writes.entries.append(
-        audit.Entry(STAGE, decision.action(res, status), r.principal.user_id, r.call_id, r.tenant_id, detail)
-    )
+    action = decision.action(res, status)
+    writes.entries.append(Entry(STAGE, action, r.principal.user_id, r.call_id, r.tenant_id, detail))
 
 
-async def local_effects(conn: AsyncConnection[Any], local: list[Attempt], careful: bool) -> dict[int, Effect]:
+def _local_effects(calls: Calls, local: list[int], careful: bool) -> Step[dict[int, Effect]]:
     """Run the Postgres effects in the recording transaction; an approved one only while its
     target, locked now, is still in the state the approver saw, consuming its ticket here."""
-    bound = [a for a in local if a.ticket is not None and a.ticket.state_version is not None]
-    versions = await tickets.state_now(conn, [(a.record, a.job.contract) for a in bound], for_update=True)
+    bound = [i for i in local if (t := calls[i].ticket) is not None and t.state_version is not None]
     effects: dict[int, Effect] = {}
-    for a, version in zip(bound, versions, strict=True):
-        moved = clearance.stale(a.ticket, version)
-        if moved is not None:
-            effects[id(a)] = failed(moved.taxonomy, moved.code, moved.message, final=True)
-    for a in await unconsumed(conn, [a for a in local if id(a) not in effects]):
-        effects[id(a)] = consumed_elsewhere(a)
-    run = [a for a in local if id(a) not in effects]
-    effects.update(zip(map(id, run), await run_postgres_batch(conn, [a.job for a in run], careful), strict=True))
+    if bound:
+        targets = tuple((calls[i].record, calls[i].call.job.contract) for i in bound)
+        versions = yield from ask(TargetState(targets, True))
+        for i, version in zip(bound, versions, strict=True):
+            moved = clearance.stale(calls[i].ticket, version)
+            if moved is not None:
+                effects[i] = failed(moved.taxonomy, moved.code, moved.message, final=True)
+    for i in (yield from unconsumed(calls, [i for i in local if i not in effects])):
+        effects[i] = consumed_elsewhere(calls[i])
+    run = [i for i in local if i not in effects]
+    if run:
+        ran = yield from ask(RunPostgres(tuple(calls[i].call.job for i in run), careful))
+        effects.update(zip(run, ran, strict=True))
     return effects
 
 
-async def after_effects(conn: AsyncConnection[Any], attempts: list[Attempt]) -> dict[int, str]:
+def _after_effects(calls: Calls) -> Step[dict[int, str]]:
     """The binding's after_effect of each external effect that completed now, in the
     transaction that records it: which failed, and why."""
-    done = [a for a in attempts if a.runs and isinstance(a.effect, Done) and "after_effect" in a.job.contract.binding]
-    errors = await run_after_effects(conn, [(a.job, a.effect.data) for a in done if isinstance(a.effect, Done)])
-    return {id(a): error for a, error in zip(done, errors, strict=True) if error is not None}
+    done = [
+        (i, c.call.job, c.effect.data)
+        for i, c in enumerate(calls)
+        if c.runs and isinstance(c.effect, Done) and "after_effect" in c.call.job.contract.binding
+    ]
+    if not done:
+        return {}
+    errors = yield from ask(RunAfterEffects(tuple((job, data) for _, job, data in done)))
+    return {i: error for (i, _, _), error in zip(done, errors, strict=True) if error is not None}

@@ -23,15 +23,12 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from toolgate.contracts.contract import Contract
 from toolgate.contracts.registry import Registry
 from toolgate.hashing import fingerprint
 from toolgate.schemas.codec import codec
-from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
+from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.scrubber import SCRUBBER
-from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
-from toolgate.states import KeyStatus
 from toolgate.store import approvals, audit
 from toolgate.store import keys_reconciliation as stuck_keys
 from toolgate.store import outbox as outbox_rows
@@ -41,15 +38,11 @@ from toolgate.store.outbox import OutboxRow
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.approval.sweep import expire_approvals
-from toolgate.workers.execution.answers import ended, stored_response, verification_for
-from toolgate.workers.execution.decision import after_effect_failed
-from toolgate.workers.execution.executors import Done, Effect, Failed, Job, run_after_effects
-from toolgate.workers.execution.http import HttpExecutor
-from toolgate.workers.execution.idempotency import REDRIVE_OWNER
+from toolgate.workers.execution import pending as execution
+from toolgate.workers.execution.performer import Performer
 from toolgate.workers.reconciliation import decision
 from toolgate.workers.reconciliation.decision import STAGE, PendingKey, Resolution
 from toolgate.workers.runtime import deadletters, outbox
-from toolgate.workers.runtime.results import outcome
 
 log = logging.getLogger("toolgate.reconciliation")
 # What a pass reports, in this order (`toolgate reconcile` prints it).
@@ -60,38 +53,27 @@ COUNTS = ("redriven", "completed", "failed_final", "unresolved", "expired", "app
 
 @dataclass(frozen=True)
 class Stuck:
-    """A PENDING key whose lease expired, as step 1 read it."""
+    """A PENDING key whose lease expired, as step 1 read it, and its call."""
 
     row: LeaseExpired
-    job: Job
+    call: execution.Pending
     pending: PendingKey
 
-    @property
-    def tenant_id(self) -> str:
-        return self.row.tenant_id
-
-    @property
-    def key(self) -> str:
-        return self.row.idempotency_key
-
-    @property
-    def request(self) -> bytes:
-        return self.row.request
-
-    @property
-    def call_id(self) -> str:
-        return self.row.call_id
-
     def audited(self, resolution: Resolution) -> audit.Entry:
-        detail = {"key": fingerprint(self.key), "executor": self.pending.executor, "detail": resolution.detail}
-        return audit.Entry(STAGE, resolution.action, "toolgate", self.call_id, self.tenant_id, detail)
+        row = self.row
+        detail = {
+            "key": fingerprint(row.idempotency_key),
+            "executor": self.pending.executor,
+            "detail": resolution.detail,
+        }
+        return audit.Entry(STAGE, resolution.action, "toolgate", row.call_id, row.tenant_id, detail)
 
 
-def answer_of(effect: Effect) -> decision.Answer:
+def answer_of(effect: execution.Effect) -> decision.Answer:
     """The provider's status answer, as the decision reads it (its result scrubbed)."""
-    if isinstance(effect, Done):
+    if isinstance(effect, execution.Done):
         return decision.ProviderCompleted(SCRUBBER.obj(effect.data))
-    if isinstance(effect, Failed):
+    if isinstance(effect, execution.Failed):
         return decision.ProviderFailed() if effect.final else decision.ProviderNeverReceived()
     return decision.ProviderUnsure(effect.reason)
 
@@ -103,7 +85,8 @@ class Reconciler:
         self.topics = Topics(settings.topic_prefix)
         self.batch = batch
         self.pool = make_pool(settings.database_url, STAGE, max_size=2)
-        self.http = HttpExecutor(settings, SecretProvider(settings.secrets_path))
+        self.performer = Performer.of(settings)
+        self.http = self.performer.http
         self._opened = False
         self.verification_window_ms = int(settings.verification_window_seconds * 1000)
         # A re-driven call waits this long for an execution worker before it is re-driven
@@ -147,73 +130,58 @@ class Reconciler:
 
     def _read(self, row: LeaseExpired, now: int) -> Stuck:
         record = codec().decode(row.request, StageRecord)
-        contract: Contract = self.registry.get(record.tool_name, record.tool_version)
+        contract = self.registry.get(record.tool_name, record.tool_version)
         pending = PendingKey(row.executor, bool(contract.executor.get("status_query")), row.created_at_ms)
-        job = Job(record, contract, row.idempotency_key, now + contract.timeout_ms)
-        return Stuck(row, job, pending)
+        return Stuck(row, execution.pending(record, contract, row.idempotency_key, now), pending)
 
     async def _decide(self, stuck: Stuck, now: int) -> Resolution:
         """Step 2, with no transaction open: the provider is asked only here."""
         first = decision.triage(stuck.pending)
         if not isinstance(first, decision.Ask):
             return first
-        answer = answer_of(await self.http.status(stuck.job, now))
+        answer = answer_of(await self.performer.drive(None, execution.status(stuck.call, now)))
         return decision.resolve(stuck.pending, answer, now_ms=now, window_ms=self.verification_window_ms)
 
     async def _apply(self, conn: Conn, stuck: Stuck, resolution: Resolution, now: int) -> Rows:
         """Step 3, under the key's row lock: settle or hand over the key; what to publish."""
-        record = stuck.job.record
+        row, record = stuck.row, stuck.call.record
         match resolution:
             case decision.Redrive():
-                await stuck_keys.hand_over(conn, stuck.tenant_id, stuck.key, REDRIVE_OWNER, self.redrive_grace_s)
+                grace = self.redrive_grace_s
+                await stuck_keys.hand_over(conn, row.tenant_id, row.idempotency_key, execution.REDRIVE_OWNER, grace)
                 return [outbox.item("executable", record.home_partition, record)]
-            case decision.Complete():
-                return await self._complete(conn, stuck, resolution, now)
+            case decision.Complete(data):
+                done = await self.performer.drive(conn, execution.complete(stuck.call, data, STAGE, now))
+                return await _settle(conn, stuck, done)
             case decision.FailFinal():
-                return await self._fail_final(conn, stuck, resolution, now)
+                failed = execution.fail_closed(stuck.call, resolution.message, STAGE, now)
+                letter = deadletters.for_request(
+                    record,
+                    row.request,
+                    stage=STAGE,
+                    taxonomy=TaxonomyClass.UNKNOWN_ERROR,
+                    reason=resolution.detail,
+                    now_ms=now,
+                )
+                dead = outbox.record(
+                    "deadletter",
+                    letter,
+                    key=row.call_id,
+                    traceparent=record.traceparent,
+                    call_id=row.call_id,
+                    tenant_id=row.tenant_id,
+                )
+                return [*await _settle(conn, stuck, failed), dead]
             case decision.Leave():
                 return []
 
-    async def _complete(self, conn: Conn, stuck: Stuck, done: decision.Complete, now: int) -> Rows:
-        record, job = stuck.job.record, stuck.job
-        success, verification = outcome(TaxonomyClass.SUCCESS), verification_for(job, done.data)
-        res = ended(
-            record, STAGE, record.traceparent, record.attempt, now, success, data=done.data, verification=verification
-        )
-        if "after_effect" in job.contract.binding:  # recorded once, with COMPLETED
-            [error] = await run_after_effects(conn, [(job, done.data)])
-            if error is not None:
-                res = after_effect_failed(res, error)
-        await stuck_keys.settle(conn, stuck.tenant_id, stuck.key, KeyStatus.COMPLETED, stored_response(res), None)
-        await _spend(conn, stuck)
-        return [outbox.item("results", record.home_partition, res)]
 
-    async def _fail_final(self, conn: Conn, stuck: Stuck, failed: decision.FailFinal, now: int) -> Rows:
-        record = stuck.job.record
-        unverifiable = outcome(TaxonomyClass.UNKNOWN_ERROR, fail_closed=True, next_action="escalate_to_operator")
-        errors = [FieldError(field=None, code="outcome_unverifiable", message=failed.message)]
-        # attempt_number 1, as the fail-closed answer has always carried.
-        res = ended(record, STAGE, record.traceparent, 1, now, unverifiable, errors=errors)
-        error_code = TaxonomyClass.UNKNOWN_ERROR.value
-        await stuck_keys.settle(
-            conn, stuck.tenant_id, stuck.key, KeyStatus.FAILED_FINAL, stored_response(res), error_code
-        )
-        await _spend(conn, stuck)
-        letter = deadletters.for_request(
-            record, stuck.request, stage=STAGE, taxonomy=TaxonomyClass.UNKNOWN_ERROR, reason=failed.detail, now_ms=now
-        )
-        dead = outbox.record(
-            "deadletter",
-            letter,
-            key=stuck.call_id,
-            traceparent=record.traceparent,
-            call_id=stuck.call_id,
-            tenant_id=stuck.tenant_id,
-        )
-        return [outbox.item("results", record.home_partition, res), dead]
-
-
-async def _spend(conn: Conn, stuck: Stuck) -> None:
-    """The key's operation ended: the ticket that released it (if one did) is spent."""
-    approval_id = approval_id_for(stuck.tenant_id, stuck.call_id)
-    await approvals.spend_operation(conn, approval_id, stuck.tenant_id, stuck.key)
+async def _settle(conn: Conn, stuck: Stuck, settled: execution.Settled) -> Rows:
+    """The key's end, the ticket that released its operation (if one did) spent; its result."""
+    row = stuck.row
+    await stuck_keys.settle(
+        conn, row.tenant_id, row.idempotency_key, settled.status, settled.response, settled.error_code
+    )
+    approval_id = approval_id_for(row.tenant_id, row.call_id)
+    await approvals.spend_operation(conn, approval_id, row.tenant_id, row.idempotency_key)
+    return [outbox.item("results", stuck.call.record.home_partition, settled.result)]

@@ -1,0 +1,39 @@
+"""What the recording step writes, as data: gathered call by call (recording.py), written in
+one round trip by the driver (performer.py `write`).
+
+Pure: rows as the store takes them, before any encoding; the driver encodes the outbox rows,
+the stored responses' JSON and the audit chain's append.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolgate.schemas.models import DeadLetter, ExecutionResult
+from toolgate.store.audit_entry import Entry
+
+
+@dataclass(frozen=True)
+class Letter:
+    """A request dead-lettered for an operator, with the edge record's headers."""
+
+    letter: DeadLetter
+    traceparent: str
+    call_id: str
+    tenant_id: str
+
+
+@dataclass
+class Writes:
+    """The recording transaction's writes, in the order the driver sends them."""
+
+    insert: list[dict[str, Any]] = field(default_factory=list)  # new keys, with their end
+    settle: list[dict[str, Any]] = field(default_factory=list)  # existing keys' ends
+    compensated: list[tuple[str | None, str, str]] = field(default_factory=list)
+    compensation_failed: list[tuple[str, str]] = field(default_factory=list)
+    spent: list[str] = field(default_factory=list)  # tickets whose operation ended
+    reads: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)  # reads' first outcomes
+    letters: list[Letter] = field(default_factory=list)
+    results: list[tuple[int, ExecutionResult]] = field(default_factory=list)  # (partition, result), held
+    entries: list[Entry] = field(default_factory=list)
