@@ -19,7 +19,7 @@ import psycopg
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.types.json import Jsonb
 
-from toolgate.store.db import jsonb
+from toolgate.store.db import jsonb, one_row
 from toolgate.topics.catalog import Topics
 
 INSERT = """
@@ -206,6 +206,4 @@ async def rewind(conn: AsyncConnection[Any]) -> int:
 
 def backlog(conn: psycopg.Connection[Any]) -> Backlog:
     """The unsent rows, aged by Postgres's own `now()`."""
-    row = conn.execute(BACKLOG).fetchone()
-    assert row is not None  # an aggregate: one row
-    return Backlog(*row)
+    return Backlog(*one_row(conn, BACKLOG))
