@@ -10,9 +10,9 @@ and far less than a psycopg pipeline (docs/performance.md, "Figures behind the c
 A statement is written once, for either way of sending it (store/__init__.py): `%b` where an
 array goes in binary when the statement is sent alone (`conn.execute`, a pipeline), `%s` for the
 rest. The simple protocol has no binary parameters: psycopg's client-side binding writes every
-placeholder, `%s`, `%b` or `%t`, as a text literal of its value (`_query2pg_client` and
-`Transformer.as_literal`, since psycopg 3.1; tests/integration/test_batch.py holds it to that), so
-a batch sends statements as they are written, never rewritten.
+placeholder, `%s`, `%b` or `%t`, as the same text literal of its value (`_query2pg_client` and
+`Transformer.as_literal`, read in psycopg 3.2 and 3.3; tests/integration/test_batch.py holds the
+installed psycopg to it), so a batch sends statements as they are written, never rewritten.
 
 Bound in the client, a negative number is written `-5`, and a cast binds before the sign:
 `%s::bigint` of -2**63 overflows. A scalar parameter with a cast goes in parentheses,
