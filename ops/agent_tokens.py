@@ -13,14 +13,13 @@ everywhere.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import hashlib
 import secrets
 from typing import Any
 
 import psycopg
 
-from toolgate.ops.agents import RegistryError
+from toolgate.ops.agents import RegistryError, utc_text
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
 from toolgate.store import agents, audit
@@ -81,15 +80,11 @@ def listed(settings: Settings, agent_id: str) -> list[dict[str, Any]]:
         {
             "token_id": r.token_id,
             "status": r.status,
-            "created_at": _when(r.created_at),
-            "revoked_at": _when(r.revoked_at) if r.revoked_at else None,
+            "created_at": utc_text(r.created_at),
+            "revoked_at": utc_text(r.revoked_at) if r.revoked_at else None,
         }
         for r in rows
     ]
-
-
-def _when(at: dt.datetime) -> str:
-    return at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 async def agent_of(conn: psycopg.AsyncConnection[Any], token: str) -> tuple[str, str] | None:

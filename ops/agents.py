@@ -48,6 +48,11 @@ def in_transaction(database_url: str, work: Callable[[psycopg.AsyncConnection[An
     return asyncio.run(run())
 
 
+def utc_text(at: dt.datetime) -> str:
+    """A registry's timestamp as the operators' listings show it, in UTC."""
+    return at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 # --- tenants ---------------------------------------------------------------------------------
 
 
@@ -187,7 +192,7 @@ def list_agents(settings: Settings) -> list[dict[str, Any]]:
             "tenant": r.tenant_id,
             "scopes": list(r.scopes),
             "status": r.status,
-            "created_at": r.created_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "created_at": utc_text(r.created_at),
             "active_keys": list(r.active_keys),
             "revoked_keys": list(r.revoked_keys),
         }

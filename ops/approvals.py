@@ -22,6 +22,7 @@ from rich.text import Text
 
 from toolgate.client import ApprovalClient
 from toolgate.kafka_security import APPROVALS, client_config
+from toolgate.ops.agents import utc_text
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
 from toolgate.store import approvals, approvers, audit
@@ -31,7 +32,7 @@ from toolgate.workers.runtime.wakeup import announce
 
 
 def _when(ts: dt.datetime | None) -> str:
-    return ts.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if ts else "-"
+    return utc_text(ts) if ts else "-"
 
 
 def list_approvals(

@@ -13,13 +13,12 @@ read approvers. Postgres holds public keys only; private keys go to the local ke
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from toolgate.ops.agents import RegistryError, in_transaction
+from toolgate.ops.agents import RegistryError, in_transaction, utc_text
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
 from toolgate.store import approvers, audit
@@ -160,7 +159,7 @@ def list_approvers(settings: Settings) -> list[dict[str, Any]]:
             "status": r.status,
             "risk_classes": r.risk_classes,
             "groups": r.groups,
-            "created_at": r.created_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "created_at": utc_text(r.created_at),
             "key_id": key_id_of(bytes(r.public_key)),
             "tenants": list(r.tenants),
         }

@@ -7,9 +7,16 @@ quoting), and the server runs them in order, each with a snapshot of its own as 
 trips. A transaction in two such batches costs the client less CPU than one statement at a time,
 and far less than a psycopg pipeline (docs/performance.md, "Figures behind the code").
 
+A statement is written once, for either way of sending it (store/__init__.py): `%b` where an
+array goes in binary when the statement is sent alone (`conn.execute`, a pipeline), `%s` for the
+rest. The simple protocol has no binary parameters: psycopg's client-side binding writes every
+placeholder, `%s`, `%b` or `%t`, as the same text literal of its value (`_query2pg_client` and
+`Transformer.as_literal`, read in psycopg 3.2 and 3.3; tests/integration/test_batch.py holds the
+installed psycopg to it), so a batch sends statements as they are written, never rewritten.
+
 Bound in the client, a negative number is written `-5`, and a cast binds before the sign:
 `%s::bigint` of -2**63 overflows. A scalar parameter with a cast goes in parentheses,
-`(%s)::bigint`; an array (`%s::int[]`) is written as a quoted literal and needs none.
+`(%s)::bigint`; an array (`%s::int[]`, `%b::int[]`) is written as a quoted literal and needs none.
 
 The connection is in autocommit mode: the batches say BEGIN and COMMIT themselves, and psycopg
 sends nothing of its own. `transaction` rolls back whatever a failure leaves open.
@@ -25,7 +32,7 @@ from typing import Any
 from psycopg import AsyncClientCursor, AsyncConnection
 from psycopg.pq import TransactionStatus
 
-Statement = tuple[str, Any]  # a query with %s or %(name)s placeholders, and its parameters (or None)
+Statement = tuple[str, Any]  # a query with %s, %b, %(name)s or %(name)b placeholders, and its parameters (or None)
 BEGIN: Statement = ("BEGIN", None)
 COMMIT: Statement = ("COMMIT", None)
 

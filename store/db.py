@@ -59,6 +59,14 @@ async def keyed(conn: psycopg.AsyncConnection[Any], query: str, params: Any) -> 
     return await conn.execute(query, params, prepare=False)
 
 
+def one_row(conn: psycopg.Connection[Any], query: str) -> Any:
+    """The row of a query that always answers exactly one: an aggregate without GROUP BY (a
+    backlog's count and age), `SELECT now()`."""
+    row = conn.execute(query).fetchone()
+    assert row is not None  # one row, always
+    return row
+
+
 def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, psycopg.OperationalError | asyncio.TimeoutError | ConnectionError):
         return True
@@ -118,4 +126,4 @@ def make_pool(database_url: str, name: str, max_size: int = 4, autocommit: bool 
     )
 
 
-__all__ = ["AsyncConnectionPool", "IdleCheck", "errors", "is_transient", "make_pool"]
+__all__ = ["AsyncConnectionPool", "IdleCheck", "errors", "is_transient", "make_pool", "one_row"]

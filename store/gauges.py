@@ -10,6 +10,8 @@ from typing import Any
 
 import psycopg
 
+from toolgate.store.db import one_row
+
 APPROVALS_PENDING = """
 SELECT tool_name, coalesce(g, ''), count(*) FROM toolgate.approvals
 LEFT JOIN LATERAL unnest(CASE WHEN approver_groups = '{}' THEN ARRAY[NULL] ELSE approver_groups END) AS g ON true
@@ -65,9 +67,8 @@ def decided_since(conn: psycopg.Connection[Any], since: dt.datetime) -> list[Dec
 
 
 def now(conn: psycopg.Connection[Any]) -> dt.datetime:
-    row = conn.execute(NOW).fetchone()
-    assert row is not None
-    return row[0]  # type: ignore[no-any-return]
+    at: dt.datetime = one_row(conn, NOW)[0]
+    return at
 
 
 def spent_today(conn: psycopg.Connection[Any]) -> list[Spent]:

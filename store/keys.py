@@ -130,7 +130,7 @@ UPDATE toolgate.idempotency_keys SET error_code = 'COMPENSATION_FAILED'
 WHERE tenant_id = %s AND idempotency_key = %s
 """
 EXECUTED = """
-SELECT tenant_id, status, tool_name, tool_version, request, response
+SELECT tenant_id, call_id, idempotency_key, status, tool_name, tool_version, compensated_by, request, response
 FROM toolgate.idempotency_keys WHERE call_id = %s AND (%s::text IS NULL OR tenant_id = %s)
 """
 
@@ -148,7 +148,8 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class ToCompensate:
-    """The key of an earlier call a compensation names, by that call's (tenant, call_id)."""
+    """The key of an earlier call a compensation names, by that call's (tenant, call_id): as
+    execution locks it (`to_compensate`) and as `toolgate compensate` reads it (`executed`)."""
 
     tenant_id: str
     call_id: str
@@ -158,18 +159,6 @@ class ToCompensate:
     tool_version: str
     compensated_by: str | None
     request: bytes  # the earlier call's StageRecord, as received
-    response: dict[str, Any] | None
-
-
-@dataclass(frozen=True, slots=True)
-class Executed:
-    """A call's key, as `toolgate compensate` reads it."""
-
-    tenant_id: str
-    status: KeyStatus
-    tool_name: str
-    tool_version: str
-    request: bytes
     response: dict[str, Any] | None
 
 
@@ -257,10 +246,7 @@ async def inserted(cur: AsyncCursor[Any]) -> set[Ident]:
 async def to_compensate(conn: AsyncConnection[Any], calls: list[tuple[str, str]]) -> list[ToCompensate]:
     """The keys of these earlier calls, by (tenant, call_id), locked for this transaction."""
     cur = await keyed(conn, TO_COMPENSATE, _pairs(calls))
-    return [
-        ToCompensate(r[0], r[1], r[2], KeyStatus(r[3]), r[4], r[5], r[6], bytes(r[7]), r[8])
-        for r in await cur.fetchall()
-    ]
+    return [_to_compensate(r) for r in await cur.fetchall()]
 
 
 async def mark_compensated(conn: AsyncConnection[Any], rows: list[tuple[str | None, str, str]]) -> None:
@@ -275,7 +261,11 @@ async def mark_compensation_failed(conn: AsyncConnection[Any], rows: list[tuple[
         await conn.cursor().executemany(MARK_COMPENSATION_FAILED, rows)
 
 
-def executed(conn: psycopg.Connection[Any], call_id: str, tenant: str | None) -> list[Executed]:
+def executed(conn: psycopg.Connection[Any], call_id: str, tenant: str | None) -> list[ToCompensate]:
     """The key of call `call_id` (in `tenant`, or in any): one per tenant that has the call."""
-    rows = conn.execute(EXECUTED, (call_id, tenant, tenant)).fetchall()
-    return [Executed(r[0], KeyStatus(r[1]), r[2], r[3], bytes(r[4]), r[5]) for r in rows]
+    return [_to_compensate(r) for r in conn.execute(EXECUTED, (call_id, tenant, tenant)).fetchall()]
+
+
+def _to_compensate(r: tuple[Any, ...]) -> ToCompensate:
+    """A row of TO_COMPENSATE or EXECUTED (the same columns)."""
+    return ToCompensate(r[0], r[1], r[2], KeyStatus(r[3]), r[4], r[5], r[6], bytes(r[7]), r[8])

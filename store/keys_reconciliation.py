@@ -19,6 +19,7 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from toolgate.states import KeyStatus
+from toolgate.store.db import one_row
 
 STUCK = """
 SELECT tenant_id, idempotency_key, executor, request, call_id, (extract(epoch FROM created_at) * 1000)::bigint,
@@ -125,6 +126,4 @@ async def expire(conn: AsyncConnection[Any]) -> int:
 
 def backlog(conn: psycopg.Connection[Any]) -> Backlog:
     """The PENDING keys, aged by Postgres's own `now()`."""
-    row = conn.execute(BACKLOG).fetchone()
-    assert row is not None  # an aggregate: one row
-    return Backlog(*row)
+    return Backlog(*one_row(conn, BACKLOG))

@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg import AsyncConnection, Connection
 
-from toolgate.store.db import rows_json
+from toolgate.store.db import one_row, rows_json
 
 EXPIRE = """
 UPDATE toolgate.approvals SET status = 'AUTO_DENIED', decided_at = now()
@@ -126,6 +126,4 @@ async def in_flight(conn: AsyncConnection[Any]) -> list[str]:
 
 
 def waiting(conn: Connection[Any]) -> Waiting:
-    row = conn.execute(WAITING).fetchone()
-    assert row is not None  # an aggregate: one row
-    return Waiting(*row)
+    return Waiting(*one_row(conn, WAITING))

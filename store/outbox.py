@@ -13,13 +13,14 @@ have lost due again (`rewind`). `toolgate status` and the gauges count the unsen
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.types.json import Jsonb
 
-from toolgate.store.db import jsonb
+from toolgate.store.db import jsonb, one_row
 from toolgate.topics.catalog import Topics
 
 INSERT = """
@@ -77,13 +78,20 @@ FROM toolgate.outbox WHERE sent_at IS NULL
 """
 
 
+class RowKind(StrEnum):
+    """`toolgate.outbox.kind` (its CHECK, migration 0001): what a row holds."""
+
+    ITEM = "item"  # one StageRecord or ExecutionResult, batched by the relay for its partition
+    RECORD = "record"  # a whole edge record, with its key and headers
+
+
 @dataclass(frozen=True)
 class OutboxRow:
     """A row to insert: an item of a stage batch for one partition, or an edge record."""
 
     topic: str  # logical
     partition: int | None
-    kind: str  # 'item' | 'record'
+    kind: RowKind
     key: bytes | None
     payload: bytes
     headers: tuple[tuple[str, str], ...] = ()
@@ -97,7 +105,7 @@ class Claimed:
     id: int
     topic: str  # physical
     partition: int | None
-    kind: str
+    kind: RowKind
     key: bytes | None
     payload: bytes
     headers: list[list[str]]
@@ -165,7 +173,7 @@ async def claim(conn: AsyncConnection[Any], limit: int) -> list[Claimed]:
     """Up to `limit` unsent rows that are due, in id order, locked; rows another relay holds are
     skipped."""
     cur = await conn.execute(CLAIM, (limit,))
-    return [Claimed(*row) for row in await cur.fetchall()]
+    return [Claimed(r[0], r[1], r[2], RowKind(r[3]), r[4], r[5], r[6], r[7]) for r in await cur.fetchall()]
 
 
 async def count_attempts(conn: AsyncConnection[Any], failing: list[int]) -> dict[int, int]:
@@ -206,6 +214,4 @@ async def rewind(conn: AsyncConnection[Any]) -> int:
 
 def backlog(conn: psycopg.Connection[Any]) -> Backlog:
     """The unsent rows, aged by Postgres's own `now()`."""
-    row = conn.execute(BACKLOG).fetchone()
-    assert row is not None  # an aggregate: one row
-    return Backlog(*row)
+    return Backlog(*one_row(conn, BACKLOG))

@@ -11,7 +11,7 @@ from psycopg import AsyncConnection, Connection
 
 ALL = "SELECT tenant_id FROM toolgate.tenants"
 LISTED = "SELECT tenant_id FROM toolgate.tenants ORDER BY tenant_id"
-REGISTERED = "SELECT tenant_id FROM toolgate.tenants WHERE tenant_id = ANY(%s)"
+REGISTERED = "SELECT tenant_id FROM toolgate.tenants WHERE tenant_id = ANY(%b)"
 INSERT = "INSERT INTO toolgate.tenants (tenant_id) VALUES (%s) ON CONFLICT DO NOTHING RETURNING tenant_id"
 
 

@@ -121,11 +121,11 @@ def reads(tenants: Sequence[str], runs: Sequence[Run], event_ids: list[str], win
     workers lock tenants in the same order), then the runs' and days' counters, which of the
     round's events were counted before, and each tool's rate window (`read` takes their results)."""
     return [
-        *[(client_side(LOCK_TENANT), (tenant,)) for tenant in sorted(tenants)],
-        (client_side(PER_RUN), tuple([run[i] for run in runs] for i in range(3))),
-        (client_side(PER_DAY), (list(tenants),)),
-        (client_side(COUNTED), (event_ids,)),
-        (client_side(RATE), _rate_params(windows)),
+        *[(LOCK_TENANT, (tenant,)) for tenant in sorted(tenants)],
+        (PER_RUN, tuple([run[i] for run in runs] for i in range(3))),
+        (PER_DAY, (list(tenants),)),
+        (COUNTED, (event_ids,)),
+        (RATE, _rate_params(windows)),
     ]
 
 
@@ -153,7 +153,7 @@ def record(events: Sequence[Event]) -> batch.Statement:
         }
         for e in events
     ]
-    return client_side(RECORD), (rows_json(rows),)
+    return RECORD, (rows_json(rows),)
 
 
 async def recent_calls(conn: AsyncConnection[Any], windows: Windows) -> dict[tuple[str, str], Window]:
@@ -164,8 +164,3 @@ async def recent_calls(conn: AsyncConnection[Any], windows: Windows) -> dict[tup
 
 def _rate_params(windows: Windows) -> tuple[list[str], list[str], list[int]]:
     return [k[0] for k in windows], [k[1] for k in windows], list(windows.values())
-
-
-def client_side(query: str) -> str:
-    """A statement written for binary parameters (%b), for a batch's client-side binding."""
-    return query.replace("%b", "%s")

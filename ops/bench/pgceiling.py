@@ -26,7 +26,7 @@ from toolgate.states import KeyStatus
 from toolgate.store import databases
 from toolgate.store.keys import INSERT_SETTLED, LOCK, settled_params
 from toolgate.store.outbox import INSERT as OUTBOX_INSERT
-from toolgate.store.outbox import OutboxRow, columns
+from toolgate.store.outbox import OutboxRow, RowKind, columns
 from toolgate.topics.catalog import Topics
 
 TENANT = "acme"
@@ -60,7 +60,7 @@ def _round(conn: psycopg.Connection[Any], statement: str, arguments: dict[str, A
         ended = {"status": KeyStatus.COMPLETED, "response": json.dumps({"data": {"ok": 1}}), "error_code": None}
         settled = [{**row, **ended} for row in reserve]
         conn.execute(INSERT_SETTLED, settled_params(settled, "pgceiling", 30)).fetchall()
-        outbox = [OutboxRow("results", 0, "item", None, PAYLOAD) for _ in keys]
+        outbox = [OutboxRow("results", 0, RowKind.ITEM, None, PAYLOAD) for _ in keys]
         conn.execute(OUTBOX_INSERT, columns(outbox, Topics("")))
 
 

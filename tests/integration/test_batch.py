@@ -53,6 +53,36 @@ def test_values_bound_in_the_client_arrive_as_the_values_they_were(
     assert named.dicts() == [{"one": values[0]}]
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    values=st.lists(TEXT, min_size=1, max_size=5),
+    blobs=st.lists(st.binary(max_size=40), min_size=1, max_size=3),
+    number=st.integers(-(2**31), 2**31 - 1),
+)
+def test_a_statement_written_for_binary_arrays_runs_as_written_in_a_batch(
+    database: Database, values: list[str], blobs: list[bytes], number: int
+) -> None:
+    """The store's statements take their arrays as `%b` (store/batch.py): sent alone, in binary;
+    in a batch, bound as the same literals `%s` would be. Both ways answer the same rows."""
+    query = "SELECT t, b, n FROM unnest(%(t)b::text[]) AS t, unnest(%(b)b::bytea[]) AS b, unnest(%(n)b::int[]) AS n"
+    params = {"t": values, "b": blobs, "n": [number, 0]}
+
+    async def scenario() -> tuple[list[batch.Result], list[tuple[Any, ...]], bytes, bytes]:
+        conn = await _connect(database)
+        try:
+            alone = await (await conn.execute(query, params)).fetchall()
+            cur = psycopg.AsyncClientCursor(conn)
+            as_b, as_s = cur.mogrify(query, params), cur.mogrify(query.replace(")b::", ")s::"), params)
+            return await batch.run(conn, [(query, params)]), alone, as_b.encode(), as_s.encode()
+        finally:
+            await conn.close()
+
+    (batched,), alone, as_b, as_s = asyncio.run(scenario())
+    assert as_b == as_s
+    assert [(t, bytes(b), n) for t, b, n in batched.rows] == [(t, bytes(b), n) for t, b, n in alone]
+    assert len(alone) == len(values) * len(blobs) * 2
+
+
 def test_every_statement_answers_in_order_commands_included(database: Database) -> None:
     async def scenario() -> list[batch.Result]:
         conn = await _connect(database)

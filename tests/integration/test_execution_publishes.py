@@ -19,7 +19,7 @@ from toolgate.contracts.registry import load_registry
 from toolgate.ops.stack.embedded import Broker
 from toolgate.schemas.models import ExecutionResult
 from toolgate.store import outbox
-from toolgate.store.outbox import OutboxRow
+from toolgate.store.outbox import OutboxRow, RowKind
 from toolgate.topics.catalog import Topics
 from toolgate.trust.agent_keys import AgentKeyring
 from toolgate.workers.execution.handler import ExecutionHandler
@@ -68,7 +68,7 @@ def test_execution_marks_what_it_published_as_it_stops(database: Database) -> No
     """Execution marks its published rows sent every half second; what it published since the
     last time is marked as it stops, so a clean stop leaves the relay nothing to send again."""
     topics = Topics(database.settings.topic_prefix)
-    rows = [OutboxRow("results", 0, "item", None, b"published-%d" % i) for i in range(3)]
+    rows = [OutboxRow("results", 0, RowKind.ITEM, None, b"published-%d" % i) for i in range(3)]
 
     async def publish_then_stop() -> tuple[list[int], int]:
         handler = ExecutionHandler(load_registry(), database.settings)

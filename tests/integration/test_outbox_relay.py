@@ -23,7 +23,7 @@ from toolgate.schemas.models import StageBatch
 from toolgate.settings import Settings
 from toolgate.store import outbox
 from toolgate.store import outbox as outbox_rows
-from toolgate.store.outbox import INSERT, OutboxRow, columns
+from toolgate.store.outbox import INSERT, OutboxRow, RowKind, columns
 from toolgate.topics.catalog import Topics
 from toolgate.trust.integrity import Sealer, deployment_keys
 from toolgate.workers.outbox.relay import OutboxRelay
@@ -43,7 +43,7 @@ def scratch(postgres: Server, broker: Broker) -> Iterator[Settings]:
 
 def enqueue(settings: Settings, items: list[tuple[int, bytes]]) -> None:
     """Outbox rows of kind item for tool.results, (partition, payload) each."""
-    rows = [OutboxRow("results", p, "item", None, v) for p, v in items]
+    rows = [OutboxRow("results", p, RowKind.ITEM, None, v) for p, v in items]
     topics = Topics(settings.topic_prefix)
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         for chunk in range(0, len(rows), 500):
@@ -149,14 +149,14 @@ def test_a_held_row_is_left_to_its_writer_until_its_hold_ends(postgres: Server, 
             await listener.execute("LISTEN toolgate_outbox")
             try:
                 async with await psycopg.AsyncConnection.connect(settings.database_url) as conn:
-                    held = [OutboxRow("results", 0, "item", None, b"held-%d" % i) for i in range(3)]
+                    held = [OutboxRow("results", 0, RowKind.ITEM, None, b"held-%d" % i) for i in range(3)]
                     ids = [row[0] for row in await (await outbox.enqueue_held(conn, held, topics, 1.0)).fetchall()]
                     await conn.commit()
                     woken_by_held = await _notified(listener)
                     too_early = await relay.relay_once()
                     await asyncio.sleep(1.2)
                     after_hold = await relay.relay_once()
-                    await outbox_rows.enqueue(conn, [OutboxRow("results", 1, "item", None, b"due")], topics)
+                    await outbox_rows.enqueue(conn, [OutboxRow("results", 1, RowKind.ITEM, None, b"due")], topics)
                     await conn.commit()
                     woken_by_due = await _notified(listener)
                 sent = [

@@ -17,7 +17,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.settings import Settings
 from toolgate.store import audit, outbox
-from toolgate.store.outbox import INSERT, OutboxRow
+from toolgate.store.outbox import INSERT, OutboxRow, RowKind
 from toolgate.topics.catalog import Topics
 from toolgate.trust.integrity import deployment_keys
 from toolgate.workers.reconciliation.redrive import redrive
@@ -112,7 +112,7 @@ def test_a_result_execution_published_to_a_broker_that_lost_it_is_published_agai
 
     async def publish_redrive_mark() -> list[tuple[bool, bool]]:
         async with await psycopg.AsyncConnection.connect(settings.database_url) as conn:
-            rows = [OutboxRow("results", 0, "item", None, b"published to a broker that lost it")]
+            rows = [OutboxRow("results", 0, RowKind.ITEM, None, b"published to a broker that lost it")]
             ids = [r[0] for r in await (await outbox.enqueue_held(conn, rows, topics)).fetchall()]
             await conn.commit()
             async with conn.transaction():

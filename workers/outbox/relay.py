@@ -36,7 +36,7 @@ from toolgate.schemas.models import PayloadKind, TaxonomyClass
 from toolgate.settings import Settings
 from toolgate.store import outbox
 from toolgate.store.db import make_pool
-from toolgate.store.outbox import Claimed
+from toolgate.store.outbox import Claimed, RowKind
 from toolgate.topics.catalog import Topics
 from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer, deployment_keys
@@ -158,7 +158,7 @@ class OutboxRelay:
     def _messages(self, rows: list[Claimed]) -> list[Record]:
         out = Emit(STAGE)
         for row in rows:
-            if row.kind == "item":
+            if row.kind is RowKind.ITEM:
                 if row.partition is None:  # `outbox.item` always names one
                     raise PermanentError(f"outbox row {row.id} is an item without a partition")
                 out.raw_item(row.topic, row.partition, bytes(row.payload), row.created_at_ms)
@@ -182,7 +182,7 @@ class OutboxRelay:
         letters = Emit(STAGE)
         for row, error in doomed:
             logical = self.topics.parse(row.topic)[0] or row.topic
-            kind = PayloadKind.STAGE_ITEM if row.kind == "item" else PayloadKind.RECORD
+            kind = PayloadKind.STAGE_ITEM if row.kind is RowKind.ITEM else PayloadKind.RECORD
             origin = Origin(logical, row.partition if row.partition is not None else -1, -1, row.key, [], kind)
             reason = f"outbox row {row.id} was not delivered after {attempts[row.id]} attempt(s): {error.str()}"
             letters.dead_letter(origin, bytes(row.payload), TaxonomyClass.UNKNOWN_ERROR, reason)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, StageRecord
 from toolgate.schemas.wire import WireModel
-from toolgate.store.outbox import OutboxRow
+from toolgate.store.outbox import OutboxRow, RowKind
 from toolgate.topics.headers import edge_headers
 from toolgate.workers.runtime import results
 from toolgate.workers.runtime.emit import Emit
@@ -27,7 +27,7 @@ from toolgate.workers.runtime.emit import Emit
 
 def item(topic: str, partition: int, model: StageRecord | ExecutionResult) -> OutboxRow:
     data = results.encoded(model) if isinstance(model, ExecutionResult) else codec().encode(model)
-    return OutboxRow(topic, partition, "item", None, data)
+    return OutboxRow(topic, partition, RowKind.ITEM, None, data)
 
 
 def record(
@@ -45,7 +45,8 @@ def record(
     headers = tuple(
         (k, v.decode()) for k, v in edge_headers(traceparent, call_id, tenant_id, c.fingerprint_of(type(model)))
     )
-    return OutboxRow(topic, None, "record", key.encode(), c.encode(model), headers, tenant_id if tenant_topic else None)
+    tenant = tenant_id if tenant_topic else None
+    return OutboxRow(topic, None, RowKind.RECORD, key.encode(), c.encode(model), headers, tenant)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class Held:
     def publish(self, out: Emit) -> None:
         """Hand the rows to the round's output; the round marks them sent once acknowledged."""
         for row in self.rows:
-            if row.kind != "item" or row.partition is None:
+            if row.kind is not RowKind.ITEM or row.partition is None:
                 raise ValueError(f"only item rows are held, not a {row.kind} row for {row.topic}")
             out.raw_item(row.topic, row.partition, row.payload)
         out.outbox_ids.extend(self.ids)

@@ -63,36 +63,16 @@ def _fields(p: ToolProposal) -> list[tuple[str, str | None]]:
 def check(proposal: ToolProposal, record_bytes: int) -> Oversized | None:
     errors = []
     if record_bytes > MAX_PROPOSAL_BYTES:
-        errors.append(
-            FieldError(
-                field=None,
-                code="too_large",
-                message=f"the proposal is {record_bytes} bytes; at most {MAX_PROPOSAL_BYTES} are accepted",
-                expected=f"<= {MAX_PROPOSAL_BYTES} bytes",
-                actual=f"{record_bytes} bytes",
-            )
-        )
+        message = f"the proposal is {record_bytes} bytes; at most {MAX_PROPOSAL_BYTES} are accepted"
+        errors.append(_over(None, "too_large", message, MAX_PROPOSAL_BYTES, "bytes", f"{record_bytes} bytes"))
     if len(proposal.principal.scopes) > MAX_SCOPES:
-        errors.append(
-            FieldError(
-                field="principal.scopes",
-                code="too_many",
-                message=f"at most {MAX_SCOPES} scopes may be requested",
-                expected=f"<= {MAX_SCOPES} items",
-                actual=f"{len(proposal.principal.scopes)} items",
-            )
-        )
+        message = f"at most {MAX_SCOPES} scopes may be requested"
+        actual = f"{len(proposal.principal.scopes)} items"
+        errors.append(_over("principal.scopes", "too_many", message, MAX_SCOPES, "items", actual))
     long = sorted({name for name, value in _fields(proposal) if value is not None and len(value) > FIELD_LIMITS[name]})
     for name in long:
-        errors.append(
-            FieldError(
-                field=name,
-                code="too_long",
-                message=f"{name} may be at most {FIELD_LIMITS[name]} characters",
-                expected=f"<= {FIELD_LIMITS[name]} characters",
-                actual="longer",
-            )
-        )
+        message = f"{name} may be at most {FIELD_LIMITS[name]} characters"
+        errors.append(_over(name, "too_long", message, FIELD_LIMITS[name], "characters", "longer"))
     key = proposal.idempotency_key
     if key is not None and "idempotency_key" not in long and not CALLER_KEY.fullmatch(key):
         errors.append(
@@ -107,6 +87,11 @@ def check(proposal: ToolProposal, record_bytes: int) -> Oversized | None:
     if not errors:
         return None
     return Oversized(tuple(errors), answerable=not set(ROUTING) & set(long))
+
+
+def _over(field: str | None, code: str, message: str, limit: int, unit: str, actual: str) -> FieldError:
+    """A limit broken: at most `limit` of `unit` may come, and `actual` came."""
+    return FieldError(field=field, code=code, message=message, expected=f"<= {limit} {unit}", actual=actual)
 
 
 def routable(call_id: str) -> str | None:
