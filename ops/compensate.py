@@ -47,9 +47,9 @@ def compensate(
     if not tool or template is None:
         raise SystemExit(f"{tool_name} {tool_version} names no compensation tool and arguments")
     original = codec().decode(found.request, StageRecord)
-    arguments = arguments_for(template, original.arguments, (found.response or {}).get("data") or {})
+    arguments = arguments_for(template, original.call.arguments, (found.response or {}).get("data") or {})
     scopes = list(registry.resolve(tool, "latest").required_scopes)
-    agent = agent or original.principal.agent_id
+    agent = agent or original.call.principal.agent_id
     client = ToolgateClient.from_settings(settings, client_id="toolgate-compensate", role=agent_role(agent))
     try:
         signer = client.signer(agent)
@@ -62,10 +62,10 @@ def compensate(
         json.dumps(arguments),
         signer=signer,
         tenant_id=tenant_id,
-        user_id=original.principal.user_id,
+        user_id=original.call.principal.user_id,
         scopes=scopes,
-        run_id=original.run_id,
-        workflow_id=original.workflow_id,
+        run_id=original.call.run_id,
+        workflow_id=original.call.workflow_id,
         logical_operation_id=f"compensate:{call_id}",
         compensation_of=call_id,
         watch=True,

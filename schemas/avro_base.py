@@ -64,6 +64,10 @@ class Build:
     enums: Mapping[str, Callable[[str], Any]] = member(default_factory=dict)
     values_of: Callable[[Any], Mapping[str, Any]] | None = None
     written: Mapping[tuple[str, str], Callable[[Any], Any]] = member(default_factory=dict)
+    # A record whose schema says `"kept": true`: the reader hands `kept(made, body)` its body's bytes
+    # beside what it made of it, and the writer writes `kept_of(record)` as they are, when not None.
+    kept: Callable[[Any, bytes], Any] | None = None
+    kept_of: Callable[[Any], bytes | None] | None = None
 
 
 class Source:

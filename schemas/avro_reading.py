@@ -16,6 +16,9 @@ class Reading(CompilerBase):
             return name
         self.functions[name] = []  # claimed first: a record may hold itself
         src = Source()
+        kept = self.build.kept is not None and schema.get("kept")
+        if kept:
+            src.line("start = p")
         values = []
         for field in schema["fields"]:
             var = src.fresh("v")
@@ -25,6 +28,8 @@ class Reading(CompilerBase):
         make = self.build.records.get(schema["name"])
         if make is not None:
             record = f"{self.constant('MAKE', make)}({record})"
+        if kept:
+            record = f"{self.constant('KEEP', self.build.kept)}({record}, b[start:p])"
         src.line(f"return {record}, p")
         self.functions[name] = [f"def {name}(b, p):", "    size = len(b)", *src.lines]
         return name
@@ -104,21 +109,31 @@ class Reading(CompilerBase):
     def head(self, schema: Mapping[str, Any], names: frozenset[str]) -> str:
         """A reader of the leading fields of a record up to the last of `names`: those it
         returns (a dict), the others it steps over without making anything of them; nothing
-        after the last is looked at."""
+        after the last is looked at. A name `a.b` reads field `b` of the record in field `a`, as
+        a dict of such names, only when `a` is the last field read."""
+        wanted: dict[str, set[str]] = {}
+        for dotted in names:
+            top, _, inner = dotted.partition(".")
+            wanted.setdefault(top, set()).update([inner] if inner else [])
         fields = [field["name"] for field in schema["fields"]]
-        if not names or not names <= set(fields):
-            raise Unsupported(f"fields {sorted(names - set(fields))} are not in {schema['name']}")
+        if not names or not wanted.keys() <= set(fields):
+            raise Unsupported(f"fields {sorted(wanted.keys() - set(fields))} are not in {schema['name']}")
         name = self.record_function(schema, "head")
         src = Source()
         values = []
-        last = max(fields.index(n) for n in names)
+        last = max(fields.index(n) for n in wanted)
         for field in schema["fields"][: last + 1]:
-            if field["name"] in names:
-                var = src.fresh("v")
-                self._read(src, field["type"], var)
-                values.append(f"{field['name']!r}: {var}")
-            else:
+            if field["name"] not in wanted:
                 self._skip(src, field["type"])
+                continue
+            var = src.fresh("v")
+            if parts := wanted[field["name"]]:
+                if fields.index(field["name"]) != last or self.kind(field["type"]) != "record":
+                    raise Unsupported(f"{field['name']}: only the last field read, a record, is read in part")
+                src.line(f"{var}, p = {self.head(self.resolve(field['type']), frozenset(parts))}(b, p)")
+            else:
+                self._read(src, field["type"], var)
+            values.append(f"{field['name']!r}: {var}")
         src.line(f"return {{{', '.join(values)}}}, p")
         self.functions[name] = [f"def {name}(b, p):", "    size = len(b)", *src.lines]
         return name

@@ -15,6 +15,11 @@ class Writing(CompilerBase):
             return name
         self.functions[name] = []
         src = Source()
+        if self.build.kept_of is not None and schema.get("kept"):
+            src.line(f"w = {self.constant('KEPT', self.build.kept_of)}(d)")
+            src.line("if w is not None:")
+            src.line("    out += w")
+            src.line("    return")
         if self.build.values_of is not None:
             src.line(f"d = {self.constant('VALUES', self.build.values_of)}(d)")
         for field in schema["fields"]:

@@ -11,6 +11,8 @@ read into today's models by Avro schema resolution.
 from __future__ import annotations
 
 import io
+import os
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,23 +21,21 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 from fastavro.types import Schema
 
-from toolgate.schemas import models
-from toolgate.schemas.avro_base import Build, Reader, Unsupported, Writer
+from toolgate.schemas.avro_base import Reader, Unsupported, Writer
 from toolgate.schemas.avro_compiled import compile_codec, compile_head
-from toolgate.schemas.codegen import all_named_types
-from toolgate.schemas.errors import PermanentError
+from toolgate.schemas.documents import all_named_types
+from toolgate.schemas.errors import DecodeError as DecodeError  # where it has always been imported from
 from toolgate.schemas.lenient import read_lenient
-from toolgate.schemas.wire import WireModel, compact_json, json_object
+from toolgate.schemas.model_build import build_of, model_classes
+from toolgate.schemas.upgrades import upgrade_of
+from toolgate.schemas.wire import WireModel, compact_json
 
 MARKER = b"\xc3\x01"
 HEADER_LEN = len(MARKER) + 8
 AVRO_DIR = Path(__file__).parent / "avro"
 
 M = TypeVar("M", bound=WireModel)
-
-
-class DecodeError(PermanentError, ValueError):
-    """Bytes that are not a single-object-encoded toolgate record this codec can read."""
+P = TypeVar("P", bound=WireModel)
 
 
 def schema_fingerprint(parsed: Schema) -> bytes:
@@ -75,70 +75,21 @@ def _to_wire(record: dict[str, Any], paths: list[JsonPath]) -> dict[str, Any]:
     return record
 
 
-def _model_classes() -> dict[str, type[WireModel]]:
-    classes: dict[str, type[WireModel]] = {}
-    for name in models.__all__:
-        obj = getattr(models, name)
-        if isinstance(obj, type) and issubclass(obj, WireModel):
-            classes[obj.avro_name] = obj
-    return classes
-
-
-def _build(classes: dict[str, type[WireModel]], documents: dict[str, dict[str, Any]]) -> Build:
-    """How the compiled codec reads and writes today's models.
-
-    Read: each record's model built from the values its schema enforced (`WireModel.built`),
-    its JSON fields parsed and checked to be objects; each enum symbol as its enum's member.
-    That is what validating the record would do, without doing it again.
-    Written: each record's fields taken from its model, each JSON field as compact JSON, with
-    no `model_dump` into dicts first.
-    With orjson's JSON (wire.py), a StageRecord of `invoice.create_draft` and an ExecutionResult
-    are each read and written in less time than by validating them and by `model_dump`
-    (docs/performance.md, "Figures behind the code")."""
-    json_fields = {name: [f["name"] for f in documents[name]["fields"] if f.get("json")] for name in classes}
-    enums = [name for name, doc in documents.items() if doc["type"] == "enum"]
-    return Build(
-        records={name: _maker(cls, json_fields[name]) for name, cls in classes.items()},
-        enums={name: getattr(models, name.rpartition(".")[2]) for name in enums},
-        values_of=_fields,
-        written={(name, field): compact_json for name in classes for field in json_fields[name]},
-    )
-
-
-def _fields(model: WireModel) -> dict[str, Any]:
-    return model.__dict__
-
-
-def _maker(cls: type[WireModel], json_fields: list[str]) -> Any:
-    if not json_fields:
-        return cls.built
-
-    def make(values: dict[str, Any]) -> WireModel:
-        for name in json_fields:
-            text = values[name]
-            if text is not None:
-                try:
-                    values[name] = json_object(text)
-                except (ValueError, RecursionError) as exc:
-                    raise DecodeError(f"invalid {cls.avro_name}: {exc}") from exc
-        return cls.built(values)
-
-    return make
-
-
 class Codec:
     def __init__(self, avro_dir: Path = AVRO_DIR) -> None:
-        self._classes = _model_classes()
+        self._classes = model_classes()
         self._writers: dict[type[WireModel], tuple[bytes, Schema]] = {}
         # fingerprint -> (model class, writer schema, reader schema)
         self._readers: dict[bytes, tuple[type[WireModel], Schema, Schema]] = {}
         # Today's schemas, compiled (avro_compiled): less time to read and to write than fastavro's.
         self._compiled_writers: dict[type[WireModel], tuple[bytes, Writer]] = {}
         self._compiled_readers: dict[bytes, tuple[type[WireModel], Reader]] = {}
-        # (fingerprint, field names) -> a reader of only those fields (`head`), made when first asked
-        self._heads: dict[tuple[bytes, frozenset[str]], Reader] = {}
+        # a projection -> the reader of only its fields (`project`), made when first asked
+        self._heads: dict[type[WireModel], Reader] = {}
+        # fingerprint -> what makes a record of that older release today's shape (upgrades.py)
+        self._upgrades: dict[bytes, Callable[[dict[str, Any]], dict[str, Any]]] = {}
         documents = all_named_types()
-        self._build = build = _build(self._classes, documents)
+        self._build = build = build_of(self._classes, documents)
         self._json_paths = {cls: _json_paths(documents, name, "toolgate") for name, cls in self._classes.items()}
         for path in sorted(avro_dir.glob("*.avsc")):
             cls = self._classes.get(path.name.removesuffix(".avsc"))
@@ -161,7 +112,12 @@ class Codec:
                     continue
                 old = load_schema(str(path))
                 fp = schema_fingerprint(old)
-                self._readers.setdefault(fp, (cls, old, self._writers[cls][1]))
+                upgrade = upgrade_of(old)  # type: ignore[arg-type]
+                if upgrade is None:
+                    self._readers.setdefault(fp, (cls, old, self._writers[cls][1]))
+                elif fp not in self._readers:  # read with its own schema, then brought to today's shape
+                    self._readers[fp] = (cls, old, old)
+                    self._upgrades[fp] = upgrade
 
     def fingerprint_of(self, cls: type[WireModel]) -> bytes:
         return self._writers[cls][0]
@@ -204,34 +160,39 @@ class Codec:
         except (ValueError, RecursionError) as exc:
             raise DecodeError(f"invalid {cls.avro_name}: {exc}") from exc
 
-    def head(self, data: bytes, expected: type[M], names: frozenset[str]) -> dict[str, Any] | None:
-        """Only the top-level fields `names` of an `expected` record written with today's schema:
-        its body read no further than the last of them, and nothing made of the fields before it
-        but these (avro_compiled's `compile_head`); a JSON field comes as its text, unread. None
-        for a record an older release wrote: read that one whole (`decode`). DecodeError for
-        what is not an `expected` record, or whose body ends before the last of `names`; what
-        follows it is not checked."""
+    def project(self, data: bytes, projection: type[P]) -> P | None:
+        """Only the fields a projection of a record reads (`projection.reads`, codegen.py): the
+        record's body read no further than the last of them, nothing made of the fields before
+        it but these (avro_compiled's `compile_head`); JSON fields left unread. None for a record
+        an older release wrote: read that one whole (`decode`). DecodeError for what is not the
+        projected record, or whose body ends before the last field read; what follows it is
+        not checked."""
         if len(data) < HEADER_LEN or data[:2] != MARKER:
             raise DecodeError("not an Avro single-object encoded record (bad marker)")
         fp = bytes(data[2:HEADER_LEN])
+        whole = self._classes[projection.avro_name]
         compiled = self._compiled_readers.get(fp)
         if compiled is None:
             known = self._readers.get(fp)
             if known is None:
                 raise DecodeError(f"unknown schema fingerprint {fp.hex()}")
-            if known[0] is not expected:
-                raise DecodeError(f"expected {expected.avro_name}, found {known[0].avro_name}")
+            if known[0] is not whole:
+                raise DecodeError(f"expected {whole.avro_name}, found {known[0].avro_name}")
             return None
-        if compiled[0] is not expected:
-            raise DecodeError(f"expected {expected.avro_name}, found {compiled[0].avro_name}")
-        reader = self._heads.get((fp, names))
+        if compiled[0] is not whole:
+            raise DecodeError(f"expected {whole.avro_name}, found {compiled[0].avro_name}")
+        reader = self._heads.get(projection)
         if reader is None:
-            reader = self._heads[fp, names] = compile_head(self._readers[fp][1], names, self._build)  # type: ignore[arg-type]
+            names: frozenset[str] = projection.reads  # type: ignore[attr-defined]
+            reader = self._heads[projection] = compile_head(self._readers[fp][1], names, self._build)  # type: ignore[arg-type]
         try:
             values, _ = reader(bytes(data), HEADER_LEN)
         except Exception as exc:  # IndexError or EOFError (too short), ValueError, UnicodeDecodeError
-            raise DecodeError(f"corrupt {expected.avro_name} body: {exc}") from exc
-        return values  # type: ignore[no-any-return]
+            raise DecodeError(f"corrupt {whole.avro_name} body: {exc}") from exc
+        for name, value in values.items():
+            if type(value) is dict:  # a record read in part: its own projection's model
+                values[name] = projection.model_fields[name].annotation.built(value)  # type: ignore[union-attr]
+        return projection.built(values)
 
     def _read_resolved(self, data: bytes) -> tuple[type[WireModel], dict[str, Any]]:
         reader = self._readers.get(bytes(data[2:HEADER_LEN]))
@@ -248,7 +209,8 @@ class Codec:
             raise DecodeError(f"{len(data) - buf.tell()} trailing bytes after {cls.avro_name}")
         if not isinstance(record, dict):
             raise DecodeError(f"{cls.avro_name} body is not a record")
-        return cls, record
+        upgrade = self._upgrades.get(bytes(data[2:HEADER_LEN]))
+        return cls, record if upgrade is None else upgrade(record)
 
     def decode_lenient(self, data: bytes, expected: type[M], fields: frozenset[str]) -> M:
         """Like `decode`, but text of the top-level `fields` that is not valid UTF-8 is kept, its
@@ -289,5 +251,11 @@ def _read_compiled(data: bytes, cls: type[WireModel], reader: Reader) -> WireMod
 
 @cache
 def codec() -> Codec:
-    """The process-wide codec (schemas are read once)."""
+    """The process-wide codec (schemas are read once); one that counts what it does when
+    TOOLGATE_CODEC_COUNTS names a directory (codec_counts.py, for measuring a call's path)."""
+    counts = os.environ.get("TOOLGATE_CODEC_COUNTS")
+    if counts:
+        from toolgate.schemas.codec_counts import counting  # only a measured process loads it
+
+        return counting(counts)
     return Codec()

@@ -22,8 +22,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from toolgate.schemas.documents import all_named_types, inline_types
+
 HERE = Path(__file__).parent
-AVRO_DIR = HERE / "avro"
 MODELS = HERE / "models"
 
 # Which module of models/ holds the types of each schema file (and the types it defines inline).
@@ -31,7 +32,7 @@ MODELS = HERE / "models"
 FAMILIES = {
     "common": ("Principal", "TaxonomyClass", "FieldError", "Verification", "Outcome"),
     "edge": ("ToolProposal", "Observation"),
-    "stages": ("StageDecision", "StageRecord", "StageBatch", "ExecutionResult"),
+    "stages": ("StageDecision", "Call", "StageRecord", "StageBatch", "ExecutionResult"),
     "approvals": ("ApprovalRequest", "ApprovalDecision"),
     "failures": ("DeadLetter",),
 }
@@ -55,6 +56,7 @@ class _Generator:
         self.blocks: dict[str, str] = {}  # by full name, in the order emitted
         self.uses: dict[str, set[str]] = {}  # the named types each one's fields refer to
         self._using: list[str] = []  # the types being emitted, innermost last
+        self.projections: dict[str, list[str]] = {}  # the projection models of each record, by its full name
 
     def short(self, name: str) -> str:
         return name.rsplit(".", 1)[-1]
@@ -106,25 +108,63 @@ class _Generator:
 
     def record(self, full: str, doc: dict[str, Any]) -> str:
         namespace = full.rsplit(".", 1)[0]
-        body: list[str] = []
-        for f in doc["fields"]:
-            py = self.type_of(f["type"], namespace)
-            if f.get("json"):
-                py = "JsonObject | None" if "None" in py.split(" | ") else "JsonObject"
-            default = ""
-            if "default" in f:
-                value = f["default"]
-                if isinstance(value, list):
-                    default = " = Field(default_factory=list)"
-                elif isinstance(value, str) and py in self.enum_names():
-                    default = f" = {py}.{value}"
-                else:
-                    default = " = " + (json.dumps(value) if isinstance(value, str) else repr(value))
-            body.append(f"    {f['name']}: {py}{default}")
         lines = [f"class {self.short(full)}(WireModel):", *self.docstring(doc)]
         lines.append(f'    avro_name: ClassVar[str] = "{full}"')
-        lines += body
-        return "\n".join(lines)
+        lines += [self.field(f, namespace) for f in doc["fields"]]
+        blocks = ["\n".join(lines)]
+        for name, projection in doc.get("projections", {}).items():
+            blocks += self.projection(full, doc, name, projection)
+        return "\n\n\n".join(blocks)
+
+    def field(self, f: dict[str, Any], namespace: str, py: str | None = None) -> str:
+        """A field's line: its name, its type (`py` in place of the schema's) and its default."""
+        py = py or self.type_of(f["type"], namespace)
+        if f.get("json"):
+            py = "JsonObject | None" if "None" in py.split(" | ") else "JsonObject"
+        default = ""
+        if "default" in f:
+            value = f["default"]
+            if isinstance(value, list):
+                default = " = Field(default_factory=list)"
+            elif isinstance(value, str) and py in self.enum_names():
+                default = f" = {py}.{value}"
+            else:
+                default = " = " + (json.dumps(value) if isinstance(value, str) else repr(value))
+        return f"    {f['name']}: {py}{default}"
+
+    def projection(self, full: str, doc: dict[str, Any], name: str, spec: dict[str, Any]) -> list[str]:
+        """A projection of a record (the schema's `"projections"`): a model of only the fields a
+        reader needs (the codec's `project` reads just those), and of a nested record in the last
+        of them, only the fields `spec[field]` names (a model of its own, `name` + the field's
+        record name)."""
+        namespace = full.rsplit(".", 1)[0]
+        blocks: list[str] = []
+        parts: list[str] = []
+        body: list[str] = []
+        reads: list[str] = []
+        for f in (f for f in doc["fields"] if f["name"] in spec["fields"]):
+            if f["name"] not in spec:
+                body.append(self.field(f, namespace))
+                reads.append(f["name"])
+                continue
+            inner_full = self.full(f["type"], namespace)
+            inner = self.documents[inner_full]
+            part = name + self.short(inner_full)
+            said = f'    """The fields of a {self.short(inner_full)} that {name} reads."""'
+            lines = [f"class {part}(WireModel):", said, ""]
+            lines.append(f'    avro_name: ClassVar[str] = "{inner_full}"')
+            lines += [self.field(g, namespace) for g in inner["fields"] if g["name"] in spec[f["name"]]]
+            blocks.append("\n".join(lines))
+            parts.append(part)
+            body.append(self.field(f, namespace, py=part))
+            reads += [f"{f['name']}.{g}" for g in spec[f["name"]]]
+        lines = [f"class {name}(WireModel):", *self.docstring({"doc": spec["doc"]})]
+        lines.append(f'    avro_name: ClassVar[str] = "{full}"')
+        lines += ["    reads: ClassVar[frozenset[str]] = frozenset(", "        {"]
+        lines += [f'            "{read}",' for read in sorted(reads)]
+        lines += ["        }", "    )"]
+        self.projections.setdefault(full, []).extend([*parts, name])
+        return [*blocks, "\n".join(lines + body)]
 
     def docstring(self, doc: dict[str, Any]) -> list[str]:
         if not doc.get("doc"):
@@ -170,41 +210,6 @@ def _module(family: str, blocks: list[str], imported: dict[str, set[str]]) -> st
     return HEADER.format(doc=DOCS[family]) + "\n" + imports + "\n\n\n" + body + "\n"
 
 
-def load_documents() -> dict[str, dict[str, Any]]:
-    documents: dict[str, dict[str, Any]] = {}
-    for path in sorted(AVRO_DIR.glob("*.avsc")):
-        doc = json.loads(path.read_text())
-        full = f"{doc['namespace']}.{doc['name']}"
-        if path.name != f"{full}.avsc":
-            raise ValueError(f"{path.name} must be named {full}.avsc")
-        documents[full] = doc
-    return documents
-
-
-def _inline_types(avro: Any, namespace: str, found: dict[str, dict[str, Any]]) -> None:
-    if isinstance(avro, list):
-        for member in avro:
-            _inline_types(member, namespace, found)
-    elif isinstance(avro, dict):
-        if avro.get("type") in ("record", "enum") and "name" in avro:
-            full = avro["name"] if "." in avro["name"] else f"{namespace}.{avro['name']}"
-            found.setdefault(full, {**avro, "namespace": full.rsplit(".", 1)[0]})
-            for field in avro.get("fields", []):
-                _inline_types(field["type"], namespace, found)
-        elif avro.get("type") == "array":
-            _inline_types(avro["items"], namespace, found)
-        elif avro.get("type") == "map":
-            _inline_types(avro["values"], namespace, found)
-
-
-def all_named_types() -> dict[str, dict[str, Any]]:
-    """Every named type of the schemas, including records defined inline in another."""
-    documents = load_documents()
-    for full, doc in list(documents.items()):
-        _inline_types(doc, full.rsplit(".", 1)[0], documents)
-    return documents
-
-
 def _families(documents: dict[str, dict[str, Any]]) -> dict[str, str]:
     """The family of each named type: that of the schema file that defines it."""
     family_of: dict[str, str] = {}
@@ -212,7 +217,7 @@ def _families(documents: dict[str, dict[str, Any]]) -> dict[str, str]:
         for name in names:
             full = f"toolgate.{name}"
             inline: dict[str, dict[str, Any]] = {}
-            _inline_types(documents[full], "toolgate", inline)
+            inline_types(documents[full], "toolgate", inline)
             family_of.update(dict.fromkeys([full, *inline], family))
     if missing := sorted(set(documents) - set(family_of)):
         raise ValueError(f"no family in codegen.FAMILIES for {missing}")
@@ -240,11 +245,11 @@ def generate() -> dict[str, str]:
 
 def _index(gen: _Generator, family_of: dict[str, str]) -> str:
     """models/__init__.py: every model, by the name it has always been imported by."""
-    lines = [
-        _import(f"toolgate.schemas.models.{family}", [gen.short(n) for n in gen.emitted if family_of[n] == family])
-        for family in sorted(FAMILIES)
-    ]
-    exports = "\n".join(f'    "{gen.short(n)}",' for n in sorted(gen.emitted, key=gen.short))
+    names = {family: [gen.short(n) for n in gen.emitted if family_of[n] == family] for family in FAMILIES}
+    for full, projections in gen.projections.items():
+        names[family_of[full]] += projections
+    lines = [_import(f"toolgate.schemas.models.{family}", names[family]) for family in sorted(FAMILIES)]
+    exports = "\n".join(f'    "{name}",' for name in sorted(n for family in names.values() for n in family))
     header = HEADER.format(doc="Pydantic in-process types of toolgate's wire messages, a module per family.")
     return header + "\n" + "\n".join(lines) + f"\n\n__all__ = [\n{exports}\n]\n"
 

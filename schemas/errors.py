@@ -36,3 +36,7 @@ class TransientError(ToolgateError):
 
 class ConfigurationError(PermanentError):
     """The deployment's configuration cannot work (a missing secret, a bad address)."""
+
+
+class DecodeError(PermanentError, ValueError):
+    """Bytes that are not a single-object-encoded toolgate record this codec can read."""

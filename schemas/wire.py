@@ -19,6 +19,7 @@ where the standard library writes `1e-07`): the same value, and RFC 8785's own f
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Self
 
 import orjson
@@ -137,11 +138,22 @@ JsonObject = Annotated[dict[str, Any], BeforeValidator(_from_wire)]
 
 
 def field_of(model: object, name: str) -> Any:
-    """`model`'s field `name`, or None when it has none. `getattr` with a default is slow for a
-    name a pydantic model lacks (its slow path raises and catches inside), this is not
-    (docs/performance.md, "Figures behind the code"): stages read optional fields of every call
-    this way."""
-    return getattr(model, "__dict__", {}).get(name)
+    """`model`'s field `name`, or that of the call it carries (a StageRecord's `call`), or None
+    when neither has it. `getattr` with a default is slow for a name a pydantic model lacks (its
+    slow path raises and catches inside), this is not (docs/performance.md, "Figures behind the
+    code"): stages read optional fields of every call this way."""
+    fields = getattr(model, "__dict__", {})
+    if name in fields:
+        return fields[name]
+    call = fields.get("call")
+    return None if call is None else call.__dict__.get(name)
+
+
+# Where a record whose schema says `"kept": true` keeps the bytes it was read from (its Avro body,
+# in its model's `__dict__`, beside its fields): the codec writes that record again by copying
+# them. A model is frozen, so they stay its encoding; a copy with changes drops them (and no stage
+# changes a message's dict in place).
+KEPT = "_wire"
 
 
 class WireModel(BaseModel):
@@ -149,6 +161,17 @@ class WireModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     avro_name: ClassVar[str]  # the Avro record's full name; every generated model sets it
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's copy, which refuses to change a field the model lacks; one with changes no
+        longer holds the bytes it was read from (KEPT)."""
+        if update and not update.keys() <= type(self).model_fields.keys():
+            unknown = sorted(set(update) - set(type(self).model_fields))
+            raise TypeError(f"{type(self).__name__} has no fields {unknown}")
+        copy = super().model_copy(update=update, deep=deep)
+        if update:
+            copy.__dict__.pop(KEPT, None)
+        return copy
 
     @classmethod
     def built(cls, values: dict[str, Any]) -> Self:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from toolgate.client import ApprovalClient, Draft, Observed, Proposed, ToolgateClient
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["ApprovalClient", "Draft", "Observed", "Proposed", "ToolgateClient"]
 
 

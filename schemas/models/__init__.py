@@ -15,11 +15,20 @@ from toolgate.schemas.models.edge import (
     ToolProposal,
 )
 from toolgate.schemas.models.failures import DeadLetter, Header, PayloadKind
-from toolgate.schemas.models.stages import ExecutionResult, StageBatch, StageDecision, StageRecord
+from toolgate.schemas.models.stages import (
+    Call,
+    ExecutionResult,
+    StageBatch,
+    StageDecision,
+    StageHead,
+    StageHeadCall,
+    StageRecord,
+)
 
 __all__ = [
     "ApprovalDecision",
     "ApprovalRequest",
+    "Call",
     "DeadLetter",
     "ExecutionMetadata",
     "ExecutionResult",
@@ -34,6 +43,8 @@ __all__ = [
     "ResultPayload",
     "StageBatch",
     "StageDecision",
+    "StageHead",
+    "StageHeadCall",
     "StageRecord",
     "TaxonomyClass",
     "ToolIdentity",

@@ -11,6 +11,36 @@ from toolgate.schemas.models.common import FieldError, Outcome, Principal, Verif
 from toolgate.schemas.wire import JsonObject, WireModel
 
 
+class Call(WireModel):
+    """One call as validation admitted it: who asked, what, with which canonical arguments, and
+    the facts derived from them once (payload hash, idempotency key, request hash). Written
+    by validation, never changed after: every later stage reads it, and a stage that passes
+    a call on copies its bytes (kept: the codec keeps a read Call's encoding and writes it
+    again as it came).
+    """
+
+    avro_name: ClassVar[str] = "toolgate.Call"
+    call_id: str
+    home_partition: int
+    tenant_id: str
+    tool_name: str
+    tool_version: str
+    dry_run: bool = False
+    idempotency_key: str
+    request_hash: str
+    principal: Principal
+    workflow_id: str
+    run_id: str
+    logical_operation_id: str
+    payload_hash: str
+    deadline_ms: int | None = None
+    repair_attempt: int = 0
+    created_at_ms: int
+    compensation_of: str | None = None
+    proposal_digest: str = ""
+    arguments: JsonObject
+
+
 class ExecutionResult(WireModel):
     """How one call ended, at whichever stage ended it: executed, replayed, or refused with a
     taxonomy class. Normalization turns it into the agent's Observation.
@@ -65,33 +95,55 @@ class StageDecision(WireModel):
 
 
 class StageRecord(WireModel):
-    """One call between stages: its identity, canonical arguments, resolved contract and what
-    each earlier stage decided. Carried single-object encoded inside a StageBatch.
+    """One call between stages: what each stage decided so far, and the call itself (last, as
+    the bytes validation wrote). Carried single-object encoded inside a StageBatch.
     """
 
     avro_name: ClassVar[str] = "toolgate.StageRecord"
-    call_id: str
     traceparent: str
-    home_partition: int
-    tenant_id: str
-    principal: Principal
-    workflow_id: str
-    run_id: str
-    logical_operation_id: str
-    tool_name: str
-    tool_version: str
-    arguments: JsonObject
-    payload_hash: str
-    idempotency_key: str | None = None
-    deadline_ms: int | None = None
-    repair_attempt: int = 0
-    dry_run: bool = False
-    created_at_ms: int
     required_approvals: int = 0
     approval_id: str | None = None
     approvers: list[str] = Field(default_factory=list)
     attempt: int = 1
     warnings: list[str] = Field(default_factory=list)
     decisions: list[StageDecision] = Field(default_factory=list)
-    compensation_of: str | None = None
-    proposal_digest: str = ""
+    call: Call
+
+
+class StageHeadCall(WireModel):
+    """The fields of a Call that StageHead reads."""
+
+    avro_name: ClassVar[str] = "toolgate.Call"
+    call_id: str
+    home_partition: int
+    tenant_id: str
+    tool_name: str
+    tool_version: str
+    dry_run: bool = False
+    idempotency_key: str
+
+
+class StageHead(WireModel):
+    """What forwarding a call reads of a StageRecord: its stage fields up to the approvals and
+    the leading fields of its call, the arguments unread.
+    """
+
+    avro_name: ClassVar[str] = "toolgate.StageRecord"
+    reads: ClassVar[frozenset[str]] = frozenset(
+        {
+            "approval_id",
+            "call.call_id",
+            "call.dry_run",
+            "call.home_partition",
+            "call.idempotency_key",
+            "call.tenant_id",
+            "call.tool_name",
+            "call.tool_version",
+            "required_approvals",
+            "traceparent",
+        }
+    )
+    traceparent: str
+    required_approvals: int = 0
+    approval_id: str | None = None
+    call: StageHeadCall

@@ -44,9 +44,9 @@ from confluent_kafka import Consumer, TopicPartition
 from tests.unit.factories import draft_key
 from toolgate.client import ApprovalClient, Proposed, ToolgateClient
 from toolgate.contracts.policy import load_policy
-from toolgate.hashing import provider_key
 from toolgate.kafka_security import ADMIN, APPROVALS, agent_role
 from toolgate.schemas.codec import codec
+from toolgate.schemas.hashing import provider_key
 from toolgate.schemas.models import Observation
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, header

@@ -27,8 +27,8 @@ import pytest
 
 from tests.unit.factories import draft_key
 from toolgate.client import ApprovalClient, Proposed, ToolgateClient
-from toolgate.hashing import provider_key
 from toolgate.kafka_security import APPROVALS, agent_role
+from toolgate.schemas.hashing import provider_key
 from toolgate.trust.agent_keys import AgentKeyring
 from toolgate.trust.signing import Keyring
 

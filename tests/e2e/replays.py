@@ -57,7 +57,7 @@ def ends(pipeline: Pipeline, logical: str) -> dict[int, int]:
 def _has_call(value: bytes, call_id: str) -> bool:
     try:
         batch = codec().decode(value, StageBatch)
-        return any(codec().decode(item, StageRecord).call_id == call_id for item in batch.items)
+        return any(codec().decode(item, StageRecord).call.call_id == call_id for item in batch.items)
     except DecodeError:
         return False
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.unit.factories import draft_key
-from toolgate.hashing import derive_idempotency_key, payload_hash, provider_key
+from toolgate.schemas.hashing import derive_idempotency_key, payload_hash, provider_key
 from toolgate.topics.catalog import Topics
 
 from ..conftest import Pipeline, eventually

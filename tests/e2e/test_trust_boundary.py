@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from tests.unit.factories import record_of
 from toolgate.client import Proposed
-from toolgate.hashing import payload_hash
 from toolgate.schemas.codec import codec
+from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import (
     DeadLetter,
     PayloadKind,
@@ -234,7 +235,7 @@ def test_scopes_beyond_the_grant_are_not_granted(pipeline: Pipeline) -> None:
 
 def _charge_record(key: str, call_id: str) -> StageRecord:
     arguments = {"invoice_id": "inv_acme0002", "amount_cents": 125000, "currency": "USD"}
-    return StageRecord(
+    return record_of(
         call_id=call_id,
         traceparent=new_traceparent(),
         home_partition=0,

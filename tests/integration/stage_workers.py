@@ -19,6 +19,7 @@ from toolgate.client import ToolgateClient
 from toolgate.ops.stack.embedded import Broker
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, StageBatch, StageRecord
+from toolgate.schemas.wire import field_of
 
 from .conftest import Database
 
@@ -93,7 +94,7 @@ def call_ids_on(
                 if msg.error():
                     continue
                 for item in codec().decode(msg.value() or b"", StageBatch).items:
-                    seen.add(codec().decode(item, model).call_id)
+                    seen.add(str(field_of(codec().decode(item, model), "call_id")))
     finally:
         consumer.close()
     return seen

@@ -52,7 +52,7 @@ def answers(out: Emit) -> dict[str, ExecutionResult | StageRecord]:
     for (topic, _), items in out.items.items():
         for item in items:
             model = codec().decode(item, ExecutionResult if topic == "results" else StageRecord)
-            found[model.call_id] = model
+            found[model.call_id if isinstance(model, ExecutionResult) else model.call.call_id] = model
     return found
 
 

@@ -13,9 +13,10 @@ import time
 import uuid
 from typing import Any
 
+from tests.unit.factories import record_of
 from toolgate.contracts.registry import load_registry
-from toolgate.hashing import payload_hash
 from toolgate.schemas.codec import codec
+from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import ExecutionResult, PayloadKind, Principal, StageRecord
 from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.execution.handler import ExecutionHandler
@@ -35,7 +36,7 @@ def held_draft(operation: str, call_id: str | None = None, amount: int = 100) ->
         "memo": None,
         "lines": [{"description": "held", "quantity": 1, "unit_amount_cents": amount}],
     }
-    return StageRecord(
+    return record_of(
         call_id=call_id or f"call_{uuid.uuid4().hex}",
         traceparent=TRACE,
         home_partition=0,
@@ -54,7 +55,7 @@ def held_draft(operation: str, call_id: str | None = None, amount: int = 100) ->
 
 
 def approve(database: Database, record: StageRecord, approvers: tuple[str, ...] = ("carol",)) -> str:
-    approval_id = approval_id_for(record.tenant_id, record.call_id)
+    approval_id = approval_id_for(record.call.tenant_id, record.call.call_id)
     database.sql(
         "INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, "
         "payload_hash, risk_class, required_approvals, status, home_partition, request, packet, expires_at) "
@@ -62,10 +63,10 @@ def approve(database: Database, record: StageRecord, approvers: tuple[str, ...] 
         "now() + interval '10 minutes')",
         (
             approval_id,
-            record.call_id,
-            record.tool_name,
-            record.tool_version,
-            record.payload_hash,
+            record.call.call_id,
+            record.call.tool_name,
+            record.call.tool_version,
+            record.call.payload_hash,
             codec().encode(record),
         ),
     )
@@ -103,7 +104,7 @@ def run(database: Database, *records: StageRecord) -> list[ExecutionResult]:
     results = []
     for (payload,) in database.sql("SELECT payload FROM toolgate.outbox WHERE topic = 'tool.results' ORDER BY id"):
         result = codec().decode(bytes(payload), ExecutionResult)
-        if result.call_id in {r.call_id for r in records}:
+        if result.call_id in {r.call.call_id for r in records}:
             results.append(result)
     return results
 
@@ -125,7 +126,7 @@ def test_a_held_postgres_effect_runs_once_under_its_ticket_and_consumes_it(datab
     assert consumed_by and consumed_by.startswith("tg_")
     second = run(database, record)[-1]  # the same operation again: its stored result, no second effect
     assert outcome(second) == ("SUCCESS", []) and second.idempotency_hit
-    assert invoices_of(database, record.call_id) == 1
+    assert invoices_of(database, record.call.call_id) == 1
 
 
 def test_no_ticket_or_too_few_approvers_runs_nothing(database: Database) -> None:
@@ -135,16 +136,16 @@ def test_no_ticket_or_too_few_approvers_runs_nothing(database: Database) -> None
     approve(database, short)
     results = {r.call_id: outcome(r) for r in run(database, unapproved, short)}
     assert results == {
-        unapproved.call_id: ("CONFIRMATION_MISSING", ["no_approval"]),
-        short.call_id: ("CONFIRMATION_MISSING", ["too_few_approvers"]),
+        unapproved.call.call_id: ("CONFIRMATION_MISSING", ["no_approval"]),
+        short.call.call_id: ("CONFIRMATION_MISSING", ["too_few_approvers"]),
     }
-    assert invoices_of(database, unapproved.call_id) == invoices_of(database, short.call_id) == 0
+    assert invoices_of(database, unapproved.call.call_id) == invoices_of(database, short.call.call_id) == 0
 
 
 def test_a_ticket_releases_only_its_own_payload_and_only_active_approvers_count(database: Database) -> None:
     record = held_draft(f"op_{uuid.uuid4().hex[:8]}")
     approve(database, record)
-    other_payload = held_draft(record.logical_operation_id, call_id=record.call_id, amount=999_999)
+    other_payload = held_draft(record.call.logical_operation_id, call_id=record.call.call_id, amount=999_999)
     [mismatch] = run(database, other_payload)
     assert outcome(mismatch) == ("CONFIRMATION_MISSING", ["approval_mismatch"])
     database.sql(
@@ -156,4 +157,4 @@ def test_a_ticket_releases_only_its_own_payload_and_only_active_approvers_count(
     approve(database, revoked, approvers=("revoked-approver",))
     [not_counted] = run(database, revoked)
     assert outcome(not_counted) == ("CONFIRMATION_MISSING", ["too_few_approvers"])
-    assert invoices_of(database, record.call_id) == invoices_of(database, revoked.call_id) == 0
+    assert invoices_of(database, record.call.call_id) == invoices_of(database, revoked.call.call_id) == 0

@@ -12,7 +12,6 @@ from typing import Any
 import psycopg
 
 from tests.unit.factories import draft_key
-from toolgate.hashing import request_hash
 from toolgate.store import keys as idempotency_keys
 from toolgate.workers.execution.handler import ExecutionHandler
 from toolgate.workers.runtime.emit import Emit
@@ -68,7 +67,7 @@ def test_a_key_taken_meanwhile_is_found_when_the_round_runs_again(database: Data
                 " tool_version, executor, call_id, home_partition, request, lease_owner, lease_until, expires_at)"
                 " VALUES ('acme', %s, %s, 'PENDING', 'invoice.create_draft', '1.0.0', 'postgres', 'call_other', 0,"
                 " '\\x00', 'another-worker', now() + interval '1 hour', now() + interval '1 day')",
-                (key, request_hash(call.model)),
+                (key, call.model.call.request_hash),
             )
             round_ = asyncio.create_task(handler.handle([call], out))
             await asyncio.sleep(1.0)

@@ -13,10 +13,10 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 
-from tests.unit.factories import draft_key
+from tests.unit.factories import draft_key, record_of
 from toolgate.contracts.registry import load_registry
-from toolgate.hashing import payload_hash
 from toolgate.schemas.codec import codec
+from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import PayloadKind, Principal, StageRecord
 from toolgate.workers.execution.handler import ExecutionHandler
 from toolgate.workers.runtime.emit import Emit, Origin
@@ -35,7 +35,7 @@ def draft_call(key: str, tenant: str, customer_id: str = "cust_acme01") -> Inbou
         "memo": None,
         "lines": [{"description": "race", "quantity": 1, "unit_amount_cents": 100}],
     }
-    record = StageRecord(
+    record = record_of(
         call_id=f"call_{uuid.uuid4().hex}",
         traceparent=TRACE,
         home_partition=0,

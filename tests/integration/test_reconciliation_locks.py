@@ -21,8 +21,9 @@ import pytest
 from aiohttp import web
 from psycopg.types.json import Jsonb
 
-from tests.unit.factories import registry, stage_record
+from tests.unit.factories import as_released_0_1, registry, stage_record
 from toolgate.schemas.codec import codec
+from toolgate.schemas.models import ExecutionResult
 from toolgate.settings import Settings
 from toolgate.trust import checkpoint_keys
 from toolgate.workers.reconciliation.reconciler import Reconciler
@@ -45,18 +46,21 @@ def unsigned_audit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(checkpoint_keys, "_source", None)
 
 
-def stuck_key(url: str) -> tuple[str, str]:
-    """A PENDING key of the http contract whose execution worker died: its lease has expired."""
+def stuck_key(url: str, released_0_1: bool = False) -> tuple[str, str]:
+    """A PENDING key of the http contract whose execution worker died: its lease has expired.
+    With `released_0_1`, its request as release 0.1.0 wrote it (a worker that died before an
+    upgrade)."""
     contract = registry().get(*TOOL)
     key, call_id = f"key-{uuid.uuid4().hex}", f"call_{uuid.uuid4().hex}"
     record = stage_record(contract, call_id=call_id, idempotency_key=key)
+    request = as_released_0_1(record) if released_0_1 else codec().encode(record)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO toolgate.idempotency_keys (tenant_id, idempotency_key, request_hash, status, tool_name, "
             "tool_version, executor, call_id, home_partition, request, lease_owner, lease_until, expires_at) "
             "VALUES ('acme', %s, 'h', 'PENDING', %s, %s, 'http', %s, 0, %s, 'execution:gone', "
             "now() - interval '1 second', now() + interval '1 day')",
-            (key, *TOOL, call_id, codec().encode(record)),
+            (key, *TOOL, call_id, request),
         )
     return key, call_id
 
@@ -127,6 +131,26 @@ def test_the_provider_is_asked_with_the_key_unlocked(url: str, tmp_path: Path) -
     )
     assert status == "COMPLETED" and response["data"] == ANSWER["response"]
     assert _rows(url, "SELECT action FROM toolgate.audit_log WHERE call_id = %s", call_id) == [("completed",)]
+
+
+def test_a_key_a_0_1_0_worker_left_pending_is_settled_after_the_upgrade(url: str, tmp_path: Path) -> None:
+    """Release 0.2.0 nested the call in StageRecord: the request kept with a key by 0.1.0 is
+    still read (schemas/upgrades.py), so a crash across the upgrade is still reconciled."""
+    key, call_id = stuck_key(url, released_0_1=True)
+
+    async def nothing(other: psycopg.AsyncConnection[Any], key: str) -> None:
+        return None
+
+    counts = asyncio.run(_pass_while_asked(url, tmp_path, key, nothing))
+
+    assert counts["completed"] == 1
+    [(status, response)] = _rows(
+        url, "SELECT status, response FROM toolgate.idempotency_keys WHERE idempotency_key = %s", key
+    )
+    assert status == "COMPLETED" and response["data"] == ANSWER["response"]
+    results = [codec().model_of(bytes(p)) for (p,) in _rows(url, "SELECT payload FROM toolgate.outbox")]
+    [answer] = [r for r in results if isinstance(r, ExecutionResult) and r.call_id == call_id]
+    assert answer.outcome.taxonomy_class == "SUCCESS"
 
 
 def test_a_key_settled_while_the_provider_was_asked_is_left_as_settled(url: str, tmp_path: Path) -> None:

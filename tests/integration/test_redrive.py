@@ -38,7 +38,7 @@ def _ticket(conn: psycopg.Connection[Any], approval_id: str, status: str, consum
         "1, %s, %s, now() + interval '1 hour', %s)",
         (
             approval_id,
-            record.call_id,
+            record.call.call_id,
             status,
             codec().encode(record),
             json.dumps(packet.model_dump(mode="json")),
@@ -96,7 +96,7 @@ def test_redrive_says_again_what_is_in_flight_and_nothing_else(database: Databas
         prefix = settings.topic_prefix
         assert [t for t, _ in said] == [f"{prefix}tool.approvals.requested.acme", topic, f"{prefix}tool.executable"]
         released = codec().decode(bytes(said[2][1]), StageRecord)
-        assert (released.call_id, released.approvers) == ("call_apr_approved", ["carol"])
+        assert (released.call.call_id, released.approvers) == ("call_apr_approved", ["carol"])
         [(detail,)] = conn.execute(
             "SELECT detail FROM toolgate.audit_log WHERE action = 'transport_redriven'"
         ).fetchall()

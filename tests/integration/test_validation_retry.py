@@ -63,7 +63,7 @@ def test_a_retried_round_admits_the_same_proposal_again(database: Database) -> N
         assert out.dead_letters == []
         [[item]] = out.items.values()
         record = codec().decode(item, StageRecord)
-        assert (record.call_id, record.tenant_id, record.principal.scopes) == (
+        assert (record.call.call_id, record.call.tenant_id, record.call.principal.scopes) == (
             proposal.call_id,
             "acme",
             ["invoices:read"],

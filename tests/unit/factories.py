@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import json
 from functools import cache
 from typing import Any
 
+from fastavro import schemaless_writer
+from fastavro.schema import load_schema
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.registry import Registry, load_registry
-from toolgate.hashing import provider_key
+from toolgate.schemas.codec import MARKER, schema_fingerprint
+from toolgate.schemas.documents import AVRO_DIR
+from toolgate.schemas.hashing import idempotency_key_for, provider_key, request_hash
 from toolgate.schemas.models import (
     ApprovalDecision,
     ApprovalRequest,
+    Call,
     DeadLetter,
     ExecutionMetadata,
     ExecutionResult,
@@ -38,6 +44,7 @@ from toolgate.schemas.models import (
     Verdict,
     Verification,
 )
+from toolgate.schemas.wire import compact_json
 
 # No example database: the unit run must not write outside tests/unit.
 FAST = settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -102,6 +109,57 @@ def proposal(tool_name: str, arguments: Any, *, tool_version: str = "latest", **
     return ToolProposal(**fields)
 
 
+CALL_FIELDS = frozenset(Call.model_fields)
+
+
+def record_of(**flat: Any) -> StageRecord:
+    """A StageRecord from flat fields, as release 0.1.0 had them: the stage's own, the rest its
+    call's, whose idempotency key and request hash are derived as validation derives them
+    unless given (the key given is the caller's)."""
+    stage = {name: value for name, value in flat.items() if name not in CALL_FIELDS}
+    call = {name: value for name, value in flat.items() if name in CALL_FIELDS}
+    return StageRecord(**stage, call=Call(**_derived(call, call.get("idempotency_key"))))
+
+
+def changed(record: StageRecord, **changes: Any) -> StageRecord:
+    """`record` with `changes`, by flat names as `record_of` takes them: a derived key and the
+    request hash follow the fields they are derived from, unless given."""
+    stage = {name: value for name, value in changes.items() if name not in CALL_FIELDS}
+    call = {name: value for name, value in changes.items() if name in CALL_FIELDS}
+    if call:
+        fields = {**record.call.__dict__, **call}
+        fields.pop("_wire", None)
+        derived_key = record.call.idempotency_key.startswith("tg_") and "idempotency_key" not in call
+        caller_key = None if derived_key else fields["idempotency_key"]
+        if "request_hash" not in call:
+            fields.pop("request_hash")
+        stage["call"] = Call(**_derived(fields, caller_key))
+    return record.model_copy(update=stage)
+
+
+def _derived(call: dict[str, Any], caller_key: str | None) -> dict[str, Any]:
+    p = call["principal"]
+    user = p.user_id if isinstance(p, Principal) else p["user_id"]
+    call["idempotency_key"] = idempotency_key_for(caller_key, call, user)
+    call.setdefault(
+        "request_hash", request_hash(call["tenant_id"], call["tool_name"], call["tool_version"], call["payload_hash"])
+    )
+    return call
+
+
+def as_released_0_1(record: StageRecord) -> bytes:
+    """`record` as release 0.1.0 wrote it (single-object encoded): its call's fields its own, with
+    no request hash, and the call's key as the caller's (0.1.0 derived a missing one)."""
+    old = load_schema(str(AVRO_DIR / "released" / "0.1.0" / "toolgate.StageRecord.avsc"))
+    wire = record.model_dump()
+    call = wire.pop("call")
+    del call["request_hash"]
+    call["arguments"] = compact_json(call["arguments"])
+    buf = io.BytesIO()
+    schemaless_writer(buf, old, {**wire, **call})
+    return MARKER + schema_fingerprint(old) + buf.getvalue()
+
+
 def stage_record(contract: Contract, arguments: dict[str, Any] | None = None, **overrides: Any) -> StageRecord:
     fields: dict[str, Any] = dict(
         call_id="call_1",
@@ -119,7 +177,7 @@ def stage_record(contract: Contract, arguments: dict[str, Any] | None = None, **
         created_at_ms=1_700_000_000_000,
     )
     fields.update(overrides)
-    return StageRecord(**fields)
+    return record_of(**fields)
 
 
 def sample_models() -> dict[type, Any]:
@@ -142,7 +200,7 @@ def sample_models() -> dict[type, Any]:
         expected_state={"status": "draft", "nested": {"n": [1, 2.5, None, True]}},
         delay_seconds=5,
     )
-    record = StageRecord(
+    record = record_of(
         call_id="call_1",
         traceparent=TRACEPARENT,
         home_partition=3,
@@ -309,7 +367,7 @@ def minimal_models() -> dict[type, Any]:
             arguments="",
             created_at_ms=0,
         ),
-        StageRecord: StageRecord(
+        StageRecord: record_of(
             call_id="c",
             traceparent="",
             home_partition=0,

@@ -9,8 +9,8 @@ import pytest
 from rich.console import Console
 
 from tests.unit.factories import sample_models
-from toolgate.hashing import payload_hash
 from toolgate.ops.approvals import card, shown
+from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import ApprovalRequest
 from toolgate.trust.signing import PacketMismatch, check_packet
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from tests.unit.factories import contracts, registry, stage_record
 from toolgate.schemas.codec import codec
-from toolgate.schemas.models import ExecutionResult, PayloadKind, StageRecord, TaxonomyClass
+from toolgate.schemas.models import ExecutionResult, PayloadKind, StageHead, StageRecord, TaxonomyClass
 from toolgate.settings import load_settings
-from toolgate.workers.approval.held import HEAD, AuthorizedHandler, Head
+from toolgate.workers.approval.held import AuthorizedHandler
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Inbound
 
@@ -20,7 +20,7 @@ def handler() -> AuthorizedHandler:
     return AuthorizedHandler(registry(), load_settings(use_runtime=False))
 
 
-def inbound(**overrides: Any) -> Inbound[StageRecord | Head]:
+def inbound(**overrides: Any) -> Inbound[StageRecord | StageHead]:
     raw = codec().encode(stage_record(contracts()[0], **overrides))
     return Inbound(handler().decode(raw), raw, ORIGIN, traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01")
 
@@ -28,9 +28,13 @@ def inbound(**overrides: Any) -> Inbound[StageRecord | Head]:
 def test_a_call_is_read_as_its_head_with_the_fields_of_its_record() -> None:
     record = stage_record(contracts()[0], required_approvals=2, approval_id="apr_1", home_partition=3)
     head = handler().decode(codec().encode(record))
-    assert isinstance(head, Head)
-    for name in HEAD - {"arguments"}:
-        assert getattr(head, name) == getattr(record, name)
+    assert isinstance(head, StageHead)
+    for name in StageHead.reads:
+        _, _, inner = name.partition(".")
+        if inner:
+            assert getattr(head.call, inner) == getattr(record.call, inner)
+        else:
+            assert getattr(head, name) == getattr(record, name)
 
 
 def test_a_call_that_needs_no_approval_goes_on_as_its_bytes_came() -> None:

@@ -36,7 +36,7 @@ def test_an_approved_ticket_releases_the_call_with_its_approvers_of_record() -> 
     [row] = resume.again(_held(TicketStatus.APPROVED, approved_by=("alice", "bob")), "tp", now=1)
     assert (row.topic, row.partition) == ("executable", 3)
     released = codec().decode(row.payload, StageRecord)
-    assert released.approvers == ["alice", "bob"] and released.call_id == "call_1"
+    assert released.approvers == ["alice", "bob"] and released.call.call_id == "call_1"
 
 
 @pytest.mark.parametrize(

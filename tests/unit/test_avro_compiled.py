@@ -10,11 +10,11 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.factories import FAST, TOP_LEVEL, minimal_models, sample_models
+from tests.unit.factories import FAST, TOP_LEVEL, changed, minimal_models, sample_models
 from toolgate.schemas.avro_base import Unsupported, read_long, write_long
 from toolgate.schemas.avro_compiled import compile_codec, compile_head
 from toolgate.schemas.codec import HEADER_LEN, _to_wire, codec
-from toolgate.schemas.models import StageRecord
+from toolgate.schemas.models import Call, StageRecord
 from toolgate.schemas.wire import WireModel
 
 MODELS = [*sample_models().values(), *minimal_models().values()]
@@ -58,13 +58,13 @@ def test_the_codec_compiles_every_schema_of_today() -> None:
     attempt=st.integers(-(2**31), 2**31 - 1),
     text=st.text(max_size=300),
     items=st.lists(st.text(max_size=70), max_size=70),
-    key=st.none() | st.text(max_size=5),
+    key=st.text(max_size=5),
 )
 def test_any_values_round_trip_as_fastavro_writes_them(
-    created: int, attempt: int, text: str, items: list[str], key: str | None
+    created: int, attempt: int, text: str, items: list[str], key: str
 ) -> None:
     update = {"created_at_ms": created, "attempt": attempt, "call_id": text, "warnings": items, "idempotency_key": key}
-    record = sample_models()[StageRecord].model_copy(update=update)
+    record = changed(sample_models()[StageRecord], **update)
     parsed, wire = _wire(record)
     read, write = compile_codec(parsed)
     out = bytearray()
@@ -78,7 +78,7 @@ def test_a_length_on_either_side_of_one_varint_byte_is_written_as_fastavro_write
     """A string's or an array's length under 64 is written inline as one byte, any other by
     `write_long`: both sides of the edge, in bytes and in items."""
     update = {"call_id": "é" * (size // 2) + "x" * (size % 2), "warnings": ["w"] * size}
-    parsed, wire = _wire(sample_models()[StageRecord].model_copy(update=update))
+    parsed, wire = _wire(changed(sample_models()[StageRecord], **update))
     read, write = compile_codec(parsed)
     out = bytearray()
     write(out, wire)
@@ -212,20 +212,28 @@ def test_a_head_reads_its_fields_as_the_whole_reader_does(model: WireModel) -> N
 @given(
     text=st.text(max_size=300),
     items=st.lists(st.text(max_size=70), max_size=70),
-    key=st.none() | st.text(max_size=5),
+    key=st.text(max_size=5),
     approvals=st.integers(-(2**31), 2**31 - 1),
     names=st.sets(st.sampled_from(sorted(StageRecord.model_fields)), min_size=1),
+    inner=st.sets(st.sampled_from(sorted(Call.model_fields)), max_size=4),
 )
 def test_a_head_of_any_values_is_what_the_whole_reader_reads(
-    text: str, items: list[str], key: str | None, approvals: int, names: set[str]
+    text: str, items: list[str], key: str, approvals: int, names: set[str], inner: set[str]
 ) -> None:
+    """Of the record's own fields, and of its call's (the last field) when `inner` names some."""
     update = {"call_id": text, "approvers": items, "warnings": items, "idempotency_key": key}
-    record = sample_models()[StageRecord].model_copy(update={**update, "required_approvals": approvals})
+    record = changed(sample_models()[StageRecord], **update, required_approvals=approvals)
     parsed, wire = _wire(record)
     read, _ = compile_codec(parsed)
     body = _fastavro_bytes(parsed, wire)
+    whole = read(body, 0)[0]
+    if inner:
+        names = (names - {"call"}) | {f"call.{name}" for name in inner}
     got, _ = compile_head(parsed, frozenset(names))(body, 0)
-    assert got == {n: v for n, v in read(body, 0)[0].items() if n in names}
+    expected = {n: v for n, v in whole.items() if n in names}
+    if inner:
+        expected["call"] = {n: v for n, v in whole["call"].items() if n in inner}
+    assert got == expected
 
 
 def test_a_head_cut_short_raises() -> None:

@@ -35,7 +35,7 @@ def counted(
     metrics = CallMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
     call = stage_record(registry().resolve(tool, "1.x"))
     ended = result(
-        call, stage=stage, result_outcome=outcome(taxonomy), traceparent="", home_partition=0, now_ms=1, **kwargs
+        call.call, stage=stage, result_outcome=outcome(taxonomy), traceparent="", home_partition=0, now_ms=1, **kwargs
     )
     metrics.record([ended] * calls)
     data = reader.get_metrics_data()
@@ -111,7 +111,12 @@ def test_tools_no_contract_has_are_counted_as_one_unknown_series() -> None:
     metrics = CallMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
     call = stage_record(registry().resolve("invoice.fetch", "1.0.0"))
     ended = result(
-        call, stage="validation", result_outcome=outcome(T.TYPE_MISMATCH), traceparent="", home_partition=0, now_ms=1
+        call.call,
+        stage="validation",
+        result_outcome=outcome(T.TYPE_MISMATCH),
+        traceparent="",
+        home_partition=0,
+        now_ms=1,
     )
     metrics.record([ended.model_copy(update={"tool_name": f"made.up_{n}"}) for n in range(50)])
     data = reader.get_metrics_data()

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.unit.factories import registry, stage_record
-from toolgate.hashing import payload_hash
+from tests.unit.factories import changed, registry, stage_record
+from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.states import KeyStatus, TicketStatus
 from toolgate.workers.approval.decision import approval_id_for
@@ -33,18 +33,18 @@ KEY = "tg_operation"
 
 def charge(**overrides: Any) -> StageRecord:
     record = stage_record(CHARGE)
-    return record.model_copy(update={"payload_hash": payload_hash(record.arguments), **overrides})
+    return changed(record, payload_hash=payload_hash(record.call.arguments), **overrides)
 
 
 def ticket(record: StageRecord, **overrides: Any) -> Ticket:
     base = Ticket(
-        approval_id=approval_id_for(record.tenant_id, record.call_id),
+        approval_id=approval_id_for(record.call.tenant_id, record.call.call_id),
         status=TicketStatus.APPROVED,
-        call_id=record.call_id,
-        tenant_id=record.tenant_id,
-        tool_name=record.tool_name,
-        tool_version=record.tool_version,
-        payload_hash=record.payload_hash,
+        call_id=record.call.call_id,
+        tenant_id=record.call.tenant_id,
+        tool_name=record.call.tool_name,
+        tool_version=record.call.tool_version,
+        payload_hash=record.call.payload_hash,
         required_approvals=2,
         state_version="sha256:before",
         consumed_by=None,
@@ -55,7 +55,7 @@ def ticket(record: StageRecord, **overrides: Any) -> Ticket:
 
 def test_arguments_must_hash_to_the_validated_payload_hash() -> None:
     assert hash_intact(charge()) is None
-    tampered = charge(arguments={**charge().arguments, "amount_cents": 1})
+    tampered = charge(arguments={**charge().call.arguments, "amount_cents": 1})
     blocked = hash_intact(tampered)
     assert blocked is not None and blocked.taxonomy is TaxonomyClass.SIGNATURE_MISMATCH
 

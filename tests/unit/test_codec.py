@@ -16,13 +16,14 @@ from fastavro.schema import expand_schema, load_schema
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.factories import FAST, FAST_FEW, JSON_VALUES, TOP_LEVEL, minimal_models, sample_models
-from toolgate.schemas import codegen, models
+from tests.unit.factories import FAST, FAST_FEW, JSON_VALUES, TOP_LEVEL, changed, minimal_models, sample_models
+from toolgate.schemas import documents, models
 from toolgate.schemas.codec import HEADER_LEN, MARKER, DecodeError, codec, schema_fingerprint
-from toolgate.schemas.models import ExecutionResult, StageBatch, StageRecord, ToolProposal
+from toolgate.schemas.hashing import derive_idempotency_key
+from toolgate.schemas.models import ExecutionResult, StageBatch, StageHead, StageHeadCall, StageRecord, ToolProposal
 from toolgate.schemas.wire import WireModel, compact_json, field_of
 
-AVRO_DIR = codegen.AVRO_DIR
+AVRO_DIR = documents.AVRO_DIR
 SAMPLES = sample_models()
 ENCODED = {cls: codec().encode(model) for cls, model in SAMPLES.items()}
 
@@ -99,12 +100,13 @@ def test_a_model_read_is_what_validating_its_record_makes(model: WireModel) -> N
 @FAST
 @given(arguments=JSON_VALUES.filter(lambda v: isinstance(v, dict)))
 def test_a_json_field_read_is_what_validating_makes(arguments: dict[str, Any]) -> None:
-    model = SAMPLES[StageRecord].model_copy(update={"arguments": arguments})
+    model = changed(SAMPLES[StageRecord], arguments=arguments)
     data = codec().encode(model)
     made = codec().model_of(data)
     assert isinstance(made, StageRecord)
-    validated = StageRecord.model_validate({**model.model_dump(), "arguments": json.dumps(arguments)})
-    assert made.arguments == validated.arguments
+    dumped = model.model_dump()
+    validated = StageRecord.model_validate({**dumped, "call": {**dumped["call"], "arguments": json.dumps(arguments)}})
+    assert made.call.arguments == validated.call.arguments
 
 
 @pytest.mark.parametrize("cls", list(minimal_models()), ids=ids(list(minimal_models())))
@@ -132,8 +134,8 @@ def test_fingerprints_are_distinct() -> None:
 @FAST_FEW
 @given(arguments=st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=6))
 def test_round_trip_arbitrary_json_arguments(arguments: dict[str, Any]) -> None:
-    model = SAMPLES[StageRecord].model_copy(update={"arguments": arguments})
-    assert codec().decode(codec().encode(model), StageRecord).arguments == arguments
+    model = changed(SAMPLES[StageRecord], arguments=arguments)
+    assert codec().decode(codec().encode(model), StageRecord).call.arguments == arguments
 
 
 @FAST
@@ -207,7 +209,7 @@ def test_decoding_as_the_wrong_type_refused(written: type) -> None:
 def _stage_record_with_arguments(text: str) -> bytes:
     c = codec()
     wire = SAMPLES[StageRecord].model_dump()
-    wire["arguments"] = text
+    wire["call"]["arguments"] = text
     buf = io.BytesIO()
     buf.write(MARKER + c.fingerprint_of(StageRecord))
     schemaless_writer(buf, c.schema_of(StageRecord), wire)
@@ -390,33 +392,61 @@ def test_field_of_reads_every_field_as_getattr_does_and_none_for_the_rest(cls: t
     assert field_of(object(), "call_id") is None  # no __dict__ at all
 
 
-HEAD_NAMES = frozenset({"call_id", "home_partition", "arguments", "required_approvals", "approval_id"})
-
-
-def test_a_head_is_the_fields_decoding_makes_and_json_as_its_text() -> None:
+def test_a_projection_is_the_fields_decoding_makes_of_the_record_and_of_its_call() -> None:
     record = SAMPLES[StageRecord]
-    head = codec().head(ENCODED[StageRecord], StageRecord, HEAD_NAMES)
-    assert head is not None
-    assert head.pop("arguments") == compact_json(record.arguments)
-    assert head == {n: getattr(record, n) for n in HEAD_NAMES - {"arguments"}}
+    head = codec().project(ENCODED[StageRecord], StageHead)
+    assert isinstance(head, StageHead) and isinstance(head.call, StageHeadCall)
+    assert head.required_approvals == record.required_approvals and head.approval_id == record.approval_id
+    assert head.call.model_dump() == {name: getattr(record.call, name) for name in StageHeadCall.model_fields}
 
 
-def test_a_head_of_an_older_release_is_left_to_decode() -> None:
+def test_a_projection_of_an_older_release_is_left_to_decode_which_nests_its_call() -> None:
     old = load_schema(str(AVRO_DIR / "released" / "0.1.0" / "toolgate.StageRecord.avsc"))
+    sample = SAMPLES[StageRecord]
+    flat = {
+        **sample.model_dump(exclude={"call"}),
+        **sample.call.model_dump(exclude={"idempotency_key", "request_hash"}),
+    }
     buf = io.BytesIO()
-    schemaless_writer(buf, old, {**SAMPLES[StageRecord].model_dump(), "arguments": "{}"})
+    schemaless_writer(buf, old, {**flat, "idempotency_key": None, "arguments": compact_json(sample.call.arguments)})
     written = MARKER + schema_fingerprint(old) + buf.getvalue()
     assert schema_fingerprint(old) != codec().fingerprint_of(StageRecord)
-    assert codec().head(written, StageRecord, HEAD_NAMES) is None
-    assert codec().decode(written, StageRecord).call_id == SAMPLES[StageRecord].call_id
+    assert codec().project(written, StageHead) is None
+    upgraded = codec().decode(written, StageRecord)
+    # 0.1.0 carried no key (the caller gave none): it is derived as validation derives it
+    assert upgraded == changed(sample, idempotency_key=upgraded.call.idempotency_key)
+    assert upgraded.call.idempotency_key == derive_idempotency_key(
+        workflow_id=flat["workflow_id"],
+        run_id=flat["run_id"],
+        tenant_id=flat["tenant_id"],
+        user_id=sample.call.principal.user_id,
+        tool_name=flat["tool_name"],
+        tool_version=flat["tool_version"],
+        logical_operation_id=flat["logical_operation_id"],
+        payload_hash=flat["payload_hash"],
+    )
 
 
-def test_a_head_of_anything_else_is_refused() -> None:
+def test_a_projection_of_anything_else_is_refused() -> None:
     with pytest.raises(DecodeError):
-        codec().head(ENCODED[ExecutionResult], StageRecord, HEAD_NAMES)
+        codec().project(ENCODED[ExecutionResult], StageHead)
     with pytest.raises(DecodeError):
-        codec().head(b"\xc3\x01" + b"\x00" * 8, StageRecord, HEAD_NAMES)
+        codec().project(b"\xc3\x01" + b"\x00" * 8, StageHead)
     with pytest.raises(DecodeError):
-        codec().head(b"not avro", StageRecord, HEAD_NAMES)
+        codec().project(b"not avro", StageHead)
     with pytest.raises(DecodeError):
-        codec().head(ENCODED[StageRecord][: HEADER_LEN + 3], StageRecord, HEAD_NAMES)
+        codec().project(ENCODED[StageRecord][: HEADER_LEN + 3], StageHead)
+
+
+def test_a_call_read_is_written_again_as_its_bytes_and_a_changed_one_is_encoded() -> None:
+    encoded = ENCODED[StageRecord]
+    record = codec().decode(encoded, StageRecord)
+    passed_on = record.model_copy(update={"required_approvals": 0, "decisions": []})
+    again = codec().encode(passed_on)
+    body = encoded[encoded.index(record.call.__dict__["_wire"]) :]
+    assert again.endswith(body) and codec().decode(again, StageRecord) == passed_on
+    edited = changed(record, tool_version="9.9.9")
+    assert "_wire" not in edited.call.__dict__
+    assert codec().decode(codec().encode(edited), StageRecord).call.tool_version == "9.9.9"
+    with pytest.raises(TypeError, match="no fields"):
+        record.model_copy(update={"tool_version": "9.9.9"})  # a call's field, not the record's

@@ -10,7 +10,7 @@ from jsonschema import Draft202012Validator
 
 from tests.unit.factories import registry
 from toolgate.door import calls, results, tools
-from toolgate.hashing import CALLER_KEY
+from toolgate.schemas.hashing import CALLER_KEY
 from toolgate.schemas.reference import observation_schema
 
 SCHEMA = observation_schema()

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.unit.factories import TRACEPARENT, registry, stage_record
+from tests.unit.factories import TRACEPARENT, changed, registry, stage_record
 from toolgate.contracts.contract import Contract
-from toolgate.hashing import idempotency_key_for, payload_hash, request_hash
+from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import ExecutionResult, FieldError, StageRecord, TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.workers.execution import decision
@@ -37,11 +37,11 @@ CHARGE = registry().get("payment.charge_card", "1.0.0")  # an http mutation with
 
 def record(contract: Contract, **overrides: Any) -> StageRecord:
     r = stage_record(contract, overrides.pop("arguments", None), warnings=["from policy"])
-    return r.model_copy(update={"payload_hash": payload_hash(r.arguments), **overrides})
+    return changed(r, **{"payload_hash": payload_hash(r.call.arguments), **overrides})
 
 
 def key_of(contract: Contract, r: StageRecord) -> str | None:
-    return idempotency_key_for(r) if contract.is_mutation else None
+    return r.call.idempotency_key if contract.is_mutation else None
 
 
 def code_of(res: ExecutionResult) -> str | None:
@@ -101,7 +101,7 @@ def test_prepare(row: PrepareRow) -> None:
         res = prepared.result
         assert res.outcome.taxonomy_class is row.taxonomy
         assert code_of(res) == row.code
-        assert (res.call_id, res.warnings, res.approval_id) == (r.call_id, r.warnings, r.approval_id)
+        assert (res.call_id, res.warnings, res.approval_id) == (r.call.call_id, r.warnings, r.approval_id)
         assert not res.idempotency_hit
 
 
@@ -138,7 +138,7 @@ STORED = {
     "attempt_number": 2,
 }
 LATE = record(DRAFT, deadline_ms=NOW - 1)
-SAME = request_hash(LATE)
+SAME = LATE.call.request_hash
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ import pytest
 
 from tests.unit.factories import registry
 from tests.unit.test_execution_decision import CHARGE, DRAFT, ESTIMATE, FETCH, NOW, key_of, record
-from toolgate.hashing import request_hash
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.store.rows import KeyRow
@@ -101,12 +100,12 @@ def test_deferred_a_new_key_is_only_locked_and_written_with_its_end() -> None:
 def key_row(c: machine.Call, status: KeyStatus, **fields: Any) -> KeyRow:
     base: dict[str, Any] = dict(
         status=status,
-        request_hash=request_hash(c.record),
+        request_hash=c.record.call.request_hash,
         response=STORED,
         attempt=1,
         lease_owner=None,
         lease_until_ms=None,
-        call_id=c.record.call_id,
+        call_id=c.record.call.call_id,
         error_code=None,
         expires_at_ms=NOW + 10**9,
     )
@@ -116,7 +115,7 @@ def key_row(c: machine.Call, status: KeyStatus, **fields: Any) -> KeyRow:
 def test_a_completed_key_is_replayed_without_running() -> None:
     c = call(DRAFT)
     row = key_row(c, KeyStatus.COMPLETED, response=STORED)
-    state, asked = reserved(c, answer={asks.ReserveKeys: set(), asks.LockKeys: {(c.record.tenant_id, c.key): row}})
+    state, asked = reserved(c, answer={asks.ReserveKeys: set(), asks.LockKeys: {(c.record.call.tenant_id, c.key): row}})
     assert kinds(asked) == [asks.ReserveKeys, asks.LockKeys]
     [after] = state.calls
     assert after.result is not None and after.result.idempotency_hit and not after.runs
@@ -125,7 +124,7 @@ def test_a_completed_key_is_replayed_without_running() -> None:
 def test_a_key_in_flight_elsewhere_is_held_with_no_answer() -> None:
     c = call(DRAFT)
     row = key_row(c, KeyStatus.PENDING, lease_owner="worker-2", lease_until_ms=NOW + 5_000)
-    state, _ = reserved(c, answer={asks.ReserveKeys: set(), asks.LockKeys: {(c.record.tenant_id, c.key): row}})
+    state, _ = reserved(c, answer={asks.ReserveKeys: set(), asks.LockKeys: {(c.record.call.tenant_id, c.key): row}})
     assert state.calls[0].result is None and not state.calls[0].runs
     assert machine.held(state) == [c.record]
 
@@ -134,16 +133,18 @@ def test_a_late_mutation_replays_its_stored_outcome() -> None:
     from toolgate.workers.execution.decision import StoredOutcome
 
     c = call(DRAFT, deadline_ms=NOW - 1)
-    stored = StoredOutcome(KeyStatus.COMPLETED, request_hash(c.record), STORED)
-    state, asked = reserved(c, answer={asks.ReadOutcomes: {(c.record.tenant_id, c.key): stored}})
+    stored = StoredOutcome(KeyStatus.COMPLETED, c.record.call.request_hash, STORED)
+    state, asked = reserved(c, answer={asks.ReadOutcomes: {(c.record.call.tenant_id, c.key): stored}})
     assert kinds(asked) == [asks.ReadOutcomes]
     assert state.calls[0].result is not None and state.calls[0].result.idempotency_hit
 
 
 def test_a_read_with_a_first_outcome_is_answered_from_it() -> None:
     c = call(FETCH)
-    first = (request_hash(c.record), STORED)
-    state, asked = reserved(c, answer={asks.ReadFirstOutcomes: {(c.record.tenant_id, c.record.call_id): first}})
+    first = (c.record.call.request_hash, STORED)
+    state, asked = reserved(
+        c, answer={asks.ReadFirstOutcomes: {(c.record.call.tenant_id, c.record.call.call_id): first}}
+    )
     assert kinds(asked) == [asks.ReadFirstOutcomes]
     assert state.calls[0].result is not None and state.calls[0].result.idempotency_hit
 

@@ -1,4 +1,4 @@
-"""Payload hashes and idempotency keys (toolgate/hashing.py)."""
+"""Payload hashes and idempotency keys (schemas/hashing.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.factories import FAST, FAST_FEW, registry, stage_record
-from toolgate.hashing import (
+from tests.unit.factories import FAST, FAST_FEW, changed, registry, stage_record
+from toolgate.schemas.hashing import (
     derive_idempotency_key,
     fingerprint,
     idempotency_key_for,
@@ -20,6 +20,7 @@ from toolgate.hashing import (
     provider_key,
     request_hash,
 )
+from toolgate.schemas.models import StageRecord
 from toolgate.schemas.wire import canonical_json
 
 FIELDS = [
@@ -126,22 +127,26 @@ def test_derived_key_injective_on_samples(parts: list[str], other: list[str]) ->
 def test_idempotency_key_prefers_callers_key() -> None:
     contract = registry().resolve("invoice.fetch", "latest")
     record = stage_record(contract, idempotency_key="my-own-key")
-    assert idempotency_key_for(record) == "my-own-key"
+    assert key_of(record, "my-own-key") == "my-own-key" == record.call.idempotency_key
 
 
 def test_idempotency_key_derived_without_callers_key() -> None:
     contract = registry().resolve("invoice.fetch", "latest")
     for given_key in (None, ""):
         record = stage_record(contract, idempotency_key=given_key)
-        assert idempotency_key_for(record) == derive_idempotency_key(
-            workflow_id=record.workflow_id,
-            run_id=record.run_id,
-            tenant_id=record.tenant_id,
-            user_id=record.principal.user_id,
-            tool_name=record.tool_name,
-            tool_version=record.tool_version,
-            logical_operation_id=record.logical_operation_id,
-            payload_hash=record.payload_hash,
+        assert (
+            key_of(record, given_key)
+            == record.call.idempotency_key
+            == derive_idempotency_key(
+                workflow_id=record.call.workflow_id,
+                run_id=record.call.run_id,
+                tenant_id=record.call.tenant_id,
+                user_id=record.call.principal.user_id,
+                tool_name=record.call.tool_name,
+                tool_version=record.call.tool_version,
+                logical_operation_id=record.call.logical_operation_id,
+                payload_hash=record.call.payload_hash,
+            )
         )
 
 
@@ -149,8 +154,8 @@ def test_derived_key_ignores_incidental_fields() -> None:
     contract = registry().resolve("invoice.fetch", "latest")
     a = stage_record(contract, call_id="call_1", traceparent="00-" + "1" * 32 + "-" + "1" * 16 + "-01", attempt=1)
     b = stage_record(contract, call_id="call_2", traceparent="00-" + "2" * 32 + "-" + "2" * 16 + "-01", attempt=4)
-    assert idempotency_key_for(a) == idempotency_key_for(b)
-    assert idempotency_key_for(a) != idempotency_key_for(stage_record(contract, payload_hash="sha256:other"))
+    assert key_of(a) == key_of(b)
+    assert key_of(a) != key_of(stage_record(contract, payload_hash="sha256:other"))
 
 
 def test_fingerprint() -> None:
@@ -164,8 +169,19 @@ def test_fingerprint() -> None:
 def test_a_key_is_bound_to_its_tenant_tool_and_version_not_only_its_arguments(change: dict[str, str]) -> None:
     # The same key and arguments on another tool or version is another request: a mismatch, never a replay.
     record = stage_record(registry().get("invoice.fetch", "1.0.0"))
-    assert request_hash(record) != request_hash(record.model_copy(update=change))
-    assert request_hash(record) == request_hash(record.model_copy(update={"call_id": "call_other"}))
+    assert bound(record) != bound(changed(record, **change))
+    assert bound(record) == bound(changed(record, call_id="call_other"))
+
+
+def key_of(record: StageRecord, caller_key: str | None = None) -> str:
+    """The key validation derives for the call `record` carries."""
+    return idempotency_key_for(caller_key, record.call.__dict__, record.call.principal.user_id)
+
+
+def bound(record: StageRecord) -> str:
+    """The request hash validation derives for the call `record` carries."""
+    c = record.call
+    return request_hash(c.tenant_id, c.tool_name, c.tool_version, c.payload_hash)
 
 
 def test_a_provider_sees_a_key_no_tenant_shares_and_no_url_misreads() -> None:

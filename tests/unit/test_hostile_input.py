@@ -136,7 +136,7 @@ CHARGE = registry().get("payment.charge_card", "1.0.0")
 
 def _result(data: dict[str, object], taxonomy: TaxonomyClass = TaxonomyClass.SUCCESS, errors: int = 0) -> object:
     return results.result(
-        stage_record(CHARGE),
+        stage_record(CHARGE).call,
         stage="execution",
         result_outcome=results.outcome(taxonomy),
         traceparent="tp",

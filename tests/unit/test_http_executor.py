@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
+from tests.unit.factories import changed, record_of
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.registry import load_registry
-from toolgate.hashing import provider_key
-from toolgate.schemas.models import Principal, StageRecord
+from toolgate.schemas.hashing import provider_key
+from toolgate.schemas.models import Principal
 from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretMissing, SecretProvider
 from toolgate.settings import Settings
@@ -32,7 +33,7 @@ def job(auth: dict[str, Any] | None, allow: list[str] | None = None) -> Job:
     if allow is not None:
         binding["executor"]["egress_allowlist"] = allow
     contract = Contract(email.document, binding, "test")
-    record = StageRecord(
+    record = record_of(
         call_id="c1",
         traceparent="",
         home_partition=0,
@@ -115,7 +116,5 @@ def test_a_key_reaches_the_status_query_path_only_as_its_provider_key(tmp_path: 
     url = executor(tmp_path).url(hostile, "/v1/operations/{idempotency_key}")
     assert url == "http://127.0.0.1:9/v1/operations/" + hostile.provider_key
     assert hostile.provider_key.startswith("tgk_") and hostile.provider_key.isalnum() is False
-    other_tenant = Job(
-        hostile.record.model_copy(update={"tenant_id": "globex"}), hostile.contract, hostile.idempotency_key, 0
-    )
+    other_tenant = Job(changed(hostile.record, tenant_id="globex"), hostile.contract, hostile.idempotency_key, 0)
     assert other_tenant.provider_key != hostile.provider_key

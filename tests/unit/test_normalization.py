@@ -52,7 +52,7 @@ def reference_errors(observation: Observation) -> list[str]:
 def success(tool: str, data: dict[str, Any] | None, **kwargs: Any) -> ExecutionResult:
     record = stage_record(registry().resolve(tool, "latest"))
     return result(
-        record,
+        record.call,
         stage="execution",
         result_outcome=outcome(TaxonomyClass.SUCCESS),
         traceparent=TRACEPARENT,
@@ -66,7 +66,7 @@ def success(tool: str, data: dict[str, Any] | None, **kwargs: Any) -> ExecutionR
 def failure(taxonomy: TaxonomyClass, errors: list[FieldError] | None = None, **kwargs: Any) -> ExecutionResult:
     record = stage_record(registry().resolve("payment.charge_card", "latest"))
     return reject(
-        record,
+        record.call,
         taxonomy,
         errors if errors is not None else [FieldError(field="amount_cents", code="c", message="m")],
         stage="policy",
@@ -227,7 +227,7 @@ def test_every_observation_normalize_builds_satisfies_the_reference_schema(
     as they are built: whatever an ExecutionResult holds within its model, the observation built
     from it is what validation would make of it, and satisfies the schema, formats included."""
     res = result(
-        stage_record(registry().resolve(tool, "latest")),
+        stage_record(registry().resolve(tool, "latest")).call,
         stage="execution",
         result_outcome=outcome(taxonomy),
         traceparent=traceparent,

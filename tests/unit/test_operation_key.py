@@ -10,12 +10,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.unit.factories import contracts, registry, stage_record
+from tests.unit.factories import changed, contracts, registry, stage_record
 from toolgate.contracts.admission import ContractRefused, admit
 from toolgate.contracts.binding_rules import CONTEXT, context_problems
 from toolgate.contracts.compat import check_registry
 from toolgate.contracts.registry import Resolution
-from toolgate.hashing import provider_key
+from toolgate.schemas.hashing import provider_key
 from toolgate.workers.execution.effects import Job
 from toolgate.workers.execution.executors import refusal_text, statement_params
 
@@ -29,7 +29,7 @@ def test_a_statement_is_given_the_tenant_bound_key_and_never_the_callers() -> No
     assert "order-2026-0001" not in job.context.values()
     params = statement_params(job)
     assert "ctx.idempotency_key" not in params and "order-2026-0001" not in params.values()
-    other = Job(record.model_copy(update={"tenant_id": "globex"}), draft, "order-2026-0001", 0)
+    other = Job(changed(record, tenant_id="globex"), draft, "order-2026-0001", 0)
     assert other.context["operation_key"] != job.context["operation_key"]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.factories import ALL_SCOPES, contracts, principal, registry, stage_record
+from tests.unit.factories import ALL_SCOPES, changed, contracts, principal, registry, stage_record
 from toolgate.contracts.admission import ContractRefused
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy import Policy, admit, dimensions, load_policy
@@ -101,11 +101,11 @@ def test_another_tenants_resource_is_answered_as_a_missing_one_and_audited_as_wh
 
 def test_an_argument_that_is_no_resource_id_is_refused_not_skipped() -> None:
     c = contract("invoice.fetch")
-    record = stage_record(c).model_copy(update={"arguments": {"invoice_id": 42}})
+    record = changed(stage_record(c), arguments={"invoice_id": 42})
     assert codes(run(c, record, facts={})) == (TaxonomyClass.PERMISSION_DENIED, "not_a_resource_id")
     # A null or absent tenant-bound argument names nothing the gate could check: refused too (N15).
     for arguments in ({"invoice_id": None}, {}):
-        absent = stage_record(c).model_copy(update={"arguments": arguments})
+        absent = changed(stage_record(c), arguments=arguments)
         assert codes(run(c, absent, facts={})) == (TaxonomyClass.PERMISSION_DENIED, "not_a_resource_id")
 
 

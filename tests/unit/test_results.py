@@ -40,7 +40,7 @@ def _calls() -> st.SearchStrategy[Any]:
     contract = registry().resolve("invoice.create_draft", "latest")
     digest = "sha256:" + "1" * 64
     return st.sampled_from(
-        [stage_record(contract), stage_record(contract, proposal_digest=digest), proposal(contract.name, {})]
+        [stage_record(contract).call, stage_record(contract, proposal_digest=digest).call, proposal(contract.name, {})]
     )
 
 

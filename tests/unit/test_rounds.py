@@ -91,8 +91,8 @@ class Forward(Handler[StageRecord]):
         for call in calls:
             if call.call_id in self.bad:
                 raise ValueError(f"cannot decide {call.call_id}")
-            out.item("authorized", call.model.home_partition, call.model)
-            out.audits.append(Entry(self.stage, "forwarded", "unit", call.call_id, call.model.tenant_id))
+            out.item("authorized", call.model.call.home_partition, call.model)
+            out.audits.append(Entry(self.stage, "forwarded", "unit", call.call_id, call.model.call.tenant_id))
 
 
 class Setup:
@@ -139,7 +139,7 @@ def calls(*call_ids: str, offset: int = 0) -> Consumed:
 
 
 def forwarded(setup: Setup) -> list[str]:
-    return [codec().decode(item, StageRecord).call_id for item in setup.broker.items("authorized")]
+    return [codec().decode(item, StageRecord).call.call_id for item in setup.broker.items("authorized")]
 
 
 def test_a_round_that_succeeds_forwards_every_call_and_audits_it() -> None:

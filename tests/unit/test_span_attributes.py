@@ -89,7 +89,7 @@ def test_how_a_stage_left_a_call(
 def test_a_result_at_normalization_is_judged_by_the_stage_that_produced_it() -> None:
     record = stage_record(registry().resolve("invoice.fetch", "1.0.0"))
     result = reject(
-        record, TaxonomyClass.OUT_OF_BOUNDS, [], stage="validation", traceparent="", home_partition=0, now_ms=1
+        record.call, TaxonomyClass.OUT_OF_BOUNDS, [], stage="validation", traceparent="", home_partition=0, now_ms=1
     )
     closed = span_attributes.closed("normalization", "OUT_OF_BOUNDS", result)
     assert (closed["tool.validation.status"], closed["tool.error_code"]) == ("failed", "OUT_OF_BOUNDS")

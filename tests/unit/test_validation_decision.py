@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tests.unit.factories import FAST, JSON_VALUES, contracts, first_example, proposal, registry
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.json_types import json_type
-from toolgate.hashing import payload_hash
+from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.taxonomy import GATE_ORDER
 from toolgate.workers.validation import semantic

@@ -19,7 +19,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from toolgate.hashing import payload_hash
+from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.schemas.wire import canonical_json
 

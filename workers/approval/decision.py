@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from toolgate.hashing import fingerprint
+from toolgate.schemas.hashing import fingerprint
 from toolgate.schemas.models import ApprovalDecision, Verdict
 from toolgate.states import TicketStatus
 from toolgate.store.rows import OpenTicket

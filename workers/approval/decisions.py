@@ -59,7 +59,7 @@ class DecisionsHandler(Handler[ApprovalDecision]):
                 approver = approvers.get(decision.approver_id)
                 step = transition(decision, held.get(decision.approval_id), approver, now)
                 request = requests.get(decision.approval_id)
-                call_id = request.call_id if request is not None else None
+                call_id = request.call.call_id if request is not None else None
                 if proves_nobody(decision, step, approver):
                     out.refusals.append(Refusal(unproven_entry(decision, step, call_id), self.source))
                 else:
@@ -96,9 +96,9 @@ def said(step: Transition, decision: ApprovalDecision, request: StageRecord, now
     """What a counted decision publishes: the release, the denial, or nothing yet."""
     if step.then is Then.RELEASE and step.ticket is not None:
         released = resume.released(request, step.ticket.approved_by, now)
-        return [outbox.item("executable", request.home_partition, released)]
+        return [outbox.item("executable", request.call.home_partition, released)]
     if step.then is Then.DENY:
         message = resume.denial(decision.approver_id, decision.reason)
         closed = resume.closed(request, "approval_denied", message, now)
-        return [outbox.item("results", request.home_partition, closed)]
+        return [outbox.item("results", request.call.home_partition, closed)]
     return []

@@ -11,13 +11,11 @@ is said again is the ticket's (resume.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
 
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import DecodeError, codec
-from toolgate.schemas.models import StageRecord, TaxonomyClass
-from toolgate.schemas.wire import WireModel
+from toolgate.schemas.models import StageHead, StageRecord, TaxonomyClass
 from toolgate.settings import Settings
 from toolgate.store import audit
 from toolgate.store import outbox as outbox_rows
@@ -35,25 +33,7 @@ from toolgate.workers.runtime.handler import Handler, Inbound, fail_closed
 Opened = dict[str, tuple[Inbound[StageRecord], Opening]]  # by approval_id
 
 
-class Head(WireModel):
-    """The leading fields of a StageRecord that forwarding a call and its span read."""
-
-    avro_name: ClassVar[str] = StageRecord.avro_name
-    call_id: str
-    traceparent: str
-    home_partition: int
-    tenant_id: str
-    tool_name: str
-    tool_version: str
-    arguments: str  # the JSON text, unread
-    idempotency_key: str | None
-    dry_run: bool
-    required_approvals: int
-    approval_id: str | None
-
-
-HEAD = frozenset(Head.model_fields)
-Read = StageRecord | Head
+Read = StageRecord | StageHead  # a call's head (the schema's projection), or a whole record
 
 
 class AuthorizedHandler(Handler[Read]):
@@ -94,12 +74,12 @@ class AuthorizedHandler(Handler[Read]):
         if created:
             self.opened()
         for approval_id, (call, _) in held.items():
-            out.outcomes[call.model.call_id] = "held" if approval_id in created else "resumed"
+            out.outcomes[call.model.call.call_id] = "held" if approval_id in created else "resumed"
 
     def decode(self, value: bytes) -> Read:
         """A call's head, or the whole record an older release wrote."""
-        head = codec().head(value, StageRecord, HEAD)
-        return Head.built(head) if head is not None else codec().decode(value, StageRecord)
+        head = codec().project(value, StageHead)
+        return head if head is not None else codec().decode(value, StageRecord)
 
     def on_failure(self, call: Inbound[Read], error: str, out: Emit) -> None:
         whole = _whole(call)
@@ -111,17 +91,17 @@ class AuthorizedHandler(Handler[Read]):
         waiting: list[tuple[Inbound[StageRecord], Contract]] = []
         for call in calls:
             record = call.model
-            if record.required_approvals == 0 or record.dry_run:
+            if record.required_approvals == 0 or record.call.dry_run:
                 # Nothing to decide: forward the item's bytes as they came (no re-encoding).
-                out.raw_item("executable", record.home_partition, call.raw)
-                out.outcomes[record.call_id] = "forwarded"
+                out.raw_item("executable", record.call.home_partition, call.raw)
+                out.outcomes[record.call.call_id] = "forwarded"
                 continue
             whole = _whole(call)
             if whole is None:  # its head was read, the rest is not a StageRecord
                 reason = "undecodable StageRecord"
-                out.dead_letter(call.origin, call.raw, TaxonomyClass.SYNTACTIC_PARSE_FAIL, reason, record.call_id)
+                out.dead_letter(call.origin, call.raw, TaxonomyClass.SYNTACTIC_PARSE_FAIL, reason, record.call.call_id)
                 continue
-            waiting.append((whole, self.registry.get(record.tool_name, record.tool_version)))
+            waiting.append((whole, self.registry.get(record.call.tool_name, record.call.tool_version)))
         return waiting
 
 
@@ -150,7 +130,9 @@ def announce(held: Opened, created: set[str], now: int) -> tuple[list[OutboxRow]
             "required_approvals": record.required_approvals,
             "expires_at_ms": packet.expires_at_ms,
         }
-        entries.append(audit.Entry(STAGE, "approval_requested", "toolgate", record.call_id, record.tenant_id, detail))
+        entries.append(
+            audit.Entry(STAGE, "approval_requested", "toolgate", record.call.call_id, record.call.tenant_id, detail)
+        )
     return rows, entries
 
 
@@ -163,6 +145,8 @@ def say_again(held: Opened, known: dict[str, resume.Held], now: int) -> tuple[li
         rows += resume.again(ticket, call.traceparent, now)
         detail = {"approval_id": approval_id, "status": str(ticket.status)}
         entries.append(
-            audit.Entry(STAGE, "approval_resumed", "toolgate", call.model.call_id, call.model.tenant_id, detail)
+            audit.Entry(
+                STAGE, "approval_resumed", "toolgate", call.model.call.call_id, call.model.call.tenant_id, detail
+            )
         )
     return rows, entries

@@ -13,7 +13,7 @@ from typing import Any
 
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.templates import fill
-from toolgate.hashing import fingerprint, idempotency_key_for
+from toolgate.schemas.hashing import fingerprint
 from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.topics.headers import trace_id_of
 from toolgate.workers.approval.decision import approval_id_for
@@ -40,23 +40,23 @@ def confirmation_packet(
     """The packet an approver sees; it goes first to the first of the contract's groups."""
     confirmation = contract.binding.get("confirmation") or {}
     action = confirmation.get("action") or contract.name
-    consequence = consequence_of(record.arguments, contract)
+    consequence = consequence_of(record.call.arguments, contract)
     return ApprovalRequest(
         approval_id=approval_id,
-        call_id=record.call_id,
+        call_id=record.call.call_id,
         trace_id=trace_id_of(record.traceparent),
-        tenant_id=record.tenant_id,
-        run_id=record.run_id,
-        requested_by=record.principal,
-        tool_name=record.tool_name,
-        tool_version=record.tool_version,
+        tenant_id=record.call.tenant_id,
+        run_id=record.call.run_id,
+        requested_by=record.call.principal,
+        tool_name=record.call.tool_name,
+        tool_version=record.call.tool_version,
         action=action,
         consequence=consequence,
-        arguments=record.arguments,
+        arguments=record.call.arguments,
         before_state=before_state,
         expected_after_state=confirmation.get("expected_after_state"),
         risk_class=contract.side_effect_class,
-        payload_hash=record.payload_hash,
+        payload_hash=record.call.payload_hash,
         idempotency_fingerprint=fingerprint(idempotency_key, 16),
         required_approvals=record.required_approvals,
         approver_groups=list(contract.approval.get("approver_groups", []))[:1],
@@ -71,8 +71,8 @@ def confirmation_packet(
 def expiry_for(record: StageRecord, contract: Contract, now_ms: int) -> int:
     """The contract's approval window, cut short by the proposal's own deadline."""
     expiry = now_ms + int(contract.approval.get("expiry_seconds", 600)) * 1000
-    if record.deadline_ms is not None:
-        expiry = min(expiry, record.deadline_ms)
+    if record.call.deadline_ms is not None:
+        expiry = min(expiry, record.call.deadline_ms)
     return expiry
 
 
@@ -118,11 +118,12 @@ def opening(
     now_ms: int,
 ) -> Opening:
     """The ticket for a call that needs approval, with the target's state as read (`found`)."""
-    approval_id = approval_id_for(record.tenant_id, record.call_id)
+    approval_id = approval_id_for(record.call.tenant_id, record.call.call_id)
     expires = expiry_for(record, contract, now_ms)
     request = record.model_copy(update={"traceparent": traceparent, "approval_id": approval_id})
     shown = target_state.shown(target_state.current(record, contract, found))
     state_version = target_state.bound_version(record, contract, found)
-    key = idempotency_key_for(record)
-    packet = confirmation_packet(request, contract, approval_id, key, now_ms, expires, shown, state_version)
+    packet = confirmation_packet(
+        request, contract, approval_id, record.call.idempotency_key, now_ms, expires, shown, state_version
+    )
     return Opening(request, packet, next_escalation_ms(contract, now_ms, expires, 0))

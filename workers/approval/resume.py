@@ -77,18 +77,18 @@ def announced(record: StageRecord, packet: ApprovalRequest, traceparent: str, no
             packet,
             key=approval_id,
             traceparent=traceparent,
-            call_id=record.call_id,
-            tenant_id=record.tenant_id,
+            call_id=record.call.call_id,
+            tenant_id=record.call.tenant_id,
             tenant_topic=True,
         ),
         outbox.item(
             "results",
-            record.home_partition,
+            record.call.home_partition,
             result(
-                record,
+                record.call,
                 stage=STAGE,
                 traceparent=traceparent,
-                home_partition=record.home_partition,
+                home_partition=record.call.home_partition,
                 now_ms=now,
                 result_outcome=outcome(TaxonomyClass.CONFIRMATION_MISSING, code=202, is_error=False, fail_closed=False),
                 data={
@@ -155,9 +155,9 @@ def again(held: Held, traceparent: str, now: int) -> list[OutboxRow]:
     if held.status == TicketStatus.PENDING:
         return announced(record, held.packet, traceparent, now)
     if held.status == TicketStatus.APPROVED:
-        return [outbox.item("executable", record.home_partition, released(record, held.approved_by, now))]
+        return [outbox.item("executable", record.call.home_partition, released(record, held.approved_by, now))]
     if held.status == TicketStatus.DENIED:
         message = denial(held.denied_by, held.denial_reason)
-        return [outbox.item("results", record.home_partition, closed(record, "approval_denied", message, now))]
+        return [outbox.item("results", record.call.home_partition, closed(record, "approval_denied", message, now))]
     message = expiry(held.approval_id)  # AUTO_DENIED, the one status left
-    return [outbox.item("results", record.home_partition, closed(record, "approval_expired", message, now))]
+    return [outbox.item("results", record.call.home_partition, closed(record, "approval_expired", message, now))]

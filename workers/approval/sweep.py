@@ -36,7 +36,7 @@ async def expire_approvals(conn: AsyncConnection[Any], topics: Topics, stage: st
     for ticket in expired:
         record = codec().decode(bytes(ticket.request), StageRecord)
         closed = resume.closed(record, "approval_expired", resume.expiry(ticket.approval_id), now)
-        rows.append(outbox.item("results", record.home_partition, closed))
+        rows.append(outbox.item("results", record.call.home_partition, closed))
         entries.append(
             audit.Entry(
                 stage,

@@ -35,7 +35,7 @@ def verification_for(job: Job, data: dict[str, Any]) -> Verification:
         return Verification(post_action_verification_required=required)
     return Verification(
         post_action_verification_required=required,
-        target_state_reference=fill(spec["target_state_reference"], {**job.record.arguments, **data}),
+        target_state_reference=fill(spec["target_state_reference"], {**job.record.call.arguments, **data}),
         expected_state=spec.get("expected_state"),
         delay_seconds=int(spec.get("delay_seconds", 0)),
     )
@@ -47,11 +47,11 @@ def ended(
     """How attempt `attempt` of the call's effect ended: as execution concludes it, or as
     reconciliation settles a key the crash left PENDING. `fields`: the rest of `result`'s."""
     return result(
-        record,
+        record.call,
         stage=stage,
         result_outcome=result_outcome,
         traceparent=traceparent,
-        home_partition=record.home_partition,
+        home_partition=record.call.home_partition,
         now_ms=now,
         warnings=record.warnings,
         attempt_number=attempt,
@@ -117,11 +117,11 @@ def replay(
         warnings.append("this call's effect was compensated (undone) by a later call; verify the target's state")
         verification = (verification or Verification()).model_copy(update={"post_action_verification_required": True})
     return result(
-        record,
+        record.call,
         stage=STAGE,
         result_outcome=Outcome.model_validate(stored["outcome"]),
         traceparent=traceparent,
-        home_partition=record.home_partition,
+        home_partition=record.call.home_partition,
         now_ms=now,
         data=stored.get("data"),
         errors=[FieldError.model_validate(e) for e in stored.get("errors", [])],

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from toolgate.contracts.contract import Contract
-from toolgate.hashing import payload_hash
+from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.states import TicketStatus
 from toolgate.store.rows import Ticket as Ticket  # what a call is cleared by
@@ -61,12 +61,12 @@ def approvals_needed(record: StageRecord, contract: Contract) -> int:
 
 def ticket_id(record: StageRecord) -> str:
     """The ticket a call's approval lives in: derived from its call_id, never read from the record."""
-    return approval_id_for(record.tenant_id, record.call_id)
+    return approval_id_for(record.call.tenant_id, record.call.call_id)
 
 
 def hash_intact(record: StageRecord) -> Blocked | None:
     """The arguments about to run must hash to what validation hashed (and approvers signed)."""
-    if payload_hash(record.arguments) == record.payload_hash:
+    if payload_hash(record.call.arguments) == record.call.payload_hash:
         return None
     return Blocked(
         TaxonomyClass.SIGNATURE_MISMATCH,
@@ -88,11 +88,11 @@ def clear(record: StageRecord, contract: Contract, operation: str, ticket: Ticke
     if ticket.status != TicketStatus.APPROVED:
         return missing("approval_not_granted", f"approval {ticket.approval_id} is {ticket.status}, not APPROVED")
     if (ticket.call_id, ticket.tenant_id, ticket.tool_name, ticket.tool_version, ticket.payload_hash) != (
-        record.call_id,
-        record.tenant_id,
-        record.tool_name,
-        record.tool_version,
-        record.payload_hash,
+        record.call.call_id,
+        record.call.tenant_id,
+        record.call.tool_name,
+        record.call.tool_version,
+        record.call.payload_hash,
     ):
         return missing("approval_mismatch", f"approval {ticket.approval_id} was given for another call or payload")
     if ticket.consumed_by not in (None, operation):

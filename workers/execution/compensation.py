@@ -41,7 +41,7 @@ def check(
     record: StageRecord, key: str, original: Original | None, registry: Registry
 ) -> tuple[TaxonomyClass, FieldError] | None:
     """Why this compensation (idempotency key `key`) may not run (None: it may)."""
-    target = record.compensation_of
+    target = record.call.compensation_of
     if original is None or original.status not in (KeyStatus.COMPLETED, KeyStatus.COMPENSATED):
         return TaxonomyClass.STALE_STATE, FieldError(
             field="compensation_of",
@@ -51,27 +51,27 @@ def check(
         )
     earlier = registry.get(original.tool_name, original.tool_version)
     named = earlier.document["transactional"]["compensation_tool"]
-    if named != record.tool_name:
+    if named != record.call.tool_name:
         return TaxonomyClass.POLICY_VIOLATION, FieldError(
             field="tool_name",
             code="not_its_compensation",
-            actual=record.tool_name,
+            actual=record.call.tool_name,
             expected=str(named),
-            message=f"{record.tool_name} is not the compensation of {original.tool_name}",
+            message=f"{record.call.tool_name} is not the compensation of {original.tool_name}",
         )
     template = (earlier.binding.get("compensation") or {}).get("arguments")
-    own = registry.get(record.tool_name, record.tool_version)
+    own = registry.get(record.call.tool_name, record.call.tool_version)
     expected = (
         None
         if template is None
         else apply_defaults(own.input_schema, arguments_for(template, original.arguments, original.result))
     )
-    if expected != record.arguments:
+    if expected != record.call.arguments:
         return TaxonomyClass.POLICY_VIOLATION, FieldError(
             field="arguments",
             code="compensation_mismatch",
             expected=compact_json(expected) if expected is not None else "a compensation template in the binding",
-            actual=compact_json(record.arguments),
+            actual=compact_json(record.call.arguments),
             message=f"a compensation of {target} undoes exactly its effect: use the arguments its binding derives",
         )
     if original.status == KeyStatus.COMPENSATED and original.compensated_by != key:

@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolgate.contracts.contract import Contract
-from toolgate.hashing import request_hash
 from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass
 from toolgate.states import ENDED, KeyStatus
 from toolgate.workers.execution import answers, clearance
@@ -125,16 +124,16 @@ def prepare(record: StageRecord, contract: Contract, key: str | None, traceparen
     tampered = clearance.hash_intact(record)
     if tampered is not None:
         return Answer(refuse(record, traceparent, tampered.taxonomy, tampered.code, tampered.message, now))
-    if record.deadline_ms is not None and record.deadline_ms <= now:
+    if record.call.deadline_ms is not None and record.call.deadline_ms <= now:
         return Answer(deadline_passed(record, traceparent, now)) if key is None else Late()
-    if record.dry_run:
+    if record.call.dry_run:
         return Answer(
             result(
-                record,
+                record.call,
                 stage=STAGE,
                 result_outcome=outcome(TaxonomyClass.SUCCESS),
                 traceparent=traceparent,
-                home_partition=record.home_partition,
+                home_partition=record.call.home_partition,
                 now_ms=now,
                 warnings=record.warnings,
                 data=preview(record, contract, key),
@@ -148,7 +147,7 @@ def prepare(record: StageRecord, contract: Contract, key: str | None, traceparen
 def late_answer(record: StageRecord, traceparent: str, stored: StoredOutcome | None, now: int) -> ExecutionResult:
     """A late mutation replays its operation's outcome, if it has one, as any repeat does: an
     agent never hears two different ends of one operation. Otherwise its deadline passed."""
-    if stored is not None and stored.status in ENDED and stored.request_hash == request_hash(record):
+    if stored is not None and stored.status in ENDED and stored.request_hash == record.call.request_hash:
         return replay(
             record, traceparent, stored.response or {}, now, compensated=stored.status == KeyStatus.COMPENSATED
         )
@@ -187,7 +186,7 @@ _REFUSALS: dict[type[idem.Mismatch | idem.Expired | idem.Conflict], tuple[Taxono
 
 def follower_plan(leader: StageRecord, leader_plan: idem.Plan | None, record: StageRecord) -> idem.Plan | None:
     """A call repeating an earlier call of the round under the same key shares its plan."""
-    return idem.Mismatch() if request_hash(leader) != request_hash(record) else leader_plan
+    return idem.Mismatch() if leader.call.request_hash != record.call.request_hash else leader_plan
 
 
 def after_reservation(record: StageRecord, traceparent: str, plan: idem.Plan, now: int) -> Settled:

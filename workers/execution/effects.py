@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolgate.contracts.contract import Contract
-from toolgate.hashing import provider_key
+from toolgate.schemas.hashing import provider_key
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
 from toolgate.scrubber import SCRUBBER
 
@@ -28,7 +28,7 @@ class Job:
     def provider_key(self) -> str:
         """The key the provider sees: the call's key bound to its tenant, tool and version."""
         r = self.record
-        return provider_key(r.tenant_id, r.tool_name, r.tool_version, self.idempotency_key)
+        return provider_key(r.call.tenant_id, r.call.tool_name, r.call.tool_version, self.idempotency_key)
 
     @property
     def context(self) -> dict[str, Any]:
@@ -38,11 +38,11 @@ class Job:
         no two tenants' keys can make the same id."""
         r = self.record
         return {
-            "tenant_id": r.tenant_id,
-            "user_id": r.principal.user_id,
-            "agent_id": r.principal.agent_id,
-            "call_id": r.call_id,
-            "run_id": r.run_id,
+            "tenant_id": r.call.tenant_id,
+            "user_id": r.call.principal.user_id,
+            "agent_id": r.call.principal.agent_id,
+            "call_id": r.call.call_id,
+            "run_id": r.call.run_id,
             "operation_key": self.provider_key,
         }
 

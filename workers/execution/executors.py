@@ -66,9 +66,9 @@ def to_json_value(value: Any) -> Any:
 
 def statement_params(job: Job) -> dict[str, Any]:
     params: dict[str, Any] = {f"ctx.{k}": v for k, v in job.context.items()}
-    names = set(job.contract.input_schema.get("properties", {})) | set(job.record.arguments)
+    names = set(job.contract.input_schema.get("properties", {})) | set(job.record.call.arguments)
     for name in names:
-        value = job.record.arguments.get(name)
+        value = job.record.call.arguments.get(name)
         params[f"args.{name}"] = jsonb(value) if isinstance(value, dict | list) else value
     return params
 
@@ -175,7 +175,7 @@ async def run_postgres(conn: AsyncConnection[Any], job: Job) -> Effect:
             extra={
                 "stage": "execution",
                 "action": "statement_refused",
-                "call_id": job.record.call_id,
+                "call_id": job.record.call.call_id,
                 "sqlstate": exc.sqlstate,
                 "error": SCRUBBER.text(exc.diag.message_primary or type(exc).__name__)[:500],
             },
@@ -244,9 +244,9 @@ async def run_python(job: Job, now_ms: int) -> Effect:
     left = max(0.05, (job.deadline_ms - now_ms) / 1000.0)
     try:
         if inspect.iscoroutinefunction(fn):
-            value = await asyncio.wait_for(fn(dict(job.record.arguments), job.context), left)
+            value = await asyncio.wait_for(fn(dict(job.record.call.arguments), job.context), left)
         else:
-            value = await asyncio.wait_for(asyncio.to_thread(fn, dict(job.record.arguments), job.context), left)
+            value = await asyncio.wait_for(asyncio.to_thread(fn, dict(job.record.call.arguments), job.context), left)
     except TimeoutError:
         return Unknown("the callable did not return within its deadline")
     except Exception as exc:

@@ -30,7 +30,6 @@ from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Registry
 from toolgate.faults import crash_point
-from toolgate.hashing import idempotency_key_for
 from toolgate.schemas.models import StageRecord
 from toolgate.settings import Settings
 from toolgate.store import batch
@@ -98,7 +97,7 @@ class ExecutionHandler(Handler[StageRecord]):
         held.publish(out)
         for c, (res, _) in zip(recorded.calls, recorded.ended, strict=True):
             if res is not None:
-                out.outcomes[c.record.call_id] = str(res.outcome.taxonomy_class)
+                out.outcomes[c.record.call.call_id] = str(res.outcome.taxonomy_class)
 
     async def delivered(self, out: Emit) -> None:
         """The round's results are acknowledged: their outbox rows are marked sent soon, in one
@@ -141,9 +140,9 @@ class ExecutionHandler(Handler[StageRecord]):
 
     def _call(self, call: Inbound[StageRecord], now: int) -> machine.Call:
         record = call.model
-        contract = self.registry.get(record.tool_name, record.tool_version)
-        key = idempotency_key_for(record) if contract.is_mutation else None
-        job = Job(record, contract, key or "", deadline_for(contract, now, record.deadline_ms))
+        contract = self.registry.get(record.call.tool_name, record.call.tool_version)
+        key = record.call.idempotency_key if contract.is_mutation else None
+        job = Job(record, contract, key or "", deadline_for(contract, now, record.call.deadline_ms))
         return machine.Call(record, call.traceparent, call.raw, job, key)
 
     async def _in_one_transaction(self, prepared: machine.Prepared, careful: bool) -> tuple[machine.Recorded, Held]:
@@ -202,4 +201,4 @@ async def _commit(conn: AsyncConnection[Any], recorded: machine.Recorded) -> Hel
 
 def _log_held(reserved: machine.Reserved) -> None:
     for record in machine.held(reserved):
-        log.info("held: key in flight", extra={"stage": STAGE, "action": "hold", "call_id": record.call_id})
+        log.info("held: key in flight", extra={"stage": STAGE, "action": "hold", "call_id": record.call.call_id})

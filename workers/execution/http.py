@@ -74,7 +74,7 @@ class HttpExecutor:
 
     def headers(self, job: Job) -> dict[str, str]:
         spec = job.contract.executor
-        headers = {"Content-Type": "application/json", "X-Toolgate-Call-Id": job.record.call_id}
+        headers = {"Content-Type": "application/json", "X-Toolgate-Call-Id": job.record.call.call_id}
         key_header = job.contract.document["idempotency"].get("key_header")
         if key_header:
             headers[key_header] = job.provider_key
@@ -122,7 +122,7 @@ class HttpExecutor:
             async with self.session.request(
                 spec["method"],
                 url,
-                json=job.record.arguments,
+                json=job.record.call.arguments,
                 headers=headers,
                 timeout=self.timeout(job, now_ms),
                 allow_redirects=False,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from toolgate.hashing import request_hash
 from toolgate.schemas.models import ExecutionResult
 from toolgate.states import KeyStatus
 from toolgate.workers.execution.answers import stored_response
@@ -32,14 +31,14 @@ if TYPE_CHECKING:
 def reservation(call: Call) -> dict[str, Any]:
     """What a new key records of the call that reserves it."""
     return {
-        "tenant_id": call.record.tenant_id,
+        "tenant_id": call.record.call.tenant_id,
         "idempotency_key": call.key,
-        "request_hash": request_hash(call.record),
-        "tool_name": call.record.tool_name,
-        "tool_version": call.record.tool_version,
+        "request_hash": call.record.call.request_hash,
+        "tool_name": call.record.call.tool_name,
+        "tool_version": call.record.call.tool_version,
         "executor": call.job.contract.executor["kind"],
-        "call_id": call.record.call_id,
-        "home_partition": call.record.home_partition,
+        "call_id": call.record.call.call_id,
+        "home_partition": call.record.call.home_partition,
         "request": call.raw,  # the bytes as received: no re-encoding
         "ttl": call.job.contract.idempotency_ttl_seconds,
     }
@@ -48,12 +47,12 @@ def reservation(call: Call) -> dict[str, Any]:
 def redrive_row(call: Call, attempt: int) -> dict[str, Any]:
     """An existing key this call runs again, as this attempt, leased to this process."""
     return {
-        "tenant_id": call.record.tenant_id,
+        "tenant_id": call.record.call.tenant_id,
         "idempotency_key": call.key or "",
         "attempt": attempt,
-        "call_id": call.record.call_id,
+        "call_id": call.record.call.call_id,
         "request": call.raw,  # the bytes as received: no re-encoding
-        "request_hash": request_hash(call.record),
+        "request_hash": call.record.call.request_hash,
         "ttl": call.job.contract.idempotency_ttl_seconds,
     }
 
@@ -72,4 +71,4 @@ def settlement(tenant_id: str, key: str, res: ExecutionResult, status: KeyStatus
 def settled_row(call: Call, res: ExecutionResult, status: KeyStatus) -> dict[str, Any]:
     """A new key as `insert_settled` writes it: its reservation and its end at once (the driver
     stores the response as JSON text)."""
-    return {**reservation(call), **settlement(call.record.tenant_id, call.key or "", res, status)}
+    return {**reservation(call), **settlement(call.record.call.tenant_id, call.key or "", res, status)}

@@ -65,7 +65,7 @@ class Call:
     @property
     def operation(self) -> str:
         """What an approval ticket is consumed by: the idempotency key (a read: the call)."""
-        return self.key or f"call:{self.record.call_id}"
+        return self.key or f"call:{self.record.call.call_id}"
 
     @property
     def in_postgres(self) -> bool:

@@ -191,8 +191,10 @@ async def originals(conn: Conn, records: tuple[StageRecord, ...]) -> dict[tuple[
     """The earlier calls compensations undo: their key rows, locked for this transaction, by
     (tenant, call_id)."""
     found = {}
-    for row in await idempotency_keys.to_compensate(conn, [(r.tenant_id, r.compensation_of or "") for r in records]):
-        arguments = codec().decode(row.request, StageRecord).arguments
+    for row in await idempotency_keys.to_compensate(
+        conn, [(r.call.tenant_id, r.call.compensation_of or "") for r in records]
+    ):
+        arguments = codec().decode(row.request, StageRecord).call.arguments
         data = (row.response or {}).get("data") or {}
         found[(row.tenant_id, row.call_id)] = Original(
             row.tenant_id,

@@ -13,7 +13,7 @@ from typing import Any
 
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy import dimensions
-from toolgate.hashing import fingerprint
+from toolgate.schemas.hashing import fingerprint
 from toolgate.schemas.models import StageRecord
 from toolgate.workers.approval.packet import consequence_of
 
@@ -49,11 +49,11 @@ def preview(record: StageRecord, contract: Contract, idempotency_key: str | None
             "tool": contract.name,
             "version": contract.version,
             "side_effect_class": contract.side_effect_class,
-            "arguments": record.arguments,
+            "arguments": record.call.arguments,
             "idempotency_fingerprint": fingerprint(idempotency_key) if idempotency_key else None,
         },
         "effects": effects(contract),
-        "consequence": consequence_of(record.arguments, contract),
+        "consequence": consequence_of(record.call.arguments, contract),
         "expected_after_state": confirmation.get("expected_after_state")
         or (contract.binding.get("verification") or {}).get("expected_state"),
         "preconditions": [

@@ -13,7 +13,7 @@ pass validation (the proposal window: retention.py), and answers a copy from it:
     has the outcome of another request      it runs (validation binds a call_id to one proposal,
                                             so no genuine call gets here)
 
-Policy counts a read once per call likewise (toolgate.hashing.read_event). An interim answer
+Policy counts a read once per call likewise (toolgate.schemas.hashing.read_event). An interim answer
 (an outcome still unknown) is not stored: the call is not over. The reads and writes are one
 statement each per round, in the round's transactions (store/reads.py); this module is pure,
 the driver (performer.py) reads and writes.
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolgate.hashing import request_hash
 from toolgate.schemas.models import ExecutionResult, StageRecord
 from toolgate.workers.execution.answers import replay, stored_response
 
@@ -35,8 +34,8 @@ def answered(
     record: StageRecord, traceparent: str, stored: dict[Ident, FirstOutcome], now: int
 ) -> ExecutionResult | None:
     """A read's first outcome, answered again, if it has one for the same request."""
-    found = stored.get((record.tenant_id, record.call_id))
-    if found is None or found[0] != request_hash(record):
+    found = stored.get((record.call.tenant_id, record.call.call_id))
+    if found is None or found[0] != record.call.request_hash:
         return None
     return replay(record, traceparent, found[1], now)
 
@@ -44,4 +43,4 @@ def answered(
 def outcome_row(record: StageRecord, res: ExecutionResult) -> tuple[str, str, str, dict[str, Any]]:
     """A read's final outcome, as the store keeps it (store/reads.py `store`; the driver stores
     the response as JSON text)."""
-    return (record.tenant_id, record.call_id, request_hash(record), stored_response(res))
+    return (record.call.tenant_id, record.call.call_id, record.call.request_hash, stored_response(res))

@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from toolgate.hashing import fingerprint
 from toolgate.schemas.codec import codec
+from toolgate.schemas.hashing import fingerprint
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.store.audit_entry import Entry
@@ -74,7 +74,7 @@ def _conclude(c: CallState, after_error: str | None, writes: Writes, now: int) -
     if c.unwritten:
         writes.insert.append(keys.settled_row(c.call, res, status))
     elif c.call.key is not None:
-        writes.settle.append(keys.settlement(c.record.tenant_id, c.call.key, res, status))
+        writes.settle.append(keys.settlement(c.record.call.tenant_id, c.call.key, res, status))
     if c.ticket is not None and status in idem.ENDED:
         writes.spent.append(c.ticket.approval_id)
     if c.call.key is None and status is not KeyStatus.PENDING:
@@ -97,20 +97,20 @@ def _compensation(c: CallState, after: decision.Undone | decision.NotUndone | No
             stage=STAGE,
             taxonomy=TaxonomyClass.COMPENSATION_FAILED,
             now_ms=now,
-            reason=f"compensation of {r.compensation_of} failed",
+            reason=f"compensation of {r.call.compensation_of} failed",
         )
-        writes.letters.append(Letter(letter, c.traceparent, r.call_id, r.tenant_id))
+        writes.letters.append(Letter(letter, c.traceparent, r.call.call_id, r.call.tenant_id))
 
 
 def _publish(c: CallState, res: ExecutionResult, status: KeyStatus | None, writes: Writes) -> None:
     """The call's result as an outbox row, and its audit entry when it is audited."""
     r = c.record
-    writes.results.append((r.home_partition, res))
+    writes.results.append((r.call.home_partition, res))
     if not decision.audited(c.call.job.contract, res, status):
         return
     detail = {
-        "tool": r.tool_name,
-        "version": r.tool_version,
+        "tool": r.call.tool_name,
+        "version": r.call.tool_version,
         "key": fingerprint(c.call.key) if c.call.key else None,
         "taxonomy": str(res.outcome.taxonomy_class),
         "status": status,
@@ -118,7 +118,7 @@ def _publish(c: CallState, res: ExecutionResult, status: KeyStatus | None, write
         "approval_id": r.approval_id,
     }
     action = decision.action(res, status)
-    writes.entries.append(Entry(STAGE, action, r.principal.user_id, r.call_id, r.tenant_id, detail))
+    writes.entries.append(Entry(STAGE, action, r.call.principal.user_id, r.call.call_id, r.call.tenant_id, detail))
 
 
 def _local_effects(calls: Calls, local: list[int], careful: bool) -> Step[dict[int, Effect]]:

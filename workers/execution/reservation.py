@@ -22,7 +22,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from toolgate.contracts.registry import Registry
-from toolgate.hashing import request_hash
 from toolgate.workers.execution import answers, clearance, compensation, decision, keys, reads
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.asks import (
@@ -65,10 +64,12 @@ def _settle_late(calls: list[CallState], now: int) -> Step[None]:
     late = [i for i, c in enumerate(calls) if c.late]
     if not late:
         return
-    stored = yield from ask(ReadOutcomes(tuple((calls[i].record.tenant_id, calls[i].call.key or "") for i in late)))
+    stored = yield from ask(
+        ReadOutcomes(tuple((calls[i].record.call.tenant_id, calls[i].call.key or "") for i in late))
+    )
     for i in late:
         c = calls[i]
-        found = stored.get((c.record.tenant_id, c.call.key or ""))
+        found = stored.get((c.record.call.tenant_id, c.call.key or ""))
         calls[i] = replace(c, result=decision.late_answer(c.record, c.traceparent, found, now))
 
 
@@ -77,7 +78,7 @@ def _replay_copies(calls: list[CallState], now: int) -> Step[None]:
     pending = [i for i, c in enumerate(calls) if c.result is None and c.call.key is None and not c.late]
     if not pending:
         return
-    idents = tuple((calls[i].record.tenant_id, calls[i].record.call_id) for i in pending)
+    idents = tuple((calls[i].record.call.tenant_id, calls[i].record.call.call_id) for i in pending)
     stored = yield from ask(ReadFirstOutcomes(idents))
     for i in pending:
         calls[i] = replace(calls[i], result=reads.answered(calls[i].record, calls[i].traceparent, stored, now))
@@ -137,8 +138,8 @@ def _reserve_keys(
         row = None if ident in fresh else existing.get(ident)
         plan = idem.plan(
             row,
-            request_hash=request_hash(c.record),
-            call_id=c.record.call_id,
+            request_hash=c.record.call.request_hash,
+            call_id=c.record.call.call_id,
             owner=lease.owner,
             now_ms=now,
             max_attempts=c.call.job.contract.max_retries + 1,
@@ -163,7 +164,7 @@ def _leaders(calls: list[CallState], keyed: list[int]) -> dict[Ident, int]:
         c = calls[i]
         if c.result is not None:
             continue
-        ident = (c.record.tenant_id, c.call.key or "")
+        ident = (c.record.call.tenant_id, c.call.key or "")
         if ident in first:
             calls[i] = replace(c, leader=first[ident])
         else:
@@ -173,13 +174,13 @@ def _leaders(calls: list[CallState], keyed: list[int]) -> dict[Ident, int]:
 
 def _check_compensations(calls: list[CallState], keyed: list[int], now: int, registry: Registry) -> Step[None]:
     """Lock the earlier calls that compensations undo, and refuse those that may not run."""
-    compensating = [i for i in keyed if calls[i].record.compensation_of]
+    compensating = [i for i in keyed if calls[i].record.call.compensation_of]
     if not compensating:
         return
     originals = yield from ask(LoadOriginals(tuple(calls[i].record for i in compensating)))
     for i in compensating:
         c = calls[i]
-        original = originals.get((c.record.tenant_id, c.record.compensation_of or ""))
+        original = originals.get((c.record.call.tenant_id, c.record.call.compensation_of or ""))
         c = calls[i] = replace(c, original=original)
         refusal = compensation.check(c.record, c.call.key or "", original, registry)
         if refusal is not None:

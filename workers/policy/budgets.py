@@ -15,9 +15,9 @@ def _budget_lines(case: Case) -> list[tuple[str, str, int, int]]:
     for dim in dimensions(case.contract):
         for scope, used in (
             ("per_run", case.usage.per_run.get((*run_of(record), dim), 0)),
-            ("per_tenant_per_day", case.usage.per_day.get((record.tenant_id, dim), 0)),
+            ("per_tenant_per_day", case.usage.per_day.get((record.call.tenant_id, dim), 0)),
         ):
-            lines.append((dim, scope, used, case.policy.limit(record.tenant_id, scope, dim)))
+            lines.append((dim, scope, used, case.policy.limit(record.call.tenant_id, scope, dim)))
     return lines
 
 
@@ -46,8 +46,8 @@ def standing(case: Case) -> tuple[str, ...]:
 def rate_limit(case: Case) -> Deny | None:
     """10. Rate limits: the tenant's calls of this tool within the window; the oldest call
     leaving the window frees a place."""
-    window = case.policy.rate_limit(case.record.tenant_id, case.contract)
-    recent = case.usage.rate.get((case.record.tenant_id, case.record.tool_name), Recent())
+    window = case.policy.rate_limit(case.record.call.tenant_id, case.contract)
+    recent = case.usage.rate.get((case.record.call.tenant_id, case.record.call.tool_name), Recent())
     if recent.count < window["max_requests"]:
         return None
     retry_after = (recent.oldest_ms or case.now_ms) + window["window_sec"] * 1000 - case.now_ms

@@ -23,7 +23,7 @@ class Recent:
 def run_of(record: StageRecord) -> tuple[str, str, str]:
     """A run: (tenant, agent, run_id). The run_id is the agent's to name, so it names a run of
     that agent only; another agent of the tenant naming it has a run of its own."""
-    return record.tenant_id, record.principal.agent_id, record.run_id
+    return record.call.tenant_id, record.call.principal.agent_id, record.call.run_id
 
 
 @dataclass
@@ -39,8 +39,8 @@ class Usage:
         for dim in spends:
             key = (*run_of(record), dim)
             self.per_run[key] = self.per_run.get(key, 0) + 1
-            self.per_day[(record.tenant_id, dim)] = self.per_day.get((record.tenant_id, dim), 0) + 1
-        recent = self.rate.setdefault((record.tenant_id, record.tool_name), Recent())
+            self.per_day[(record.call.tenant_id, dim)] = self.per_day.get((record.call.tenant_id, dim), 0) + 1
+        recent = self.rate.setdefault((record.call.tenant_id, record.call.tool_name), Recent())
         recent.count += 1
         recent.oldest_ms = now_ms if recent.oldest_ms is None else recent.oldest_ms
         self.counted.add(event_id)

@@ -30,7 +30,7 @@ __all__ = ["GATES", "MIN_APPROVALS", "Allow", "Deny", "Recent", "Usage", "decide
 def scopes(case: Case) -> Deny | None:
     """6. IAM: the caller's scopes must cover the tool's (caller scopes ∩ required = required)."""
     contract = case.contract
-    granted = set(case.record.principal.scopes)
+    granted = set(case.record.call.principal.scopes)
     missing = [s for s in contract.required_scopes if s not in granted]
     if not missing:
         return None
@@ -51,7 +51,7 @@ def tenant_scope(case: Case) -> Deny | None:
     resource this gate could check, and is refused (admission makes every one required)."""
     record = case.record
     for binding in case.contract.binding.get("tenant_binding", []):
-        value = record.arguments.get(binding["argument"])
+        value = record.call.arguments.get(binding["argument"])
         if not isinstance(value, str):
             return deny(
                 TaxonomyClass.PERMISSION_DENIED,
@@ -61,7 +61,7 @@ def tenant_scope(case: Case) -> Deny | None:
                 expected="an id (a string)",
             )
         rows = case.facts.get((binding["lookup"], value))
-        if owned(rows, record.tenant_id) is None:
+        if owned(rows, record.call.tenant_id) is None:
             return deny(
                 TaxonomyClass.STALE_STATE,
                 "resource_missing",
@@ -84,12 +84,12 @@ def counted_before(case: Case) -> Allow | None:
 def state_consistency(case: Case) -> Deny | None:
     """8. The target exists, is in a state the call may act on, and has not changed since the
     agent saw it."""
-    arguments = case.record.arguments
+    arguments = case.record.call.arguments
     for check in case.contract.binding.get("state_checks", []):
         argument = check["fact"]["argument"]
         value = arguments.get(argument)
         fact = case.facts.get((check["fact"]["lookup"], value)) if isinstance(value, str) else None
-        row = owned(fact, case.record.tenant_id)
+        row = owned(fact, case.record.call.tenant_id)
         if row is None:
             return deny(
                 TaxonomyClass.STALE_STATE,
@@ -119,7 +119,7 @@ def _required_state(case: Case, check: Mapping[str, Any], argument: str, value: 
 
 
 def _unchanged(check: Mapping[str, Any], argument: str, value: Any, row: Row, case: Case) -> Deny | None:
-    arguments = case.record.arguments
+    arguments = case.record.call.arguments
     for arg, column in check.get("match", {}).items():
         if arguments.get(arg) != row.get(column):
             return deny(
@@ -163,14 +163,14 @@ def decide(
         outcome = gate(case)
         if outcome is not None:
             return outcome
-    return Allow(required_approvals(case), () if record.dry_run else dimensions(contract), standing(case))
+    return Allow(required_approvals(case), () if record.call.dry_run else dimensions(contract), standing(case))
 
 
 def refs(record: StageRecord, contract: Contract) -> list[tuple[str, Any]]:
     """(lookup, id) for every fact the policy gates need about this call."""
     binding = contract.binding
-    found = [(b["lookup"], record.arguments.get(b["argument"])) for b in binding.get("tenant_binding", [])]
+    found = [(b["lookup"], record.call.arguments.get(b["argument"])) for b in binding.get("tenant_binding", [])]
     found += [
-        (c["fact"]["lookup"], record.arguments.get(c["fact"]["argument"])) for c in binding.get("state_checks", [])
+        (c["fact"]["lookup"], record.call.arguments.get(c["fact"]["argument"])) for c in binding.get("state_checks", [])
     ]
     return found

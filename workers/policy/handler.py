@@ -12,7 +12,7 @@ from __future__ import annotations
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy import Policy, load_policy
 from toolgate.contracts.registry import Registry
-from toolgate.hashing import operation_event, read_event
+from toolgate.schemas.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
@@ -43,7 +43,7 @@ class PolicyHandler(Handler[StageRecord]):
         await self.pool.open()
 
     async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
-        contracts = {id(c): self.registry.get(c.model.tool_name, c.model.tool_version) for c in calls}
+        contracts = {id(c): self.registry.get(c.model.call.tool_name, c.model.call.tool_version) for c in calls}
         events = {id(c): usage_event(c.model, contracts[id(c)].is_mutation) for c in calls}
         wanted = facts.needed(r for c in calls for r in refs(c.model, contracts[id(c)]))
         lookups = fact_loader.statements(wanted)
@@ -63,7 +63,7 @@ class PolicyHandler(Handler[StageRecord]):
                 if isinstance(decision, Deny):
                     taxonomy, errors, wait = decision.taxonomy_class, decision.errors, decision.retry_after_ms
                     result = reject_record(record, taxonomy, errors, STAGE, call.traceparent, now, retry_after_ms=wait)
-                    out.item("results", record.home_partition, result)
+                    out.item("results", record.call.home_partition, result)
                     refused.append(_refusal(record, decision))
                     continue
                 self._allow(call, decision, now, out)
@@ -79,11 +79,11 @@ class PolicyHandler(Handler[StageRecord]):
     def _allow(self, call: Inbound[StageRecord], decision: Allow, now: int, out: Emit) -> None:
         record = call.model
         detail = f"approvals:{decision.required_approvals};spends:{','.join(decision.spends) or '-'}"
-        if record.dry_run:  # the preview tells where the real call would leave each budget
+        if record.call.dry_run:  # the preview tells where the real call would leave each budget
             detail += ";budgets:" + ",".join(decision.standing)
         out.item(
             "authorized",
-            record.home_partition,
+            record.call.home_partition,
             record.model_copy(
                 update={
                     "traceparent": call.traceparent,
@@ -103,13 +103,15 @@ class UsageReads:
     def __init__(
         self, calls: list[Inbound[StageRecord]], contracts: dict[int, Contract], event_ids: list[str], policy: Policy
     ) -> None:
-        self.tenants = sorted({c.model.tenant_id for c in calls})
-        self.runs = sorted({(c.model.tenant_id, c.model.principal.agent_id, c.model.run_id) for c in calls})
+        self.tenants = sorted({c.model.call.tenant_id for c in calls})
+        self.runs = sorted(
+            {(c.model.call.tenant_id, c.model.call.principal.agent_id, c.model.call.run_id) for c in calls}
+        )
         self.event_ids = event_ids
         self.windows: usage.Windows = {}
         for c in calls:
-            limit = policy.rate_limit(c.model.tenant_id, contracts[id(c)])
-            self.windows[(c.model.tenant_id, c.model.tool_name)] = limit["window_sec"]
+            limit = policy.rate_limit(c.model.call.tenant_id, contracts[id(c)])
+            self.windows[(c.model.call.tenant_id, c.model.call.tool_name)] = limit["window_sec"]
 
     def statements(self) -> list[batch.Statement]:
         return usage.reads(self.tenants, self.runs, self.event_ids, self.windows)
@@ -125,10 +127,10 @@ class UsageReads:
 
 
 def usage_event(record: StageRecord, is_mutation: bool) -> str:
-    """What budgets and rate limits count this call as (toolgate.hashing): a mutation by its
+    """What budgets and rate limits count this call as (toolgate.schemas.hashing): a mutation by its
     operation, once however often retried; a read by its call, once however often sent again
     (execution answers a copy from its first outcome: workers/execution/reads.py)."""
-    return operation_event(record) if is_mutation else read_event(record)
+    return operation_event(record.call) if is_mutation else read_event(record.call)
 
 
 def recent(windows: list[usage.Window]) -> dict[tuple[str, str], Recent]:
@@ -137,7 +139,14 @@ def recent(windows: list[usage.Window]) -> dict[tuple[str, str], Recent]:
 
 
 def _event(event_id: str, spends: tuple[str, ...], record: StageRecord) -> usage.Event:
-    return usage.Event(event_id, record.tenant_id, record.principal.agent_id, record.run_id, record.tool_name, spends)
+    return usage.Event(
+        event_id,
+        record.call.tenant_id,
+        record.call.principal.agent_id,
+        record.call.run_id,
+        record.call.tool_name,
+        spends,
+    )
 
 
 def _refusal(record: StageRecord, decision: Deny) -> audit.Entry:
@@ -145,16 +154,16 @@ def _refusal(record: StageRecord, decision: Deny) -> audit.Entry:
     return audit.Entry(
         STAGE,
         "refused",
-        record.principal.user_id,
-        record.call_id,
-        record.tenant_id,
+        record.call.principal.user_id,
+        record.call.call_id,
+        record.call.tenant_id,
         {
-            "tool": record.tool_name,
-            "version": record.tool_version,
+            "tool": record.call.tool_name,
+            "version": record.call.tool_version,
             "taxonomy": str(decision.taxonomy_class),
             "code": error.code,
             "field": error.field,
-            "agent": record.principal.agent_id,
+            "agent": record.call.principal.agent_id,
             "rule": decision.rule,
             "finding": decision.finding,
         },

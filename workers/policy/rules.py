@@ -60,12 +60,12 @@ def required_approvals(case: Case) -> int:
 def _applies(when: Mapping[str, Any], case: Case) -> bool:
     security = case.contract.document["security"]
     checks = {
-        "tool": case.record.tool_name,
+        "tool": case.record.call.tool_name,
         "side_effect_class": case.contract.side_effect_class,
         "data_classification": security["data_classification"],
         "egress_policy": security["egress_policy"],
         "environment": case.environment,
-        "tenant": case.record.tenant_id,
+        "tenant": case.record.call.tenant_id,
     }
     for key, allowed in when.items():
         if key == "outside_hours_utc":

@@ -24,8 +24,8 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Registry
-from toolgate.hashing import fingerprint
 from toolgate.schemas.codec import codec
+from toolgate.schemas.hashing import fingerprint
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.scrubber import SCRUBBER
 from toolgate.settings import Settings
@@ -130,7 +130,7 @@ class Reconciler:
 
     def _read(self, row: LeaseExpired, now: int) -> Stuck:
         record = codec().decode(row.request, StageRecord)
-        contract = self.registry.get(record.tool_name, record.tool_version)
+        contract = self.registry.get(record.call.tool_name, record.call.tool_version)
         pending = PendingKey(row.executor, bool(contract.executor.get("status_query")), row.created_at_ms)
         return Stuck(row, execution.pending(record, contract, row.idempotency_key, now), pending)
 
@@ -149,7 +149,7 @@ class Reconciler:
             case decision.Redrive():
                 grace = self.redrive_grace_s
                 await stuck_keys.hand_over(conn, row.tenant_id, row.idempotency_key, execution.REDRIVE_OWNER, grace)
-                return [outbox.item("executable", record.home_partition, record)]
+                return [outbox.item("executable", record.call.home_partition, record)]
             case decision.Complete(data):
                 done = await self.performer.drive(conn, execution.complete(stuck.call, data, STAGE, now))
                 return await _settle(conn, stuck, done)
@@ -184,4 +184,4 @@ async def _settle(conn: Conn, stuck: Stuck, settled: execution.Settled) -> Rows:
     )
     approval_id = approval_id_for(row.tenant_id, row.call_id)
     await approvals.spend_operation(conn, approval_id, row.tenant_id, row.idempotency_key)
-    return [outbox.item("results", stuck.call.record.home_partition, settled.result)]
+    return [outbox.item("results", stuck.call.record.call.home_partition, settled.result)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolgate.hashing import fingerprint
+from toolgate.schemas.hashing import fingerprint
 from toolgate.schemas.models import DeadLetter, Header, PayloadKind, StageRecord, TaxonomyClass
 
 
@@ -11,11 +11,11 @@ def for_request(
 ) -> DeadLetter:
     """A dead letter holding a call's executable request, replayable onto tool.executable."""
     return DeadLetter(
-        dead_letter_id=f"dl_{fingerprint(f'{stage}:{record.call_id}:{now_ms}', 24)}",
-        call_id=record.call_id,
+        dead_letter_id=f"dl_{fingerprint(f'{stage}:{record.call.call_id}:{now_ms}', 24)}",
+        call_id=record.call.call_id,
         stage=stage,
         source_topic="executable",
-        source_partition=record.home_partition,
+        source_partition=record.call.home_partition,
         source_offset=-1,
         payload_kind=PayloadKind.STAGE_ITEM,
         value=request,

@@ -78,7 +78,7 @@ class Emit:
         if isinstance(model, ExecutionResult):
             self.outcomes[model.call_id] = str(model.outcome.taxonomy_class)
         else:
-            self.outcomes.setdefault(model.call_id, "forwarded")
+            self.outcomes.setdefault(model.call.call_id, "forwarded")
 
     def raw_item(self, topic: str, partition: int, payload: bytes, first_produced_ms: int | None = None) -> None:
         self.items.setdefault((topic, partition), []).append(payload)

@@ -80,14 +80,14 @@ def fail_closed(record: StageRecord, stage: str, traceparent: str, out: Emit) ->
     """The answer to a call that failed inside `stage`: UNKNOWN_ERROR, to its agent."""
     out.item(
         "results",
-        record.home_partition,
+        record.call.home_partition,
         reject(
-            record,
+            record.call,
             TaxonomyClass.UNKNOWN_ERROR,
             [FieldError(field=None, code="internal_error", message=FAILED_INSIDE)],
             stage=stage,
             traceparent=traceparent,
-            home_partition=record.home_partition,
+            home_partition=record.call.home_partition,
             now_ms=now_ms(),
         ),
     )

@@ -19,6 +19,7 @@ from typing import Any
 from toolgate.schemas.codec import codec
 from toolgate.schemas.identity import identity_of
 from toolgate.schemas.models import (
+    Call,
     ExecutionResult,
     FieldError,
     Outcome,
@@ -78,7 +79,7 @@ def feedback(result_outcome: Outcome, errors: Sequence[FieldError]) -> dict[str,
 
 
 def result(
-    call: StageRecord | ToolProposal,
+    call: Call | ToolProposal,
     *,
     stage: str,
     result_outcome: Outcome,
@@ -95,7 +96,7 @@ def result(
     approval_id: str | None = None,
     proposal_digest: str | None = None,
 ) -> ExecutionResult:
-    """How `call` ended. A StageRecord carries its proposal's digest; a proposal refused at
+    """How `call` ended. A Call carries its proposal's digest; a proposal refused at
     validation is given the digest its signature proved (`proposal_digest`)."""
     if data is None and result_outcome.is_error:
         data = feedback(result_outcome, errors)
@@ -121,14 +122,14 @@ def result(
             "proposal_digest": (
                 proposal_digest
                 if proposal_digest is not None
-                else (call.proposal_digest if isinstance(call, StageRecord) else "")
+                else (call.proposal_digest if isinstance(call, Call) else "")
             ),
         }
     )
 
 
 def reject(
-    call: StageRecord | ToolProposal,
+    call: Call | ToolProposal,
     taxonomy: TaxonomyClass,
     errors: Sequence[FieldError],
     *,
@@ -169,12 +170,12 @@ def reject_record(
     """`reject` for a call that came as a StageRecord: answered on its home partition, with the
     warnings it carries. `fields`: the rest of `reject`'s (approval_id, the vector's overrides)."""
     return reject(
-        record,
+        record.call,
         taxonomy,
         errors,
         stage=stage,
         traceparent=traceparent,
-        home_partition=record.home_partition,
+        home_partition=record.call.home_partition,
         now_ms=now_ms,
         warnings=record.warnings,
         **fields,

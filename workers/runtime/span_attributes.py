@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from toolgate.hashing import fingerprint
-from toolgate.schemas.models import ExecutionResult, TaxonomyClass
+from toolgate.schemas.hashing import fingerprint
+from toolgate.schemas.models import ExecutionResult, StageHead, TaxonomyClass
 from toolgate.schemas.wire import field_of
 from toolgate.taxonomy import VECTORS
 
@@ -110,7 +110,10 @@ def opened(stage: str, model: object, call_id: str) -> Attributes:
         "tool.idempotency_key_hash": key_hash(tenant, field_of(model, "idempotency_key")),
         "tool.approval_id": str(field_of(model, "approval_id") or ""),
         # What a replay needs: the call's identity, its tool and its arguments (or its result).
-        "trace.replayable": bool(call_id and name and (arguments is not None or isinstance(model, ExecutionResult))),
+        # (A StageHead's record carries its arguments, unread.)
+        "trace.replayable": bool(
+            call_id and name and (arguments is not None or isinstance(model, ExecutionResult | StageHead))
+        ),
         **contract_facts(contract),
     }
 

@@ -31,7 +31,7 @@ def spec(contract: Contract) -> Mapping[str, Any] | None:
 def refs(record: StageRecord, contract: Contract) -> list[tuple[str, Any]]:
     """(lookup, id) of the target, if the contract binds approvals to its state."""
     found = spec(contract)
-    return [(found["lookup"], record.arguments.get(found["argument"]))] if found else []
+    return [(found["lookup"], record.call.arguments.get(found["argument"]))] if found else []
 
 
 def _json(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -41,7 +41,7 @@ def _json(row: Mapping[str, Any]) -> dict[str, Any]:
 def current(record: StageRecord, contract: Contract, rows: Facts) -> dict[str, Any] | None:
     """The target's row as found, if it exists and is the call's tenant's."""
     for lookup, value in refs(record, contract):
-        row = owned(rows.get((lookup, str(value))), record.tenant_id)
+        row = owned(rows.get((lookup, str(value))), record.call.tenant_id)
         return None if row is None else _json(row)
     return None
 

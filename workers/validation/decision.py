@@ -19,7 +19,7 @@ import rfc8785
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.json_types import json_type
 from toolgate.contracts.registry import Registry, Resolution
-from toolgate.hashing import payload_hash
+from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import FieldError, TaxonomyClass, ToolProposal
 from toolgate.workers.validation import schema_budget
 from toolgate.workers.validation.arguments import parse_arguments

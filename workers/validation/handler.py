@@ -23,8 +23,9 @@ import datetime as dt
 from toolgate.contracts.policy import Policy, load_policy
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import codec
+from toolgate.schemas.hashing import idempotency_key_for, request_hash
 from toolgate.schemas.identity import identity_of
-from toolgate.schemas.models import FieldError, StageDecision, StageRecord, TaxonomyClass, ToolProposal
+from toolgate.schemas.models import Call, FieldError, StageDecision, StageRecord, TaxonomyClass, ToolProposal
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
 from toolgate.store import audit
@@ -120,28 +121,13 @@ class ValidationHandler(Handler[ToolProposal]):
                     **({"next_action": "escalate_to_human"} if exhausted else {}),
                 )
                 continue
-            out.item(
-                "validated",
-                home,
-                StageRecord(
-                    **identity_of(proposal),
-                    traceparent=call.traceparent,
-                    home_partition=home,
-                    logical_operation_id=proposal.logical_operation_id,
-                    tool_name=decision.contract.name,
-                    tool_version=decision.contract.version,
-                    arguments=decision.arguments,
-                    payload_hash=decision.payload_hash,
-                    idempotency_key=proposal.idempotency_key,
-                    deadline_ms=proposal.deadline_ms,
-                    repair_attempt=proposal.repair_attempt,
-                    dry_run=proposal.dry_run,
-                    compensation_of=proposal.compensation_of,
-                    warnings=list(decision.warnings),
-                    decisions=[StageDecision(stage=STAGE, outcome=StageOutcome.PASS, at_ms=now)],
-                    proposal_digest=digest,
-                ),
+            record = StageRecord(
+                traceparent=call.traceparent,
+                warnings=list(decision.warnings),
+                decisions=[StageDecision(stage=STAGE, outcome=StageOutcome.PASS, at_ms=now)],
+                call=admitted_call(proposal, decision, home, digest),
             )
+            out.item("validated", home, record)
 
     def decode(self, value: bytes) -> ToolProposal:
         """Argument text that is not UTF-8 does not hide the call: it is read leniently, so the
@@ -163,3 +149,27 @@ class ValidationHandler(Handler[ToolProposal]):
         call_id = header(origin.headers, CALL_ID)
         out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, "not a ToolProposal", call_id)
         out.refusals.append(Refusal(admission.undecodable_entry(call_id), self.source))
+
+
+def admitted_call(proposal: ToolProposal, decision: Pass, home_partition: int, digest: str) -> Call:
+    """The call as every later stage reads it: the proposal's identity and request, the contract
+    it resolved to, its canonical arguments and the facts derived from them here, once (the
+    payload hash, the idempotency key, the request hash). Execution recomputes the payload hash
+    from the arguments on purpose (clearance.py): it is what the approvers signed."""
+    fields = {
+        **identity_of(proposal),
+        "home_partition": home_partition,
+        "tool_name": decision.contract.name,
+        "tool_version": decision.contract.version,
+        "dry_run": proposal.dry_run,
+        "logical_operation_id": proposal.logical_operation_id,
+        "payload_hash": decision.payload_hash,
+        "deadline_ms": proposal.deadline_ms,
+        "repair_attempt": proposal.repair_attempt,
+        "compensation_of": proposal.compensation_of,
+        "proposal_digest": digest,
+        "arguments": decision.arguments,
+    }
+    key = idempotency_key_for(proposal.idempotency_key, fields, proposal.principal.user_id)
+    bound = request_hash(proposal.tenant_id, decision.contract.name, decision.contract.version, decision.payload_hash)
+    return Call(**fields, idempotency_key=key, request_hash=bound)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toolgate.hashing import CALLER_KEY
+from toolgate.schemas.hashing import CALLER_KEY
 from toolgate.schemas.models import FieldError, ToolProposal
 from toolgate.store.audit_entry import bounded
 

@@ -27,6 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from toolgate.schemas.models import Call
 from toolgate.schemas.wire import canonical_json
 
 PREFIX = "sha256:"
@@ -64,25 +65,26 @@ def fingerprint(value: str, length: int = 12) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:length]
 
 
-def idempotency_key_for(record: Any) -> str:
-    """The caller's key if it gave one, else the seeds' derived key (a StageRecord)."""
-    if record.idempotency_key:
-        return str(record.idempotency_key)
+def idempotency_key_for(caller_key: str | None, call: Mapping[str, Any], user_id: str) -> str:
+    """The caller's key if it gave one, else the seeds' derived key of a call (its fields, by a
+    Call's names, and its principal's user): validation derives it once, the call carries it."""
+    if caller_key:
+        return caller_key
     return derive_idempotency_key(
-        workflow_id=record.workflow_id,
-        run_id=record.run_id,
-        tenant_id=record.tenant_id,
-        user_id=record.principal.user_id,
-        tool_name=record.tool_name,
-        tool_version=record.tool_version,
-        logical_operation_id=record.logical_operation_id,
-        payload_hash=record.payload_hash,
+        workflow_id=call["workflow_id"],
+        run_id=call["run_id"],
+        tenant_id=call["tenant_id"],
+        user_id=user_id,
+        tool_name=call["tool_name"],
+        tool_version=call["tool_version"],
+        logical_operation_id=call["logical_operation_id"],
+        payload_hash=call["payload_hash"],
     )
 
 
-def request_hash(record: Any) -> str:
-    """What an idempotency key is bound to (a StageRecord)."""
-    return PREFIX + _digest(record.tenant_id, record.tool_name, record.tool_version, record.payload_hash)
+def request_hash(tenant_id: str, tool_name: str, tool_version: str, payload_hash: str) -> str:
+    """What an idempotency key is bound to."""
+    return PREFIX + _digest(tenant_id, tool_name, tool_version, payload_hash)
 
 
 def provider_key(tenant_id: str, tool_name: str, tool_version: str, key: str) -> str:
@@ -90,16 +92,12 @@ def provider_key(tenant_id: str, tool_name: str, tool_version: str, key: str) ->
     return "tgk_" + _digest(tenant_id, tool_name, tool_version, key)
 
 
-def operation_event(record: Any) -> str:
-    """A mutation's usage event: the same operation retried is counted once."""
-    return "op_" + _digest(
-        record.tenant_id, record.tool_name, record.tool_version, record.payload_hash, idempotency_key_for(record)
-    )
+def operation_event(call: Call) -> str:
+    """A mutation's usage event: the same operation retried is counted once (a Call)."""
+    return "op_" + _digest(call.tenant_id, call.tool_name, call.tool_version, call.payload_hash, call.idempotency_key)
 
 
-def read_event(record: Any) -> str:
+def read_event(call: Call) -> str:
     """A read's usage event: the same call sent again (a client's resend, a captured copy
     replayed within its window) is counted once."""
-    return "read_" + _digest(
-        record.tenant_id, record.tool_name, record.tool_version, record.payload_hash, record.call_id
-    )
+    return "read_" + _digest(call.tenant_id, call.tool_name, call.tool_version, call.payload_hash, call.call_id)
