@@ -18,9 +18,7 @@ from toolgate.states import TicketStatus
 from toolgate.store import audit
 from toolgate.store import outbox as outbox_rows
 from toolgate.store.audit_entry import bounded
-from toolgate.store.db import make_pool
 from toolgate.store.outbox import OutboxRow
-from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume, tickets
 from toolgate.workers.approval.decision import STAGE, Then, Transition, proves_nobody, transition
 from toolgate.workers.runtime import outbox
@@ -36,12 +34,7 @@ class DecisionsHandler(Handler[ApprovalDecision]):
     model = ApprovalDecision
 
     def __init__(self, registry: Registry, settings: Settings) -> None:
-        self.registry = registry
-        self.topics = Topics(settings.topic_prefix)
-        self.pool = make_pool(settings.database_url, f"{STAGE}-decisions")
-
-    async def start(self) -> None:
-        await self.pool.open()
+        super().__init__(registry, settings, f"{STAGE}-decisions")
 
     async def handle(self, calls: list[Inbound[ApprovalDecision]], out: Emit) -> None:
         ids = sorted({c.model.approval_id for c in calls})

@@ -19,9 +19,7 @@ from toolgate.schemas.models import StageHead, StageRecord, TaxonomyClass
 from toolgate.settings import Settings
 from toolgate.store import audit
 from toolgate.store import outbox as outbox_rows
-from toolgate.store.db import make_pool
 from toolgate.store.outbox import OutboxRow
-from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume, tickets
 from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.approval.packet import Opening, opening
@@ -43,13 +41,8 @@ class AuthorizedHandler(Handler[Read]):
 
     def __init__(self, registry: Registry, settings: Settings, opened: Callable[[], None] = lambda: None) -> None:
         """`opened()` is called once a round opened tickets (the expiry sweep's alarm)."""
-        self.registry = registry
-        self.topics = Topics(settings.topic_prefix)
-        self.pool = make_pool(settings.database_url, STAGE)
+        super().__init__(registry, settings)
         self.opened = opened
-
-    async def start(self) -> None:
-        await self.pool.open()
 
     async def handle(self, calls: list[Inbound[Read]], out: Emit) -> None:
         now = now_ms()

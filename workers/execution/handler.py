@@ -33,9 +33,7 @@ from toolgate.faults import crash_point
 from toolgate.schemas.models import StageRecord
 from toolgate.settings import Settings
 from toolgate.store import batch
-from toolgate.store.db import make_pool
 from toolgate.store.outbox import mark_published
-from toolgate.topics.catalog import Topics
 from toolgate.workers.execution import machine
 from toolgate.workers.execution.answers import STAGE
 from toolgate.workers.execution.effects import Job
@@ -61,10 +59,8 @@ class ExecutionHandler(Handler[StageRecord]):
     model = StageRecord
 
     def __init__(self, registry: Registry, settings: Settings) -> None:
-        self.registry = registry
+        super().__init__(registry, settings, max_size=4, autocommit=True)
         self.settings = settings
-        self.topics = Topics(settings.topic_prefix)
-        self.pool = make_pool(settings.database_url, STAGE, max_size=4, autocommit=True)
         owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease = machine.Lease(owner, settings.lease_seconds)
         self.performer = Performer.of(settings, self.lease, self.topics)
@@ -74,7 +70,7 @@ class ExecutionHandler(Handler[StageRecord]):
         self._marker: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await self.pool.open()
+        await super().start()
         await self.http.open()
 
     # --- the round -----------------------------------------------------------------------

@@ -16,8 +16,6 @@ from toolgate.schemas.models import ExecutionResult, Observation, ObservationErr
 from toolgate.scrubber import SCRUBBER
 from toolgate.settings import Settings
 from toolgate.store import tenants as registered
-from toolgate.store.db import make_pool
-from toolgate.topics.catalog import Topics
 from toolgate.workers.normalization.decision import build, normalize
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound
@@ -32,14 +30,10 @@ class NormalizationHandler(Handler[ExecutionResult]):
     model = ExecutionResult
 
     def __init__(self, registry: Registry, settings: Settings) -> None:
-        self.registry = registry
-        self.topics = Topics(settings.topic_prefix)
-        self.pool = make_pool(settings.database_url, STAGE, max_size=1)
+        super().__init__(registry, settings, max_size=1)
         self.tenants: frozenset[str] = frozenset()
         self._loaded_at = 0.0
 
-    async def start(self) -> None:
-        await self.pool.open()
         self.registry.compile_validators()
 
     async def _know(self, tenants: set[str]) -> None:

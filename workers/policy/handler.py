@@ -17,7 +17,6 @@ from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
 from toolgate.store import audit, batch, usage
-from toolgate.store.db import make_pool
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, decide, refs
 from toolgate.workers.runtime import fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
@@ -34,13 +33,9 @@ class PolicyHandler(Handler[StageRecord]):
     model = StageRecord
 
     def __init__(self, registry: Registry, settings: Settings, policy: Policy | None = None) -> None:
-        self.registry = registry
+        super().__init__(registry, settings, autocommit=True)
         self.policy = policy or load_policy(settings.policy_file)
         self.environment = settings.environment
-        self.pool = make_pool(settings.database_url, STAGE, autocommit=True)
-
-    async def start(self) -> None:
-        await self.pool.open()
 
     async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
         contracts = {id(c): self.registry.get(c.model.call.tool_name, c.model.call.tool_version) for c in calls}

@@ -2,7 +2,7 @@
 
 The runtime (`rounds.Rounds`) reads the records, hands the handler every call it could read,
 and produces whatever the handler put into the round's `Emit`. A handler overrides `handle`,
-and may override `start` (open pools), `decode` (read a record of its source topic),
+and may override `start` (open what it needs beyond its pool), `decode` (read a record of its source topic),
 `delivered` (after the round's output is acknowledged), `stop` (as the worker stops),
 `on_failure` (answer one call that failed on its own) and `on_undecodable`.
 """
@@ -10,11 +10,15 @@ and may override `start` (open pools), `decode` (read a record of its source top
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
 from toolgate.schemas.wire import WireModel, field_of
+from toolgate.settings import Settings
+from toolgate.store.db import make_pool
+from toolgate.topics.catalog import Topics
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.results import reject
@@ -41,14 +45,22 @@ class Inbound(Generic[M]):
 
 
 class Handler(Generic[M]):
-    """A stage's decision over a batch of calls from its source topic."""
+    """A stage's decision over a batch of calls from its source topic, with the registry of
+    contracts, the topic catalog and a Postgres pool of its own (named `pool_name`, the stage's
+    by default; `pool_options` for `make_pool`), opened before the first round."""
 
     stage: str
     source: str  # logical topic
     model: type[M]
 
+    def __init__(self, registry: Registry, settings: Settings, pool_name: str = "", **pool_options: Any) -> None:
+        self.registry = registry
+        self.topics = Topics(settings.topic_prefix)
+        self.pool = make_pool(settings.database_url, pool_name or self.stage, **pool_options)
+
     async def start(self) -> None:
-        """Open what the handler needs (pools, sessions) before the first round."""
+        """Open what the handler needs (its pool; a handler may open more) before the first round."""
+        await self.pool.open()
 
     async def handle(self, calls: list[Inbound[M]], out: Emit) -> None:
         raise NotImplementedError

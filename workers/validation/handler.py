@@ -29,7 +29,6 @@ from toolgate.schemas.models import Call, FieldError, StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
 from toolgate.store import audit
-from toolgate.store.db import make_pool
 from toolgate.topics.headers import CALL_ID, header
 from toolgate.workers.runtime import fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
@@ -55,9 +54,8 @@ class ValidationHandler(Handler[ToolProposal]):
     model = ToolProposal
 
     def __init__(self, registry: Registry, settings: Settings, policy: Policy | None = None) -> None:
-        self.registry = registry
+        super().__init__(registry, settings, autocommit=True)
         self.policy = policy or load_policy(settings.policy_file)
-        self.pool = make_pool(settings.database_url, STAGE, autocommit=True)
         self.window = Bound.for_proposals(settings)
         # The validation work each agent may still spend, in this worker's memory.
         rate = admission_rate.AdmissionRate(settings.admission_work_per_second, settings.admission_work_burst)
@@ -66,7 +64,7 @@ class ValidationHandler(Handler[ToolProposal]):
         self._proven: dict[int, Admitted] = {}
 
     async def start(self) -> None:
-        await self.pool.open()
+        await super().start()
         self.registry.compile_validators()
 
     async def handle(self, calls: list[Inbound[ToolProposal]], out: Emit) -> None:
