@@ -53,7 +53,7 @@ async def keyed(conn: psycopg.AsyncConnection[Any], query: str, params: Any) -> 
     bound, planned for the table as it is now: never prepared. psycopg prepares a statement after
     its fifth execution, and Postgres then keeps a generic plan; made while the table was nearly
     empty (a new deployment, a worker started then), that plan was a hash join over a sequential
-    scan, and went on scanning the whole table on every round as it grew (execution/keys.py).
+    scan, and went on scanning the whole table on every round as it grew (the keys, store/keys.py).
     Planning each time costs little and finds each key by its index
     (docs/performance.md, "Figures behind the code")."""
     return await conn.execute(query, params, prepare=False)
