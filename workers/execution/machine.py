@@ -106,6 +106,8 @@ Ended = tuple[ExecutionResult | None, KeyStatus | None]  # a call's result and i
 
 @dataclass(frozen=True)
 class Prepared:
+    """Each call checked on its own (payload hash, deadline, dry run): answered now, or to reserve or run."""
+
     calls: Calls
     now: int
 
@@ -122,6 +124,9 @@ class Prepared:
 
 @dataclass(frozen=True)
 class Reserved:
+    """Tickets checked and each key reserved or locked and planned; `deferred`: new keys are
+    inserted with their ends, when the round is recorded."""
+
     calls: Calls
     now: int
     deferred: bool
@@ -129,6 +134,9 @@ class Reserved:
 
 @dataclass(frozen=True)
 class Ran:
+    """The effects outside Postgres have run, outside any transaction; those in Postgres run as
+    the round is recorded."""
+
     calls: Calls
     deferred: bool
 
