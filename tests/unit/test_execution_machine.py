@@ -23,10 +23,10 @@ STORED = stored_response(deadline_passed(record(DRAFT), "00-trace", NOW))  # any
 WRITTEN = object()  # what a driver answers a Write with: the machine only hands it on
 
 
-def call(contract: Any, **overrides: Any) -> machine.Call:
+def call(contract: Any, **overrides: Any) -> machine.Arrived:
     r = record(contract, **overrides)
     key = key_of(contract, r)
-    return machine.Call(r, "00-trace", b"raw", Job(r, contract, key or "", NOW + 30_000), key)
+    return machine.Arrived(r, "00-trace", b"raw", Job(r, contract, key or "", NOW + 30_000), key)
 
 
 def drive(step: asks.Step[Any], answer: dict[type, Any]) -> tuple[Any, list[asks.Ask[Any]]]:
@@ -48,7 +48,7 @@ def kinds(asked: list[asks.Ask[Any]]) -> list[type]:
 
 
 def reserved(
-    c: machine.Call, deferred: bool = False, answer: dict[type, Any] | None = None
+    c: machine.Arrived, deferred: bool = False, answer: dict[type, Any] | None = None
 ) -> tuple[machine.Reserved, list[asks.Ask[Any]]]:
     """Reserve one call; a key is new unless `answer` says otherwise."""
     answers = {asks.ReserveKeys: lambda a: {(r["tenant_id"], r["idempotency_key"]) for r in a.rows}, **(answer or {})}
@@ -97,7 +97,7 @@ def test_deferred_a_new_key_is_only_locked_and_written_with_its_end() -> None:
     assert state.calls[0].unwritten and state.calls[0].runs
 
 
-def key_row(c: machine.Call, status: KeyStatus, **fields: Any) -> KeyRow:
+def key_row(c: machine.Arrived, status: KeyStatus, **fields: Any) -> KeyRow:
     base: dict[str, Any] = dict(
         status=status,
         request_hash=c.record.call.request_hash,

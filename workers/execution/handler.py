@@ -134,12 +134,12 @@ class ExecutionHandler(Handler[StageRecord]):
                 extra={"stage": STAGE, "action": "mark_sent_failed", "count": len(ids), "error": repr(exc)},
             )
 
-    def _call(self, call: Inbound[StageRecord], now: int) -> machine.Call:
+    def _call(self, call: Inbound[StageRecord], now: int) -> machine.Arrived:
         record = call.model
         contract = self.registry.get(record.call.tool_name, record.call.tool_version)
         key = record.call.idempotency_key if contract.is_mutation else None
         job = Job(record, contract, key or "", deadline_for(contract, now, record.call.deadline_ms))
-        return machine.Call(record, call.traceparent, call.raw, job, key)
+        return machine.Arrived(record, call.traceparent, call.raw, job, key)
 
     async def _in_one_transaction(self, prepared: machine.Prepared, careful: bool) -> tuple[machine.Recorded, Held]:
         """A round whose effects all run in Postgres: every step in one transaction, one commit

@@ -25,10 +25,10 @@ from toolgate.states import KeyStatus
 from toolgate.workers.execution.answers import stored_response
 
 if TYPE_CHECKING:
-    from toolgate.workers.execution.machine import Call
+    from toolgate.workers.execution.machine import Arrived
 
 
-def reservation(call: Call) -> dict[str, Any]:
+def reservation(call: Arrived) -> dict[str, Any]:
     """What a new key records of the call that reserves it."""
     return {
         "tenant_id": call.record.call.tenant_id,
@@ -44,7 +44,7 @@ def reservation(call: Call) -> dict[str, Any]:
     }
 
 
-def redrive_row(call: Call, attempt: int) -> dict[str, Any]:
+def redrive_row(call: Arrived, attempt: int) -> dict[str, Any]:
     """An existing key this call runs again, as this attempt, leased to this process."""
     return {
         "tenant_id": call.record.call.tenant_id,
@@ -68,7 +68,7 @@ def settlement(tenant_id: str, key: str, res: ExecutionResult, status: KeyStatus
     }
 
 
-def settled_row(call: Call, res: ExecutionResult, status: KeyStatus) -> dict[str, Any]:
+def settled_row(call: Arrived, res: ExecutionResult, status: KeyStatus) -> dict[str, Any]:
     """A new key as `insert_settled` writes it: its reservation and its end at once (the driver
     stores the response as JSON text)."""
     return {**reservation(call), **settlement(call.record.call.tenant_id, call.key or "", res, status)}

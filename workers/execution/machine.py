@@ -53,7 +53,7 @@ class Lease:
 
 
 @dataclass(frozen=True)
-class Call:
+class Arrived:
     """One call as it came in: its record, bytes and trace, and what it runs (`key` None: a read)."""
 
     record: StageRecord
@@ -76,7 +76,7 @@ class Call:
 class CallState:
     """What the round knows of one call so far; each step returns new ones."""
 
-    call: Call
+    call: Arrived
     plan: idem.Plan | None = None
     late: bool = False  # a mutation past its deadline: it runs nothing, but may replay
     leader: int | None = None  # the index of an earlier call of this round with the same key
@@ -159,12 +159,12 @@ def _expect(state: object, kind: type) -> None:
         raise OutOfOrder(f"this step follows {kind.__name__}, not {type(state).__name__}")
 
 
-def prepare(calls: Sequence[Call], now: int) -> Prepared:
+def prepare(calls: Sequence[Arrived], now: int) -> Prepared:
     """Before anything is read: each call's answer, lateness, or plan (decision.prepare)."""
     return Prepared(tuple(_prepared(call, now) for call in calls), now)
 
 
-def _prepared(call: Call, now: int) -> CallState:
+def _prepared(call: Arrived, now: int) -> CallState:
     state = CallState(call)
     found = decision.prepare(call.record, call.job.contract, call.key, call.traceparent, now)
     if isinstance(found, decision.Answer):
