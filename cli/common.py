@@ -43,7 +43,7 @@ def running() -> Settings:
 
 def registry_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Call an operator's registry function; a request it refuses exits 1 with the reason."""
-    from toolgate.ops.agents import RegistryError
+    from toolgate.ops.registry import RegistryError
 
     try:
         return fn(*args, **kwargs)

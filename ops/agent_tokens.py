@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from toolgate.ops.agents import RegistryError, utc_text
+from toolgate.ops.registry import RegistryError, utc_text
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
 from toolgate.store import agents, audit

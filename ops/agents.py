@@ -14,15 +14,13 @@ same transaction.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 
 from toolgate.kafka_security import ADMIN, client_config
-from toolgate.schemas.errors import PermanentError
+from toolgate.ops.registry import RegistryError, in_transaction, utc_text
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
 from toolgate.store import agents, audit, tenants
@@ -31,26 +29,6 @@ from toolgate.trust.agent_keys import AgentKeyring, check_name, key_id_of, read_
 from toolgate.trust.signing import new_key, public_bytes
 
 STAGE = "registry"
-T = TypeVar("T")
-
-
-class RegistryError(PermanentError):
-    """An operator's request the registry refuses (said plainly, not a stack trace)."""
-
-
-def in_transaction(database_url: str, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
-    """Run `work` in one transaction: whatever it raises rolls back everything it wrote."""
-
-    async def run() -> T:
-        async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
-            return await work(conn)
-
-    return asyncio.run(run())
-
-
-def utc_text(at: dt.datetime) -> str:
-    """A registry's timestamp as the operators' listings show it, in UTC."""
-    return at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 # --- tenants ---------------------------------------------------------------------------------

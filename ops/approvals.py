@@ -22,7 +22,7 @@ from rich.text import Text
 
 from toolgate.client import ApprovalClient
 from toolgate.kafka_security import APPROVALS, client_config
-from toolgate.ops.agents import utc_text
+from toolgate.ops.registry import utc_text
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
 from toolgate.store import approvals, approvers, audit

@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from toolgate.ops.agents import RegistryError, in_transaction, utc_text
+from toolgate.ops.registry import RegistryError, in_transaction, utc_text
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
 from toolgate.store import approvers, audit

@@ -1,0 +1,35 @@
+"""What the operator commands on the registries share (tenants and agents, agent tokens,
+approvers, approvals): the refusal they answer with, one transaction for a change and its audit
+rows, and a timestamp as their listings show it."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import psycopg
+
+from toolgate.schemas.errors import PermanentError
+
+T = TypeVar("T")
+
+
+class RegistryError(PermanentError):
+    """An operator's request the registry refuses (said plainly, not a stack trace)."""
+
+
+def in_transaction(database_url: str, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+    """Run `work` in one transaction: whatever it raises rolls back everything it wrote."""
+
+    async def run() -> T:
+        async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
+            return await work(conn)
+
+    return asyncio.run(run())
+
+
+def utc_text(at: dt.datetime) -> str:
+    """A registry's timestamp as the operators' listings show it, in UTC."""
+    return at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
