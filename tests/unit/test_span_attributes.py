@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from toolgate.schemas.models import TaxonomyClass
+from toolgate.telemetry.call_attributes import CALL_ATTRIBUTES
 from toolgate.workers.runtime import span_attributes
 from toolgate.workers.runtime.results import reject
 
@@ -94,3 +95,13 @@ def test_a_result_at_normalization_is_judged_by_the_stage_that_produced_it() -> 
     closed = span_attributes.closed("normalization", "OUT_OF_BOUNDS", result)
     assert (closed["tool.validation.status"], closed["tool.error_code"]) == ("failed", "OUT_OF_BOUNDS")
     assert closed["tool.repairable"] is True
+
+
+def test_every_call_span_carries_exactly_the_attributes_a_contract_may_name() -> None:
+    """A contract's `observability.trace_attributes` is checked against CALL_ATTRIBUTES at
+    admission: that set must be what the spans carry, no more and no less."""
+    model = proposal("notify.send_email", "{}", tool_version="1.x", idempotency_key="k-123")
+    carried = span_attributes.opened("validation", model, model.call_id) | span_attributes.closed(
+        "validation", "forwarded", model
+    )
+    assert set(carried) == CALL_ATTRIBUTES
