@@ -6,7 +6,9 @@ binding>}`. It is admitted only if the contract validates against the reference
 output schemas are valid JSON Schemas, its examples satisfy its input schema, and its file
 path names the same tool and version, and its binding cannot fail open (binding_rules.py:
 every lookup selects tenant_id, every tenant-bound argument is required, every statement names
-only the context a call gives). A document that fails is refused at start (`ContractRefused`),
+only the context a call gives), and it asks nothing of the runtime the runtime cannot honour
+(honoured.py: a sandbox, a secret where none may be, a span attribute no span carries, an error
+contract the taxonomy forbids). A document that fails is refused at start (`ContractRefused`),
 never silently degraded.
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from toolgate.contracts import binding_rules
+from toolgate.contracts import binding_rules, honoured
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.errors import PermanentError
 
@@ -65,8 +67,9 @@ def admit(document: Mapping[str, Any], source: str) -> Contract:
         for error in contract.input_validator.iter_errors(example["arguments"]):
             raise ContractRefused(f"{source}: example {i} violates the input schema: {error.message}")
     fails_open = binding_rules.problems(contract.name, contract.version, contract.binding, contract.input_schema)
-    if fails_open:
-        raise ContractRefused(f"{source}: " + "; ".join(fails_open))
+    unhonoured = honoured.problems(contract)
+    if fails_open or unhonoured:
+        raise ContractRefused(f"{source}: " + "; ".join(fails_open + unhonoured))
     return contract
 
 

@@ -4,6 +4,7 @@ it, contracts/registry.py resolves versions)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from typing import Any
 import fastjsonschema
 from jsonschema import Draft202012Validator
 
+from toolgate.contracts.error_contract import ErrorContract
 from toolgate.contracts.schema_work import MeteredValidator
 
 VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
@@ -49,6 +51,29 @@ class Contract:
     @cached_property
     def lifecycle(self) -> str:
         return str(self.document["identity"]["lifecycle"]["status"])
+
+    @cached_property
+    def sunset_date(self) -> dt.date | None:
+        """When a deprecated version stops running (admission refuses one that is not a date)."""
+        text = self.document["identity"]["lifecycle"].get("sunset_date")
+        return dt.date.fromisoformat(text) if text else None
+
+    def sunset_by(self, today: dt.date) -> bool:
+        """Sunsetted, or deprecated with its sunset date come: it runs no more."""
+        if self.lifecycle == "sunsetted":
+            return True
+        return self.lifecycle == "deprecated" and self.sunset_date is not None and self.sunset_date <= today
+
+    def instead(self) -> str:
+        """What to call instead of this version once it is sunset."""
+        return str(self.document["identity"]["lifecycle"].get("replacement") or "an active version")
+
+    def sunset_notice(self) -> str:
+        """What a call of a sunset version is told: when, and what to use instead."""
+        lifecycle = self.document["identity"]["lifecycle"]
+        when = f" on {lifecycle['sunset_date']}" if lifecycle.get("sunset_date") else ""
+        instead = f"; use {lifecycle['replacement']}" if lifecycle.get("replacement") else ""
+        return f"{self.name} {self.version} was sunset{when}{instead}"
 
     @cached_property
     def side_effect_class(self) -> str:
@@ -92,6 +117,11 @@ class Contract:
     @cached_property
     def max_retries(self) -> int:
         return int(self.document["runtime"]["max_retries"])
+
+    @cached_property
+    def errors(self) -> ErrorContract:
+        """What its error contract's lists make of each taxonomy class (contracts/error_contract.py)."""
+        return ErrorContract.of(self.document["error_contract"])
 
     @cached_property
     def idempotency_ttl_seconds(self) -> int:

@@ -24,10 +24,11 @@ class Resolution(PermanentError):
 
     taxonomy_class = TaxonomyClass.STRUCTURAL_VIOLATION
 
-    def __init__(self, code: str, message: str, field: str) -> None:
+    def __init__(self, code: str, message: str, field: str, expected: str = "a registered tool and version") -> None:
         super().__init__(message)
         self.code = code
         self.field = field
+        self.expected = expected  # what the caller should name instead
 
 
 class Registry:
@@ -103,7 +104,7 @@ class Registry:
                 raise Resolution("unknown_version", f"{name} has no active {spec} version", "tool_version")
             contract = max(candidates, key=lambda c: c.version_tuple)
         if contract.lifecycle == "sunsetted":
-            raise Resolution("version_sunsetted", f"{name} {contract.version} is sunsetted", "tool_version")
+            raise Resolution("version_sunsetted", contract.sunset_notice(), "tool_version", contract.instead())
         return contract
 
 

@@ -1,7 +1,9 @@
 """A custom contract that would fail open is refused before toolgate uses it (N15), through the
 real CLI and TOOLGATE_CONTRACTS_DIR: a lookup that does not select tenant_id, or a tenant-bound
-argument the input schema lets a caller leave out. The message names the file, the contract and
-the field. (The gates fail closed as well: tests/unit/test_fail_closed_contracts.py.)"""
+argument the input schema lets a caller leave out. So is one that asks what the runtime cannot
+honour (contracts/honoured.py): a sandbox, a span attribute no span carries, an error contract the
+taxonomy forbids. The message names the file, the contract and the field. (The gates fail closed
+as well: tests/unit/test_fail_closed_contracts.py; every refusal: tests/unit/test_honoured.py.)"""
 
 from __future__ import annotations
 
@@ -29,11 +31,26 @@ def _optional(doc: dict[str, Any]) -> None:
     doc["contract"]["affordance"]["input_schema"]["required"] = []
 
 
+def _sandboxed(doc: dict[str, Any]) -> None:
+    doc["contract"]["runtime"]["sandbox_isolated"] = True
+
+
+def _unknown_attribute(doc: dict[str, Any]) -> None:
+    doc["contract"]["observability"]["trace_attributes"] = ["tool.name", "user.email"]
+
+
+def _retried_forgery(doc: dict[str, Any]) -> None:
+    doc["contract"]["error_contract"]["retryable_errors"].append("SIGNATURE_MISMATCH")
+
+
 @pytest.mark.parametrize(
     ("mutate", "said"),
     [
         (_no_tenant, "binding.tenant_binding[0].lookup of invoice.fetch 1.1.0 does not select tenant_id"),
         (_optional, "binding.tenant_binding[0].argument of invoice.fetch 1.1.0 names 'invoice_id'"),
+        (_sandboxed, "runtime.sandbox_isolated of invoice.fetch 1.1.0: true asks for a sandbox"),
+        (_unknown_attribute, "observability.trace_attributes of invoice.fetch 1.1.0: no span carries 'user.email'"),
+        (_retried_forgery, "the taxonomy never lets SIGNATURE_MISMATCH be retried"),
     ],
 )
 def test_a_contract_that_would_fail_open_is_refused(

@@ -429,6 +429,27 @@ def test_unverifiable_outcome_fails_closed_and_replaying_its_dead_letter_never_e
     assert len(_ledger_for(pipeline, key)) == 1
 
 
+def test_an_error_is_answered_as_the_tools_error_contract_says(pipeline: Pipeline) -> None:
+    """notify.send_email leaves IDEMPOTENCY_CONFLICT out of its retryable errors: when its provider
+    keeps answering 409 (in progress) past execution's own retries, the agent is told not to retry,
+    where the taxonomy alone would let it."""
+    pipeline.provider("/_control/faults", {"fail_statuses": [409] * 20})
+    try:
+        sent = pipeline.propose(
+            "notify.send_email",
+            {"to": "ap@coyote.example", "subject": "Reminder", "body": "Please pay."},
+            idempotency_key=f"email-{uuid.uuid4().hex}",
+        )
+        approval_id = _approval_of(pipeline, sent)
+        assert pipeline.cli("approvals", "approve", approval_id, "--as", "carol").returncode == 0
+        final = pipeline.wait(sent, timeout=60)
+    finally:
+        pipeline.provider("/_control/faults", {})
+    assert taxonomy(final) == "IDEMPOTENCY_CONFLICT"
+    assert final["status"]["retryable"] is False
+    assert final["result_payload"]["data"]["feedback"]["retryable"] is False
+
+
 def test_compensation_undoes_a_draft_exactly_once(pipeline: Pipeline) -> None:
     run_id, operation = f"run_{uuid.uuid4().hex[:10]}", f"op_{uuid.uuid4().hex[:10]}"
     sent = pipeline.propose(

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from tests.unit.factories import FAST, JSON_VALUES, TRACEPARENT, registry, stage_record
+from toolgate.contracts.error_contract import Judged
 from toolgate.schemas.models import ExecutionResult, FieldError, Observation, TaxonomyClass, Verification
 from toolgate.scrubber import Scrubber
 from toolgate.taxonomy import vector
@@ -146,6 +147,9 @@ def test_every_taxonomy_class_via_reject_validates(taxonomy: TaxonomyClass) -> N
         return
     assert normalized.problem is None
     v = vector(taxonomy)
+    # as charge_card's error contract reads the class (its own cases: the test below)
+    tool = registry().resolve("payment.charge_card", "latest").errors
+    v = v._replace(**tool.judge(taxonomy, Judged(v.repairable, v.retryable, v.fail_closed, v.next_action))._asdict())
     assert obs.status.taxonomy_class is taxonomy
     assert obs.status.is_error is True
     assert (
@@ -158,6 +162,33 @@ def test_every_taxonomy_class_via_reject_validates(taxonomy: TaxonomyClass) -> N
     assert [(e.field, e.code) for e in obs.result_payload.errors] == [("amount_cents", "x"), (None, "y")]
     feedback = obs.result_payload.data["feedback"]  # type: ignore[index]
     assert feedback["error_code"] == taxonomy.value and feedback["next_action"] == v.next_action
+
+
+@pytest.mark.parametrize(
+    ("taxonomy", "retryable", "fail_closed", "next_action"),
+    [
+        # charge_card lists TIMEOUT to escalate and fail closed, never to retry
+        (TaxonomyClass.TIMEOUT, False, True, "escalate"),
+        # ... and leaves IDEMPOTENCY_CONFLICT out of its retryable errors
+        (TaxonomyClass.IDEMPOTENCY_CONFLICT, False, False, "retry_after_delay"),
+        (TaxonomyClass.RATE_LIMITED, True, False, "retry_after_delay"),
+        (TaxonomyClass.DEPENDENCY_UNAVAILABLE, True, False, "retry_after_recovery"),
+        (TaxonomyClass.UNKNOWN_ERROR, False, True, "escalate"),
+    ],
+)
+def test_an_error_is_judged_by_the_tools_error_contract(
+    taxonomy: TaxonomyClass, retryable: bool, fail_closed: bool, next_action: str
+) -> None:
+    obs = normalize(failure(taxonomy), registry(), SCRUB).observation
+    assert (obs.status.retryable, obs.status.fail_closed) == (retryable, fail_closed)
+    feedback = obs.result_payload.data["feedback"]  # type: ignore[index]
+    assert (feedback["retryable"], feedback["next_action"]) == (retryable, next_action)
+
+
+def test_a_tool_whose_version_is_unknown_is_judged_by_the_taxonomy_alone() -> None:
+    res = failure(TaxonomyClass.TIMEOUT).model_copy(update={"tool_version": "1.x"})
+    obs = normalize(res, registry(), SCRUB).observation
+    assert (obs.status.retryable, obs.status.fail_closed) == (True, False)
 
 
 def test_rate_limited_retry_after_in_feedback() -> None:

@@ -8,7 +8,9 @@ any other it cannot normalize. A property test of `normalize` checks every obser
 against the reference schema, so no run-time schema check costs each call its price. A
 successful result's data must also satisfy the contract's output schema; when it does not,
 the agent gets OBSERVATION_NORMALIZATION_FAIL (fail closed) instead of the raw payload, and
-the result is dead-lettered for an operator. Data and errors are scrubbed of registered
+the result is dead-lettered for an operator. An error is judged by the tool's own error contract
+(contracts/error_contract.py): its lists narrow what the agent may repair or retry, add what fails
+closed, and name what to escalate, in the status and in the feedback alike. Data and errors are scrubbed of registered
 secrets on the way out: the handler passes the scrubber in (`Scrub`), so this module needs no
 telemetry and stays pure.
 """
@@ -19,6 +21,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from toolgate.contracts.contract import Contract
+from toolgate.contracts.error_contract import Judged
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.models import (
     ExecutionMetadata,
@@ -59,6 +63,7 @@ def build(
     errors: list[ObservationError],
     scrub: Scrub,
     taxonomy: TaxonomyClass | None = None,
+    contract: Contract | None = None,
 ) -> Observation:
     """The observation of `res`. Every value comes from models already validated (the result,
     a taxonomy class's vector) or is made here of their types, so the models are built without
@@ -88,6 +93,8 @@ def build(
             "requires_approval": status.requires_approval,
             "fail_closed": status.fail_closed,
         }
+    if contract is not None and status_values["is_error"]:
+        data = _as_the_tool_says(contract, status_values, data)
     metadata = {
         "timestamp": rfc3339(res.completed_at_ms),
         "latency_ms": max(0, res.completed_at_ms - res.created_at_ms),
@@ -109,6 +116,33 @@ def build(
     )
 
 
+def _as_the_tool_says(contract: Contract, status: dict[str, Any], data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An error as the tool's error contract reads it: `status`'s flags set in place, and the data
+    returned with its feedback (when it has one) saying the same and the next action."""
+    taxonomy = status["taxonomy_class"]
+    feedback = data.get("feedback") if data is not None else None
+    told = feedback if isinstance(feedback, dict) else {}
+    said = Judged(
+        status["repairable"],
+        status["retryable"],
+        status["fail_closed"],
+        told.get("next_action") or vector(taxonomy).next_action,
+    )
+    judged = contract.errors.judge(taxonomy, said)
+    status.update(repairable=judged.repairable, retryable=judged.retryable, fail_closed=judged.fail_closed)
+    if data is None or not told:
+        return data
+    said_now = {"repairable": judged.repairable, "retryable": judged.retryable, "next_action": judged.next_action}
+    return {**data, "feedback": {**told, **said_now}}
+
+
+def _contract_of(res: ExecutionResult, registry: Registry) -> Contract | None:
+    try:
+        return registry.get(res.tool_name, res.tool_version)
+    except KeyError:  # a call refused before its version was resolved
+        return None
+
+
 def normalize(res: ExecutionResult, registry: Registry, scrub: Scrub) -> Normalized:
     data = scrub.obj(res.data) if res.data is not None else None
     errors = [
@@ -120,25 +154,22 @@ def normalize(res: ExecutionResult, registry: Registry, scrub: Scrub) -> Normali
         for e in res.errors
     ]
     problem = None
-    if res.outcome.taxonomy_class is TaxonomyClass.SUCCESS and not (data or {}).get("dry_run"):
-        try:
-            contract = registry.get(res.tool_name, res.tool_version)
-        except KeyError:
-            contract = None
-        if contract is not None and not contract.accepts_output(data or {}):
-            violations = [
-                f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
-                for e in contract.output_validator.iter_errors(data or {})
-            ]
-            if violations:
-                problem = "result does not satisfy the output schema: " + "; ".join(violations)[:1500]
+    contract = _contract_of(res, registry)
+    checked = res.outcome.taxonomy_class is TaxonomyClass.SUCCESS and not (data or {}).get("dry_run")
+    if checked and contract is not None and not contract.accepts_output(data or {}):
+        violations = [
+            f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+            for e in contract.output_validator.iter_errors(data or {})
+        ]
+        if violations:
+            problem = "result does not satisfy the output schema: " + "; ".join(violations)[:1500]
     if problem is None and res.verification.delay_seconds < 0:
         problem = (
             "observation does not satisfy the reference schema: "
             f"verification/delay_seconds: {res.verification.delay_seconds} is less than the minimum of 0"
         )
     if problem is None:
-        return Normalized(build(res, data, errors, scrub))
+        return Normalized(build(res, data, errors, scrub, contract=contract))
     failed = build(
         res,
         None,
@@ -151,5 +182,6 @@ def normalize(res: ExecutionResult, registry: Registry, scrub: Scrub) -> Normali
         ],
         scrub,
         TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL,
+        contract,
     )
     return Normalized(failed, problem)

@@ -1,0 +1,143 @@
+"""What the runtime can honour of a contract, checked at admission: every field of the reference
+contract is either enforced by a stage or, set to a value this runtime cannot keep, refused here,
+naming the field. Nothing is admitted to be silently ignored. Field by field, what honours it and
+when it is refused:
+
+* `identity.lifecycle`: validation refuses a call of a sunsetted version, or of a deprecated one
+  whose sunset date has come, naming its replacement. Refused: a sunset date that is no date.
+* `runtime.sandbox_isolated`: refused when true. No executor runs a tool in a sandbox: postgres
+  statements, http requests and python callables all run in the execution worker's process.
+* `security.secrets_boundary`: `gateway_injected` is what the runtime does (execution resolves an
+  http binding's `auth.secret_ref` and sends the secret; the tool never sees the reference).
+  Refused: `execution_sandbox` (there is no sandbox to hand a secret to), and `none` with a
+  binding that names a secret.
+* `security.tenant_scoped`: every stage scopes a call by its proven tenant. Refused: true with a
+  postgres statement that never binds `%(ctx.tenant_id)s`.
+* `idempotency.supported` and `key_header`: the header carries the key to the provider
+  (workers/execution/http.py); execution keys every mutation whatever the provider supports.
+  Refused: false with a key header.
+* `idempotency.required`: every mutation is keyed, by the caller's key or the seeds' derived one
+  (schemas/hashing.py). Refused: true on a READ_ONLY tool, whose call is answered once per call
+  id and never keyed by its operation.
+* `idempotency.payload_hash_required`: always honoured: every key, and every read's outcome, is
+  bound to the call's request hash.
+* `observability.trace_attributes`: every stage's span carries every name in `CALL_ATTRIBUTES`.
+  Refused: a name no span carries.
+* `error_contract.*`: normalization judges each error by the tool's lists
+  (contracts/error_contract.py). Refused: a name that is no taxonomy class, or SUCCESS; a class
+  listed repairable or retryable that the taxonomy never lets be; a class both retried and
+  escalated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from toolgate.contracts.contract import Contract
+from toolgate.contracts.error_contract import LISTS, ErrorContract
+from toolgate.schemas.models import TaxonomyClass
+from toolgate.taxonomy import vector
+from toolgate.telemetry.call_attributes import CALL_ATTRIBUTES
+
+
+def problems(contract: Contract) -> list[str]:
+    """Every field of `contract` set to what this runtime cannot honour, each named."""
+    where = f"{contract.name} {contract.version}"
+    return [f"{field} of {where}: {why}" for field, why in _refused(contract)]
+
+
+def _refused(contract: Contract) -> Iterator[tuple[str, str]]:
+    yield from _lifecycle(contract)
+    yield from _runtime(contract)
+    yield from _security(contract)
+    yield from _idempotency(contract)
+    yield from _observability(contract)
+    yield from _error_contract(contract)
+
+
+def _lifecycle(contract: Contract) -> Iterator[tuple[str, str]]:
+    try:
+        contract.sunset_date  # noqa: B018 - admission check
+    except ValueError:
+        sunset = contract.document["identity"]["lifecycle"]["sunset_date"]
+        yield "identity.lifecycle.sunset_date", f"{sunset!r} is not a date (YYYY-MM-DD)"
+
+
+def _runtime(contract: Contract) -> Iterator[tuple[str, str]]:
+    if contract.document["runtime"].get("sandbox_isolated"):
+        yield (
+            "runtime.sandbox_isolated",
+            "true asks for a sandbox, and this runtime has none: every executor runs in the execution "
+            "worker's process; set it false",
+        )
+
+
+def _security(contract: Contract) -> Iterator[tuple[str, str]]:
+    security = contract.document["security"]
+    boundary = security["secrets_boundary"]
+    secret = (contract.executor.get("auth") or {}).get("secret_ref")
+    if boundary == "execution_sandbox":
+        yield (
+            "security.secrets_boundary",
+            "execution_sandbox hands secrets to a sandbox, and this runtime has none; use gateway_injected",
+        )
+    elif boundary == "none" and secret:
+        yield (
+            "security.secrets_boundary",
+            f"none, but the binding's executor.auth names the secret {secret!r}; use gateway_injected",
+        )
+    statement = contract.executor.get("statement")
+    if security["tenant_scoped"] and statement is not None and "%(ctx.tenant_id)s" not in statement:
+        yield (
+            "security.tenant_scoped",
+            "true, but the binding's statement never binds %(ctx.tenant_id)s: it could act on any tenant's rows",
+        )
+
+
+def _idempotency(contract: Contract) -> Iterator[tuple[str, str]]:
+    idempotency = contract.document["idempotency"]
+    if not idempotency["supported"] and idempotency.get("key_header"):
+        yield (
+            "idempotency.key_header",
+            f"{idempotency['key_header']!r} names a header for keys, but idempotency.supported is false",
+        )
+    if idempotency["required"] and not contract.is_mutation:
+        yield (
+            "idempotency.required",
+            "true on a READ_ONLY tool: a read is answered once per call id and never keyed by its "
+            "operation; set it false",
+        )
+
+
+def _observability(contract: Contract) -> Iterator[tuple[str, str]]:
+    unknown = [a for a in contract.document["observability"]["trace_attributes"] if a not in CALL_ATTRIBUTES]
+    if unknown:
+        yield (
+            "observability.trace_attributes",
+            f"no span carries {', '.join(map(repr, unknown))}; "
+            f"a call's spans carry {', '.join(sorted(CALL_ATTRIBUTES))}",
+        )
+
+
+def _error_contract(contract: Contract) -> Iterator[tuple[str, str]]:
+    lists = contract.document["error_contract"]
+    for name in LISTS:
+        unknown = [c for c in lists[name] if c not in TaxonomyClass.__members__]
+        if unknown:
+            yield f"error_contract.{name}", f"{', '.join(map(repr, unknown))} is not a taxonomy class"
+    for name in LISTS:
+        if TaxonomyClass.SUCCESS.value in lists[name]:
+            yield f"error_contract.{name}", "SUCCESS is not an error"
+    errors = ErrorContract.of(lists)
+    never_repairable = sorted(t.value for t in errors.repairable if not vector(t).repairable)
+    if never_repairable:
+        yield "error_contract.repairable_errors", f"the taxonomy never lets {', '.join(never_repairable)} be repaired"
+    never_retryable = sorted(t.value for t in errors.retryable if not vector(t).retryable)
+    if never_retryable:
+        yield "error_contract.retryable_errors", f"the taxonomy never lets {', '.join(never_retryable)} be retried"
+    both = sorted(t.value for t in errors.retryable & errors.escalated)
+    if both:
+        yield (
+            "error_contract.escalation_errors",
+            f"{', '.join(both)} is also retryable: a class is retried or escalated",
+        )
