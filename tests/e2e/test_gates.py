@@ -223,6 +223,18 @@ def test_a_deprecated_version_answers_with_a_warning(pipeline: Pipeline) -> None
     assert not any("deprecated" in w for w in current["result_payload"]["warnings"])
 
 
+def test_a_sunsetted_version_is_refused_naming_its_replacement(pipeline: Pipeline) -> None:
+    old = pipeline.call("invoice.create_draft", {"customer_id": "cus_acme01"}, version="1.0.0")
+    assert taxonomy(old) == "STRUCTURAL_VIOLATION" and old["status"]["repairable"] is True
+    [error] = old["result_payload"]["data"]["feedback"]["field_errors"]
+    assert (error["field"], error["code"], error["expected"]) == (
+        "tool_version",
+        "version_sunsetted",
+        "invoice.create_draft@1.0.1",
+    )
+    assert error["message"] == "invoice.create_draft 1.0.0 was sunset on 2026-11-28; use invoice.create_draft@1.0.1"
+
+
 # --- approvals -------------------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import hashlib
 import io
 import json
@@ -59,6 +60,9 @@ JSON_VALUES = st.recursive(
     lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=12), children, max_size=5),
     max_leaves=25,
 )
+
+# The day the validation decisions are judged on: before every shipped contract's sunset date.
+TODAY = dt.date(2026, 11, 1)
 
 
 @cache

@@ -5,6 +5,7 @@ statement tells the caller."""
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import psycopg
@@ -62,7 +63,7 @@ def test_the_draft_that_read_the_callers_key_is_sunsetted_for_its_patch() -> Non
     assert (old.lifecycle, new.lifecycle) == ("sunsetted", "active")
     assert old.document["identity"]["lifecycle"]["replacement"] == "invoice.create_draft@1.0.1"
     assert registry().resolve("invoice.create_draft", "latest") is new
-    with pytest.raises(Resolution, match="sunsetted"):
+    with pytest.raises(Resolution, match=re.escape("was sunset on 2026-11-28; use invoice.create_draft@1.0.1")):
         registry().resolve("invoice.create_draft", "1.0.0")
     # The binding is all that changed: a PATCH, as `toolgate contracts check --all` holds.
     [report] = [r for r in check_registry(registry()) if r.name == "invoice.create_draft"]

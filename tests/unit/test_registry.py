@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.unit.factories import contracts, first_example, proposal, registry
+from tests.unit.factories import TODAY, contracts, first_example, proposal, registry
 from toolgate.contracts.admission import ContractRefused, admit
 from toolgate.contracts.contract import Contract, parse_version
 from toolgate.contracts.registry import Registry, Resolution, load_documents, load_registry
-from toolgate.workers.validation.decision import Pass, decide, deprecation_warnings
+from toolgate.schemas.models import TaxonomyClass
+from toolgate.workers.validation.decision import Pass, Reject, decide, deprecation_warnings
 
 SHIPPED = Path(contracts()[0].source).parent.parent
 
@@ -112,8 +115,33 @@ def test_deprecated_version() -> None:
     assert "deprecated" in warning and "2030-01-01" in warning and "invoice.fetch 1.0.0" in warning
     assert deprecation_warnings(reg.resolve("invoice.fetch", "1.0.0")) == ()
     # the warning travels with the validation decision
-    decision = decide(proposal("invoice.fetch", {"invoice_id": "inv_acme0001"}, tool_version="1.1.0"), reg)
+    decision = decide(proposal("invoice.fetch", {"invoice_id": "inv_acme0001"}, tool_version="1.1.0"), reg, TODAY)
     assert isinstance(decision, Pass) and decision.warnings == (warning,)
+
+
+def test_a_deprecated_version_runs_until_its_sunset_date_and_then_is_refused_naming_its_replacement() -> None:
+    base = document()
+    reg = registry_of(
+        with_version(base, "1.0.0"),
+        with_version(base, "1.1.0", "deprecated", sunset_date="2026-11-15", replacement="invoice.fetch@1.0.0"),
+    )
+    call = proposal("invoice.fetch", {"invoice_id": "inv_acme0001"}, tool_version="1.1.0")
+    assert isinstance(decide(call, reg, dt.date(2026, 11, 14)), Pass)
+    for day in (dt.date(2026, 11, 15), dt.date(2027, 1, 1)):
+        refused = decide(call, reg, day)
+        assert isinstance(refused, Reject) and refused.taxonomy_class is TaxonomyClass.STRUCTURAL_VIOLATION
+        (error,) = refused.errors
+        assert (error.field, error.code, error.expected) == ("tool_version", "version_sunsetted", "invoice.fetch@1.0.0")
+        assert error.message == "invoice.fetch 1.1.0 was sunset on 2026-11-15; use invoice.fetch@1.0.0"
+    # without a date it is only deprecated: it runs, with its warning
+    undated = registry_of(with_version(base, "1.1.0", "deprecated"))
+    assert isinstance(decide(call, undated, dt.date(2099, 1, 1)), Pass)
+
+
+def test_a_sunset_date_that_is_no_date_is_refused() -> None:
+    said = "identity.lifecycle.sunset_date of invoice.fetch 1.1.0: '2026-13-01' is not a date"
+    with pytest.raises(ContractRefused, match=re.escape(said)):
+        registry_of(with_version(document(), "1.1.0", "deprecated", sunset_date="2026-13-01"))
 
 
 def test_deprecated_without_sunset_date_warns() -> None:
@@ -136,6 +164,7 @@ def test_sunsetted_version() -> None:
     with pytest.raises(Resolution) as info:
         reg.resolve("invoice.fetch", "1.1.0")
     assert (info.value.code, info.value.field) == ("version_sunsetted", "tool_version")
+    assert str(info.value) == "invoice.fetch 1.1.0 was sunset on 2024-01-01"
     assert reg.resolve("invoice.fetch", "latest").version == "1.0.0"
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema.exceptions
 import pytest
 
-from tests.unit.factories import contracts, first_example, proposal, registry
+from tests.unit.factories import TODAY, contracts, first_example, proposal, registry
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.registry import Registry
 from toolgate.contracts.schema_work import Spent, metered
@@ -51,7 +51,7 @@ def made(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
 def test_the_240_kib_proposal_of_the_review_makes_at_most_the_cap_of_errors(made: list[int]) -> None:
     args = draft_of([BAD], 240 * 1024)
     assert 240 * 1024 - 200 < len(json.dumps(args)) <= 240 * 1024 and len(args["lines"]) > 4000
-    decision = decide(proposal("invoice.create_draft", args), registry())
+    decision = decide(proposal("invoice.create_draft", args), registry(), TODAY)
     assert made[0] <= MAX_FINDINGS  # main: 12,082 (every line's three errors, and maxItems)
     assert isinstance(decision, Reject) and decision.taxonomy_class is TaxonomyClass.OUT_OF_BOUNDS
     assert len(decision.errors) <= MAX_FINDINGS and decision.work <= WORK
@@ -62,7 +62,7 @@ def test_the_240_kib_proposal_of_the_review_makes_at_most_the_cap_of_errors(made
 
 
 def test_findings_stop_at_the_cap_with_a_note_that_more_were_not_looked_for(made: list[int]) -> None:
-    decision = decide(proposal("invoice.create_draft", draft_of([BAD] * 50)), registry())  # 150 errors in all
+    decision = decide(proposal("invoice.create_draft", draft_of([BAD] * 50)), registry(), TODAY)  # 150 errors in all
     assert isinstance(decision, Reject) and len(decision.errors) == MAX_FINDINGS
     assert made[0] <= MAX_FINDINGS
     assert decision.errors[-1].code == "more_errors" and "49 findings" in decision.errors[-1].message
@@ -73,7 +73,7 @@ def test_findings_stop_at_the_cap_with_a_note_that_more_were_not_looked_for(made
 
 
 def test_a_few_findings_are_all_told_without_a_note() -> None:
-    decision = decide(proposal("invoice.create_draft", draft_of([GOOD, BAD])), registry())
+    decision = decide(proposal("invoice.create_draft", draft_of([GOOD, BAD])), registry(), TODAY)
     assert isinstance(decision, Reject)
     assert [(e.field, e.code) for e in decision.errors] == [
         ("lines[1].description", "out_of_bounds.minLength"),
@@ -98,7 +98,7 @@ def test_work_is_bounded_where_the_schema_declares_no_size_and_the_refusal_still
     custom, both = unbounded_lines()
     args = draft_of([GOOD], 240 * 1024)
     args["lines"][-1] = {**GOOD, "quantity": 0}  # the one mistake, past everything the budget reaches
-    decision = decide(proposal(custom.name, args, tool_version=custom.version), both)
+    decision = decide(proposal(custom.name, args, tool_version=custom.version), both, TODAY)
     assert isinstance(decision, Reject) and decision.work == WORK
     assert made[0] == 0  # the budget was spent walking valid lines: the compiled validator names it
     last = len(args["lines"]) - 1
@@ -113,7 +113,7 @@ def test_work_is_bounded_where_the_schema_declares_no_size_and_the_refusal_still
 def test_sizes_are_refused_whole_before_anything_inside_them_is_looked_at() -> None:
     args = draft_of([{**BAD, "description": "d" * 201}, GOOD])
     args["memo"] = "m" * 501
-    decision = decide(proposal("invoice.create_draft", args), registry())
+    decision = decide(proposal("invoice.create_draft", args), registry(), TODAY)
     assert isinstance(decision, Reject)
     assert [(e.field, e.code) for e in decision.errors] == [
         ("lines[0].description", "out_of_bounds.maxLength"),

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.factories import FAST, JSON_VALUES, contracts, first_example, proposal, registry
+from tests.unit.factories import FAST, JSON_VALUES, TODAY, contracts, first_example, proposal, registry
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.json_types import json_type
 from toolgate.schemas.hashing import payload_hash
@@ -322,7 +322,7 @@ def test_numeric_bound_cases_exist() -> None:
 
 
 def check_gate(case: Case) -> None:
-    decision = decide(proposal(case.tool, case.arguments), registry())
+    decision = decide(proposal(case.tool, case.arguments), registry(), TODAY)
     if case.taxonomy is None:
         assert isinstance(decision, Pass), decision
         return
@@ -345,7 +345,9 @@ def check_gate(case: Case) -> None:
 @pytest.mark.parametrize("contract", callable_contracts(), ids=lambda c: c.name)
 def test_every_example_passes(contract: Contract) -> None:
     for example in contract.document["affordance"]["examples"]:
-        decision = decide(proposal(contract.name, example["arguments"], tool_version=contract.version), registry())
+        decision = decide(
+            proposal(contract.name, example["arguments"], tool_version=contract.version), registry(), TODAY
+        )
         assert isinstance(decision, Pass), decision
         assert decision.contract == contract
         assert decision.payload_hash.startswith("sha256:")
@@ -362,23 +364,23 @@ def test_defaults_applied(tool: str, field: str, default: Any) -> None:
     contract = registry().resolve(tool, "latest")
     example = first_example(contract)
     assert field not in example
-    decision = decide(proposal(tool, example), registry())
+    decision = decide(proposal(tool, example), registry(), TODAY)
     assert isinstance(decision, Pass)
     assert field in decision.arguments and decision.arguments[field] == default
     # the hash covers the defaults: the same call with the default spelled out hashes the same
-    explicit = decide(proposal(tool, {**example, field: default}), registry())
+    explicit = decide(proposal(tool, {**example, field: default}), registry(), TODAY)
     assert isinstance(explicit, Pass) and explicit.payload_hash == decision.payload_hash
 
 
 def test_payload_hash_ignores_key_order_and_whitespace() -> None:
     contract = registry().resolve("payment.charge_card", "latest")
     example = first_example(contract)
-    a = decide(proposal(contract.name, example), registry())
+    a = decide(proposal(contract.name, example), registry(), TODAY)
     spaced = "{\n " + ",".join(f'"{k}" : {json.dumps(v)}' for k, v in reversed(example.items())) + "}"
-    b = decide(proposal(contract.name, spaced), registry())
+    b = decide(proposal(contract.name, spaced), registry(), TODAY)
     assert isinstance(a, Pass) and isinstance(b, Pass)
     assert a.payload_hash == b.payload_hash
-    c = decide(proposal(contract.name, {**example, "amount_cents": example["amount_cents"] + 1}), registry())
+    c = decide(proposal(contract.name, {**example, "amount_cents": example["amount_cents"] + 1}), registry(), TODAY)
     assert isinstance(c, Pass) and c.payload_hash != a.payload_hash
 
 
@@ -402,7 +404,7 @@ VALID = '{"invoice_id": "inv_acme0001"}'
     ids=["open-brace", "empty", "blank", "single-quotes", "trailing-comma", "bare-word", "two-documents", "deep"],
 )
 def test_malformed_json(text: str) -> None:
-    decision = decide(proposal("invoice.fetch", text), registry())
+    decision = decide(proposal("invoice.fetch", text), registry(), TODAY)
     assert isinstance(decision, Reject)
     assert decision.taxonomy_class is TaxonomyClass.SYNTACTIC_PARSE_FAIL
     assert [e.code for e in decision.errors] == ["invalid_json"]
@@ -417,7 +419,7 @@ def test_malformed_json(text: str) -> None:
     ],
 )
 def test_duplicate_keys(text: str, key: str) -> None:
-    decision = decide(proposal("invoice.fetch", text), registry())
+    decision = decide(proposal("invoice.fetch", text), registry(), TODAY)
     assert isinstance(decision, Reject)
     assert decision.taxonomy_class is TaxonomyClass.SYNTACTIC_PARSE_FAIL
     assert [(e.code, e.field) for e in decision.errors] == [("duplicate_key", key)]
@@ -426,7 +428,7 @@ def test_duplicate_keys(text: str, key: str) -> None:
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
 @pytest.mark.parametrize("template", ["{}", '{{"invoice_id": {}}}', "[{}]"])
 def test_non_finite_literals(literal: str, template: str) -> None:
-    decision = decide(proposal("invoice.fetch", template.format(literal)), registry())
+    decision = decide(proposal("invoice.fetch", template.format(literal)), registry(), TODAY)
     assert isinstance(decision, Reject)
     assert decision.taxonomy_class is TaxonomyClass.SYNTACTIC_PARSE_FAIL
     assert decision.errors[0].code == "invalid_json"
@@ -445,7 +447,7 @@ def test_non_finite_literals(literal: str, template: str) -> None:
     ],
 )
 def test_non_object(text: str, actual: str) -> None:
-    decision = decide(proposal("invoice.fetch", text), registry())
+    decision = decide(proposal("invoice.fetch", text), registry(), TODAY)
     assert isinstance(decision, Reject)
     assert decision.taxonomy_class is TaxonomyClass.STRUCTURAL_VIOLATION
     assert [(e.code, e.expected, e.actual) for e in decision.errors] == [("not_an_object", "object", actual)]
@@ -454,7 +456,7 @@ def test_non_object(text: str, actual: str) -> None:
 
 def test_too_large() -> None:
     text = json.dumps({"invoice_id": "inv_acme0001", "pad": "x" * MAX_ARGUMENTS_BYTES})
-    decision = decide(proposal("invoice.fetch", text), registry())
+    decision = decide(proposal("invoice.fetch", text), registry(), TODAY)
     assert isinstance(decision, Reject)
     assert decision.taxonomy_class is TaxonomyClass.OUT_OF_BOUNDS
     assert decision.errors[0].code == "too_large"
@@ -471,7 +473,7 @@ def test_size_limit_counts_bytes_not_characters() -> None:
 
 
 def test_unknown_tool() -> None:
-    decision = decide(proposal("no.such_tool", VALID), registry())
+    decision = decide(proposal("no.such_tool", VALID), registry(), TODAY)
     assert isinstance(decision, Reject)
     assert decision.taxonomy_class is TaxonomyClass.STRUCTURAL_VIOLATION
     assert [(e.field, e.code) for e in decision.errors] == [("tool_name", "unknown_tool")]
@@ -491,7 +493,7 @@ def test_unknown_tool() -> None:
     ],
 )
 def test_unresolvable_version(spec: str, code: str) -> None:
-    decision = decide(proposal("invoice.fetch", VALID, tool_version=spec), registry())
+    decision = decide(proposal("invoice.fetch", VALID, tool_version=spec), registry(), TODAY)
     assert isinstance(decision, Reject)
     assert decision.taxonomy_class is TaxonomyClass.STRUCTURAL_VIOLATION
     assert [(e.field, e.code) for e in decision.errors] == [("tool_version", code)]
@@ -499,19 +501,19 @@ def test_unresolvable_version(spec: str, code: str) -> None:
 
 @pytest.mark.parametrize("spec", ["1.0.0", "1.x", "latest"])
 def test_resolvable_version(spec: str) -> None:
-    decision = decide(proposal("invoice.fetch", VALID, tool_version=spec), registry())
+    decision = decide(proposal("invoice.fetch", VALID, tool_version=spec), registry(), TODAY)
     assert isinstance(decision, Pass)
     assert decision.contract.version == "1.0.0"
 
 
 def test_parse_failure_is_reported_before_resolution() -> None:
-    decision = decide(proposal("no.such_tool", "{"), registry())
+    decision = decide(proposal("no.such_tool", "{"), registry(), TODAY)
     assert isinstance(decision, Reject) and decision.taxonomy_class is TaxonomyClass.SYNTACTIC_PARSE_FAIL
 
 
 def test_several_findings_name_the_earliest_gate_and_list_all() -> None:
     args = {"invoice_id": "bad", "amount_cents": "ten", "zz": 1}  # bounds, type, structure; currency missing
-    decision = decide(proposal("payment.charge_card", args), registry())
+    decision = decide(proposal("payment.charge_card", args), registry(), TODAY)
     assert isinstance(decision, Reject)
     assert decision.taxonomy_class is TaxonomyClass.STRUCTURAL_VIOLATION
     codes = [e.code for e in decision.errors]
@@ -529,7 +531,7 @@ def test_several_findings_name_the_earliest_gate_and_list_all() -> None:
 def test_lone_surrogate_is_rejected_not_raised(escape: str) -> None:
     example = first_example(registry().resolve("notify.send_email", "latest"))
     text = json.dumps({**example, "subject": "@@"}).replace('"@@"', f'"{escape}"')
-    decision = decide(proposal("notify.send_email", text), registry())
+    decision = decide(proposal("notify.send_email", text), registry(), TODAY)
     assert isinstance(decision, Reject)
     assert decision.taxonomy_class in GATE_ORDER
 
@@ -540,7 +542,7 @@ TOOLS = [c.name for c in contracts()]
 
 
 def _check_total(tool: str, text: str) -> None:
-    decision = decide(proposal(tool, text), registry())
+    decision = decide(proposal(tool, text), registry(), TODAY)
     assert isinstance(decision, Pass | Reject)
     if isinstance(decision, Reject):
         assert decision.taxonomy_class in GATE_ORDER

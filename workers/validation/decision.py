@@ -1,6 +1,6 @@
 """The validation gates: parse, structure, types, bounds, against the resolved contract.
 
-A pure function of the proposal, the registry and nothing else: no I/O, no clock. Each
+A pure function of the proposal, the registry and the day (passed in): no I/O, no clock. Each
 failure is mapped to the seeds' taxonomy with field-level errors (expected and actual);
 when a proposal fails several gates, the outcome names the earliest gate (GATE_ORDER) and
 lists its findings. The parse gate is arguments.py; what a schema failure may cost is bounded in
@@ -10,6 +10,7 @@ schema_budget.py, and its findings classified in schema_findings.py; the semanti
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +46,7 @@ class Reject:
 Decision = Pass | Reject
 
 
-def decide(proposal: ToolProposal, registry: Registry) -> Decision:
+def decide(proposal: ToolProposal, registry: Registry, today: dt.date) -> Decision:
     arguments, parse_error = parse_arguments(proposal.arguments)
     if parse_error is not None:
         too_large = parse_error.code == "too_large"
@@ -54,6 +55,8 @@ def decide(proposal: ToolProposal, registry: Registry) -> Decision:
         contract = registry.resolve(proposal.tool_name, proposal.tool_version)
     except Resolution as exc:
         return _unresolved(proposal, exc)
+    if contract.sunset_by(today):
+        return _sunset(contract)
     warnings = deprecation_warnings(contract)
     rejected = _structure(contract, arguments, warnings)
     if rejected is not None:
@@ -66,10 +69,22 @@ def _unresolved(proposal: ToolProposal, exc: Resolution) -> Reject:
         field=exc.field,
         code=exc.code,
         message=str(exc),
-        expected="a registered tool and version",
+        expected=exc.expected,
         actual=f"{proposal.tool_name} {proposal.tool_version}",
     )
     return Reject(TaxonomyClass.STRUCTURAL_VIOLATION, (error,))
+
+
+def _sunset(contract: Contract) -> Reject:
+    """A deprecated version whose sunset date has come runs no more, like a sunsetted one."""
+    error = FieldError(
+        field="tool_version",
+        code="version_sunsetted",
+        message=contract.sunset_notice(),
+        expected=contract.instead(),
+        actual=f"{contract.name} {contract.version}",
+    )
+    return Reject(TaxonomyClass.STRUCTURAL_VIOLATION, (error,), contract.version)
 
 
 def _structure(contract: Contract, arguments: Any, warnings: tuple[str, ...]) -> Reject | None:

@@ -76,7 +76,7 @@ class ValidationHandler(Handler[ToolProposal]):
             admitted = await self.admitting.admit(conn, calls, now, out, entries)
             self._proven = {id(a.call): a for a in admitted}
             admitted, decisions = self.admitting.decide_within_rate(
-                admitted, lambda proposal: decide(proposal, self.registry), now, out, entries
+                admitted, lambda proposal: decide(proposal, self.registry, today), now, out, entries
             )
             wanted = facts.needed(
                 r for d in decisions if isinstance(d, Pass) for r in semantic.refs(d.arguments, d.contract)
