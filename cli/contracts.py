@@ -50,7 +50,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 @contracts_app.command("list")
 def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print one JSON array")] = False) -> None:
-    """Every registered tool version: lifecycle, side-effect class, approvals required."""
+    """Every registered tool version: lifecycle, side-effect class, approvals required, owner."""
     contracts = sorted(_registry(), key=lambda c: (c.name, c.version_tuple))
     rows = [
         {
@@ -59,6 +59,8 @@ def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print o
             "lifecycle": c.lifecycle,
             "side_effect_class": c.side_effect_class,
             "required_approvals": c.required_approvals,
+            "owner": c.owner,
+            "sunset_date": c.sunset_date.isoformat() if c.sunset_date else None,
             "source": c.source,
         }
         for c in contracts
@@ -67,12 +69,17 @@ def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print o
         _print_json(rows)
         return
     table = Table(title="contracts")
-    for column in ("tool", "version", "lifecycle", "side-effect class", "approvals"):
+    for column in ("tool", "version", "lifecycle", "side-effect class", "approvals", "owner"):
         table.add_column(column)
     for c in contracts:
         color = {"deprecated": "yellow", "sunsetted": "red"}.get(c.lifecycle, "green")
         table.add_row(
-            c.name, c.version, f"[{color}]{c.lifecycle}[/{color}]", c.side_effect_class, str(c.required_approvals)
+            c.name,
+            c.version,
+            f"[{color}]{c.lifecycle}[/{color}]",
+            c.side_effect_class,
+            str(c.required_approvals),
+            c.owner,
         )
     console.print(table)
 

@@ -45,6 +45,11 @@ class Contract:
         return str(self.document["identity"]["version"])
 
     @cached_property
+    def owner(self) -> str:
+        """Who answers for the tool (`toolgate contracts list` names it)."""
+        return str(self.document["identity"]["owner"])
+
+    @cached_property
     def version_tuple(self) -> tuple[int, int, int]:
         return parse_version(self.version)
 

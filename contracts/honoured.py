@@ -3,6 +3,7 @@ contract is either enforced by a stage or, set to a value this runtime cannot ke
 naming the field. Nothing is admitted to be silently ignored. Field by field, what honours it and
 when it is refused:
 
+* `identity.owner`: `toolgate contracts list` names it beside each version.
 * `identity.lifecycle`: validation refuses a call of a sunsetted version, or of a deprecated one
   whose sunset date has come, naming its replacement. Refused: a sunset date that is no date.
 * `runtime.sandbox_isolated`: refused when true. No executor runs a tool in a sandbox: postgres

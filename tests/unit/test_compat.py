@@ -746,3 +746,16 @@ def test_cli_list(cli: Callable[..., Any]) -> None:
     assert set(rows) == {(c.name, c.version) for c in SHIPPED}
     table = cli("list")
     assert table.exit_code == 0 and "invoice.fetch" in table.output and "deprecated" in table.output
+
+
+def test_cli_list_names_each_versions_owner_and_sunset_date(cli: Callable[..., Any]) -> None:
+    done = cli("list", "--json")
+    assert done.exit_code == 0, done.output
+    rows = {(r["name"], r["version"]): r for r in json.loads(done.output)}
+    old = rows[(DRAFT, "1.0.0")]
+    assert (old["owner"], old["lifecycle"], old["sunset_date"]) == (
+        "team-billing@toolgate.demo",
+        "sunsetted",
+        "2026-11-28",
+    )
+    assert rows[(CHARGE, "1.0.0")]["sunset_date"] is None
