@@ -85,7 +85,8 @@ class Codec:
         self._compiled_writers: dict[type[WireModel], tuple[bytes, Writer]] = {}
         self._compiled_readers: dict[bytes, tuple[type[WireModel], Reader]] = {}
         # a projection -> the reader of only its fields (`project`), made when first asked
-        self._heads: dict[type[WireModel], Reader] = {}
+        # A projection's compiled reader, and the models of the records it reads in part.
+        self._heads: dict[type[WireModel], tuple[Reader, tuple[tuple[str, type[WireModel]], ...]]] = {}
         # fingerprint -> what makes a record of that older release today's shape (upgrades.py)
         self._upgrades: dict[bytes, Callable[[dict[str, Any]], dict[str, Any]]] = {}
         documents = all_named_types()
@@ -181,18 +182,25 @@ class Codec:
             return None
         if compiled[0] is not whole:
             raise DecodeError(f"expected {whole.avro_name}, found {compiled[0].avro_name}")
-        reader = self._heads.get(projection)
-        if reader is None:
-            names: frozenset[str] = projection.reads  # type: ignore[attr-defined]
-            reader = self._heads[projection] = compile_head(self._readers[fp][1], names, self._build)  # type: ignore[arg-type]
+        head = self._heads.get(projection)
+        if head is None:
+            head = self._heads[projection] = self._head(projection, fp)
+        reader, in_part = head
         try:
             values, _ = reader(bytes(data), HEADER_LEN)
         except Exception as exc:  # IndexError or EOFError (too short), ValueError, UnicodeDecodeError
             raise DecodeError(f"corrupt {whole.avro_name} body: {exc}") from exc
-        for name, value in values.items():
-            if type(value) is dict:  # a record read in part: its own projection's model
-                values[name] = projection.model_fields[name].annotation.built(value)  # type: ignore[union-attr]
+        for name, model in in_part:  # a record read in part: its own projection's model
+            values[name] = model.built(values[name])
         return projection.built(values)
+
+    def _head(self, projection: type[WireModel], fp: bytes) -> tuple[Reader, tuple[tuple[str, type[WireModel]], ...]]:
+        """The reader of what `projection` reads, compiled, and the models of the records it
+        reads in part (a name `a.b` in its `reads`), by field."""
+        names: frozenset[str] = projection.reads  # type: ignore[attr-defined]
+        reader = compile_head(self._readers[fp][1], names, self._build)  # type: ignore[arg-type]
+        tops = sorted({name.partition(".")[0] for name in names if "." in name})
+        return reader, tuple((top, projection.model_fields[top].annotation) for top in tops)  # type: ignore[misc]
 
     def _read_resolved(self, data: bytes) -> tuple[type[WireModel], dict[str, Any]]:
         reader = self._readers.get(bytes(data[2:HEADER_LEN]))
