@@ -63,6 +63,12 @@ GATE_ORDER: tuple[TaxonomyClass, ...] = (
     T.RATE_LIMITED,
 )
 
+# The error code of a call whose tool, declared READ_ONLY, tried to write (the seeds' alert
+# MUTATION_CLASS_VIOLATION; the taxonomy has no class of that name: it is a POLICY_VIOLATION),
+# and of a call refused while its tool version is quarantined for one.
+MUTATION_CLASS_VIOLATION = "mutation_class_violation"
+TOOL_QUARANTINED = "tool_quarantined"
+
 
 def vector(taxonomy: TaxonomyClass) -> ResponseVector:
     return VECTORS[taxonomy]

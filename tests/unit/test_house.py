@@ -64,6 +64,7 @@ PURE_PARTS = (
     "toolgate.workers.validation.repair",
     "toolgate.workers.execution.answers",
     "toolgate.workers.execution.effects",
+    "toolgate.workers.execution.bounds",
     "toolgate.workers.execution.machine",
     "toolgate.workers.execution.asks",
     "toolgate.workers.execution.reservation",

@@ -1,8 +1,10 @@
 """Executors behind one interface, chosen by the contract's binding.
 
 postgres  one pre-authorized, parameterized statement per call, run inside the transaction
-          that also records COMPLETED and the outbox row; a statement refused makes the
-          transaction run again with each call in its own savepoint.
+          that also records COMPLETED and the outbox row, bounded by the call's time left
+          (statement_timeout, lock_timeout) and, for a READ_ONLY tool, read-only (bounds.py);
+          a statement refused makes the transaction run again with each call in its own
+          savepoint.
 http      JSON over HTTP (http.py): the idempotency key in a header, auth resolved from a
           secret reference at call time, an egress allowlist, and the provider's status query
           when the outcome is unknown.
@@ -31,8 +33,11 @@ from psycopg import AsyncConnection
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.scrubber import SCRUBBER
+from toolgate.store import bounds as store_bounds
 from toolgate.store.db import jsonb
+from toolgate.workers.execution import bounds
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown, failed
+from toolgate.workers.runtime import clock
 
 log = logging.getLogger("toolgate.execution")
 
@@ -90,65 +95,79 @@ class Refused(Exception):
     the caller's whole transaction is lost, and runs again with savepoints."""
 
 
-async def run_postgres_batch(conn: AsyncConnection[Any], jobs: list[Job], careful: bool = True) -> list[Effect]:
-    """Every call's statement inside the caller's transaction, in the calls' order.
+def lost(exc: psycopg.Error) -> bool:
+    """Whether the connection itself failed (transient: the whole transaction retries), not the
+    statement: psycopg calls a statement a bound cut an OperationalError too."""
+    return isinstance(exc, psycopg.OperationalError) and (exc.sqlstate or "") not in bounds.CUT
 
-    Not `careful`: the statements run as they are, without a savepoint (two round trips fewer
-    than one around them), and a refused statement raises `Refused`: the caller's transaction
-    can only be rolled back, and the caller runs it again carefully. A statement is rarely
-    refused (validation checked its arguments and the facts they name), so a round nearly
-    always commits at the first try.
+
+async def run_postgres_batch(conn: AsyncConnection[Any], jobs: list[Job], careful: bool = True) -> list[Effect]:
+    """Every call's statement inside the caller's transaction, in the calls' order, bounded by
+    their time left (bounds.py), a READ_ONLY tool's read-only.
+
+    Not `careful`: the statements run as they are, without a savepoint around them, and a
+    refused statement (a bound's cut included) raises `Refused`: the caller's transaction can
+    only be rolled back, and the caller runs it again carefully. A statement is rarely refused
+    (validation checked its arguments and the facts they name), so a round nearly always
+    commits at the first try.
 
     `careful`: all statements under one savepoint; if any fails, that savepoint is rolled back
-    and the calls run one by one, each in a savepoint of its own, so one refused call never
-    spoils the others. A single call goes that way at once: for one statement the pipeline and
-    `executemany` cost more client CPU than they save (docs/performance.md, "Figures behind the code").
+    and the calls run one by one, each in a savepoint of its own and with its own time left, so
+    one refused call never spoils the others.
     """
     if not jobs:
         return []
     if not careful:
         try:
-            return await _all_at_once(conn, jobs)
-        except psycopg.OperationalError:
-            raise  # the connection itself: transient, the whole transaction retries
+            return await _all_at_once(conn, jobs, bounds.limits(jobs, clock.now_ms()))
         except psycopg.Error as exc:
+            if lost(exc):
+                raise
             raise Refused(f"{exc.sqlstate}: {type(exc).__name__}") from exc
     if len(jobs) == 1:
         return [await run_postgres(conn, jobs[0])]
     try:
         async with conn.transaction():
-            return await _all_at_once(conn, jobs)
-    except psycopg.OperationalError:
-        raise
-    except psycopg.Error:
+            return await _all_at_once(conn, jobs, bounds.limits(jobs, clock.now_ms()))
+    except psycopg.Error as exc:
+        if lost(exc):
+            raise
         return [await run_postgres(conn, job) for job in jobs]
 
 
-async def _all_at_once(conn: AsyncConnection[Any], jobs: list[Job]) -> list[Effect]:
-    """The statements in one round trip: one alone, or all in one pipeline, where consecutive
-    calls of one statement go as one `executemany`, which prepares the query once and reads each
-    call's rows as a result set of its own (far less of the client's CPU than one `execute` per
-    call: docs/performance.md, "Figures behind the code")."""
-    if len(jobs) == 1:
-        job = jobs[0]
-        cur = await conn.execute(job.contract.executor["statement"], statement_params(job))
-        columns = [c.name for c in cur.description or []]
-        rows = await cur.fetchall() if columns else []
-        return [_effect(job, columns, rows, cur.rowcount)]
+async def _all_at_once(conn: AsyncConnection[Any], jobs: list[Job], limits: bounds.Limits) -> list[Effect]:
+    """The statements in one pipeline, between the bounds set and set back (store/bounds.py):
+    consecutive calls of one statement go as one `executemany`, which prepares the query once
+    and reads each call's rows as a result set of its own (far less of the client's CPU than one
+    `execute` per call: docs/performance.md, "Figures behind the code"); a READ_ONLY tool's in a
+    read-only savepoint."""
     runs: list[list[Job]] = []  # consecutive jobs of one statement
     for job in jobs:
-        if runs and runs[-1][0].contract.executor["statement"] == job.contract.executor["statement"]:
+        same = runs and runs[-1][0].contract.executor["statement"] == job.contract.executor["statement"]
+        if same and bounds.read_only(runs[-1][0]) == bounds.read_only(job):
             runs[-1].append(job)
         else:
             runs.append([job])
     cursors = []
     async with conn.pipeline():
+        # The bounds' statements are never prepared: a statement the server skipped after an
+        # earlier one failed in the pipeline would be one psycopg thinks prepared.
+        await conn.execute(*store_bounds.limits(limits.statement_ms, limits.lock_ms), prepare=False)
         for run in runs:
+            reading = bounds.read_only(run[0])
+            if reading:
+                await conn.execute(store_bounds.READ_ONLY_SAVEPOINT, prepare=False)
+                await conn.execute(store_bounds.READ_ONLY, prepare=False)
             cur = conn.cursor()
-            await cur.executemany(
-                run[0].contract.executor["statement"], [statement_params(job) for job in run], returning=True
-            )
+            statement = run[0].contract.executor["statement"]
+            if len(run) == 1:
+                await cur.execute(statement, statement_params(run[0]))
+            else:
+                await cur.executemany(statement, [statement_params(job) for job in run], returning=True)
             cursors.append(cur)
+            if reading:
+                await conn.execute(store_bounds.END_READ, prepare=False)
+        await conn.execute(store_bounds.UNLIMITED, prepare=False)
     effects: list[Effect] = []
     for run, cur in zip(runs, cursors, strict=True):
         # One statement's results have one shape: its columns are read once, not per call
@@ -163,13 +182,15 @@ async def _all_at_once(conn: AsyncConnection[Any], jobs: list[Job]) -> list[Effe
 
 
 async def run_postgres(conn: AsyncConnection[Any], job: Job) -> Effect:
-    """One call's statement inside the caller's transaction, in a savepoint of its own."""
+    """One call's statement inside the caller's transaction, in a savepoint of its own, bounded
+    by its own time left: a statement a bound cut rolled back, and says so (bounds.py)."""
+    limits = bounds.limits([job], clock.now_ms())
     try:
         async with conn.transaction():
-            return (await _all_at_once(conn, [job]))[0]
-    except psycopg.OperationalError:
-        raise
+            return (await _all_at_once(conn, [job], limits))[0]
     except psycopg.Error as exc:
+        if lost(exc):
+            raise
         log.warning(
             "a statement was refused",
             extra={
@@ -180,6 +201,10 @@ async def run_postgres(conn: AsyncConnection[Any], job: Job) -> Effect:
                 "error": SCRUBBER.text(exc.diag.message_primary or type(exc).__name__)[:500],
             },
         )
+        mapping = job.contract.document["observability"]["error_taxonomy_mapping"]
+        cut = bounds.cut(job, exc.sqlstate or "", limits, mapping)
+        if cut is not None:
+            return cut
         return failed(map_sqlstate(job.contract, exc), f"sqlstate_{exc.sqlstate}", refusal_text(exc), final=True)
 
 
