@@ -14,6 +14,10 @@ when it is refused:
   binding that names a secret.
 * `security.tenant_scoped`: every stage scopes a call by its proven tenant. Refused: true with a
   postgres statement that never binds `%(ctx.tenant_id)s`.
+* `transactional.side_effect_class`: READ_ONLY is enforced where the executor can be held to
+  it: a postgres statement runs read-only (workers/execution/bounds.py), and a write is refused,
+  answered POLICY_VIOLATION and the version quarantined. Refused: READ_ONLY on an http binding
+  with a writing method (POST, PUT, PATCH, DELETE), which nothing could stop from writing.
 * `idempotency.supported` and `key_header`: the header carries the key to the provider
   (workers/execution/http.py); execution keys every mutation whatever the provider supports.
   Refused: false with a key header.
@@ -51,6 +55,7 @@ def _refused(contract: Contract) -> Iterator[tuple[str, str]]:
     yield from _lifecycle(contract)
     yield from _runtime(contract)
     yield from _security(contract)
+    yield from _side_effect_class(contract)
     yield from _idempotency(contract)
     yield from _observability(contract)
     yield from _error_contract(contract)
@@ -93,6 +98,22 @@ def _security(contract: Contract) -> Iterator[tuple[str, str]]:
             "security.tenant_scoped",
             "true, but the binding's statement never binds %(ctx.tenant_id)s: it could act on any tenant's rows",
         )
+
+
+# HTTP methods that may change state at the provider (RFC 9110's unsafe methods among those the
+# binding allows).
+WRITING_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def _side_effect_class(contract: Contract) -> Iterator[tuple[str, str]]:
+    executor = contract.executor
+    if contract.is_mutation or executor["kind"] != "http" or executor["method"] not in WRITING_METHODS:
+        return
+    yield (
+        "binding.executor.method",
+        f"{executor['method']} is a writing method, and transactional.side_effect_class is READ_ONLY: "
+        "a READ_ONLY HTTP tool may only use GET",
+    )
 
 
 def _idempotency(contract: Contract) -> Iterator[tuple[str, str]]:

@@ -1,18 +1,26 @@
 """Bounded effects, their pure parts: the bounds a round's statements get
-(workers/execution/bounds.py) and what a statement a bound cut means. No I/O;
-tests/integration/test_bounded_effects.py runs them on the real Postgres."""
+(workers/execution/bounds.py), what a statement a bound cut means, and admission of a
+READ_ONLY HTTP tool. No I/O; tests/integration/test_bounded_effects.py runs them on the real Postgres."""
 
 from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.unit.factories import contracts, registry, stage_record
+from toolgate.contracts.admission import ContractRefused, admit
+from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.taxonomy import MUTATION_CLASS_VIOLATION
 from toolgate.workers.execution import bounds
 from toolgate.workers.execution.effects import Failed, Job, failed
 
 T = TaxonomyClass
+REPO = Path(__file__).resolve().parents[2]
 
 
 def job(tool: str, deadline_ms: int) -> Job:
@@ -85,3 +93,30 @@ def test_other_refusals_are_not_a_bounds_to_answer(tool: str, sqlstate: str) -> 
 def test_only_a_mutation_class_violation_quarantines() -> None:
     assert not bounds.violated(failed(T.POLICY_VIOLATION, "other", "x", final=True))
     assert not bounds.violated(None)
+
+
+# --- admission of a READ_ONLY HTTP tool ------------------------------------------------------
+
+
+def http_document(side_effect_class: str, method: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((REPO / "contracts/tools/notify.send_email/1.0.0.json").read_text())
+    document = copy.deepcopy(document)
+    document["contract"]["transactional"]["side_effect_class"] = side_effect_class
+    document["binding"]["executor"]["method"] = method
+    if side_effect_class == "READ_ONLY":  # a read is never keyed by its operation (contracts/honoured.py)
+        document["contract"]["idempotency"]["required"] = False
+    return document
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
+def test_a_read_only_http_tool_with_a_writing_method_is_refused_naming_the_field(method: str) -> None:
+    with pytest.raises(ContractRefused) as refused:
+        admit(http_document("READ_ONLY", method), "notify.send_email/1.0.0.json")
+    said = str(refused.value)
+    assert f"binding.executor.method of notify.send_email 1.0.0: {method} is a writing method" in said
+    assert "transactional.side_effect_class is READ_ONLY" in said
+
+
+def test_a_read_only_http_tool_may_get_and_a_writing_one_may_post() -> None:
+    assert isinstance(admit(http_document("READ_ONLY", "GET"), "notify.send_email/1.0.0.json"), Contract)
+    assert isinstance(admit(http_document("LOW_RISK_INTERNAL", "POST"), "notify.send_email/1.0.0.json"), Contract)
