@@ -11,6 +11,7 @@ from toolgate.cli.audit import audit_app
 from toolgate.cli.contracts import contracts_app
 from toolgate.cli.dlq import dlq_app
 from toolgate.cli.secret import secret_app
+from toolgate.cli.tools import tools_app
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="toolgate: the deterministic edge for agents' tool calls."
@@ -23,6 +24,7 @@ app.add_typer(dlq_app, name="dlq")
 app.add_typer(audit_app, name="audit")
 app.add_typer(secret_app, name="secret")
 app.add_typer(contracts_app, name="contracts")
+app.add_typer(tools_app, name="tools")
 
 COMMANDS = (
     deployment.up,

@@ -1,9 +1,9 @@
 """A Postgres effect runs bounded, on the session's real Postgres: a statement past the call's
 time left is cut (TIMEOUT), a lock another transaction holds is waited on for half of it
 (STALE_STATE lock_timeout), and a READ_ONLY tool's statement runs read-only, so one that writes
-is refused (POLICY_VIOLATION mutation_class_violation) and writes nothing. Whatever a bound cut
-was rolled back by the server, and the transaction goes on: the bounds are set back and the
-transaction is read-write again for toolgate's own writes."""
+is refused (POLICY_VIOLATION mutation_class_violation), writes nothing, and quarantines its tool
+version. Whatever a bound cut was rolled back by the server, and the transaction goes on: the
+bounds are set back and the transaction is read-write again for toolgate's own writes."""
 
 from __future__ import annotations
 
@@ -18,13 +18,19 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.unit.factories import registry, stage_record
+from tests.unit.factories import record_of, registry, stage_record
 from toolgate.contracts.admission import admit
 from toolgate.contracts.contract import Contract
-from toolgate.schemas.models import TaxonomyClass
+from toolgate.contracts.registry import Registry
+from toolgate.schemas.codec import codec
+from toolgate.schemas.hashing import payload_hash
+from toolgate.schemas.models import PayloadKind, Principal, StageRecord, TaxonomyClass
 from toolgate.taxonomy import MUTATION_CLASS_VIOLATION
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job
 from toolgate.workers.execution.executors import Refused, run_postgres_batch
+from toolgate.workers.execution.handler import ExecutionHandler
+from toolgate.workers.runtime.emit import Emit, Origin
+from toolgate.workers.runtime.handler import Inbound
 
 from .conftest import Database
 
@@ -35,6 +41,7 @@ WHERE = "tenant_id = %(ctx.tenant_id)s AND invoice_id = %(args.invoice_id)s"
 SLEEPS = f"SELECT {COLUMNS} FROM demo.invoices, pg_sleep(5) WHERE {WHERE}"
 WRITES = f"UPDATE demo.invoices SET memo = 'written by a read' WHERE {WHERE} RETURNING {COLUMNS}"
 VOIDS = f"UPDATE demo.invoices SET status = 'void' WHERE {WHERE} RETURNING {COLUMNS}"
+TRACE = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
 
 
 def fetch_like(version: str, statement: str, side_effect_class: str = "READ_ONLY") -> Contract:
@@ -143,3 +150,52 @@ def test_a_write_tool_is_not_held_read_only(database: Database) -> None:
     voids = fetch_like("1.9.3", VOIDS, "LOW_RISK_INTERNAL")
     [effect], _ = run(database, [job(voids, invoice, 2000)], careful=False)
     assert isinstance(effect, Done) and effect.data["status"] == "void"
+
+
+def read_call(contract: Contract, invoice_id: str) -> Inbound[StageRecord]:
+    arguments = {"invoice_id": invoice_id}
+    record = record_of(
+        call_id=f"call_{uuid.uuid4().hex}",
+        traceparent=TRACE,
+        home_partition=0,
+        tenant_id="acme",
+        principal=Principal(user_id="u", agent_id="a"),
+        workflow_id="w",
+        run_id="r",
+        logical_operation_id=f"op_{uuid.uuid4().hex}",
+        tool_name=contract.name,
+        tool_version=contract.version,
+        arguments=arguments,
+        payload_hash=payload_hash(arguments),
+        created_at_ms=int(time.time() * 1000),
+    )
+    origin = Origin("executable", 0, 0, None, [], PayloadKind.STAGE_ITEM)
+    return Inbound(record, codec().encode(record), origin, traceparent=TRACE)
+
+
+def test_execution_quarantines_a_read_only_tool_caught_writing(database: Database) -> None:
+    invoice = new_invoice(database)
+    writer = fetch_like("1.9.4", WRITES)
+    tools = Registry([*registry(), writer])
+    calls = [read_call(writer, invoice), read_call(tools.get("invoice.fetch", "1.0.0"), invoice)]
+    out = Emit("execution")
+
+    async def round_() -> None:
+        handler = ExecutionHandler(tools, database.settings)
+        await handler.start()
+        try:
+            await handler.handle(calls, out)
+        finally:
+            await handler.http.close()
+            await handler.pool.close()
+
+    asyncio.run(round_())
+    assert [out.outcomes[c.model.call.call_id] for c in calls] == ["POLICY_VIOLATION", "SUCCESS"]
+    assert database.sql("SELECT memo FROM demo.invoices WHERE invoice_id = %s", (invoice,)) == [(None,)]
+    held = database.sql("SELECT actor, call_id, tenant_id FROM toolgate.tool_quarantine WHERE tool_version = '1.9.4'")
+    assert held == [("execution", calls[0].model.call.call_id, "acme")]
+    audited = database.sql(
+        "SELECT actor, detail->>'version' FROM toolgate.audit_log WHERE action = 'tool_quarantined' AND call_id = %s",
+        (calls[0].model.call.call_id,),
+    )
+    assert audited == [("execution", "1.9.4")]

@@ -1,6 +1,7 @@
-"""Bounded effects, their pure parts: the bounds a round's statements get
-(workers/execution/bounds.py), what a statement a bound cut means, and admission of a
-READ_ONLY HTTP tool. No I/O; tests/integration/test_bounded_effects.py runs them on the real Postgres."""
+"""Bounded effects and the mutation detector, their pure parts: the bounds a round's statements
+get (workers/execution/bounds.py), what a statement a bound cut means, the quarantine gate of
+policy, admission of a READ_ONLY HTTP tool, and the violation counter the MutationClassViolation
+alert reads. No I/O; tests/integration/test_bounded_effects.py runs them on the real Postgres."""
 
 from __future__ import annotations
 
@@ -10,14 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from tests.unit.factories import contracts, registry, stage_record
 from toolgate.contracts.admission import ContractRefused, admit
 from toolgate.contracts.contract import Contract
-from toolgate.schemas.models import TaxonomyClass
-from toolgate.taxonomy import MUTATION_CLASS_VIOLATION
+from toolgate.contracts.policy import load_policy
+from toolgate.schemas.models import FieldError, TaxonomyClass
+from toolgate.taxonomy import MUTATION_CLASS_VIOLATION, TOOL_QUARANTINED
 from toolgate.workers.execution import bounds
 from toolgate.workers.execution.effects import Failed, Job, failed
+from toolgate.workers.policy.decision import Allow, Deny, Usage, decide, refs
+from toolgate.workers.runtime import span_attributes
+from toolgate.workers.runtime.call_metrics import CallMetrics
+from toolgate.workers.runtime.results import outcome, result
 
 T = TaxonomyClass
 REPO = Path(__file__).resolve().parents[2]
@@ -95,6 +103,31 @@ def test_only_a_mutation_class_violation_quarantines() -> None:
     assert not bounds.violated(None)
 
 
+# --- the quarantine gate ---------------------------------------------------------------------
+
+
+def decided(tool: str, quarantined: frozenset[tuple[str, str]], usage: Usage | None = None) -> Allow | Deny:
+    c = registry().resolve(tool, "latest")
+    record = stage_record(c)
+    row = {"tenant_id": "acme", "status": "open", "currency": "USD", "amount_cents": 125000}
+    facts = {(lookup, value): ({"id": value, **row},) for lookup, value in refs(record, c) if isinstance(value, str)}
+    return decide(record, c, load_policy(), facts, usage or Usage(), "event-1", 0, "dev", quarantined)
+
+
+def test_a_quarantined_tool_version_runs_no_call_not_even_a_retry() -> None:
+    held = frozenset({("invoice.fetch", "1.0.0")})
+    for usage in (Usage(), Usage(counted={"event-1"})):
+        denied = decided("invoice.fetch", held, usage)
+        assert isinstance(denied, Deny)
+        assert (denied.taxonomy_class, denied.errors[0].code) == (T.POLICY_VIOLATION, TOOL_QUARANTINED)
+        assert denied.errors[0].field == "tool_version" and denied.finding == "quarantined"
+
+
+def test_a_quarantine_holds_its_version_only() -> None:
+    assert isinstance(decided("invoice.fetch", frozenset({("invoice.fetch", "0.9.0")})), Allow)
+    assert isinstance(decided("invoice.fetch", frozenset()), Allow)
+
+
 # --- admission of a READ_ONLY HTTP tool ------------------------------------------------------
 
 
@@ -120,3 +153,44 @@ def test_a_read_only_http_tool_with_a_writing_method_is_refused_naming_the_field
 def test_a_read_only_http_tool_may_get_and_a_writing_one_may_post() -> None:
     assert isinstance(admit(http_document("READ_ONLY", "GET"), "notify.send_email/1.0.0.json"), Contract)
     assert isinstance(admit(http_document("LOW_RISK_INTERNAL", "POST"), "notify.send_email/1.0.0.json"), Contract)
+
+
+# --- the counter the alert reads -------------------------------------------------------------
+
+
+def violations(tool: str, code: str, idempotency_hit: bool = False) -> float:
+    span_attributes.use_registry(registry())
+    try:
+        reader = InMemoryMetricReader()
+        metrics = CallMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
+        call = stage_record(registry().resolve(tool, "latest")).call
+        ended = result(
+            call,
+            stage="execution",
+            result_outcome=outcome(T.POLICY_VIOLATION),
+            traceparent="",
+            home_partition=0,
+            now_ms=1,
+            errors=[FieldError(field=None, code=code, message="m")],
+            idempotency_hit=idempotency_hit,
+        )
+        metrics.record([ended])
+        data = reader.get_metrics_data()
+        assert data is not None
+        return sum(
+            p.value  # type: ignore[union-attr]
+            for r in data.resource_metrics
+            for s in r.scope_metrics
+            for m in s.metrics
+            if m.name == "tool.mutation_class.violations"
+            for p in m.data.data_points
+            if dict(p.attributes or {}).get("tool") == tool
+        )
+    finally:
+        span_attributes.CONTRACTS.registry = None
+
+
+def test_a_read_only_tool_caught_writing_counts_one_violation() -> None:
+    assert violations("invoice.fetch", MUTATION_CLASS_VIOLATION) == 1
+    assert violations("invoice.fetch", MUTATION_CLASS_VIOLATION, idempotency_hit=True) == 0  # a copy, answered again
+    assert violations("invoice.fetch", TOOL_QUARANTINED) == 0  # the refusals that follow are not violations

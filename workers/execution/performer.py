@@ -18,7 +18,7 @@ from toolgate.schemas.models import StageRecord
 from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
-from toolgate.store import approvals, audit, batch
+from toolgate.store import approvals, audit, batch, quarantine
 from toolgate.store import keys as idempotency_keys
 from toolgate.store import reads as read_outcomes
 from toolgate.store.db import rows_json
@@ -26,6 +26,7 @@ from toolgate.store.keys import json_or_none
 from toolgate.store.outbox import enqueue, enqueue_held, held_ids
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution import asks, tickets
+from toolgate.workers.execution.answers import STAGE
 from toolgate.workers.execution.compensation import Original
 from toolgate.workers.execution.decision import StoredOutcome
 from toolgate.workers.execution.effects import Done, Effect, Job, Unknown
@@ -33,7 +34,7 @@ from toolgate.workers.execution.executors import run_after_effects, run_postgres
 from toolgate.workers.execution.http import HttpExecutor
 from toolgate.workers.execution.machine import Lease
 from toolgate.workers.execution.retry import policy_for, with_retries
-from toolgate.workers.execution.writes import Writes
+from toolgate.workers.execution.writes import Quarantined, Writes
 from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.clock import now_ms
 
@@ -173,6 +174,7 @@ class Performer:
                 await approvals.spend(conn, writes.spent)
             await read_outcomes.store(conn, reads)
             await enqueue(conn, letters, topics)
+            await quarantine.hold(conn, [held_version(q) for q in writes.quarantine])
             if results:
                 held = await enqueue_held(conn, results, topics)
             if writes.entries:
@@ -185,6 +187,11 @@ class Performer:
         ids = await held_ids(held) if held is not None else []
         rows = audit.rows_statement(await tail.fetchone(), writes.entries) if tail is not None else None
         return outbox.Held(ids, results), rows
+
+
+def held_version(q: Quarantined) -> quarantine.Quarantine:
+    """A tool version execution caught writing READ_ONLY, as the store keeps its quarantine."""
+    return quarantine.Quarantine(q.tool_name, q.tool_version, q.reason, STAGE, q.call_id, q.tenant_id)
 
 
 async def originals(conn: Conn, records: tuple[StageRecord, ...]) -> dict[tuple[str, str], Original]:

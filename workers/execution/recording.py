@@ -7,9 +7,9 @@ all at once; with a savepoint each only when one was refused, in a second try of
 transaction) and the after_effects of the external ones (RunAfterEffects), and writes (Write),
 for every call: its key's status (COMPLETED / FAILED / still PENDING; a new key of a round that
 reserved in this same transaction is inserted with it), its result as an outbox row, the
-earlier call a compensation undid (or the dead letter of one that failed), and the audit
-entries. A co-located effect therefore commits with its COMPLETED record and outbox row or not
-at all.
+earlier call a compensation undid (or the dead letter of one that failed), the quarantine of a
+READ_ONLY tool version whose statement tried to write (bounds.py), and the audit entries. A
+co-located effect therefore commits with its COMPLETED record and outbox row or not at all.
 
 The results' rows are inserted held (store/outbox.py): execution publishes them itself
 once the transaction committed, a hop shorter than waking the relay; the relay takes them only
@@ -26,13 +26,13 @@ from toolgate.schemas.hashing import fingerprint
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.store.audit_entry import Entry
-from toolgate.workers.execution import answers, clearance, decision, keys, reads
+from toolgate.workers.execution import answers, bounds, clearance, decision, keys, reads
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.answers import STAGE
 from toolgate.workers.execution.asks import RunAfterEffects, RunPostgres, Step, TargetState, Write, ask
 from toolgate.workers.execution.effects import Done, Effect, failed
 from toolgate.workers.execution.reservation import consumed_elsewhere, unconsumed
-from toolgate.workers.execution.writes import Letter, Writes
+from toolgate.workers.execution.writes import Letter, Quarantined, Writes
 from toolgate.workers.runtime import deadletters
 
 if TYPE_CHECKING:
@@ -79,7 +79,19 @@ def _conclude(c: CallState, after_error: str | None, writes: Writes, now: int) -
         writes.spent.append(c.ticket.approval_id)
     if c.call.key is None and status is not KeyStatus.PENDING:
         writes.reads.append(reads.outcome_row(c.record, res))
+    if bounds.violated(c.effect):
+        _quarantine(c, writes)
     return res, status
+
+
+def _quarantine(c: CallState, writes: Writes) -> None:
+    """A READ_ONLY tool's statement tried to write (bounds.py): its version is quarantined in this
+    transaction, and the audit log says why and which call tripped it."""
+    r = c.record.call
+    reason = "declared READ_ONLY, but its statement tried to write (SQLSTATE 25006, refused read-only)"
+    writes.quarantine.append(Quarantined(r.tool_name, r.tool_version, reason, r.call_id, r.tenant_id))
+    detail = {"tool": r.tool_name, "version": r.tool_version, "reason": reason}
+    writes.entries.append(Entry(STAGE, "tool_quarantined", STAGE, r.call_id, r.tenant_id, detail))
 
 
 def _compensation(c: CallState, after: decision.Undone | decision.NotUndone | None, writes: Writes, now: int) -> None:

@@ -24,6 +24,17 @@ class Letter:
     tenant_id: str
 
 
+@dataclass(frozen=True)
+class Quarantined:
+    """A tool version to quarantine (store/quarantine.py), and the call that tripped the detector."""
+
+    tool_name: str
+    tool_version: str
+    reason: str
+    call_id: str
+    tenant_id: str
+
+
 @dataclass
 class Writes:
     """The recording transaction's writes, in the order the driver sends them."""
@@ -35,5 +46,6 @@ class Writes:
     spent: list[str] = field(default_factory=list)  # tickets whose operation ended
     reads: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)  # reads' first outcomes
     letters: list[Letter] = field(default_factory=list)
+    quarantine: list[Quarantined] = field(default_factory=list)  # tool versions caught writing READ_ONLY
     results: list[tuple[int, ExecutionResult]] = field(default_factory=list)  # (partition, result), held
     entries: list[Entry] = field(default_factory=list)

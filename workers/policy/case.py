@@ -74,6 +74,7 @@ class Case:
     event_id: str
     now_ms: int
     environment: str
+    quarantined: frozenset[tuple[str, str]] = frozenset()  # (tool, version) held until an operator releases them
 
 
 # A gate ends the decision with its outcome, or returns None to let the next gate decide.

@@ -1,5 +1,5 @@
-"""The policy gates, in the seeds' order: IAM and tenant scope, policy rules, state
-consistency, confirmation, budgets and rate limits.
+"""The policy gates, in the seeds' order: IAM and tenant scope, quarantine, policy rules,
+state consistency, confirmation, budgets and rate limits.
 
 A pure function of the call, its contract, the policy document, the facts read about the
 resources the call names, the usage counted so far, the time and the environment. It is
@@ -19,12 +19,13 @@ from typing import Any
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy import Policy, dimensions
 from toolgate.schemas.models import StageRecord, TaxonomyClass
+from toolgate.taxonomy import TOOL_QUARANTINED
 from toolgate.workers.policy.budgets import budgets, rate_limit, standing
 from toolgate.workers.policy.case import Allow, Case, Deny, Gate, Recent, Usage, deny
 from toolgate.workers.policy.rules import MIN_APPROVALS, policy_rules, required_approvals, side_effect_class
 from toolgate.workers.runtime.facts import Facts, Row, owned
 
-__all__ = ["GATES", "MIN_APPROVALS", "Allow", "Deny", "Recent", "Usage", "decide", "refs"]
+__all__ = ["GATES", "MIN_APPROVALS", "Allow", "Deny", "Recent", "Usage", "decide", "quarantine", "refs"]
 
 
 def scopes(case: Case) -> Deny | None:
@@ -71,6 +72,23 @@ def tenant_scope(case: Case) -> Deny | None:
                 finding="cross_tenant" if rows else "resource_missing",
             )
     return None
+
+
+def quarantine(case: Case) -> Deny | None:
+    """A tool version quarantined (a READ_ONLY tool caught writing, or an operator's hold) runs
+    no call, a retry of one counted before included, until an operator releases it."""
+    call = case.record.call
+    if (call.tool_name, call.tool_version) not in case.quarantined:
+        return None
+    return deny(
+        TaxonomyClass.POLICY_VIOLATION,
+        TOOL_QUARANTINED,
+        f"{call.tool_name} {call.tool_version} is quarantined until an operator reviews and releases it "
+        "(a tool declared READ_ONLY that tried to write, or an operator's hold); no call of it runs meanwhile",
+        field="tool_version",
+        actual=f"{call.tool_name}@{call.tool_version}",
+        finding="quarantined",
+    )
 
 
 def counted_before(case: Case) -> Allow | None:
@@ -138,6 +156,7 @@ def _unchanged(check: Mapping[str, Any], argument: str, value: Any, row: Row, ca
 GATES: tuple[Gate, ...] = (
     scopes,
     tenant_scope,
+    quarantine,
     side_effect_class,
     policy_rules,
     counted_before,
@@ -156,9 +175,11 @@ def decide(
     event_id: str,
     now_ms: int,
     environment: str,
+    quarantined: frozenset[tuple[str, str]] = frozenset(),
 ) -> Allow | Deny:
-    """Allow the call only when every gate lets it (fail closed)."""
-    case = Case(record, contract, policy, facts, usage, event_id, now_ms, environment)
+    """Allow the call only when every gate lets it (fail closed); `quarantined`: the (tool,
+    version) pairs no call may run."""
+    case = Case(record, contract, policy, facts, usage, event_id, now_ms, environment, quarantined)
     for gate in GATES:
         outcome = gate(case)
         if outcome is not None:

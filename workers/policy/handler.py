@@ -1,10 +1,11 @@
 """The policy handler: tool.validated -> tool.authorized (or a typed refusal on tool.results).
 
-One Postgres transaction per round: the facts every call needs about the resources it
-names (one query per lookup kind), the usage counted so far (budgets per run and per tenant
-and day, each tool's rate window) under a per-tenant advisory lock so concurrent policy
-workers cannot both spend the last unit of a budget, the decisions, the usage events of
-the allowed calls, and an audit entry for every refusal.
+One Postgres transaction per round: which of the round's tool versions are quarantined
+(store/quarantine.py), the facts every call needs about the resources it names (one query per
+lookup kind), the usage counted so far (budgets per run and per tenant and day, each tool's
+rate window) under a per-tenant advisory lock so concurrent policy workers cannot both spend
+the last unit of a budget, the decisions, the usage events of the allowed calls, and an audit
+entry for every refusal.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from toolgate.schemas.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
-from toolgate.store import audit, batch, usage
+from toolgate.store import audit, batch, quarantine, usage
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, decide, refs
 from toolgate.workers.runtime import fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
@@ -43,18 +44,23 @@ class PolicyHandler(Handler[StageRecord]):
         wanted = facts.needed(r for c in calls for r in refs(c.model, contracts[id(c)]))
         lookups = fact_loader.statements(wanted)
         reads = UsageReads(calls, contracts, list(events.values()), self.policy)
+        held = quarantine.among((c.model.call.tool_name, c.model.call.tool_version) for c in calls)
         async with self.pool.connection() as conn, batch.transaction(conn):
-            # One round trip: BEGIN, the facts, the tenants' locks and the usage reads. The server
-            # runs them in order, so every usage read happens under the tenants' locks.
-            results = await batch.run(conn, [batch.BEGIN, *lookups, *reads.statements()])
-            known = fact_loader.collect(wanted, results[1 : 1 + len(lookups)])
-            used = reads.usage(results[1 + len(lookups) :])
+            # One round trip: BEGIN, the quarantined tool versions, the facts, the tenants' locks
+            # and the usage reads. The server runs them in order, so every usage read happens
+            # under the tenants' locks.
+            results = await batch.run(conn, [batch.BEGIN, held, *lookups, *reads.statements()])
+            quarantined = quarantine.quarantined(results[1])
+            known = fact_loader.collect(wanted, results[2 : 2 + len(lookups)])
+            used = reads.usage(results[2 + len(lookups) :])
             now = now_ms()
             spent: list[usage.Event] = []
             refused: list[audit.Entry] = []
             for call in calls:
                 record, contract = call.model, contracts[id(call)]
-                decision = decide(record, contract, self.policy, known, used, events[id(call)], now, self.environment)
+                decision = decide(
+                    record, contract, self.policy, known, used, events[id(call)], now, self.environment, quarantined
+                )
                 if isinstance(decision, Deny):
                     taxonomy, errors, wait = decision.taxonomy_class, decision.errors, decision.retry_after_ms
                     result = reject_record(record, taxonomy, errors, STAGE, call.traceparent, now, retry_after_ms=wait)

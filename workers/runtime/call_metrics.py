@@ -24,8 +24,9 @@ Labels come from the registry, never from what a call says: a call naming a tool
 contract has (refused by validation) is counted with tool, version and the contract's labels
 "unknown", or any caller could add series to Prometheus without end.
 
-A mutation-class violation is a call of a tool declared READ_ONLY whose result says state changed:
-it asks for post-action verification or for compensation. A retry budget is exhausted when a
+A mutation-class violation is a call of a tool declared READ_ONLY that execution caught writing
+(its statement refused in a read-only transaction: error code mutation_class_violation), or whose
+result says state changed: it asks for post-action verification or for compensation. A retry budget is exhausted when a
 call ends in a retryable class after more attempts than its contract's `max_retries` allows.
 The rare counters start at zero for every contract, so an alert on them has a series to read.
 """
@@ -40,6 +41,7 @@ from opentelemetry.metrics import Counter, Meter
 
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
+from toolgate.taxonomy import MUTATION_CLASS_VIOLATION
 from toolgate.telemetry.setup import meter
 from toolgate.workers.runtime.span_attributes import CONTRACTS
 
@@ -134,12 +136,18 @@ class CallMetrics:
         if taxonomy in TRANSIENT and result.attempt_number > shape.max_retries:
             adds[self._exhausted, shape.tool] += 1
         if shape.side_effect == "READ_ONLY" and (
-            taxonomy in STATE_CHANGED or result.verification.post_action_verification_required
+            taxonomy in STATE_CHANGED or result.verification.post_action_verification_required or _caught(result)
         ):
             adds[self._violations, shape.tool] += 1
         if shape.cost is not None and result.stage == "execution" and not result.idempotency_hit:
             labels, amount = shape.cost
             adds[self._cost, labels] += amount
+
+
+def _caught(result: ExecutionResult) -> bool:
+    """Execution caught the tool writing in its read-only transaction (workers/execution/bounds.py);
+    a copy answered from that first outcome is not counted again."""
+    return not result.idempotency_hit and any(e.code == MUTATION_CLASS_VIOLATION for e in result.errors)
 
 
 @dataclass(frozen=True)
