@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from toolgate.contracts.registry import load_registry
-from toolgate.ops.agents import RegistryError, in_transaction
+from toolgate.ops.registry import RegistryError, in_transaction
 from toolgate.settings import Settings
 from toolgate.store import audit, quarantine
 
