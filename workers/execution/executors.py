@@ -167,7 +167,7 @@ async def _all_at_once(conn: AsyncConnection[Any], jobs: list[Job], limits: boun
             cursors.append(cur)
             if reading:
                 await conn.execute(store_bounds.END_READ, prepare=False)
-        await conn.execute(store_bounds.UNLIMITED, prepare=False)
+        await conn.execute(store_bounds.PRIOR, prepare=False)
     effects: list[Effect] = []
     for run, cur in zip(runs, cursors, strict=True):
         # One statement's results have one shape: its columns are read once, not per call
