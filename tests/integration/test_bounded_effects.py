@@ -44,12 +44,13 @@ VOIDS = f"UPDATE demo.invoices SET status = 'void' WHERE {WHERE} RETURNING {COLU
 TRACE = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
 
 
-def fetch_like(version: str, statement: str, side_effect_class: str = "READ_ONLY") -> Contract:
-    """invoice.fetch at `version`, bound to `statement`, declared `side_effect_class`."""
+def fetch_like(version: str, statement: str, side_effect_class: str = "READ_ONLY", result: str = "row") -> Contract:
+    """invoice.fetch at `version`, bound to `statement` giving `result`, declared `side_effect_class`."""
     document = json.loads(FETCH.read_text())
     document["contract"]["identity"]["version"] = version
     document["contract"]["transactional"]["side_effect_class"] = side_effect_class
     document["binding"]["executor"]["statement"] = statement
+    document["binding"]["executor"]["result"] = result
     return admit(document, f"invoice.fetch/{version}.json")
 
 
@@ -150,6 +151,10 @@ def test_a_write_tool_is_not_held_read_only(database: Database) -> None:
     voids = fetch_like("1.9.3", VOIDS, "LOW_RISK_INTERNAL")
     [effect], _ = run(database, [job(voids, invoice, 2000)], careful=False)
     assert isinstance(effect, Done) and effect.data["status"] == "void"
+    memo = f"UPDATE demo.invoices SET memo = 'counted' WHERE {WHERE}"
+    counts = fetch_like("1.9.5", memo, "LOW_RISK_INTERNAL", "none")  # a result read after the pipeline's sync
+    [effect], _ = run(database, [job(counts, invoice, 2000)], careful=False)
+    assert effect == Done({"affected": 1})
 
 
 def read_call(contract: Contract, invoice_id: str) -> Inbound[StageRecord]:
@@ -199,3 +204,17 @@ def test_execution_quarantines_a_read_only_tool_caught_writing(database: Databas
         (calls[0].model.call.call_id,),
     )
     assert audited == [("execution", "1.9.4")]
+
+
+def test_a_worker_may_quarantine_but_never_release(database: Database) -> None:
+    with psycopg.connect(database.database_url, autocommit=True) as conn:
+        conn.execute("SET ROLE toolgate_worker")
+        conn.execute(
+            "INSERT INTO toolgate.tool_quarantine (tool_name, tool_version, reason, actor) "
+            "VALUES ('invoice.fetch', '9.9.9', 'test', 'execution')"
+        )
+        held = conn.execute("SELECT count(*) FROM toolgate.tool_quarantine WHERE tool_version = '9.9.9'")
+        assert held.fetchone() == (1,)
+        for release in ("DELETE FROM toolgate.tool_quarantine", "UPDATE toolgate.tool_quarantine SET reason = 'x'"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(release)
