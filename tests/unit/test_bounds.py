@@ -194,3 +194,17 @@ def test_a_read_only_tool_caught_writing_counts_one_violation() -> None:
     assert violations("invoice.fetch", MUTATION_CLASS_VIOLATION) == 1
     assert violations("invoice.fetch", MUTATION_CLASS_VIOLATION, idempotency_hit=True) == 0  # a copy, answered again
     assert violations("invoice.fetch", TOOL_QUARANTINED) == 0  # the refusals that follow are not violations
+
+
+# --- what the executor takes for a lost connection ------------------------------------------
+
+
+def test_a_statement_a_bound_cut_is_no_lost_connection() -> None:
+    """psycopg calls both cuts OperationalError; taken for a lost connection, the whole
+    transaction retried (forever, for a statement that always sleeps past its bound)."""
+    from psycopg import OperationalError, errors
+
+    from toolgate.workers.execution.executors import lost
+
+    assert not lost(errors.QueryCanceled("statement timeout")) and not lost(errors.LockNotAvailable("lock timeout"))
+    assert lost(OperationalError("server closed the connection unexpectedly"))
