@@ -160,7 +160,10 @@ async def _all_at_once(conn: AsyncConnection[Any], jobs: list[Job], limits: boun
                 await conn.execute(store_bounds.READ_ONLY, prepare=False)
             cur = conn.cursor()
             statement = run[0].contract.executor["statement"]
-            if len(run) == 1:
+            # psycopg names a statement prepared at its fifth use without waiting for the server,
+            # which skips a Parse that follows a failed statement in a pipeline: a round's one
+            # statement follows only the bounds (which do not fail), the others go as before.
+            if len(jobs) == 1:
                 await cur.execute(statement, statement_params(run[0]))
             else:
                 await cur.executemany(statement, [statement_params(job) for job in run], returning=True)
