@@ -105,3 +105,30 @@ def test_every_call_span_carries_exactly_the_attributes_a_contract_may_name() ->
         "validation", "forwarded", model
     )
     assert set(carried) == CALL_ATTRIBUTES
+
+
+def test_a_call_that_named_no_key_has_the_hash_of_the_key_validation_derived() -> None:
+    """The span of validation opens before the key is derived: it ends with its hash, and the
+    call is replayable only then (a mutation needs its key)."""
+    model = proposal("invoice.create_draft", "{}", tool_version="1.x")
+    began = span_attributes.opened("validation", model, model.call_id)
+    assert began["tool.idempotency_key_hash"] == "" and began["trace.replayable"] is False
+    ended = span_attributes.closed("validation", "forwarded", model, began, "derived-key")
+    assert ended["tool.idempotency_key_hash"] == hashlib.sha256(b"acme\x00derived-key").hexdigest()[:32]
+    assert ended["trace.replayable"] is True
+    assert span_attributes.closed("validation", "forwarded", model, began)["trace.replayable"] is False
+
+
+def test_a_proposal_naming_no_contract_is_not_replayable() -> None:
+    model = proposal("no.such_tool", "{}")
+    began = span_attributes.opened("validation", model, model.call_id)
+    assert span_attributes.closed("validation", "STRUCTURAL_VIOLATION", model, began)["trace.replayable"] is False
+
+
+def test_a_record_at_execution_that_needed_approval_is_replayable_with_its_approval() -> None:
+    contract = registry().resolve("notify.send_email", "1.0.0")
+    held = stage_record(contract, required_approvals=1)
+    approved = stage_record(contract, required_approvals=1, approval_id="apr_1")
+    for model, replayable in ((held, False), (approved, True)):
+        began = span_attributes.opened("execution", model, model.call.call_id)
+        assert span_attributes.closed("execution", "SUCCESS", model, began)["trace.replayable"] is replayable

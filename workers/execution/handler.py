@@ -91,9 +91,9 @@ class ExecutionHandler(Handler[StageRecord]):
             recorded, held = await self._record(ran)
         crash_point("execution.after_commit")
         held.publish(out)
-        for c, (res, _) in zip(recorded.calls, recorded.ended, strict=True):
+        for res, _ in recorded.ended:
             if res is not None:
-                out.outcomes[c.record.call.call_id] = str(res.outcome.taxonomy_class)
+                out.end(res)
 
     async def delivered(self, out: Emit) -> None:
         """The round's results are acknowledged: their outbox rows are marked sent soon, in one

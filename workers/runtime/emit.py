@@ -32,6 +32,7 @@ from toolgate.topics.headers import CALL_ID, SCHEMA, Headers, edge_headers, head
 from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer
 from toolgate.workers.runtime import results
+from toolgate.workers.runtime.call_facts import GateFacts
 from toolgate.workers.runtime.refusals import Refusal
 
 # A dead letter must be deliverable whatever it holds: what came in may already be at the
@@ -62,6 +63,12 @@ class Emit:
     records: list[Record] = field(default_factory=list)  # edge records, to physical topics
     dead_letters: list[DeadLetter] = field(default_factory=list)
     outcomes: dict[str, str] = field(default_factory=dict)
+    # What the round's telemetry records of its calls, by call_id (workers/runtime/call_facts.py):
+    # the results that ended them, the idempotency keys of the calls it passed on, and
+    # validation's findings.
+    ended: dict[str, ExecutionResult] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, GateFacts] = field(default_factory=dict)
     audits: list[Entry] = field(default_factory=list)  # written before anything is produced
     # Records refused that prove nobody: audited collapsed into counts (refusals.py), with `audits`.
     refusals: list[Refusal] = field(default_factory=list)
@@ -76,9 +83,15 @@ class Emit:
         data = results.encoded(model) if isinstance(model, ExecutionResult) else codec().encode(model)
         self.items.setdefault((topic, partition), []).append(data)
         if isinstance(model, ExecutionResult):
-            self.outcomes[model.call_id] = str(model.outcome.taxonomy_class)
+            self.end(model)
         else:
             self.outcomes.setdefault(model.call.call_id, "forwarded")
+            self.keys[model.call.call_id] = model.call.idempotency_key
+
+    def end(self, res: ExecutionResult) -> None:
+        """`res` ends its call in this round (published here, or through the outbox)."""
+        self.outcomes[res.call_id] = str(res.outcome.taxonomy_class)
+        self.ended[res.call_id] = res
 
     def raw_item(self, topic: str, partition: int, payload: bytes, first_produced_ms: int | None = None) -> None:
         self.items.setdefault((topic, partition), []).append(payload)
@@ -202,6 +215,9 @@ class Emit:
         self.records.extend(other.records)
         self.dead_letters.extend(other.dead_letters)
         self.outcomes.update(other.outcomes)
+        self.ended.update(other.ended)
+        self.keys.update(other.keys)
+        self.facts.update(other.facts)
         self.audits.extend(other.audits)
         self.refusals.extend(other.refusals)
         self.outbox_ids.extend(other.outbox_ids)

@@ -1,7 +1,9 @@
 """A round's telemetry: one span per call, and the stage's call, round and dead-letter metrics.
 
 A span carries the seeds' attributes (`span_attributes`); normalization, where every call ends,
-also counts the seeds' invocation metrics (`call_metrics`).
+also counts the seeds' invocation metrics (`call_metrics`), and validation and execution the facts
+only they know (`stage_metrics`). All are counted once the round's outputs were delivered, from
+what the round emitted: a round that fails and is decided again counts once.
 
 Each call's span is a child of the trace the call carries (its `traceparent` field, or the
 record's header); a call whose trace the agent did not sample keeps that traceparent and costs
@@ -13,8 +15,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import cast
 
-from toolgate.schemas.models import ExecutionResult
+from toolgate.schemas.models import ExecutionResult, StageRecord, ToolProposal
 from toolgate.schemas.wire import field_of
 from toolgate.telemetry.call_spans import CallSpans
 from toolgate.telemetry.setup import meter
@@ -24,8 +27,11 @@ from toolgate.workers.runtime.call_metrics import CallMetrics
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Inbound, M
 from toolgate.workers.runtime.span_attributes import closed, opened
+from toolgate.workers.runtime.stage_metrics import CompensationMetrics, ValidationMetrics
 
 FAILED_OUTCOMES = ("UNKNOWN_ERROR", "dead_lettered")
+# How normalization left a result it could not make the agent's observation of.
+UNNORMALIZED = frozenset({"OBSERVATION_NORMALIZATION_FAIL", "dead_lettered"})
 
 
 class RoundTelemetry:
@@ -40,6 +46,8 @@ class RoundTelemetry:
         self._dead = m.create_counter("toolgate.deadletters")
         # Every call ends at normalization: the seeds' invocation metrics are counted there.
         self._invocations = CallMetrics() if stage == "normalization" else None
+        self._gates = ValidationMetrics() if stage == "validation" else None
+        self._compensations = CompensationMetrics() if stage == "execution" else None
 
     def open_spans(self, calls: Sequence[Inbound[M]]) -> None:
         """One span per sampled call; every call gets the traceparent its outputs carry."""
@@ -64,12 +72,19 @@ class RoundTelemetry:
             labels[label] += 1
             if call.span is not None:
                 error = label if label in FAILED_OUTCOMES else None
-                self._spans.end(call.span, closed(self.stage, label, call.model), error)
+                ended = closed(self.stage, label, call.model, call.span.attributes, out.keys.get(call.call_id))
+                self._spans.end(call.span, ended, error)
         self._spans.flush()
         for label, count in labels.items():
             self._calls.add(count, {**self._attrs, "outcome": label})
         if self._invocations is not None:
-            self._invocations.record([c.model for c in calls if isinstance(c.model, ExecutionResult)])
+            results: list[ExecutionResult] = [c.model for c in calls if isinstance(c.model, ExecutionResult)]
+            unobserved = {r.call_id for r in results if out.outcomes.get(r.call_id) in UNNORMALIZED}
+            self._invocations.record(results, unobserved)
+        if self._gates is not None:
+            self._gates.record(cast(Sequence[Inbound[ToolProposal]], calls), out)
+        if self._compensations is not None:
+            self._compensations.record(cast(Sequence[Inbound[StageRecord]], calls), out)
 
     def round_done(self, seconds: float, calls: int, dead_letters: int) -> None:
         if dead_letters:

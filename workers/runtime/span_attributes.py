@@ -7,6 +7,11 @@ string (`tool.approval_id` of a call that needed none), never left out. Never a 
 idempotency key is carried as its hash (`tool.idempotency_key_hash`), the auth profile names the
 kind of credential (`bearer`), never its reference or value.
 
+`trace.replayable` says whether what a replay of the call needs was captured (the seeds' meaning;
+call_facts.py's `replayable` says what that is at each stage); it is known when the span ends.
+`tool.idempotency_key_hash` is the hash of the call's key: the caller's, or the one validation
+derives for a call that named none (from validation on; a result carries no key).
+
 `tool.validation.status` per stage and outcome: validation passes (`passed`, or `repaired` for a
 proposal that is a repair attempt) or fails (`failed`); a call held for (or refused for want of)
 approval is `approval_pending`; policy and later stages refuse (`blocked`); a call any stage
@@ -19,9 +24,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from toolgate.schemas.hashing import fingerprint
-from toolgate.schemas.models import ExecutionResult, StageHead, TaxonomyClass
+from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.schemas.wire import field_of
 from toolgate.taxonomy import VECTORS
+from toolgate.workers.runtime.call_facts import replayable
 
 if TYPE_CHECKING:
     from toolgate.contracts.contract import Contract
@@ -99,7 +105,6 @@ def opened(stage: str, model: object, call_id: str) -> Attributes:
     spec = str(field_of(model, "tool_version") or "")
     tenant = str(field_of(model, "tenant_id") or "")
     contract = CONTRACTS.of(name, spec)
-    arguments = field_of(model, "arguments")
     return {
         "toolgate.stage": stage,
         "gen_ai.operation.name": OPERATION,
@@ -109,11 +114,7 @@ def opened(stage: str, model: object, call_id: str) -> Attributes:
         "tenant.id": tenant,
         "tool.idempotency_key_hash": key_hash(tenant, field_of(model, "idempotency_key")),
         "tool.approval_id": str(field_of(model, "approval_id") or ""),
-        # What a replay needs: the call's identity, its tool and its arguments (or its result).
-        # (A StageHead's record carries its arguments, unread.)
-        "trace.replayable": bool(
-            call_id and name and (arguments is not None or isinstance(model, ExecutionResult | StageHead))
-        ),
+        "trace.replayable": False,  # known when the span ends (`closed`)
         **contract_facts(contract),
     }
 
@@ -128,9 +129,22 @@ def validation_status(stage: str, label: str, failed: bool, model: object) -> st
     return "blocked" if failed else "passed"
 
 
-def closed(stage: str, label: str, model: object) -> Attributes:
+def closed(
+    stage: str, label: str, model: object, began: Mapping[str, str | bool | int] | None = None, key: str | None = None
+) -> Attributes:
     """What a call's span carries at its end: how this stage left it. A call held for approval
-    (its interim CONFIRMATION_MISSING) has not failed; a denied or expired approval has."""
+    (its interim CONFIRMATION_MISSING) has not failed; a denied or expired approval has. `began`:
+    what the span opened with (`opened`); `key`: the idempotency key of the call this stage passed on (the
+    one validation derived for a call that named none), for a span that opened without it."""
+    ended: Attributes = {}
+    if key and began is not None and not began.get("tool.idempotency_key_hash"):
+        ended["tool.idempotency_key_hash"] = key_hash(str(began.get("tenant.id", "")), key)
+    ended.update(_how(stage, label, model))
+    ended["trace.replayable"] = replayable(stage, label, model, {**(began or {}), **ended})
+    return ended
+
+
+def _how(stage: str, label: str, model: object) -> Attributes:
     shown = label
     if isinstance(model, ExecutionResult):  # normalization: how the call ended, at whichever stage
         outcome = model.outcome

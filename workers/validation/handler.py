@@ -39,6 +39,7 @@ from toolgate.workers.runtime.refusals import Refusal
 from toolgate.workers.validation import admission, admission_rate, repair_log, semantic
 from toolgate.workers.validation.admitting import Admitted, Admitting, refuse
 from toolgate.workers.validation.decision import Decision, Pass, Reject, decide
+from toolgate.workers.validation.tally import tally
 
 STAGE = admission.STAGE
 LENIENT = frozenset({"arguments"})  # the model's text; every identity field must be UTF-8
@@ -86,10 +87,13 @@ class ValidationHandler(Handler[ToolProposal]):
                 self._semantic(d, known, today, a.proposal.tenant_id) for a, d in zip(admitted, decisions, strict=True)
             ]
             proposals = [a.proposal for a in admitted]
+            gated = decisions
             if entries or repair_log.failing(proposals, decisions):
                 async with conn.transaction():
                     decisions = await repair_log.apply(conn, proposals, decisions, self.policy.repair, self.registry)
                     await audit.append(conn, entries)
+        for a, gate, final in zip(admitted, gated, decisions, strict=True):
+            out.facts[a.proposal.call_id] = tally(a.proposal, gate, final)
         self._emit(admitted, decisions, now, out)
 
     def _semantic(self, decision: Decision, known: facts.Facts, today: dt.date, tenant_id: str) -> Decision:
