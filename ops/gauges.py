@@ -21,7 +21,12 @@ sample go into the `tool.approval.resolution_time` histogram.
 | toolgate.budget.spent {tenant, dimension} | toolgate_budget_spent |
 | tool.approval.pending_count {tool, approver_group} | tool_approval_pending_count |
 | tool.approval.resolution_time (ms) {tool, resolution} | tool_approval_resolution_time_milliseconds |
+| tool.contract.sunset_remaining (s) {tool, version} | tool_contract_sunset_remaining_seconds |
 | toolgate.sample.errors {part} | toolgate_sample_errors_total |
+
+`tool.contract.sunset_remaining` is, for each contract version with a `lifecycle.sunset_date`, the
+time left until that date begins (00:00 UTC), negative once it passed: what the
+DeprecationRemovalBlocked alert weighs a deprecated version's use against.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from collections.abc import Callable, Iterable
 
 from opentelemetry.metrics import CallbackOptions, Observation
 
+from toolgate.contracts.contract import Contract
 from toolgate.contracts.registry import Registry
 from toolgate.ops import status
 from toolgate.ops.audit import verify_log
@@ -70,6 +76,7 @@ class Gauges:
             ("toolgate.audit.chain_ok", ""),
             ("toolgate.budget.spent", ""),
             ("tool.approval.pending_count", "{approval}"),
+            ("tool.contract.sunset_remaining", "s"),
         ):
             m.create_observable_gauge(name, [self._observer(name)], unit=unit)
 
@@ -89,6 +96,7 @@ class Gauges:
             ("postgres", self._postgres),
             ("dead_letters", self._dead_letters),
             ("audit", self._audit),
+            ("lifecycle", self._lifecycle),
         ):
             try:
                 read()
@@ -134,6 +142,9 @@ class Gauges:
             reading[(("tool", row.tool_name), ("approver_group", row.group))] = float(row.count)
         return reading
 
+    def _lifecycle(self) -> None:
+        self.readings["tool.contract.sunset_remaining"] = sunset_remaining(self.registry, time.time())
+
     def _dead_letters(self) -> None:
         self.readings["toolgate.deadletters.open"] = {(): float(self.readers.open_letters())}
 
@@ -143,3 +154,15 @@ class Gauges:
             report = verify_log(self.settings)
             self._verified_at = time.monotonic()
             self.readings["toolgate.audit.chain_ok"] = {(): 1.0 if report.ok else 0.0}
+
+
+def sunset_remaining(contracts: Iterable[Contract], now_s: float) -> Reading:
+    """Seconds from `now_s` until each contract version's sunset date begins (UTC), for those
+    that have one; negative once it passed."""
+    reading: Reading = {}
+    for contract in contracts:
+        sunset = contract.document["identity"]["lifecycle"].get("sunset_date")
+        if sunset:
+            begins = dt.datetime.combine(dt.date.fromisoformat(str(sunset)), dt.time(), dt.UTC).timestamp()
+            reading[(("tool", contract.name), ("version", contract.version))] = begins - now_s
+    return reading

@@ -7,6 +7,7 @@ a workstation without it the two promtool tests are skipped, and say so.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -25,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "ops" / "prometheus" / "toolgate-rules.yml"
 RULE_TESTS = REPO / "ops" / "prometheus" / "toolgate-rules.test.yml"
 RUNBOOKS = REPO / "ops" / "runbooks"
+DASHBOARD = REPO / "ops" / "grafana" / "dashboards" / "toolgate.json"
 ALERTS: dict[str, dict[str, Any]] = {
     rule["alert"]: rule
     for group in yaml.safe_load(RULES.read_text())["groups"]
@@ -76,6 +78,39 @@ def test_every_alert_fires_and_stays_quiet_in_promtools_unit_tests() -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_seed_rate_rule_has_a_promtool_test() -> None:
+    """Each recording rule of the seeds' rates is evaluated over known counters in a promtool
+    test, and the test names it."""
+    groups = {group["name"]: group["rules"] for group in yaml.safe_load(RULES.read_text())["groups"]}
+    tested = {
+        case["expr"].split("{")[0]
+        for test in yaml.safe_load(RULE_TESTS.read_text())["tests"]
+        for case in test.get("promql_expr_test", [])
+        if case.get("exp_samples")
+    }
+    rates = {rule["record"] for rule in groups["toolgate-seed-rates"]}
+    assert len(rates) >= 20
+    assert rates - tested == set()
+
+
+# Seed 000's rates recorded in the first group, beside what its alerts read.
+SEED_RATES_BEFORE = {
+    "tool:validation_failure_ratio:rate5m",
+    "tool:unauthorized_proposal_ratio:rate5m",
+    "tool:policy_violation_ratio:rate5m",
+    "tool:idempotency_replay_ratio:rate5m",
+}
+
+
+def test_the_dashboard_shows_every_seed_rate() -> None:
+    shown = " ".join(
+        target["expr"] for panel in json.loads(DASHBOARD.read_text())["panels"] for target in panel.get("targets", [])
+    )
+    groups = {group["name"]: group["rules"] for group in yaml.safe_load(RULES.read_text())["groups"]}
+    rates = {rule["record"] for rule in groups["toolgate-seed-rates"]} | SEED_RATES_BEFORE
+    assert {rate for rate in rates if rate not in shown} == set()
 
 
 def test_every_alert_has_a_firing_and_a_quiet_case() -> None:
