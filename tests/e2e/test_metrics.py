@@ -329,3 +329,26 @@ def test_a_call_without_a_key_carries_its_derived_keys_hash_from_validation_on(p
     hashes = {a["tool.idempotency_key_hash"] for a in found if a["toolgate.stage"] in stages}
     assert len(hashes) == 1 and "" not in hashes, hashes
     assert all(a["trace.replayable"] is True for a in found)
+
+
+def test_compensations_count_once_each_by_how_they_ended(pipeline: Pipeline, prometheus: Prometheus) -> None:
+    """Execution counts a compensation that ran (seed 000's Compensation Success Rate): one that
+    undid its call, one that failed, and not the same compensation sent again (a replay)."""
+    undone = 'tool_compensations_total{tool="invoice.void_draft",result="%s"}'
+    time.sleep(3)
+    before = {end: prometheus.total(undone % end) for end in ("succeeded", "failed")}
+    drafts = []
+    for _ in range(2):
+        run_id, operation = f"run_{uuid.uuid4().hex[:10]}", f"op_{uuid.uuid4().hex[:10]}"
+        sent = pipeline.propose(
+            "invoice.create_draft", _draft(run_id, operation), run_id=run_id, logical_operation_id=operation
+        )
+        drafts.append((sent, pipeline.wait(sent)["result_payload"]["data"]["invoice_id"]))
+    (kept, _), (finalized, invoice_id) = drafts
+    for _ in range(2):  # compensating twice is one compensation; the second is answered from its key
+        assert pipeline.cli("compensate", kept.call_id, "--json").returncode == 0
+    pipeline.sql("UPDATE demo.invoices SET status = 'open' WHERE invoice_id = %s", (invoice_id,))  # finalized
+    assert pipeline.cli("compensate", finalized.call_id, "--json").returncode == 0
+    eventually(lambda: prometheus.total(undone % "failed") == before["failed"] + 1, timeout=30)
+    time.sleep(3)
+    assert prometheus.total(undone % "succeeded") == before["succeeded"] + 1
