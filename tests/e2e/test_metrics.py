@@ -352,3 +352,23 @@ def test_compensations_count_once_each_by_how_they_ended(pipeline: Pipeline, pro
     eventually(lambda: prometheus.total(undone % "failed") == before["failed"] + 1, timeout=30)
     time.sleep(3)
     assert prometheus.total(undone % "succeeded") == before["succeeded"] + 1
+
+
+def test_a_repaired_proposal_counts_a_repair_loop_triggered_then_repaired(
+    pipeline: Pipeline, prometheus: Prometheus
+) -> None:
+    """Validation counts what its gates found (seed 000's first-pass schema valid and repair
+    rates): a first attempt with the wrong type triggers a loop; the repair that passes ends it."""
+    loops = 'tool_repair_loops_total{tool="invoice.fetch",event="%s"}'
+    invalid = 'tool_validation_proposals_total{tool="invoice.fetch",attempt="first",schema="invalid"}'
+    repaired = 'tool_validation_proposals_total{tool="invoice.fetch",attempt="repair",schema="valid",semantic="valid"}'
+    series = (loops % "triggered", loops % "repaired", invalid, repaired)
+    time.sleep(3)
+    before = {expr: prometheus.total(expr) for expr in series}
+    run = {"run_id": f"run_{uuid.uuid4().hex[:10]}", "logical_operation_id": f"op_{uuid.uuid4().hex[:10]}"}
+    assert taxonomy(pipeline.call("invoice.fetch", {"invoice_id": 5}, **run)) == "TYPE_MISMATCH"
+    fixed = pipeline.call("invoice.fetch", {"invoice_id": "inv_acme0001"}, repair_attempt=1, **run)
+    assert taxonomy(fixed) == "SUCCESS"
+    eventually(lambda: prometheus.total(loops % "repaired") == before[loops % "repaired"] + 1, timeout=30)
+    time.sleep(3)
+    assert {expr: prometheus.total(expr) - before[expr] for expr in series} == dict.fromkeys(series, 1.0)
