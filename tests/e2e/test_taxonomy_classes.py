@@ -7,6 +7,7 @@ against the reference observation schema (conftest)."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
@@ -65,10 +66,10 @@ def ledger(pipeline: Pipeline, prefix: str) -> list[dict[str, Any]]:
 def test_a_provider_that_keeps_failing_is_dependency_unavailable_retryable_after_its_delay(pipeline: Pipeline) -> None:
     """The provider answers 503 with Retry-After: 2 to every attempt execution makes (send_email
     may make 3): the agent is told DEPENDENCY_UNAVAILABLE, retryable, after the provider's delay,
-    and nothing was sent."""
+    and nothing was sent, then or later."""
     key = f"down-{uuid.uuid4().hex}"
     with Faults(pipeline, fail_statuses=[503] * 3, retry_after_s=2):
-        _, final = approved(pipeline, "notify.send_email", EMAIL, idempotency_key=key)
+        sent, final = approved(pipeline, "notify.send_email", EMAIL, idempotency_key=key)
     assert taxonomy(final) == "DEPENDENCY_UNAVAILABLE"
     assert (final["status"]["code"], final["status"]["retryable"], final["status"]["fail_closed"]) == (503, True, False)
     assert errors_of(final) == [(None, "provider_503")]
@@ -76,7 +77,16 @@ def test_a_provider_that_keeps_failing_is_dependency_unavailable_retryable_after
     assert (feedback["retryable"], feedback["retry_after_ms"]) == (True, 2000)  # what the provider said
     assert feedback["next_action"] == "retry_after_recovery"
     assert final["execution_metadata"]["attempt_number"] == 1
+    # Its effect ran longer (3 attempts, 2 s apart) than the tests' 3 s lease: the key stayed
+    # execution's until the effect ended, and reconciliation never took it over to run it again.
+    time.sleep(3.0)
     assert ledger(pipeline, provider_key("acme", "notify.send_email", "1.0.0", key)) == []
+    assert (
+        pipeline.sql(
+            "SELECT action FROM toolgate.audit_log WHERE stage = 'reconciliation' AND call_id = %s", (sent.call_id,)
+        )
+        == []
+    )
     assert pipeline.sql("SELECT status FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,)) == [
         ("FAILED_RETRYABLE",)
     ]
