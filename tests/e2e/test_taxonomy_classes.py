@@ -1,6 +1,7 @@
 """The classes the review found without an end-to-end producer (issue 50, part 5), through the real
 broker and Postgres: a provider that keeps failing (DEPENDENCY_UNAVAILABLE), a bulk send that
-partly fails (PARTIAL_SUCCESS), and a two-step effect whose second step fails after the first
+partly fails (PARTIAL_SUCCESS, answered by execution or, when the provider answered too late, by
+reconciliation's status query), and a two-step effect whose second step fails after the first
 committed (COMPENSATION_REQUIRED, then its compensation, once). Every observation is checked
 against the reference observation schema (conftest)."""
 
@@ -126,6 +127,33 @@ def test_a_bulk_send_that_partly_fails_is_partial_success_with_each_items_result
     assert taxonomy(again) == "PARTIAL_SUCCESS"
     assert again["result_payload"]["data"]["results"] == results
     assert len(ledger(pipeline, provider_key("acme", "notify.send_bulk", "1.0.0", key) + ":")) == 2
+
+
+def test_a_bulk_answered_too_late_is_settled_partial_success_by_its_status_query(pipeline: Pipeline) -> None:
+    """The provider sends the bulk but answers after the call's deadline, and its status query is
+    down meanwhile: the outcome is unknown (202, being verified). Once the status query is back,
+    reconciliation settles the key as execution would have: PARTIAL_SUCCESS with each item's
+    result, each sent item once."""
+    key = f"bulk-{uuid.uuid4().hex}"
+    with Faults(pipeline, bounce=[BOUNCING], delay_after_ms=6000, status_query_status=503):
+        sent = pipeline.propose("notify.send_bulk", {"messages": MESSAGES}, idempotency_key=key)
+        interim = pipeline.wait(sent, final=False)
+        approval_id = str(interim["result_payload"]["data"]["approval"]["approval_id"])
+        assert pipeline.cli("approvals", "approve", approval_id, "--as", "carol").returncode == 0
+        verifying = pipeline.first(sent, lambda o: taxonomy(o) == "TIMEOUT")
+    assert verifying["status"]["code"] == 202
+    final = pipeline.wait(sent, timeout=60, resend=False)
+    assert taxonomy(final) == "PARTIAL_SUCCESS"
+    assert [r["ok"] for r in final["result_payload"]["data"]["results"]] == [True, False, True]
+    assert errors_of(final) == [("results[1]", "recipient_rejected")]
+    items = ledger(pipeline, provider_key("acme", "notify.send_bulk", "1.0.0", key) + ":")
+    assert sorted(op["idempotency_key"].rsplit(":", 1)[1] for op in items) == ["0", "2"]
+    assert (
+        pipeline.sql(
+            "SELECT action FROM toolgate.audit_log WHERE stage = 'reconciliation' AND call_id = %s", (sent.call_id,)
+        )
+        != []
+    )
 
 
 # --- COMPENSATION_REQUIRED ---------------------------------------------------------------------
