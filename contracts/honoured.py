@@ -28,6 +28,9 @@ when it is refused:
   bound to the call's request hash.
 * `observability.trace_attributes`: every stage's span carries every name in `CALL_ATTRIBUTES`.
   Refused: a name no span carries.
+* `transactional.compensation_tool` with a binding whose `parts` are `steps`: a step failing after
+  one committed is answered COMPENSATION_REQUIRED naming the tool (workers/execution/parts.py).
+  Refused: steps with no compensation tool, or no `compensation` template to derive its arguments.
 * `error_contract.*`: normalization judges each error by the tool's lists
   (contracts/error_contract.py). Refused: a name that is no taxonomy class, or SUCCESS; a class
   listed repairable or retryable that the taxonomy never lets be; a class both retried and
@@ -59,6 +62,7 @@ def _refused(contract: Contract) -> Iterator[tuple[str, str]]:
     yield from _idempotency(contract)
     yield from _observability(contract)
     yield from _error_contract(contract)
+    yield from _parts(contract)
 
 
 def _lifecycle(contract: Contract) -> Iterator[tuple[str, str]]:
@@ -162,4 +166,20 @@ def _error_contract(contract: Contract) -> Iterator[tuple[str, str]]:
         yield (
             "error_contract.escalation_errors",
             f"{', '.join(both)} is also retryable: a class is retried or escalated",
+        )
+
+
+def _parts(contract: Contract) -> Iterator[tuple[str, str]]:
+    spec = contract.binding.get("parts") or {}
+    if spec.get("kind") != "steps":
+        return
+    if not contract.document["transactional"]["compensation_tool"]:
+        yield (
+            "transactional.compensation_tool",
+            "null, but the binding's parts are steps: a step failing after one committed needs a compensation to name",
+        )
+    if "compensation" not in contract.binding:
+        yield (
+            "transactional.compensation_tool",
+            "the binding's parts are steps, but it has no compensation template to derive the compensation's arguments",
         )

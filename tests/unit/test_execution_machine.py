@@ -3,6 +3,7 @@ driven here by answering its asks by hand, with no Postgres; and that the order 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from tests.unit.test_execution_decision import CHARGE, DRAFT, ESTIMATE, FETCH, N
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.store.rows import KeyRow
-from toolgate.workers.execution import asks, machine, pending
+from toolgate.workers.execution import asks, machine, pending, reservation
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.answers import deadline_passed, stored_response
 from toolgate.workers.execution.effects import Done, Job, Unknown
@@ -89,6 +90,20 @@ def test_a_new_key_is_reserved_and_planned_to_execute() -> None:
     assert kinds(asked) == [asks.ReserveKeys]  # a fresh key is not read again under lock
     [c] = state.calls
     assert c.plan == idem.Execute(1) and c.runs and not c.unwritten
+
+
+def test_a_key_is_leased_until_its_effect_can_no_longer_run() -> None:
+    """A key leased for less than its effect may run would be taken over by reconciliation while
+    the effect still ran (seen: a 503-retrying email, re-driven and sent, after its caller was told
+    DEPENDENCY_UNAVAILABLE). The lease runs past the call's deadline; never shorter than the worker's."""
+    c = call(DRAFT)
+    long_running = machine.Arrived(c.record, c.traceparent, c.raw, replace(c.job, deadline_ms=NOW + 300_000), c.key)
+    _, asked = reserved(long_running)
+    [reserve] = [a for a in asked if isinstance(a, asks.ReserveKeys)]
+    assert reserve.lease_s == 300 + reservation.LEASE_MARGIN_S
+    short = machine.Arrived(c.record, c.traceparent, c.raw, replace(c.job, deadline_ms=NOW + 500), c.key)
+    _, asked = reserved(short)
+    assert [a.lease_s for a in asked if isinstance(a, asks.ReserveKeys)] == [LEASE.seconds]
 
 
 def test_deferred_a_new_key_is_only_locked_and_written_with_its_end() -> None:

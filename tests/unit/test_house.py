@@ -77,6 +77,7 @@ PURE_PARTS = (
     "toolgate.workers.execution.clearance",
     "toolgate.workers.execution.idempotency",
     "toolgate.workers.execution.pending",
+    "toolgate.workers.execution.parts",
     "toolgate.workers.approval.packet",
     "toolgate.workers.runtime.facts",
     "toolgate.workers.runtime.call_facts",

@@ -1,9 +1,10 @@
 """The HTTP executor's request shaping: auth profiles from secret references, the egress
 allowlist, the idempotency key header. (The calls themselves are tested end to end against
-the demo provider.)"""
+the demo provider; a provider that is down, against a port nothing listens on.)"""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
 from pathlib import Path
@@ -15,12 +16,13 @@ from tests.unit.factories import changed, record_of
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.registry import load_registry
 from toolgate.schemas.hashing import provider_key
-from toolgate.schemas.models import Principal
+from toolgate.schemas.models import Principal, TaxonomyClass
 from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretMissing, SecretProvider
 from toolgate.settings import Settings
-from toolgate.workers.execution.executors import Job
+from toolgate.workers.execution.executors import Effect, Failed, Job
 from toolgate.workers.execution.http import EgressDenied, HttpExecutor
+from toolgate.workers.execution.retry import RetryPolicy
 
 
 def job(auth: dict[str, Any] | None, allow: list[str] | None = None) -> Job:
@@ -118,3 +120,27 @@ def test_a_key_reaches_the_status_query_path_only_as_its_provider_key(tmp_path: 
     assert hostile.provider_key.startswith("tgk_") and hostile.provider_key.isalnum() is False
     other_tenant = Job(changed(hostile.record, tenant_id="globex"), hostile.contract, hostile.idempotency_key, 0)
     assert other_tenant.provider_key != hostile.provider_key
+
+
+def test_a_provider_that_is_down_is_dependency_unavailable_with_a_retry_after(tmp_path: Path) -> None:
+    """Nothing listens on 127.0.0.1:9: the request was never sent, a retry is safe, and the answer
+    says when: no sooner than execution's own longest backoff (the provider gave no Retry-After)."""
+    down = job(None)
+    down = Job(down.record, down.contract, down.idempotency_key, 2**53)
+
+    async def run() -> Effect:
+        http = executor(tmp_path)
+        await http.open()
+        try:
+            return await http.run(down, 0)
+        finally:
+            await http.close()
+
+    effect = asyncio.run(run())
+    assert isinstance(effect, Failed)
+    assert (effect.taxonomy, effect.final, effect.errors[0].code) == (
+        TaxonomyClass.DEPENDENCY_UNAVAILABLE,
+        False,
+        "connect_failed",
+    )
+    assert effect.retry_after_ms == RetryPolicy.cap_ms == 2000

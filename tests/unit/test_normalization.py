@@ -334,3 +334,47 @@ def test_secret_in_error_field_is_scrubbed() -> None:
 def test_only_the_scrubber_passed_in_scrubs() -> None:
     data = {**GOOD_DATA["invoice.fetch"], "customer_id": f"cust with {CANARY} inside"}
     assert _leaks(normalize(success("invoice.fetch", data), registry(), Scrubber()).observation)
+
+
+def _in_parts(tool: str, taxonomy: TaxonomyClass, data: dict[str, Any]) -> ExecutionResult:
+    record = stage_record(registry().resolve(tool, "latest"), {"title": "t", "body": "b"})
+    return result(
+        record.call,
+        stage="execution",
+        result_outcome=outcome(taxonomy),
+        traceparent=TRACEPARENT,
+        home_partition=0,
+        now_ms=NOW,
+        data=data,
+    )
+
+
+SENT = {"index": 0, "to": "a@x.example", "ok": True, "message_id": "m"}
+BOUNCED = {"index": 1, "to": "b@x.example", "ok": False, "error": {"code": "c", "message": "m"}}
+STEPS = {"post_id": "post_1", "steps": [{"step": "post", "ok": True}, {"step": "notify", "ok": False}]}
+
+
+@pytest.mark.parametrize(
+    ("tool", "taxonomy", "data", "problem"),
+    [
+        ("notify.send_bulk", TaxonomyClass.PARTIAL_SUCCESS, {"results": [SENT, BOUNCED]}, False),
+        ("notify.send_bulk", TaxonomyClass.PARTIAL_SUCCESS, {"results": [SENT, {**BOUNCED, "leak": "x"}]}, True),
+        ("notify.send_bulk", TaxonomyClass.PARTIAL_SUCCESS, {"withheld": {"reason": "result_too_large"}}, False),
+        (
+            "notify.publish_announcement",
+            TaxonomyClass.COMPENSATION_REQUIRED,
+            {**STEPS, "compensation": {"tool": "notify.retract_announcement", "arguments": {}}},
+            False,
+        ),
+        ("notify.publish_announcement", TaxonomyClass.COMPENSATION_REQUIRED, {**STEPS, "debug": "x"}, True),
+    ],
+    ids=["partial", "partial-leaking", "partial-withheld", "compensation-required", "compensation-required-leaking"],
+)
+def test_a_partly_done_effect_in_parts_is_checked_against_the_output_schema(
+    tool: str, taxonomy: TaxonomyClass, data: dict[str, Any], problem: bool
+) -> None:
+    normalized = normalize(_in_parts(tool, taxonomy, data), registry(), SCRUB)
+    assert bool(normalized.problem) is problem
+    expected = TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL if problem else taxonomy
+    assert normalized.observation.status.taxonomy_class is expected
+    assert reference_errors(normalized.observation) == []

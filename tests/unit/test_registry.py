@@ -45,6 +45,9 @@ def test_shipped_contracts() -> None:
         "invoice.fetch",
         "invoice.tax_estimate",
         "invoice.void_draft",
+        "notify.publish_announcement",
+        "notify.retract_announcement",
+        "notify.send_bulk",
         "notify.send_email",
         "payment.charge_card",
     ]

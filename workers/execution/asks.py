@@ -74,11 +74,13 @@ class LockKeys(Ask[dict[Ident, KeyRow]]):
 @dataclass(frozen=True)
 class ReserveKeys(Ask[set[Ident]]):
     rows: tuple[dict[str, Any], ...]  # keys.reservation's
+    lease_s: float  # how long the keys are this process's: past the latest deadline of their effects
 
 
 @dataclass(frozen=True)
 class RedriveKeys(Ask[None]):
     rows: tuple[dict[str, Any], ...]  # keys.redrive_row's
+    lease_s: float  # as ReserveKeys'
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,9 @@ or is a Mismatch when its request differs.
 
 After the effect (`conclude`), the key's status and the result:
 
-    Done                         -> COMPLETED, SUCCESS with the data and its verification
+    Done                         -> as parts.judge says: COMPLETED, SUCCESS with the data and its
+                                    verification; an effect in parts may be PARTIAL_SUCCESS or
+                                    COMPENSATION_REQUIRED (COMPLETED), or nothing done (FAILED_*)
     Failed, of a compensation    -> FAILED_FINAL / FAILED_RETRYABLE, COMPENSATION_FAILED
     Failed                       -> FAILED_FINAL / FAILED_RETRYABLE, the failure's class
     Unknown (or no outcome)      -> PENDING, TIMEOUT 202 await_verification
@@ -48,7 +50,7 @@ from typing import Any
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass
 from toolgate.states import ENDED, KeyStatus
-from toolgate.workers.execution import answers, clearance
+from toolgate.workers.execution import answers, clearance, parts
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.answers import STAGE, deadline_passed, refuse, replay, verification_for
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
@@ -216,10 +218,12 @@ def conclude(
         return Concluded(answers.ended(r, STAGE, traceparent, attempt, now, result_outcome, **fields), status)
 
     if isinstance(effect, Done):
+        judged = parts.judge(job.contract, r.call.arguments, effect.data)
         return ended(
-            outcome(TaxonomyClass.SUCCESS),
-            KeyStatus.COMPLETED,
-            data=effect.data,
+            judged.outcome,
+            judged.status,
+            data=judged.data,
+            errors=judged.errors,
             verification=verification_for(job, effect.data),
         )
     if isinstance(effect, Failed):

@@ -25,6 +25,7 @@ from toolgate.secrets import SecretMissing, SecretProvider
 from toolgate.settings import Settings
 from toolgate.workers.execution.effects import Done, Effect, Job, Unknown
 from toolgate.workers.execution.executors import failed
+from toolgate.workers.execution.retry import RetryPolicy
 
 
 class EgressDenied(PermanentError):
@@ -130,8 +131,14 @@ class HttpExecutor:
                 return await self._classify(resp)
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             # Never connected: the request was not sent, a retry is safe.
+            # No Retry-After from a provider that never answered: the longest backoff execution
+            # itself waits between attempts is the soonest a retry is worth it.
             return failed(
-                TaxonomyClass.DEPENDENCY_UNAVAILABLE, "connect_failed", f"cannot reach the provider: {exc}", final=False
+                TaxonomyClass.DEPENDENCY_UNAVAILABLE,
+                "connect_failed",
+                f"cannot reach the provider: {exc}",
+                final=False,
+                retry_after_ms=RetryPolicy.cap_ms,
             )
         except (TimeoutError, aiohttp.ClientError) as exc:
             # Sent, but no answer: the effect may or may not have happened.

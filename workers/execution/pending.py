@@ -7,7 +7,8 @@ reach Recorded, with the same asks (asks.py) the driver (performer.py `Performer
 
     step          asks                          the key becomes
     status        CheckStatus                   (the provider's answer, as an Effect)
-    complete      RunAfterEffects (if bound)    COMPLETED, with the provider's result
+    complete      RunAfterEffects (if bound)    COMPLETED, with the provider's result (an effect in
+                                                parts as parts.judge says, as execution would)
     fail_closed   none                          FAILED_FINAL, UNKNOWN_ERROR, escalated
 
 Pure: the result and the response the key stores are built here, as execution builds them,
@@ -22,6 +23,7 @@ from typing import Any
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import ExecutionResult, FieldError, StageRecord, TaxonomyClass
 from toolgate.states import KeyStatus
+from toolgate.workers.execution import parts
 from toolgate.workers.execution.answers import ended, stored_response, verification_for
 from toolgate.workers.execution.asks import CheckStatus, RunAfterEffects, Step, ask
 from toolgate.workers.execution.decision import after_effect_failed
@@ -68,8 +70,21 @@ def complete(call: Pending, data: dict[str, Any], stage: str, now: int) -> Step[
     """The provider completed the call: COMPLETED with its result, and the binding's after_effect
     run in the transaction that records it (once, with COMPLETED)."""
     r, job = call.record, call.job
-    success = outcome(TaxonomyClass.SUCCESS)
-    res = ended(r, stage, r.traceparent, r.attempt, now, success, data=data, verification=verification_for(job, data))
+    judged = parts.judge(job.contract, r.call.arguments, data)
+    verification = verification_for(job, data)
+    res = ended(
+        r,
+        stage,
+        r.traceparent,
+        r.attempt,
+        now,
+        judged.outcome,
+        data=judged.data,
+        errors=judged.errors,
+        verification=verification,
+    )
+    if judged.status is not KeyStatus.COMPLETED:
+        return Settled(res, judged.status, stored_response(res), judged.outcome.taxonomy_class.value)
     if "after_effect" in job.contract.binding:
         [error] = yield from ask(RunAfterEffects(((job, data),)))
         if error is not None:

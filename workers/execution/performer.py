@@ -112,10 +112,10 @@ class Performer:
                 return await originals(conn, records)
             case asks.LockKeys(idents):
                 return await idempotency_keys.lock(conn, list(idents))
-            case asks.ReserveKeys(rows):
-                return await idempotency_keys.reserve(conn, list(rows), self.lease.owner, self.lease.seconds)
-            case asks.RedriveKeys(rows):
-                return await idempotency_keys.redrive(conn, list(rows), self.lease.owner, self.lease.seconds)
+            case asks.ReserveKeys(rows, lease_s):
+                return await idempotency_keys.reserve(conn, list(rows), self.lease.owner, lease_s)
+            case asks.RedriveKeys(rows, lease_s):
+                return await idempotency_keys.redrive(conn, list(rows), self.lease.owner, lease_s)
             case asks.TargetState(calls, for_update):
                 return await tickets.state_now(conn, calls, for_update=for_update)
             case asks.ConsumeTickets(released):

@@ -127,7 +127,7 @@ def _reserve_keys(
             calls[first[ident]] = replace(calls[first[ident]], unwritten=True)
     else:
         rows = tuple(keys.reservation(calls[i].call) for ident, i in first.items() if ident not in spent)
-        fresh = yield from ask(ReserveKeys(rows))
+        fresh = yield from ask(ReserveKeys(rows, lease_for(lease, [calls[i] for i in first.values()], now)))
         # A fresh key's row is this transaction's own insert, locked already and known: only the
         # keys that existed before are read, under FOR UPDATE (usually none: one statement saved).
         old = tuple(ident for ident in first if ident not in fresh)
@@ -154,7 +154,20 @@ def _reserve_keys(
         elif isinstance(plan, idem.Execute) and row is not None:
             redrive.append(keys.redrive_row(c.call, plan.attempt))
     if redrive:
-        yield from ask(RedriveKeys(tuple(redrive)))
+        yield from ask(RedriveKeys(tuple(redrive), lease_for(lease, [calls[i] for i in first.values()], now)))
+
+
+# How long a key stays leased past the deadline of its effect: the effect ends by its deadline
+# (every attempt and retry is bounded by it, retry.py), then its end is recorded.
+LEASE_MARGIN_S = 2.0
+
+
+def lease_for(lease: Lease, calls: list[CallState], now: int) -> float:
+    """How long this round's keys are leased: the worker's lease, or, when an effect may run
+    longer, until the latest deadline and a margin. A key whose lease ran out while its effect
+    still ran would be taken over by reconciliation (run again or answered twice)."""
+    latest = max((c.call.job.deadline_ms for c in calls), default=now)
+    return max(lease.seconds, (latest - now) / 1000 + LEASE_MARGIN_S)
 
 
 def _leaders(calls: list[CallState], keyed: list[int]) -> dict[Ident, int]:

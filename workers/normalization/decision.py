@@ -6,13 +6,13 @@ attempt number and writes the timestamp in RFC 3339. The one constraint a result
 that the models do not hold is a verification delay below zero; such a result fails closed like
 any other it cannot normalize. A property test of `normalize` checks every observation it builds
 against the reference schema, so no run-time schema check costs each call its price. A
-successful result's data must also satisfy the contract's output schema; when it does not,
-the agent gets OBSERVATION_NORMALIZATION_FAIL (fail closed) instead of the raw payload, and
-the result is dead-lettered for an operator. An error is judged by the tool's own error contract
-(contracts/error_contract.py): its lists narrow what the agent may repair or retry, add what fails
-closed, and name what to escalate, in the status and in the feedback alike. Data and errors are scrubbed of registered
-secrets on the way out: the handler passes the scrubber in (`Scrub`), so this module needs no
-telemetry and stays pure.
+successful result's data (and a partly done effect in parts') must also satisfy the contract's
+output schema; when it does not, the agent gets OBSERVATION_NORMALIZATION_FAIL (fail closed)
+instead of the raw payload, and the result is dead-lettered for an operator. An error is judged
+by the tool's own error contract (contracts/error_contract.py): its lists narrow what the agent
+may repair or retry, add what fails closed, and name what to escalate, in the status and in the
+feedback alike. Data and errors are scrubbed of registered secrets on the way out: the handler
+passes the scrubber in (`Scrub`), so this module needs no telemetry and stays pure.
 """
 
 from __future__ import annotations
@@ -143,6 +143,25 @@ def _contract_of(res: ExecutionResult, registry: Registry) -> Contract | None:
         return None
 
 
+# An effect in parts of which some part was done (workers/execution/parts.py): its data is the
+# tool's answer, as a success's is, besides the compensation execution names.
+_PARTS_DONE = (TaxonomyClass.PARTIAL_SUCCESS, TaxonomyClass.COMPENSATION_REQUIRED)
+
+
+def _tool_answer(res: ExecutionResult, contract: Contract | None, data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The tool's own answer in `res`, to check against its output schema (None: nothing to
+    check): a success's data, not a dry run's preview; an effect in parts' when a part was
+    done, without the compensation toolgate adds, unless the result was withheld for its size."""
+    taxonomy = res.outcome.taxonomy_class
+    if contract is None or (data or {}).get("dry_run"):
+        return None
+    if taxonomy is TaxonomyClass.SUCCESS:
+        return data or {}
+    if taxonomy in _PARTS_DONE and "parts" in contract.binding and data is not None and "withheld" not in data:
+        return {k: v for k, v in data.items() if k != "compensation"}
+    return None
+
+
 def normalize(res: ExecutionResult, registry: Registry, scrub: Scrub) -> Normalized:
     data = scrub.obj(res.data) if res.data is not None else None
     errors = [
@@ -155,11 +174,11 @@ def normalize(res: ExecutionResult, registry: Registry, scrub: Scrub) -> Normali
     ]
     problem = None
     contract = _contract_of(res, registry)
-    checked = res.outcome.taxonomy_class is TaxonomyClass.SUCCESS and not (data or {}).get("dry_run")
-    if checked and contract is not None and not contract.accepts_output(data or {}):
+    answer = _tool_answer(res, contract, data)
+    if answer is not None and contract is not None and not contract.accepts_output(answer):
         violations = [
             f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
-            for e in contract.output_validator.iter_errors(data or {})
+            for e in contract.output_validator.iter_errors(answer)
         ]
         if violations:
             problem = "result does not satisfy the output schema: " + "; ".join(violations)[:1500]
