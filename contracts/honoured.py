@@ -18,6 +18,10 @@ when it is refused:
   it: a postgres statement runs read-only (workers/execution/bounds.py), and a write is refused,
   answered POLICY_VIOLATION and the version quarantined. Refused: READ_ONLY on an http binding
   with a writing method (POST, PUT, PATCH, DELETE), which nothing could stop from writing.
+* `transactional.semantics`: `idempotent_write` and `irreversible_pivot` are the MCP front door's
+  hints (door/tools.py), a compatibility finding when they change (compat.py). Refused:
+  `read_only` on any class but READ_ONLY (or READ_ONLY with another), and `saga_step` and
+  `retryable_post_pivot`, which nothing here gives a behaviour.
 * `idempotency.supported` and `key_header`: the header carries the key to the provider
   (workers/execution/http.py); execution keys every mutation whatever the provider supports.
   Refused: false with a key header.
@@ -47,6 +51,13 @@ from toolgate.schemas.models import TaxonomyClass
 from toolgate.taxonomy import vector
 from toolgate.telemetry.call_attributes import CALL_ATTRIBUTES
 
+# Semantics this runtime gives no behaviour, and why.
+UNSUPPORTED_SEMANTICS = {
+    "saga_step": "no saga coordinator runs a tool as one step of a larger transaction; declare its effect "
+    "(idempotent_write, compensable_write, irreversible_pivot) and let the agent's plan be the saga",
+    "retryable_post_pivot": "nothing here orders a tool after another's pivot; declare idempotent_write",
+}
+
 
 def problems(contract: Contract) -> list[str]:
     """Every field of `contract` set to what this runtime cannot honour, each named."""
@@ -59,6 +70,7 @@ def _refused(contract: Contract) -> Iterator[tuple[str, str]]:
     yield from _runtime(contract)
     yield from _security(contract)
     yield from _side_effect_class(contract)
+    yield from _semantics(contract)
     yield from _idempotency(contract)
     yield from _observability(contract)
     yield from _error_contract(contract)
@@ -118,6 +130,18 @@ def _side_effect_class(contract: Contract) -> Iterator[tuple[str, str]]:
         f"{executor['method']} is a writing method, and transactional.side_effect_class is READ_ONLY: "
         "a READ_ONLY HTTP tool may only use GET",
     )
+
+
+def _semantics(contract: Contract) -> Iterator[tuple[str, str]]:
+    semantics = contract.document["transactional"]["semantics"]
+    if semantics in UNSUPPORTED_SEMANTICS:
+        yield "transactional.semantics", f"{semantics}: {UNSUPPORTED_SEMANTICS[semantics]}"
+    elif (semantics == "read_only") != (not contract.is_mutation):
+        yield (
+            "transactional.semantics",
+            f"{semantics}, but transactional.side_effect_class is {contract.side_effect_class}: "
+            "read_only semantics is the READ_ONLY class's, and only its",
+        )
 
 
 def _idempotency(contract: Contract) -> Iterator[tuple[str, str]]:

@@ -89,6 +89,9 @@ REFUSED = [
         "escalation_errors",
         "TIMEOUT is also retryable",
     ),
+    ("invoice.fetch", _set("contract.transactional.semantics", "saga_step"), "semantics", "no saga coordinator"),
+    ("invoice.fetch", _set("contract.transactional.semantics", "idempotent_write"), "semantics", "is READ_ONLY"),
+    ("invoice.void_draft", _set("contract.transactional.semantics", "read_only"), "semantics", "MEDIUM_RISK_WRITE"),
     (
         "invoice.fetch",
         _set("contract.error_contract.fail_closed_errors", ["SUCCESS"]),
