@@ -12,7 +12,8 @@ when it is refused:
   http binding's `auth.secret_ref` and sends the secret; the tool never sees the reference).
   Refused: `execution_sandbox` (there is no sandbox to hand a secret to), and `none` with a
   binding that names a secret.
-* `security.tenant_scoped`: every stage scopes a call by its proven tenant. Refused: true with a
+* `security.tenant_scoped`: every stage scopes a call by its proven tenant, and an http request
+  of a tenant-scoped tool names it to the provider (`X-Toolgate-Tenant-Id`). Refused: true with a
   postgres statement that never binds `%(ctx.tenant_id)s`.
 * `transactional.side_effect_class`: READ_ONLY is enforced where the executor can be held to
   it: a postgres statement runs read-only (workers/execution/bounds.py), and a write is refused,

@@ -85,6 +85,7 @@ def test_auth_profiles_resolve_their_secret_at_call_time(
     assert headers[header] == value
     # The provider sees the key bound to tenant, tool and version, never the caller's key itself.
     assert headers["Idempotency-Key"] == provider_key("acme", "notify.send_email", "1.0.0", "key-123")
+    assert headers["X-Toolgate-Tenant-Id"] == "acme"  # a tenant_scoped tool's provider is told whose call it is
     # Resolved values (and the basic-auth token built from one) are scrubbed wherever they go.
     assert secret not in SCRUBBER.text(f"leaked {value}") and value.split()[-1] not in SCRUBBER.text(value)
 

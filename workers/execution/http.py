@@ -76,6 +76,8 @@ class HttpExecutor:
     def headers(self, job: Job) -> dict[str, str]:
         spec = job.contract.executor
         headers = {"Content-Type": "application/json", "X-Toolgate-Call-Id": job.record.call.call_id}
+        if job.contract.document["security"]["tenant_scoped"]:  # the provider scopes the effect by it
+            headers["X-Toolgate-Tenant-Id"] = job.record.call.tenant_id
         key_header = job.contract.document["idempotency"].get("key_header")
         if key_header:
             headers[key_header] = job.provider_key
