@@ -78,6 +78,7 @@ PURE_PARTS = (
     "toolgate.workers.execution.idempotency",
     "toolgate.workers.execution.pending",
     "toolgate.workers.execution.parts",
+    "toolgate.workers.execution.confinement",
     "toolgate.workers.approval.packet",
     "toolgate.workers.runtime.facts",
     "toolgate.workers.runtime.call_facts",

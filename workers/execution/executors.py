@@ -8,7 +8,9 @@ postgres  one pre-authorized, parameterized statement per call, run inside the t
 http      JSON over HTTP (http.py): the idempotency key in a header, auth resolved from a
           secret reference at call time, an egress allowlist, and the provider's status query
           when the outcome is unknown.
-python    an importable callable, `fn(arguments, context) -> dict`, sync or async.
+python    an importable callable, `fn(arguments, context) -> dict`, sync or async, run in a child
+          process of its own under resource limits, sandboxed if its contract asks
+          (children.py, runner.py, confinement.py).
 
 Each call ends as Done (the effect happened: COMPLETED), Failed (nothing happened:
 FAILED_RETRYABLE or FAILED_FINAL) or Unknown (it may have happened: the key stays PENDING
@@ -17,11 +19,8 @@ until a status query or reconciliation settles it; never retried blindly).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime as dt
-import importlib
-import inspect
 import logging
 from collections.abc import Mapping
 from decimal import Decimal
@@ -52,7 +51,6 @@ __all__ = [
     "run_after_effects",
     "run_postgres",
     "run_postgres_batch",
-    "run_python",
 ]
 
 
@@ -256,27 +254,3 @@ def _effect(job: Job, columns: list[str], raw_rows: list[Any], affected: int) ->
             return Done({})
         return failed(TaxonomyClass.STALE_STATE, "not_found", "the target resource does not exist", final=True)
     return Done(rows[0])
-
-
-# --- http ----------------------------------------------------------------------------------
-
-
-async def run_python(job: Job, now_ms: int) -> Effect:
-    module_name, _, attr = job.contract.executor["callable"].partition(":")
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        return failed(
-            TaxonomyClass.DEPENDENCY_UNAVAILABLE, "callable_missing", f"cannot import the tool: {exc}", final=True
-        )
-    left = max(0.05, (job.deadline_ms - now_ms) / 1000.0)
-    try:
-        if inspect.iscoroutinefunction(fn):
-            value = await asyncio.wait_for(fn(dict(job.record.call.arguments), job.context), left)
-        else:
-            value = await asyncio.wait_for(asyncio.to_thread(fn, dict(job.record.call.arguments), job.context), left)
-    except TimeoutError:
-        return Unknown("the callable did not return within its deadline")
-    except Exception as exc:
-        return failed(TaxonomyClass.UNKNOWN_ERROR, "tool_raised", f"{type(exc).__name__}: {exc}", final=True)
-    return Done(value if isinstance(value, dict) else {"value": value})

@@ -110,6 +110,7 @@ class ExecutionHandler(Handler[StageRecord]):
                 await self._marker  # a mark cut short hands its rows back for the last one
             self._marker = None
         await self._mark_sent()
+        await self.performer.children.close()
 
     async def _mark_sent_periodically(self) -> None:
         while True:

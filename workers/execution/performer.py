@@ -27,10 +27,11 @@ from toolgate.store.outbox import enqueue, enqueue_held, held_ids
 from toolgate.topics.catalog import Topics
 from toolgate.workers.execution import asks, tickets
 from toolgate.workers.execution.answers import STAGE
+from toolgate.workers.execution.children import Children
 from toolgate.workers.execution.compensation import Original
 from toolgate.workers.execution.decision import StoredOutcome
 from toolgate.workers.execution.effects import Done, Effect, Job, Unknown
-from toolgate.workers.execution.executors import run_after_effects, run_postgres_batch, run_python
+from toolgate.workers.execution.executors import run_after_effects, run_postgres_batch
 from toolgate.workers.execution.http import HttpExecutor
 from toolgate.workers.execution.machine import Lease
 from toolgate.workers.execution.retry import policy_for, with_retries
@@ -54,6 +55,7 @@ class Performer:
 
     def __init__(self, http: HttpExecutor, lease: Lease | None = None, topics: Topics | None = None) -> None:
         self.http = http
+        self.children = Children()
         self._lease = lease
         self._topics = topics
 
@@ -137,7 +139,7 @@ class Performer:
                 if not isinstance(checked, Unknown):
                     effect = checked
         else:
-            effect = await with_retries(lambda: run_python(job, now_ms()), policy, job.deadline_ms)
+            effect = await with_retries(lambda: self.children.run(job, now_ms()), policy, job.deadline_ms)
         # Whatever a provider or tool answered may echo a credential: scrub it here, in the
         # only process that resolved one, before it is stored or published.
         return Done(SCRUBBER.obj(effect.data)) if isinstance(effect, Done) else effect

@@ -1,0 +1,183 @@
+"""A python tool runs in a child process of its own (workers/execution/children.py, runner.py):
+killed with everything it started at its deadline, held to its memory and CPU limits, a crash a
+typed answer, and, sandboxed, with no network and no filesystem but its scratch directory. Real
+processes, a real kernel: nothing here is mocked."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.factories import record_of
+from tests.unit.test_registry import document
+from toolgate.contracts.admission import admit
+from toolgate.schemas.models import Principal, TaxonomyClass
+from toolgate.workers.execution.children import Children
+from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+@pytest.fixture(autouse=True)
+def importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child imports the escaping tool as the worker would: from the PYTHONPATH."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+
+
+def job(*, sandbox: bool, mutation: bool = False, timeout_ms: int = 3000, **arguments: Any) -> Job:
+    doc = copy.deepcopy(document("invoice.tax_estimate"))
+    doc["contract"]["identity"]["name"] = "test.escape"
+    doc["contract"]["runtime"]["sandbox_isolated"] = sandbox
+    doc["contract"]["affordance"]["input_schema"] = {"type": "object"}
+    doc["contract"]["affordance"]["output_schema"] = {"type": "object"}
+    if mutation:
+        doc["contract"]["transactional"].update(side_effect_class="LOW_RISK_INTERNAL", semantics="idempotent_write")
+        doc["contract"]["idempotency"]["required"] = True
+    doc["binding"]["executor"] = {
+        "kind": "python",
+        "callable": "tests.escaping_tool:escape",
+        "limits": {"memory_mb": 256, "cpu_seconds": 1},
+    }
+    contract = admit(doc, "test")
+    record = record_of(
+        call_id="c1",
+        traceparent="",
+        home_partition=0,
+        tenant_id="acme",
+        principal=Principal(user_id="u", agent_id="a"),
+        workflow_id="w",
+        run_id="r",
+        logical_operation_id="op",
+        tool_name=contract.name,
+        tool_version=contract.version,
+        arguments=arguments,
+        payload_hash="sha256:x",
+        created_at_ms=0,
+    )
+    return Job(record, contract, "key-123", int(time.time() * 1000) + timeout_ms)
+
+
+def run(*jobs: Job) -> list[Effect]:
+    async def all_of() -> list[Effect]:
+        children = Children()
+        try:
+            return [await children.run(j, int(time.time() * 1000)) for j in jobs]
+        finally:
+            await children.close()
+
+    return asyncio.run(all_of())
+
+
+def failure(effect: Effect) -> tuple[TaxonomyClass, str]:
+    assert isinstance(effect, Failed), effect
+    return effect.taxonomy, effect.errors[0].code
+
+
+@pytest.fixture
+def listening() -> Iterator[int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    yield server.getsockname()[1]
+    server.close()
+
+
+def test_a_tool_answers_from_its_own_process() -> None:
+    (done,) = run(job(sandbox=False, attempt="hello"))
+    assert isinstance(done, Done) and done.data["context"]["tenant_id"] == "acme"
+
+
+def test_killed_at_its_deadline_with_what_it_started(tmp_path: Path) -> None:
+    pid_file = tmp_path / "orphan.pid"
+    started = time.monotonic()
+    (read,) = run(job(sandbox=False, timeout_ms=1500, attempt="orphan", target=str(pid_file)))
+    assert time.monotonic() - started < 4
+    assert failure(read) == (TaxonomyClass.TIMEOUT, "deadline_killed") and not read.final
+    orphan = int(pid_file.read_text())
+    time.sleep(0.2)
+    assert not alive(orphan)  # the grandchild went with its process group
+
+
+def alive(pid: int) -> bool:
+    """Running, not dead and waiting for a reaper (its parent, the runner, is gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_mutation_killed_at_its_deadline_may_have_acted() -> None:
+    (effect,) = run(job(sandbox=False, mutation=True, timeout_ms=800, attempt="sleep", target="30"))
+    assert isinstance(effect, Unknown) and "may have acted" in effect.reason
+
+
+def test_memory_cpu_and_crash_are_typed_answers_and_the_next_call_runs() -> None:
+    memory, cpu, crash, after = run(
+        job(sandbox=False, attempt="memory", target="1024"),
+        job(sandbox=False, timeout_ms=8000, attempt="spin"),
+        job(sandbox=False, attempt="crash"),
+        job(sandbox=False, attempt="hello"),
+    )
+    assert failure(memory) == (TaxonomyClass.BUDGET_EXHAUSTED, "memory_limit")
+    assert failure(cpu) == (TaxonomyClass.BUDGET_EXHAUSTED, "cpu_limit")
+    assert failure(crash) == (TaxonomyClass.UNKNOWN_ERROR, "crashed")
+    assert isinstance(after, Done)
+
+
+def test_a_sandboxed_tool_has_no_network(listening: int) -> None:
+    outside, inside = run(
+        job(sandbox=False, attempt="network", target=f"127.0.0.1:{listening}"),
+        job(sandbox=True, attempt="network", target=f"127.0.0.1:{listening}"),
+    )
+    assert isinstance(outside, Done)  # the port is there to be reached
+    assert failure(inside) == (TaxonomyClass.POLICY_VIOLATION, "sandbox_denied")
+
+
+def test_a_sandboxed_tool_reads_nothing_outside_and_writes_its_scratch(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret")
+    outside, inside, scratch, passwd = run(
+        job(sandbox=False, attempt="read", target=str(secret)),
+        job(sandbox=True, attempt="read", target=str(secret)),
+        job(sandbox=True, attempt="scratch"),
+        job(sandbox=True, attempt="read", target="/etc/passwd"),
+    )
+    assert isinstance(outside, Done)
+    assert failure(inside) == (TaxonomyClass.POLICY_VIOLATION, "sandbox_denied")
+    assert failure(passwd) == (TaxonomyClass.POLICY_VIOLATION, "sandbox_denied")
+    assert isinstance(scratch, Done) and scratch.data["wrote"] == "mine"
+    assert not os.path.exists(scratch.data["cwd"])  # the scratch went with its process
+
+
+def test_a_spare_costs_a_round_trip_not_a_start() -> None:
+    """The figures behind children.py's spare (printed; asserted only loosely, the machine is shared)."""
+
+    async def timed() -> tuple[float, float]:
+        children = Children()
+        try:
+            cold = time.perf_counter()
+            await children.run(job(sandbox=True, attempt="hello"), int(time.time() * 1000))
+            cold = time.perf_counter() - cold
+            await asyncio.sleep(1)  # the spare is set up meanwhile
+            warm = []
+            for _ in range(5):
+                began = time.perf_counter()
+                await children.run(job(sandbox=True, attempt="hello"), int(time.time() * 1000))
+                warm.append(time.perf_counter() - began)
+                await asyncio.sleep(0.5)
+            return cold, min(warm)
+        finally:
+            await children.close()
+
+    cold, warm = asyncio.run(timed())
+    print(f"a call in a process started for it: {cold * 1000:.1f} ms; with a spare: {warm * 1000:.1f} ms")
+    assert warm < cold
