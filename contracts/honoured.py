@@ -6,8 +6,12 @@ when it is refused:
 * `identity.owner`: `toolgate contracts list` names it beside each version.
 * `identity.lifecycle`: validation refuses a call of a sunsetted version, or of a deprecated one
   whose sunset date has come, naming its replacement. Refused: a sunset date that is no date.
-* `runtime.sandbox_isolated`: refused when true. No executor runs a tool in a sandbox: postgres
-  statements, http requests and python callables all run in the execution worker's process.
+* `runtime.sandbox_isolated`: true runs a python tool's process in a sandbox: no network, no
+  filesystem but a scratch directory (workers/execution/runner.py, landlock.py). Refused: true on
+  a postgres or http binding (a statement runs in the worker's own transaction, a request from
+  the worker's own process: neither has a sandbox to run in), and true with a
+  `security.egress_policy` other than none (the sandbox has no network at all, and no way
+  through it to an allowlist).
 * `security.secrets_boundary`: `gateway_injected` is what the runtime does (execution resolves an
   http binding's `auth.secret_ref` and sends the secret; the tool never sees the reference).
   Refused: `execution_sandbox` (there is no sandbox to hand a secret to), and `none` with a
@@ -87,11 +91,21 @@ def _lifecycle(contract: Contract) -> Iterator[tuple[str, str]]:
 
 
 def _runtime(contract: Contract) -> Iterator[tuple[str, str]]:
-    if contract.document["runtime"].get("sandbox_isolated"):
+    if not contract.document["runtime"].get("sandbox_isolated"):
+        return
+    kind = contract.executor["kind"]
+    if kind != "python":
         yield (
             "runtime.sandbox_isolated",
-            "true asks for a sandbox, and this runtime has none: every executor runs in the execution "
-            "worker's process; set it false",
+            f"true, but a {kind} binding runs in the execution worker's own process (a statement in its "
+            "transaction, a request from its connections): only a python tool runs in a sandbox; set it false",
+        )
+    egress = contract.document["security"]["egress_policy"]
+    if egress != "none":
+        yield (
+            "security.egress_policy",
+            f"{egress}, but runtime.sandbox_isolated is true: the sandbox has no network at all, and no way "
+            "through to an allowlist; set it none",
         )
 
 

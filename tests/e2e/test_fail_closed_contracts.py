@@ -1,7 +1,7 @@
 """A custom contract that would fail open is refused before toolgate uses it (N15), through the
 real CLI and TOOLGATE_CONTRACTS_DIR: a lookup that does not select tenant_id, or a tenant-bound
 argument the input schema lets a caller leave out. So is one that asks what the runtime cannot
-honour (contracts/honoured.py): a sandbox, a span attribute no span carries, an error contract the
+honour (contracts/honoured.py): a sandbox for a postgres tool, a span attribute no span carries, an error contract the
 taxonomy forbids. The message names the file, the contract and the field. (The gates fail closed
 as well: tests/unit/test_fail_closed_contracts.py; every refusal: tests/unit/test_honoured.py.)"""
 
@@ -48,7 +48,7 @@ def _retried_forgery(doc: dict[str, Any]) -> None:
     [
         (_no_tenant, "binding.tenant_binding[0].lookup of invoice.fetch 1.1.0 does not select tenant_id"),
         (_optional, "binding.tenant_binding[0].argument of invoice.fetch 1.1.0 names 'invoice_id'"),
-        (_sandboxed, "runtime.sandbox_isolated of invoice.fetch 1.1.0: true asks for a sandbox"),
+        (_sandboxed, "runtime.sandbox_isolated of invoice.fetch 1.1.0: true, but a postgres binding runs in"),
         (_unknown_attribute, "observability.trace_attributes of invoice.fetch 1.1.0: no span carries 'user.email'"),
         (_retried_forgery, "the taxonomy never lets SIGNATURE_MISMATCH be retried"),
     ],

@@ -37,12 +37,29 @@ def _no_tenant(doc: Doc) -> None:
     doc["binding"]["tenant_binding"] = []
 
 
+def _sandboxed_with_egress(doc: Doc) -> None:
+    doc["contract"]["runtime"]["sandbox_isolated"] = True
+    doc["contract"]["security"]["egress_policy"] = "allowlisted_domains"
+
+
 REFUSED = [
     (
         "invoice.fetch",
         _set("contract.runtime.sandbox_isolated", True),
         "runtime.sandbox_isolated",
-        "this runtime has none",
+        "a postgres binding runs in the execution worker's own process",
+    ),
+    (
+        "notify.send_email",
+        _set("contract.runtime.sandbox_isolated", True),
+        "runtime.sandbox_isolated",
+        "a http binding runs in the execution worker's own process",
+    ),
+    (
+        "invoice.tax_estimate",
+        _sandboxed_with_egress,
+        "security.egress_policy",
+        "the sandbox has no network at all",
     ),
     ("invoice.fetch", _set("contract.security.secrets_boundary", "execution_sandbox"), "secrets_boundary", "sandbox"),
     (
@@ -126,6 +143,13 @@ def test_a_field_the_runtime_cannot_honour_is_refused_naming_it(
 def test_what_the_runtime_honours_is_admitted(change: Callable[[Doc], None]) -> None:
     doc = copy.deepcopy(document("invoice.fetch"))
     change(doc)
+    admit(doc, "test")
+
+
+def test_a_python_tool_with_no_egress_may_ask_for_a_sandbox_and_limits() -> None:
+    doc = copy.deepcopy(document("invoice.tax_estimate"))
+    doc["contract"]["runtime"]["sandbox_isolated"] = True
+    doc["binding"]["executor"]["limits"] = {"memory_mb": 128, "cpu_seconds": 2}
     admit(doc, "test")
 
 
