@@ -22,6 +22,11 @@ def escape(arguments: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]
         host, _, port = target.rpartition(":")
         with socket.create_connection((host, int(port)), timeout=2):
             return {"escaped": f"connected to {target}"}
+    if attempt == "unix":
+        with socket.socket(socket.AF_UNIX) as unix:
+            unix.settimeout(2)
+            unix.connect(target)
+            return {"escaped": f"connected to {target}"}
     if attempt == "read":
         with open(target, "rb") as file:
             return {"escaped": f"read {len(file.read())} bytes of {target}"}

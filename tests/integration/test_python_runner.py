@@ -142,6 +142,22 @@ def test_a_sandboxed_tool_has_no_network(listening: int) -> None:
     assert failure(inside) == (TaxonomyClass.POLICY_VIOLATION, "sandbox_denied")
 
 
+def test_a_sandboxed_tool_reaches_no_unix_socket(tmp_path: Path) -> None:
+    path = str(tmp_path / "socket")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen()
+    try:
+        outside, inside = run(
+            job(sandbox=False, attempt="unix", target=path),
+            job(sandbox=True, attempt="unix", target=path),
+        )
+    finally:
+        server.close()
+    assert isinstance(outside, Done)  # the socket is there to be reached
+    assert failure(inside) == (TaxonomyClass.POLICY_VIOLATION, "sandbox_denied")
+
+
 def test_a_sandboxed_tool_reads_nothing_outside_and_writes_its_scratch(tmp_path: Path) -> None:
     secret = tmp_path / "secret"
     secret.write_text("s3cret")

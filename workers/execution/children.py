@@ -19,9 +19,11 @@ import shutil
 import signal
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.workers.execution import confinement
 from toolgate.workers.execution.effects import Effect, Job, failed
@@ -44,6 +46,11 @@ class Child:
         return _parse(await self.process.stdout.readline())
 
 
+def _key(contract: Contract) -> str:
+    """Contracts whose children are set up alike share their spare."""
+    return json.dumps(confinement.setup(contract, ""), sort_keys=True)
+
+
 def _parse(line: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(line) if line else None
@@ -59,14 +66,21 @@ class Children:
         self.spares: dict[str, asyncio.Future[Child]] = {}
         self.ending: set[asyncio.Future[None]] = set()
 
+    def warm(self, contracts: Iterable[Contract]) -> None:
+        """A spare for every python tool, started now (the worker starts): no call pays a start,
+        not even a tool's first, whose deadline may be the interactive class's 500 ms."""
+        for contract in contracts:
+            if contract.executor["kind"] == "python" and _key(contract) not in self.spares:
+                self.spares[_key(contract)] = asyncio.ensure_future(self.start(contract))
+
     async def run(self, job: Job, now_ms: int) -> Effect:
-        key = json.dumps(confinement.setup(job.contract, ""), sort_keys=True)
+        key = _key(job.contract)
         task = self.spares.pop(key, None)
         try:
-            child = await (task if task is not None else self.start(job))
+            child = await (task if task is not None else self.start(job.contract))
         except OSError as exc:  # no process to run it in: it never started
             return failed(TaxonomyClass.DEPENDENCY_UNAVAILABLE, "tool_unstarted", f"{exc}", final=False)
-        self.spares[key] = asyncio.ensure_future(self.start(job))
+        self.spares[key] = asyncio.ensure_future(self.start(job.contract))
         try:
             ending = await self.call(child, job, (job.deadline_ms - now_ms) / 1000.0)
         finally:
@@ -75,7 +89,7 @@ class Children:
             ended.add_done_callback(self.ending.discard)
         return confinement.judge(job.contract, ending)
 
-    async def start(self, job: Job) -> Child:
+    async def start(self, contract: Contract) -> Child:
         scratch = tempfile.mkdtemp(prefix="toolgate-tool-")
         process = await asyncio.create_subprocess_exec(
             *RUNNER,
@@ -86,7 +100,7 @@ class Children:
             limit=LINE_LIMIT,
             cwd=scratch,
         )
-        setup = confinement.setup(job.contract, scratch)
+        setup = confinement.setup(contract, scratch)
         assert process.stdin is not None
         process.stdin.write(json.dumps(setup).encode() + b"\n")
         return Child(process, scratch, setup)

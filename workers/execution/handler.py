@@ -72,6 +72,7 @@ class ExecutionHandler(Handler[StageRecord]):
     async def start(self) -> None:
         await super().start()
         await self.http.open()
+        self.performer.children.warm(self.registry)
 
     # --- the round -----------------------------------------------------------------------
 

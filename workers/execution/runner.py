@@ -4,7 +4,8 @@ It reads one line of JSON on stdin, its setup (`callable`, `limits`, `sandbox`, 
 before any call: sets its resource limits (address space, CPU seconds, open files, file size, no
 core dumps), imports the tool, and, sandboxed, leaves the network (a network namespace of its
 own, which has no interface but a loopback that is down) and restricts its filesystem to reading
-the interpreter and its libraries and writing its scratch directory (landlock.py). It answers
+the interpreter and its libraries and writing its scratch directory (landlock.py), and
+creates no Unix socket (seccomp.py). It answers
 one line, `{"ready": true}` or why it cannot run. Then it reads one call, `{"arguments",
 "context"}`, runs `fn(arguments, context)` (sync or async) and answers one line: `{"ok": value}`
 or `{"raised": {"type", "errno", "message"}}`, and exits. One process runs one call: nothing a
@@ -61,10 +62,11 @@ def readable() -> list[str]:
 
 
 def enter_sandbox(scratch: str) -> None:
-    from toolgate.workers.execution import landlock
+    from toolgate.workers.execution import landlock, seccomp
 
     leave_network()
     landlock.restrict(readable(), [scratch])
+    seccomp.forbid_unix_sockets()
 
 
 def setup(spec: dict[str, Any]) -> Any:
