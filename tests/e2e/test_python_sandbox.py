@@ -2,7 +2,7 @@
 a custom contract (TOOLGATE_CONTRACTS_DIR), `runtime.sandbox_isolated: true`, bound to
 tests/escaping_tool.py. It tries the network (the demo provider's port), the gateway's own
 Postgres (its Unix socket), a file outside its scratch directory (the toolgate home's secrets),
-sleeping past its deadline and allocating past its memory limit: each is answered with a typed
+the worker's environment, sleeping past its deadline and allocating past its memory limit: each is answered with a typed
 class, nothing it tried got out, and the execution worker is the same process after as before.
 What it may do, it does: write its scratch directory."""
 
@@ -22,6 +22,7 @@ from .test_pipeline import errors_of, taxonomy
 
 REPO = Path(__file__).resolve().parents[2]
 TAX = REPO / "contracts" / "tools" / "invoice.tax_estimate" / "1.0.0.json"
+ATTEMPTS = ["network", "unix", "read", "environment", "sleep", "memory", "scratch"]
 ESCAPER = "1.9.0"  # invoice.tax_estimate, sandboxed, bound to the escaping tool
 
 
@@ -39,7 +40,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         "additionalProperties": False,
         "required": ["attempt"],
         "properties": {
-            "attempt": {"type": "string", "enum": ["network", "unix", "read", "sleep", "memory", "scratch"]},
+            "attempt": {
+                "type": "string",
+                "enum": ["network", "unix", "read", "environment", "sleep", "memory", "scratch"],
+            },
             "target": {"type": "string", "maxLength": 300},
         },
     }
@@ -86,6 +90,9 @@ def test_a_sandboxed_tool_that_tries_to_escape_gets_nowhere(stack: Pipeline) -> 
         "memory": ("BUDGET_EXHAUSTED", [(None, "memory_limit")]),
     }
     assert not any("escaped" in json.dumps(seen["result_payload"]) for seen in tried.values())
+
+    found = attempt(stack, "environment")  # the worker's own has TOOLGATE_HOME, TOOLGATE_DATABASE_URL...
+    assert taxonomy(found) == "SUCCESS" and found["result_payload"]["data"]["found"] == []
 
     wrote = attempt(stack, "scratch")
     assert taxonomy(wrote) == "SUCCESS" and wrote["result_payload"]["data"]["wrote"] == "mine"

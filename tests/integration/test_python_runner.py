@@ -142,6 +142,13 @@ def test_a_sandboxed_tool_has_no_network(listening: int) -> None:
     assert failure(inside) == (TaxonomyClass.POLICY_VIOLATION, "sandbox_denied")
 
 
+def test_no_tool_sees_the_workers_settings_or_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLGATE_SECRET_DEMO_TOKEN", "s3cret")
+    monkeypatch.setenv("PGPASSWORD", "pw")
+    outside, inside = run(job(sandbox=False, attempt="environment"), job(sandbox=True, attempt="environment"))
+    assert outside == inside == Done({"found": []})
+
+
 def test_a_sandboxed_tool_reaches_no_unix_socket(tmp_path: Path) -> None:
     path = str(tmp_path / "socket")
     server = socket.socket(socket.AF_UNIX)

@@ -46,6 +46,20 @@ class Child:
         return _parse(await self.process.stdout.readline())
 
 
+# What a sandboxed tool's process is given of the worker's environment: enough to find Python
+# and the tool's module, nothing else.
+SANDBOX_ENV = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+
+
+def environment(sandboxed: bool) -> dict[str, str]:
+    """The environment a tool's process starts with: never the worker's TOOLGATE_* settings
+    (secrets by TOOLGATE_SECRET_*, database addresses) nor libpq's PG* (a password may be
+    one); a sandboxed tool's, only SANDBOX_ENV."""
+    if sandboxed:
+        return {k: v for k, v in os.environ.items() if k in SANDBOX_ENV}
+    return {k: v for k, v in os.environ.items() if not k.startswith(("TOOLGATE_", "PG"))}
+
+
 def _key(contract: Contract) -> str:
     """Contracts whose children are set up alike share their spare."""
     return json.dumps(confinement.setup(contract, ""), sort_keys=True)
@@ -99,6 +113,7 @@ class Children:
             start_new_session=True,  # its own process group, killed whole
             limit=LINE_LIMIT,
             cwd=scratch,
+            env=environment(confinement.sandboxed(contract)),
         )
         setup = confinement.setup(contract, scratch)
         assert process.stdin is not None
