@@ -14,8 +14,11 @@ when it is refused:
   through it to an allowlist).
 * `security.secrets_boundary`: `gateway_injected` is what the runtime does (execution resolves an
   http binding's `auth.secret_ref` and sends the secret; the tool never sees the reference).
-  Refused: `execution_sandbox` (there is no sandbox to hand a secret to), and `none` with a
-  binding that names a secret.
+  `execution_sandbox`: a sandboxed python tool is handed the secrets its binding's
+  `executor.secrets` names, resolved at call time, as `context["secrets"]` (never in its
+  environment or its files). Refused: `execution_sandbox` for any other tool (it has no sandbox
+  to hand a secret to), a python binding naming secrets under any other boundary, and `none`
+  with a binding that names a secret.
 * `security.tenant_scoped`: every stage scopes a call by its proven tenant, and an http request
   of a tenant-scoped tool names it to the provider (`X-Toolgate-Tenant-Id`). Refused: true with a
   postgres statement that never binds `%(ctx.tenant_id)s`.
@@ -113,10 +116,18 @@ def _security(contract: Contract) -> Iterator[tuple[str, str]]:
     security = contract.document["security"]
     boundary = security["secrets_boundary"]
     secret = (contract.executor.get("auth") or {}).get("secret_ref")
-    if boundary == "execution_sandbox":
+    sandboxed = bool(contract.document["runtime"].get("sandbox_isolated")) and contract.executor["kind"] == "python"
+    if boundary == "execution_sandbox" and not sandboxed:
         yield (
             "security.secrets_boundary",
-            "execution_sandbox hands secrets to a sandbox, and this runtime has none; use gateway_injected",
+            "execution_sandbox hands secrets to a sandbox, and only a python tool with "
+            "runtime.sandbox_isolated true runs in one; use gateway_injected",
+        )
+    if contract.executor.get("secrets") and boundary != "execution_sandbox":
+        yield (
+            "binding.executor.secrets",
+            f"names secrets to hand the tool, but security.secrets_boundary is {boundary}: a python tool is "
+            "given secrets only in its sandbox; set execution_sandbox (and runtime.sandbox_isolated true)",
         )
     elif boundary == "none" and secret:
         yield (

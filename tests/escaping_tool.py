@@ -27,6 +27,8 @@ def escape(arguments: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]
             unix.settimeout(2)
             unix.connect(target)
             return {"escaped": f"connected to {target}"}
+    if attempt == "secret":
+        return {"token": context.get("secrets", {}).get("token")}
     if attempt == "environment":
         return {"found": sorted(k for k in os.environ if k.startswith(("TOOLGATE_", "PG")))}
     if attempt == "read":

@@ -4,7 +4,8 @@ tests/escaping_tool.py. It tries the network (the demo provider's port), the gat
 Postgres (its Unix socket), a file outside its scratch directory (the toolgate home's secrets),
 the worker's environment, sleeping past its deadline and allocating past its memory limit: each is answered with a typed
 class, nothing it tried got out, and the execution worker is the same process after as before.
-What it may do, it does: write its scratch directory."""
+What it may do, it does: write its scratch directory, and use the secret it is handed
+(`security.secrets_boundary: execution_sandbox`), which it cannot echo out."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from .test_pipeline import errors_of, taxonomy
 
 REPO = Path(__file__).resolve().parents[2]
 TAX = REPO / "contracts" / "tools" / "invoice.tax_estimate" / "1.0.0.json"
-ATTEMPTS = ["network", "unix", "read", "environment", "sleep", "memory", "scratch"]
+ATTEMPTS = ["network", "unix", "read", "environment", "secret", "sleep", "memory", "scratch"]
 ESCAPER = "1.9.0"  # invoice.tax_estimate, sandboxed, bound to the escaping tool
 
 
@@ -40,17 +41,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         "additionalProperties": False,
         "required": ["attempt"],
         "properties": {
-            "attempt": {
-                "type": "string",
-                "enum": ["network", "unix", "read", "environment", "sleep", "memory", "scratch"],
-            },
+            "attempt": {"type": "string", "enum": ATTEMPTS},
             "target": {"type": "string", "maxLength": 300},
         },
     }
     contract["affordance"]["output_schema"] = {"type": "object"}
+    contract["security"]["secrets_boundary"] = "execution_sandbox"
     contract["affordance"]["examples"] = [{"description": "write its scratch", "arguments": {"attempt": "scratch"}}]
     document["binding"] = {
-        "executor": {"kind": "python", "callable": "tests.escaping_tool:escape", "limits": {"memory_mb": 256}},
+        "executor": {
+            "kind": "python",
+            "callable": "tests.escaping_tool:escape",
+            "limits": {"memory_mb": 256},
+            "secrets": {"token": "demo-provider-token"},
+        },
         "timeout_class": "standard",
     }
     (contracts / "invoice.tax_estimate").mkdir()
@@ -93,6 +97,11 @@ def test_a_sandboxed_tool_that_tries_to_escape_gets_nowhere(stack: Pipeline) -> 
 
     found = attempt(stack, "environment")  # the worker's own has TOOLGATE_HOME, TOOLGATE_DATABASE_URL...
     assert taxonomy(found) == "SUCCESS" and found["result_payload"]["data"]["found"] == []
+
+    token = (stack.home / "secrets" / "demo-provider-token").read_text().strip()
+    handed = attempt(stack, "secret")  # handed in its context; what it echoes is scrubbed
+    assert taxonomy(handed) == "SUCCESS" and handed["result_payload"]["data"]["token"] == "[REDACTED]"
+    assert token not in json.dumps(handed)
 
     wrote = attempt(stack, "scratch")
     assert taxonomy(wrote) == "SUCCESS" and wrote["result_payload"]["data"]["wrote"] == "mine"

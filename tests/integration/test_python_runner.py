@@ -20,6 +20,8 @@ from tests.unit.factories import record_of
 from tests.unit.test_registry import document
 from toolgate.contracts.admission import admit
 from toolgate.schemas.models import Principal, TaxonomyClass
+from toolgate.scrubber import SCRUBBER
+from toolgate.secrets import SecretProvider
 from toolgate.workers.execution.children import Children
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
 
@@ -32,7 +34,14 @@ def importable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(REPO))
 
 
-def job(*, sandbox: bool, mutation: bool = False, timeout_ms: int = 3000, **arguments: Any) -> Job:
+def job(
+    *,
+    sandbox: bool,
+    mutation: bool = False,
+    timeout_ms: int = 3000,
+    secrets: dict[str, str] | None = None,
+    **arguments: Any,
+) -> Job:
     doc = copy.deepcopy(document("invoice.tax_estimate"))
     doc["contract"]["identity"]["name"] = "test.escape"
     doc["contract"]["runtime"]["sandbox_isolated"] = sandbox
@@ -46,6 +55,9 @@ def job(*, sandbox: bool, mutation: bool = False, timeout_ms: int = 3000, **argu
         "callable": "tests.escaping_tool:escape",
         "limits": {"memory_mb": 256, "cpu_seconds": 1},
     }
+    if secrets:
+        doc["binding"]["executor"]["secrets"] = secrets
+        doc["contract"]["security"]["secrets_boundary"] = "execution_sandbox"
     contract = admit(doc, "test")
     record = record_of(
         call_id="c1",
@@ -65,9 +77,9 @@ def job(*, sandbox: bool, mutation: bool = False, timeout_ms: int = 3000, **argu
     return Job(record, contract, "key-123", int(time.time() * 1000) + timeout_ms)
 
 
-def run(*jobs: Job) -> list[Effect]:
+def run(*jobs: Job, secrets: SecretProvider | None = None) -> list[Effect]:
     async def all_of() -> list[Effect]:
-        children = Children()
+        children = Children(secrets)
         try:
             return [await children.run(j, int(time.time() * 1000)) for j in jobs]
         finally:
@@ -147,6 +159,19 @@ def test_no_tool_sees_the_workers_settings_or_secrets(monkeypatch: pytest.Monkey
     monkeypatch.setenv("PGPASSWORD", "pw")
     outside, inside = run(job(sandbox=False, attempt="environment"), job(sandbox=True, attempt="environment"))
     assert outside == inside == Done({"found": []})
+
+
+def test_a_sandboxed_tool_is_handed_its_secret_in_its_context_only(tmp_path: Path) -> None:
+    (tmp_path / "demo-token").write_text("s3cret-handed\n")
+    provider = SecretProvider(tmp_path)
+    handed, missing = run(
+        job(sandbox=True, secrets={"token": "demo-token"}, attempt="secret"),
+        job(sandbox=True, secrets={"token": "no-such-ref"}, attempt="secret"),
+        secrets=provider,
+    )
+    assert handed == Done({"token": "s3cret-handed"})
+    assert SCRUBBER.obj(handed.data) != handed.data  # what a tool echoes is scrubbed before it is stored
+    assert failure(missing) == (TaxonomyClass.DEPENDENCY_UNAVAILABLE, "secret_unresolved")
 
 
 def test_a_sandboxed_tool_reaches_no_unix_socket(tmp_path: Path) -> None:

@@ -153,6 +153,21 @@ def test_a_python_tool_with_no_egress_may_ask_for_a_sandbox_and_limits() -> None
     admit(doc, "test")
 
 
+def test_only_a_sandboxed_python_tool_is_handed_secrets() -> None:
+    doc = copy.deepcopy(document("invoice.tax_estimate"))
+    doc["contract"]["security"]["secrets_boundary"] = "execution_sandbox"
+    doc["binding"]["executor"]["secrets"] = {"token": "demo-provider-token"}
+    with pytest.raises(ContractRefused) as unsandboxed:
+        admit(doc, "test")
+    assert "security.secrets_boundary" in str(unsandboxed.value) and "sandbox_isolated true" in str(unsandboxed.value)
+    doc["contract"]["runtime"]["sandbox_isolated"] = True
+    admit(doc, "test")
+    doc["contract"]["security"]["secrets_boundary"] = "gateway_injected"
+    with pytest.raises(ContractRefused) as elsewhere:
+        admit(doc, "test")
+    assert "binding.executor.secrets" in str(elsewhere.value) and "gateway_injected" in str(elsewhere.value)
+
+
 LISTS = ErrorContract.of(
     {
         "repairable_errors": ["TYPE_MISMATCH"],

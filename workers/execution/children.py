@@ -26,6 +26,7 @@ from typing import Any
 
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import TaxonomyClass
+from toolgate.secrets import SecretMissing, SecretProvider
 from toolgate.workers.execution import confinement
 from toolgate.workers.execution.effects import Effect, Job, failed
 
@@ -78,7 +79,8 @@ def _parse(line: bytes) -> dict[str, Any] | None:
 class Children:
     """The worker's python tool processes: SPARES spares per tool setup, started with the worker."""
 
-    def __init__(self) -> None:
+    def __init__(self, secrets: SecretProvider | None = None) -> None:
+        self.secrets = secrets
         self.spares: dict[str, list[asyncio.Future[Child]]] = {}
         self.ending: set[asyncio.Future[None]] = set()
         self.closed = False
@@ -96,6 +98,10 @@ class Children:
             waiting.append(asyncio.ensure_future(self.start(contract)))
 
     async def run(self, job: Job, now_ms: int) -> Effect:
+        try:
+            secrets = self.resolve(job.contract)
+        except SecretMissing as exc:  # asked before any process runs: nothing happened
+            return failed(TaxonomyClass.DEPENDENCY_UNAVAILABLE, "secret_unresolved", str(exc), final=True)
         waiting = self.spares.get(_key(job.contract), [])
         task = next((t for t in waiting if t.done()), waiting[0] if waiting else None)
         if task is not None:
@@ -105,7 +111,7 @@ class Children:
         except OSError as exc:  # no process to run it in: it never started
             return failed(TaxonomyClass.DEPENDENCY_UNAVAILABLE, "tool_unstarted", f"{exc}", final=False)
         try:
-            ending = await self.call(child, job, (job.deadline_ms - now_ms) / 1000.0)
+            ending = await self.call(child, job, (job.deadline_ms - now_ms) / 1000.0, secrets)
         finally:
             ended = asyncio.ensure_future(self.replace(child, job.contract))  # off the call's path
             self.ending.add(ended)
@@ -129,7 +135,17 @@ class Children:
         process.stdin.write(json.dumps(setup).encode() + b"\n")
         return Child(process, scratch, setup)
 
-    async def call(self, child: Child, job: Job, left_s: float) -> confinement.Ending:
+    def resolve(self, contract: Contract) -> dict[str, str]:
+        """The secrets a sandboxed tool's binding names, by the names it sees them by
+        (security.secrets_boundary execution_sandbox; admission refuses them anywhere else)."""
+        named: dict[str, str] = contract.executor.get("secrets") or {}
+        if named and self.secrets is None:
+            raise SecretMissing("this worker resolves no secrets")
+        return {name: self.secrets.resolve(ref) for name, ref in named.items()} if self.secrets else {}
+
+    async def call(
+        self, child: Child, job: Job, left_s: float, secrets: dict[str, str] | None = None
+    ) -> confinement.Ending:
         process = child.process
         assert process.stdin is not None and process.stdout is not None
         try:
@@ -138,7 +154,8 @@ class Children:
                 if ready is None or "ready" not in ready:
                     await process.wait()
                     return confinement.Ending(ready, process.returncode)
-                request = {"arguments": dict(job.record.call.arguments), "context": job.context}
+                context = {**job.context, "secrets": secrets} if secrets else job.context
+                request = {"arguments": dict(job.record.call.arguments), "context": context}
                 process.stdin.write(json.dumps(request, default=str).encode() + b"\n")
                 await process.stdin.drain()
                 reply = _parse(await process.stdout.readline())

@@ -55,7 +55,7 @@ class Performer:
 
     def __init__(self, http: HttpExecutor, lease: Lease | None = None, topics: Topics | None = None) -> None:
         self.http = http
-        self.children = Children()
+        self.children = Children(http.secrets)
         self._lease = lease
         self._topics = topics
 
