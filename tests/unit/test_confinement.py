@@ -82,3 +82,10 @@ def test_a_mutation_that_never_started_or_raised_is_a_final_failure() -> None:
     unready = Ending({"unready": {"type": "ImportError", "message": "no"}}, 0)
     assert code(judge(tool(mutation=True), unready))[0] is T.DEPENDENCY_UNAVAILABLE
     assert code(judge(tool(mutation=True), raised("ValueError")))[0] is T.UNKNOWN_ERROR
+
+
+def test_a_mutation_whose_call_never_reached_its_process_did_not_act() -> None:
+    slow = Ending(None, -9, killed_at_deadline=True, sent=False)
+    assert code(judge(tool(mutation=True), slow)) == (T.TIMEOUT, "deadline_killed", False)
+    died = Ending(None, -9, sent=False)
+    assert code(judge(tool(mutation=True), died)) == (T.DEPENDENCY_UNAVAILABLE, "tool_unready", False)

@@ -148,24 +148,26 @@ class Children:
     ) -> confinement.Ending:
         process = child.process
         assert process.stdin is not None and process.stdout is not None
+        sent = False  # whether the call reached the child: before, nothing it did is the call's
         try:
             async with asyncio.timeout(max(0.0, left_s)):
                 ready = await child.ready()
                 if ready is None or "ready" not in ready:
                     await process.wait()
-                    return confinement.Ending(ready, process.returncode)
+                    return confinement.Ending(ready, process.returncode, sent=False)
                 context = {**job.context, "secrets": secrets} if secrets else job.context
                 request = {"arguments": dict(job.record.call.arguments), "context": context}
                 process.stdin.write(json.dumps(request, default=str).encode() + b"\n")
+                sent = True
                 await process.stdin.drain()
                 reply = _parse(await process.stdout.readline())
         except TimeoutError:
             _kill(process)
             await process.wait()
-            return confinement.Ending(None, process.returncode, killed_at_deadline=True)
+            return confinement.Ending(None, process.returncode, killed_at_deadline=True, sent=sent)
         except (BrokenPipeError, ConnectionResetError):
             await process.wait()
-            return confinement.Ending(None, process.returncode)
+            return confinement.Ending(None, process.returncode, sent=sent)
         return confinement.Ending(reply, None if reply else await process.wait())
 
     async def replace(self, child: Child, contract: Contract) -> None:

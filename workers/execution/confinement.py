@@ -16,7 +16,8 @@ directory (landlock.py). How its child ended is judged here:
       limit's SIGXCPU/SIGKILL, a crash)          BUDGET_EXHAUSTED cpu_limit or UNKNOWN_ERROR
                                                  crashed (it changed nothing);
                                                  a mutation: Unknown, its key stays PENDING (it
-                                                 may have acted before it died)
+                                                 may have acted before it died), unless the call
+                                                 never reached it: then as a read
 
 Every Failed but a read's TIMEOUT is final: a tool that raised, or was cut by its limits, would
 do it again.
@@ -57,6 +58,7 @@ class Ending:
     reply: dict[str, Any] | None
     returncode: int | None
     killed_at_deadline: bool = False
+    sent: bool = True  # False: it ended before its call reached it (a spare that died, or was slow)
 
 
 def limits_for(contract: Contract) -> Limits:
@@ -106,6 +108,9 @@ def _raised(contract: Contract, raised: dict[str, Any]) -> Effect:
 
 def _died(contract: Contract, ending: Ending) -> Effect:
     code = ending.returncode
+    if not ending.sent and not ending.killed_at_deadline:  # a spare died waiting: it never ran the call
+        why = f"the tool's process ended before its call reached it ({code})"
+        return failed(TaxonomyClass.DEPENDENCY_UNAVAILABLE, "tool_unready", why, final=False)
     if ending.killed_at_deadline:
         taxonomy, name, text = TaxonomyClass.TIMEOUT, "deadline_killed", "killed at its deadline"
     elif code in (-signal.SIGXCPU, -signal.SIGKILL):
@@ -113,7 +118,7 @@ def _died(contract: Contract, ending: Ending) -> Effect:
         taxonomy, name, text = TaxonomyClass.BUDGET_EXHAUSTED, "cpu_limit", f"killed past its {cpu} s of CPU"
     else:
         taxonomy, name, text = TaxonomyClass.UNKNOWN_ERROR, "crashed", f"its process ended without an answer ({code})"
-    if contract.is_mutation:
+    if contract.is_mutation and ending.sent:
         return Unknown(f"the tool's process was {text}: it may have acted")
     # A read killed at its deadline changed nothing: a later call may well succeed.
     return failed(taxonomy, name, f"the tool's process was {text}", final=taxonomy is not TaxonomyClass.TIMEOUT)
