@@ -174,6 +174,15 @@ def test_a_sandboxed_tool_is_handed_its_secret_in_its_context_only(tmp_path: Pat
     assert failure(missing) == (TaxonomyClass.DEPENDENCY_UNAVAILABLE, "secret_unresolved")
 
 
+def test_a_sandboxed_tools_module_is_confined_when_it_is_imported() -> None:
+    outside, inside = (job(sandbox=sandbox, attempt="") for sandbox in (False, True))
+    for one in (outside, inside):
+        one.contract.binding["executor"]["callable"] = "tests.escaping_import:stolen"
+    unconfined, confined = run(outside, inside)
+    assert isinstance(unconfined, Done) and unconfined.data["stolen"]  # /etc/passwd is there to read
+    assert confined == Done({"stolen": None})
+
+
 def test_a_sandboxed_tool_reaches_no_unix_socket(tmp_path: Path) -> None:
     path = str(tmp_path / "socket")
     server = socket.socket(socket.AF_UNIX)

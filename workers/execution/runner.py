@@ -1,14 +1,15 @@
 """The child process a python tool runs in: `python -P -m toolgate.workers.execution.runner`.
 
 It reads one line of JSON on stdin, its setup (`callable`, `limits`, `sandbox`, `scratch`), and
-before any call: sets its resource limits (address space, CPU seconds, open files, file size, no
-core dumps), imports the tool, and, sandboxed, leaves the network (a network namespace of its
-own, which has no interface but a loopback that is down) and restricts its filesystem to reading
-the interpreter and its libraries and writing its scratch directory (landlock.py), and
-creates no Unix socket (seccomp.py). It answers
-one line, `{"ready": true}` or why it cannot run. Then it reads one call, `{"arguments",
-"context"}`, runs `fn(arguments, context)` (sync or async) and answers one line: `{"ok": value}`
-or `{"raised": {"type", "errno", "message"}}`, and exits. One process runs one call: nothing a
+before any call sets its resource limits (address space, CPU seconds, open files, file size, no
+core dumps); sandboxed, it leaves the network (a network namespace of its own, whose only
+interface, loopback, is down), restricts its filesystem to reading the interpreter, its
+libraries and the tool's code and writing its scratch directory (landlock.py), and may create
+no Unix socket (seccomp.py); then it imports the tool, so what the tool's module does at import
+is confined too (only its parent packages' `__init__` run before). It answers one line,
+`{"ready": true}` or why it cannot run. Then it reads one call, `{"arguments", "context"}`,
+runs `fn(arguments, context)` (sync or async) and answers one line: `{"ok": value}` or
+`{"raised": {"type", "errno", "message"}}`, and exits. One process runs one call: nothing a
 call leaves behind (state, files, threads) reaches another.
 
 Its standard output is the parent's channel only: what the tool prints goes to standard error.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -60,26 +62,36 @@ def readable() -> list[str]:
     return sorted(p for p in paths if p)
 
 
-def enter_sandbox(scratch: str) -> None:
+def code_of(module_name: str) -> list[str]:
+    """Where a sandboxed tool's code is read from: its module's directory and every package
+    already imported (its parents, this runner's own), found without running the module."""
+    parent = module_name.rpartition(".")[0]
+    if parent:
+        importlib.import_module(parent)
+    found = importlib.util.find_spec(module_name)
+    dirs = [os.path.dirname(found.origin)] if found is not None and found.origin else []
+    return dirs + [p for m in list(sys.modules.values()) for p in getattr(m, "__path__", None) or []]
+
+
+def enter_sandbox(scratch: str, code: list[str]) -> None:
     from toolgate.workers.execution import landlock, seccomp
 
     leave_network()
-    landlock.restrict(readable(), [scratch])
+    landlock.restrict([*readable(), *code], [scratch])
     seccomp.forbid_unix_sockets()
 
 
 def setup(spec: dict[str, Any]) -> Any:
-    """Limits, the tool, the sandbox (if asked), in that order: the tool's module is imported
-    as the worker would import it, before its call is confined."""
+    """Limits, the sandbox (if asked), the tool, in that order: a sandboxed tool's module is
+    imported confined (only its parent packages' __init__ run before)."""
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     set_limits(spec["limits"])
     os.chdir(spec["scratch"])
     os.environ.update({"TMPDIR": spec["scratch"], "HOME": spec["scratch"]})
     module_name, _, attr = spec["callable"].partition(":")
-    fn = getattr(importlib.import_module(module_name), attr)
-    if spec["sandbox"]:
-        enter_sandbox(spec["scratch"])
-    return fn
+    if spec["sandbox"]:  # before the tool's module runs: what it does at import is confined too
+        enter_sandbox(spec["scratch"], code_of(module_name))
+    return getattr(importlib.import_module(module_name), attr)
 
 
 def call(fn: Any, arguments: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
