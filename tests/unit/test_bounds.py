@@ -136,8 +136,9 @@ def http_document(side_effect_class: str, method: str) -> dict[str, Any]:
     document = copy.deepcopy(document)
     document["contract"]["transactional"]["side_effect_class"] = side_effect_class
     document["binding"]["executor"]["method"] = method
-    if side_effect_class == "READ_ONLY":  # a read is never keyed by its operation (contracts/honoured.py)
+    if side_effect_class == "READ_ONLY":  # a read is never keyed by its operation, and reads (contracts/honoured.py)
         document["contract"]["idempotency"]["required"] = False
+        document["contract"]["transactional"]["semantics"] = "read_only"
     return document
 
 
