@@ -49,6 +49,9 @@ def fetch_like(version: str, statement: str, side_effect_class: str = "READ_ONLY
     document = json.loads(FETCH.read_text())
     document["contract"]["identity"]["version"] = version
     document["contract"]["transactional"]["side_effect_class"] = side_effect_class
+    # admission holds read_only semantics to the READ_ONLY class, and only to it (contracts/honoured.py)
+    semantics = "read_only" if side_effect_class == "READ_ONLY" else "idempotent_write"
+    document["contract"]["transactional"]["semantics"] = semantics
     document["binding"]["executor"]["statement"] = statement
     document["binding"]["executor"]["result"] = result
     return admit(document, f"invoice.fetch/{version}.json")
