@@ -17,7 +17,7 @@ from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Verdict
 from toolgate.topics.consumed import read
 from toolgate.topics.headers import TRACEPARENT, edge_headers, header, new_traceparent
-from toolgate.trust.signing import sign
+from toolgate.trust.signing import SINGLE_EXECUTION, sign
 
 
 class ApprovalClient(ToolgateClient):
@@ -89,6 +89,8 @@ class ApprovalClient(ToolgateClient):
                 decided_at_ms=now,
                 expires_at_ms=now + valid_for_s * 1000,
                 state_version=packet.state_version,
+                trace_id=packet.trace_id,
+                approval_scope=SINGLE_EXECUTION,
                 signature=b"",
             ),
             key,

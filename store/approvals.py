@@ -25,7 +25,7 @@ SELECT a.approval_id, a.tool_name, a.tool_version, a.payload_hash, a.risk_class,
        coalesce(array_agg(d.approver_id) FILTER (WHERE d.verdict = 'APPROVE'), '{}'),
        coalesce(array_agg(d.approver_id) FILTER (WHERE d.approver_id IS NOT NULL), '{}'),
        coalesce(array_agg(d.decision_id) FILTER (WHERE d.decision_id IS NOT NULL), '{}'), a.approver_groups,
-       a.state_version, a.tenant_id
+       a.state_version, a.tenant_id, a.packet->>'trace_id'
 FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d USING (approval_id)
 WHERE a.approval_id = ANY(%b)
 GROUP BY a.approval_id
@@ -110,6 +110,7 @@ async def tickets(conn: AsyncConnection[Any], ids: Sequence[str]) -> list[tuple[
                 frozenset(r[12]),
                 tuple(r[13]),
                 r[14],
+                r[16] or "",
             ),
             bytes(r[8]),
         )

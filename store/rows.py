@@ -66,3 +66,4 @@ class OpenTicket:
     used_decisions: frozenset[str] = field(default_factory=frozenset)
     groups: tuple[str, ...] = ()  # the approver groups reached so far; empty: any allowed approver
     state_version: str | None = None  # the target's state the approver was shown
+    trace_id: str = ""  # the held call's trace, as its packet names it

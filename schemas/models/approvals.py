@@ -19,8 +19,9 @@ class Verdict(StrEnum):
 
 class ApprovalDecision(WireModel):
     """One approver's signed decision on a held call, on tool.approvals.decisions keyed by
-    approval_id. Bound to the payload hash, tool and version; single use by decision_id;
-    Ed25519 signature over the RFC 8785 canonical JSON of every other field.
+    approval_id. Bound to the payload hash, tool and version (and, when named, the target's
+    state and the call's trace); single use by decision_id; Ed25519 signature over the RFC
+    8785 canonical JSON of every other field.
     """
 
     avro_name: ClassVar[str] = "toolgate.ApprovalDecision"
@@ -35,6 +36,8 @@ class ApprovalDecision(WireModel):
     decided_at_ms: int
     expires_at_ms: int
     state_version: str | None = None
+    trace_id: str | None = None
+    approval_scope: str | None = None
     signature: bytes
 
 

@@ -385,6 +385,34 @@ def test_a_decision_naming_another_state_is_refused(pipeline: Pipeline) -> None:
         approvers.close()
 
 
+def test_a_decision_detached_from_the_calls_trace_or_scope_is_refused(pipeline: Pipeline) -> None:
+    """The seeds' approval token: bound to the trace of the call it approves, for one execution."""
+    from .test_gates import decision_audit
+
+    sent = pipeline.propose(
+        "payment.charge_card",
+        {"invoice_id": "inv_acme0002", "amount_cents": 125000, "currency": "USD"},
+        idempotency_key=f"charge-{uuid.uuid4().hex}",
+    )
+    packet = packet_of(pipeline, _approval_of(pipeline, sent))
+    approvers = Approvers(pipeline)
+    try:
+        shown = packet.state_version  # what the approver saw: right in every forgery here
+        elsewhere = approvers.forge(packet, "alice", state_version=shown, trace_id="f" * 32)
+        assert decision_audit(pipeline, elsewhere.decision_id) == ("decision_refused", "trace_mismatch")
+        standing = approvers.forge(
+            packet, "alice", state_version=shown, trace_id=packet.trace_id, approval_scope="standing"
+        )
+        assert decision_audit(pipeline, standing.decision_id) == ("decision_refused", "scope_not_granted")
+        # What ApprovalClient signs names both, and counts.
+        counted = approvers.decide(packet, "alice")
+        assert (counted.trace_id, counted.approval_scope) == (packet.trace_id, "single_execution")
+        assert decision_audit(pipeline, counted.decision_id) == ("decision_counted", "PENDING")
+        approvers.decide(packet, "bob", approve=False, reason="cleanup")
+    finally:
+        approvers.close()
+
+
 # --- who reads what --------------------------------------------------------------------------
 
 

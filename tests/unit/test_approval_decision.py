@@ -13,7 +13,7 @@ from tests.unit.factories import FAST, registry, stage_record
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import ApprovalDecision, Verdict
 from toolgate.states import TicketStatus
-from toolgate.trust.signing import new_key, public_bytes, sign, verify
+from toolgate.trust.signing import new_key, public_bytes, sign, signed_bytes, verify
 from toolgate.workers.approval.decision import (
     Approver,
     Counted,
@@ -115,6 +115,9 @@ def test_signed_by_another_key() -> None:
         ("tool_version", "2.0.0"),
         ("decided_at_ms", NOW),
         ("approver_id", "bob"),
+        ("state_version", "sha256:" + "0" * 64),
+        ("trace_id", "0" * 32),
+        ("approval_scope", "standing"),
         ("signature", b"\x00" * 64),
     ],
 )
@@ -133,6 +136,32 @@ def test_payload_mismatch() -> None:
     ):
         result = judge(decision(**overrides), ticket(), approver("alice"), NOW)
         assert isinstance(result, Refused) and result.code == "payload_mismatch", overrides
+
+
+def test_a_decision_bound_to_another_trace_is_refused() -> None:
+    """The seeds' approval token is refused when detached from the active trace."""
+    held = ticket(trace_id="a" * 32)
+    result = judge(decision(trace_id="b" * 32), held, approver("alice"), NOW)
+    assert isinstance(result, Refused) and result.code == "trace_mismatch"
+    assert isinstance(judge(decision(trace_id="a" * 32), held, approver("alice"), NOW), Counted)
+    # A decision naming no trace is bound to the call by its approval id alone (0.2.0 clients).
+    assert isinstance(judge(decision(), held, approver("alice"), NOW), Counted)
+
+
+def test_only_a_single_execution_scope_is_granted() -> None:
+    result = judge(decision(approval_scope="standing"), ticket(), approver("alice"), NOW)
+    assert isinstance(result, Refused) and result.code == "scope_not_granted"
+    assert isinstance(judge(decision(approval_scope="single_execution"), ticket(), approver("alice"), NOW), Counted)
+
+
+def test_fields_added_since_0_1_are_signed_only_when_present() -> None:
+    """A decision signed before state_version, trace_id and approval_scope existed still verifies;
+    once named, each is under the signature."""
+    bare = decision()
+    assert b"trace_id" not in signed_bytes(bare) and verify(bare, public_bytes(KEYS["alice"]))
+    named = decision(trace_id="a" * 32, approval_scope="single_execution", state_version="sha256:" + "1" * 64)
+    assert all(name.encode() in signed_bytes(named) for name in ("trace_id", "approval_scope", "state_version"))
+    assert not verify(named.model_copy(update={"trace_id": None}), public_bytes(KEYS["alice"]))
 
 
 def test_decision_expired() -> None:

@@ -1,8 +1,9 @@
 """Approval decisions are signed with the approver's Ed25519 key.
 
 The signed bytes are the RFC 8785 canonical JSON of every field of the ApprovalDecision
-except `signature` (and `state_version` when it is null, so decisions signed before that field
-existed still verify), so any approval service in any language can produce them. A client signs
+except `signature` (and each field added since 0.1.0, `state_version`, `trace_id` and
+`approval_scope`, when it is null, so decisions signed before it existed still verify), so any
+approval service in any language can produce them. A client signs
 only after recomputing the payload hash from the arguments the packet shows (`check_packet`):
 the hash is what execution is bound to, the arguments are what the approver read. toolgate holds
 only public keys (table `toolgate.approvers`); private keys stay with approvers. For the
@@ -39,8 +40,16 @@ def check_packet(packet: ApprovalRequest) -> None:
         )
 
 
+# The one scope toolgate grants an approval: one execution of the payload it names (the ticket is
+# spent when the operation ends). A decision naming no scope means this one; any other is refused.
+SINGLE_EXECUTION = "single_execution"
+
+# Fields added to the decision since 0.1.0: signed when present, left out of the signed bytes when null.
+ADDED = ("state_version", "trace_id", "approval_scope")
+
+
 def signed_bytes(decision: ApprovalDecision) -> bytes:
-    excluded = {"signature"} if decision.state_version is not None else {"signature", "state_version"}
+    excluded = {"signature", *(name for name in ADDED if getattr(decision, name) is None)}
     fields = decision.model_dump(mode="json", exclude=excluded)
     return canonical_json(fields).encode()
 

@@ -4,8 +4,9 @@ Pure: the ticket, the approver's registered key and the time come in; a verdict 
 A decision counts only when it is signed by a registered, active approver registered for the
 ticket's tenant, allowed for the ticket's risk class and in one of the approver groups the
 ticket has reached (an approver of one tenant never counts toward another's), names the
-same payload hash, tool, version and target state, is within its own expiry and the
-ticket's, and has not been used before. The same approver deciding twice is a no-op with a clear answer,
+same payload hash, tool, version and target state (and, when it names them, the held call's
+trace and the single_execution scope), is within its own expiry and the ticket's, and has not
+been used before. The same approver deciding twice is a no-op with a clear answer,
 never a second vote.
 
 `transition` turns the verdict into what approval-wait applies, one row of this table:
@@ -28,7 +29,7 @@ from toolgate.schemas.hashing import fingerprint
 from toolgate.schemas.models import ApprovalDecision, Verdict
 from toolgate.states import TicketStatus
 from toolgate.store.rows import OpenTicket
-from toolgate.trust.signing import verify
+from toolgate.trust.signing import SINGLE_EXECUTION, verify
 
 STAGE = "approval-wait"
 
@@ -96,6 +97,12 @@ def judge(
     if ticket.state_version is not None and decision.state_version != ticket.state_version:
         return Refused(
             "state_mismatch", "the decision names another state of the target than the one the approver was shown"
+        )
+    if decision.trace_id is not None and decision.trace_id != ticket.trace_id:
+        return Refused("trace_mismatch", "the decision names another trace than the held call's")
+    if decision.approval_scope not in (None, SINGLE_EXECUTION):
+        return Refused(
+            "scope_not_granted", f"an approval is for {SINGLE_EXECUTION} only, not {decision.approval_scope}"
         )
     if decision.expires_at_ms < now_ms:
         return Refused("decision_expired", "the decision expired before it arrived")
