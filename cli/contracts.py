@@ -50,7 +50,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 @contracts_app.command("list")
 def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print one JSON array")] = False) -> None:
-    """Every registered tool version: lifecycle, side-effect class, approvals required, owner."""
+    """Every registered tool version: lifecycle, side-effect class, timeout class, approvals required, owner."""
     contracts = sorted(_registry(), key=lambda c: (c.name, c.version_tuple))
     rows = [
         {
@@ -58,6 +58,8 @@ def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print o
             "version": c.version,
             "lifecycle": c.lifecycle,
             "side_effect_class": c.side_effect_class,
+            "timeout_class": c.binding["timeout_class"],
+            "timeout_ms": c.timeout_ms,
             "required_approvals": c.required_approvals,
             "owner": c.owner,
             "sunset_date": c.sunset_date.isoformat() if c.sunset_date else None,
@@ -69,7 +71,7 @@ def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print o
         _print_json(rows)
         return
     table = Table(title="contracts")
-    for column in ("tool", "version", "lifecycle", "side-effect class", "approvals", "owner"):
+    for column in ("tool", "version", "lifecycle", "side-effect class", "timeout class", "approvals", "owner"):
         table.add_column(column)
     for c in contracts:
         color = {"deprecated": "yellow", "sunsetted": "red"}.get(c.lifecycle, "green")
@@ -78,6 +80,7 @@ def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print o
             c.version,
             f"[{color}]{c.lifecycle}[/{color}]",
             c.side_effect_class,
+            f"{c.binding['timeout_class']} ({c.timeout_ms} ms)",
             str(c.required_approvals),
             c.owner,
         )

@@ -8,15 +8,18 @@ bounds are set back and the transaction is read-write again for toolgate's own w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from tests.unit.factories import record_of, registry, stage_record
 from toolgate.contracts.admission import admit
@@ -24,11 +27,13 @@ from toolgate.contracts.contract import Contract
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import codec
 from toolgate.schemas.hashing import payload_hash
-from toolgate.schemas.models import PayloadKind, Principal, StageRecord, TaxonomyClass
+from toolgate.schemas.models import ExecutionResult, PayloadKind, Principal, StageRecord, TaxonomyClass
 from toolgate.taxonomy import MUTATION_CLASS_VIOLATION
+from toolgate.workers.approval.decision import approval_id_for
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job
 from toolgate.workers.execution.executors import Refused, run_postgres_batch
 from toolgate.workers.execution.handler import ExecutionHandler
+from toolgate.workers.runtime import target_state
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Inbound
 
@@ -221,3 +226,158 @@ def test_a_worker_may_quarantine_but_never_release(database: Database) -> None:
         for release in ("DELETE FROM toolgate.tool_quarantine", "UPDATE toolgate.tool_quarantine SET reason = 'x'"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(release)
+
+
+BEFORE = (
+    "SELECT invoice_id AS id, tenant_id, status, currency, amount_cents FROM demo.invoices "
+    "WHERE invoice_id = ANY(%(ids)s)"
+)
+
+
+def voids_when_approved(version: str) -> Contract:
+    """invoice.fetch made a write (VOIDS) held for one approval bound to the invoice's state: a
+    standard-class tool with 2 s a call, whose approved effect re-reads its target FOR UPDATE."""
+    document = json.loads(FETCH.read_text())
+    contract = document["contract"]
+    contract["identity"]["version"] = version
+    contract["transactional"].update(
+        side_effect_class="LOW_RISK_INTERNAL", semantics="idempotent_write", confirmation_required=True
+    )
+    contract["runtime"].update(timeout_ms=2000, max_retries=2)
+    document["binding"]["timeout_class"] = "standard"
+    document["binding"]["executor"]["statement"] = VOIDS
+    document["binding"]["confirmation"] = {
+        "action": "Void an invoice",
+        "consequence": "Invoice {invoice_id} is voided.",
+        "rejection_path": "The call ends with CONFIRMATION_MISSING; nothing changes.",
+        "compensation": "None: a voided invoice stays void.",
+        "expected_after_state": {"status": "void"},
+        "before_state": {"argument": "invoice_id", "lookup": BEFORE},
+    }
+    return admit(document, f"invoice.fetch/{version}.json")
+
+
+def approve_as_seen(database: Database, record: StageRecord, invoice: str) -> str:
+    """An APPROVED ticket for the call, bound to its target's state as the approver saw it now."""
+    with psycopg.connect(database.database_url, row_factory=dict_row) as conn:
+        seen = target_state.version(conn.execute(BEFORE, {"ids": [invoice]}).fetchone())
+    approval_id = approval_id_for(record.call.tenant_id, record.call.call_id)
+    database.sql(
+        "INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, "
+        "payload_hash, risk_class, required_approvals, status, home_partition, request, packet, expires_at, "
+        "state_version) VALUES (%s, %s, 'acme', %s, %s, %s, %s, 'MEDIUM_RISK_WRITE', 1, 'APPROVED', 0, %s, '{}', "
+        "now() + interval '10 minutes', %s)",
+        (
+            approval_id,
+            record.call.call_id,
+            record.call.run_id,
+            record.call.tool_name,
+            record.call.tool_version,
+            record.call.payload_hash,
+            codec().encode(record),
+            seen,
+        ),
+    )
+    database.sql(
+        "INSERT INTO toolgate.approval_decisions (decision_id, approval_id, approver_id, verdict, decided_at) "
+        "VALUES (%s, %s, 'carol', 'APPROVE', now())",
+        (f"dec_{uuid.uuid4().hex}", approval_id),
+    )
+    return approval_id
+
+
+def execute(database: Database, tools: Registry, *calls: Inbound[StageRecord]) -> tuple[list[ExecutionResult], float]:
+    """One round of the execution handler for the calls: the result it wrote for each, and how
+    long the round took (from the calls' arrival: their deadlines start there)."""
+
+    async def round_() -> float:
+        handler = ExecutionHandler(tools, database.settings)
+        await handler.start()
+        try:
+            started = time.monotonic()
+            await handler.handle(list(calls), Emit("execution"))
+            return time.monotonic() - started
+        finally:
+            await handler.http.close()
+            await handler.pool.close()
+
+    took = asyncio.run(round_())
+    rows = database.sql("SELECT payload FROM toolgate.outbox WHERE topic = 'tool.results' ORDER BY id DESC LIMIT 20")
+    results = [codec().decode(bytes(payload), ExecutionResult) for (payload,) in rows]
+    return [next(r for r in results if r.call_id == call.model.call.call_id) for call in calls], took
+
+
+@contextlib.contextmanager
+def held_elsewhere(database: Database, invoice: str) -> Iterator[None]:
+    """Another transaction holds the invoice's row FOR UPDATE while inside (6 s at most)."""
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with psycopg.connect(database.database_url) as conn, conn.transaction():
+            conn.execute("SELECT 1 FROM demo.invoices WHERE invoice_id = %s FOR UPDATE", (invoice,))
+            locked.set()
+            release.wait(6)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        yield
+    finally:
+        release.set()
+        holder.join()
+
+
+def outcome_of(result: ExecutionResult) -> tuple[TaxonomyClass, list[str | None], bool]:
+    return result.outcome.taxonomy_class, [e.code for e in result.errors], result.outcome.retryable
+
+
+STATUS = "SELECT status FROM demo.invoices WHERE invoice_id = %s"
+TICKET = "SELECT consumed_by IS NULL, spent_at IS NULL FROM toolgate.approvals WHERE approval_id = %s"
+
+
+def test_an_approved_effects_target_held_elsewhere_is_waited_on_within_the_calls_deadline(database: Database) -> None:
+    """The approved effect re-reads its target FOR UPDATE before it runs. Another transaction
+    holds the row: the read waits half the call's 2 s, then the call is answered STALE_STATE
+    lock_timeout, retryable, within its deadline; nothing ran, the ticket is neither consumed nor
+    spent, and once the row is free the same call runs under it."""
+    invoice = new_invoice(database)
+    voids = voids_when_approved("1.9.6")
+    tools = Registry([*registry(), voids])
+    call = read_call(voids, invoice)
+    approval_id = approve_as_seen(database, call.model, invoice)
+    with held_elsewhere(database, invoice):
+        [result], took = execute(database, tools, call)
+    assert took < 2.0, f"the call was answered after {took:.2f} s, past its 2 s deadline"
+    assert took > 0.8, f"answered after {took:.2f} s: the read should wait half the time left"
+    assert outcome_of(result) == (TaxonomyClass.STALE_STATE, ["lock_timeout"], True)
+    assert database.sql(STATUS, (invoice,)) == [("draft",)]
+    assert database.sql(TICKET, (approval_id,)) == [(True, True)]
+    key = "SELECT status FROM toolgate.idempotency_keys WHERE tenant_id = 'acme' AND idempotency_key = %s"
+    assert database.sql(key, (call.model.call.idempotency_key,)) == [("FAILED_RETRYABLE",)]
+    [again], _ = execute(database, tools, call)
+    assert again.outcome.taxonomy_class == TaxonomyClass.SUCCESS
+    assert database.sql(STATUS, (invoice,)) == [("void",)]
+    assert database.sql(TICKET, (approval_id,)) == [(False, False)]
+
+
+def test_of_approved_effects_read_together_only_the_one_whose_target_is_held_waits_it_out(database: Database) -> None:
+    """Two approved calls in one round, one target held elsewhere: their read together is cut,
+    each is read again on its own, and only the held one is answered lock_timeout; the other
+    runs. Both are answered within their deadline."""
+    free, held = new_invoice(database), new_invoice(database)
+    voids = voids_when_approved("1.9.7")
+    tools = Registry([*registry(), voids])
+    calls = [read_call(voids, free), read_call(voids, held)]
+    approvals = [
+        approve_as_seen(database, call.model, invoice) for call, invoice in zip(calls, (free, held), strict=True)
+    ]
+    with held_elsewhere(database, held):
+        results, took = execute(database, tools, *calls)
+    assert took < 2.0, f"the calls were answered after {took:.2f} s, past their 2 s deadline"
+    assert [outcome_of(r)[:2] for r in results] == [
+        (TaxonomyClass.SUCCESS, []),
+        (TaxonomyClass.STALE_STATE, ["lock_timeout"]),
+    ]
+    assert [database.sql(STATUS, (invoice,)) for invoice in (free, held)] == [[("void",)], [("draft",)]]
+    assert [database.sql(TICKET, (approval,)) for approval in approvals] == [[(False, False)], [(True, True)]]

@@ -21,6 +21,8 @@ import typer.main
 import yaml
 
 from toolgate.cli.main import app
+from toolgate.telemetry.metrics_export import MS_BUCKETS
+from toolgate.workers.execution.retry import TIMEOUT_CLASS_MS
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "ops" / "prometheus" / "toolgate-rules.yml"
@@ -38,6 +40,7 @@ EXPECTED = {
     "ToolDegraded",
     "LatencyRegression",
     "TimeoutClassMismatch",
+    "TimeoutClassReclassify",
     "ApprovalQueueBacklog",
     "RetryBudgetExhausted",
     "OutputSchemaViolations",
@@ -78,6 +81,60 @@ def test_every_alert_fires_and_stays_quiet_in_promtools_unit_tests() -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+SUGGESTED = "tool:invocation_timeout_class_suggested:rate5m"
+
+
+def _suggested_bounds() -> dict[str, tuple[int, int | None]]:
+    """Each class the suggestion rule names, with the p99 range it takes: [at least, under)."""
+    [rule] = [
+        r
+        for group in yaml.safe_load(RULES.read_text())["groups"]
+        for r in group["rules"]
+        if r.get("record") == SUGGESTED
+    ]
+    arms = re.findall(
+        r'label_replace\(tool:invocation_latency_p99:rate5m((?:\s*[<>]=?\s*[\d.]+)*),\s*"suggested_class",\s*"(\w+)"',
+        rule["expr"],
+    )
+    bounds: dict[str, tuple[int, int | None]] = {}
+    for comparisons, name in arms:
+        at_least = re.findall(r">=\s*(\d+)", comparisons)
+        under = re.findall(r"<\s*(\d+)", comparisons)
+        assert len(re.findall(r"[<>]=?", comparisons)) == len(at_least) + len(under), comparisons
+        bounds[name] = (int(at_least[0]) if at_least else 0, int(under[0]) if under else None)
+    return bounds
+
+
+def test_the_suggested_timeout_class_has_executions_bounds() -> None:
+    """The rule's classes are TIMEOUT_CLASS_MS's, each taking the p99s from the class below's
+    ceiling up to (not including) its own: a p99 at a ceiling is the next class's, the longest
+    class takes the rest. The two cannot drift apart."""
+    ordered = sorted(TIMEOUT_CLASS_MS, key=TIMEOUT_CLASS_MS.__getitem__)
+    floors = [0, *(TIMEOUT_CLASS_MS[name] for name in ordered[:-1])]
+    ceilings: list[int | None] = [*(TIMEOUT_CLASS_MS[name] for name in ordered[:-1]), None]
+    assert _suggested_bounds() == dict(zip(ordered, zip(floors, ceilings, strict=True), strict=True))
+
+
+def test_the_latency_histogram_can_tell_the_classes_apart() -> None:
+    """Every ceiling the rule compares a p99 with is a bucket bound of the latency histogram, so
+    a latency just past a ceiling is counted past it; histogram_quantile reads a p99 past the
+    last bucket as that bucket's bound, which then falls in the longest class."""
+    compared = sorted(TIMEOUT_CLASS_MS.values())[:-1]
+    assert set(compared) <= set(MS_BUCKETS)
+    assert max(MS_BUCKETS) >= compared[-1]
+
+
+def test_a_reclassification_is_recommended_only_past_the_mismatch_threshold() -> None:
+    """TimeoutClassReclassify reads the timeout ratio with TimeoutClassMismatch's threshold."""
+
+    def threshold(alert: str) -> str:
+        [found] = re.findall(r"tool:invocation_timeout_ratio:rate5m\)? > ([\d.]+)", ALERTS[alert]["expr"])
+        return found
+
+    assert threshold("TimeoutClassReclassify") == threshold("TimeoutClassMismatch")
+    assert ALERTS["TimeoutClassReclassify"]["labels"]["recommendation"] == "RECLASSIFY_TIMEOUT"
 
 
 # Seed 000's rates recorded in the first group, beside what its alerts read.

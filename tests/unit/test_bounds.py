@@ -93,6 +93,17 @@ def test_a_contract_may_name_another_class_for_a_timeout() -> None:
     assert isinstance(cut, Failed) and cut.taxonomy is T.TIMEOUT
 
 
+def test_a_cut_read_of_a_target_answers_as_a_cut_of_the_calls_own_statement() -> None:
+    """An approved call's target re-read under FOR UPDATE (tickets.py) is cut like its statement."""
+    held = bounds.read_cut(job("invoice.void_draft", 0), bounds.Cut("55P03", LIMIT))
+    assert (held.taxonomy, held.errors[0].code, held.final) == (T.STALE_STATE, "lock_timeout", False)
+    assert "200 ms" in (held.errors[0].message or "")
+    slow = bounds.read_cut(job("invoice.void_draft", 0), bounds.Cut("57014", LIMIT))
+    assert (slow.taxonomy, slow.errors[0].code, slow.final) == (T.TIMEOUT, "statement_timeout", False)
+    with pytest.raises(ValueError, match="23505"):
+        bounds.read_cut(job("invoice.void_draft", 0), bounds.Cut("23505", LIMIT))
+
+
 @pytest.mark.parametrize(("tool", "sqlstate"), [("invoice.create_draft", "25006"), ("invoice.fetch", "23505")])
 def test_other_refusals_are_not_a_bounds_to_answer(tool: str, sqlstate: str) -> None:
     assert bounds.cut(job(tool, 0), sqlstate, LIMIT, {}) is None

@@ -13,7 +13,8 @@ nothing else. Like psycopg's generators, the protocol never waits itself.
     LockKeys            SELECT ... FOR UPDATE the keys' rows                  {ident: KeyRow}
     ReserveKeys         insert PENDING keys, leased to this process           {ident inserted}
     RedriveKeys         lease existing keys again, as a new attempt           None
-    TargetState         read targets' state versions (FOR UPDATE or not)      [version | None]
+    TargetState         read targets' state versions (FOR UPDATE or not),     [version | None | Cut]
+                        bounded by the calls' time left (bounds.py)
     ConsumeTickets      mark tickets as releasing their operation             {approval_id consumed}
     RunExternal         run effects outside Postgres, outside a transaction   [Effect]
     RunPostgres         run Postgres effects in the transaction               [Effect]
@@ -28,9 +29,9 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
-from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import StageRecord
 from toolgate.store.rows import KeyRow, Ticket
+from toolgate.workers.execution.bounds import Cut
 from toolgate.workers.execution.compensation import Original
 from toolgate.workers.execution.decision import StoredOutcome
 from toolgate.workers.execution.effects import Effect, Job
@@ -84,8 +85,8 @@ class RedriveKeys(Ask[None]):
 
 
 @dataclass(frozen=True)
-class TargetState(Ask[list[str | None]]):
-    calls: tuple[tuple[StageRecord, Contract], ...]
+class TargetState(Ask[list[str | Cut | None]]):
+    jobs: tuple[Job, ...]
     for_update: bool
 
 

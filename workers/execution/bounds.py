@@ -17,6 +17,11 @@ whichever fired first).
           tool's statement          mutation_class_violation, and the
                                     tool version is quarantined
 
+The same bounds hold the re-read of an approved call's target under FOR UPDATE (tickets.py
+`state_now`), in a savepoint before the effect: a target another transaction holds is waited on
+for half the call's time left, and a read a bound cut (`Cut`) answers the call as its own
+statement's cut would (`read_cut`), before its ticket is consumed.
+
 A cut statement was rolled back by the server: nothing it did remains, so its key may run
 again (FAILED_RETRYABLE), and the answer is retryable. A lock wait past its bound is the seeds'
 state-consistency failure ("verify the target resource exists, is current, unlocked, and in
@@ -60,6 +65,23 @@ def limits(jobs: list[Job], now_ms: int) -> Limits:
     """The least time left of these calls' deadlines, for their statements and their lock waits."""
     left = min(MAX_MS, max(1, min(job.deadline_ms for job in jobs) - now_ms))
     return Limits(left, max(1, left // LOCK_SHARE))
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A read of a call's target that a bound cut: the server's SQLSTATE (one of CUT) and the
+    bounds the read ran within."""
+
+    sqlstate: str
+    limits: Limits
+
+
+def read_cut(job: Job, found: Cut) -> Failed:
+    """What a cut read of the call's target means: what a cut of its own statement would."""
+    answer = cut(job, found.sqlstate, found.limits, job.contract.document["observability"]["error_taxonomy_mapping"])
+    if answer is None:
+        raise ValueError(f"SQLSTATE {found.sqlstate} is no bound's cut")
+    return answer
 
 
 def read_only(job: Job) -> bool:

@@ -118,8 +118,8 @@ class Performer:
                 return await idempotency_keys.reserve(conn, list(rows), self.lease.owner, lease_s)
             case asks.RedriveKeys(rows, lease_s):
                 return await idempotency_keys.redrive(conn, list(rows), self.lease.owner, lease_s)
-            case asks.TargetState(calls, for_update):
-                return await tickets.state_now(conn, calls, for_update=for_update)
+            case asks.TargetState(jobs, for_update):
+                return await tickets.state_now(conn, jobs, for_update=for_update)
             case asks.ConsumeTickets(released):
                 return await tickets.consume(conn, released)
             case asks.RunPostgres(jobs, careful):

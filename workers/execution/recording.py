@@ -1,11 +1,12 @@
 """The recording step (Ran -> Recorded, machine.py): one transaction records how every call ended.
 
 Pure: it asks (asks.py) for what it reads, runs and writes, and decides with decision.py. It
-re-reads approved targets under FOR UPDATE (STALE_STATE if they moved since approval) and
-consumes their tickets (TargetState, ConsumeTickets), runs the Postgres effects (RunPostgres:
-all at once; with a savepoint each only when one was refused, in a second try of the
-transaction) and the after_effects of the external ones (RunAfterEffects), and writes (Write),
-for every call: its key's status (COMPLETED / FAILED / still PENDING; a new key of a round that
+re-reads approved targets under FOR UPDATE, within the calls' time left (STALE_STATE if they
+moved since approval; STALE_STATE lock_timeout, retryable, if another transaction held one past
+half of it: bounds.py) and consumes their tickets (TargetState, ConsumeTickets), runs the
+Postgres effects (RunPostgres: all at once; with a savepoint each only when one was refused, in
+a second try of the transaction) and the after_effects of the external ones (RunAfterEffects),
+and writes (Write), for every call: its key's status (COMPLETED / FAILED / still PENDING; a new key of a round that
 reserved in this same transaction is inserted with it), its result as an outbox row, the
 earlier call a compensation undid (or the dead letter of one that failed), the quarantine of a
 READ_ONLY tool version whose statement tried to write (bounds.py), and the audit entries. A
@@ -139,9 +140,11 @@ def _local_effects(calls: Calls, local: list[int], careful: bool) -> Step[dict[i
     bound = [i for i in local if (t := calls[i].ticket) is not None and t.state_version is not None]
     effects: dict[int, Effect] = {}
     if bound:
-        targets = tuple((calls[i].record, calls[i].call.job.contract) for i in bound)
-        versions = yield from ask(TargetState(targets, True))
+        versions = yield from ask(TargetState(tuple(calls[i].call.job for i in bound), True))
         for i, version in zip(bound, versions, strict=True):
+            if isinstance(version, bounds.Cut):  # held elsewhere past half the call's time left
+                effects[i] = bounds.read_cut(calls[i].call.job, version)
+                continue
             moved = clearance.stale(calls[i].ticket, version)
             if moved is not None:
                 effects[i] = failed(moved.taxonomy, moved.code, moved.message, final=True)

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from toolgate.contracts.registry import Registry
-from toolgate.workers.execution import answers, clearance, compensation, decision, keys, reads
+from toolgate.workers.execution import answers, bounds, clearance, compensation, decision, keys, reads
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.asks import (
     ConsumeTickets,
@@ -210,8 +210,11 @@ def bind_remote(calls: list[CallState]) -> Step[None]:
     remote = [i for i, c in enumerate(calls) if c.runs and not c.call.in_postgres and c.ticket is not None]
     if not remote:
         return
-    versions = yield from ask(TargetState(tuple((calls[i].record, calls[i].call.job.contract) for i in remote), False))
+    versions = yield from ask(TargetState(tuple(calls[i].call.job for i in remote), False))
     for i, version in zip(remote, versions, strict=True):
+        if isinstance(version, bounds.Cut):
+            calls[i] = replace(calls[i], effect=bounds.read_cut(calls[i].call.job, version))
+            continue
         moved = clearance.stale(calls[i].ticket, version)
         if moved is not None:
             calls[i] = replace(calls[i], effect=failed(moved.taxonomy, moved.code, moved.message, final=True))
