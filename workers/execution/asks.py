@@ -20,14 +20,14 @@ nothing else. Like psycopg's generators, the protocol never waits itself.
     RunPostgres         run Postgres effects in the transaction               [Effect]
     RunAfterEffects     run bindings' after_effect statements                 [error | None]
     CheckStatus         ask the provider's status query                       Effect
-    Write               write the round's rows (writes.py), one round trip    the driver's (opaque)
+    Write               write the round's rows (writes.py), one round trip    Written
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, cast
 
 from toolgate.schemas.models import StageRecord
 from toolgate.store.rows import KeyRow, Ticket
@@ -38,8 +38,15 @@ from toolgate.workers.execution.effects import Effect, Job
 from toolgate.workers.execution.reads import FirstOutcome
 from toolgate.workers.execution.writes import Writes
 
+if TYPE_CHECKING:  # the driver's types: psycopg's statements and the outbox, none of it imported here
+    from toolgate.store.batch import Statement
+    from toolgate.workers.runtime.outbox import Held
+
 T = TypeVar("T")
 Ident = tuple[str, str]  # (tenant_id, idempotency key), or (tenant_id, call_id) for a read
+# What the driver answers a Write with: the outbox rows to publish once committed, and the
+# audit chain's append, to run with the COMMIT (None: no entries). The machine only hands it on.
+Written: TypeAlias = "tuple[Held, Statement | None]"
 
 
 @dataclass(frozen=True)
@@ -118,7 +125,7 @@ class CheckStatus(Ask[Effect]):
 
 
 @dataclass(frozen=True)
-class Write(Ask[object]):
+class Write(Ask[Written]):
     writes: Writes
 
 

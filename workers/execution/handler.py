@@ -24,7 +24,7 @@ import os
 import socket
 import uuid
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 from psycopg import AsyncConnection
 
@@ -38,7 +38,7 @@ from toolgate.workers.execution import machine
 from toolgate.workers.execution.answers import STAGE
 from toolgate.workers.execution.effects import Job
 from toolgate.workers.execution.executors import Refused
-from toolgate.workers.execution.performer import KeyTaken, Performer, Written
+from toolgate.workers.execution.performer import KeyTaken, Performer
 from toolgate.workers.execution.retry import deadline_for
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit
@@ -192,7 +192,7 @@ class ExecutionHandler(Handler[StageRecord]):
 
 async def _commit(conn: AsyncConnection[Any], recorded: machine.Recorded) -> Held:
     """Append the round's audit entries and commit, in one round trip; the rows to publish."""
-    held, appended = cast(Written, recorded.written)
+    held, appended = recorded.written
     await batch.run(conn, [appended, batch.COMMIT] if appended is not None else [batch.COMMIT])
     return held
 

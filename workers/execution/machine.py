@@ -39,7 +39,7 @@ from toolgate.states import KeyStatus
 from toolgate.store.rows import Ticket
 from toolgate.workers.execution import decision, recording, reservation
 from toolgate.workers.execution import idempotency as idem
-from toolgate.workers.execution.asks import RunExternal, Step, ask
+from toolgate.workers.execution.asks import RunExternal, Step, Written, ask
 from toolgate.workers.execution.compensation import Original
 from toolgate.workers.execution.effects import Effect, Job
 
@@ -147,7 +147,7 @@ class Recorded:
 
     calls: Calls
     ended: tuple[Ended, ...]
-    written: object
+    written: Written
 
 
 class OutOfOrder(Exception):

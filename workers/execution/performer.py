@@ -18,7 +18,7 @@ from toolgate.schemas.models import StageRecord
 from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
-from toolgate.store import approvals, audit, batch, quarantine
+from toolgate.store import approvals, audit, quarantine
 from toolgate.store import keys as idempotency_keys
 from toolgate.store import reads as read_outcomes
 from toolgate.store.db import rows_json
@@ -41,7 +41,6 @@ from toolgate.workers.runtime.clock import now_ms
 
 T = TypeVar("T")
 Conn = AsyncConnection[Any]
-Written = tuple[outbox.Held, batch.Statement | None]  # the rows to publish, the audit chain's append
 
 
 class KeyTaken(Exception):
@@ -144,7 +143,7 @@ class Performer:
         # only process that resolved one, before it is stored or published.
         return Done(SCRUBBER.obj(effect.data)) if isinstance(effect, Done) else effect
 
-    async def write(self, conn: Conn, writes: Writes) -> Written:
+    async def write(self, conn: Conn, writes: Writes) -> asks.Written:
         """The writes, and the audit chain's append for the commit to run with COMMIT.
 
         Pipelined: these writes need no answer but the keys inserted, the held rows' ids and the

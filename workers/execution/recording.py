@@ -30,7 +30,7 @@ from toolgate.store.audit_entry import Entry
 from toolgate.workers.execution import answers, bounds, clearance, decision, keys, reads
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.answers import STAGE
-from toolgate.workers.execution.asks import RunAfterEffects, RunPostgres, Step, TargetState, Write, ask
+from toolgate.workers.execution.asks import RunAfterEffects, RunPostgres, Step, TargetState, Write, Written, ask
 from toolgate.workers.execution.effects import Done, Effect, failed
 from toolgate.workers.execution.reservation import consumed_elsewhere, unconsumed
 from toolgate.workers.execution.writes import Letter, Quarantined, Writes
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from toolgate.workers.execution.machine import Calls, CallState, Ended
 
 
-def record(calls: Calls, now: int, *, careful: bool) -> Step[tuple[tuple[Ended, ...], object]]:
+def record(calls: Calls, now: int, *, careful: bool) -> Step[tuple[tuple[Ended, ...], Written]]:
     """Everything of the recording inside one transaction: each call's result and key status,
     which take effect only once the transaction committed, and the driver's answer to Write.
     Not `careful`, a Postgres effect refused makes the driver raise (executors.Refused)."""
