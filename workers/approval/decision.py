@@ -30,6 +30,7 @@ from toolgate.schemas.models import ApprovalDecision, Verdict
 from toolgate.states import TicketStatus
 from toolgate.store.rows import OpenTicket
 from toolgate.trust.signing import SINGLE_EXECUTION, verify
+from toolgate.workers.runtime.passages import Decided
 
 STAGE = "approval-wait"
 
@@ -143,7 +144,7 @@ class Transition:
     then: Then
     action: str  # the audit action
     detail: dict[str, Any]  # the audit detail
-    outcome: str  # the round's outcome for the decision
+    outcome: Decided  # the round's outcome for the decision
 
 
 def transition(decision: ApprovalDecision, ticket: Ticket | None, approver: Approver | None, now_ms: int) -> Transition:
@@ -156,7 +157,7 @@ def transition(decision: ApprovalDecision, ticket: Ticket | None, approver: Appr
     if not isinstance(verdict, Counted):
         kind = "noop" if isinstance(verdict, NoOp) else "refused"
         audited = {**detail, "code": verdict.code, "reason": verdict.reason}
-        return Transition(ticket, False, Then.NOTHING, f"decision_{kind}", audited, f"{kind}:{verdict.code}")
+        return Transition(ticket, False, Then.NOTHING, f"decision_{kind}", audited, Decided(f"{kind}:{verdict.code}"))
     assert ticket is not None  # judge counts nothing without a ticket
     after = replace(
         ticket,
@@ -167,9 +168,8 @@ def transition(decision: ApprovalDecision, ticket: Ticket | None, approver: Appr
     )
     then = {TicketStatus.APPROVED: Then.RELEASE, TicketStatus.DENIED: Then.DENY}.get(verdict.status, Then.NOTHING)
     status_after = str(verdict.status)
-    return Transition(
-        after, True, then, "decision_counted", {**detail, "status_after": status_after}, f"counted:{status_after}"
-    )
+    audited = {**detail, "status_after": status_after}
+    return Transition(after, True, then, "decision_counted", audited, Decided(f"counted:{status_after}"))
 
 
 # Refusals judged before any registered approver's signature was checked: the decision proves

@@ -27,6 +27,7 @@ from toolgate.workers.runtime import fact_loader, facts, target_state
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound, fail_closed
+from toolgate.workers.runtime.passages import Passage
 
 Opened = dict[str, tuple[Inbound[StageRecord], Opening]]  # by approval_id
 
@@ -67,7 +68,7 @@ class AuthorizedHandler(Handler[Read]):
         if created:
             self.opened()
         for approval_id, (call, _) in held.items():
-            out.outcomes[call.model.call.call_id] = "held" if approval_id in created else "resumed"
+            out.outcomes[call.model.call.call_id] = Passage.HELD if approval_id in created else Passage.RESUMED
 
     def decode(self, value: bytes) -> Read:
         """A call's head, or the whole record an older release wrote."""
@@ -87,7 +88,7 @@ class AuthorizedHandler(Handler[Read]):
             if record.required_approvals == 0 or record.call.dry_run:
                 # Nothing to decide: forward the item's bytes as they came (no re-encoding).
                 out.raw_item("executable", record.call.home_partition, call.raw)
-                out.outcomes[record.call.call_id] = "forwarded"
+                out.outcomes[record.call.call_id] = Passage.FORWARDED
                 continue
             whole = _whole(call)
             if whole is None:  # its head was read, the rest is not a StageRecord

@@ -58,7 +58,7 @@ class NormalizationHandler(Handler[ExecutionResult]):
                 continue
             normalized = normalize(res, self.registry, SCRUBBER)
             self._observe(call, normalized.observation, out)
-            out.outcomes[res.call_id] = str(normalized.observation.status.taxonomy_class)
+            out.outcomes[res.call_id] = normalized.observation.status.taxonomy_class
             if normalized.problem:
                 out.dead_letter(
                     call.origin, call.raw, TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL, normalized.problem, res.call_id

@@ -48,12 +48,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from toolgate.schemas.models import ExecutionResult, StageHead, StageRecord, TaxonomyClass, ToolProposal
+from toolgate.workers.runtime.passages import Passage
 
 T = TaxonomyClass
 INTERIM_CODE = 202
 INTERIM_KINDS = {T.CONFIRMATION_MISSING: "approval_pending", T.TIMEOUT: "outcome_unverified"}
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
-_UNANSWERED = frozenset({"held", "dead_lettered"})  # validation: proved no one, or no call at all
+_UNANSWERED = frozenset({Passage.HELD, Passage.DEAD_LETTERED})  # validation: proved no one, or no call at all
 Values = Mapping[str, str | bool | int]
 
 
@@ -106,7 +107,7 @@ def replayable(stage: str, label: str, model: object, span: Values) -> bool:
     if not named:
         return False
     if isinstance(model, ToolProposal):
-        return label not in _UNANSWERED and (label != "forwarded" or _keyed(span))
+        return label not in _UNANSWERED and (label != Passage.FORWARDED or _keyed(span))
     if isinstance(model, ExecutionResult):
         return bool(model.proposal_digest)
     if isinstance(model, StageRecord | StageHead):

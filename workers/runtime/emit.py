@@ -33,6 +33,7 @@ from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer
 from toolgate.workers.runtime import results
 from toolgate.workers.runtime.call_facts import GateFacts
+from toolgate.workers.runtime.passages import Label, Passage
 from toolgate.workers.runtime.refusals import Refusal
 
 # A dead letter must be deliverable whatever it holds: what came in may already be at the
@@ -62,7 +63,7 @@ class Emit:
     items: dict[tuple[str, int], list[bytes]] = field(default_factory=dict)
     records: list[Record] = field(default_factory=list)  # edge records, to physical topics
     dead_letters: list[DeadLetter] = field(default_factory=list)
-    outcomes: dict[str, str] = field(default_factory=dict)
+    outcomes: dict[str, Label] = field(default_factory=dict)  # how the round left each call (passages.py)
     # What the round's telemetry records of its calls, by call_id (workers/runtime/call_facts.py):
     # the results that ended them, the idempotency keys of the calls it passed on, and
     # validation's findings.
@@ -85,12 +86,12 @@ class Emit:
         if isinstance(model, ExecutionResult):
             self.end(model)
         else:
-            self.outcomes.setdefault(model.call.call_id, "forwarded")
+            self.outcomes.setdefault(model.call.call_id, Passage.FORWARDED)
             self.keys[model.call.call_id] = model.call.idempotency_key
 
     def end(self, res: ExecutionResult) -> None:
         """`res` ends its call in this round (published here, or through the outbox)."""
-        self.outcomes[res.call_id] = str(res.outcome.taxonomy_class)
+        self.outcomes[res.call_id] = res.outcome.taxonomy_class
         self.ended[res.call_id] = res
 
     def raw_item(self, topic: str, partition: int, payload: bytes, first_produced_ms: int | None = None) -> None:
@@ -161,7 +162,7 @@ class Emit:
             )
         )
         if call_id:
-            self.outcomes.setdefault(call_id, "dead_lettered")
+            self.outcomes.setdefault(call_id, Passage.DEAD_LETTERED)
 
     def batches(self, max_bytes: int) -> list[tuple[str, int, bytes, Headers]]:
         """The collected items as StageBatch records, split to stay under `max_bytes`, each

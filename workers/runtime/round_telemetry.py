@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import cast
 
-from toolgate.schemas.models import ExecutionResult, StageRecord, ToolProposal
+from toolgate.schemas.models import ExecutionResult, StageRecord, TaxonomyClass, ToolProposal
 from toolgate.schemas.wire import field_of
 from toolgate.telemetry.call_spans import CallSpans
 from toolgate.telemetry.setup import meter
@@ -26,12 +26,13 @@ from toolgate.topics.headers import CALL_ID, TRACEPARENT, header
 from toolgate.workers.runtime.call_metrics import CallMetrics
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Inbound, M
+from toolgate.workers.runtime.passages import Passage
 from toolgate.workers.runtime.span_attributes import closed, opened
 from toolgate.workers.runtime.stage_metrics import CompensationMetrics, ValidationMetrics
 
-FAILED_OUTCOMES = ("UNKNOWN_ERROR", "dead_lettered")
+FAILED_OUTCOMES = (TaxonomyClass.UNKNOWN_ERROR, Passage.DEAD_LETTERED)
 # How normalization left a result it could not make the agent's observation of.
-UNNORMALIZED = frozenset({"OBSERVATION_NORMALIZATION_FAIL", "dead_lettered"})
+UNNORMALIZED = frozenset({TaxonomyClass.OBSERVATION_NORMALIZATION_FAIL, Passage.DEAD_LETTERED})
 
 
 class RoundTelemetry:
@@ -68,7 +69,7 @@ class RoundTelemetry:
         """End each call's span with its outcome in `out`, and count the outcomes."""
         labels: Counter[str] = Counter()
         for call in calls:
-            label = out.outcomes.get(call.call_id, "held")
+            label = str(out.outcomes.get(call.call_id, Passage.HELD))  # plain text, for the exporters
             labels[label] += 1
             if call.span is not None:
                 error = label if label in FAILED_OUTCOMES else None

@@ -28,6 +28,7 @@ from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.schemas.wire import field_of
 from toolgate.taxonomy import VECTORS
 from toolgate.workers.runtime.call_facts import replayable
+from toolgate.workers.runtime.passages import Passage
 
 if TYPE_CHECKING:
     from toolgate.contracts.contract import Contract
@@ -35,8 +36,8 @@ if TYPE_CHECKING:
 
 Attributes = dict[str, str | bool | int]
 OPERATION = "execute_tool"
-PASSING = frozenset({"forwarded", TaxonomyClass.SUCCESS.value, TaxonomyClass.PARTIAL_SUCCESS.value})
-PENDING = frozenset({"held", TaxonomyClass.CONFIRMATION_MISSING.value})
+PASSING = frozenset({Passage.FORWARDED, TaxonomyClass.SUCCESS, TaxonomyClass.PARTIAL_SUCCESS})
+PENDING = frozenset({Passage.HELD, TaxonomyClass.CONFIRMATION_MISSING})
 
 
 class Contracts:

@@ -29,11 +29,12 @@ from toolgate.telemetry.setup import meter
 from toolgate.workers.runtime.call_facts import GateFacts, compensation_of
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Inbound
+from toolgate.workers.runtime.passages import Passage
 from toolgate.workers.runtime.span_attributes import CONTRACTS
 
 UNKNOWN = "unknown"
 DOOR = "unchecked"
-NOT_ANSWERED = frozenset({"held", "dead_lettered"})
+NOT_ANSWERED = frozenset({Passage.HELD, Passage.DEAD_LETTERED})
 Labels = tuple[tuple[str, str], ...]
 
 
@@ -77,8 +78,7 @@ class ValidationMetrics:
         loops: Tally[Labels] = Tally()
         for call in calls:
             proposal = call.model
-            label = out.outcomes.get(proposal.call_id, "held")
-            if label in NOT_ANSWERED:
+            if out.outcomes.get(proposal.call_id, Passage.HELD) in NOT_ANSWERED:
                 continue
             found = out.facts.get(proposal.call_id)
             if found is None:  # refused at the door: no gate saw it
