@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.unit.factories import record_of
+from tests.unit.factories import job_record
 from tests.unit.test_registry import document
 from toolgate.contracts.admission import admit
-from toolgate.schemas.models import Principal, TaxonomyClass
+from toolgate.schemas.models import TaxonomyClass
 from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretProvider
 from toolgate.workers.execution.children import Children
@@ -59,22 +59,7 @@ def job(
         doc["binding"]["executor"]["secrets"] = secrets
         doc["contract"]["security"]["secrets_boundary"] = "execution_sandbox"
     contract = admit(doc, "test")
-    record = record_of(
-        call_id="c1",
-        traceparent="",
-        home_partition=0,
-        tenant_id="acme",
-        principal=Principal(user_id="u", agent_id="a"),
-        workflow_id="w",
-        run_id="r",
-        logical_operation_id="op",
-        tool_name=contract.name,
-        tool_version=contract.version,
-        arguments=arguments,
-        payload_hash="sha256:x",
-        created_at_ms=0,
-    )
-    return Job(record, contract, "key-123", int(time.time() * 1000) + timeout_ms)
+    return Job(job_record(contract, arguments), contract, "key-123", int(time.time() * 1000) + timeout_ms)
 
 
 def run(*jobs: Job, secrets: SecretProvider | None = None) -> list[Effect]:

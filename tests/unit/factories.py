@@ -184,6 +184,23 @@ def stage_record(contract: Contract, arguments: dict[str, Any] | None = None, **
     return record_of(**fields)
 
 
+def job_record(contract: Contract, arguments: dict[str, Any]) -> StageRecord:
+    """The record of an executor's job: `contract`'s call with `arguments`, of call c1 by tenant
+    acme, and nothing an executor does not read (no trace, an opaque payload hash)."""
+    return stage_record(
+        contract,
+        arguments,
+        call_id="c1",
+        traceparent="",
+        principal=Principal(user_id="u", agent_id="a"),
+        workflow_id="w",
+        run_id="r",
+        logical_operation_id="op",
+        payload_hash="sha256:x",
+        created_at_ms=0,
+    )
+
+
 def sample_models() -> dict[type, Any]:
     """One fully populated instance of every top-level wire model (optional fields set)."""
     p = principal()

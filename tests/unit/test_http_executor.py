@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from tests.unit.factories import changed, record_of
+from tests.unit.factories import changed, job_record
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.registry import load_registry
 from toolgate.schemas.hashing import provider_key
-from toolgate.schemas.models import Principal, TaxonomyClass
+from toolgate.schemas.models import TaxonomyClass
 from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretMissing, SecretProvider
 from toolgate.settings import Settings
@@ -35,22 +35,7 @@ def job(auth: dict[str, Any] | None, allow: list[str] | None = None) -> Job:
     if allow is not None:
         binding["executor"]["egress_allowlist"] = allow
     contract = Contract(email.document, binding, "test")
-    record = record_of(
-        call_id="c1",
-        traceparent="",
-        home_partition=0,
-        tenant_id="acme",
-        principal=Principal(user_id="u", agent_id="a"),
-        workflow_id="w",
-        run_id="r",
-        logical_operation_id="op",
-        tool_name=contract.name,
-        tool_version=contract.version,
-        arguments={},
-        payload_hash="sha256:x",
-        created_at_ms=0,
-    )
-    return Job(record, contract, "key-123", 0)
+    return Job(job_record(contract, {}), contract, "key-123", 0)
 
 
 def executor(tmp_path: Path, endpoints: dict[str, str] | None = None) -> HttpExecutor:
