@@ -21,6 +21,7 @@ from toolgate.schemas.hashing import derive_idempotency_key, payload_hash, provi
 from toolgate.topics.catalog import Topics
 
 from ..conftest import Pipeline, eventually
+from .compensations import compensate, compensate_twice
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -457,13 +458,7 @@ def test_compensation_undoes_a_draft_exactly_once(pipeline: Pipeline) -> None:
     )
     created = pipeline.wait(sent)
     invoice_id = created["result_payload"]["data"]["invoice_id"]
-    for attempt in range(2):  # compensating twice is one compensation
-        done = pipeline.cli("compensate", sent.call_id, "--json")
-        assert done.returncode == 0, done.stderr
-        observation = json.loads(done.stdout)["observation"]
-        assert taxonomy(observation) == "SUCCESS"
-        assert observation["result_payload"]["data"] == {"invoice_id": invoice_id, "status": "void"}
-        assert observation["execution_metadata"]["idempotency_hit"] is (attempt == 1)
+    compensate_twice(pipeline, sent.call_id, {"invoice_id": invoice_id, "status": "void"})
     assert pipeline.sql("SELECT status FROM demo.invoices WHERE invoice_id = %s", (invoice_id,)) == [("void",)]
     [(status, by)] = pipeline.sql(
         "SELECT status, compensated_by FROM toolgate.idempotency_keys WHERE call_id = %s", (sent.call_id,)
@@ -481,9 +476,7 @@ def test_a_failed_compensation_is_reported_and_dead_lettered(pipeline: Pipeline)
     sent = pipeline.propose("invoice.create_draft", _draft("r", "x"))
     invoice_id = pipeline.wait(sent)["result_payload"]["data"]["invoice_id"]
     pipeline.sql("UPDATE demo.invoices SET status = 'open' WHERE invoice_id = %s", (invoice_id,))  # finalized meanwhile
-    done = pipeline.cli("compensate", sent.call_id, "--json")
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = compensate(pipeline, sent.call_id)
     observation = result["observation"]
     assert taxonomy(observation) == "COMPENSATION_FAILED"
     assert observation["status"]["fail_closed"] is True and observation["status"]["requires_approval"] is True

@@ -7,7 +7,6 @@ against the reference observation schema (conftest)."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 from toolgate.schemas.hashing import provider_key
 
 from ..conftest import Pipeline
+from .compensations import compensate_twice
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -178,13 +178,7 @@ def test_a_second_step_failing_after_the_first_committed_requires_its_compensati
     assert data["compensation"] == {"tool": "notify.retract_announcement", "arguments": {"post_id": post_id}}
     assert errors_of(final) == [("steps[1]", "mail_relay_down"), ("steps", "compensation_required")]
     assert [op["kind"] for op in ledger(pipeline, f"post:{post_id}")] == ["announcement"]  # the first step stays
-    for attempt in range(2):  # compensating twice is one compensation
-        done = pipeline.cli("compensate", sent.call_id, "--json")
-        assert done.returncode == 0, done.stderr
-        observation = json.loads(done.stdout)["observation"]
-        assert taxonomy(observation) == "SUCCESS"
-        assert observation["result_payload"]["data"] == {"post_id": post_id, "status": "retracted"}
-        assert observation["execution_metadata"]["idempotency_hit"] is (attempt == 1)
+    compensate_twice(pipeline, sent.call_id, {"post_id": post_id, "status": "retracted"})
     assert [op["kind"] for op in ledger(pipeline, f"post:{post_id}")] == ["retracted"]
     retractions = [op for op in pipeline.provider("/_control/ledger")["operations"] if op["kind"] == "retraction"]
     assert [op["response"]["post_id"] for op in retractions].count(post_id) == 1

@@ -19,6 +19,7 @@ import pytest
 from toolgate.taxonomy import VECTORS
 
 from ..conftest import OBSERVATION_SCHEMA, REFERENCE, Pipeline
+from .compensations import compensate
 from .test_taxonomy_classes import BOUNCING, EMAIL, MESSAGES, NOTICE, Faults, approved, taxonomy
 
 pytestmark = pytest.mark.timeout(180)
@@ -87,9 +88,7 @@ def _compensation_that_fails(pipeline: Pipeline) -> dict[str, Any]:
     sent = pipeline.propose("invoice.create_draft", DRAFT)
     invoice_id = pipeline.wait(sent)["result_payload"]["data"]["invoice_id"]
     pipeline.sql("UPDATE demo.invoices SET status = 'open' WHERE invoice_id = %s", (invoice_id,))  # finalized meanwhile
-    done = pipeline.cli("compensate", sent.call_id, "--json")
-    assert done.returncode == 0, done.stderr
-    observation: dict[str, Any] = json.loads(done.stdout)["observation"]
+    observation: dict[str, Any] = compensate(pipeline, sent.call_id)["observation"]
     return observation
 
 
