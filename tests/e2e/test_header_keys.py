@@ -51,17 +51,6 @@ def poisoner(pipeline: Pipeline) -> Iterator[Poisoner]:
     made.close()
 
 
-@pytest.fixture
-def no_restarts(pipeline: Pipeline) -> Iterator[None]:
-    """The workers are the same processes after the test as before it (as the hostile suite checks)."""
-    before = dict(pipeline.refresh_runtime()["workers"])
-    restarts = (pipeline.home / "up.out").read_text().count("restarting")
-    yield
-    time.sleep(1.0)
-    assert pipeline.refresh_runtime()["workers"] == before, "a worker restarted"
-    assert (pipeline.home / "up.out").read_text().count("restarting") == restarts
-
-
 def client_of(pipeline: Pipeline) -> ToolgateClient:
     """A client of its own (the session's shares its feed with every test)."""
     return ToolgateClient(

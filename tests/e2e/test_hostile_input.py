@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,17 +27,6 @@ from .test_pipeline import errors_of, taxonomy
 pytestmark = pytest.mark.timeout(180)
 
 TOPICS = Topics()
-
-
-@pytest.fixture
-def no_restarts(pipeline: Pipeline) -> Iterator[None]:
-    """The workers of the session are the same processes after the test as before it."""
-    before = dict(pipeline.refresh_runtime()["workers"])
-    restarts = (pipeline.home / "up.out").read_text().count("restarting")
-    yield
-    time.sleep(1.0)
-    assert pipeline.refresh_runtime()["workers"] == before, "a worker restarted"
-    assert (pipeline.home / "up.out").read_text().count("restarting") == restarts
 
 
 def signed(pipeline: Pipeline, **fields: Any) -> ToolProposal:
