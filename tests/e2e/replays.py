@@ -6,10 +6,11 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, TopicPartition
 
+from toolgate.client import Proposed
 from toolgate.kafka_security import ADMIN
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import StageBatch, StageRecord
@@ -78,6 +79,25 @@ def capture(pipeline: Pipeline, logical: str, since: dict[int, int], call_id: st
     finally:
         consumer.close()
     raise TimeoutError(f"no {logical} record carried {call_id}")
+
+
+class Drafted(NamedTuple):
+    """A draft created under an idempotency key of its own, and the batch that took it to execution."""
+
+    key: str
+    sent: Proposed
+    first: dict[str, Any]  # its final observation, SUCCESS
+    captured: Captured  # the tool.executable batch that carried it
+
+
+def drafted(pipeline: Pipeline, draft: dict[str, Any]) -> Drafted:
+    """invoice.create_draft of `draft` under a new key, answered SUCCESS, its batch captured."""
+    key = f"draft-{uuid.uuid4().hex}"
+    since = ends(pipeline, "executable")
+    sent = pipeline.propose("invoice.create_draft", draft, idempotency_key=key)
+    first = pipeline.wait(sent)
+    assert first["status"]["taxonomy_class"] == "SUCCESS", first
+    return Drafted(key, sent, first, capture(pipeline, "executable", since, sent.call_id))
 
 
 def replay(pipeline: Pipeline, record: Captured) -> None:

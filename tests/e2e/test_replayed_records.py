@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ..conftest import Pipeline, eventually
-from .replays import capture, ends, finals, replay
+from .replays import capture, drafted, ends, finals, replay
 from .test_gate_holes import as_agent, new_tenant
 from .test_pipeline import _approval_of, _ledger_for, errors_of, taxonomy
 
@@ -62,12 +62,7 @@ def expire(pipeline: Pipeline, key: str, ago: str) -> None:
 
 
 def test_a_write_replayed_after_its_key_expired_is_answered_from_the_ledger_never_run(pipeline: Pipeline) -> None:
-    key = f"draft-{uuid.uuid4().hex}"
-    since = ends(pipeline, "executable")
-    sent = pipeline.propose("invoice.create_draft", DRAFT, idempotency_key=key)
-    first = pipeline.wait(sent)
-    assert taxonomy(first) == "SUCCESS"
-    captured = capture(pipeline, "executable", since, sent.call_id)
+    key, sent, first, captured = drafted(pipeline, DRAFT)
     expire(pipeline, key, "1 second")
 
     replay(pipeline, captured)
@@ -82,11 +77,7 @@ def test_a_write_replayed_after_its_key_expired_is_answered_from_the_ledger_neve
 
 
 def test_a_write_replayed_once_retention_left_only_its_tombstone_is_refused_never_run(pipeline: Pipeline) -> None:
-    key = f"draft-{uuid.uuid4().hex}"
-    since = ends(pipeline, "executable")
-    sent = pipeline.propose("invoice.create_draft", DRAFT, idempotency_key=key)
-    assert taxonomy(pipeline.wait(sent)) == "SUCCESS"
-    captured = capture(pipeline, "executable", since, sent.call_id)
+    key, sent, _, captured = drafted(pipeline, DRAFT)
     # Forty days past its window: retention (every 2 s in the test session) is past its history.
     expire(pipeline, key, "40 days")
     eventually(lambda: not key_state(pipeline, key) or key_state(pipeline, key)[0][1] is None, timeout=30)

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from ..conftest import Pipeline, eventually, started
-from .replays import capture, ends, finals, replay
+from .replays import drafted, finals, replay
 from .test_pipeline import _approval_of, taxonomy
 from .test_replayed_records import executions, expire, key_state
 
@@ -55,12 +54,7 @@ def test_a_captured_record_replayed_past_the_bound_is_dead_lettered_and_sent_on_
     tight: Pipeline,
 ) -> None:
     # The review's attack: a genuine tool.executable batch, its key's TTL over, re-produced.
-    key = f"draft-{uuid.uuid4().hex}"
-    since = ends(tight, "executable")
-    sent = tight.propose("invoice.create_draft", DRAFT, idempotency_key=key)
-    first = tight.wait(sent)
-    assert taxonomy(first) == "SUCCESS"
-    captured = capture(tight, "executable", since, sent.call_id)
+    key, sent, first, captured = drafted(tight, DRAFT)
     expire(tight, key, "1 second")
     time.sleep(RECORD_MAX_AGE_S + 1)
     before = {letter["dead_letter_id"] for letter in stale_letters(tight, "executable")}
