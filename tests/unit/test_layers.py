@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import tomllib
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,6 +53,34 @@ def test_no_folder_imports_one_above_it_but_the_listed_edges() -> None:
     up = edges_up()
     assert up - UPWARD == set(), f"imports of a folder above: {sorted(up - UPWARD)}"
     assert UPWARD - up == set(), f"gone, so off the list: {sorted(UPWARD - up)}"
+
+
+def imports_by_folder() -> dict[str, Counter[str]]:
+    """For each folder, how many import statements name each other folder (docs/architecture.md
+    prints this graph)."""
+    counts: dict[str, Counter[str]] = {}
+    for folder in FLOORS:
+        counted: Counter[str] = Counter()
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    modules = [node.module]
+                elif isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                else:
+                    continue
+                counted.update(t for m in modules if (t := folder_of(m)) is not None and t != folder)
+        counts[folder] = counted
+    return counts
+
+
+def test_the_map_prints_the_import_graph_as_it_is() -> None:
+    """The map's table of imports is the code's, so it cannot go stale."""
+    doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for folder, counted in imports_by_folder().items():
+        cells = ", ".join(f"`{t}/` {n}" for t, n in sorted(counted.items(), key=lambda kv: (-kv[1], kv[0])))
+        row = f"| `{folder}/` | {cells or 'nothing of toolgate'} |"
+        assert row in doc, f"docs/architecture.md, section 8, should read: {row}"
 
 
 def test_the_floors_are_every_package_folder() -> None:
