@@ -14,7 +14,9 @@ nap's end cost validation (naps of 500 ms) CPU every second: the partitions paus
 metadata request and five fetches each time; asking for the ends first costs one request
 (docs/performance.md, "Figures behind the code"). A stage fed only by stages (and toolgate's own
 approvers' tools) is woken when a record comes for it (workers/runtime/wakeup.py), and naps for
-seconds: it looks at a nap's end only in case a notice was lost.
+seconds: it looks at a nap's end only in case a notice was lost. A look that finds nothing while
+a log still reaches past what was read goes on (`_look`): on a cluster of several brokers the
+metadata request that wakes the fetcher may wake another broker's connection than the leader's.
 
 Everything here runs in the consumer's own thread (its `wait`), the rebalance callbacks too.
 """
@@ -62,13 +64,27 @@ class Naps:
             self._woken.clear()
             found = self._consumer.poll(0)
             if found is None and (woken or self._behind()):
-                self.resume()
-                found = self._consumer.poll(LOOK_S)
+                found = self._look()
             if found is not None:
                 self.resume()
                 return found
             if self._closing or time.monotonic() >= deadline:
                 return None
+
+    def _look(self) -> Message | None:
+        """Fetch again, for LOOK_S and then for as long as a log reaches past what was read (a nap
+        at most): a record that waits is taken before the next nap, whenever in a nap it came. A
+        resumed partition is fetched once the thread of its leader's connection wakes, and
+        `resume` wakes one connection's: on a cluster of several brokers, often not the
+        leader's, and a look of LOOK_S alone found nothing, the partitions were paused again,
+        and the record waited for a later look, a nap (seconds) or several (10 s on the Kafka
+        tier). Asking the leaders where their logs end (`_behind`) wakes theirs."""
+        until = time.monotonic() + max(self._nap_s, LOOK_S)
+        self.resume()
+        found = self._consumer.poll(LOOK_S)
+        while found is None and not self._closing and time.monotonic() < until and self._behind():
+            found = self._consumer.poll(LOOK_S)
+        return found
 
     def wake(self) -> None:
         """End the nap in progress, or skip the next one (from any thread)."""
