@@ -40,7 +40,7 @@ from confluent_kafka.admin import (
 )
 
 from toolgate.ops.acl_cluster import settle
-from toolgate.ops.acls import DLQ_GROUP_PREFIX, OBSERVER_GROUP_PREFIX, binding_order
+from toolgate.ops.acls import CLIENT_GROUP_PREFIXES, binding_order
 
 # Every binding the broker holds: the filter's None matches any name, principal and host
 # (confluent-kafka's annotations say str).
@@ -70,7 +70,7 @@ def shared(binding: AclBinding) -> bool:
     groups (never prefixed by a deployment) and the cluster's IDEMPOTENT_WRITE."""
     restype = ResourceType(binding.restype_int)
     if restype == ResourceType.GROUP:
-        return binding.name.startswith((OBSERVER_GROUP_PREFIX, DLQ_GROUP_PREFIX))
+        return binding.name.startswith(CLIENT_GROUP_PREFIXES)
     return restype == ResourceType.BROKER and AclOperation(binding.operation_int) == AclOperation.IDEMPOTENT_WRITE
 
 

@@ -19,8 +19,8 @@ plan no longer has (ops/acl_prune.py).
 | MCP door         | WRITE+DESCRIBE proposals; READ+DESCRIBE observations.T of its  | READ toolgate-observer-*  |
 |                  | tenants (all tenants: the PREFIXED family)                     |                           |
 | operator         | READ+WRITE deadletter, proposals and the internal topics       | READ toolgate-dlq-*       |
-| reconciliation   | (beyond its stage rights) READ what the stages read, to measure | DESCRIBE each stage's     |
-|                  | their consumer lag (ops/gauges.py, as `toolgate status` does)   | group                     |
+| reconciliation   | (beyond its stage rights) READ what the stages read and the     | DESCRIBE stage groups,    |
+|                  | deadletter, for its gauges (ops/gauges.py: lag, open letters)   | toolgate-status/gauges-*  |
 
 Every principal that writes also gets IDEMPOTENT_WRITE on the cluster: toolgate's
 confluent-kafka producers (agents' `ToolgateClient`, approval services, `dlq replay`, the
@@ -32,9 +32,9 @@ Why the patterns are what they are:
 * A stage or an unrestricted approval service serves every tenant, so it gets the family
   PREFIXED with its trailing dot (`tool.observations.`): a tenant added later needs new
   bindings for its agents only.
-* Clients that read with `assign()` (agents, approval services and `dlq`) still carry a
-  group id with a random suffix, never prefixed by the deployment (client/edge.py,
-  ops/dlq.py), hence PREFIXED group bindings on `toolgate-observer-` and `toolgate-dlq-`.
+* Clients that read with `assign()` (agents, approval services, `dlq`, the gauges) still carry a
+  group id with a random suffix, never prefixed by the deployment: hence PREFIXED group
+  bindings on `CLIENT_GROUP_PREFIXES` (`toolgate-observer-`, `-dlq-`, `-status-`, `-gauges-`).
 
 One principal has one role: a plan in which an agent is also a stage, the door, an operator or
 an approval service (the union of both rights) is refused, and so is an agent whose name is
@@ -62,6 +62,9 @@ from toolgate.trust.agent_keys import reserved
 
 OBSERVER_GROUP_PREFIX = "toolgate-observer-"
 DLQ_GROUP_PREFIX = "toolgate-dlq-"
+STATUS_GROUP_PREFIX = "toolgate-status-"  # ops/lag.py's readers of partitions' ends
+GAUGES_GROUP_PREFIX = "toolgate-gauges-"  # ops/gauge_readers.py's reader of the dead letters
+CLIENT_GROUP_PREFIXES = (OBSERVER_GROUP_PREFIX, DLQ_GROUP_PREFIX, STATUS_GROUP_PREFIX, GAUGES_GROUP_PREFIX)
 CLUSTER = "kafka-cluster"  # the name of the cluster resource (ResourceType.BROKER in librdkafka)
 OPERATOR_PRINCIPAL = "User:toolgate-operator"  # `setup --acls` without --operator
 DOOR_PRINCIPAL = "User:toolgate-mcp"  # `setup --acls` without --door
@@ -182,8 +185,8 @@ def _topic(principal: str, name: str, pattern: ResourcePatternType, operation: A
     return AclBinding(ResourceType.TOPIC, name, pattern, principal, "*", operation, AclPermissionType.ALLOW)
 
 
-def _group(principal: str, name: str, pattern: ResourcePatternType) -> AclBinding:
-    return AclBinding(ResourceType.GROUP, name, pattern, principal, "*", READ, AclPermissionType.ALLOW)
+def _group(principal: str, name: str, pattern: ResourcePatternType, operation: AclOperation = READ) -> AclBinding:
+    return AclBinding(ResourceType.GROUP, name, pattern, principal, "*", operation, AclPermissionType.ALLOW)
 
 
 def _idempotent_write(principal: str) -> AclBinding:
@@ -211,18 +214,17 @@ def _stage(plan: AclPlan, topics: Topics, stage: str, rights: StageRights) -> li
 
 
 def _gauges(plan: AclPlan, topics: Topics) -> list[AclBinding]:
-    """What the reconciliation stage's gauges read to sample each stage's consumer lag: the
-    topics the stages consume (assigned, read to their end, never committed) and, to see where
-    each stage's group stands, DESCRIBE of its group (not READ: it must never join one)."""
+    """What the reconciliation stage's gauges read (assigned, never committed): the topics the
+    stages consume, to their ends, with DESCRIBE of each stage's group (never READ: it must not
+    join one), and the dead letters, to count them. Their readers' random group ids take DESCRIBE
+    of `toolgate-status-*` and `toolgate-gauges-*` (librdkafka asks for a group's coordinator)."""
     principal = plan.stage_principal("reconciliation")
-    out: list[AclBinding] = []
+    out = [_topic(principal, topics.deadletter, LITERAL, READ)]
+    out += [_group(principal, prefix, PREFIXED, DESCRIBE) for prefix in (STATUS_GROUP_PREFIX, GAUGES_GROUP_PREFIX)]
     for stage, rights in STAGE_RIGHTS.items():
         if rights.consumes_with_group:
             out += [_topic(principal, *_every_tenant(topics, logical), READ) for logical in rights.reads]
-            group = stage_group(plan.prefix, stage)
-            out.append(
-                AclBinding(ResourceType.GROUP, group, LITERAL, principal, "*", DESCRIBE, AclPermissionType.ALLOW)
-            )
+            out.append(_group(principal, stage_group(plan.prefix, stage), LITERAL, DESCRIBE))
     return out
 
 

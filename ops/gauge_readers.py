@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient
 
 from toolgate.kafka_security import OPERATOR, client_config
 from toolgate.ops import dlq, lag
+from toolgate.ops.acls import GAUGES_GROUP_PREFIX
 from toolgate.ops.snapshot import Lag
 from toolgate.settings import Settings
 from toolgate.topics import consumed
@@ -54,7 +55,7 @@ class LetterTally:
             {
                 **client_config(settings, OPERATOR),
                 "bootstrap.servers": settings.kafka_bootstrap,
-                "group.id": f"toolgate-gauges-{uuid.uuid4().hex[:8]}",
+                "group.id": f"{GAUGES_GROUP_PREFIX}{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 "auto.offset.reset": "error",
             }

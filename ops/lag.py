@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, 
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from toolgate.kafka_security import ADMIN, client_config
-from toolgate.ops.acls import STAGE_RIGHTS
+from toolgate.ops.acls import STAGE_RIGHTS, STATUS_GROUP_PREFIX
 from toolgate.ops.snapshot import Lag
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics, stage_group
@@ -96,7 +96,7 @@ def end_reader(settings: Settings) -> Consumer:
     return Consumer(
         {
             **admin_config(settings),
-            "group.id": f"toolgate-status-{uuid.uuid4().hex[:8]}",
+            "group.id": f"{STATUS_GROUP_PREFIX}{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
         }

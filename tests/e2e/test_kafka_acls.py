@@ -12,6 +12,8 @@ TOOLGATE_TEST_KAFKA_SECURE=1): the embedded Tansu has no authentication nor auth
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ from toolgate.ops.acl_prune import delete
 from toolgate.ops.acls import DOOR_PRINCIPAL
 from toolgate.ops.kafka_credentials import client_settings, provision_credentials, stage_user
 from toolgate.ops.stack.kafka_tls import Certificates
+from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics, stage_group
 from toolgate.workers.stages import STAGES
 
@@ -246,6 +249,25 @@ def test_no_worker_is_refused_anything_by_the_broker(pipeline: Pipeline, answere
         refusals = [line for line in log.splitlines() if "authorization failed" in line.lower()]
         assert not refusals, f"{stage}: {refusals[:3]}"
         assert "Exception in thread" not in log, stage
+
+
+def test_the_gauges_are_refused_nothing_by_the_broker(pipeline: Pipeline, answered: str) -> None:
+    """Reconciliation's gauges read the stages' lag and the open dead letters with assigning
+    consumers under its own principal. Before, its bindings had no dead-letter topic and no group
+    for those consumers: the broker refused it every sample (the letters' count never read), which
+    its log does not show, only the brokers' authorizer log does."""
+    denied = re.compile(r"Principal = User:toolgate-reconciliation is Denied .*")
+    log_path = pipeline.home / "logs" / "reconciliation.log"
+    ready = next(json.loads(line)["ts"] for line in log_path.read_text().splitlines() if '"ready"' in line)
+    # A sample at the start, then one every metrics_sample_seconds: past the second one.
+    time.sleep(max(0.0, ready + Settings().metrics_sample_seconds + 2 - time.time()))
+    refusals = [
+        match.group(0)[:300]
+        for log in sorted((pipeline.home / "logs").glob("kafka-*.log"))
+        for match in denied.finditer(log.read_text(errors="replace"))
+    ]
+    assert not refusals, refusals[:3]
+    assert "gauge sample failed" not in log_path.read_text(errors="replace")
 
 
 def test_an_approval_service_reads_only_its_tenants_packets(pipeline: Pipeline) -> None:

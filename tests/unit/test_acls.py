@@ -130,11 +130,12 @@ STAGE_IO: list[tuple[str, set[str], set[str]]] = [
         },
     ),
     ("normalization", {"tool.results"}, {"tool.observations.acme", "tool.observations.globex", "tool.deadletter"}),
-    # It reads nothing to act on; its gauges read what the stages read, to measure their lag.
+    # It reads nothing to act on; its gauges read what the stages read, to measure their lag, and
+    # the dead letters, to count the open ones.
     (
         "reconciliation",
         {"tool.proposals", "tool.validated", "tool.authorized", "tool.approvals.decisions", "tool.executable"}
-        | {"tool.results"},
+        | {"tool.results", "tool.deadletter"},
         set(),
     ),
 ]
@@ -151,9 +152,9 @@ def test_every_stage_reads_exactly_its_inputs_and_writes_exactly_its_outputs(
     assert groups == ({f"toolgate-{stage}"} if reads and stage != "reconciliation" else set())
     assert may(principal, IDEMPOTENT_WRITE, "kafka-cluster", CLUSTER) == bool(writes)
     described = {b.name for b in ALL if b.principal == principal and b.operation == DESCRIBE}
-    assert described == (
-        {f"toolgate-{s}" for s, r in STAGE_RIGHTS.items() if r.reads} if stage == "reconciliation" else set()
-    )
+    # The gauges' assigning readers carry a random group id: librdkafka asks for its coordinator.
+    gauges = {f"toolgate-{s}" for s, r in STAGE_RIGHTS.items() if r.reads} | {"toolgate-status-", "toolgate-gauges-"}
+    assert described == (gauges if stage == "reconciliation" else set())
     assert all(b.operation in {READ, WRITE, IDEMPOTENT_WRITE, DESCRIBE} for b in ALL if b.principal == principal)
 
 
@@ -171,7 +172,7 @@ def test_per_tenant_families_are_prefixed_with_their_trailing_dot_and_own_topics
     assert {b.resource_pattern_type for b in ALL if b.name in tenant_topics} == {LITERAL}
     assert tenant_topics <= {b.name for b in ALL}
     prefixed_groups = {b.name for b in ALL if b.restype == GROUP and b.resource_pattern_type == PREFIXED}
-    assert prefixed_groups == {"toolgate-observer-", "toolgate-dlq-"}
+    assert prefixed_groups == {"toolgate-observer-", "toolgate-dlq-", "toolgate-status-", "toolgate-gauges-"}
 
 
 def test_operators_work_dead_letters_replay_and_the_internal_topics() -> None:
