@@ -117,24 +117,10 @@ def test_without_savepoints_a_statement_cut_makes_the_round_run_again(database: 
 def test_a_lock_held_by_another_transaction_makes_lock_timeout_fire(database: Database) -> None:
     invoice = new_invoice(database)
     voids = fetch_like("1.9.1", VOIDS, "LOW_RISK_INTERNAL")
-    locked, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with psycopg.connect(database.database_url) as conn, conn.transaction():
-            conn.execute("SELECT 1 FROM demo.invoices WHERE invoice_id = %s FOR UPDATE", (invoice,))
-            locked.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert locked.wait(10)
+    with held_elsewhere(database, invoice):
         started = time.monotonic()
         [effect], after = run(database, [job(voids, invoice, 2000)])
         waited = time.monotonic() - started
-    finally:
-        release.set()
-        holder.join()
     assert only_error(effect) == (TaxonomyClass.STALE_STATE, "lock_timeout", False)
     assert 0.8 < waited < 1.8, f"waited {waited:.2f} s: the lock wait is bounded to half the time left"
     assert after["statement_timeout"] == "0" and after["lock_timeout"] == "0"
