@@ -51,6 +51,7 @@ class Allow:
     required_approvals: int
     spends: tuple[str, ...]  # budget dimensions this call spends (empty: counted before, or dry run)
     standing: tuple[str, ...] = field(default=(), compare=False)  # where the call leaves each budget
+    approver_groups: tuple[str, ...] = ()  # named by Cedar's permits; none: the contract's groups
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,19 @@ class Deny:
     retry_after_ms: int | None = None
     rule: str | None = None
     finding: str | None = None  # for the audit log only, never the agent (e.g. cross_tenant)
+
+
+@dataclass(frozen=True)
+class Permit:
+    """Cedar's permit of a call (workers/policy/cedar.py): the approvals its permits ask for."""
+
+    approvals: int  # the most any applying permit asks for (0: none asks)
+    groups: tuple[str, ...]  # the approver groups those permits name, in policy order
+    rules: tuple[str, ...]  # the @id of every permit that applied
+
+
+# Cedar's verdict on a call, judged for the whole round before the gates run.
+Verdict = Permit | Deny
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,7 @@ class Case:
     now_ms: int
     environment: str
     quarantined: frozenset[tuple[str, str]] = frozenset()  # (tool, version) held until an operator releases them
+    verdict: Verdict | None = None  # Cedar's, when a Cedar policy set decides instead of the JSON rules
 
 
 # A gate ends the decision with its outcome, or returns None to let the next gate decide.

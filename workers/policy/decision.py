@@ -21,7 +21,7 @@ from toolgate.contracts.policy import Policy, dimensions
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.taxonomy import TOOL_QUARANTINED
 from toolgate.workers.policy.budgets import budgets, rate_limit, standing
-from toolgate.workers.policy.case import Allow, Case, Deny, Gate, Recent, Usage, deny
+from toolgate.workers.policy.case import Allow, Case, Deny, Gate, Permit, Recent, Usage, Verdict, deny
 from toolgate.workers.policy.rules import MIN_APPROVALS, policy_rules, required_approvals, side_effect_class
 from toolgate.workers.runtime.facts import Facts, Row, owned
 
@@ -176,15 +176,19 @@ def decide(
     now_ms: int,
     environment: str,
     quarantined: frozenset[tuple[str, str]] = frozenset(),
+    verdict: Verdict | None = None,
 ) -> Allow | Deny:
     """Allow the call only when every gate lets it (fail closed); `quarantined`: the (tool,
-    version) pairs no call may run."""
-    case = Case(record, contract, policy, facts, usage, event_id, now_ms, environment, quarantined)
+    version) pairs no call may run; `verdict`: Cedar's (workers/policy/cedar.py), which then
+    decides in place of the JSON rules."""
+    case = Case(record, contract, policy, facts, usage, event_id, now_ms, environment, quarantined, verdict)
     for gate in GATES:
         outcome = gate(case)
         if outcome is not None:
             return outcome
-    return Allow(required_approvals(case), () if record.call.dry_run else dimensions(contract), standing(case))
+    groups = verdict.groups if isinstance(verdict, Permit) else ()
+    spends = () if record.call.dry_run else dimensions(contract)
+    return Allow(required_approvals(case), spends, standing(case), groups)
 
 
 def refs(record: StageRecord, contract: Contract) -> list[tuple[str, Any]]:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolgate.schemas.models import TaxonomyClass
-from toolgate.workers.policy.case import Case, Deny, deny
+from toolgate.workers.policy.case import Case, Deny, Permit, deny
 
 # The least approval each side-effect class needs, whatever its contract says.
 MIN_APPROVALS = {
@@ -40,7 +40,10 @@ def _applying_rules(case: Case) -> list[Mapping[str, Any]]:
 
 
 def policy_rules(case: Case) -> Deny | None:
-    """7. Policy rules: the first deny rule that applies to the call refuses it."""
+    """7. Policy rules: the first deny rule that applies to the call refuses it; under a Cedar
+    policy set, Cedar's verdict (a forbid, or no permit) refuses it instead."""
+    if case.verdict is not None:
+        return case.verdict if isinstance(case.verdict, Deny) else None
     for rule in _applying_rules(case):
         if rule["effect"] == "deny":
             return deny(TaxonomyClass.POLICY_VIOLATION, f"policy.{rule['id']}", rule["message"], rule=rule["id"])
@@ -51,6 +54,8 @@ def required_approvals(case: Case) -> int:
     """9. Confirmation: the most approvals the side-effect class, the contract or an applying
     rule asks for; the approval-wait stage collects them."""
     approvals = max(MIN_APPROVALS[case.contract.side_effect_class], case.contract.required_approvals)
+    if isinstance(case.verdict, Permit):  # Cedar's permits say it in their @approvals
+        return max(approvals, case.verdict.approvals)
     for rule in _applying_rules(case):
         if rule["effect"] != "deny":
             approvals = max(approvals, int(rule["approvals"]))

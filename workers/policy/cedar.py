@@ -1,0 +1,152 @@
+"""Cedar's verdict on a round's calls (issue 51): pure, no I/O, no clock (the time is the case's).
+
+Each call becomes one Cedar request: principal `Agent::"<agent>"` (in its `Tenant`), action
+`Action::"<tool>@<version>"`, resource the call's `Tenant`, and a context typed by the
+contracts' schema (contracts/cedar_schema.py): the arguments Cedar can type, facts derived from
+them, and the call's facts. A round's requests go to Cedar in one batch, against one entity set
+(the round's tenants, agents and users). Default deny: a call no permit applies to is refused.
+
+A verdict is a `Deny` (a forbid applied, no permit did, or a policy could not be evaluated:
+fail closed) or a `Permit`, naming the permits that applied and the most approvals any asks for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import cedarpy
+
+from toolgate.contracts.cedar_policy import CedarPolicy
+from toolgate.contracts.cedar_schema import DIMENSIONS, action_id, context_type, email_arguments
+from toolgate.contracts.contract import Contract
+from toolgate.schemas.models import StageRecord, TaxonomyClass
+from toolgate.workers.policy.case import Permit, Verdict, deny, run_of
+
+MINUTE_MS = 60_000
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What Cedar is asked about one call: the record, its contract, and the usage so far."""
+
+    record: StageRecord
+    contract: Contract
+    environment: str
+    now_ms: int
+    per_run: Mapping[str, int]  # budget dimension -> used by the call's run
+    per_day: Mapping[str, int]  # budget dimension -> used by the call's tenant today
+
+
+def project(value: Any, ctype: Mapping[str, Any]) -> Any:
+    """`value` as the schema types it, or None where it has no Cedar value (null, a fraction)."""
+    kind = ctype["type"]
+    if kind == "Record":
+        if not isinstance(value, Mapping):
+            return None
+        found = {name: project(value.get(name), sub) for name, sub in ctype["attributes"].items()}
+        return {name: v for name, v in found.items() if v is not None}
+    if kind == "Set":
+        items = [project(v, ctype["element"]) for v in value] if isinstance(value, list) else None
+        return None if items is None or any(v is None for v in items) else items
+    if kind == "Long":
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if kind == "Boolean":
+        return value if isinstance(value, bool) else None
+    return value if isinstance(value, str) else None
+
+
+def _derived(contract: Contract, arguments: Mapping[str, Any]) -> dict[str, str]:
+    derived = {}
+    for name in email_arguments(contract):
+        value = arguments.get(name)
+        if isinstance(value, str) and "@" in value:
+            derived[f"{name}_domain"] = value.rsplit("@", 1)[1].lower()
+    return derived
+
+
+def context_of(ask: Ask) -> dict[str, Any]:
+    contract, call = ask.contract, ask.record.call
+    security = contract.document["security"]
+    arguments_type = context_type(contract)["attributes"]["arguments"]
+    return {
+        "arguments": project(call.arguments, arguments_type) or {},
+        "derived": _derived(contract, call.arguments),
+        "tool": contract.name,
+        "version": contract.version,
+        "side_effect_class": contract.side_effect_class,
+        "data_classification": security["data_classification"],
+        "egress_policy": security["egress_policy"],
+        "environment": ask.environment,
+        "dry_run": bool(call.dry_run),
+        "time": {
+            "epoch_ms": ask.now_ms,
+            "minute_of_day_utc": (ask.now_ms // MINUTE_MS) % 1440,
+            "weekday_utc": (ask.now_ms // DAY_MS + 3) % 7 + 1,  # 1970-01-01 was a Thursday (4)
+        },
+        "usage": {
+            "run": {dim: ask.per_run.get(dim, 0) for dim in DIMENSIONS},
+            "tenant_today": {dim: ask.per_day.get(dim, 0) for dim in DIMENSIONS},
+        },
+    }
+
+
+def request_of(ask: Ask) -> dict[str, Any]:
+    call = ask.record.call
+    return {
+        "principal": {"type": "Agent", "id": call.principal.agent_id},
+        "action": {"type": "Action", "id": action_id(ask.contract)},
+        "resource": {"type": "Tenant", "id": call.tenant_id},
+        "context": context_of(ask),
+    }
+
+
+def entities_of(asks: Sequence[Ask], domains: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
+    """The round's tenants (with their mail domains), agents and users, each once."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for ask in asks:
+        tenant, agent, _ = run_of(ask.record)
+        user, scopes = ask.record.call.principal.user_id, ask.record.call.principal.scopes
+        home = {"type": "Tenant", "id": tenant}
+        found.setdefault(("Tenant", tenant), {"uid": home, "attrs": {"domains": list(domains.get(tenant, ()))}})
+        found.setdefault(("User", user), {"uid": {"type": "User", "id": user}, "attrs": {}, "parents": [home]})
+        attrs = {
+            "tenant": {"__entity": home},
+            "user": {"__entity": {"type": "User", "id": user}},
+            "scopes": sorted(scopes),
+        }
+        found.setdefault(("Agent", agent), {"uid": {"type": "Agent", "id": agent}, "attrs": attrs, "parents": [home]})
+    return [{"parents": [], **entity} for entity in found.values()]
+
+
+def judge(policy: CedarPolicy, asks: Sequence[Ask], domains: Mapping[str, Sequence[str]]) -> list[Verdict]:
+    """Cedar's verdict on each call, in order, from one batch authorization."""
+    if not asks:
+        return []
+    requests = [request_of(a) for a in asks]
+    # The schema gives Cedar the action groups (a tool, a class) and types the context.
+    results = cedarpy.is_authorized_batch(requests, policy.policies, entities_of(asks, domains), policy.schema)
+    return [verdict(policy, ask, result) for ask, result in zip(asks, results, strict=True)]
+
+
+def verdict(policy: CedarPolicy, ask: Ask, result: cedarpy.AuthzResult) -> Verdict:
+    reasons = [policy.rules[r] for r in result.diagnostics.reasons if r in policy.rules]
+    if result.diagnostics.errors:  # a policy Cedar could not evaluate might have forbidden it
+        return deny(
+            TaxonomyClass.POLICY_VIOLATION,
+            "policy.evaluation_error",
+            "the policy could not be evaluated for this call; refusing",
+            finding="cedar_evaluation_error",
+        )
+    if not result.allowed:
+        forbid = next((r for r in reasons if r.effect == "forbid"), None)
+        if forbid is None:
+            name = f"{ask.contract.name} {ask.contract.version}"
+            return deny(TaxonomyClass.POLICY_VIOLATION, "policy.no_permit", f"no policy permits {name} here")
+        message = forbid.message or f"policy {forbid.id} forbids this call"
+        return deny(TaxonomyClass.POLICY_VIOLATION, f"policy.{forbid.id}", message, rule=forbid.id)
+    asking = [r for r in reasons if r.approvals]
+    groups = tuple(dict.fromkeys(g for r in asking for g in r.groups))
+    return Permit(max((r.approvals for r in asking), default=0), groups, tuple(r.id for r in reasons))
