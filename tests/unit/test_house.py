@@ -56,6 +56,8 @@ PURE_PARTS = (
     "toolgate.workers.policy.case",
     "toolgate.workers.policy.rules",
     "toolgate.workers.policy.budgets",
+    "toolgate.workers.policy.cedar",
+    "toolgate.contracts.cedar_schema",
     "toolgate.workers.validation.arguments",
     "toolgate.workers.validation.schema_findings",
     "toolgate.workers.validation.semantic",
