@@ -132,7 +132,8 @@ def judge(policy: CedarPolicy, asks: Sequence[Ask], domains: Mapping[str, Sequen
 
 
 def verdict(policy: CedarPolicy, ask: Ask, result: cedarpy.AuthzResult) -> Verdict:
-    reasons = [policy.rules[r] for r in result.diagnostics.reasons if r in policy.rules]
+    applied = set(result.diagnostics.reasons)  # Cedar's order is not stable: the set's order is
+    reasons = [rule for policy_id, rule in policy.rules.items() if policy_id in applied]
     if result.diagnostics.errors:  # a policy Cedar could not evaluate might have forbidden it
         return deny(
             TaxonomyClass.POLICY_VIOLATION,
