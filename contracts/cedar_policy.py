@@ -26,7 +26,7 @@ from typing import Any
 import cedarpy
 
 from toolgate.contracts.admission import ContractRefused
-from toolgate.contracts.cedar_schema import schema_of
+from toolgate.contracts.cedar_schema import action_entities, action_id, context_type, email_arguments, schema_of
 from toolgate.contracts.contract import Contract
 
 MAX_APPROVALS = 10
@@ -50,13 +50,20 @@ class Rule:
 
 @dataclass(frozen=True)
 class CedarPolicy:
-    """An admitted set: the parsed policies and schema (parsed once, reused for every call),
-    its rules by Cedar's policy id, and the digest of its text (what a decision will name)."""
+    """An admitted set, bound to the contracts it was validated against: the parsed policies
+    (parsed once, reused for every call), its rules by Cedar's policy id, the digest of its
+    text (what a decision will name), and, per action, what a request is made of: the Cedar
+    type of the arguments and the e-mail arguments whose domain is derived. `actions` is the
+    action hierarchy as entities: requests are authorized without the schema (typing each
+    request's context against it tripled Cedar's cost per call, docs/cedar-plan.md), their
+    contexts typed by construction (workers/policy/cedar.py projects every argument)."""
 
     policies: cedarpy.PolicySet
-    schema: cedarpy.Schema
     rules: Mapping[str, Rule]
     digest: str
+    arguments: Mapping[str, Mapping[str, Any]]
+    emails: Mapping[str, tuple[str, ...]]
+    actions: cedarpy.Entities
 
 
 def _rule(policy_id: str, body: Mapping[str, Any], source: str, problems: list[str]) -> Rule:
@@ -97,7 +104,7 @@ def _parsed(source: str, text: str, problems: list[str]) -> list[tuple[str, Mapp
 def admit_policies(files: Iterable[tuple[str, str]], contracts: Iterable[Contract]) -> CedarPolicy:
     """Admit the policy set made of `files` ((source, text), in order) against the schema of
     `contracts`, or raise PolicyRefused naming every problem."""
-    files = list(files)
+    files, contracts = list(files), list(contracts)
     problems: list[str] = []
     rules: dict[str, Rule] = {}
     offset = 0
@@ -113,7 +120,8 @@ def admit_policies(files: Iterable[tuple[str, str]], contracts: Iterable[Contrac
     if not rules and not problems:
         problems.append("the set has no policy: every call would be refused")
     text = "\n".join(t for _, t in files)
-    schema_text = json.dumps(schema_of(contracts), sort_keys=True)
+    schema = schema_of(contracts)
+    schema_text = json.dumps(schema, sort_keys=True)
     if not problems:
         result = cedarpy.validate_policies(text, schema_text)
         for error in result.errors:
@@ -123,7 +131,14 @@ def admit_policies(files: Iterable[tuple[str, str]], contracts: Iterable[Contrac
     if problems:
         raise PolicyRefused("Cedar policy set refused: " + "; ".join(problems))
     digest = hashlib.sha256("\0".join(f"{s}\0{t}" for s, t in files).encode()).hexdigest()
-    return CedarPolicy(cedarpy.PolicySet.from_str(text), cedarpy.Schema.from_json_str(schema_text), rules, digest)
+    return CedarPolicy(
+        cedarpy.PolicySet.from_str(text),
+        rules,
+        digest,
+        {action_id(c): context_type(c)["attributes"]["arguments"] for c in contracts},
+        {action_id(c): email_arguments(c) for c in contracts},
+        cedarpy.Entities.from_json_str(json.dumps(action_entities(schema))),
+    )
 
 
 def policy_files(directory: Path | None = None) -> list[tuple[str, str]]:

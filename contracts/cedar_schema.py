@@ -152,6 +152,19 @@ def context_type(contract: Contract) -> dict[str, Any]:
     return record({"arguments": record(_attributes(contract.input_schema)), "derived": record(derived), **FACTS})
 
 
+def action_entities(schema: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The schema's actions as Cedar entities, each with its groups: what a request needs to
+    know of `action in Action::"CRITICAL_MUTATION"` when it is authorized without the schema."""
+    return [
+        {
+            "uid": {"type": "Action", "id": name},
+            "attrs": {},
+            "parents": [{"type": "Action", "id": m["id"]} for m in action.get("memberOf", [])],
+        }
+        for name, action in schema[""]["actions"].items()
+    ]
+
+
 def schema_of(contracts: Iterable[Contract]) -> dict[str, Any]:
     """The Cedar schema (JSON form) of these contracts."""
     actions: dict[str, Any] = {name: {} for name in CLASSES}

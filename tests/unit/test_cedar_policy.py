@@ -104,7 +104,7 @@ def test_arguments_are_projected_onto_their_cedar_types() -> None:
 
 
 def test_the_context_has_the_calls_facts_and_its_utc_time() -> None:
-    context = context_of(charge(100))
+    context = context_of(shipped(), charge(100))
     assert context["side_effect_class"] == "CRITICAL_MUTATION" and context["data_classification"] == "regulated"
     assert context["time"]["minute_of_day_utc"] == 720 and context["time"]["weekday_utc"] == 1  # a Monday
     assert context["usage"]["run"]["financial"] == 0
@@ -202,6 +202,14 @@ def test_a_batch_judges_each_call_as_alone() -> None:
     asks = [charge(100), charge(1_000_001), email("a@elsewhere.example"), charge(200_000)]
     assert judge(policy, asks, DOMAINS) == [one(policy, a) for a in asks]
     assert judge(policy, [], DOMAINS) == []
+
+
+def test_a_tool_version_the_set_was_not_checked_against_is_refused() -> None:
+    fetch_only = admit_policies([("b.cedar", BASE)], [contract("invoice.fetch")])
+    assert isinstance(one(fetch_only, ask(contract("invoice.fetch"))), Permit)
+    assert codes(one(fetch_only, charge(100))) == "policy.unknown_action"
+    verdicts = judge(fetch_only, [charge(100), ask(contract("invoice.fetch"))], DOMAINS)
+    assert [type(v) for v in verdicts] == [Deny, Permit]
 
 
 def test_the_shipped_rules_refuse_critical_mutations_at_night_in_prod_only() -> None:

@@ -4,7 +4,9 @@ Each call becomes one Cedar request: principal `Agent::"<agent>"` (in its `Tenan
 `Action::"<tool>@<version>"`, resource the call's `Tenant`, and a context typed by the
 contracts' schema (contracts/cedar_schema.py): the arguments Cedar can type, facts derived from
 them, and the call's facts. A round's requests go to Cedar in one batch, against one entity set
-(the round's tenants, agents and users). Default deny: a call no permit applies to is refused.
+(the set's action hierarchy, and the round's tenants, agents and users), without the schema:
+the set was validated against it when admitted, and each context is typed by construction
+(`project` keeps only what the schema types, as it types it). Default deny: a call no permit applies to is refused.
 
 A verdict is a `Deny` (a forbid applied, no permit did, or a policy could not be evaluated:
 fail closed) or a `Permit`, naming the permits that applied and the most approvals any asks for.
@@ -12,6 +14,7 @@ fail closed) or a `Permit`, naming the permits that applied and the most approva
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,10 +22,10 @@ from typing import Any
 import cedarpy
 
 from toolgate.contracts.cedar_policy import CedarPolicy
-from toolgate.contracts.cedar_schema import DIMENSIONS, action_id, context_type, email_arguments
+from toolgate.contracts.cedar_schema import DIMENSIONS, action_id
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import StageRecord, TaxonomyClass
-from toolgate.workers.policy.case import Permit, Verdict, deny, run_of
+from toolgate.workers.policy.case import Deny, Permit, Verdict, deny, run_of
 
 MINUTE_MS = 60_000
 DAY_MS = 86_400_000
@@ -58,22 +61,22 @@ def project(value: Any, ctype: Mapping[str, Any]) -> Any:
     return value if isinstance(value, str) else None
 
 
-def _derived(contract: Contract, arguments: Mapping[str, Any]) -> dict[str, str]:
+def _derived(names: Sequence[str], arguments: Mapping[str, Any]) -> dict[str, str]:
     derived = {}
-    for name in email_arguments(contract):
+    for name in names:
         value = arguments.get(name)
         if isinstance(value, str) and "@" in value:
             derived[f"{name}_domain"] = value.rsplit("@", 1)[1].lower()
     return derived
 
 
-def context_of(ask: Ask) -> dict[str, Any]:
+def context_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
     contract, call = ask.contract, ask.record.call
     security = contract.document["security"]
-    arguments_type = context_type(contract)["attributes"]["arguments"]
+    action = action_id(contract)
     return {
-        "arguments": project(call.arguments, arguments_type) or {},
-        "derived": _derived(contract, call.arguments),
+        "arguments": project(call.arguments, policy.arguments[action]) or {},
+        "derived": _derived(policy.emails[action], call.arguments),
         "tool": contract.name,
         "version": contract.version,
         "side_effect_class": contract.side_effect_class,
@@ -93,13 +96,13 @@ def context_of(ask: Ask) -> dict[str, Any]:
     }
 
 
-def request_of(ask: Ask) -> dict[str, Any]:
+def request_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
     call = ask.record.call
     return {
         "principal": {"type": "Agent", "id": call.principal.agent_id},
         "action": {"type": "Action", "id": action_id(ask.contract)},
         "resource": {"type": "Tenant", "id": call.tenant_id},
-        "context": context_of(ask),
+        "context": context_of(policy, ask),
     }
 
 
@@ -122,13 +125,24 @@ def entities_of(asks: Sequence[Ask], domains: Mapping[str, Sequence[str]]) -> li
 
 
 def judge(policy: CedarPolicy, asks: Sequence[Ask], domains: Mapping[str, Sequence[str]]) -> list[Verdict]:
-    """Cedar's verdict on each call, in order, from one batch authorization."""
-    if not asks:
-        return []
-    requests = [request_of(a) for a in asks]
-    # The schema gives Cedar the action groups (a tool, a class) and types the context.
-    results = cedarpy.is_authorized_batch(requests, policy.policies, entities_of(asks, domains), policy.schema)
-    return [verdict(policy, ask, result) for ask, result in zip(asks, results, strict=True)]
+    """Cedar's verdict on each call, in order, from one batch authorization. A call of a tool
+    version the set was not admitted against is refused: no policy was checked against it."""
+    known = [a for a in asks if action_id(a.contract) in policy.arguments]
+    if not known:
+        return [_unknown(a) for a in asks]
+    # The admitted action hierarchy, plus the round's tenants, agents and users.
+    entities = policy.actions.with_added_json_str(json.dumps(entities_of(known, domains)))
+    results = iter(cedarpy.is_authorized_batch([request_of(policy, a) for a in known], policy.policies, entities))
+    return [
+        verdict(policy, a, next(results)) if action_id(a.contract) in policy.arguments else _unknown(a) for a in asks
+    ]
+
+
+def _unknown(ask: Ask) -> Deny:
+    name = f"{ask.contract.name} {ask.contract.version}"
+    return deny(
+        TaxonomyClass.POLICY_VIOLATION, "policy.unknown_action", f"the policy set was not checked against {name}"
+    )
 
 
 def verdict(policy: CedarPolicy, ask: Ask, result: cedarpy.AuthzResult) -> Verdict:

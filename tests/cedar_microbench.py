@@ -1,0 +1,82 @@
+"""Microbenchmark of the policy rules per call: today's JSON rules against Cedar (issue 51).
+
+`python -m tests.cedar_microbench` prints µs per call, best of several repeats, for:
+* json: the JSON rules' gate and approvals (rules.policy_rules + rules.required_approvals),
+  the part Cedar replaces, on a mix of the shipped tools' calls;
+* cedar-context: building the Cedar requests and entities only (Python);
+* cedar batch N: workers/policy/cedar.py's `judge` over rounds of N calls (the shipped set,
+  rules.cedar and arguments.cedar; the action hierarchy as entities, no schema per request);
+* cedar single: one is_authorized per call, for comparison.
+Not a test (pytest does not collect it): numbers for docs/cedar-plan.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import cedarpy
+
+from tests.unit.factories import registry, stage_record
+from toolgate.contracts.cedar_policy import load_cedar
+from toolgate.contracts.policy import load_policy
+from toolgate.workers.policy.case import Case, Usage
+from toolgate.workers.policy.cedar import Ask, entities_of, judge, request_of
+from toolgate.workers.policy.decision import refs
+from toolgate.workers.policy.rules import policy_rules, required_approvals
+
+NOON = 1_795_435_200_000  # 2026-11-23 12:00 UTC
+DOMAINS = {"acme": ["acme.example"]}
+
+
+def calls(n: int) -> list[Ask]:
+    shipped = [c for c in registry() if c.lifecycle == "active"]
+    asks = []
+    for i in range(n):
+        c = shipped[i % len(shipped)]
+        asks.append(Ask(stage_record(c, call_id=f"call_{i}"), c, "prod", NOON, {}, {}))
+    return asks
+
+
+def best_us(work: Callable[[], object], per: int, repeats: int = 7, loops: int = 20) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(loops):
+            work()
+        times.append((time.perf_counter() - start) / loops / per * 1e6)
+    return min(times)
+
+
+def main() -> None:
+    json_policy, cedar_policy = load_policy(), load_cedar(registry())
+    asks = calls(500)
+    cases = [Case(a.record, a.contract, json_policy, {}, Usage(), "e", a.now_ms, a.environment) for a in asks]
+    assert all(refs(a.record, a.contract) is not None for a in asks)
+
+    def json_rules() -> None:
+        for case in cases:
+            if policy_rules(case) is None:
+                required_approvals(case)
+
+    print(f"json rules           {best_us(json_rules, len(cases)):8.2f} µs/call")
+    for size in (1, 10, 100, 500):
+        batch = asks[:size]
+        loops = max(1, 2000 // size)
+        context = best_us(
+            lambda b=batch: ([request_of(cedar_policy, a) for a in b], entities_of(b, DOMAINS)), size, loops=loops
+        )
+        judged = best_us(lambda b=batch: judge(cedar_policy, b, DOMAINS), size, loops=loops)
+        print(f"cedar batch {size:4d}      {judged:8.2f} µs/call  (requests and entities {context:6.2f})")
+    entities = cedar_policy.actions.with_added_json_str(json.dumps(entities_of(asks[:100], DOMAINS)))
+
+    def single() -> None:
+        for a in asks[:100]:
+            cedarpy.is_authorized(request_of(cedar_policy, a), cedar_policy.policies, entities)
+
+    print(f"cedar single         {best_us(single, 100, loops=5):8.2f} µs/call  (one is_authorized per call)")
+
+
+if __name__ == "__main__":
+    main()
