@@ -4,7 +4,7 @@
 * json: the JSON rules' gate and approvals (rules.policy_rules + rules.required_approvals),
   the part Cedar replaces, on a mix of the shipped tools' calls;
 * cedar-context: building the Cedar requests and entities only (Python);
-* cedar batch N: workers/policy/cedar.py's `judge` over rounds of N calls (the shipped set,
+* cedar batch N distinct|repeating: workers/policy/cedar.py's `judge` over rounds of N calls (the shipped set,
   rules.cedar and arguments.cedar; the action hierarchy as entities, no schema per request);
 * cedar single: one is_authorized per call, for comparison.
 Not a test (pytest does not collect it): numbers for docs/cedar-plan.md.
@@ -30,12 +30,16 @@ NOON = 1_795_435_200_000  # 2026-11-23 12:00 UTC
 DOMAINS = {"acme": ["acme.example"]}
 
 
-def calls(n: int) -> list[Ask]:
+def calls(n: int, distinct: bool = True) -> list[Ask]:
+    """A mix of the shipped tools' example calls; `distinct`: each a request of its own to
+    Cedar (its time a minute apart), else as a round of real traffic would often be, the
+    same tool's calls making the same request once cut to what the policies read."""
     shipped = [c for c in registry() if c.lifecycle == "active"]
     asks = []
     for i in range(n):
         c = shipped[i % len(shipped)]
-        asks.append(Ask(stage_record(c, call_id=f"call_{i}"), c, "prod", NOON, {}, {}))
+        now = NOON + i * 60_000 if distinct else NOON
+        asks.append(Ask(stage_record(c, call_id=f"call_{i}"), c, "prod", now, {}, {}))
     return asks
 
 
@@ -61,14 +65,15 @@ def main() -> None:
                 required_approvals(case)
 
     print(f"json rules           {best_us(json_rules, len(cases)):8.2f} µs/call")
-    for size in (1, 10, 100, 500):
-        batch = asks[:size]
+    for size, distinct in ((1, True), (10, True), (100, True), (500, True), (100, False)):
+        batch = asks[:size] if distinct else calls(size, distinct=False)
         loops = max(1, 2000 // size)
         context = best_us(
             lambda b=batch: ([request_of(cedar_policy, a) for a in b], entities_of(b, DOMAINS)), size, loops=loops
         )
         judged = best_us(lambda b=batch: judge(cedar_policy, b, DOMAINS), size, loops=loops)
-        print(f"cedar batch {size:4d}      {judged:8.2f} µs/call  (requests and entities {context:6.2f})")
+        kind = "distinct" if distinct else "repeating"
+        print(f"cedar batch {size:4d} {kind:9s} {judged:8.2f} µs/call  (requests and entities {context:6.2f})")
     entities = cedar_policy.actions.with_added_json_str(json.dumps(entities_of(asks[:100], DOMAINS)))
 
     def single() -> None:

@@ -11,13 +11,20 @@ from typing import Any
 import pytest
 
 from tests.unit.factories import registry, stage_record
-from toolgate.contracts.cedar_policy import CedarPolicy, PolicyRefused, admit_policies, load_cedar, policy_files
+from toolgate.contracts.cedar_policy import (
+    CedarPolicy,
+    PolicyRefused,
+    admit_policies,
+    load_cedar,
+    policy_files,
+)
+from toolgate.contracts.cedar_reads import context_reads, prune
 from toolgate.contracts.cedar_schema import action_id, cedar_type, context_type, schema_of
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy import load_policy
 from toolgate.schemas.models import StageRecord
 from toolgate.workers.policy.case import Permit, Verdict
-from toolgate.workers.policy.cedar import Ask, context_of, judge, project
+from toolgate.workers.policy.cedar import Ask, context_of, judge, project, request_of
 from toolgate.workers.policy.decision import Allow, Deny, Usage, decide, refs
 
 NOON = int(dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC).timestamp() * 1000)
@@ -202,6 +209,8 @@ def test_a_batch_judges_each_call_as_alone() -> None:
     asks = [charge(100), charge(1_000_001), email("a@elsewhere.example"), charge(200_000)]
     assert judge(policy, asks, DOMAINS) == [one(policy, a) for a in asks]
     assert judge(policy, [], DOMAINS) == []
+    same = [charge(200_000), charge(200_000), charge(300), charge(200_000)]
+    assert judge(policy, same, DOMAINS) == [one(policy, a) for a in same]
 
 
 def test_a_tool_version_the_set_was_not_checked_against_is_refused() -> None:
@@ -232,6 +241,36 @@ def test_the_decision_takes_cedars_verdict_for_approvals_and_groups() -> None:
         record, c, load_policy(), facts(c, record), Usage(), "e", NOON, "dev", verdict=one(policy, charge(10**7))
     )
     assert codes(refused) == "policy.charge-hard-limit"
+
+
+def test_a_request_carries_the_context_the_policies_read_and_no_more() -> None:
+    assert shipped().reads == {
+        "arguments": {"currency": None, "amount_cents": None},
+        "derived": {"to_domain": None},
+        "data_classification": None,
+        "egress_policy": None,
+        "environment": None,
+        "time": {"minute_of_day_utc": None},
+    }
+    text = BASE + (
+        '@id("third-charge") @message("two charges a run at most")\n'
+        'forbid (principal, action in Action::"payment.charge_card", resource)\n'
+        "when { context.usage.run.financial >= 2 };"
+    )
+    counting = admit_policies([("u.cedar", text)], registry())
+    assert counting.reads == {"usage": {"run": {"financial": None}}}
+    used = Ask(charge(100).record, contract("payment.charge_card"), "dev", NOON, {"financial": 2}, {})
+    assert codes(one(counting, used)) == "policy.third-charge"
+    assert isinstance(one(counting, charge(100)), Permit)
+    assert context_reads({"==": {"left": {"Var": "context"}, "right": {"Record": {}}}}) is None
+    assert request_of(counting, used)["context"] == {"usage": {"run": {"financial": 2}}}
+
+
+def test_a_path_read_whole_keeps_all_of_it() -> None:
+    time_whole = {".": {"left": {"Var": "context"}, "attr": "time"}}
+    minute = {".": {"left": time_whole, "attr": "minute_of_day_utc"}}
+    assert context_reads([minute, time_whole]) == {"time": None} == context_reads([time_whole, minute])
+    assert prune({"time": {"a": 1}, "other": 2}, {"time": None}) == {"time": {"a": 1}}
 
 
 # --- the Cedar rewrite decides as the JSON rules did ---------------------------------------

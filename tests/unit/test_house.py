@@ -58,6 +58,7 @@ PURE_PARTS = (
     "toolgate.workers.policy.budgets",
     "toolgate.workers.policy.cedar",
     "toolgate.contracts.cedar_schema",
+    "toolgate.contracts.cedar_reads",
     "toolgate.workers.validation.arguments",
     "toolgate.workers.validation.schema_findings",
     "toolgate.workers.validation.semantic",

@@ -22,6 +22,7 @@ from typing import Any
 import cedarpy
 
 from toolgate.contracts.cedar_policy import CedarPolicy
+from toolgate.contracts.cedar_reads import prune
 from toolgate.contracts.cedar_schema import DIMENSIONS, action_id
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import StageRecord, TaxonomyClass
@@ -97,12 +98,14 @@ def context_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
 
 
 def request_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
+    """The call as Cedar is asked about it, its context cut to what the set's policies read."""
     call = ask.record.call
+    context = prune(context_of(policy, ask), policy.reads)
     return {
         "principal": {"type": "Agent", "id": call.principal.agent_id},
         "action": {"type": "Action", "id": action_id(ask.contract)},
         "resource": {"type": "Tenant", "id": call.tenant_id},
-        "context": context_of(policy, ask),
+        "context": context,
     }
 
 
@@ -125,17 +128,29 @@ def entities_of(asks: Sequence[Ask], domains: Mapping[str, Sequence[str]]) -> li
 
 
 def judge(policy: CedarPolicy, asks: Sequence[Ask], domains: Mapping[str, Sequence[str]]) -> list[Verdict]:
-    """Cedar's verdict on each call, in order, from one batch authorization. A call of a tool
-    version the set was not admitted against is refused: no policy was checked against it."""
+    """Cedar's verdict on each call, in order, from one batch authorization. Calls that make
+    the same request (principal, action, resource and context as cut to what the policies
+    read: a tool's reads in one minute, say) are asked once. A call of a tool version the set
+    was not admitted against is refused: no policy was checked against it."""
     known = [a for a in asks if action_id(a.contract) in policy.arguments]
     if not known:
         return [_unknown(a) for a in asks]
+    requests: dict[str, dict[str, Any]] = {}
+    keys: dict[int, str] = {}
+    for ask in known:
+        request = request_of(policy, ask)
+        request["context"] = json.dumps(request["context"])  # cedarpy takes it as text
+        key = "\0".join(
+            (request["principal"]["id"], request["action"]["id"], request["resource"]["id"], request["context"])
+        )
+        requests.setdefault(key, request)
+        keys[id(ask)] = key
     # The admitted action hierarchy, plus the round's tenants, agents and users.
     entities = policy.actions.with_added_json_str(json.dumps(entities_of(known, domains)))
-    results = iter(cedarpy.is_authorized_batch([request_of(policy, a) for a in known], policy.policies, entities))
-    return [
-        verdict(policy, a, next(results)) if action_id(a.contract) in policy.arguments else _unknown(a) for a in asks
-    ]
+    answers = dict(
+        zip(requests, cedarpy.is_authorized_batch(list(requests.values()), policy.policies, entities), strict=True)
+    )
+    return [verdict(policy, a, answers[keys[id(a)]]) if id(a) in keys else _unknown(a) for a in asks]
 
 
 def _unknown(ask: Ask) -> Deny:
