@@ -26,7 +26,7 @@ from typing import Any
 import cedarpy
 
 from toolgate.contracts.admission import ContractRefused
-from toolgate.contracts.cedar_reads import Paths, context_reads
+from toolgate.contracts.cedar_reads import Paths, reads_by_action
 from toolgate.contracts.cedar_schema import action_entities, action_id, context_type, email_arguments, schema_of
 from toolgate.contracts.contract import Contract
 
@@ -65,7 +65,7 @@ class CedarPolicy:
     arguments: Mapping[str, Mapping[str, Any]]
     emails: Mapping[str, tuple[str, ...]]
     actions: cedarpy.Entities
-    reads: Paths | None  # what of the context some policy reads (contracts/cedar_reads.py); None: all
+    reads: Mapping[str, Paths | None]  # per action, what of the context its policies read (cedar_reads.py)
 
 
 def _rule(policy_id: str, body: Mapping[str, Any], source: str, problems: list[str]) -> Rule:
@@ -109,11 +109,11 @@ def admit_policies(files: Iterable[tuple[str, str]], contracts: Iterable[Contrac
     files, contracts = list(files), list(contracts)
     problems: list[str] = []
     rules: dict[str, Rule] = {}
-    bodies: list[Any] = []
+    bodies: list[Mapping[str, Any]] = []
     offset = 0
     for source, text in files:
         parsed = _parsed(source, text, problems)
-        bodies += [body.get("conditions", []) for _, body in parsed]
+        bodies += [body for _, body in parsed]
         for index, (_, body) in enumerate(parsed):
             # Cedar numbers the policies of the joined text policy0, policy1, ... in order.
             rule = _rule(f"policy{offset + index}", body, source, problems)
@@ -142,7 +142,7 @@ def admit_policies(files: Iterable[tuple[str, str]], contracts: Iterable[Contrac
         {action_id(c): context_type(c)["attributes"]["arguments"] for c in contracts},
         {action_id(c): email_arguments(c) for c in contracts},
         cedarpy.Entities.from_json_str(json.dumps(action_entities(schema))),
-        context_reads(bodies),
+        reads_by_action(bodies, schema[""]["actions"]),
     )
 
 

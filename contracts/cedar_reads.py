@@ -1,10 +1,12 @@
-"""What of a call's context a Cedar policy set reads, and the context cut to it. Pure.
+"""What of a call's context a Cedar policy set reads, per action, and the context cut to it. Pure.
 
 Building Cedar's context from a request is most of what Cedar costs per call
 (docs/cedar-plan.md), and an attribute no policy reads cannot change a decision. So a set's
-conditions (Cedar's JSON form of them) are walked once when it is admitted, for every
-`context.a.b` and `context.a has b`, and each request carries only those paths. A policy
-that uses the context whole (`context == {...}`) makes every request carry all of it.
+policies (Cedar's JSON form of them) are walked once when it is admitted, for every
+`context.a.b` and `context.a has b` in their conditions, and a request for an action carries
+only the paths the policies whose scope admits that action read (Cedar tests a policy's scope
+before its conditions, so another action's policy never reads this one's context). A policy
+that uses the context whole (`context == {...}`) makes its actions' requests carry all of it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,39 @@ def context_reads(node: Any) -> Paths | None:
     """The context paths `node` reads, or None when it reads the context whole."""
     paths: Paths = {}
     return paths if _walk(node, paths) else None
+
+
+def reads_by_action(policies: list[Mapping[str, Any]], actions: Mapping[str, Any]) -> dict[str, Paths | None]:
+    """For each action of the schema's `actions` that has a context (a tool version), the
+    context paths the `policies` (Cedar's JSON form) that may apply to it read."""
+    groups: dict[str, set[str]] = {}
+    for name, action in actions.items():
+        for group in action.get("memberOf", []):
+            groups.setdefault(group["id"], set()).add(name)
+    scopes = [_scope(policy.get("action", {}), groups) for policy in policies]
+    return {
+        name: context_reads(
+            [p.get("conditions", []) for p, scope in zip(policies, scopes, strict=True) if _in(name, scope)]
+        )
+        for name, action in actions.items()
+        if "appliesTo" in action
+    }
+
+
+def _in(action: str, scope: set[str] | None) -> bool:
+    return scope is None or action in scope
+
+
+def _scope(scope: Mapping[str, Any], groups: Mapping[str, set[str]]) -> set[str] | None:
+    """The actions a policy's action scope admits; None for all (or a scope not understood:
+    then its reads count for every action, which is safe)."""
+    named = [scope["entity"]] if "entity" in scope else scope.get("entities", [])
+    ids = {str(e.get("id")) for e in named}
+    if scope.get("op") == "==":
+        return ids
+    if scope.get("op") == "in":
+        return ids | {member for i in ids for member in groups.get(i, ())}
+    return None
 
 
 def prune(value: Any, paths: Paths | None) -> Any:

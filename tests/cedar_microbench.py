@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import cedarpy
 
-from tests.unit.factories import registry, stage_record
+from tests.unit.factories import principal, registry, stage_record
 from toolgate.contracts.cedar_policy import load_cedar
 from toolgate.contracts.policy import load_policy
 from toolgate.workers.policy.case import Case, Usage
@@ -31,15 +31,16 @@ DOMAINS = {"acme": ["acme.example"]}
 
 
 def calls(n: int, distinct: bool = True) -> list[Ask]:
-    """A mix of the shipped tools' example calls; `distinct`: each a request of its own to
-    Cedar (its time a minute apart), else as a round of real traffic would often be, the
-    same tool's calls making the same request once cut to what the policies read."""
+    """A mix of the shipped tools' example calls. `distinct`: each call a request of its own to
+    Cedar (an agent of its own: the worst case, nothing to share), else one agent's calls at
+    one time, as a round of real traffic often is: a tool's calls then make the same request
+    once cut to what its policies read, and Cedar is asked once."""
     shipped = [c for c in registry() if c.lifecycle == "active"]
     asks = []
     for i in range(n):
         c = shipped[i % len(shipped)]
-        now = NOON + i * 60_000 if distinct else NOON
-        asks.append(Ask(stage_record(c, call_id=f"call_{i}"), c, "prod", now, {}, {}))
+        agent = principal().model_copy(update={"agent_id": f"agent_{i}" if distinct else "agent_1"})
+        asks.append(Ask(stage_record(c, call_id=f"call_{i}", principal=agent), c, "prod", NOON, {}, {}))
     return asks
 
 

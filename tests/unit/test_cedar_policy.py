@@ -243,14 +243,22 @@ def test_the_decision_takes_cedars_verdict_for_approvals_and_groups() -> None:
     assert codes(refused) == "policy.charge-hard-limit"
 
 
-def test_a_request_carries_the_context_the_policies_read_and_no_more() -> None:
-    assert shipped().reads == {
-        "arguments": {"currency": None, "amount_cents": None},
-        "derived": {"to_domain": None},
-        "data_classification": None,
-        "egress_policy": None,
+def test_a_request_carries_the_context_its_actions_policies_read_and_no_more() -> None:
+    reads = shipped().reads
+    every = {"data_classification": None, "egress_policy": None}  # the rules of every action
+    assert reads["invoice.fetch@1.0.0"] == every
+    assert reads["invoice.create_draft@1.0.1"] == {**every, "environment": None}  # prod-writes-need-approval
+    assert reads["notify.send_email@1.0.0"] == {**every, "derived": {"to_domain": None}}
+    assert reads["payment.charge_card@1.0.0"] == {
+        **every,
         "environment": None,
+        "arguments": {"currency": None, "amount_cents": None},
         "time": {"minute_of_day_utc": None},
+    }
+    assert request_of(shipped(), email("a@b.example"))["context"] == {
+        "data_classification": "confidential",
+        "egress_policy": "allowlisted_domains",
+        "derived": {"to_domain": "b.example"},
     }
     text = BASE + (
         '@id("third-charge") @message("two charges a run at most")\n'
@@ -258,7 +266,8 @@ def test_a_request_carries_the_context_the_policies_read_and_no_more() -> None:
         "when { context.usage.run.financial >= 2 };"
     )
     counting = admit_policies([("u.cedar", text)], registry())
-    assert counting.reads == {"usage": {"run": {"financial": None}}}
+    assert counting.reads["payment.charge_card@1.0.0"] == {"usage": {"run": {"financial": None}}}
+    assert counting.reads["invoice.fetch@1.0.0"] == {}
     used = Ask(charge(100).record, contract("payment.charge_card"), "dev", NOON, {"financial": 2}, {})
     assert codes(one(counting, used)) == "policy.third-charge"
     assert isinstance(one(counting, charge(100)), Permit)

@@ -98,9 +98,10 @@ def context_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
 
 
 def request_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
-    """The call as Cedar is asked about it, its context cut to what the set's policies read."""
+    """The call as Cedar is asked about it, its context cut to what the policies that may apply to
+    its action read."""
     call = ask.record.call
-    context = prune(context_of(policy, ask), policy.reads)
+    context = prune(context_of(policy, ask), policy.reads[action_id(ask.contract)])
     return {
         "principal": {"type": "Agent", "id": call.principal.agent_id},
         "action": {"type": "Action", "id": action_id(ask.contract)},
