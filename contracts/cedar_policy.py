@@ -26,7 +26,7 @@ from typing import Any
 import cedarpy
 
 from toolgate.contracts.admission import ContractRefused
-from toolgate.contracts.cedar_reads import Paths, reads_by_action
+from toolgate.contracts.cedar_reads import Paths, principal_reads, reads_by_action
 from toolgate.contracts.cedar_schema import action_entities, action_id, context_type, email_arguments, schema_of
 from toolgate.contracts.contract import Contract
 
@@ -66,6 +66,7 @@ class CedarPolicy:
     emails: Mapping[str, tuple[str, ...]]
     actions: cedarpy.Entities
     reads: Mapping[str, Paths | None]  # per action, what of the context its policies read (cedar_reads.py)
+    principal_attributes: frozenset[str] | None  # the Agent's attributes some policy reads; None: all
 
 
 def _rule(policy_id: str, body: Mapping[str, Any], source: str, problems: list[str]) -> Rule:
@@ -143,6 +144,7 @@ def admit_policies(files: Iterable[tuple[str, str]], contracts: Iterable[Contrac
         {action_id(c): email_arguments(c) for c in contracts},
         cedarpy.Entities.from_json_str(json.dumps(action_entities(schema))),
         reads_by_action(bodies, schema[""]["actions"]),
+        principal_reads(bodies),
     )
 
 

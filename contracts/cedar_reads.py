@@ -59,6 +59,32 @@ def _scope(scope: Mapping[str, Any], groups: Mapping[str, set[str]]) -> set[str]
     return None
 
 
+def principal_reads(policies: list[Mapping[str, Any]]) -> frozenset[str] | None:
+    """The attributes of the principal (an Agent) the policies read: a round's entities carry
+    only those (building entities is Cedar's other large cost per call). None: keep them all,
+    when some attribute is read of an expression that is neither a variable nor a path of the
+    context (`principal.user.x`, an `if`), so which entity it is cannot be told here."""
+    found: set[str] = set()
+    pending: list[Any] = [p.get("conditions", []) for p in policies]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending += node
+            continue
+        if not isinstance(node, Mapping):
+            continue
+        for key in (".", "has"):
+            access = node.get(key)
+            if isinstance(access, Mapping) and "attr" in access:
+                left = access.get("left")
+                if left == {"Var": "principal"}:
+                    found.add(str(access["attr"]))
+                elif not (isinstance(left, Mapping) and "Var" in left) and _path(left) is None:
+                    return None
+        pending += list(node.values())
+    return frozenset(found)
+
+
 def prune(value: Any, paths: Paths | None) -> Any:
     """`value` cut to `paths` (None: all of it)."""
     if paths is None or not isinstance(value, Mapping):

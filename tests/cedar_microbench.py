@@ -70,12 +70,19 @@ def main() -> None:
         batch = asks[:size] if distinct else calls(size, distinct=False)
         loops = max(1, 2000 // size)
         context = best_us(
-            lambda b=batch: ([request_of(cedar_policy, a) for a in b], entities_of(b, DOMAINS)), size, loops=loops
+            lambda b=batch: (
+                [request_of(cedar_policy, a) for a in b],
+                entities_of(b, DOMAINS, cedar_policy.principal_attributes),
+            ),
+            size,
+            loops=loops,
         )
         judged = best_us(lambda b=batch: judge(cedar_policy, b, DOMAINS), size, loops=loops)
         kind = "distinct" if distinct else "repeating"
         print(f"cedar batch {size:4d} {kind:9s} {judged:8.2f} µs/call  (requests and entities {context:6.2f})")
-    entities = cedar_policy.actions.with_added_json_str(json.dumps(entities_of(asks[:100], DOMAINS)))
+    entities = cedar_policy.actions.with_added_json_str(
+        json.dumps(entities_of(asks[:100], DOMAINS, cedar_policy.principal_attributes))
+    )
 
     def single() -> None:
         for a in asks[:100]:

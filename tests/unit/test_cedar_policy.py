@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.factories import registry, stage_record
+from tests.unit.factories import principal, registry, stage_record
 from toolgate.contracts.cedar_policy import (
     CedarPolicy,
     PolicyRefused,
@@ -18,13 +18,13 @@ from toolgate.contracts.cedar_policy import (
     load_cedar,
     policy_files,
 )
-from toolgate.contracts.cedar_reads import context_reads, prune
+from toolgate.contracts.cedar_reads import context_reads, principal_reads, prune
 from toolgate.contracts.cedar_schema import action_id, cedar_type, context_type, schema_of
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy import load_policy
 from toolgate.schemas.models import StageRecord
 from toolgate.workers.policy.case import Permit, Verdict
-from toolgate.workers.policy.cedar import Ask, context_of, judge, project, request_of
+from toolgate.workers.policy.cedar import Ask, context_of, entities_of, judge, project, request_of
 from toolgate.workers.policy.decision import Allow, Deny, Usage, decide, refs
 
 NOON = int(dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC).timestamp() * 1000)
@@ -273,6 +273,31 @@ def test_a_request_carries_the_context_its_actions_policies_read_and_no_more() -
     assert isinstance(one(counting, charge(100)), Permit)
     assert context_reads({"==": {"left": {"Var": "context"}, "right": {"Record": {}}}}) is None
     assert request_of(counting, used)["context"] == {"usage": {"run": {"financial": 2}}}
+
+
+def test_a_round_carries_the_agent_attributes_the_policies_read() -> None:
+    assert shipped().principal_attributes == frozenset()  # `principal in resource` reads none
+    assert [e["uid"]["type"] for e in entities_of([charge(100)], DOMAINS, frozenset())] == ["Tenant", "Agent"]
+    text = BASE + (
+        '@id("scoped") @message("no charge without the scope")\n'
+        'forbid (principal, action in Action::"payment.charge_card", resource)\n'
+        'when { !principal.scopes.contains("payments:charge") };'
+    )
+    scoped = admit_policies([("s.cedar", text)], registry())
+    assert scoped.principal_attributes == {"scopes"}
+    assert isinstance(one(scoped, charge(100)), Permit)
+    c = contract("payment.charge_card")
+    unscoped = stage_record(c, principal=principal(["invoices:read"]))
+    assert codes(one(scoped, ask(c, record=unscoped))) == "policy.scoped"
+    user_of = BASE + '@id("u") forbid (principal, action, resource) when { principal.user == User::"mallory" };'
+    assert admit_policies([("u.cedar", user_of)], registry()).principal_attributes == {"user"}
+    some_entity = {"if-then-else": {"if": {"Value": True}, "then": {"Var": "principal"}, "else": {"Var": "principal"}}}
+    assert principal_reads([{"conditions": [{"body": {".": {"left": some_entity, "attr": "scopes"}}}]}]) is None
+    assert {e["uid"]["type"] for e in entities_of([charge(100)], DOMAINS, frozenset({"user"}))} == {
+        "Tenant",
+        "User",
+        "Agent",
+    }
 
 
 def test_a_path_read_whole_keeps_all_of_it() -> None:

@@ -110,20 +110,26 @@ def request_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
     }
 
 
-def entities_of(asks: Sequence[Ask], domains: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
-    """The round's tenants (with their mail domains), agents and users, each once."""
+def entities_of(
+    asks: Sequence[Ask], domains: Mapping[str, Sequence[str]], attributes: frozenset[str] | None = None
+) -> list[dict[str, Any]]:
+    """The round's tenants (with their mail domains), agents and, when a policy reads an agent's
+    `user`, users, each once. An agent carries the `attributes` some policy reads (None: all)."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for ask in asks:
         tenant, agent, _ = run_of(ask.record)
         user, scopes = ask.record.call.principal.user_id, ask.record.call.principal.scopes
         home = {"type": "Tenant", "id": tenant}
         found.setdefault(("Tenant", tenant), {"uid": home, "attrs": {"domains": list(domains.get(tenant, ()))}})
-        found.setdefault(("User", user), {"uid": {"type": "User", "id": user}, "attrs": {}, "parents": [home]})
         attrs = {
             "tenant": {"__entity": home},
             "user": {"__entity": {"type": "User", "id": user}},
             "scopes": sorted(scopes),
         }
+        if attributes is not None:
+            attrs = {name: value for name, value in attrs.items() if name in attributes}
+        if "user" in attrs:
+            found.setdefault(("User", user), {"uid": {"type": "User", "id": user}, "attrs": {}, "parents": [home]})
         found.setdefault(("Agent", agent), {"uid": {"type": "Agent", "id": agent}, "attrs": attrs, "parents": [home]})
     return [{"parents": [], **entity} for entity in found.values()]
 
@@ -147,7 +153,7 @@ def judge(policy: CedarPolicy, asks: Sequence[Ask], domains: Mapping[str, Sequen
         requests.setdefault(key, request)
         keys[id(ask)] = key
     # The admitted action hierarchy, plus the round's tenants, agents and users.
-    entities = policy.actions.with_added_json_str(json.dumps(entities_of(known, domains)))
+    entities = policy.actions.with_added_json_str(json.dumps(entities_of(known, domains, policy.principal_attributes)))
     answers = dict(
         zip(requests, cedarpy.is_authorized_batch(list(requests.values()), policy.policies, entities), strict=True)
     )
