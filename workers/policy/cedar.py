@@ -3,10 +3,12 @@
 Each call becomes one Cedar request: principal `Agent::"<agent>"` (in its `Tenant`), action
 `Action::"<tool>@<version>"`, resource the call's `Tenant`, and a context typed by the
 contracts' schema (contracts/cedar_schema.py): the arguments Cedar can type, facts derived from
-them, and the call's facts. A round's requests go to Cedar in one batch, against one entity set
-(the set's action hierarchy, and the round's tenants, agents and users), without the schema:
-the set was validated against it when admitted, and each context is typed by construction
-(`project` keeps only what the schema types, as it types it). Default deny: a call no permit applies to is refused.
+them, and the call's facts, cut to what the policies that may apply to its action read. A
+round's requests go to Cedar in one batch, against one entity set (the set's action hierarchy,
+and the round's tenants and agents, with the agent attributes some policy reads), without the
+schema: the set was validated against it when admitted, and each context is typed by
+construction (`project` keeps only what the schema types, as it types it). Default deny: a
+call no permit applies to is refused.
 
 A verdict is a `Deny` (a forbid applied, no permit did, or a policy could not be evaluated:
 fail closed) or a `Permit`, naming the permits that applied and the most approvals any asks for.
