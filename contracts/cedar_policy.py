@@ -93,12 +93,13 @@ def _rule(policy_id: str, body: Mapping[str, Any], source: str, problems: list[s
     return Rule(name or policy_id, effect, source, approvals, groups, notes.get("message", ""))
 
 
-def _parsed(source: str, text: str, problems: list[str]) -> list[tuple[str, Mapping[str, Any]]]:
+def _parsed(source: str, text: str, problems: list[str]) -> list[tuple[str, Mapping[str, Any]]] | None:
+    """The policies of one file (Cedar's JSON form), or None when it does not parse."""
     try:
         document = json.loads(cedarpy.policies_to_json_str(text))
     except ValueError as exc:
         problems.append(f"{source}: does not parse as Cedar: {exc}")
-        return []
+        return None
     if document.get("templates"):
         problems.append(f"{source}: policy templates are not supported")
     return list(document.get("staticPolicies", {}).items())
@@ -112,8 +113,11 @@ def admit_policies(files: Iterable[tuple[str, str]], contracts: Iterable[Contrac
     rules: dict[str, Rule] = {}
     bodies: list[Mapping[str, Any]] = []
     offset = 0
+    unparsed = False  # then the set's text cannot be validated, nor its policies numbered as Cedar does
     for source, text in files:
         parsed = _parsed(source, text, problems)
+        if parsed is None:
+            unparsed, parsed = True, []
         bodies += [body for _, body in parsed]
         for index, (_, body) in enumerate(parsed):
             # Cedar numbers the policies of the joined text policy0, policy1, ... in order.
@@ -127,7 +131,7 @@ def admit_policies(files: Iterable[tuple[str, str]], contracts: Iterable[Contrac
     text = "\n".join(t for _, t in files)
     schema = schema_of(contracts)
     schema_text = json.dumps(schema, sort_keys=True)
-    if not problems:
+    if rules and not unparsed:  # every problem named at once: the schema's too
         result = cedarpy.validate_policies(text, schema_text)
         for error in result.errors:
             named = rules.get(error.policy_id)

@@ -157,9 +157,14 @@ def test_an_invalid_set_is_refused_whole_naming_the_policy_and_the_problem(text:
 
 def test_every_problem_of_a_set_is_named_at_once() -> None:
     text = 'permit (principal, action, resource);\n@id("x") @approvals("0") permit (principal, action, resource);'
+    wrong = (
+        '@id("w") forbid (principal, action in Action::"notify.send_email", resource) when { context.arguments.n > 1 };'
+    )
     with pytest.raises(PolicyRefused) as refused:
-        admit_policies([("two.cedar", text)], registry())
-    assert "has no @id" in str(refused.value) and "@approvals('0')" in str(refused.value)
+        admit_policies([("two.cedar", text), ("wrong.cedar", wrong)], registry())
+    said = str(refused.value)
+    assert "has no @id" in said and "@approvals('0')" in said
+    assert "wrong.cedar: policy w: " in said and "arguments.n" in said  # the schema's problems too
 
 
 def test_an_empty_set_is_refused() -> None:
