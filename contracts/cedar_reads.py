@@ -85,6 +85,11 @@ def principal_reads(policies: list[Mapping[str, Any]]) -> frozenset[str] | None:
     return frozenset(found)
 
 
+def reads(paths: Paths | None, name: str) -> bool:
+    """Whether a request cut to `paths` carries `context.<name>` (None: it carries all)."""
+    return paths is None or name in paths
+
+
 def prune(value: Any, paths: Paths | None) -> Any:
     """`value` cut to `paths` (None: all of it)."""
     if paths is None or not isinstance(value, Mapping):

@@ -117,6 +117,9 @@ class Settings:
     secrets_dir: Path | None = None
     contracts_dir: Path | None = None
     policy_file: Path | None = None
+    # A directory of Cedar policies (`*.cedar`), admitted whole against the contracts when the
+    # policy worker starts (contracts/cedar_policy.py); none: the shipped `contracts/cedar/`.
+    policy_dir: Path | None = None
     # The deployment's environment, as policy rules see it (dev, staging, prod, ...).
     environment: str = "dev"
     trace_sample_ratio: float = 1.0
@@ -229,6 +232,7 @@ _ENV = {
     "secrets_dir": "TOOLGATE_SECRETS_DIR",
     "contracts_dir": "TOOLGATE_CONTRACTS_DIR",
     "policy_file": "TOOLGATE_POLICY_FILE",
+    "policy_dir": "TOOLGATE_POLICY_DIR",
     "environment": "TOOLGATE_ENVIRONMENT",
     "trace_sample_ratio": "TOOLGATE_TRACE_SAMPLE_RATIO",
     "telemetry_exporter": "TOOLGATE_TELEMETRY_EXPORTER",

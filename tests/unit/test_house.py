@@ -57,6 +57,7 @@ PURE_PARTS = (
     "toolgate.workers.policy.rules",
     "toolgate.workers.policy.budgets",
     "toolgate.workers.policy.cedar",
+    "toolgate.workers.policy.round_decisions",
     "toolgate.contracts.cedar_schema",
     "toolgate.contracts.cedar_reads",
     "toolgate.workers.validation.arguments",
