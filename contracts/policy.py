@@ -85,3 +85,16 @@ def load_policy(path: Path | None = None) -> Policy:
         text = resources.files("toolgate.contracts").joinpath("policy.json").read_text()
         return admit(json.loads(text), "contracts/policy.json")
     return admit(json.loads(path.read_text()), str(path))
+
+
+def refuse_unenforced_rules(policy: Policy, source: str) -> None:
+    """Raise ContractRefused when `policy` has JSON rules the shipped document does not: the policy
+    stage decides with Cedar (contracts/cedar/, TOOLGATE_POLICY_DIR) and would ignore them, and a
+    deny rule ignored fails open."""
+    shipped = load_policy().rules
+    ignored = [str(rule["id"]) for rule in policy.rules if rule not in shipped]
+    if ignored:
+        raise ContractRefused(
+            f"{source}: policy refused: rules {', '.join(ignored)} would not be enforced: the policy stage "
+            "decides with Cedar policies (TOOLGATE_POLICY_DIR); write them in Cedar and remove them here"
+        )

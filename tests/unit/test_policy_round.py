@@ -5,6 +5,7 @@ whose Cedar set cannot be admitted does not start (ops/stage.py). No I/O."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from tests.unit.factories import registry, stage_record
 from tests.unit.test_cedar_policy import BASE, DOMAINS, NOON, codes, contract, shipped
 from toolgate.contracts.cedar_policy import CedarPolicy, admit_policies
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import load_policy
+from toolgate.contracts.policy import Policy, load_policy, refuse_unenforced_rules
 from toolgate.ops.stage import run_stage
 from toolgate.schemas.models import StageRecord
 from toolgate.settings import Settings
@@ -121,3 +122,22 @@ def test_a_policy_worker_whose_cedar_set_cannot_be_admitted_does_not_start(
     assert said.startswith("toolgate worker policy refused to start: Cedar policy set refused: ")
     assert "bad.cedar: policy wrong-argument: " in said and "amount_cents" in said
     assert "bad.cedar: policy no-count: @approvals('eleven') is not a whole number from 1 to 10" in said
+
+
+def test_a_policy_document_whose_json_rules_would_be_ignored_stops_the_policy_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    document = load_policy().document
+    document["rules"].append(
+        {"id": "no-tax", "effect": "deny", "when": {"tool": ["invoice.tax_estimate"]}, "message": "no"}
+    )
+    document["rate_limits"] = {"grants": {"acme": {"payment.charge_card": {"window_sec": 60, "max_requests": 5}}}}
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(document))
+    monkeypatch.setattr("toolgate.ops.stage.configure_logging", lambda level: None)
+    with pytest.raises(SystemExit) as refused:
+        run_stage("policy", Settings(home=tmp_path / "home", policy_file=path))
+    said = str(refused.value.code)
+    assert f"{path}: policy refused: rules no-tax would not be enforced" in said
+    document["rules"].pop()  # the shipped rules, a grant of its own: Cedar decides as they would
+    refuse_unenforced_rules(Policy(document), str(path))
