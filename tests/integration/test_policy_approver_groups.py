@@ -6,7 +6,8 @@ permits set it: contracts/cedar/arguments.cedar) leaves the policy stage as its 
 the session's broker, to a running approval-wait worker on this module's database. Its ticket and
 packet name finance-directors, not the contract's first group (finance-controllers), and of two
 decisions signed with the demo approvers' real keys and published on tool.approvals.decisions,
-bob's (a finance-controller) is refused and never counted, and dave's (a director) counts.
+bob's (a finance-controller) is refused and never counted, and dave's (a director) counts. With
+two groups named, the running worker's sweep escalates the ticket to the policy's second group.
 """
 
 from __future__ import annotations
@@ -109,3 +110,22 @@ def test_a_ticket_of_the_policys_groups_counts_only_their_approvers(
     assert database.sql("SELECT status FROM toolgate.approvals WHERE approval_id = %s", (approval_id,)) == [
         ("PENDING",)
     ]
+
+
+def test_a_ticket_escalates_through_the_policys_groups_not_the_contracts(
+    database: Database, broker: Broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """The policy named two groups: the running worker's sweep, once the ticket is due, opens it to
+    the second of them (the contract's second group on the code before), and no further."""
+    env = worker_env(database, broker, topic_prefix, tmp_path, {})
+    with running("approval-wait", env):
+        call_id = authorized_by_policy(database, broker, topic_prefix, ("risk-officers", "finance-directors"))
+        approval_id = approval_id_for("acme", call_id)
+        ticket = "SELECT approver_groups, escalate_at IS NOT NULL FROM toolgate.approvals WHERE approval_id = %s"
+        assert wait_for(database, ticket, (approval_id,)) == [(["risk-officers"], True)]
+        database.sql("UPDATE toolgate.approvals SET escalate_at = now() WHERE approval_id = %s", (approval_id,))
+        escalated = "SELECT approver_groups, escalate_at IS NULL, packet FROM toolgate.approvals "
+        escalated += "WHERE approval_id = %s AND escalation_level = 1"
+        [(groups, last, packet)] = wait_for(database, escalated, (approval_id,))
+    assert (groups, last) == (["risk-officers", "finance-directors"], True)  # no third group to go to
+    assert ApprovalRequest.model_validate(packet).approver_groups == ["risk-officers", "finance-directors"]
