@@ -107,6 +107,7 @@ class PolicyHandler(Handler[StageRecord]):
                 update={
                     "traceparent": call.traceparent,
                     "required_approvals": decision.required_approvals,
+                    "approver_groups": list(decision.approver_groups),  # the policy's; none: the contract's
                     "decisions": [
                         *record.decisions,
                         StageDecision(stage=STAGE, outcome=StageOutcome.ALLOW, detail=detail, at_ms=now),
