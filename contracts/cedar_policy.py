@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 import cedarpy
 
 from toolgate.contracts.admission import ContractRefused
-from toolgate.contracts.cedar_reads import Paths, principal_reads, reads_by_action
+from toolgate.contracts.cedar_reads import Paths, agents_alike, principal_reads, reads_by_action
 from toolgate.contracts.cedar_schema import action_entities, action_id, context_type, email_arguments, schema_of
 from toolgate.contracts.contract import Contract
 
@@ -67,6 +67,10 @@ class CedarPolicy:
     actions: cedarpy.Entities
     reads: Mapping[str, Paths | None]  # per action, what of the context its policies read (cedar_reads.py)
     principal_attributes: frozenset[str] | None  # the Agent's attributes some policy reads; None: all
+    agents_alike: bool  # the policies see only an agent's tenant (cedar_reads.agents_alike)
+    # Entity sets already built (the action hierarchy plus a round's tenants and agents), by
+    # their text: a round like an earlier one takes its set instead of building it again.
+    handles: dict[str, cedarpy.Entities] = field(default_factory=dict, compare=False, repr=False)
 
 
 def _rule(policy_id: str, body: Mapping[str, Any], source: str, problems: list[str]) -> Rule:
@@ -149,6 +153,7 @@ def admit_policies(files: Iterable[tuple[str, str]], contracts: Iterable[Contrac
         cedarpy.Entities.from_json_str(json.dumps(action_entities(schema))),
         reads_by_action(bodies, schema[""]["actions"]),
         principal_reads(bodies),
+        agents_alike(bodies),
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 CONTEXT = {"Var": "context"}
+PRINCIPAL = {"Var": "principal"}
 
 # An attribute -> what of it is read: the attributes under it, or None for all of it.
 Paths = dict[str, "Paths | None"]
@@ -88,6 +89,52 @@ def principal_reads(policies: list[Mapping[str, Any]]) -> frozenset[str] | None:
 def reads(paths: Paths | None, name: str) -> bool:
     """Whether a request cut to `paths` carries `context.<name>` (None: it carries all)."""
     return paths is None or name in paths
+
+
+def agents_alike(policies: list[Mapping[str, Any]]) -> bool:
+    """Whether the policies tell the agents of one tenant apart: False when they can. They
+    cannot when a principal's scope is any agent or one `in`/`is` a Tenant, and a condition
+    uses the principal only as `principal in resource`, `principal in Tenant::"t"` or `principal
+    is T`: then an agent's only trait they see is its tenant, and one principal per tenant
+    decides for all its agents (a round's distinct agents make one request where their calls
+    agree, and its entity set is one agent per tenant)."""
+    for policy in policies:
+        scope = policy.get("principal", {})
+        if scope.get("op") not in ("All", "is", "in") or "slot" in scope or not _tenant(scope.get("entity")):
+            return False
+        if scope.get("op") == "is" and "in" in scope and not _tenant(scope["in"].get("entity")):
+            return False
+        if not _principal_by_tenant(policy.get("conditions", [])):
+            return False
+    return True
+
+
+def _tenant(entity: Any) -> bool:
+    return entity is None or (isinstance(entity, Mapping) and entity.get("type") == "Tenant")
+
+
+def _principal_by_tenant(node: Any) -> bool:
+    """Whether `node` uses the principal only as `principal in resource|Tenant::"t"` or `is`."""
+    if node == PRINCIPAL:
+        return False
+    if isinstance(node, list):
+        return all(_principal_by_tenant(child) for child in node)
+    if not isinstance(node, Mapping):
+        return True
+    for key in ("in", "is"):
+        test = node.get(key)
+        if isinstance(test, Mapping) and test.get("left") == PRINCIPAL:
+            if key == "is":
+                return "in" not in test or _tenant_side(test["in"])
+            return _tenant_side(test.get("right"))
+    return all(_principal_by_tenant(child) for child in node.values())
+
+
+def _tenant_side(node: Any) -> bool:
+    if node == {"Var": "resource"}:
+        return True
+    value = node.get("Value") if isinstance(node, Mapping) else None
+    return isinstance(value, Mapping) and _tenant(value.get("__entity"))
 
 
 def prune(value: Any, paths: Paths | None) -> Any:

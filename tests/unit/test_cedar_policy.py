@@ -5,6 +5,7 @@ rules' verdicts, and the Cedar rewrite deciding as contracts/policy.json does. N
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -18,13 +19,13 @@ from toolgate.contracts.cedar_policy import (
     load_cedar,
     policy_files,
 )
-from toolgate.contracts.cedar_reads import context_reads, principal_reads, prune
+from toolgate.contracts.cedar_reads import agents_alike, context_reads, principal_reads, prune
 from toolgate.contracts.cedar_schema import action_id, cedar_type, context_type, schema_of
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy import load_policy
 from toolgate.schemas.models import StageRecord
 from toolgate.workers.policy.case import Permit, Verdict
-from toolgate.workers.policy.cedar import Ask, context_of, entities_of, judge, project, request_of
+from toolgate.workers.policy.cedar import MAX_HANDLES, Ask, context_of, entities_of, judge, project, request_of
 from toolgate.workers.policy.decision import Allow, Deny, Usage, decide, refs
 
 NOON = int(dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC).timestamp() * 1000)
@@ -111,7 +112,8 @@ def test_arguments_are_projected_onto_their_cedar_types() -> None:
 
 
 def test_the_context_has_the_calls_facts_and_its_utc_time() -> None:
-    context = context_of(shipped(), charge(100))
+    every = shipped()
+    context = context_of(dataclasses.replace(every, reads=dict.fromkeys(every.reads)), charge(100))
     assert context["side_effect_class"] == "CRITICAL_MUTATION" and context["data_classification"] == "regulated"
     assert context["time"]["minute_of_day_utc"] == 720 and context["time"]["weekday_utc"] == 1  # a Monday
     assert context["usage"]["run"]["financial"] == 0
@@ -303,6 +305,83 @@ def test_a_round_carries_the_agent_attributes_the_policies_read() -> None:
         "User",
         "Agent",
     }
+
+
+def test_the_parts_of_the_context_no_policy_reads_are_not_built() -> None:
+    context = context_of(shipped(), charge(100))  # charges' policies read neither usage nor derived facts
+    assert "usage" not in context and "derived" not in context
+    assert context["arguments"] == {"invoice_id": "inv_acme0002", "amount_cents": 100, "currency": "USD"}
+    assert "arguments" not in context_of(shipped(), email("a@b.example")) and "time" not in context_of(
+        shipped(), email("a@b.example")
+    )
+
+
+def body(condition: Any, scope: Any = None) -> dict[str, Any]:
+    return {"principal": scope or {"op": "All"}, "conditions": [{"kind": "when", "body": condition}]}
+
+
+PRINCIPAL = {"Var": "principal"}
+
+
+def test_policies_that_see_only_an_agents_tenant_take_its_agents_alike() -> None:
+    assert shipped().agents_alike  # the shipped set reads `principal in resource` only
+    tenant = {"Value": {"__entity": {"type": "Tenant", "id": "acme"}}}
+    agent = {"Value": {"__entity": {"type": "Agent", "id": "agent_1"}}}
+    alike = [
+        body({"in": {"left": PRINCIPAL, "right": {"Var": "resource"}}}),
+        body({"in": {"left": PRINCIPAL, "right": tenant}}),
+        body({"is": {"left": PRINCIPAL, "entity_type": "Agent"}}),
+        body({"Value": True}, {"op": "in", "entity": {"type": "Tenant", "id": "acme"}}),
+    ]
+    assert all(agents_alike([p]) for p in alike)
+    told_apart = [
+        body({"==": {"left": PRINCIPAL, "right": agent}}),
+        body({"in": {"left": PRINCIPAL, "right": agent}}),
+        body({".": {"left": PRINCIPAL, "attr": "scopes"}}),
+        body({"has": {"left": PRINCIPAL, "attr": "user"}}),
+        body({"in": {"left": {"Var": "resource"}, "right": PRINCIPAL}}),
+        body({"Value": True}, {"op": "==", "entity": {"type": "Agent", "id": "agent_1"}}),
+        body({"Value": True}, {"op": "in", "entity": {"type": "User", "id": "u"}}),
+    ]
+    assert not any(agents_alike([*alike, p]) for p in told_apart)
+    named = BASE + '@id("no-mallory") forbid (principal == Agent::"mallory", action, resource);'
+    assert not admit_policies([("n.cedar", named)], registry()).agents_alike
+
+
+def agent_of(a: Ask, agent: str, tenant: str = "acme") -> Ask:
+    who = a.record.call.principal.model_copy(update={"agent_id": agent})
+    call = a.record.call.model_copy(update={"principal": who, "tenant_id": tenant})
+    return dataclasses.replace(a, record=a.record.model_copy(update={"call": call}))
+
+
+def test_agents_taken_alike_decide_as_each_agent_does() -> None:
+    acme_only = BASE.replace("permit (principal,", 'permit (principal in Tenant::"acme",') + (
+        '@id("globex-no-charges") @message("no charges for globex")\n'
+        'forbid (principal in Tenant::"globex", action in Action::"payment.charge_card", resource);'
+    )
+    policy = admit_policies([("t.cedar", acme_only)], registry())
+    assert policy.agents_alike
+    apart = dataclasses.replace(policy, agents_alike=False, handles={})
+    round_ = [agent_of(charge(100 * i), f"agent_{i}", "globex" if i % 3 == 0 else "acme") for i in range(1, 10)]
+    round_.append(agent_of(email("a@acme.example"), "agent_x"))
+    alike, each = judge(policy, round_, DOMAINS), judge(apart, round_, DOMAINS)
+    assert alike == each
+    assert [codes(v) for v in alike if isinstance(v, Deny)] == ["policy.globex-no-charges"] * 3
+    entities = entities_of(round_, DOMAINS, policy.principal_attributes, alike=True)
+    assert sorted(e["uid"]["id"] for e in entities if e["uid"]["type"] == "Agent") == ["acme/*", "globex/*"]
+
+
+def test_a_round_like_an_earlier_one_takes_its_entity_set() -> None:
+    policy = dataclasses.replace(shipped(), handles={})
+    first = [agent_of(charge(100), "agent_1"), agent_of(charge(200), "agent_2")]
+    assert judge(policy, first, DOMAINS) == judge(policy, [agent_of(charge(300), "agent_3")], DOMAINS)[:1] * 2
+    assert len(policy.handles) == 1  # acme's agents, alike: one set for both rounds
+    judge(policy, [agent_of(charge(100), "agent_9", "globex")], DOMAINS)
+    judge(policy, first, {"acme": ["other.example"]})  # the tenant's domains changed: a set of its own
+    assert len(policy.handles) == 3
+    for i in range(MAX_HANDLES):
+        judge(policy, [agent_of(charge(100), "a", f"tenant_{i}")], DOMAINS)
+    assert len(policy.handles) <= MAX_HANDLES
 
 
 def test_a_path_read_whole_keeps_all_of_it() -> None:

@@ -1,11 +1,13 @@
 """Cedar's verdict on a round's calls (issue 51): pure, no I/O, no clock (the time is the case's).
 
-Each call becomes one Cedar request: principal `Agent::"<agent>"` (in its `Tenant`), action
+Each call becomes one Cedar request: principal `Agent::"<agent>"` (in its `Tenant`; or
+`Agent::"<tenant>/*"` for all the tenant's agents, when no policy tells them apart), action
 `Action::"<tool>@<version>"`, resource the call's `Tenant`, and a context typed by the
 contracts' schema (contracts/cedar_schema.py): the arguments Cedar can type, facts derived from
 them, and the call's facts, cut to what the policies that may apply to its action read. A
 round's requests go to Cedar in one batch, against one entity set (the set's action hierarchy,
-and the round's tenants and agents, with the agent attributes some policy reads), without the
+and the round's tenants and agents, with the agent attributes some policy reads; kept for the
+rounds that have the same), without the
 schema: the set was validated against it when admitted, and each context is typed by
 construction (`project` keeps only what the schema types, as it types it). Default deny: a
 call no permit applies to is refused.
@@ -31,6 +33,7 @@ from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.workers.policy.case import Deny, Permit, Verdict, deny, run_of
 
 MINUTE_MS = 60_000
+MAX_HANDLES = 64  # entity sets kept for later rounds
 DAY_MS = 86_400_000
 
 
@@ -74,12 +77,13 @@ def _derived(names: Sequence[str], arguments: Mapping[str, Any]) -> dict[str, st
 
 
 def context_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
+    """The call's context: every part of it some policy that may apply to its action reads
+    (the parts none reads are not built)."""
     contract, call = ask.contract, ask.record.call
     security = contract.document["security"]
     action = action_id(contract)
-    return {
-        "arguments": project(call.arguments, policy.arguments[action]) or {},
-        "derived": _derived(policy.emails[action], call.arguments),
+    reads = policy.reads[action]
+    context: dict[str, Any] = {
         "tool": contract.name,
         "version": contract.version,
         "side_effect_class": contract.side_effect_class,
@@ -87,16 +91,23 @@ def context_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
         "egress_policy": security["egress_policy"],
         "environment": ask.environment,
         "dry_run": bool(call.dry_run),
-        "time": {
+    }
+    if reads is None or "arguments" in reads:
+        context["arguments"] = project(call.arguments, policy.arguments[action]) or {}
+    if reads is None or "derived" in reads:
+        context["derived"] = _derived(policy.emails[action], call.arguments)
+    if reads is None or "time" in reads:
+        context["time"] = {
             "epoch_ms": ask.now_ms,
             "minute_of_day_utc": (ask.now_ms // MINUTE_MS) % 1440,
             "weekday_utc": (ask.now_ms // DAY_MS + 3) % 7 + 1,  # 1970-01-01 was a Thursday (4)
-        },
-        "usage": {
+        }
+    if reads is None or "usage" in reads:
+        context["usage"] = {
             "run": {dim: ask.per_run.get(dim, 0) for dim in DIMENSIONS},
             "tenant_today": {dim: ask.per_day.get(dim, 0) for dim in DIMENSIONS},
-        },
-    }
+        }
+    return context
 
 
 def request_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
@@ -105,21 +116,32 @@ def request_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
     call = ask.record.call
     context = prune(context_of(policy, ask), policy.reads[action_id(ask.contract)])
     return {
-        "principal": {"type": "Agent", "id": call.principal.agent_id},
+        "principal": {"type": "Agent", "id": principal_of(ask, policy.agents_alike)},
         "action": {"type": "Action", "id": action_id(ask.contract)},
         "resource": {"type": "Tenant", "id": call.tenant_id},
         "context": context,
     }
 
 
+def principal_of(ask: Ask, alike: bool) -> str:
+    """The id of the call's principal: its agent's, or, when the policies see only an agent's
+    tenant (`alike`), one principal standing for every agent of the tenant."""
+    tenant, agent, _ = run_of(ask.record)
+    return f"{tenant}/*" if alike else agent
+
+
 def entities_of(
-    asks: Sequence[Ask], domains: Mapping[str, Sequence[str]], attributes: frozenset[str] | None = None
+    asks: Sequence[Ask],
+    domains: Mapping[str, Sequence[str]],
+    attributes: frozenset[str] | None = None,
+    alike: bool = False,
 ) -> list[dict[str, Any]]:
     """The round's tenants (with their mail domains), agents and, when a policy reads an agent's
-    `user`, users, each once. An agent carries the `attributes` some policy reads (None: all)."""
+    `user`, users, each once. An agent carries the `attributes` some policy reads (None: all);
+    `alike`: one agent per tenant stands for all of them (`principal_of`), with none."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for ask in asks:
-        tenant, agent, _ = run_of(ask.record)
+        tenant, agent = run_of(ask.record)[0], principal_of(ask, alike)
         user, scopes = ask.record.call.principal.user_id, ask.record.call.principal.scopes
         home = {"type": "Tenant", "id": tenant}
         found.setdefault(("Tenant", tenant), {"uid": home, "attrs": {"domains": list(domains.get(tenant, ()))}})
@@ -128,7 +150,9 @@ def entities_of(
             "user": {"__entity": {"type": "User", "id": user}},
             "scopes": sorted(scopes),
         }
-        if attributes is not None:
+        if alike:
+            attrs = {}
+        elif attributes is not None:
             attrs = {name: value for name, value in attrs.items() if name in attributes}
         if "user" in attrs:
             found.setdefault(("User", user), {"uid": {"type": "User", "id": user}, "attrs": {}, "parents": [home]})
@@ -154,12 +178,24 @@ def judge(policy: CedarPolicy, asks: Sequence[Ask], domains: Mapping[str, Sequen
         )
         requests.setdefault(key, request)
         keys[id(ask)] = key
-    # The admitted action hierarchy, plus the round's tenants, agents and users.
-    entities = policy.actions.with_added_json_str(json.dumps(entities_of(known, domains, policy.principal_attributes)))
+    entities = _entities(policy, known, domains)
     answers = dict(
         zip(requests, cedarpy.is_authorized_batch(list(requests.values()), policy.policies, entities), strict=True)
     )
     return [verdict(policy, a, answers[keys[id(a)]]) if id(a) in keys else _unknown(a) for a in asks]
+
+
+def _entities(policy: CedarPolicy, asks: Sequence[Ask], domains: Mapping[str, Sequence[str]]) -> cedarpy.Entities:
+    """The admitted action hierarchy, plus the round's tenants, agents and users: the set an
+    earlier round built when it had the same (the same tenants with the same domains, and
+    agents alike or the same agents), else a new one (adding to the hierarchy rebuilds it)."""
+    text = json.dumps(entities_of(asks, domains, policy.principal_attributes, policy.agents_alike))
+    handle = policy.handles.get(text)
+    if handle is None:
+        if len(policy.handles) >= MAX_HANDLES:
+            policy.handles.clear()
+        handle = policy.handles[text] = policy.actions.with_added_json_str(text)
+    return handle
 
 
 def _unknown(ask: Ask) -> Deny:
