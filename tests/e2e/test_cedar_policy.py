@@ -1,8 +1,10 @@
 """Cedar policies in the running policy stage (issue 51), through the real broker and Postgres:
 the shipped argument rules (contracts/cedar/arguments.cedar) refuse a card charge over 10,000
 USD, naming the rule to the agent and in the audit log, and ask two approvals of
-`finance-directors` for one over 1,000 USD; a small charge is held for its side-effect class's
-minimum and runs once approved. (A set that cannot be admitted: test_policy_refused.py.)"""
+`finance-directors` for one over 5,000 USD (the packet names the policy's groups, not the
+contract's: a finance controller is not counted, two directors release it); a small charge is
+held for its side-effect class's minimum and runs once approved. (A set that cannot be
+admitted: test_policy_refused.py.)"""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 from toolgate.client import Proposed
 
 from ..conftest import Pipeline
-from .test_gates import packet_of
+from .test_gates import Approvers, decision_audit, packet_of
 from .test_pipeline import _approval_of, _ledger_for, errors_of, taxonomy
 
 pytestmark = pytest.mark.timeout(180)
@@ -54,16 +56,25 @@ def test_a_charge_over_10000_usd_is_refused_naming_the_cedar_rule(pipeline: Pipe
     assert pipeline.sql("SELECT count(*) FROM toolgate.usage_events WHERE run_id = %s", (sent.run_id,)) == [(0,)]
 
 
-def test_a_charge_over_1000_usd_needs_two_finance_directors(pipeline: Pipeline) -> None:
-    sent, arguments, _ = charge(pipeline, 250_000)
+def test_a_charge_over_5000_usd_needs_two_finance_directors(pipeline: Pipeline) -> None:
+    sent, arguments, key = charge(pipeline, 750_000)
     approval_id = _approval_of(pipeline, sent)
-    assert packet_of(pipeline, approval_id).required_approvals == 2
+    packet = packet_of(pipeline, approval_id)
+    assert (packet.required_approvals, packet.approver_groups) == (2, ["finance-directors"])  # not the contract's
     approvals, detail = policy_detail(pipeline, arguments)
     assert approvals == 2
     assert "groups:finance-directors" in detail.split(";"), detail  # the permit large-charge-needs-directors
-    denied = pipeline.cli("approvals", "deny", approval_id, "--as", "alice", "--reason", "cedar test")
-    assert denied.returncode == 0, denied.stdout + denied.stderr
-    assert taxonomy(pipeline.wait(sent)) == "CONFIRMATION_MISSING"
+    approvers = Approvers(pipeline)
+    alice = approvers.decide(packet, "alice")  # a finance controller: the contract's group, not the policy's
+    assert decision_audit(pipeline, alice.decision_id) == ("decision_refused", "approver_not_in_group")
+    dave = approvers.decide(packet, "dave")
+    assert decision_audit(pipeline, dave.decision_id) == ("decision_counted", "PENDING")
+    erin = approvers.decide(packet, "erin")
+    assert decision_audit(pipeline, erin.decision_id) == ("decision_counted", "APPROVED")
+    approvers.close()
+    assert taxonomy(pipeline.wait(sent)) == "SUCCESS"
+    [charged] = _ledger_for(pipeline, key)
+    assert (charged["kind"], charged["response"]["amount_cents"]) == ("charge", 750_000)
 
 
 def test_a_small_charge_runs_with_its_classs_minimum_of_approvals(pipeline: Pipeline) -> None:

@@ -190,10 +190,10 @@ def test_default_deny_a_call_no_permit_applies_to_is_refused() -> None:
     assert codes(one(only_forbids, charge(100))) == "policy.no_permit"
 
 
-def test_a_usd_charge_over_1000_needs_two_directors_and_over_10000_is_refused() -> None:
+def test_a_usd_charge_over_5000_needs_two_directors_and_over_10000_is_refused() -> None:
     policy = shipped()
-    assert one(policy, charge(100_000)) == Permit(0, (), ("baseline",))  # exactly 1,000 USD
-    assert one(policy, charge(100_001)) == Permit(
+    assert one(policy, charge(500_000)) == Permit(0, (), ("baseline",))  # exactly 5,000 USD
+    assert one(policy, charge(500_001)) == Permit(
         2, ("finance-directors",), ("large-charge-needs-directors", "baseline")
     )
     assert one(policy, charge(1_500_000, "EUR")) == Permit(0, (), ("baseline",))  # the rule is on USD
@@ -213,10 +213,10 @@ def test_an_email_outside_the_tenants_domains_needs_an_approval() -> None:
 
 def test_a_batch_judges_each_call_as_alone() -> None:
     policy = shipped()
-    asks = [charge(100), charge(1_000_001), email("a@elsewhere.example"), charge(200_000)]
+    asks = [charge(100), charge(1_000_001), email("a@elsewhere.example"), charge(600_000)]
     assert judge(policy, asks, DOMAINS) == [one(policy, a) for a in asks]
     assert judge(policy, [], DOMAINS) == []
-    same = [charge(200_000), charge(200_000), charge(300), charge(200_000)]
+    same = [charge(600_000), charge(600_000), charge(300), charge(600_000)]
     assert judge(policy, same, DOMAINS) == [one(policy, a) for a in same]
 
 
@@ -239,13 +239,14 @@ def test_the_shipped_rules_refuse_critical_mutations_at_night_in_prod_only() -> 
 
 def test_the_decision_takes_cedars_verdict_for_approvals_and_groups() -> None:
     policy = shipped()
-    a = charge(125_000)  # the invoice's amount (facts), over 1,000 USD
+    a = charge(750_000)  # over 5,000 USD
     c, record = a.contract, a.record
     (verdict,) = judge(policy, [a], DOMAINS)
-    allowed = decide(record, c, load_policy(), facts(c, record), Usage(), "e", NOON, "dev", verdict=verdict)
+    known = {key: ({**row, "amount_cents": 750_000},) for key, (row,) in facts(c, record).items()}
+    allowed = decide(record, c, load_policy(), known, Usage(), "e", NOON, "dev", verdict=verdict)
     assert allowed == Allow(2, ("critical_mutation", "financial"), approver_groups=("finance-directors",))
     refused = decide(
-        record, c, load_policy(), facts(c, record), Usage(), "e", NOON, "dev", verdict=one(policy, charge(10**7))
+        record, c, load_policy(), known, Usage(), "e", NOON, "dev", verdict=one(policy, charge(10**7))
     )
     assert codes(refused) == "policy.charge-hard-limit"
 

@@ -100,7 +100,7 @@ def test_the_shipped_set_judges_a_round_in_one_batch(monkeypatch: pytest.MonkeyP
         return judge(*args)
 
     monkeypatch.setattr(round_decisions, "judge", counted)
-    calls = [charge(0), charge(1, cents=10**7), call("invoice.fetch", 2), charge(3, cents=50_000)]
+    calls = [charge(0, cents=750_000), charge(1, cents=10**7), call("invoice.fetch", 2), charge(3, cents=50_000)]
     decisions, _ = decided(policy, calls)
     assert asked == [4]
     assert [outcome(d) for d in decisions] == ["allow 2", "policy.charge-hard-limit", "allow 0", "allow 2"]

@@ -26,7 +26,7 @@ from toolgate.schemas.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
-from toolgate.store import audit, batch, quarantine, usage
+from toolgate.store import audit, batch, quarantine, tenants, usage
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, refs
 from toolgate.workers.policy.round_decisions import decide_round
 from toolgate.workers.runtime import fact_loader, facts
@@ -61,18 +61,19 @@ class PolicyHandler(Handler[StageRecord]):
         reads = UsageReads(calls, contracts, list(events.values()), self.policy)
         held = quarantine.among((c.model.call.tool_name, c.model.call.tool_version) for c in calls)
         async with self.pool.connection() as conn, batch.transaction(conn):
-            # One round trip: BEGIN, the quarantined tool versions, the facts, the tenants' locks
-            # and the usage reads. The server runs them in order, so every usage read happens
+            # One round trip: BEGIN, the quarantined tool versions, the facts, the tenants' locks,
+            # the usage reads and the tenants' mail domains. The server runs them in order, so every usage read happens
             # under the tenants' locks.
-            results = await batch.run(conn, [batch.BEGIN, held, *lookups, *reads.statements()])
+            mail = tenants.domains_among(c.model.call.tenant_id for c in calls)
+            results = await batch.run(conn, [batch.BEGIN, held, *lookups, *reads.statements(), mail])
+            domains = tenants.domains(results.pop())
             quarantined = quarantine.quarantined(results[1])
             known = fact_loader.collect(wanted, results[2 : 2 + len(lookups)])
             used = reads.usage(results[2 + len(lookups) :])
             now = now_ms()
             judged = [(c.model, contracts[id(c)], events[id(c)]) for c in calls]
-            # Tenants' mail domains are not stored yet: to Cedar, every tenant has none.
             decisions = decide_round(
-                self.policy, self.cedar, judged, known, used, now, self.environment, quarantined, domains={}
+                self.policy, self.cedar, judged, known, used, now, self.environment, quarantined, domains
             )
             spent: list[usage.Event] = []
             refused: list[audit.Entry] = []
