@@ -20,7 +20,8 @@ whichever fired first).
 The same bounds hold the re-read of an approved call's target under FOR UPDATE (tickets.py
 `state_now`), in a savepoint before the effect: a target another transaction holds is waited on
 for half the call's time left, and a read a bound cut (`Cut`) answers the call as its own
-statement's cut would (`read_cut`), before its ticket is consumed.
+statement's cut would (`read_cut`), before its ticket is consumed. Both send their statements
+as one bounded section (store/bounds.py `section`: one pipeline, one round trip).
 
 A cut statement was rolled back by the server: nothing it did remains, so its key may run
 again (FAILED_RETRYABLE), and the answer is retryable. A lock wait past its bound is the seeds'

@@ -134,11 +134,16 @@ async def run_postgres_batch(conn: AsyncConnection[Any], jobs: list[Job], carefu
 
 
 async def _all_at_once(conn: AsyncConnection[Any], jobs: list[Job], limits: bounds.Limits) -> list[Effect]:
-    """The statements in one pipeline, between the bounds set and set back (store/bounds.py):
-    consecutive calls of one statement go as one `executemany`, which prepares the query once
-    and reads each call's rows as a result set of its own (far less of the client's CPU than one
-    `execute` per call: docs/performance.md, "Figures behind the code"); a READ_ONLY tool's in a
-    read-only savepoint."""
+    """The statements in one bounded section (store/bounds.py: one pipeline, the bounds set and
+    set back): consecutive calls of one statement go as one `executemany`, which prepares the
+    query once and reads each call's rows as a result set of its own (far less of the client's
+    CPU than one `execute` per call: docs/performance.md, "Figures behind the code"); a
+    READ_ONLY tool's in a read-only savepoint.
+
+    Its savepoint, when careful, is psycopg's (`conn.transaction()`, a round trip each way), not
+    the section's: rolled back, it also makes psycopg forget the statements it named prepared,
+    and one of these may be a Parse the server skipped after the refused statement (or one a
+    lock wait cut), which would otherwise be Bound by name on its next use and fail."""
     runs: list[list[Job]] = []  # consecutive jobs of one statement
     for job in jobs:
         same = runs and runs[-1][0].contract.executor["statement"] == job.contract.executor["statement"]
@@ -147,10 +152,7 @@ async def _all_at_once(conn: AsyncConnection[Any], jobs: list[Job], limits: boun
         else:
             runs.append([job])
     cursors = []
-    async with conn.pipeline():
-        # The bounds' statements are never prepared: a statement the server skipped after an
-        # earlier one failed in the pipeline would be one psycopg thinks prepared.
-        await conn.execute(*store_bounds.limits(limits.statement_ms, limits.lock_ms), prepare=False)
+    async with store_bounds.section(conn, limits.statement_ms, limits.lock_ms, savepoint=False):
         for run in runs:
             reading = bounds.read_only(run[0])
             if reading:
@@ -168,7 +170,6 @@ async def _all_at_once(conn: AsyncConnection[Any], jobs: list[Job], limits: boun
             cursors.append(cur)
             if reading:
                 await conn.execute(store_bounds.END_READ, prepare=False)
-        await conn.execute(store_bounds.PRIOR, prepare=False)
     effects: list[Effect] = []
     for run, cur in zip(runs, cursors, strict=True):
         # One statement's results have one shape: its columns are read once, not per call
