@@ -245,9 +245,7 @@ def test_the_decision_takes_cedars_verdict_for_approvals_and_groups() -> None:
     known = {key: ({**row, "amount_cents": 750_000},) for key, (row,) in facts(c, record).items()}
     allowed = decide(record, c, load_policy(), known, Usage(), "e", NOON, "dev", verdict=verdict)
     assert allowed == Allow(2, ("critical_mutation", "financial"), approver_groups=("finance-directors",))
-    refused = decide(
-        record, c, load_policy(), known, Usage(), "e", NOON, "dev", verdict=one(policy, charge(10**7))
-    )
+    refused = decide(record, c, load_policy(), known, Usage(), "e", NOON, "dev", verdict=one(policy, charge(10**7)))
     assert codes(refused) == "policy.charge-hard-limit"
 
 
