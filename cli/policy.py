@@ -43,21 +43,20 @@ def check_policy(directory: Annotated[Path, typer.Argument(help="a directory of 
 
 @policy_app.command("convert")
 def convert_policy(
-    source: Annotated[Path, typer.Argument(help="a JSON policy document (contracts/policy.json's format)")],
+    source: Annotated[Path, typer.Argument(help="a JSON policy document (rules and budgets, the format before Cedar)")],
     directory: Annotated[Path, typer.Argument(help="where to write rules.cedar and budgets.json")],
     force: Annotated[bool, typer.Option("--force", help="overwrite files of the same names")] = False,
 ) -> None:
     """Write a JSON policy's rules as a Cedar set that decides as they did, and its budgets apart."""
     from toolgate.contracts.admission import ContractRefused
     from toolgate.contracts.cedar_policy import PolicyRefused, admit_policies
-    from toolgate.contracts.policy import admit
-    from toolgate.contracts.policy_convert import RULES_FILE, convert
+    from toolgate.contracts.policy_convert import RULES_FILE, admit_json_policy, convert
 
     try:
-        document = admit(json.loads(source.read_text()), str(source))
+        document = admit_json_policy(json.loads(source.read_text()), str(source))
     except (OSError, ValueError, ContractRefused) as exc:
         raise fail(f"{source}: {exc}") from exc
-    files = convert(document.document, source.name)
+    files = convert(document, source.name)
     try:  # the set as written must be one the workers admit
         admit_policies([(RULES_FILE, files[RULES_FILE])], deployed_contracts())
     except PolicyRefused as exc:

@@ -22,12 +22,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from toolgate.contracts.admission import ContractRefused
+from toolgate.contracts.budgets import admit
 
 RULES_FILE = "rules.cedar"
 BUDGETS_FILE = "budgets.json"
 CONTEXT_FACTS = ("data_classification", "egress_policy", "environment")
 ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+_RULES_SCHEMA = Draft202012Validator(
+    json.loads(resources.files("toolgate.contracts").joinpath("json-rules.schema.json").read_text())
+)
 
 BASELINE = """\
 @id("baseline")
@@ -40,6 +50,23 @@ HEADER = """\
 // Default deny: a call runs only when a permit applies and no forbid does; the baseline permit
 // below allows, as the JSON rules did, every call of an agent inside its tenant that no forbid refuses.
 """
+
+
+def admit_json_policy(document: Any, source: str) -> dict[str, Any]:
+    """A JSON policy document admitted as 0.2.0 admitted it (its rules against
+    json-rules.schema.json, the rest as budgets), or ContractRefused naming every problem."""
+    problems = [
+        f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in _RULES_SCHEMA.iter_errors(document)
+    ]
+    problems += [
+        f"rules: {rule['id']} requires approvals but says not how many"
+        for rule in (document.get("rules", []) if not problems else [])
+        if rule["effect"] == "require_approvals" and "approvals" not in rule
+    ]
+    if problems:
+        raise ContractRefused(f"{source}: policy refused: " + "; ".join(problems))
+    admit({key: value for key, value in document.items() if key != "rules"}, source)
+    return dict(document)
 
 
 def convert(document: Mapping[str, Any], source: str) -> dict[str, str]:

@@ -2,8 +2,8 @@
 each stage). The reconciliation worker also samples the deployment's gauges (ops/gauges.py),
 which read what `toolgate status` reads.
 
-A worker whose contracts or policy cannot be admitted (a contract document, the policy
-document, or the Cedar policy set: `ContractRefused`) does not start: it says why, every problem
+A worker whose contracts or policy cannot be admitted (a contract document, the Cedar policy
+set or its budgets: `ContractRefused`) does not start: it says why, every problem
 named, in its log and on stderr, and exits with status 1."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Cedar policies (issue 51, part 1): the schema generated from the contracts, the admission of
 a policy set (whole or refused, every problem named), the shipped rules' and the argument
-rules' verdicts, and the Cedar rewrite deciding as contracts/policy.json does. No I/O."""
+rules' verdicts, and the Cedar rewrite deciding as 0.2.0's JSON rules did. No I/O."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from tests.unit.factories import principal, registry, stage_record
+from tests.unit.json_rules import SHIPPED, json_verdict
+from toolgate.contracts.budgets import load_budgets
 from toolgate.contracts.cedar_policy import (
     CedarPolicy,
     PolicyRefused,
@@ -22,7 +24,6 @@ from toolgate.contracts.cedar_policy import (
 from toolgate.contracts.cedar_reads import agents_alike, context_reads, principal_reads, prune
 from toolgate.contracts.cedar_schema import action_id, cedar_type, context_type, schema_of
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import load_policy
 from toolgate.schemas.models import StageRecord
 from toolgate.workers.policy.case import Permit, Verdict
 from toolgate.workers.policy.cedar import MAX_HANDLES, Ask, context_of, entities_of, judge, project, request_of
@@ -243,9 +244,9 @@ def test_the_decision_takes_cedars_verdict_for_approvals_and_groups() -> None:
     c, record = a.contract, a.record
     (verdict,) = judge(policy, [a], DOMAINS)
     known = {key: ({**row, "amount_cents": 750_000},) for key, (row,) in facts(c, record).items()}
-    allowed = decide(record, c, load_policy(), known, Usage(), "e", NOON, "dev", verdict=verdict)
+    allowed = decide(record, c, load_budgets(), known, Usage(), "e", NOON, "dev", verdict=verdict)
     assert allowed == Allow(2, ("critical_mutation", "financial"), approver_groups=("finance-directors",))
-    refused = decide(record, c, load_policy(), known, Usage(), "e", NOON, "dev", verdict=one(policy, charge(10**7)))
+    refused = decide(record, c, load_budgets(), known, Usage(), "e", NOON, "dev", verdict=one(policy, charge(10**7)))
     assert codes(refused) == "policy.charge-hard-limit"
 
 
@@ -420,7 +421,7 @@ def outcome(decision: Allow | Deny) -> tuple[str, int]:
 def test_the_cedar_rules_decide_every_case_as_the_json_rules_do() -> None:
     """Every shipped contract, and each made secret or of open egress (the schema is the same:
     those are context values), in dev and prod, at noon and at night."""
-    rules, json_policy = shipped("rules.cedar"), load_policy()
+    rules, budgets = shipped("rules.cedar"), load_budgets()
     compared = set()
     for c in variants():
         for environment in ("dev", "prod"):
@@ -428,8 +429,9 @@ def test_the_cedar_rules_decide_every_case_as_the_json_rules_do() -> None:
                 record = stage_record(c)
                 verdict = one(rules, Ask(record, c, environment, now, {}, {}))
                 known = facts(c, record)
-                expected = decide(record, c, json_policy, known, Usage(), "e", now, environment)
-                got = decide(record, c, json_policy, known, Usage(), "e", now, environment, verdict=verdict)
+                old = json_verdict(SHIPPED["rules"], record, c, environment, now)
+                expected = decide(record, c, budgets, known, Usage(), "e", now, environment, verdict=old)
+                got = decide(record, c, budgets, known, Usage(), "e", now, environment, verdict=verdict)
                 assert outcome(got) == outcome(expected), (c.name, c.document["security"], environment, now)
                 compared.add(outcome(expected))
     # The grid reaches every JSON rule: each deny, and each approval count.

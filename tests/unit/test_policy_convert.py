@@ -13,11 +13,13 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.unit.factories import registry, stage_record
+from tests.unit.json_rules import SHIPPED, json_verdict
 from tests.unit.test_cedar_policy import NIGHT, NOON, agent_of, facts, one, outcome, variants
 from toolgate.cli.policy import policy_app
+from toolgate.contracts.admission import ContractRefused
+from toolgate.contracts.budgets import admit, load_budgets
 from toolgate.contracts.cedar_policy import CedarPolicy, admit_policies
-from toolgate.contracts.policy import Policy, admit, load_policy
-from toolgate.contracts.policy_convert import BUDGETS_FILE, RULES_FILE, convert
+from toolgate.contracts.policy_convert import BUDGETS_FILE, RULES_FILE, admit_json_policy, convert
 from toolgate.workers.policy.cedar import Ask
 from toolgate.workers.policy.decision import Usage, decide
 
@@ -81,10 +83,12 @@ def converted(document: dict[str, Any]) -> tuple[CedarPolicy, dict[str, str]]:
 
 
 def decides_alike(
-    cedar: CedarPolicy, json_policy: Policy, tenants: tuple[str, ...], times: tuple[int, ...]
+    cedar: CedarPolicy, document: dict[str, Any], tenants: tuple[str, ...], times: tuple[int, ...]
 ) -> set[Any]:
     """Every shipped contract and its secret and open-egress variants, in each environment, tenant
-    and time: the Cedar set's decision is the JSON rules'. Returns the outcomes seen."""
+    and time: the Cedar set's decision is the JSON rules' (tests/unit/json_rules.py), under the
+    document's budgets. Returns the outcomes seen."""
+    budgets = admit({k: v for k, v in document.items() if k != "rules"}, "budgets")
     seen = set()
     for c in variants():
         for environment in ("dev", "staging", "prod"):
@@ -93,15 +97,16 @@ def decides_alike(
                     record = agent_of(Ask(stage_record(c), c, environment, now, {}, {}), "agent_1", tenant).record
                     known = {key: ({**row, "tenant_id": tenant},) for key, (row,) in facts(c, record).items()}
                     verdict = one(cedar, Ask(record, c, environment, now, {}, {}))
-                    expected = decide(record, c, json_policy, known, Usage(), "e", now, environment)
-                    got = decide(record, c, json_policy, known, Usage(), "e", now, environment, verdict=verdict)
+                    old = json_verdict(document["rules"], record, c, environment, now)
+                    expected = decide(record, c, budgets, known, Usage(), "e", now, environment, verdict=old)
+                    got = decide(record, c, budgets, known, Usage(), "e", now, environment, verdict=verdict)
                     assert outcome(got) == outcome(expected), (c.name, c.document["security"], environment, now)
                     seen.add(outcome(expected))
     return seen
 
 
 def test_the_shipped_json_policy_converts_to_a_set_that_decides_as_it_did() -> None:
-    cedar, files = converted(load_policy().document)
+    cedar, files = converted(SHIPPED)
     assert [r.id for r in cedar.rules.values()] == [
         "baseline",
         "no-secret-data",
@@ -110,16 +115,16 @@ def test_the_shipped_json_policy_converts_to_a_set_that_decides_as_it_did() -> N
         "prod-money-in-business-hours",
     ]
     assert cedar.agents_alike
-    seen = decides_alike(cedar, load_policy(), ("acme",), (NOON, NIGHT, EDGE))
+    seen = decides_alike(cedar, SHIPPED, ("acme",), (NOON, NIGHT, EDGE))
     assert {"policy.no-secret-data", "policy.prod-money-in-business-hours"} <= {code for code, _ in seen}
     assert {("allow", 0), ("allow", 1), ("allow", 2)} <= seen
-    document = load_policy().document
-    assert json.loads(files[BUDGETS_FILE]) == {k: v for k, v in document.items() if k != "rules"}
+    assert json.loads(files[BUDGETS_FILE]) == {k: v for k, v in SHIPPED.items() if k != "rules"}
+    assert json.loads(files[BUDGETS_FILE]) == load_budgets().document  # what ships beside the Cedar set
 
 
 def test_every_kind_of_condition_converts_to_one_that_decides_as_it_did() -> None:
     cedar, _ = converted(RICHER)
-    seen = decides_alike(cedar, admit(RICHER, "richer"), ("acme", "globex", "initech"), (NOON, NIGHT, LATE, EDGE))
+    seen = decides_alike(cedar, RICHER, ("acme", "globex", "initech"), (NOON, NIGHT, LATE, EDGE))
     codes = {code for code, _ in seen}
     assert {"policy.globex-no-charges-or-voids", "policy.wrapped-window"} <= codes
     assert {("allow", 3), ("allow", 2)} <= seen
@@ -175,3 +180,25 @@ def test_check_names_what_refuses_a_set_and_convert_what_refuses_a_document(
     invalid = tmp_path / "invalid.json"
     invalid.write_text(json.dumps({"rules": []}))
     assert cli("convert", invalid, tmp_path / "out").exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"budgets": {"per_run": {}, "per_tenant_per_day": {}}},
+        {
+            "rules": [{"id": "x", "effect": "deny", "when": {"planet": ["mars"]}, "message": "m"}],
+            "budgets": {"per_run": {}, "per_tenant_per_day": {}},
+        },
+        {
+            "rules": [{"id": "x", "effect": "require_approvals", "when": {"tool": ["t"]}, "message": "m"}],
+            "budgets": {"per_run": {}, "per_tenant_per_day": {}},
+        },
+        {"rules": [], "budgets": {"per_run": {"read": -1}, "per_tenant_per_day": {}}},
+    ],
+    ids=["no-rules", "unknown-condition", "approvals-without-number", "negative-budget"],
+)
+def test_a_json_policy_that_0_2_0_refused_is_refused_by_the_converter(document: dict[str, Any]) -> None:
+    with pytest.raises(ContractRefused):
+        admit_json_policy(document, "old.json")
+    assert admit_json_policy(SHIPPED, "policy.json") == SHIPPED

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from tests.unit.factories import registry, stage_record
+from tests.unit.json_rules import SHIPPED
 from tests.unit.test_cedar_policy import BASE, DOMAINS, NOON, codes, contract, shipped
-from toolgate.contracts.cedar_policy import CedarPolicy, admit_policies
+from toolgate.contracts.budgets import load_budgets
+from toolgate.contracts.cedar_policy import CedarPolicy, admit_policies, policy_files
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import Policy, load_policy, refuse_unenforced_rules
 from toolgate.ops.stage import run_stage
 from toolgate.schemas.models import StageRecord
-from toolgate.settings import Settings
+from toolgate.settings import Settings, load_settings
 from toolgate.workers.policy import round_decisions
 from toolgate.workers.policy.case import Permit, Usage
 from toolgate.workers.policy.cedar import judge
@@ -52,7 +53,7 @@ def decided(cedar: CedarPolicy, calls: list[Call]) -> tuple[list[Allow | Deny], 
         row["amount_cents"] = record.call.arguments.get("amount_cents", 125_000)
         known.update({(lookup, v): ({"id": v, **row},) for lookup, v in refs(record, c) if isinstance(v, str)})
     used = Usage()
-    decisions = list(decide_round(load_policy(), cedar, calls, known, used, NOON, "dev", frozenset(), DOMAINS))
+    decisions = list(decide_round(load_budgets(), cedar, calls, known, used, NOON, "dev", frozenset(), DOMAINS))
     return decisions, used
 
 
@@ -124,20 +125,24 @@ def test_a_policy_worker_whose_cedar_set_cannot_be_admitted_does_not_start(
     assert "bad.cedar: policy no-count: @approvals('eleven') is not a whole number from 1 to 10" in said
 
 
-def test_a_policy_document_whose_json_rules_would_be_ignored_stops_the_policy_worker(
+def test_a_policy_set_without_its_budgets_stops_the_policy_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    document = load_policy().document
-    document["rules"].append(
-        {"id": "no-tax", "effect": "deny", "when": {"tool": ["invoice.tax_estimate"]}, "message": "no"}
-    )
-    document["rate_limits"] = {"grants": {"acme": {"payment.charge_card": {"window_sec": 60, "max_requests": 5}}}}
-    path = tmp_path / "policy.json"
-    path.write_text(json.dumps(document))
+    for source, text in policy_files():
+        (tmp_path / Path(source).name).write_text(text)
     monkeypatch.setattr("toolgate.ops.stage.configure_logging", lambda level: None)
     with pytest.raises(SystemExit) as refused:
-        run_stage("policy", Settings(home=tmp_path / "home", policy_file=path))
-    said = str(refused.value.code)
-    assert f"{path}: policy refused: rules no-tax would not be enforced" in said
-    document["rules"].pop()  # the shipped rules, a grant of its own: Cedar decides as they would
-    refuse_unenforced_rules(Policy(document), str(path))
+        run_stage("policy", Settings(home=tmp_path / "home", policy_dir=tmp_path))
+    assert f"{tmp_path / 'budgets.json'}: budgets refused" in str(refused.value.code)
+    (tmp_path / "budgets.json").write_text(json.dumps(SHIPPED))  # 0.2.0's document: rules and budgets
+    with pytest.raises(SystemExit) as refused:
+        run_stage("policy", Settings(home=tmp_path / "home", policy_dir=tmp_path))
+    assert "toolgate policy convert" in str(refused.value.code)
+
+
+def test_the_policy_file_setting_that_went_stops_a_process_rather_than_be_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TOOLGATE_POLICY_FILE", "/etc/toolgate/policy.json")
+    with pytest.raises(ValueError, match=r"TOOLGATE_POLICY_FILE is no longer read: .*toolgate policy convert"):
+        load_settings(use_runtime=False)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from toolgate.contracts.budgets import dimensions
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import dimensions
 from toolgate.schemas.hashing import fingerprint
 from toolgate.schemas.models import StageRecord
 from toolgate.workers.approval.packet import consequence_of

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from toolgate.contracts.budgets import Budgets
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import Policy
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
 from toolgate.workers.runtime.facts import Facts
 
@@ -82,14 +82,14 @@ class Case:
 
     record: StageRecord
     contract: Contract
-    policy: Policy
+    policy: Budgets
     facts: Facts
     usage: Usage
     event_id: str
     now_ms: int
     environment: str
+    verdict: Verdict  # Cedar's on the call (workers/policy/cedar.py)
     quarantined: frozenset[tuple[str, str]] = frozenset()  # (tool, version) held until an operator releases them
-    verdict: Verdict | None = None  # Cedar's, when a Cedar policy set decides instead of the JSON rules
 
 
 # A gate ends the decision with its outcome, or returns None to let the next gate decide.

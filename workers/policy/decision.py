@@ -1,8 +1,8 @@
 """The policy gates, in the seeds' order: IAM and tenant scope, quarantine, policy rules,
 state consistency, confirmation, budgets and rate limits.
 
-A pure function of the call, its contract, the policy document, the facts read about the
-resources the call names, the usage counted so far, the time and the environment. It is
+A pure function of the call, its contract, Cedar's verdict on it, the budgets, the facts read
+about the resources the call names, the usage counted so far, the time and the environment. It is
 fail-closed: a call passes only when every gate lets it.
 
 Each gate is a function of the `Case` (case.py) that returns the outcome ending the decision,
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toolgate.contracts.budgets import Budgets, dimensions
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import Policy, dimensions
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.taxonomy import TOOL_QUARANTINED
 from toolgate.workers.policy.budgets import budgets, rate_limit, standing
@@ -169,19 +169,19 @@ GATES: tuple[Gate, ...] = (
 def decide(
     record: StageRecord,
     contract: Contract,
-    policy: Policy,
+    policy: Budgets,
     facts: Facts,
     usage: Usage,
     event_id: str,
     now_ms: int,
     environment: str,
     quarantined: frozenset[tuple[str, str]] = frozenset(),
-    verdict: Verdict | None = None,
+    *,
+    verdict: Verdict,
 ) -> Allow | Deny:
     """Allow the call only when every gate lets it (fail closed); `quarantined`: the (tool,
-    version) pairs no call may run; `verdict`: Cedar's (workers/policy/cedar.py), which then
-    decides in place of the JSON rules."""
-    case = Case(record, contract, policy, facts, usage, event_id, now_ms, environment, quarantined, verdict)
+    version) pairs no call may run; `verdict`: Cedar's on the call (workers/policy/cedar.py)."""
+    case = Case(record, contract, policy, facts, usage, event_id, now_ms, environment, verdict, quarantined)
     for gate in GATES:
         outcome = gate(case)
         if outcome is not None:

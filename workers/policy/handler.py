@@ -12,15 +12,14 @@ The policy rules are Cedar's: the worker admits its policy set when it starts
 does not start on a set that cannot be admitted. Each round is decided in order by
 workers/policy/round_decisions.py, each call with Cedar's verdict (the round's calls judged in
 one batch, or in turn where a policy reads the usage the round spends). Budgets and rate limits
-are still the policy document's (TOOLGATE_POLICY_FILE); a document with JSON rules other than
-the shipped ones is refused at start, since they would not be enforced.
+are the set's budgets.json (contracts/budgets.py).
 """
 
 from __future__ import annotations
 
+from toolgate.contracts.budgets import Budgets, load_budgets
 from toolgate.contracts.cedar_policy import CedarPolicy, load_cedar
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import Policy, load_policy, refuse_unenforced_rules
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
@@ -44,12 +43,11 @@ class PolicyHandler(Handler[StageRecord]):
     model = StageRecord
 
     def __init__(
-        self, registry: Registry, settings: Settings, policy: Policy | None = None, cedar: CedarPolicy | None = None
+        self, registry: Registry, settings: Settings, policy: Budgets | None = None, cedar: CedarPolicy | None = None
     ) -> None:
         # Admitted whole against the registry's contracts, or PolicyRefused: the worker does not start.
         self.cedar = cedar or load_cedar(registry, settings.policy_dir)
-        self.policy = policy or load_policy(settings.policy_file)
-        refuse_unenforced_rules(self.policy, str(settings.policy_file or "contracts/policy.json"))
+        self.policy = policy or load_budgets(settings.policy_dir)
         super().__init__(registry, settings, autocommit=True)
         self.environment = settings.environment
 
@@ -122,7 +120,7 @@ class UsageReads:
     """A round's usage reads (store/usage.py) and the policy's `Usage` they make."""
 
     def __init__(
-        self, calls: list[Inbound[StageRecord]], contracts: dict[int, Contract], event_ids: list[str], policy: Policy
+        self, calls: list[Inbound[StageRecord]], contracts: dict[int, Contract], event_ids: list[str], policy: Budgets
     ) -> None:
         self.tenants = sorted({c.model.call.tenant_id for c in calls})
         self.runs = sorted(

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
+from toolgate.contracts.budgets import Budgets
 from toolgate.contracts.cedar_policy import CedarPolicy
 from toolgate.contracts.cedar_reads import reads
 from toolgate.contracts.cedar_schema import DIMENSIONS, action_id
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import Policy
 from toolgate.schemas.models import StageRecord
 from toolgate.workers.policy.case import Allow, Deny, Usage, Verdict, run_of
 from toolgate.workers.policy.cedar import Ask, judge
@@ -77,7 +77,7 @@ class RoundVerdicts:
 
 
 def decide_round(
-    policy: Policy,
+    policy: Budgets,
     cedar: CedarPolicy,
     calls: Sequence[tuple[StageRecord, Contract, str]],
     facts: Facts,
@@ -94,7 +94,9 @@ def decide_round(
     )
     for index, (record, contract, event_id) in enumerate(calls):
         verdict = verdicts.of(index)
-        decision = decide(record, contract, policy, facts, used, event_id, now_ms, environment, quarantined, verdict)
+        decision = decide(
+            record, contract, policy, facts, used, event_id, now_ms, environment, quarantined, verdict=verdict
+        )
         if isinstance(decision, Allow) and decision.spends:  # a new operation, not a dry run or a retry
             used.record(record, event_id, decision.spends, now_ms)
         yield decision
