@@ -6,11 +6,14 @@ non-zero. Nothing is half-applied: no worker ever decided a call under that set.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from toolgate.contracts.budgets import BUDGETS_FILE, load_budgets
 
 from ..conftest import session_env
 
@@ -35,6 +38,7 @@ def test_a_policy_set_that_cannot_be_admitted_keeps_the_policy_worker_from_start
     policies = tmp_path / "policies"
     policies.mkdir()
     (policies / "bad.cedar").write_text(BAD)
+    (policies / BUDGETS_FILE).write_text(json.dumps(load_budgets().document))  # the budgets are fine
     home = tmp_path / "home"
     home.mkdir()
     env = session_env(home, TOOLGATE_POLICY_DIR=str(policies))
