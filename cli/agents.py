@@ -1,4 +1,4 @@
-"""Who may propose: `tenants add|list` and `agents add|rotate|revoke|list`."""
+"""Who may propose: `tenants add|list|domains` and `agents add|rotate|revoke|list`."""
 
 from __future__ import annotations
 
@@ -34,6 +34,30 @@ def tenants_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
 
     tenants = registered_tenants(running().database_url)
     print_json(tenants) if as_json else console.print("\n".join(tenants) or "no tenants")
+
+
+@tenants_app.command("domains")
+def tenants_domains(
+    tenant: str,
+    names: Annotated[
+        str | None, typer.Option("--set", help='comma-separated mail domains, e.g. acme.com,acme.co.uk ("" clears)')
+    ] = None,
+    actor: Annotated[str, typer.Option("--as")] = "operator",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Show a tenant's own mail domains, or set them with --set (audited): policies see them as
+    the tenant's `domains`, and an e-mail to any other domain is outside the tenant."""
+    from toolgate.ops.agents import set_domains, tenant_domains
+
+    settings = running()
+    if names is None:
+        domains = registry_call(tenant_domains, settings.database_url, tenant)
+    else:
+        domains = registry_call(set_domains, settings, tenant, names.split(","), actor)
+    if as_json:
+        print_json(domains)
+        return
+    console.print(f"tenant {tenant}'s mail domains: {', '.join(domains) or 'none'}")
 
 
 @agents_app.command("add")

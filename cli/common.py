@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -14,6 +14,9 @@ from rich.markup import escape
 from rich.text import Text
 
 from toolgate.settings import Settings, load_settings
+
+if TYPE_CHECKING:  # the contracts load when a command needs them, not with every command
+    from toolgate.contracts.registry import Registry
 
 console = Console()
 
@@ -39,6 +42,23 @@ def literal(line: str) -> Text:
 def running() -> Settings:
     """The settings of a deployment that has a broker and a database (exits when it has not)."""
     return load_settings().require_infrastructure()
+
+
+def deployed_contracts() -> Registry:
+    """The deployed contracts (the shipped ones and TOOLGATE_CONTRACTS_DIR's); exits 2 on one refused."""
+    from toolgate.contracts.admission import ContractRefused
+    from toolgate.contracts.registry import load_registry
+
+    try:
+        return load_registry(load_settings().contracts_dir)
+    except ContractRefused as exc:  # what is wrong, not where in toolgate it was found
+        raise fail(f"contract refused: {exc}") from exc
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Say what is wrong in red; the exit to raise (2: a usage problem, unless told otherwise)."""
+    console.print(f"[red]{escape(message)}[/red]", soft_wrap=True)
+    return typer.Exit(code)
 
 
 def registry_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -15,8 +15,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from toolgate.cli.common import console
-from toolgate.settings import load_settings
+from toolgate.cli.common import console, deployed_contracts, fail
 
 if TYPE_CHECKING:  # the contracts' modules load when a contracts command runs, not with every command
     from toolgate.contracts.compat import Report
@@ -28,30 +27,15 @@ contracts_app = typer.Typer(
 )
 
 
-def _registry() -> Registry:
-    from toolgate.contracts.admission import ContractRefused
-    from toolgate.contracts.registry import load_registry
-
-    try:
-        return load_registry(load_settings().contracts_dir)
-    except ContractRefused as exc:  # what is wrong, not where in toolgate it was found
-        raise _fail(f"contract refused: {exc}") from exc
-
-
 def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2) + "\n")
     sys.stdout.flush()
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]{escape(message)}[/red]", soft_wrap=True)
-    return typer.Exit(code)
-
-
 @contracts_app.command("list")
 def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print one JSON array")] = False) -> None:
     """Every registered tool version: lifecycle, side-effect class, timeout class, approvals required, owner."""
-    contracts = sorted(_registry(), key=lambda c: (c.name, c.version_tuple))
+    contracts = sorted(deployed_contracts(), key=lambda c: (c.name, c.version_tuple))
     rows = [
         {
             "name": c.name,
@@ -99,20 +83,20 @@ def _document(reference: str, registry: Registry | None) -> dict[str, Any]:
         try:
             loaded = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
-            raise _fail(f"{path}: not JSON: {exc}") from exc
+            raise fail(f"{path}: not JSON: {exc}") from exc
         try:
             return document(admit(loaded, str(path)))
         except ContractRefused as exc:
-            raise _fail(str(exc)) from exc
+            raise fail(str(exc)) from exc
     name, at, spec = reference.rpartition("@")
     if not at or not name or registry is None:
-        raise _fail(f"{reference}: neither a contract file nor a name@version reference")
+        raise fail(f"{reference}: neither a contract file nor a name@version reference")
     try:
         contract = registry.get(name, spec) if VERSION.match(spec) else registry.resolve(name, spec)
     except KeyError as exc:
-        raise _fail(f"{reference}: no such registered contract") from exc
+        raise fail(f"{reference}: no such registered contract") from exc
     except Resolution as exc:
-        raise _fail(f"{reference}: {exc}") from exc
+        raise fail(f"{reference}: {exc}") from exc
     return document(contract)
 
 
@@ -139,12 +123,12 @@ def check_contracts(
 
     if check_all:
         if old is not None or new is not None:
-            raise _fail("give either OLD and NEW or --all, not both")
-        reports = check_registry(_registry())
+            raise fail("give either OLD and NEW or --all, not both")
+        reports = check_registry(deployed_contracts())
     elif old is None or new is None:
-        raise _fail("give OLD and NEW (contract files or name@version), or --all")
+        raise fail("give OLD and NEW (contract files or name@version), or --all")
     else:
-        registry = None if Path(old).is_file() and Path(new).is_file() else _registry()
+        registry = None if Path(old).is_file() and Path(new).is_file() else deployed_contracts()
         reports = [check(_document(old, registry), _document(new, registry))]
     if as_json:
         _print_json([r.to_dict() for r in reports] if check_all else reports[0].to_dict())
@@ -168,7 +152,7 @@ def export_contracts(
     """Model-facing tool definitions (advisory: enforcement uses the system-facing contracts)."""
     from toolgate.contracts.export import export_document
 
-    exported = export_document(_registry(), include_deprecated)
+    exported = export_document(deployed_contracts(), include_deprecated)
     if out is None:
         _print_json(exported)
         return

@@ -10,6 +10,7 @@ from toolgate.cli.approvals import approvals_app, approvers_app
 from toolgate.cli.audit import audit_app
 from toolgate.cli.contracts import contracts_app
 from toolgate.cli.dlq import dlq_app
+from toolgate.cli.policy import policy_app
 from toolgate.cli.secret import secret_app
 from toolgate.cli.tools import tools_app
 
@@ -24,6 +25,7 @@ app.add_typer(dlq_app, name="dlq")
 app.add_typer(audit_app, name="audit")
 app.add_typer(secret_app, name="secret")
 app.add_typer(contracts_app, name="contracts")
+app.add_typer(policy_app, name="policy")
 app.add_typer(tools_app, name="tools")
 
 COMMANDS = (

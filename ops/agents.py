@@ -1,6 +1,8 @@
 """Operator commands for tenants and agents: who may propose, for which tenant, with which scopes.
 
-A tenant is registered once (`toolgate tenants add`); its edge topics are created then. An
+A tenant is registered once (`toolgate tenants add`); its edge topics are created then. Its own
+mail domains, which Cedar policies compare an address's domain with, are set with `toolgate
+tenants domains TENANT --set a.com,b.com` (none until then: every address is outside). An
 agent belongs to one tenant, is granted scopes, and proves itself with Ed25519 keys: `agents
 add` makes a key pair (the private key goes to the local keyring, the public key to Postgres)
 or takes the public key of a key that never leaves the agent's host; `agents rotate` adds a
@@ -14,6 +16,8 @@ same transaction.
 from __future__ import annotations
 
 import asyncio
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +60,51 @@ def add_tenant(settings: Settings, tenant: str, actor: str = "operator") -> list
         tenants=[tenant],
         client_config=client_config(settings, ADMIN),
     )
+
+
+# A domain as an address's is compared: lower-case labels of letters, digits and inner hyphens.
+LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+MAIL_DOMAIN = re.compile(rf"(?:{LABEL}\.)+{LABEL}")
+
+
+def mail_domains(names: Iterable[str]) -> list[str]:
+    """The mail domains named, as they are stored and compared: lower case, each once, in
+    order; a name that is no domain (`acme`, `@acme.com`, `a..com`) is refused, naming it."""
+    found: set[str] = set()
+    for name in names:
+        domain = name.strip().lower()
+        if not domain:
+            continue
+        if len(domain) > 253 or not MAIL_DOMAIN.fullmatch(domain):
+            raise RegistryError(f"{name.strip()!r} is not a mail domain (such as acme.example)")
+        found.add(domain)
+    return sorted(found)
+
+
+def tenant_domains(database_url: str, tenant: str) -> list[str]:
+    """A registered tenant's mail domains."""
+    with psycopg.connect(database_url) as conn:
+        found = tenants.domains_of(conn, [tenant])
+    if tenant not in found:
+        raise RegistryError(f"tenant {tenant} is not registered")
+    return list(found[tenant])
+
+
+def set_domains(settings: Settings, tenant: str, names: Iterable[str], actor: str = "operator") -> list[str]:
+    """Set a tenant's own mail domains (audited, with those they replace); the policy stage
+    judges with them from its next round. Returns them."""
+    wanted = mail_domains(names)
+
+    async def work(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+        before = await tenants.locked_domains(conn, tenant)
+        if before is None:
+            raise RegistryError(f"tenant {tenant} is not registered; run `toolgate tenants add {tenant}` first")
+        await tenants.set_domains(conn, tenant, wanted)
+        detail = {"domains": wanted, "previous_domains": list(before)}
+        await audit.append(conn, [audit.Entry(STAGE, "tenant_domains_changed", actor, None, tenant, detail)])
+        return wanted
+
+    return in_transaction(settings.admin_url, work)
 
 
 # --- agents ----------------------------------------------------------------------------------

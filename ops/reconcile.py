@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from toolgate.contracts.policy import load_policy
+from toolgate.contracts.budgets import load_budgets
 from toolgate.contracts.registry import load_registry
 from toolgate.settings import Settings
 from toolgate.workers.reconciliation.pruner import Pruner
@@ -31,7 +31,7 @@ def reconcile_once(settings: Settings) -> dict[str, int]:
 
 def prune_once(settings: Settings) -> dict[str, int]:
     """Delete the history older than its retention; how many rows each table lost."""
-    pruner = Pruner(load_registry(settings.contracts_dir), load_policy(settings.policy_file), settings)
+    pruner = Pruner(load_registry(settings.contracts_dir), load_budgets(settings.policy_dir), settings)
 
     async def one() -> dict[str, int]:
         try:

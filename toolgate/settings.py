@@ -116,7 +116,9 @@ class Settings:
     egress_allowlist: tuple[str, ...] = ("127.0.0.1", "localhost")
     secrets_dir: Path | None = None
     contracts_dir: Path | None = None
-    policy_file: Path | None = None
+    # A directory of Cedar policies (`*.cedar`), admitted whole against the contracts when the
+    # policy worker starts (contracts/cedar_policy.py); none: the shipped `contracts/cedar/`.
+    policy_dir: Path | None = None
     # The deployment's environment, as policy rules see it (dev, staging, prod, ...).
     environment: str = "dev"
     trace_sample_ratio: float = 1.0
@@ -228,7 +230,7 @@ _ENV = {
     "egress_allowlist": "TOOLGATE_EGRESS_ALLOWLIST",
     "secrets_dir": "TOOLGATE_SECRETS_DIR",
     "contracts_dir": "TOOLGATE_CONTRACTS_DIR",
-    "policy_file": "TOOLGATE_POLICY_FILE",
+    "policy_dir": "TOOLGATE_POLICY_DIR",
     "environment": "TOOLGATE_ENVIRONMENT",
     "trace_sample_ratio": "TOOLGATE_TRACE_SAMPLE_RATIO",
     "telemetry_exporter": "TOOLGATE_TELEMETRY_EXPORTER",
@@ -272,8 +274,15 @@ def _coerce(name: str, raw: Any) -> Any:
     return str(raw)
 
 
+# Settings that went, and what replaced them: set, they stop the process rather than be ignored.
+_GONE = {"TOOLGATE_POLICY_FILE": "the policy is TOOLGATE_POLICY_DIR's; `toolgate policy convert FILE DIR` writes it"}
+
+
 def load_settings(use_runtime: bool = True, **overrides: Any) -> Settings:
     """Settings from the environment, the runtime file of `toolgate up`, then defaults."""
+    for env, why in _GONE.items():
+        if os.environ.get(env):  # an operator's setting that would be ignored: say so, never ignore it
+            raise ValueError(f"{env} is no longer read: {why}")
     base = Settings()
     runtime: dict[str, Any] = {}
     if use_runtime and base.runtime_file.exists():

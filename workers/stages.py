@@ -82,12 +82,12 @@ def _approval_wait(registry: Registry, settings: Settings) -> StageApp:
 
 
 def _reconciliation(app: StageApp, registry: Registry, settings: Settings) -> None:
-    from toolgate.contracts.policy import load_policy
+    from toolgate.contracts.budgets import load_budgets
     from toolgate.workers.reconciliation.pruner import Pruner
     from toolgate.workers.reconciliation.reconciler import Reconciler
 
     reconciler = Reconciler(registry, settings)
-    pruner = Pruner(registry, load_policy(settings.policy_file), settings)
+    pruner = Pruner(registry, load_budgets(settings.policy_dir), settings)
 
     async def reconcile() -> None:
         await reconciler.reconcile_once()

@@ -60,7 +60,7 @@ class _Workload:
     tool: str
     example: str
     scopes: list[str]
-    # A run's write budget (contracts/policy.json) is a few thousand calls; the benchmark
+    # A run's write budget (contracts/cedar/budgets.json) is a few thousand calls; the benchmark
     # measures throughput, not the budget gate, so it spreads its calls over many runs.
     run_prefix: str
     tree: int = TREE_MAX  # at most this many calls published (and signed) together

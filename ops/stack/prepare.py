@@ -30,13 +30,15 @@ DEMO_SCOPES = ["invoices:read", "invoices:write", "notify:send", "payments:charg
 # Demo agents, each with a key in the local keyring: `cli` is who `toolgate propose` signs as.
 DEMO_AGENTS = {"cli": "acme", "globex-cli": "globex"}
 # Demo approvers: who may approve what, for which tenants. acme's finance has two controllers for
-# dual control (alice, bob) and a director (dave); carol, a billing lead, approves emails and
-# medium-risk writes for both tenants.
+# dual control (alice, bob) and two directors (dave, erin: a charge over 5,000 USD needs both,
+# contracts/cedar/arguments.cedar); carol, a billing lead, approves emails and medium-risk writes
+# for both tenants.
 DEMO_APPROVERS = {
     "alice": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers", "billing-leads"], ["acme"]),
     "bob": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers"], ["acme"]),
     "carol": (["HIGH_RISK_EXTERNAL", "MEDIUM_RISK_WRITE"], ["billing-leads"], ["acme", "globex"]),
     "dave": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-directors"], ["acme"]),
+    "erin": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-directors"], ["acme"]),
 }
 
 

@@ -102,6 +102,7 @@ class StageRecord(WireModel):
     avro_name: ClassVar[str] = "toolgate.StageRecord"
     traceparent: str
     required_approvals: int = 0
+    approver_groups: list[str] = Field(default_factory=list)
     approval_id: str | None = None
     approvers: list[str] = Field(default_factory=list)
     attempt: int = 1

@@ -43,7 +43,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.unit.factories import draft_key
 from toolgate.client import ApprovalClient, Proposed, ToolgateClient
-from toolgate.contracts.policy import load_policy
+from toolgate.contracts.budgets import load_budgets
+from toolgate.contracts.cedar_policy import policy_files
 from toolgate.kafka_security import ADMIN, APPROVALS, agent_role
 from toolgate.schemas.codec import codec
 from toolgate.schemas.hashing import provider_key
@@ -159,12 +160,16 @@ def _provider_ledger(home: Path, runtime: dict[str, Any]) -> list[dict[str, Any]
         return json.loads(response.read())["operations"]  # type: ignore[no-any-return]
 
 
-def _policy_granting_charges(path: Path) -> Path:
-    """The shipped policy, with acme granted the charge rate this test offers (the contract allows 100 a minute)."""
-    document = load_policy().document
+def _policy_granting_charges(directory: Path) -> Path:
+    """The shipped policy set, its budgets granting acme the charge rate this test offers (the
+    contract allows 100 a minute)."""
+    directory.mkdir()
+    for source, text in policy_files():
+        (directory / Path(source).name).write_text(text)
+    document = load_budgets().document
     document["rate_limits"] = {"grants": {"acme": {"payment.charge_card": {"window_sec": 60, "max_requests": CALLS}}}}
-    path.write_text(json.dumps(document))
-    return path
+    (directory / "budgets.json").write_text(json.dumps(document))
+    return directory
 
 
 def _up(home: Path, env: dict[str, str], runs: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
@@ -208,7 +213,7 @@ def test_exactly_once_under_chaos(tmp_path: Path) -> None:
     broker, nodes = session_broker()
     env = session_env(
         home,
-        TOOLGATE_POLICY_FILE=str(_policy_granting_charges(tmp_path / "policy.json")),
+        TOOLGATE_POLICY_DIR=str(_policy_granting_charges(tmp_path / "policy")),
         TOOLGATE_LOG_LEVEL="WARNING",
         TOOLGATE_FAULTS=FAULTS,
     )

@@ -26,7 +26,7 @@ from .conftest import Database
 from .stage_workers import call_ids_on, running, worker_env
 
 DRAFTS = 3000
-# contracts/policy.json allows a run a few thousand writes: the drafts go in runs of this many.
+# contracts/cedar/budgets.json allows a run a few thousand writes: the drafts go in runs of this many.
 DRAFTS_PER_RUN = 500
 
 

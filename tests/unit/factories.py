@@ -15,6 +15,7 @@ from fastavro.schema import load_schema
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from toolgate.contracts.cedar_policy import CedarPolicy, load_cedar
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.registry import Registry, load_registry
 from toolgate.schemas.codec import MARKER, schema_fingerprint
@@ -46,6 +47,8 @@ from toolgate.schemas.models import (
     Verification,
 )
 from toolgate.schemas.wire import compact_json
+from toolgate.workers.policy.case import Verdict as PolicyVerdict
+from toolgate.workers.policy.cedar import Ask, judge
 
 # No example database: the unit run must not write outside tests/unit.
 FAST = settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -68,6 +71,20 @@ TODAY = dt.date(2026, 11, 1)
 @cache
 def registry() -> Registry:
     return load_registry()
+
+
+@cache
+def shipped_cedar() -> CedarPolicy:
+    """The shipped Cedar policy set (contracts/cedar/), admitted against the shipped contracts."""
+    return load_cedar(registry())
+
+
+def verdict_of(
+    record: StageRecord, contract: Contract, environment: str = "dev", now_ms: int = 0, cedar: CedarPolicy | None = None
+) -> PolicyVerdict:
+    """Cedar's verdict on one call (the shipped set unless `cedar`), as the policy stage judges it."""
+    (verdict,) = judge(cedar or shipped_cedar(), [Ask(record, contract, environment, now_ms, {}, {})], {})
+    return verdict
 
 
 def draft_key(key: str, tenant: str = "acme", version: str | None = None) -> str:

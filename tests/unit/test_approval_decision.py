@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, registry, stage_record
 from toolgate.contracts.contract import Contract
-from toolgate.schemas.models import ApprovalDecision, Verdict
+from toolgate.schemas.codec import codec
+from toolgate.schemas.models import ApprovalDecision, PayloadKind, StageRecord, Verdict
+from toolgate.settings import Settings
 from toolgate.states import TicketStatus
 from toolgate.trust.signing import new_key, public_bytes, sign, signed_bytes, verify
 from toolgate.workers.approval.decision import (
@@ -25,7 +27,19 @@ from toolgate.workers.approval.decision import (
     judge,
     transition,
 )
-from toolgate.workers.approval.packet import confirmation_packet, escalated, expiry_for, next_escalation_ms
+from toolgate.workers.approval.packet import (
+    approver_groups,
+    confirmation_packet,
+    escalated,
+    expiry_for,
+    next_escalation_ms,
+    opening,
+)
+from toolgate.workers.approval.tickets import ticket_row
+from toolgate.workers.policy.case import Allow
+from toolgate.workers.policy.handler import PolicyHandler
+from toolgate.workers.runtime.emit import Emit, Origin
+from toolgate.workers.runtime.handler import Inbound
 
 NOW = 1_700_000_000_000
 HASH = "sha256:" + "c" * 64
@@ -293,21 +307,79 @@ def test_only_approvers_in_a_reached_group_count() -> None:
 
 def test_escalation_comes_at_the_fraction_of_the_time_left() -> None:
     charge = registry().resolve("payment.charge_card", "latest")  # two groups, fraction 0.5
-    assert next_escalation_ms(charge, NOW, NOW + 600_000, 0) == NOW + 300_000
-    assert next_escalation_ms(charge, NOW, NOW + 600_000, 1) is None  # no third group
+    groups = approver_groups(stage_record(charge), charge)
+    assert next_escalation_ms(charge, groups, NOW, NOW + 600_000, 0) == NOW + 300_000
+    assert next_escalation_ms(charge, groups, NOW, NOW + 600_000, 1) is None  # no third group
     three = replace_binding(charge, approver_groups=["a", "b", "c"], escalate_at_fraction=0.5)
-    assert next_escalation_ms(three, NOW, NOW + 600_000, 1) == NOW + 450_000
+    assert next_escalation_ms(three, approver_groups(stage_record(three), three), NOW, NOW + 600_000, 1) == (
+        NOW + 450_000
+    )
     fetch = registry().resolve("invoice.fetch", "latest")  # no approval at all
-    assert next_escalation_ms(fetch, NOW, NOW + 600_000, 0) is None
+    assert next_escalation_ms(fetch, approver_groups(stage_record(fetch), fetch), NOW, NOW + 600_000, 0) is None
 
 
 def test_an_escalated_packet_opens_to_the_next_group() -> None:
     charge = registry().resolve("payment.charge_card", "latest")
     packet = confirmation_packet(stage_record(charge, required_approvals=2), charge, "appr_x", "k", NOW, NOW + 1, None)
     assert (packet.escalation_level, packet.approver_groups) == (0, ["finance-controllers"])
-    up = escalated(packet, charge)
+    up = escalated(packet, approver_groups(stage_record(charge), charge))
     assert (up.escalation_level, up.approver_groups) == (1, ["finance-controllers", "finance-directors"])
     assert up.model_copy(update={"escalation_level": 0, "approver_groups": packet.approver_groups}) == packet
+
+
+def test_the_groups_the_policy_named_decide_instead_of_the_contracts() -> None:
+    """A charge the policy's permits gave to finance-directors (workers/policy/case.py, `Allow`):
+    its packet and ticket name them, not the contract's finance-controllers, and with one group
+    named there is nothing to escalate to; two named escalate in the policy's order."""
+    charge = registry().resolve("payment.charge_card", "latest")  # finance-controllers, then -directors
+    record = stage_record(charge, required_approvals=2, approver_groups=["finance-directors"])
+    opened = opening(record, record.traceparent, charge, {}, NOW)
+    assert opened.packet.approver_groups == ["finance-directors"]
+    assert ticket_row(opened)["approver_groups"] == ["finance-directors"]
+    assert opened.escalate_at_ms is None  # no second group of the policy's
+    assert opened.request.approver_groups == ["finance-directors"]  # kept with the held call, for the sweep
+    two = stage_record(charge, required_approvals=2, approver_groups=["risk", "finance-directors"])
+    opened = opening(two, two.traceparent, charge, {}, NOW)
+    assert opened.packet.approver_groups == ["risk"] and opened.escalate_at_ms is not None
+    up = escalated(opened.packet, approver_groups(two, charge))
+    assert up.approver_groups == ["risk", "finance-directors"]
+    # none named: the contract's, as before
+    assert approver_groups(stage_record(charge), charge) == ["finance-controllers", "finance-directors"]
+
+
+def test_an_approver_outside_the_groups_the_policy_named_is_not_counted() -> None:
+    """bob is in the contract's first group (finance-controllers), carol here in the group the
+    policy named (finance-directors): on a ticket opened for the policy's group only she counts."""
+    charge = registry().resolve("payment.charge_card", "latest")
+    record = stage_record(charge, required_approvals=2, approver_groups=["finance-directors"])
+    opened = opening(record, record.traceparent, charge, {}, NOW)
+    held = ticket(groups=tuple(ticket_row(opened)["approver_groups"]))
+    controller = approver("bob", groups=("finance-controllers",))
+    refused = judge(decision("bob"), held, controller, NOW)
+    assert isinstance(refused, Refused) and refused.code == "approver_not_in_group"
+    assert "finance-directors" in refused.reason
+    director = approver("carol", groups=("finance-directors",))
+    assert judge(decision("carol"), held, director, NOW) == Counted(TicketStatus.PENDING, ("carol",))
+
+
+def test_the_policy_stage_hands_the_groups_it_named_to_the_approval_stage() -> None:
+    """What PolicyHandler._allow writes onto tool.authorized, read back as approval-wait reads it
+    (its bytes decoded), opens a ticket for the policy's groups; an Allow naming none leaves the
+    contract's."""
+    charge = registry().resolve("payment.charge_card", "latest")
+    handler = PolicyHandler(registry(), Settings())  # its pool is never opened: _allow does no I/O
+    record = stage_record(charge)
+    call = Inbound(record, codec().encode(record), Origin("validated", 0, 0, None, [], PayloadKind.STAGE_ITEM))
+    for named, groups in (
+        (("finance-directors",), ["finance-directors"]),
+        ((), ["finance-controllers"]),
+    ):
+        out = Emit("policy")
+        handler._allow(call, Allow(2, (), approver_groups=named), NOW, out)
+        [[item]] = out.items.values()
+        authorized = codec().decode(item, StageRecord)
+        assert authorized.approver_groups == list(named)
+        assert opening(authorized, authorized.traceparent, charge, {}, NOW).packet.approver_groups == groups
 
 
 def replace_binding(contract: Contract, **approval: object) -> Contract:

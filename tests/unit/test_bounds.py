@@ -14,10 +14,10 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from tests.unit.factories import contracts, registry, stage_record
+from tests.unit.factories import contracts, registry, stage_record, verdict_of
 from toolgate.contracts.admission import ContractRefused, admit
+from toolgate.contracts.budgets import load_budgets
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import load_policy
 from toolgate.schemas.models import FieldError, TaxonomyClass
 from toolgate.taxonomy import MUTATION_CLASS_VIOLATION, TOOL_QUARANTINED
 from toolgate.workers.execution import bounds
@@ -122,7 +122,18 @@ def decided(tool: str, quarantined: frozenset[tuple[str, str]], usage: Usage | N
     record = stage_record(c)
     row = {"tenant_id": "acme", "status": "open", "currency": "USD", "amount_cents": 125000}
     facts = {(lookup, value): ({"id": value, **row},) for lookup, value in refs(record, c) if isinstance(value, str)}
-    return decide(record, c, load_policy(), facts, usage or Usage(), "event-1", 0, "dev", quarantined)
+    return decide(
+        record,
+        c,
+        load_budgets(),
+        facts,
+        usage or Usage(),
+        "event-1",
+        0,
+        "dev",
+        quarantined,
+        verdict=verdict_of(record, c),
+    )
 
 
 def test_a_quarantined_tool_version_runs_no_call_not_even_a_retry() -> None:

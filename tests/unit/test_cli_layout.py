@@ -32,4 +32,15 @@ def test_the_app_lists_every_group() -> None:
     from toolgate.cli.main import app
 
     groups = [g.name for g in app.registered_groups]
-    assert groups == ["approvals", "approvers", "tenants", "agents", "dlq", "audit", "secret", "contracts", "tools"]
+    assert groups == [
+        "approvals",
+        "approvers",
+        "tenants",
+        "agents",
+        "dlq",
+        "audit",
+        "secret",
+        "contracts",
+        "policy",
+        "tools",
+    ]

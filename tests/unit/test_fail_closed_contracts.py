@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tests.unit.factories import contracts, registry, stage_record
+from tests.unit.factories import contracts, registry, stage_record, verdict_of
 from toolgate.contracts.admission import ContractRefused, admit
 from toolgate.contracts.binding_rules import selected, tenancy_problems
+from toolgate.contracts.budgets import load_budgets
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import load_policy
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.workers.policy.decision import Allow, Deny, Usage, decide, refs
 from toolgate.workers.runtime import target_state
@@ -122,7 +122,9 @@ def test_the_tenant_gate_refuses_a_resource_whose_lookup_forgot_tenant_id() -> N
     fetch = unadmitted("invoice.fetch", lambda d: _set(d, ("tenant_binding", 0, "lookup"), NO_TENANT))
     record = stage_record(fetch, {"invoice_id": "inv_globex0001"})
     facts = {(lookup, value): ({"id": value, "status": "open"},) for lookup, value in refs(record, fetch)}
-    decision = decide(record, fetch, load_policy(), facts, Usage(), "event-1", 0, "dev")
+    decision = decide(
+        record, fetch, load_budgets(), facts, Usage(), "event-1", 0, "dev", verdict=verdict_of(record, fetch)
+    )
     assert isinstance(decision, Deny)
     assert (decision.taxonomy_class, decision.errors[0].code) == (TaxonomyClass.STALE_STATE, "resource_missing")
 
@@ -134,7 +136,9 @@ def test_the_tenant_gate_refuses_an_absent_bound_argument_of_an_optional_one() -
     fetch = unadmitted("invoice.fetch", optional)
     for arguments in ({}, {"invoice_id": None}):
         record = stage_record(fetch, arguments)
-        decision = decide(record, fetch, load_policy(), {}, Usage(), "event-1", 0, "dev")
+        decision = decide(
+            record, fetch, load_budgets(), {}, Usage(), "event-1", 0, "dev", verdict=verdict_of(record, fetch)
+        )
         assert isinstance(decision, Deny) and not isinstance(decision, Allow)
         assert (decision.taxonomy_class, decision.errors[0].code) == (
             TaxonomyClass.PERMISSION_DENIED,

@@ -80,6 +80,7 @@ CATEGORIES: dict[str, list[Path]] = {
     "contracts/tools/*/*.json": sorted((ROOT / "contracts" / "tools").glob("*/*.json")),
     "contracts/*.json": sorted((ROOT / "contracts").glob("*.json")),
     "contracts/reference/*.json": sorted((ROOT / "contracts" / "reference").glob("*.json")),
+    "contracts/cedar/*.json": sorted((ROOT / "contracts" / "cedar").glob("*.json")),
     "ops/**/*.sql": sorted((ROOT / "ops").rglob("*.sql")),
     "ops/grafana/dashboards/*.json": sorted((ROOT / "ops" / "grafana" / "dashboards").glob("*.json")),
 }

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from tests.unit.factories import ALL_SCOPES, changed, contracts, principal, registry, stage_record
+from tests.unit.factories import ALL_SCOPES, changed, contracts, principal, registry, stage_record, verdict_of
 from toolgate.contracts.admission import ContractRefused
+from toolgate.contracts.budgets import Budgets, admit, dimensions, load_budgets
+from toolgate.contracts.cedar_policy import CedarPolicy, admit_policies, policy_files
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import Policy, admit, dimensions, load_policy
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.workers.policy.decision import MIN_APPROVALS, Allow, Deny, Recent, Usage, decide, refs
 
@@ -34,15 +35,20 @@ def run(
     c: Contract,
     record: StageRecord | None = None,
     *,
-    policy: Policy | None = None,
+    policy: Budgets | None = None,
+    cedar: CedarPolicy | None = None,
     usage: Usage | None = None,
     facts: dict[Any, Any] | None = None,
     now: int = NOON,
     environment: str = "dev",
 ) -> Allow | Deny:
+    """The call decided with Cedar's verdict (the shipped set unless `cedar`) and the budgets."""
     record = record or stage_record(c)
     known = facts_for(c, record) if facts is None else facts
-    return decide(record, c, policy or load_policy(), known, usage or Usage(), "event-1", now, environment)
+    verdict = verdict_of(record, c, environment, now, cedar)
+    return decide(
+        record, c, policy or load_budgets(), known, usage or Usage(), "event-1", now, environment, verdict=verdict
+    )
 
 
 def codes(decision: Allow | Deny) -> tuple[TaxonomyClass, str]:
@@ -50,8 +56,8 @@ def codes(decision: Allow | Deny) -> tuple[TaxonomyClass, str]:
     return decision.taxonomy_class, decision.errors[0].code
 
 
-def policy_with(**changes: Any) -> Policy:
-    document = copy.deepcopy(load_policy().document)
+def policy_with(**changes: Any) -> Budgets:
+    document = copy.deepcopy(load_budgets().document)
     for key, value in changes.items():
         document[key] = value
     return admit(document, "test")
@@ -146,12 +152,12 @@ def test_policy_rules_deny_and_require_approvals_by_environment_class_and_time()
 
 
 def test_a_tenant_rule_applies_to_that_tenant_only() -> None:
-    rules = [{"id": "freeze-globex", "effect": "deny", "when": {"tenant": ["globex"]}, "message": "frozen"}]
-    policy = policy_with(rules=rules)
+    frozen = '@id("freeze-globex") @message("frozen") forbid (principal in Tenant::"globex", action, resource);'
+    cedar = admit_policies([*policy_files(), ("frozen.cedar", frozen)], registry())
     fetch = contract("invoice.fetch")
-    assert isinstance(run(fetch, policy=policy), Allow)
+    assert isinstance(run(fetch, cedar=cedar), Allow)
     globex = stage_record(fetch, tenant_id="globex")
-    assert codes(run(fetch, globex, policy=policy, facts=facts_for(fetch, globex, tenant="globex"))) == (
+    assert codes(run(fetch, globex, cedar=cedar, facts=facts_for(fetch, globex, tenant="globex"))) == (
         TaxonomyClass.POLICY_VIOLATION,
         "policy.freeze-globex",
     )
@@ -253,24 +259,21 @@ def test_usage_records_spends_and_rate_events() -> None:
 @pytest.mark.parametrize(
     "document",
     [
-        {"rules": []},
+        {},
+        {"rules": [], "budgets": {"per_run": {}, "per_tenant_per_day": {}}},
+        {"budgets": {"per_run": {"read": -1}, "per_tenant_per_day": {}}},
         {
-            "rules": [{"id": "x", "effect": "deny", "when": {"planet": ["mars"]}, "message": "m"}],
-            "budgets": {"per_run": {}, "per_tenant_per_day": {}},
-        },
-        {
-            "rules": [{"id": "x", "effect": "require_approvals", "when": {"tool": ["t"]}, "message": "m"}],
-            "budgets": {"per_run": {}, "per_tenant_per_day": {}},
-        },
-        {"rules": [], "budgets": {"per_run": {"read": -1}, "per_tenant_per_day": {}}},
-        {
-            "rules": [],
             "budgets": {"per_run": {}, "per_tenant_per_day": {}},
             "rate_limits": {"grants": {"acme": {"payment.charge_card": {"max_requests": 10}}}},
         },
     ],
-    ids=["no-budgets", "unknown-condition", "approvals-without-number", "negative-budget", "rate-grant-without-window"],
+    ids=["no-budgets", "json-rules", "negative-budget", "rate-grant-without-window"],
 )
-def test_a_policy_that_fails_admission_is_refused(document: dict[str, Any]) -> None:
+def test_budgets_that_fail_admission_are_refused(document: dict[str, Any]) -> None:
     with pytest.raises(ContractRefused):
         admit(document, "test")
+
+
+def test_json_rules_beside_budgets_are_refused_pointing_at_the_converter() -> None:
+    with pytest.raises(ContractRefused, match="toolgate policy convert"):
+        admit({"rules": [], "budgets": {"per_run": {}, "per_tenant_per_day": {}}}, "old.json")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.factories import registry
-from toolgate.contracts.policy import admit, load_policy
+from toolgate.contracts.budgets import admit, load_budgets
 from toolgate.settings import Settings
 from toolgate.workers.reconciliation.pruner import needs_of
 from toolgate.workers.reconciliation.retention import DAY_S, Needs, ages
@@ -59,11 +59,11 @@ def test_refused_expired_keys_are_kept_at_least_as_long_as_the_others() -> None:
 
 def test_needs_come_from_the_contracts_the_policy_grants_and_the_catalog() -> None:
     settings = Settings(proposal_max_age_seconds=900, proposal_future_skew_seconds=60)
-    shipped = needs_of(registry(), load_policy(), settings)
+    shipped = needs_of(registry(), load_budgets(), settings)
     assert shipped.proposal_window_s == 960
     assert shipped.dedupe_window_s == max(c.idempotency_ttl_seconds for c in registry())
     assert shipped.deadletter_retention_s == 30 * DAY_S
-    document = dict(load_policy().document)
+    document = dict(load_budgets().document)
     document["rate_limits"] = {"grants": {"acme": {"invoice.fetch": {"window_sec": 9 * 86_400, "max_requests": 5}}}}
     granted = needs_of(registry(), admit(document, "test"), settings)
     assert granted.rate_window_s == 9 * 86_400

@@ -20,6 +20,7 @@ from toolgate.schemas.models import (
     Outcome,
     Principal,
     StageDecision,
+    StageHead,
     StageRecord,
     TaxonomyClass,
     ToolProposal,
@@ -118,6 +119,22 @@ def _assert_upgraded(cls: type[WireModel], old: Any) -> None:
     carries a caller's key, so what 0.1.0 would have derived is what the sample holds."""
     assert schema_fingerprint(old) == as_released_0_1(SAMPLES[cls])[2:10]
     assert codec().decode(as_released_0_1(SAMPLES[cls]), cls) == SAMPLES[cls]
+
+
+def test_the_approver_groups_the_policy_named_travel_and_older_records_have_none() -> None:
+    """StageRecord.approver_groups (the policy's, for the approval stage) survives the codec,
+    the forwarding projection reads past it, and a StageRecord 0.2.0 wrote reads with none."""
+    record = SAMPLES[StageRecord].model_copy(update={"approver_groups": ["finance-directors", "risk"]})
+    wire = codec().encode(record)
+    assert codec().decode(wire, StageRecord).approver_groups == ["finance-directors", "risk"]
+    head = codec().project(wire, StageHead)
+    assert head is not None
+    assert (head.required_approvals, head.approval_id, head.call.call_id) == (2, "appr_1", record.call.call_id)
+    old = load_schema(str(AVRO_DIR / "released" / "0.2.0" / "toolgate.StageRecord.avsc"))
+    buf = io.BytesIO()
+    schemaless_writer(buf, old, _wire_record(SAMPLES[StageRecord]))
+    written = codec().decode(MARKER + schema_fingerprint(old) + buf.getvalue(), StageRecord)
+    assert written.approver_groups == [] and written == SAMPLES[StageRecord]
 
 
 def test_released_tool_proposal_missing_a_field_is_filled_by_its_default(tmp_path: Path) -> None:

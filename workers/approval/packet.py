@@ -4,10 +4,15 @@ approval goes on to the next approver group.
 Pure: the call, its contract, what was read of the target's state and the time come in.
 `opening` is everything a new ticket holds; approval-wait writes it (tickets.py) and announces
 its packet (resume.py).
+
+The groups that decide are the policy's when its permits named some (the record's
+`approver_groups`, written by the policy stage), else the contract's; either way the first is
+asked first and each escalation opens the next (`approver_groups`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +32,13 @@ def consequence_of(arguments: dict[str, Any], contract: Contract) -> str:
     return fill(confirmation.get("consequence") or contract.document["affordance"]["model_description"], arguments)
 
 
+def approver_groups(record: StageRecord, contract: Contract) -> list[str]:
+    """The approver groups that decide a held call, in the order they are asked: those the
+    policy's permits named for it, else its contract's (none: any approver allowed for the
+    risk class)."""
+    return list(record.approver_groups or contract.approval.get("approver_groups", []))
+
+
 def confirmation_packet(
     record: StageRecord,
     contract: Contract,
@@ -37,7 +49,7 @@ def confirmation_packet(
     before_state: dict[str, Any] | None,
     state_version: str | None = None,
 ) -> ApprovalRequest:
-    """The packet an approver sees; it goes first to the first of the contract's groups."""
+    """The packet an approver sees; it goes first to the first of the call's groups."""
     confirmation = contract.binding.get("confirmation") or {}
     action = confirmation.get("action") or contract.name
     consequence = consequence_of(record.call.arguments, contract)
@@ -59,7 +71,7 @@ def confirmation_packet(
         payload_hash=record.call.payload_hash,
         idempotency_fingerprint=fingerprint(idempotency_key, 16),
         required_approvals=record.required_approvals,
-        approver_groups=list(contract.approval.get("approver_groups", []))[:1],
+        approver_groups=approver_groups(record, contract)[:1],
         compensation=confirmation.get("compensation") or "none declared",
         rejection_path=confirmation.get("rejection_path") or "the call ends with CONFIRMATION_MISSING; nothing runs",
         created_at_ms=now_ms,
@@ -76,25 +88,26 @@ def expiry_for(record: StageRecord, contract: Contract, now_ms: int) -> int:
     return expiry
 
 
-def next_escalation_ms(contract: Contract, created_ms: int, expires_ms: int, level: int) -> int | None:
-    """When the approval goes on to its next approver group, or None when no group is left.
+def next_escalation_ms(
+    contract: Contract, groups: Sequence[str], created_ms: int, expires_ms: int, level: int
+) -> int | None:
+    """When the approval goes on to its next of `groups` (the call's, `approver_groups`), or
+    None when no group is left.
 
     Each escalation comes after the contract's fraction of the time that was left: with 0.5
     and a ten-minute window, the second group is asked after five minutes, a third after
     seven and a half. Expiry still AUTO_DENIES; escalation only widens who may decide.
     """
-    groups = contract.approval.get("approver_groups", [])
     if level + 1 >= len(groups):
         return None
     fraction = float(contract.approval.get("escalate_at_fraction", 0.5))
     return created_ms + round((expires_ms - created_ms) * (1 - (1 - fraction) ** (level + 1)))
 
 
-def escalated(packet: ApprovalRequest, contract: Contract) -> ApprovalRequest:
-    """The packet again, open to one more approver group."""
-    groups = list(contract.approval.get("approver_groups", []))
+def escalated(packet: ApprovalRequest, groups: Sequence[str]) -> ApprovalRequest:
+    """The packet again, open to one more of `groups` (the call's, `approver_groups`)."""
     level = packet.escalation_level + 1
-    return packet.model_copy(update={"escalation_level": level, "approver_groups": groups[: level + 1]})
+    return packet.model_copy(update={"escalation_level": level, "approver_groups": list(groups[: level + 1])})
 
 
 @dataclass(frozen=True)
@@ -126,4 +139,5 @@ def opening(
     packet = confirmation_packet(
         request, contract, approval_id, record.call.idempotency_key, now_ms, expires, shown, state_version
     )
-    return Opening(request, packet, next_escalation_ms(contract, now_ms, expires, 0))
+    groups = approver_groups(record, contract)
+    return Opening(request, packet, next_escalation_ms(contract, groups, now_ms, expires, 0))

@@ -1,7 +1,8 @@
 """The approval sweep: tickets that reached their escalation time go to the next approver
-group (the packet announced again, one group more), and tickets past their expiry are
-AUTO_DENIED, never approved. Run when one falls due by approval-wait's ExpirySweeper, and
-by reconciliation for expiry (it imports this module, not the handlers).
+group (the packet announced again, one group more: of the groups the policy named for the
+call, else of its contract's), and tickets past their expiry are AUTO_DENIED, never approved.
+Run when one falls due by approval-wait's ExpirySweeper, and by reconciliation for expiry (it
+imports this module, not the handlers).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval import resume
 from toolgate.workers.approval.decision import STAGE
-from toolgate.workers.approval.packet import escalated, next_escalation_ms
+from toolgate.workers.approval.packet import approver_groups, escalated, next_escalation_ms
 from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.alarm import Alarm
 from toolgate.workers.runtime.clock import now_ms
@@ -60,10 +61,12 @@ async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, top
     for ticket in due:
         approval_id, call_id, tenant_id = ticket.approval_id, ticket.call_id, ticket.tenant_id
         contract = registry.get(ticket.tool_name, ticket.tool_version)
+        request = codec().decode(bytes(ticket.request), StageRecord)
+        groups = approver_groups(request, contract)  # the policy's, else the contract's
         current = ApprovalRequest.model_validate(ticket.packet)
-        packet = escalated(current.model_copy(update={"escalation_level": ticket.escalation_level}), contract)
-        traceparent = codec().decode(bytes(ticket.request), StageRecord).traceparent
-        next_ms = next_escalation_ms(contract, ticket.created_at_ms, ticket.expires_at_ms, packet.escalation_level)
+        packet = escalated(current.model_copy(update={"escalation_level": ticket.escalation_level}), groups)
+        created, expires, level = ticket.created_at_ms, ticket.expires_at_ms, packet.escalation_level
+        next_ms = next_escalation_ms(contract, groups, created, expires, level)
         updates.append(
             {
                 "approval_id": approval_id,
@@ -78,7 +81,7 @@ async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, top
                 "approvals_requested",
                 packet,
                 key=approval_id,
-                traceparent=traceparent,
+                traceparent=request.traceparent,
                 call_id=call_id,
                 tenant_id=tenant_id,
                 tenant_topic=True,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from toolgate.contracts.budgets import dimensions
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import dimensions
 from toolgate.schemas.hashing import fingerprint
 from toolgate.schemas.models import StageRecord
 from toolgate.workers.approval.packet import consequence_of
@@ -62,7 +62,7 @@ def preview(record: StageRecord, contract: Contract, idempotency_key: str | None
         ],
         "impact": {
             "approvals_required": record.required_approvals,
-            "approver_groups": list(contract.approval.get("approver_groups", [])),
+            "approver_groups": record.approver_groups or list(contract.approval.get("approver_groups", [])),
             "budget_dimensions": list(dimensions(contract)),
             "estimated_cost": {"amount": cost.get("cost_per_call", 0), "currency": cost.get("currency", "USD")},
             "reversible": transactional.get("compensation_tool") is not None,

@@ -3,7 +3,7 @@ for its tenant and run (a run is its agent's own: case.run_of)."""
 
 from __future__ import annotations
 
-from toolgate.contracts.policy import dimensions
+from toolgate.contracts.budgets import dimensions
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.workers.policy.case import Case, Deny, Recent, deny, run_of
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from toolgate.contracts.budgets import Budgets
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import Policy
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
 from toolgate.workers.runtime.facts import Facts
 
@@ -51,6 +51,7 @@ class Allow:
     required_approvals: int
     spends: tuple[str, ...]  # budget dimensions this call spends (empty: counted before, or dry run)
     standing: tuple[str, ...] = field(default=(), compare=False)  # where the call leaves each budget
+    approver_groups: tuple[str, ...] = ()  # named by Cedar's permits; none: the contract's groups
 
 
 @dataclass(frozen=True)
@@ -63,17 +64,31 @@ class Deny:
 
 
 @dataclass(frozen=True)
+class Permit:
+    """Cedar's permit of a call (workers/policy/cedar.py): the approvals its permits ask for."""
+
+    approvals: int  # the most any applying permit asks for (0: none asks)
+    groups: tuple[str, ...]  # the approver groups those permits name, in policy order
+    rules: tuple[str, ...]  # the @id of every permit that applied
+
+
+# Cedar's verdict on a call, judged for the whole round before the gates run.
+Verdict = Permit | Deny
+
+
+@dataclass(frozen=True)
 class Case:
     """One call as the gates see it: the record, its contract, and everything read about it."""
 
     record: StageRecord
     contract: Contract
-    policy: Policy
+    policy: Budgets
     facts: Facts
     usage: Usage
     event_id: str
     now_ms: int
     environment: str
+    verdict: Verdict  # Cedar's on the call (workers/policy/cedar.py)
     quarantined: frozenset[tuple[str, str]] = frozenset()  # (tool, version) held until an operator releases them
 
 

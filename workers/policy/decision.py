@@ -1,8 +1,8 @@
 """The policy gates, in the seeds' order: IAM and tenant scope, quarantine, policy rules,
 state consistency, confirmation, budgets and rate limits.
 
-A pure function of the call, its contract, the policy document, the facts read about the
-resources the call names, the usage counted so far, the time and the environment. It is
+A pure function of the call, its contract, Cedar's verdict on it, the budgets, the facts read
+about the resources the call names, the usage counted so far, the time and the environment. It is
 fail-closed: a call passes only when every gate lets it.
 
 Each gate is a function of the `Case` (case.py) that returns the outcome ending the decision,
@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toolgate.contracts.budgets import Budgets, dimensions
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import Policy, dimensions
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.taxonomy import TOOL_QUARANTINED
 from toolgate.workers.policy.budgets import budgets, rate_limit, standing
-from toolgate.workers.policy.case import Allow, Case, Deny, Gate, Recent, Usage, deny
+from toolgate.workers.policy.case import Allow, Case, Deny, Gate, Permit, Recent, Usage, Verdict, deny
 from toolgate.workers.policy.rules import MIN_APPROVALS, policy_rules, required_approvals, side_effect_class
 from toolgate.workers.runtime.facts import Facts, Row, owned
 
@@ -169,22 +169,26 @@ GATES: tuple[Gate, ...] = (
 def decide(
     record: StageRecord,
     contract: Contract,
-    policy: Policy,
+    policy: Budgets,
     facts: Facts,
     usage: Usage,
     event_id: str,
     now_ms: int,
     environment: str,
     quarantined: frozenset[tuple[str, str]] = frozenset(),
+    *,
+    verdict: Verdict,
 ) -> Allow | Deny:
     """Allow the call only when every gate lets it (fail closed); `quarantined`: the (tool,
-    version) pairs no call may run."""
-    case = Case(record, contract, policy, facts, usage, event_id, now_ms, environment, quarantined)
+    version) pairs no call may run; `verdict`: Cedar's on the call (workers/policy/cedar.py)."""
+    case = Case(record, contract, policy, facts, usage, event_id, now_ms, environment, verdict, quarantined)
     for gate in GATES:
         outcome = gate(case)
         if outcome is not None:
             return outcome
-    return Allow(required_approvals(case), () if record.call.dry_run else dimensions(contract), standing(case))
+    groups = verdict.groups if isinstance(verdict, Permit) else ()
+    spends = () if record.call.dry_run else dimensions(contract)
+    return Allow(required_approvals(case), spends, standing(case), groups)
 
 
 def refs(record: StageRecord, contract: Contract) -> list[tuple[str, Any]]:

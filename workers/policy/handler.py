@@ -6,19 +6,28 @@ lookup kind), the usage counted so far (budgets per run and per tenant and day, 
 rate window) under a per-tenant advisory lock so concurrent policy workers cannot both spend
 the last unit of a budget, the decisions, the usage events of the allowed calls, and an audit
 entry for every refusal.
+
+The policy rules are Cedar's: the worker admits its policy set when it starts
+(TOOLGATE_POLICY_DIR, the shipped `contracts/cedar/` by default; contracts/cedar_policy.py) and
+does not start on a set that cannot be admitted. Each round is decided in order by
+workers/policy/round_decisions.py, each call with Cedar's verdict (the round's calls judged in
+one batch, or in turn where a policy reads the usage the round spends). Budgets and rate limits
+are the set's budgets.json (contracts/budgets.py).
 """
 
 from __future__ import annotations
 
+from toolgate.contracts.budgets import Budgets, load_budgets
+from toolgate.contracts.cedar_policy import CedarPolicy, load_cedar
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.policy import Policy, load_policy
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
-from toolgate.store import audit, batch, quarantine, usage
-from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, decide, refs
+from toolgate.store import audit, batch, quarantine, tenants, usage
+from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, refs
+from toolgate.workers.policy.round_decisions import decide_round
 from toolgate.workers.runtime import fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit
@@ -33,9 +42,13 @@ class PolicyHandler(Handler[StageRecord]):
     source = "validated"
     model = StageRecord
 
-    def __init__(self, registry: Registry, settings: Settings, policy: Policy | None = None) -> None:
+    def __init__(
+        self, registry: Registry, settings: Settings, policy: Budgets | None = None, cedar: CedarPolicy | None = None
+    ) -> None:
+        # Admitted whole against the registry's contracts, or PolicyRefused: the worker does not start.
+        self.cedar = cedar or load_cedar(registry, settings.policy_dir)
+        self.policy = policy or load_budgets(settings.policy_dir)
         super().__init__(registry, settings, autocommit=True)
-        self.policy = policy or load_policy(settings.policy_file)
         self.environment = settings.environment
 
     async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
@@ -46,21 +59,24 @@ class PolicyHandler(Handler[StageRecord]):
         reads = UsageReads(calls, contracts, list(events.values()), self.policy)
         held = quarantine.among((c.model.call.tool_name, c.model.call.tool_version) for c in calls)
         async with self.pool.connection() as conn, batch.transaction(conn):
-            # One round trip: BEGIN, the quarantined tool versions, the facts, the tenants' locks
-            # and the usage reads. The server runs them in order, so every usage read happens
+            # One round trip: BEGIN, the quarantined tool versions, the facts, the tenants' locks,
+            # the usage reads and the tenants' mail domains. The server runs them in order, so every usage read happens
             # under the tenants' locks.
-            results = await batch.run(conn, [batch.BEGIN, held, *lookups, *reads.statements()])
+            mail = tenants.domains_among(c.model.call.tenant_id for c in calls)
+            results = await batch.run(conn, [batch.BEGIN, held, *lookups, *reads.statements(), mail])
+            domains = tenants.domains(results.pop())
             quarantined = quarantine.quarantined(results[1])
             known = fact_loader.collect(wanted, results[2 : 2 + len(lookups)])
             used = reads.usage(results[2 + len(lookups) :])
             now = now_ms()
+            judged = [(c.model, contracts[id(c)], events[id(c)]) for c in calls]
+            decisions = decide_round(
+                self.policy, self.cedar, judged, known, used, now, self.environment, quarantined, domains
+            )
             spent: list[usage.Event] = []
             refused: list[audit.Entry] = []
-            for call in calls:
-                record, contract = call.model, contracts[id(call)]
-                decision = decide(
-                    record, contract, self.policy, known, used, events[id(call)], now, self.environment, quarantined
-                )
+            for call, decision in zip(calls, decisions, strict=True):
+                record = call.model
                 if isinstance(decision, Deny):
                     taxonomy, errors, wait = decision.taxonomy_class, decision.errors, decision.retry_after_ms
                     result = reject_record(record, taxonomy, errors, STAGE, call.traceparent, now, retry_after_ms=wait)
@@ -68,8 +84,7 @@ class PolicyHandler(Handler[StageRecord]):
                     refused.append(_refusal(record, decision))
                     continue
                 self._allow(call, decision, now, out)
-                if decision.spends:  # a new operation (not a dry run, not a retry counted before)
-                    used.record(record, events[id(call)], decision.spends, now)
+                if decision.spends:  # counted in `used` by decide_round; written below
                     spent.append(_event(events[id(call)], decision.spends, record))
             writes = [usage.record(spent)] if spent else []
             if refused:  # the audit chain's lock and tail first: the rows follow from the tail
@@ -80,6 +95,8 @@ class PolicyHandler(Handler[StageRecord]):
     def _allow(self, call: Inbound[StageRecord], decision: Allow, now: int, out: Emit) -> None:
         record = call.model
         detail = f"approvals:{decision.required_approvals};spends:{','.join(decision.spends) or '-'}"
+        if decision.approver_groups:  # named by the Cedar permits that asked for the approvals
+            detail += ";groups:" + ",".join(decision.approver_groups)
         if record.call.dry_run:  # the preview tells where the real call would leave each budget
             detail += ";budgets:" + ",".join(decision.standing)
         out.item(
@@ -89,6 +106,7 @@ class PolicyHandler(Handler[StageRecord]):
                 update={
                     "traceparent": call.traceparent,
                     "required_approvals": decision.required_approvals,
+                    "approver_groups": list(decision.approver_groups),  # the policy's; none: the contract's
                     "decisions": [
                         *record.decisions,
                         StageDecision(stage=STAGE, outcome=StageOutcome.ALLOW, detail=detail, at_ms=now),
@@ -102,7 +120,7 @@ class UsageReads:
     """A round's usage reads (store/usage.py) and the policy's `Usage` they make."""
 
     def __init__(
-        self, calls: list[Inbound[StageRecord]], contracts: dict[int, Contract], event_ids: list[str], policy: Policy
+        self, calls: list[Inbound[StageRecord]], contracts: dict[int, Contract], event_ids: list[str], policy: Budgets
     ) -> None:
         self.tenants = sorted({c.model.call.tenant_id for c in calls})
         self.runs = sorted(

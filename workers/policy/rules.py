@@ -1,15 +1,11 @@
 """Policy rules (gate 7) and the approvals a call needs (9): fail closed on a side-effect class
-no policy covers, refuse on the first deny rule that applies, and otherwise ask for the most
-approvals the class, the contract or an applying rule requires."""
+no policy covers, refuse where Cedar's verdict does (a forbid applied, or no permit did), and
+otherwise ask for the most approvals the class, the contract or an applying permit requires."""
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Mapping
-from typing import Any
-
 from toolgate.schemas.models import TaxonomyClass
-from toolgate.workers.policy.case import Case, Deny, deny
+from toolgate.workers.policy.case import Case, Deny, Permit, deny
 
 # The least approval each side-effect class needs, whatever its contract says.
 MIN_APPROVALS = {
@@ -35,48 +31,15 @@ def side_effect_class(case: Case) -> Deny | None:
     )
 
 
-def _applying_rules(case: Case) -> list[Mapping[str, Any]]:
-    return [rule for rule in case.policy.rules if _applies(rule["when"], case)]
-
-
 def policy_rules(case: Case) -> Deny | None:
-    """7. Policy rules: the first deny rule that applies to the call refuses it."""
-    for rule in _applying_rules(case):
-        if rule["effect"] == "deny":
-            return deny(TaxonomyClass.POLICY_VIOLATION, f"policy.{rule['id']}", rule["message"], rule=rule["id"])
-    return None
+    """7. Policy rules: Cedar's verdict on the call (workers/policy/cedar.py, judged for the whole
+    round before the gates run) refuses it where a forbid applied or no permit did."""
+    return case.verdict if isinstance(case.verdict, Deny) else None
 
 
 def required_approvals(case: Case) -> int:
     """9. Confirmation: the most approvals the side-effect class, the contract or an applying
-    rule asks for; the approval-wait stage collects them."""
+    permit (its @approvals) asks for; the approval-wait stage collects them. The class's and the
+    contract's are floors: a policy can ask for more, never fewer."""
     approvals = max(MIN_APPROVALS[case.contract.side_effect_class], case.contract.required_approvals)
-    for rule in _applying_rules(case):
-        if rule["effect"] != "deny":
-            approvals = max(approvals, int(rule["approvals"]))
-    return approvals
-
-
-def _applies(when: Mapping[str, Any], case: Case) -> bool:
-    security = case.contract.document["security"]
-    checks = {
-        "tool": case.record.call.tool_name,
-        "side_effect_class": case.contract.side_effect_class,
-        "data_classification": security["data_classification"],
-        "egress_policy": security["egress_policy"],
-        "environment": case.environment,
-        "tenant": case.record.call.tenant_id,
-    }
-    for key, allowed in when.items():
-        if key == "outside_hours_utc":
-            if not _outside(str(allowed), case.now_ms):
-                return False
-        elif checks[key] not in allowed:
-            return False
-    return True
-
-
-def _outside(window: str, now_ms: int) -> bool:
-    start, end = window.split("-")
-    now = dt.datetime.fromtimestamp(now_ms / 1000, dt.UTC).strftime("%H:%M")
-    return not (start <= now < end)
+    return max(approvals, case.verdict.approvals) if isinstance(case.verdict, Permit) else approvals

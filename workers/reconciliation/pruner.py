@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from toolgate.contracts.policy import Policy
+from toolgate.contracts.budgets import Budgets
 from toolgate.contracts.registry import Registry
 from toolgate.settings import Settings
 from toolgate.store import audit
@@ -29,7 +29,7 @@ log = logging.getLogger("toolgate.retention")
 MAX_BATCHES = 100
 
 
-def needs_of(registry: Registry, policy: Policy, settings: Settings) -> Needs:
+def needs_of(registry: Registry, policy: Budgets, settings: Settings) -> Needs:
     """What the readers of the pruned tables need kept, from the contracts, policy and catalog."""
     contracts = list(registry)
     windows = [int(c.document["runtime"]["rate_limits"]["window_sec"]) for c in contracts]
@@ -44,7 +44,7 @@ def needs_of(registry: Registry, policy: Policy, settings: Settings) -> Needs:
 
 
 class Pruner:
-    def __init__(self, registry: Registry, policy: Policy, settings: Settings) -> None:
+    def __init__(self, registry: Registry, policy: Budgets, settings: Settings) -> None:
         self.ages: Ages = ages(
             settings.retention_days, settings.retention_tombstone_days, needs_of(registry, policy, settings)
         )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from toolgate.contracts.policy import Policy, load_policy
+from toolgate.contracts.budgets import Budgets, load_budgets
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import codec
 from toolgate.schemas.hashing import idempotency_key_for, request_hash
@@ -54,9 +54,9 @@ class ValidationHandler(Handler[ToolProposal]):
     source = "proposals"
     model = ToolProposal
 
-    def __init__(self, registry: Registry, settings: Settings, policy: Policy | None = None) -> None:
+    def __init__(self, registry: Registry, settings: Settings, policy: Budgets | None = None) -> None:
         super().__init__(registry, settings, autocommit=True)
-        self.policy = policy or load_policy(settings.policy_file)
+        self.policy = policy or load_budgets(settings.policy_dir)
         self.window = Bound.for_proposals(settings)
         # The validation work each agent may still spend, in this worker's memory.
         rate = admission_rate.AdmissionRate(settings.admission_work_per_second, settings.admission_work_burst)
