@@ -29,7 +29,7 @@ import pytest
 from psycopg import sql
 
 from toolgate.ops.agents import register_agent
-from toolgate.ops.migrate import migrate, seed_demo
+from toolgate.ops.migrate import migrate, migration_files, seed_demo
 from toolgate.ops.roles import with_database
 from toolgate.ops.stack.embedded import Broker, start_broker
 from toolgate.ops.stack.kafka_broker import KafkaCluster, start_cluster
@@ -103,6 +103,19 @@ class Server:
             yield database
         finally:
             self.drop(database)
+
+
+def migrated_before(conn: psycopg.Connection[Any], first: str) -> None:
+    """Apply the migrations named before `first` and record them as `migrate` does: a database as a
+    release before that migration left it (on an autocommit connection)."""
+    conn.execute(
+        "CREATE TABLE public.toolgate_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    for name, text in migration_files():
+        if name >= first:
+            break
+        conn.execute(text.encode())
+        conn.execute("INSERT INTO public.toolgate_migrations (name) VALUES (%s)", (name,))
 
 
 def prepare_template(settings: Settings) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import psycopg
 
-from toolgate.ops.migrate import migrate, migration_files
+from toolgate.ops.migrate import migrate
 
-from .conftest import Server
+from .conftest import Server, migrated_before
 
 BEFORE = "0020_approver_tenants.sql"
 
@@ -16,14 +16,7 @@ BEFORE = "0020_approver_tenants.sql"
 def test_existing_approvers_keep_the_tenants_that_existed_and_new_ones_get_none(postgres: Server) -> None:
     with postgres.scratch("approver_tenants", template=None) as database:
         with psycopg.connect(database.database_url, autocommit=True) as conn:
-            conn.execute(
-                "CREATE TABLE public.toolgate_migrations (name text PRIMARY KEY, applied_at timestamptz DEFAULT now())"
-            )
-            for name, text in migration_files():
-                if name >= BEFORE:
-                    break
-                conn.execute(text.encode())
-                conn.execute("INSERT INTO public.toolgate_migrations (name) VALUES (%s)", (name,))
+            migrated_before(conn, BEFORE)
             conn.execute("INSERT INTO toolgate.tenants (tenant_id) VALUES ('acme'), ('globex')")
             conn.execute(
                 "INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, status) VALUES "

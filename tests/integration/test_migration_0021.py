@@ -8,20 +8,16 @@ from __future__ import annotations
 
 import psycopg
 
-from toolgate.ops.migrate import migrate, migration_files
+from toolgate.ops.migrate import migrate
 from toolgate.store.usage import PER_RUN
 
-from .conftest import Server
+from .conftest import Server, migrated_before
 
 
 def test_rows_from_before_0021_become_runs_of_their_agent_or_of_nobody(postgres: Server) -> None:
-    before = [(name, sql) for name, sql in migration_files() if name < "0021"]
     with postgres.scratch("migration_0021", template=None) as scratch:
         with psycopg.connect(scratch.database_url, autocommit=True) as conn:
-            conn.execute("CREATE TABLE public.toolgate_migrations (name text PRIMARY KEY, applied_at timestamptz)")
-            for name, sql in before:
-                conn.execute(sql.encode())
-                conn.execute("INSERT INTO public.toolgate_migrations (name) VALUES (%s)", (name,))
+            migrated_before(conn, "0021")
             conn.execute("INSERT INTO toolgate.calls VALUES ('acme', 'call-a', 'digest', 'cli', now())")
             conn.execute(
                 "INSERT INTO toolgate.repair_attempts (tenant_id, run_id, logical_operation_id, call_id, "

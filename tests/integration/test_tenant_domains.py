@@ -17,10 +17,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from toolgate.ops.migrate import migrate, migration_files
+from toolgate.ops.migrate import migrate
 from toolgate.store import batch, tenants
 
-from .conftest import Database, Server
+from .conftest import Database, Server, migrated_before
 
 MIGRATION = "0025_tenant_domains.sql"
 
@@ -28,14 +28,7 @@ MIGRATION = "0025_tenant_domains.sql"
 def test_every_tenant_has_none_and_they_are_stored_as_compared(postgres: Server) -> None:
     with postgres.scratch("tenant_domains", template=None) as database:
         with psycopg.connect(database.database_url, autocommit=True) as conn:
-            conn.execute(
-                "CREATE TABLE public.toolgate_migrations (name text PRIMARY KEY, applied_at timestamptz DEFAULT now())"
-            )
-            for name, text in migration_files():
-                if name >= MIGRATION:
-                    break
-                conn.execute(text.encode())
-                conn.execute("INSERT INTO public.toolgate_migrations (name) VALUES (%s)", (name,))
+            migrated_before(conn, MIGRATION)
             conn.execute("INSERT INTO toolgate.tenants (tenant_id) VALUES ('acme')")
         assert MIGRATION in migrate(database.database_url)
         database.sql("INSERT INTO toolgate.tenants (tenant_id) VALUES ('globex')")

@@ -13,11 +13,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from toolgate.ops.migrate import migrate, migration_files
+from toolgate.ops.migrate import migrate
 from toolgate.store.usage import COUNTED, PER_RUN, RATE, RECORD, recent_calls
 from toolgate.workers.policy.decision import Recent
 
-from .conftest import Server
+from .conftest import Server, migrated_before
 
 # What the rate window read before the counters: every call event inside the window.
 EVERY_EVENT = """
@@ -194,13 +194,9 @@ def test_migration_0017_makes_one_event_of_each_operations_rows(postgres: Server
     """A deployment's history written one row per operation and dimension (up to 0016) becomes one
     event per operation with the dimensions it spent; the counters are counted again and equal
     their events, and the runs' 'call' counters, which no budget reads, are gone."""
-    before = [(name, sql) for name, sql in migration_files() if name < "0017"]
     with postgres.scratch("usage_0017", template=None) as scratch:
         with psycopg.connect(scratch.database_url, autocommit=True) as conn:
-            conn.execute("CREATE TABLE public.toolgate_migrations (name text PRIMARY KEY, applied_at timestamptz)")
-            for name, sql in before:
-                conn.execute(sql.encode())
-                conn.execute("INSERT INTO public.toolgate_migrations (name) VALUES (%s)", (name,))
+            migrated_before(conn, "0017")
             conn.execute(
                 "INSERT INTO toolgate.usage_events (event_id, dimension, tenant_id, run_id, tool_name, at) VALUES "
                 "('op1', 'call', 'acme', 'r1', 't.a', now() - interval '5 s'),"
