@@ -26,7 +26,7 @@ from typing import Any
 import cedarpy
 
 from toolgate.contracts.cedar_policy import CedarPolicy
-from toolgate.contracts.cedar_reads import prune
+from toolgate.contracts.cedar_reads import prune, reads
 from toolgate.contracts.cedar_schema import DIMENSIONS, action_id
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import StageRecord, TaxonomyClass
@@ -82,7 +82,7 @@ def context_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
     contract, call = ask.contract, ask.record.call
     security = contract.document["security"]
     action = action_id(contract)
-    reads = policy.reads[action]
+    paths = policy.reads[action]
     context: dict[str, Any] = {
         "tool": contract.name,
         "version": contract.version,
@@ -92,17 +92,17 @@ def context_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
         "environment": ask.environment,
         "dry_run": bool(call.dry_run),
     }
-    if reads is None or "arguments" in reads:
+    if reads(paths, "arguments"):
         context["arguments"] = project(call.arguments, policy.arguments[action]) or {}
-    if reads is None or "derived" in reads:
+    if reads(paths, "derived"):
         context["derived"] = _derived(policy.emails[action], call.arguments)
-    if reads is None or "time" in reads:
+    if reads(paths, "time"):
         context["time"] = {
             "epoch_ms": ask.now_ms,
             "minute_of_day_utc": (ask.now_ms // MINUTE_MS) % 1440,
             "weekday_utc": (ask.now_ms // DAY_MS + 3) % 7 + 1,  # 1970-01-01 was a Thursday (4)
         }
-    if reads is None or "usage" in reads:
+    if reads(paths, "usage"):
         context["usage"] = {
             "run": {dim: ask.per_run.get(dim, 0) for dim in DIMENSIONS},
             "tenant_today": {dim: ask.per_day.get(dim, 0) for dim in DIMENSIONS},
