@@ -58,12 +58,12 @@ def domains_among(tenants: Iterable[str]) -> batch.Statement:
 
 def domains(result: batch.Result) -> Domains:
     """The mail domains of each tenant found; a tenant not in it (not registered) has none."""
-    return {str(row[0]): tuple(row[1]) for row in result.rows}
+    return _by_tenant(result.rows)
 
 
 def domains_of(conn: Connection[Any], tenants: Sequence[str]) -> Domains:
     """The mail domains of each of `tenants` that is registered."""
-    return {str(r[0]): tuple(r[1]) for r in conn.execute(DOMAINS_AMONG, (list(tenants),))}
+    return _by_tenant(conn.execute(DOMAINS_AMONG, (list(tenants),)))
 
 
 async def locked_domains(conn: AsyncConnection[Any], tenant: str) -> tuple[str, ...] | None:
@@ -77,3 +77,7 @@ async def locked_domains(conn: AsyncConnection[Any], tenant: str) -> tuple[str, 
 async def set_domains(conn: AsyncConnection[Any], tenant: str, names: Sequence[str]) -> None:
     """Set a registered tenant's mail domains (lower case: the table refuses others)."""
     await conn.execute(SET_DOMAINS, (list(names), tenant))
+
+
+def _by_tenant(rows: Iterable[Sequence[Any]]) -> Domains:
+    return {str(row[0]): tuple(row[1]) for row in rows}
