@@ -23,20 +23,22 @@ policy_app = typer.Typer(
 
 @policy_app.command("check")
 def check_policy(directory: Annotated[Path, typer.Argument(help="a directory of *.cedar files")]) -> None:
-    """Would the policy workers admit this set? Every problem named; exit 1 when it is refused."""
-    from toolgate.contracts.cedar_policy import PolicyRefused, load_cedar
+    """Would the policy workers admit this set (its policies and budgets.json)? Every problem named;
+    exit 1 when it is refused."""
+    from toolgate.contracts.admission import ContractRefused
+    from toolgate.contracts.policy_set import load_policy_set
 
     if not directory.is_dir():
         raise fail(f"{directory}: not a directory")
     contracts = deployed_contracts()
     try:
-        policy = load_cedar(contracts, directory)
-    except PolicyRefused as exc:
+        admitted = load_policy_set(contracts, directory)
+    except ContractRefused as exc:
         raise fail(str(exc), code=1) from exc
     versions = sum(1 for _ in contracts)
     console.print(
-        f"[green]ok[/green] {len(policy.rules)} policies admitted against {versions} contract versions; "
-        f"digest {policy.digest}",
+        f"[green]ok[/green] {len(admitted.cedar.rules)} policies and their budgets admitted against {versions} "
+        f"contract versions (contracts {contracts.digest}); policy set {admitted.digest}",
         soft_wrap=True,
     )
 

@@ -83,18 +83,28 @@ def admit(document: Any, source: str) -> Budgets:
     return Budgets(document)
 
 
-def load_budgets(directory: Path | None = None) -> Budgets:
-    """The budgets of the policy set in `directory` (the shipped `contracts/cedar/` by default)."""
+def admit_budgets_text(source: str, text: str) -> Budgets:
+    """Budgets from the text of a budgets.json, or ContractRefused."""
+    try:
+        return admit(json.loads(text), source)
+    except json.JSONDecodeError as exc:
+        raise ContractRefused(f"{source}: budgets refused: not JSON: {exc}") from exc
+
+
+def budgets_file(directory: Path | None = None) -> tuple[str, str]:
+    """(source, text) of the budgets.json of the set in `directory` (the shipped `contracts/cedar/`
+    by default); ContractRefused when the directory has none."""
     if directory is None:
         text = resources.files("toolgate.contracts").joinpath("cedar", BUDGETS_FILE).read_text()
-        return admit(json.loads(text), f"contracts/cedar/{BUDGETS_FILE}")
+        return f"contracts/cedar/{BUDGETS_FILE}", text
     path = directory / BUDGETS_FILE
     try:
-        text = path.read_text()
+        return str(path), path.read_text()
     except OSError as exc:
         missing = f"{path}: budgets refused: a policy set's directory holds its budgets.json"
         raise ContractRefused(f"{missing} ({exc})") from exc
-    try:
-        return admit(json.loads(text), str(path))
-    except json.JSONDecodeError as exc:
-        raise ContractRefused(f"{path}: budgets refused: not JSON: {exc}") from exc
+
+
+def load_budgets(directory: Path | None = None) -> Budgets:
+    """The budgets of the policy set in `directory` (the shipped `contracts/cedar/` by default)."""
+    return admit_budgets_text(*budgets_file(directory))

@@ -5,6 +5,8 @@ silently degraded.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -45,6 +47,15 @@ class Registry:
     def __iter__(self) -> Iterator[Contract]:
         for versions in self._by_name.values():
             yield from versions.values()
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """The contracts' version, as a decision names it: a sha256 over every registered document
+        (canonical JSON, by name and version), so the same contracts are the same version wherever
+        they were loaded from."""
+        contracts = sorted(self, key=lambda c: (c.name, c.version_tuple))
+        text = json.dumps([c.document for c in contracts], sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def names(self) -> list[str]:
         return sorted(self._by_name)

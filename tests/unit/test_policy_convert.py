@@ -155,7 +155,7 @@ def test_convert_writes_a_set_that_check_admits_and_never_overwrites_unasked(
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == [BUDGETS_FILE, RULES_FILE]
     checked = cli("check", out)
-    assert checked.exit_code == 0 and "5 policies admitted" in checked.output, checked.output
+    assert checked.exit_code == 0 and "5 policies and their budgets admitted" in checked.output, checked.output
     again = cli("convert", source, out)
     assert again.exit_code == 2 and "--force" in again.output
     assert cli("convert", source, out, "--force").exit_code == 0

@@ -17,9 +17,9 @@ are the set's budgets.json (contracts/budgets.py).
 
 from __future__ import annotations
 
-from toolgate.contracts.budgets import Budgets, load_budgets
-from toolgate.contracts.cedar_policy import CedarPolicy, load_cedar
+from toolgate.contracts.budgets import Budgets
 from toolgate.contracts.contract import Contract
+from toolgate.contracts.policy_set import PolicySet, load_policy_set
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
@@ -42,12 +42,9 @@ class PolicyHandler(Handler[StageRecord]):
     source = "validated"
     model = StageRecord
 
-    def __init__(
-        self, registry: Registry, settings: Settings, policy: Budgets | None = None, cedar: CedarPolicy | None = None
-    ) -> None:
-        # Admitted whole against the registry's contracts, or PolicyRefused: the worker does not start.
-        self.cedar = cedar or load_cedar(registry, settings.policy_dir)
-        self.policy = policy or load_budgets(settings.policy_dir)
+    def __init__(self, registry: Registry, settings: Settings, policy_set: PolicySet | None = None) -> None:
+        # Admitted whole against the registry's contracts, or ContractRefused: the worker does not start.
+        self.set = policy_set or load_policy_set(registry, settings.policy_dir)
         super().__init__(registry, settings, autocommit=True)
         self.environment = settings.environment
 
@@ -56,7 +53,7 @@ class PolicyHandler(Handler[StageRecord]):
         events = {id(c): usage_event(c.model, contracts[id(c)].is_mutation) for c in calls}
         wanted = facts.needed(r for c in calls for r in refs(c.model, contracts[id(c)]))
         lookups = fact_loader.statements(wanted)
-        reads = UsageReads(calls, contracts, list(events.values()), self.policy)
+        reads = UsageReads(calls, contracts, list(events.values()), self.set.budgets)
         held = quarantine.among((c.model.call.tool_name, c.model.call.tool_version) for c in calls)
         async with self.pool.connection() as conn, batch.transaction(conn):
             # One round trip: BEGIN, the quarantined tool versions, the facts, the tenants' locks,
@@ -71,7 +68,7 @@ class PolicyHandler(Handler[StageRecord]):
             now = now_ms()
             judged = [(c.model, contracts[id(c)], events[id(c)]) for c in calls]
             decisions = decide_round(
-                self.policy, self.cedar, judged, known, used, now, self.environment, quarantined, domains
+                self.set.budgets, self.set.cedar, judged, known, used, now, self.environment, quarantined, domains
             )
             spent: list[usage.Event] = []
             refused: list[audit.Entry] = []
