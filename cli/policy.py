@@ -1,4 +1,5 @@
-"""`toolgate policy`: check a Cedar policy set against the deployed contracts; convert a JSON policy.
+"""`toolgate policy`: check a Cedar policy set against the deployed contracts; convert a JSON policy;
+deploy a set to the running workers (cli/policy_live.py).
 
 Offline commands: they read the shipped contracts plus `TOOLGATE_CONTRACTS_DIR` (or the runtime
 file's contracts_dir) and need no broker or database.
@@ -14,11 +15,14 @@ import typer
 from rich.markup import escape
 
 from toolgate.cli.common import console, deployed_contracts, fail
+from toolgate.cli.policy_live import live_commands
 
 policy_app = typer.Typer(
     no_args_is_help=True,
-    help="Cedar policy sets: check one against the deployed contracts, convert a JSON policy document.",
+    help="Cedar policy sets: check one against the deployed contracts, convert a JSON policy document; deploy one "
+    "(or a shadow) to the running workers.",
 )
+live_commands(policy_app)  # deploy, deployed, shadow (cli/policy_live.py)
 
 
 @policy_app.command("check")

@@ -58,6 +58,7 @@ PURE_PARTS = (
     "toolgate.workers.policy.budgets",
     "toolgate.workers.policy.cedar",
     "toolgate.workers.policy.round_decisions",
+    "toolgate.workers.policy.shadow",
     "toolgate.contracts.cedar_schema",
     "toolgate.contracts.cedar_reads",
     "toolgate.workers.validation.arguments",

@@ -25,8 +25,9 @@ from toolgate.schemas.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
-from toolgate.store import audit, batch, quarantine, tenants, usage
+from toolgate.store import audit, batch, policy_sets, quarantine, tenants, usage
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, refs
+from toolgate.workers.policy.live import LiveSets
 from toolgate.workers.policy.round_decisions import decide_round
 from toolgate.workers.runtime import fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
@@ -45,10 +46,15 @@ class PolicyHandler(Handler[StageRecord]):
     def __init__(self, registry: Registry, settings: Settings, policy_set: PolicySet | None = None) -> None:
         # Admitted whole against the registry's contracts, or ContractRefused: the worker does not start.
         self.set = policy_set or load_policy_set(registry, settings.policy_dir)
+        self.live = LiveSets(registry, settings, self.set)  # deployed sets, taken at a round's start
         super().__init__(registry, settings, autocommit=True)
         self.environment = settings.environment
 
     async def handle(self, calls: list[Inbound[StageRecord]], out: Emit) -> None:
+        while not await self._round(calls, out):  # a set was deployed: the round again, under it
+            pass
+
+    async def _round(self, calls: list[Inbound[StageRecord]], out: Emit) -> bool:
         contracts = {id(c): self.registry.get(c.model.call.tool_name, c.model.call.tool_version) for c in calls}
         events = {id(c): usage_event(c.model, contracts[id(c)].is_mutation) for c in calls}
         wanted = facts.needed(r for c in calls for r in refs(c.model, contracts[id(c)]))
@@ -60,15 +66,23 @@ class PolicyHandler(Handler[StageRecord]):
             # the usage reads and the tenants' mail domains. The server runs them in order, so every usage read happens
             # under the tenants' locks.
             mail = tenants.domains_among(c.model.call.tenant_id for c in calls)
-            results = await batch.run(conn, [batch.BEGIN, held, *lookups, *reads.statements(), mail])
+            deployed = self.live.statement()
+            results = await batch.run(conn, [batch.BEGIN, held, *lookups, *reads.statements(), mail, deployed])
+            deploys = self.live.changed(results.pop())
+            if deploys:  # decided by no set but the deployed one (workers/policy/live.py)
+                self.set = await self.live.refresh(conn, deploys)
+                return False
             domains = tenants.domains(results.pop())
             quarantined = quarantine.quarantined(results[1])
             known = fact_loader.collect(wanted, results[2 : 2 + len(lookups)])
             used = reads.usage(results[2 + len(lookups) :])
             now = now_ms()
             judged = [(c.model, contracts[id(c)], events[id(c)]) for c in calls]
-            decisions = decide_round(
-                self.set.budgets, self.set.cedar, judged, known, used, now, self.environment, quarantined, domains
+            shadow = self.live.shadow_round(used)  # None unless a shadow set is deployed
+            decisions = list(
+                decide_round(
+                    self.set.budgets, self.set.cedar, judged, known, used, now, self.environment, quarantined, domains
+                )
             )
             spent: list[usage.Event] = []
             refused: list[audit.Entry] = []
@@ -78,16 +92,22 @@ class PolicyHandler(Handler[StageRecord]):
                     taxonomy, errors, wait = decision.taxonomy_class, decision.errors, decision.retry_after_ms
                     result = reject_record(record, taxonomy, errors, STAGE, call.traceparent, now, retry_after_ms=wait)
                     out.item("results", record.call.home_partition, result)
-                    refused.append(_refusal(record, decision))
+                    refused.append(_refusal(record, decision, self.set.digest))
                     continue
                 self._allow(call, decision, now, out)
                 if decision.spends:  # counted in `used` by decide_round; written below
                     spent.append(_event(events[id(call)], decision.spends, record))
             writes = [usage.record(spent)] if spent else []
+            judging = (judged, known, now, self.environment, quarantined, domains)
+            disagree = shadow.disagreements(self.set.digest, decisions, *judging) if shadow else []
+            if disagree:  # the shadow set's, recorded with the round's calls (workers/policy/shadow.py)
+                writes.append(policy_sets.disagreements_statement(disagree))
             if refused:  # the audit chain's lock and tail first: the rows follow from the tail
                 (*_, head) = await batch.run(conn, [*writes, *audit.HEAD])
                 writes = [audit.rows_statement(head.rows[0], refused)]
             await batch.run(conn, [*writes, batch.COMMIT])
+        self.live.count(disagree)
+        return True
 
     def _allow(self, call: Inbound[StageRecord], decision: Allow, now: int, out: Emit) -> None:
         record = call.model
@@ -96,6 +116,7 @@ class PolicyHandler(Handler[StageRecord]):
             detail += ";groups:" + ",".join(decision.approver_groups)
         if record.call.dry_run:  # the preview tells where the real call would leave each budget
             detail += ";budgets:" + ",".join(decision.standing)
+        detail += ";set:" + self.set.digest  # the policy set that decided it
         out.item(
             "authorized",
             record.call.home_partition,
@@ -165,7 +186,7 @@ def _event(event_id: str, spends: tuple[str, ...], record: StageRecord) -> usage
     )
 
 
-def _refusal(record: StageRecord, decision: Deny) -> audit.Entry:
+def _refusal(record: StageRecord, decision: Deny, policy_set: str) -> audit.Entry:
     error = decision.errors[0]
     return audit.Entry(
         STAGE,
@@ -182,5 +203,6 @@ def _refusal(record: StageRecord, decision: Deny) -> audit.Entry:
             "agent": record.call.principal.agent_id,
             "rule": decision.rule,
             "finding": decision.finding,
+            "policy_set": policy_set,
         },
     )
