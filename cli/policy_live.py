@@ -32,13 +32,12 @@ def deploy_policy(
     (every problem named; exit 1)."""
     from toolgate.contracts.admission import ContractRefused
     from toolgate.ops.policy_deploy import deploy
-    from toolgate.store.policy_sets import ENFORCING, SHADOW
 
     if not directory.is_dir():
         raise fail(f"{directory}: not a directory")
     settings = running()
     try:
-        done = registry_call(deploy, settings, directory, SHADOW if shadow else ENFORCING, actor)
+        done = registry_call(deploy, settings, directory, shadow, actor)
     except ContractRefused as exc:
         raise fail(f"not deployed: {exc}", code=1) from exc
     console.print(

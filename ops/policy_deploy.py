@@ -39,11 +39,12 @@ class Deployed:
     previous: str | None  # the digest the role had before (None: none deployed, or a shadow stopped)
 
 
-def deploy(settings: Settings, directory: Path, role: str = ENFORCING, actor: str = "operator") -> Deployed:
-    """Admit, sign, store and audit the set in `directory` as the `role` set (ContractRefused
-    naming every problem when it is refused: nothing is stored)."""
+def deploy(settings: Settings, directory: Path, shadow: bool = False, actor: str = "operator") -> Deployed:
+    """Admit, sign, store and audit the set in `directory` as the enforcing set (or the shadow);
+    ContractRefused naming every problem when it is refused: nothing is stored."""
     files = files_of(directory)
     admitted = admit_files(files, load_registry(settings.contracts_dir))
+    role = SHADOW if shadow else ENFORCING
     return _store(settings, role, files, admitted.digest, len(admitted.cedar.rules), actor)
 
 

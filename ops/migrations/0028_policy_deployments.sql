@@ -48,5 +48,5 @@ CREATE TABLE toolgate.policy_shadow_disagreements (
     shadow_approvals int NOT NULL
 );
 CREATE INDEX policy_shadow_disagreements_at ON toolgate.policy_shadow_disagreements (at);
-GRANT SELECT, INSERT, DELETE ON toolgate.policy_shadow_disagreements TO toolgate_worker;
-REVOKE UPDATE ON toolgate.policy_shadow_disagreements FROM toolgate_worker;
+-- (the pruner's DELETE picks its rows FOR UPDATE, which asks for UPDATE: 0009's default stands)
+GRANT SELECT, INSERT, UPDATE, DELETE ON toolgate.policy_shadow_disagreements TO toolgate_worker;

@@ -48,6 +48,22 @@ def _seed(pipeline: Pipeline, tag: str) -> dict[str, tuple[str, str]]:
     rows["repair fresh"] = ("kept", f"toolgate.repair_attempts WHERE call_id = '{n('repair_fresh')}'")
     rows["usage old"] = ("gone", f"toolgate.usage_events WHERE event_id = '{n('usage_old')}'")
     rows["usage fresh"] = ("kept", f"toolgate.usage_events WHERE event_id = '{n('usage_fresh')}'")
+    for name, at in (("old", OLD), ("fresh", "now()")):  # a shadow policy set's disagreements (0028)
+        sql(
+            "INSERT INTO toolgate.policy_shadow_disagreements (at, tenant_id, call_id, tool_name, tool_version, "
+            "enforcing_digest, shadow_digest, enforcing_class, enforcing_code, enforcing_approvals, shadow_class, "
+            f"shadow_code, shadow_approvals) VALUES ({at}, 'acme', %s, 'invoice.fetch', '1.0.0', 'e', 's', 'ALLOW', "
+            "'', 0, 'POLICY_VIOLATION', 'policy.x', 0)",
+            (n(f"shadow_{name}"),),
+        )
+    rows["shadow disagreement old"] = (
+        "gone",
+        f"toolgate.policy_shadow_disagreements WHERE call_id = '{n('shadow_old')}'",
+    )
+    rows["shadow disagreement fresh"] = (
+        "kept",
+        f"toolgate.policy_shadow_disagreements WHERE call_id = '{n('shadow_fresh')}'",
+    )
 
     # A call whose approval is kept (still PENDING) is kept with it, however old.
     sql(
@@ -200,6 +216,7 @@ def test_toolgate_prune_runs_one_pass_by_hand(pipeline: Pipeline) -> None:
         "approvals",
         "calls",
         "read_outcomes",
+        "policy_shadow_disagreements",
         "dead_letter_actions",
         "idempotency_key_outcomes",
         "idempotency_keys",

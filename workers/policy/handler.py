@@ -12,7 +12,9 @@ The policy rules are Cedar's: the worker admits its policy set when it starts
 does not start on a set that cannot be admitted. Each round is decided in order by
 workers/policy/round_decisions.py, each call with Cedar's verdict (the round's calls judged in
 one batch, or in turn where a policy reads the usage the round spends). Budgets and rate limits
-are the set's budgets.json (contracts/budgets.py).
+are the set's budgets.json (contracts/budgets.py). A set deployed while the worker runs
+(`toolgate policy deploy`) is taken at a round's start, and a shadow set judged beside the
+enforcing one: workers/policy/live.py, workers/policy/shadow.py.
 """
 
 from __future__ import annotations
