@@ -29,6 +29,8 @@ def files_of(directory: Path) -> dict[str, str]:
 def admit_files(files: Mapping[str, str], contracts: Iterable[Contract], digest: str | None = None) -> PolicySet:
     """The set made of stored `files`, or ContractRefused naming every problem (and a digest that
     is not the files' own: files changed after they were signed)."""
+    if not isinstance(files, Mapping) or not all(isinstance(n, str) and isinstance(t, str) for n, t in files.items()):
+        raise ContractRefused("policy set refused: its files are not a mapping of file names to texts")
     cedar = sorted((name, text) for name, text in files.items() if name.endswith(".cedar"))
     budgets: tuple[str, str] | ContractRefused
     if BUDGETS_FILE in files:

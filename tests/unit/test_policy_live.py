@@ -118,3 +118,23 @@ def test_a_worker_asks_for_a_deployment_it_neither_holds_nor_refused() -> None:
     live.refused.add(6)
     assert live.changed(rows) == {}
     assert live.shadow_round(Usage()) is None  # no shadow: nothing judged twice
+
+
+def test_stored_files_of_another_shape_are_refused() -> None:
+    for files in (["rules.cedar"], {"rules.cedar": 1}):
+        with pytest.raises(ContractRefused, match="not a mapping of file names to texts"):
+            admit_files(files, registry())  # type: ignore[arg-type]
+
+
+class FailingShadow(ShadowRound):
+    def disagreements(self, *args: object, **kwargs: object) -> list[tuple[str | int, ...]]:
+        raise RuntimeError("the candidate broke")
+
+
+def test_a_shadow_that_fails_to_judge_changes_nothing() -> None:
+    from toolgate.settings import Settings
+    from toolgate.workers.policy.live import LiveSets
+
+    live = LiveSets(registry(), Settings(), load_policy_set(registry()))
+    failing = FailingShadow(strict_set().set, Usage())
+    assert live.disagreements(failing, []) == []

@@ -101,7 +101,7 @@ class PolicyHandler(Handler[StageRecord]):
                     spent.append(_event(events[id(call)], decision.spends, record))
             writes = [usage.record(spent)] if spent else []
             judging = (judged, known, now, self.environment, quarantined, domains)
-            disagree = shadow.disagreements(self.set.digest, decisions, *judging) if shadow else []
+            disagree = self.live.disagreements(shadow, decisions, *judging) if shadow else []
             if disagree:  # the shadow set's, recorded with the round's calls (workers/policy/shadow.py)
                 writes.append(policy_sets.disagreements_statement(disagree))
             if refused:  # the audit chain's lock and tail first: the rows follow from the tail

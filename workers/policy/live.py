@@ -20,6 +20,7 @@ name; otherwise the worker keeps the set it holds, says why in its log, and coun
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry.metrics import Meter
@@ -39,7 +40,7 @@ from toolgate.trust.deployment_keys import deployment_keys
 from toolgate.trust.ed25519 import PublicKey
 from toolgate.trust.keyset import KeysetError
 from toolgate.trust.policy_signing import Signed, verified
-from toolgate.workers.policy.case import Usage
+from toolgate.workers.policy.case import Allow, Deny, Usage
 from toolgate.workers.policy.shadow import ShadowRound
 
 log = logging.getLogger("toolgate.policy")
@@ -125,6 +126,23 @@ class LiveSets:
     def shadow_round(self, used: Usage) -> ShadowRound | None:
         """The round's shadow, when a shadow set is held (none: the shadow costs nothing)."""
         return None if self.shadow is None else ShadowRound(self.shadow, used)
+
+    def disagreements(
+        self, shadow: ShadowRound, decided: Sequence[Allow | Deny], *judging: Any
+    ) -> list[tuple[str | int, ...]]:
+        """The shadow's disagreements with the enforcing set's `decided` (ShadowRound.disagreements
+        with `judging`). A shadow that fails to judge changes nothing: none, said in the log."""
+        try:
+            return shadow.disagreements(self.enforcing.digest, decided, *judging)
+        except Exception as exc:  # the candidate's failure must never fail the enforcing round
+            self._refusals.add(1, {"role": SHADOW})
+            log.error(
+                "the shadow policy set %s could not judge a round; the round is decided as it was: %s",
+                shadow.set.digest,
+                type(exc).__name__,
+                extra={"action": "policy_shadow_failed", "stage": "policy"},
+            )
+            return []
 
     def count(self, rows: list[tuple[str | int, ...]]) -> None:
         """Count a committed round's disagreements, by tool and each side's class."""
