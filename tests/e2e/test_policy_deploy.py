@@ -29,12 +29,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from toolgate.contracts.budgets import budgets_file
 from toolgate.contracts.cedar_policy import policy_files
 
 from ..conftest import Pipeline, eventually, started
+from .test_audit_anchor import worker_database_url
 from .test_pipeline import errors_of, taxonomy
 
 pytestmark = pytest.mark.timeout(300)
@@ -183,6 +185,20 @@ def test_a_row_written_into_the_table_is_not_taken_without_the_deployments_signa
     log = (stack.home / "logs" / "policy.log").read_text()
     assert log.count("not taken") >= 2 and "signature is not the deployment's" in log, log[-2000:]
     assert genuine_id
+
+
+def test_the_workers_role_reads_the_deployed_sets_and_may_not_write_them(stack: Pipeline, tmp_path: Path) -> None:
+    deploy(stack, policy_set(tmp_path / "shipped"))
+    with psycopg.connect(worker_database_url(stack, "policy"), autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM toolgate.policy_deployments").fetchone() > (0,)
+        for statement in (
+            "INSERT INTO toolgate.policy_deployments (role, digest, files, deployed_by, key_id, signature) "
+            "VALUES ('enforcing', 'd', '{}', 'w', 'k', '\\x00')",
+            "UPDATE toolgate.policy_deployments SET deployed_by = 'mallory'",
+            "DELETE FROM toolgate.policy_deployments",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction(force_rollback=True):
+                conn.execute(statement)
 
 
 def test_a_policy_worker_that_starts_takes_the_deployed_set_not_its_directorys(stack: Pipeline, tmp_path: Path) -> None:
