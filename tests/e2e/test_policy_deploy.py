@@ -144,6 +144,8 @@ def test_a_stricter_set_deployed_mid_traffic_decides_every_call_after_it(stack: 
     assert audited == [(after, before, "enforcing")]
     shown = stack.cli("policy", "deployed", "--json")
     assert json.loads(shown.stdout)["enforcing"] == after, shown.stdout + shown.stderr
+    verified = stack.cli("audit", "verify", "--json")  # the deploys' entries are in the chain, checkpointed
+    assert json.loads(verified.stdout)["verdict"] == "intact", verified.stdout + verified.stderr
 
 
 def test_a_set_that_cannot_be_admitted_is_refused_at_deploy_and_the_workers_keep_theirs(
