@@ -53,7 +53,7 @@ forbid (principal, action in Action::"invoice.fetch", resource) when { context.a
 
 @id("no-count")
 @approvals("two")
-permit (principal, action in Action::"payment.charge_card", resource) when { principal in resource };
+permit (principal, action in Action::"payment.charge_card", resource) when { principal in resource.tenant };
 """
 FETCH = {"invoice_id": "inv_acme0001"}
 

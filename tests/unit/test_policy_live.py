@@ -27,7 +27,7 @@ from .test_cedar_policy import DOMAINS, NOON
 
 STRICT = """
 @id("baseline")
-permit (principal, action, resource) when { principal in resource };
+permit (principal, action, resource) when { principal in resource.tenant };
 
 @id("no-charge-over-1000")
 @message("no card charge over 1,000 USD")
