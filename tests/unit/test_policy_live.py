@@ -138,3 +138,25 @@ def test_a_shadow_that_fails_to_judge_changes_nothing() -> None:
     live = LiveSets(registry(), Settings(), load_policy_set(registry()))
     failing = FailingShadow(strict_set().set, Usage())
     assert live.disagreements(failing, []) == []
+
+
+ASKS_APPROVAL = """
+@id("baseline")
+permit (principal, action, resource) when { principal in resource.tenant };
+
+@id("fetch-needs-one")
+@approvals("1")
+permit (principal, action in Action::"invoice.fetch", resource) when { principal in resource.tenant };
+"""
+
+
+def test_a_shadow_asking_for_more_approvals_disagrees_on_the_approvals() -> None:
+    from tests.unit.test_policy_round import call
+
+    calls: list[Call] = [call("invoice.fetch", 1, {"invoice_id": "inv_acme0001"}), charge(2, cents=50_000)]
+    enforcing = load_policy_set(registry())
+    decisions, _ = decided(enforcing.cedar, calls)
+    files = {BUDGETS_FILE: shipped_files()[BUDGETS_FILE], "asks.cedar": ASKS_APPROVAL}
+    shadow = ShadowRound(admit_files(files, registry()), Usage())
+    found = shadow.disagreements(enforcing.digest, decisions, calls, known_of(calls), NOON, "dev", frozenset(), DOMAINS)
+    assert [(row[1], row[6:]) for row in found] == [("call_1", (ALLOW, "", 0, ALLOW, "", 1))]
