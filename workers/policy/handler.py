@@ -65,8 +65,8 @@ class PolicyHandler(Handler[StageRecord]):
         held = quarantine.among((c.model.call.tool_name, c.model.call.tool_version) for c in calls)
         async with self.pool.connection() as conn, batch.transaction(conn):
             # One round trip: BEGIN, the quarantined tool versions, the facts, the tenants' locks,
-            # the usage reads and the tenants' mail domains. The server runs them in order, so every usage read happens
-            # under the tenants' locks.
+            # the usage reads, the tenants' mail domains and the current policy deployments. The server runs them in
+            # order, so every usage read happens under the tenants' locks.
             mail = tenants.domains_among(c.model.call.tenant_id for c in calls)
             deployed = self.live.statement()
             results = await batch.run(conn, [batch.BEGIN, held, *lookups, *reads.statements(), mail, deployed])
