@@ -23,11 +23,13 @@ from toolgate.contracts.policy_set import PolicySet, load_policy_set
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
+from toolgate.scrubber import SCRUBBER
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
-from toolgate.store import audit, batch, quarantine, tenants, usage
+from toolgate.store import audit, batch, call_decisions, quarantine, tenants, usage
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, refs
 from toolgate.workers.policy.round_decisions import decide_round
+from toolgate.workers.policy.witness import Inputs, Witness
 from toolgate.workers.runtime import fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit
@@ -67,8 +69,12 @@ class PolicyHandler(Handler[StageRecord]):
             used = reads.usage(results[2 + len(lookups) :])
             now = now_ms()
             judged = [(c.model, contracts[id(c)], events[id(c)]) for c in calls]
-            decisions = decide_round(
-                self.set.budgets, self.set.cedar, judged, known, used, now, self.environment, quarantined, domains
+            inputs = Inputs(known, self.environment, now, quarantined, domains, self.set.budgets)
+            witness = Witness(judged, used, inputs, SCRUBBER.obj)  # each decision's inputs, for its record
+            decisions = witness.watch(
+                decide_round(
+                    self.set.budgets, self.set.cedar, judged, known, used, now, self.environment, quarantined, domains
+                )
             )
             spent: list[usage.Event] = []
             refused: list[audit.Entry] = []
@@ -87,7 +93,8 @@ class PolicyHandler(Handler[StageRecord]):
             if refused:  # the audit chain's lock and tail first: the rows follow from the tail
                 (*_, head) = await batch.run(conn, [*writes, *audit.HEAD])
                 writes = [audit.rows_statement(head.rows[0], refused)]
-            await batch.run(conn, [*writes, batch.COMMIT])
+            recorded = call_decisions.record(witness.rows(self.set.digest, self.registry.digest))
+            await batch.run(conn, [*writes, recorded, batch.COMMIT])
 
     def _allow(self, call: Inbound[StageRecord], decision: Allow, now: int, out: Emit) -> None:
         record = call.model
