@@ -137,7 +137,8 @@ def diff_policy(
             console.print(literal(f"  changed  {name}: {'; '.join(what)}"), soft_wrap=True)
         for line in found.budgets:
             console.print(literal(f"  budget   {line}"), soft_wrap=True)
-        console.print("the same" if found.same else "they differ")
+        same = "the same" if found.before == found.after else "the same policies and budgets (files differ otherwise)"
+        console.print(same if found.same else "they differ")
     raise typer.Exit(0 if found.same else 1)
 
 
