@@ -35,5 +35,5 @@ CREATE TABLE toolgate.call_decisions (
 );
 CREATE INDEX call_decisions_at_idx ON toolgate.call_decisions (at);
 CREATE INDEX call_decisions_call_idx ON toolgate.call_decisions (call_id);
--- Workers write rows and never change them; the pruner (reconciliation) deletes old ones.
-REVOKE UPDATE ON toolgate.call_decisions FROM toolgate_worker;
+-- The workers' role has the rights 0009's default privileges give every table of the schema: the
+-- stages insert, and the pruner (reconciliation) locks old rows (FOR UPDATE) and deletes them.
