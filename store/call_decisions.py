@@ -10,7 +10,7 @@ stage appends to the batch that already ends its round's transaction: the policy
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import fields
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -47,9 +47,13 @@ ORDER BY decided_at_ms, tenant_id, call_id, stage DESC
 """
 
 
+NAMES = tuple(f.name for f in fields(Decided))
+
+
 def record(rows: Sequence[Decided]) -> batch.Statement:
-    """The statement writing a round's decisions: for the caller's batch, before its COMMIT."""
-    return RECORD, (rows_json([asdict(r) for r in rows]),)
+    """The statement writing a round's decisions: for the caller's batch, before its COMMIT. (Each
+    row a shallow dict: `dataclasses.asdict` deep-copies every value, most of the cost per call.)"""
+    return RECORD, (rows_json([{name: getattr(r, name) for name in NAMES} for r in rows]),)
 
 
 async def record_with_audit(conn: AsyncConnection[Any], entries: list[audit.Entry], rows: Sequence[Decided]) -> None:

@@ -135,6 +135,14 @@ def test_nothing_secret_shaped_is_recorded() -> None:
     }
 
 
+def test_a_calls_secret_named_argument_is_not_recorded() -> None:
+    record, c, event = call("invoice.fetch", 1, {"invoice_id": "inv_acme0001", "session_token": "t-123"})
+    _, rows = recorded_round(shipped_set(), [(record, c, event)])
+    (policy,) = [r for r in rows if r.stage == "policy"]
+    assert policy.call is not None and policy.call["arguments"] == {"invoice_id": "inv_acme0001", "session_token": MARK}
+    assert "t-123" not in json.dumps([policy.call, policy.facts, policy.usage])
+
+
 def test_validations_pass_travels_in_its_stage_decision_and_is_recorded_by_policy() -> None:
     record, _, _ = charge(1)
     passed = record.model_copy(update={"decisions": [recorded.passed("c0ffee", 1234)]})

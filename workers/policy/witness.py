@@ -22,9 +22,10 @@ value the process registered as a secret is scrubbed (toolgate.scrubber, passed 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from toolgate.contracts.budgets import Budgets
@@ -44,15 +45,23 @@ CONTRACTS = "contracts:"  # how validation's StageDecision detail names the cont
 Scrub = Callable[[Any], Any]
 
 
+@functools.lru_cache(maxsize=4096)  # the names are the contracts' arguments and the lookups' columns
+def secret_named(key: Any) -> bool:
+    return SECRET_NAMES.search(str(key)) is not None
+
+
 def redact(value: Any, scrub: Scrub) -> Any:
-    """`value` with every value under a secret-named key replaced, and registered secrets scrubbed."""
+    """`value` as JSON (a value JSON has no form for as its text), every value under a secret-named
+    key replaced, and registered secrets scrubbed."""
 
     def walk(v: Any) -> Any:
+        if isinstance(v, str | int | float | bool) or v is None:
+            return v
         if isinstance(v, Mapping):
-            return {k: MARK if SECRET_NAMES.search(str(k)) else walk(x) for k, x in v.items()}
+            return {k: MARK if secret_named(k) else walk(x) for k, x in v.items()}
         if isinstance(v, list | tuple):
             return [walk(x) for x in v]
-        return v
+        return str(v)  # a lookup's date, time or decimal: JSON has no form for it
 
     return scrub(walk(value))
 
@@ -105,6 +114,13 @@ def facts_seen(record: StageRecord, contract: Contract, inputs: Inputs, scrub: S
     }
 
 
+def call_seen(record: StageRecord, scrub: Scrub) -> dict[str, Any]:
+    """The call as validated, its arguments redacted (the rest is identity, hashes and ids)."""
+    seen = record.call.model_dump(mode="json")
+    seen["arguments"] = redact(seen["arguments"], scrub)
+    return seen
+
+
 def validation_row(record: StageRecord) -> Decided | None:
     """Validation's pass of the call, from its StageDecision (None when the record carries none)."""
     call = record.call
@@ -149,35 +165,31 @@ class Witness:
         found: list[Decided] = []
         for (record, contract, _), (usage, decision) in zip(self.calls, self.seen, strict=False):
             call = record.call
-            base = Decided(
-                call.tenant_id,
-                call.call_id,
-                "policy",
-                self.inputs.now_ms,
-                call.tool_name,
-                call.tool_version,
-                contracts_digest,
-                set_digest,
-                "allow",
-                call=redact(call.model_dump(mode="json"), self.scrub),
-                facts=facts_seen(record, contract, self.inputs, self.scrub),
-                usage=usage,
+            found.append(
+                Decided(
+                    call.tenant_id,
+                    call.call_id,
+                    "policy",
+                    self.inputs.now_ms,
+                    call.tool_name,
+                    call.tool_version,
+                    contracts_digest,
+                    set_digest,
+                    *_outcome(decision),
+                    call=call_seen(record, self.scrub),
+                    facts=facts_seen(record, contract, self.inputs, self.scrub),
+                    usage=usage,
+                )
             )
-            found.append(_outcome(base, decision))
             passed = validation_row(record)
             if passed is not None:
                 found.append(passed)
         return found
 
 
-def _outcome(base: Decided, decision: Allow | Deny) -> Decided:
+def _outcome(decision: Allow | Deny) -> tuple[Any, ...]:
+    """outcome, taxonomy class, code, rule, approvals, approver groups (Decided's fields, in order)."""
     if isinstance(decision, Allow):
-        return replace(base, approvals=decision.required_approvals, approver_groups=list(decision.approver_groups))
-    error = decision.errors[0] if decision.errors else None
-    return replace(
-        base,
-        outcome="refuse",
-        taxonomy_class=str(decision.taxonomy_class),
-        code=error.code if error else None,
-        rule=decision.rule,
-    )
+        return "allow", None, None, None, decision.required_approvals, list(decision.approver_groups)
+    code = decision.errors[0].code if decision.errors else None
+    return "refuse", str(decision.taxonomy_class), code, decision.rule, None, []
