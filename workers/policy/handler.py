@@ -4,8 +4,9 @@ One Postgres transaction per round: which of the round's tool versions are quara
 (store/quarantine.py), the facts every call needs about the resources it names (one query per
 lookup kind), the usage counted so far (budgets per run and per tenant and day, each tool's
 rate window) under a per-tenant advisory lock so concurrent policy workers cannot both spend
-the last unit of a budget, the decisions, the usage events of the allowed calls, and an audit
-entry for every refusal.
+the last unit of a budget, the decisions, the usage events of the allowed calls, an audit
+entry for every refusal, and each decision's record with what it was judged on (witness.py,
+toolgate.call_decisions: one statement in the round's final batch).
 
 The policy rules are Cedar's: the worker admits its policy set when it starts
 (TOOLGATE_POLICY_DIR, the shipped `contracts/cedar/` by default; contracts/cedar_policy.py) and
