@@ -175,7 +175,7 @@ class Witness:
                     call.tool_version,
                     contracts_digest,
                     set_digest,
-                    *_outcome(decision),
+                    **_outcome(decision),
                     call=call_seen(record, self.scrub),
                     facts=facts_seen(record, contract, self.inputs, self.scrub),
                     usage=usage,
@@ -187,9 +187,13 @@ class Witness:
         return found
 
 
-def _outcome(decision: Allow | Deny) -> tuple[Any, ...]:
-    """outcome, taxonomy class, code, rule, approvals, approver groups (Decided's fields, in order)."""
+def _outcome(decision: Allow | Deny) -> dict[str, Any]:
+    """The decision's outcome, as Decided's fields name it."""
     if isinstance(decision, Allow):
-        return "allow", None, None, None, decision.required_approvals, list(decision.approver_groups)
+        return {
+            "outcome": "allow",
+            "approvals": decision.required_approvals,
+            "approver_groups": list(decision.approver_groups),
+        }
     code = decision.errors[0].code if decision.errors else None
-    return "refuse", str(decision.taxonomy_class), code, decision.rule, None, []
+    return {"outcome": "refuse", "taxonomy_class": str(decision.taxonomy_class), "code": code, "rule": decision.rule}
