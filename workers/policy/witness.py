@@ -99,12 +99,11 @@ def facts_seen(record: StageRecord, contract: Contract, inputs: Inputs, scrub: S
     """The facts a call is judged on: the round's, and its resources' rows (its own tenant's only)."""
     call = record.call
     resources = []
-    for lookup, value in refs(record, contract):
-        if isinstance(value, str):
-            rows = inputs.facts.get((lookup, value))
-            row = owned(rows, call.tenant_id)
-            found = redact(dict(row), scrub) if row is not None else None
-            resources.append({"lookup": lookup, "id": value, "row": found, "elsewhere": bool(rows) and row is None})
+    for lookup, value in dict.fromkeys((k, v) for k, v in refs(record, contract) if isinstance(v, str)):  # once each
+        rows = inputs.facts.get((lookup, value))
+        row = owned(rows, call.tenant_id)
+        found = redact(dict(row), scrub) if row is not None else None
+        resources.append({"lookup": lookup, "id": value, "row": found, "elsewhere": bool(rows) and row is None})
     return {
         "environment": inputs.environment,
         "now_ms": inputs.now_ms,
