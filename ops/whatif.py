@@ -38,6 +38,7 @@ from toolgate.contracts.registry import Registry
 from toolgate.schemas.models import Call, StageRecord, ToolProposal
 from toolgate.store.rows import Decided
 from toolgate.workers.policy.case import Allow, Deny, Recent, Usage
+from toolgate.workers.policy.decision import refs
 from toolgate.workers.policy.round_decisions import decide_round
 from toolgate.workers.runtime.facts import Facts, Rows
 from toolgate.workers.validation import decision as validation
@@ -163,6 +164,7 @@ SEMANTIC = "validation's semantic rules not checked again (their facts are not r
 VALIDATION_REFUSED = "refused by validation: not replayed (its arguments are not recorded), kept refused"
 NO_CALL = "recorded without the call it judged: not replayed"
 NO_CONTRACT = "tool version not among the contracts: not replayed"
+UNRECORDED = "a resource the contract looks up that the record does not hold: treated as missing"
 
 
 def record_of(row: Decided) -> StageRecord:
@@ -224,6 +226,9 @@ def replay_one(
         except KeyError:
             report.assumed[NO_CONTRACT] += 1
             return None
+    known = facts_of(row)
+    if any(isinstance(v, str) and (lookup, v) not in known for lookup, v in refs(record, contract)):
+        report.assumed[UNRECORDED] += 1
     quarantined = frozenset({(record.call.tool_name, record.call.tool_version)} if facts.get("quarantined") else ())
     domains = {row.tenant_id: tuple(facts.get("domains", ()))}
     event_id = str((row.usage or {}).get("event_id", ""))
@@ -231,7 +236,7 @@ def replay_one(
         candidate.budgets,
         candidate.cedar,
         [(record, contract, event_id)],
-        facts_of(row),
+        known,
         usage_of(row),
         now,
         environment,

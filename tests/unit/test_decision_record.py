@@ -235,6 +235,17 @@ def test_whatif_with_candidate_contracts_validates_the_arguments_again() -> None
     assert any(text.startswith("validation's semantic rules") for text in report["assumed"])
 
 
+def test_whatif_treats_a_resource_the_record_lacks_as_missing_and_says_so() -> None:
+    policy = shipped_set()
+    _, rows = recorded_round(policy, [charge(1)])
+    (row,) = [r for r in rows if r.stage == "policy"]
+    assert row.facts is not None
+    report = whatif.replay([replace(row, facts={**row.facts, "resources": []})], registry(), policy, False).as_json()
+    (change,) = report["changes"]
+    assert change["kind"] == "allowed -> refused" and change["taxonomy_class"] == "STALE_STATE"
+    assert f"{whatif.UNRECORDED} (1 calls)" in report["assumed"]
+
+
 @pytest.mark.parametrize(
     ("text", "seconds"), [("24h", 86_400), ("30m", 1800), ("7d", 604_800), ("90s", 90), ("15", 15)]
 )
