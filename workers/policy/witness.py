@@ -54,16 +54,22 @@ def redact(value: Any, scrub: Scrub) -> Any:
     """`value` as JSON (a value JSON has no form for as its text), every value under a secret-named
     key replaced, and registered secrets scrubbed."""
 
-    def walk(v: Any) -> Any:
-        if isinstance(v, str | int | float | bool) or v is None:
-            return v
-        if isinstance(v, Mapping):
-            return {k: MARK if secret_named(k) else walk(x) for k, x in v.items()}
-        if isinstance(v, list | tuple):
-            return [walk(x) for x in v]
-        return str(v)  # a lookup's date, time or decimal: JSON has no form for it
+    return scrub(_walk(value))
 
-    return scrub(walk(value))
+
+PLAIN = (str, int, float, bool, type(None))
+
+
+def _walk(v: Any) -> Any:
+    if type(v) in PLAIN:
+        return v
+    if isinstance(v, Mapping):
+        if all(type(x) in PLAIN for x in v.values()) and not any(map(secret_named, v)):
+            return v  # the common case, a flat document with nothing to redact: kept as it is
+        return {k: MARK if secret_named(k) else _walk(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_walk(x) for x in v]
+    return v if isinstance(v, PLAIN) else str(v)  # a lookup's date, time or decimal: JSON has no form for it
 
 
 @dataclass(frozen=True)
