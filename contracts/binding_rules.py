@@ -6,7 +6,9 @@ author's omission from failing open. Pure: text in, problems out.
                         lookup without one would make every row nobody's, and every call that
                         needs it refused
     tenant_binding      names an argument the input schema requires: a tenant-bound argument that
-                        may be left out would name no resource the tenant gate could check
+                        may be left out would name no resource the tenant gate could check; the
+                        attributes it offers Cedar policies (`resource.NAME`) are columns its
+                        lookup selects, and not `tenant` (every resource's own tenant)
     every statement     names only the context a call gives (`%(ctx.NAME)s`, CONTEXT): never the
                         caller's raw idempotency key, which two tenants may both choose; an id
                         derived from a key comes from ctx.operation_key, bound to the tenant
@@ -89,6 +91,13 @@ def tenancy_problems(name: str, version: str, binding: Mapping[str, Any], input_
                 f"binding.tenant_binding[{i}].argument of {name} {version} names {bound['argument']!r}, which the "
                 "input schema does not require: a tenant-bound argument must be required"
             )
+        columns = set(selected(bound["lookup"]))
+        for attribute in sorted(bound.get("attributes", {})):
+            where = f"binding.tenant_binding[{i}].attributes.{attribute} of {name} {version}"
+            if attribute == "tenant":
+                problems.append(f"{where}: `tenant` is every resource's own tenant; name the column otherwise")
+            elif attribute not in columns:
+                problems.append(f"{where}: the lookup does not select {attribute}; select it by name")
     return problems
 
 

@@ -26,8 +26,23 @@ from typing import Any
 import cedarpy
 
 from toolgate.contracts.admission import ContractRefused
-from toolgate.contracts.cedar_reads import Paths, agents_alike, principal_reads, reads_by_action
-from toolgate.contracts.cedar_schema import action_entities, action_id, context_type, email_arguments, schema_of
+from toolgate.contracts.cedar_reads import (
+    Paths,
+    agents_alike,
+    applying,
+    principal_in_resource,
+    principal_reads,
+    reads_by_action,
+    resource_read,
+)
+from toolgate.contracts.cedar_schema import (
+    SchemaConflict,
+    action_entities,
+    action_id,
+    context_type,
+    email_arguments,
+    schema_of,
+)
 from toolgate.contracts.contract import Contract
 
 MAX_APPROVALS = 10
@@ -67,6 +82,7 @@ class CedarPolicy:
     actions: cedarpy.Entities
     reads: Mapping[str, Paths | None]  # per action, what of the context its policies read (cedar_reads.py)
     principal_attributes: frozenset[str] | None  # the Agent's attributes some policy reads; None: all
+    resource_read: frozenset[str]  # the actions some of whose policies read their resource (cedar_reads.resource_read)
     agents_alike: bool  # the policies see only an agent's tenant (cedar_reads.agents_alike)
     # Entity sets already built (the action hierarchy plus a round's tenants and agents), by
     # their text: a round like an earlier one takes its set instead of building it again.
@@ -133,8 +149,14 @@ def admit_policies(files: Iterable[tuple[str, str]], contracts: Iterable[Contrac
     if not rules and not problems:
         problems.append("the set has no policy: every call would be refused")
     text = "\n".join(t for _, t in files)
-    schema = schema_of(contracts)
+    try:
+        schema = schema_of(contracts)
+    except SchemaConflict as exc:
+        raise PolicyRefused(f"Cedar policy set refused: the contracts' schema: {exc}") from exc
     schema_text = json.dumps(schema, sort_keys=True)
+    found = applying(bodies, schema[""]["actions"])
+    if not unparsed:
+        problems += _tenant_tests(found, schema[""]["actions"], list(rules.values()), bodies)
     if rules and not unparsed:  # every problem named at once: the schema's too
         result = cedarpy.validate_policies(text, schema_text)
         for error in result.errors:
@@ -153,8 +175,33 @@ def admit_policies(files: Iterable[tuple[str, str]], contracts: Iterable[Contrac
         cedarpy.Entities.from_json_str(json.dumps(action_entities(schema))),
         reads_by_action(bodies, schema[""]["actions"]),
         principal_reads(bodies),
+        frozenset(action for action, policies in found.items() if any(map(resource_read, policies))),
         agents_alike(bodies),
     )
+
+
+def _tenant_tests(
+    found: Mapping[str, list[Mapping[str, Any]]], actions: Mapping[str, Any], rules: list[Rule], bodies: list[Any]
+) -> list[str]:
+    """`principal in resource` in a policy that may apply to an action whose resource is not a
+    Tenant: never true there, so a permit would silently never apply. Refused, naming the idiom
+    that holds for every resource."""
+    problems = []
+    for rule, body in zip(rules, bodies, strict=True):
+        if not principal_in_resource(body.get("conditions", [])):
+            continue
+        other = sorted(
+            name
+            for name, policies in found.items()
+            if any(p is body for p in policies) and actions[name]["appliesTo"]["resourceTypes"] != ["Tenant"]
+        )
+        if other:
+            kind = actions[other[0]]["appliesTo"]["resourceTypes"][0]
+            problems.append(
+                f"{rule.source}: policy {rule.id}: `principal in resource` is never true for {other[0]}, whose "
+                f"resource is a {kind}: write `principal in resource.tenant`"
+            )
+    return problems
 
 
 def policy_files(directory: Path | None = None) -> list[tuple[str, str]]:

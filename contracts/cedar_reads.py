@@ -16,6 +16,8 @@ from typing import Any
 
 CONTEXT = {"Var": "context"}
 PRINCIPAL = {"Var": "principal"}
+RESOURCE = {"Var": "resource"}
+RESOURCE_TENANT = {".": {"left": RESOURCE, "attr": "tenant"}}
 
 # An attribute -> what of it is read: the attributes under it, or None for all of it.
 Paths = dict[str, "Paths | None"]
@@ -27,21 +29,63 @@ def context_reads(node: Any) -> Paths | None:
     return paths if _walk(node, paths) else None
 
 
-def reads_by_action(policies: list[Mapping[str, Any]], actions: Mapping[str, Any]) -> dict[str, Paths | None]:
+def applying(policies: list[Mapping[str, Any]], actions: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
     """For each action of the schema's `actions` that has a context (a tool version), the
-    context paths the `policies` (Cedar's JSON form) that may apply to it read."""
+    `policies` (Cedar's JSON form) whose action scope may admit it."""
     groups: dict[str, set[str]] = {}
     for name, action in actions.items():
         for group in action.get("memberOf", []):
             groups.setdefault(group["id"], set()).add(name)
     scopes = [_scope(policy.get("action", {}), groups) for policy in policies]
     return {
-        name: context_reads(
-            [p.get("conditions", []) for p, scope in zip(policies, scopes, strict=True) if _in(name, scope)]
-        )
+        name: [p for p, scope in zip(policies, scopes, strict=True) if _in(name, scope)]
         for name, action in actions.items()
         if "appliesTo" in action
     }
+
+
+def reads_by_action(policies: list[Mapping[str, Any]], actions: Mapping[str, Any]) -> dict[str, Paths | None]:
+    """For each tool version of the schema's `actions`, the context paths the `policies` that
+    may apply to it read."""
+    return {
+        name: context_reads([p.get("conditions", []) for p in found])
+        for name, found in applying(policies, actions).items()
+    }
+
+
+def resource_read(policy: Mapping[str, Any]) -> bool:
+    """Whether a policy sees more of the call's resource than its tenant (`resource.tenant`): a
+    resource scope, `resource is T`, one of its attributes. A request for an action none of whose
+    policies does is made with the call's Tenant as its resource (a Tenant's `tenant` is itself:
+    every decision is the same), sparing the round an entity per call."""
+    scope = policy.get("resource", {})
+    return scope.get("op", "All") != "All" or _uses_resource(policy.get("conditions", []))
+
+
+def _uses_resource(node: Any) -> bool:
+    if node == RESOURCE:
+        return True
+    if isinstance(node, list):
+        return any(_uses_resource(child) for child in node)
+    if not isinstance(node, Mapping) or node == RESOURCE_TENANT:
+        return False
+    has = node.get("has")
+    if isinstance(has, Mapping) and has.get("left") == RESOURCE and has.get("attr") == "tenant":
+        return False
+    return any(_uses_resource(child) for child in node.values())
+
+
+def principal_in_resource(node: Any) -> bool:
+    """Whether `node` (a policy's conditions) tests `principal in resource`: never true of a
+    resource that is not a Tenant (an agent is in its tenant, not in an invoice)."""
+    if isinstance(node, list):
+        return any(principal_in_resource(child) for child in node)
+    if not isinstance(node, Mapping):
+        return False
+    test = node.get("in")
+    if isinstance(test, Mapping) and test.get("left") == PRINCIPAL and test.get("right") == RESOURCE:
+        return True
+    return any(principal_in_resource(child) for child in node.values())
 
 
 def _in(action: str, scope: set[str] | None) -> bool:
@@ -63,8 +107,9 @@ def _scope(scope: Mapping[str, Any], groups: Mapping[str, set[str]]) -> set[str]
 def principal_reads(policies: list[Mapping[str, Any]]) -> frozenset[str] | None:
     """The attributes of the principal (an Agent) the policies read: a round's entities carry
     only those (building entities is Cedar's other large cost per call). None: keep them all,
-    when some attribute is read of an expression that is neither a variable nor a path of the
-    context (`principal.user.x`, an `if`), so which entity it is cannot be told here."""
+    when some attribute is read of an expression that is neither a variable nor a path from one
+    other than the principal (`principal.user.x`, an `if`), so which entity it is cannot be told
+    here. (`resource.tenant.domains` reads a Tenant's.)"""
     found: set[str] = set()
     pending: list[Any] = [p.get("conditions", []) for p in policies]
     while pending:
@@ -78,12 +123,20 @@ def principal_reads(policies: list[Mapping[str, Any]]) -> frozenset[str] | None:
             access = node.get(key)
             if isinstance(access, Mapping) and "attr" in access:
                 left = access.get("left")
-                if left == {"Var": "principal"}:
+                if left == PRINCIPAL:
                     found.add(str(access["attr"]))
-                elif not (isinstance(left, Mapping) and "Var" in left) and _path(left) is None:
+                elif _root(left) in (None, "principal"):
                     return None
         pending += list(node.values())
     return frozenset(found)
+
+
+def _root(node: Any) -> str | None:
+    """The variable a chain of attribute accesses starts from (`resource.tenant` -> "resource"),
+    or None when it starts from anything else."""
+    while isinstance(node, Mapping) and set(node) == {"."} and isinstance(node["."], Mapping):
+        node = node["."].get("left")
+    return str(node["Var"]) if isinstance(node, Mapping) and set(node) == {"Var"} else None
 
 
 def reads(paths: Paths | None, name: str) -> bool:
@@ -94,10 +147,10 @@ def reads(paths: Paths | None, name: str) -> bool:
 def agents_alike(policies: list[Mapping[str, Any]]) -> bool:
     """Whether the policies tell the agents of one tenant apart: False when they can. They
     cannot when a principal's scope is any agent or one `in`/`is` a Tenant, and a condition
-    uses the principal only as `principal in resource`, `principal in Tenant::"t"` or `principal
-    is T`: then an agent's only trait they see is its tenant, and one principal per tenant
-    decides for all its agents (a round's distinct agents make one request where their calls
-    agree, and its entity set is one agent per tenant)."""
+    uses the principal only as `principal in resource`, `principal in resource.tenant`,
+    `principal in Tenant::"t"` or `principal is T`: then an agent's only trait they see is its
+    tenant, and one principal per tenant decides for all its agents (a round's distinct agents
+    make one request where their calls agree, and its entity set is one agent per tenant)."""
     for policy in policies:
         scope = policy.get("principal", {})
         if scope.get("op") not in ("All", "is", "in") or "slot" in scope or not _tenant(scope.get("entity")):
@@ -131,7 +184,7 @@ def _principal_by_tenant(node: Any) -> bool:
 
 
 def _tenant_side(node: Any) -> bool:
-    if node == {"Var": "resource"}:
+    if node in (RESOURCE, RESOURCE_TENANT):
         return True
     value = node.get("Value") if isinstance(node, Mapping) else None
     return isinstance(value, Mapping) and _tenant(value.get("__entity"))

@@ -4,7 +4,12 @@ Pure: a function of the contracts, no I/O. The shape (docs/cedar-plan.md says wh
 
 * principal `Agent` (in its `Tenant`; attributes `tenant`, `user`, `scopes`), `User` (in its
   `Tenant`), `Tenant` (attribute `domains`, the mail domains that are the tenant's own);
-* resource: the call's `Tenant` (the tenant-bound resources come in a later step);
+* resource: the resource the call's first tenant-bound argument names (binding `tenant_binding`),
+  an entity of a type named after it (`invoice` -> `Invoice`) in its `Tenant`, with the
+  attributes the binding offers (`attributes`: columns of its lookup's row); or, for a tool with
+  no tenant-bound argument, the call's `Tenant`. Every resource has `tenant` (a Tenant's is
+  itself), so `principal in resource.tenant` says "the agent acts inside its own tenant" whatever
+  the resource;
 * one action per tool version, `Action::"payment.charge_card@1.0.0"`, member of an action
   group per tool (`Action::"payment.charge_card"`) and one per side-effect class
   (`Action::"CRITICAL_MUTATION"`), so a policy can name a tool, a version or a class;
@@ -58,20 +63,70 @@ FACTS: dict[str, Any] = {
     "usage": record({"run": _counts(), "tenant_today": _counts()}),
 }
 
+TENANT: dict[str, Any] = {"type": "Entity", "name": "Tenant"}
 ENTITY_TYPES: dict[str, Any] = {
-    "Tenant": {"shape": record({"domains": {"type": "Set", "element": STRING}})},
+    "Tenant": {"shape": record({"tenant": TENANT, "domains": {"type": "Set", "element": STRING}})},
     "User": {"memberOfTypes": ["Tenant"], "shape": record({})},
     "Agent": {
         "memberOfTypes": ["Tenant"],
         "shape": record(
             {
-                "tenant": {"type": "Entity", "name": "Tenant"},
+                "tenant": TENANT,
                 "user": {"type": "Entity", "name": "User"},
                 "scopes": {"type": "Set", "element": STRING},
             }
         ),
     },
 }
+
+
+ATTRIBUTE_TYPES = {"string": STRING, "integer": LONG, "boolean": BOOL}
+
+
+class SchemaConflict(ValueError):
+    """Contracts that describe one resource type in ways that cannot both hold."""
+
+
+def resource_binding(contract: Contract) -> Mapping[str, Any] | None:
+    """The binding of the call's resource: its first tenant-bound argument, if it has one."""
+    bound = contract.binding.get("tenant_binding", [])
+    return bound[0] if bound else None
+
+
+def resource_type(contract: Contract) -> str:
+    """The Cedar entity type of the call's resource: `invoice` -> `Invoice`, `purchase_order` ->
+    `PurchaseOrder`; `Tenant` for a tool with no tenant-bound argument."""
+    bound = resource_binding(contract)
+    if bound is None:
+        return "Tenant"
+    return "".join(part[:1].upper() + part[1:] for part in str(bound["resource"]).replace("-", "_").split("_"))
+
+
+def resource_types(contracts: Iterable[Contract]) -> dict[str, Any]:
+    """The entity types of the contracts' resources, each in its Tenant, with `tenant` and the
+    attributes the bindings offer. An attribute not every binding of the type offers is
+    optional (policies test it with `has`); two bindings typing one attribute apart, or a
+    resource named like one of the principals' types, are a SchemaConflict."""
+    offered: dict[str, list[Mapping[str, str]]] = {}
+    for contract in contracts:
+        bound = resource_binding(contract)
+        if bound is not None:
+            offered.setdefault(resource_type(contract), []).append(bound.get("attributes", {}))
+    types: dict[str, Any] = {}
+    for name, all_offers in offered.items():
+        if name in ENTITY_TYPES:
+            raise SchemaConflict(f"a tenant-bound resource may not be named {name!r}: toolgate's own type")
+        attributes: dict[str, Any] = {"tenant": TENANT}
+        for offer in all_offers:
+            for attribute, kind in offer.items():
+                if attribute in attributes and attributes[attribute]["type"] != ATTRIBUTE_TYPES[kind]["type"]:
+                    raise SchemaConflict(f"resource {name}: contracts type attribute {attribute!r} differently")
+                attributes[attribute] = dict(ATTRIBUTE_TYPES[kind])
+        for attribute, typed in attributes.items():
+            if attribute != "tenant" and not all(attribute in offer for offer in all_offers):
+                typed["required"] = False
+        types[name] = {"memberOfTypes": ["Tenant"], "shape": record(attributes)}
+    return types
 
 
 def action_id(contract: Contract) -> str:
@@ -166,7 +221,9 @@ def action_entities(schema: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def schema_of(contracts: Iterable[Contract]) -> dict[str, Any]:
-    """The Cedar schema (JSON form) of these contracts."""
+    """The Cedar schema (JSON form) of these contracts (SchemaConflict when their resources'
+    descriptions disagree)."""
+    contracts = list(contracts)
     actions: dict[str, Any] = {name: {} for name in CLASSES}
     for contract in contracts:
         actions.setdefault(contract.name, {})
@@ -174,8 +231,8 @@ def schema_of(contracts: Iterable[Contract]) -> dict[str, Any]:
             "memberOf": [{"id": contract.name}, {"id": contract.side_effect_class}],
             "appliesTo": {
                 "principalTypes": ["Agent"],
-                "resourceTypes": ["Tenant"],
+                "resourceTypes": [resource_type(contract)],
                 "context": context_type(contract),
             },
         }
-    return {"": {"entityTypes": ENTITY_TYPES, "actions": actions}}
+    return {"": {"entityTypes": {**ENTITY_TYPES, **resource_types(contracts)}, "actions": actions}}

@@ -5,7 +5,7 @@ policy named by its `id`:
 
 * `"effect": "deny"` -> a `forbid` with the rule's `message` as `@message`;
 * `"effect": "require_approvals"` -> a `permit` with `@approvals("N")` whose conditions also
-  require `principal in resource` (as the baseline does), its message kept as a comment;
+  require `principal in resource.tenant` (as the baseline does), its message kept as a comment;
 * `when`, every key of which must hold: `side_effect_class` and `tool` become the action scope
   (`action in [Action::"CRITICAL_MUTATION", ...]`; when both are named the tools are the scope and
   the classes a condition), `data_classification`, `egress_policy` and `environment` conditions
@@ -42,7 +42,7 @@ _RULES_SCHEMA = Draft202012Validator(
 BASELINE = """\
 @id("baseline")
 permit (principal, action, resource)
-when { principal in resource };
+when { principal in resource.tenant };
 """
 
 HEADER = """\
@@ -88,7 +88,7 @@ def _policy(rule: Mapping[str, Any]) -> str:
     else:
         lines = [f"// {line}" for line in str(rule["message"]).splitlines()] + lines
         lines += [f'@approvals("{int(rule["approvals"])}")', f"permit (principal, {scope}, resource)"]
-        conditions = ["principal in resource", *conditions]
+        conditions = ["principal in resource.tenant", *conditions]
     if conditions:
         lines.append("when { " + " && ".join(conditions) + " }")
     return "\n".join(lines) + ";\n"

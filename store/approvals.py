@@ -144,8 +144,10 @@ async def close(conn: AsyncConnection[Any], ids: list[str], statuses: list[str])
 CLEARANCE = """
 SELECT a.approval_id, a.status, a.call_id, a.tenant_id, a.tool_name, a.tool_version, a.payload_hash,
        a.required_approvals, a.state_version, a.consumed_by,
-       count(DISTINCT d.approver_id)
-           FILTER (WHERE d.verdict = 'APPROVE' AND p.status = 'active' AND a.tenant_id = ANY(p.tenants)),
+       count(DISTINCT d.approver_id) FILTER (
+           WHERE d.verdict = 'APPROVE' AND p.status = 'active' AND a.tenant_id = ANY(p.tenants)
+             AND a.risk_class = ANY(p.risk_classes)
+             AND (cardinality(a.approver_groups) = 0 OR p.groups && a.approver_groups)),
        a.spent_at IS NOT NULL
 FROM toolgate.approvals a
 LEFT JOIN toolgate.approval_decisions d USING (approval_id)
@@ -169,8 +171,9 @@ WHERE approval_id = %s AND tenant_id = %s AND consumed_by = %s AND spent_at IS N
 
 
 async def clearances(conn: AsyncConnection[Any], ids: Sequence[str]) -> list[ClearedTicket]:
-    """The tickets as execution clears a call by them: with how many distinct approvers, still
-    active and registered for its tenant, approved each, and whether its operation ended."""
+    """The tickets as execution clears a call by them: with how many distinct approvers approved
+    each who are, now, what approval-wait counted them as (active, registered for its tenant and
+    its risk class, in a group it reached), and whether its operation ended."""
     cur = await conn.execute(CLEARANCE, (ids,))
     return [
         ClearedTicket(a, TicketStatus(status), c, t, n, v, h, r, s, by, int(approvers), bool(spent))

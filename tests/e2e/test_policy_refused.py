@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(240)
 
 BAD = """\
 @id("baseline")
-permit (principal, action, resource) when { principal in resource };
+permit (principal, action, resource) when { principal in resource.tenant };
 
 @id("email-amount")
 @message("no e-mail about large amounts")
@@ -30,7 +30,7 @@ when { context.arguments.amount_cents > 100000 };
 
 @id("no-count")
 @approvals("two")
-permit (principal, action in Action::"payment.charge_card", resource) when { principal in resource };
+permit (principal, action in Action::"payment.charge_card", resource) when { principal in resource.tenant };
 """
 
 

@@ -158,3 +158,29 @@ def test_a_ticket_releases_only_its_own_payload_and_only_active_approvers_count(
     [not_counted] = run(database, revoked)
     assert outcome(not_counted) == ("CONFIRMATION_MISSING", ["too_few_approvers"])
     assert invoices_of(database, record.call.call_id) == invoices_of(database, revoked.call.call_id) == 0
+
+
+def test_only_approvers_still_of_the_tickets_class_and_groups_count(database: Database) -> None:
+    """Execution counts an approval again in its own transaction as approval-wait counted it: an
+    approver no longer allowed the ticket's risk class, or in none of the groups it reached (the
+    policy's: StageRecord.approver_groups), does not count, whatever the decisions table holds."""
+    database.sql(
+        "INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, groups, tenants, status) "
+        "VALUES ('narrowed', %s, '{HIGH_RISK_EXTERNAL}', '{billing-leads}', '{acme}', 'active') ON CONFLICT DO NOTHING",
+        (b"\x02" * 32,),
+    )
+    narrowed = held_draft(f"op_{uuid.uuid4().hex[:8]}")
+    approve(database, narrowed, approvers=("narrowed",))
+    grouped = held_draft(f"op_{uuid.uuid4().hex[:8]}")
+    ticket = approve(database, grouped)  # carol: a billing lead
+    database.sql(
+        "UPDATE toolgate.approvals SET approver_groups = '{finance-directors}' WHERE approval_id = %s", (ticket,)
+    )
+    counted = held_draft(f"op_{uuid.uuid4().hex[:8]}")
+    both = approve(database, counted)
+    database.sql("UPDATE toolgate.approvals SET approver_groups = '{billing-leads}' WHERE approval_id = %s", (both,))
+    results = {r.call_id: outcome(r) for r in run(database, narrowed, grouped, counted)}
+    assert results[narrowed.call.call_id] == ("CONFIRMATION_MISSING", ["too_few_approvers"])
+    assert results[grouped.call.call_id] == ("CONFIRMATION_MISSING", ["too_few_approvers"])
+    assert results[counted.call.call_id][0] == "SUCCESS"
+    assert invoices_of(database, narrowed.call.call_id) == invoices_of(database, grouped.call.call_id) == 0

@@ -283,7 +283,7 @@ def test_a_request_carries_the_context_its_actions_policies_read_and_no_more() -
 
 
 def test_a_round_carries_the_agent_attributes_the_policies_read() -> None:
-    assert shipped().principal_attributes == frozenset()  # `principal in resource` reads none
+    assert shipped().principal_attributes == frozenset()  # `principal in resource.tenant` reads none
     assert [e["uid"]["type"] for e in entities_of([charge(100)], DOMAINS, frozenset())] == ["Tenant", "Agent"]
     text = BASE + (
         '@id("scoped") @message("no charge without the scope")\n'
@@ -324,7 +324,7 @@ PRINCIPAL = {"Var": "principal"}
 
 
 def test_policies_that_see_only_an_agents_tenant_take_its_agents_alike() -> None:
-    assert shipped().agents_alike  # the shipped set reads `principal in resource` only
+    assert shipped().agents_alike  # the shipped set reads `principal in resource.tenant` only
     tenant = {"Value": {"__entity": {"type": "Tenant", "id": "acme"}}}
     agent = {"Value": {"__entity": {"type": "Agent", "id": "agent_1"}}}
     alike = [

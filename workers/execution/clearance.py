@@ -12,7 +12,8 @@ read from Postgres (under FOR UPDATE) come in; a verdict comes out.
 | the ticket is for another call, tenant, tool, version or payload | Blocked CONFIRMATION_MISSING          |
 | the ticket was consumed by another operation                     | Blocked CONFIRMATION_MISSING          |
 | fewer distinct, active approvers of the call's tenant approved   | Blocked CONFIRMATION_MISSING          |
-| than the call needs                                              |                                       |
+| than the call needs (each still allowed the ticket's risk class  |                                       |
+| and in a group it reached, as approval-wait counted them)        |                                       |
 | otherwise                                                        | Cleared: consume the ticket (its key) |
 
 and once the key is planned (`spent`): a ticket whose operation already reached a final state

@@ -2,7 +2,9 @@
 
 Each call becomes one Cedar request: principal `Agent::"<agent>"` (in its `Tenant`; or
 `Agent::"<tenant>/*"` for all the tenant's agents, when no policy tells them apart), action
-`Action::"<tool>@<version>"`, resource the call's `Tenant`, and a context typed by the
+`Action::"<tool>@<version>"`, resource the call's tenant-bound resource (`Invoice::"<tenant>/<id>"`,
+with the attributes its binding offers, from the facts the round read) where some policy that may
+apply to the action reads it, else the call's `Tenant`, and a context typed by the
 contracts' schema (contracts/cedar_schema.py): the arguments Cedar can type, facts derived from
 them, and the call's facts, cut to what the policies that may apply to its action read. A
 round's requests go to Cedar in one batch, against one entity set (the set's action hierarchy,
@@ -27,7 +29,7 @@ import cedarpy
 
 from toolgate.contracts.cedar_policy import CedarPolicy
 from toolgate.contracts.cedar_reads import prune, reads
-from toolgate.contracts.cedar_schema import DIMENSIONS, action_id
+from toolgate.contracts.cedar_schema import ATTRIBUTE_TYPES, DIMENSIONS, action_id, resource_binding, resource_type
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.workers.policy.case import Deny, Permit, Verdict, deny, run_of
@@ -47,6 +49,7 @@ class Ask:
     now_ms: int
     per_run: Mapping[str, int]  # budget dimension -> used by the call's run
     per_day: Mapping[str, int]  # budget dimension -> used by the call's tenant today
+    resource: Mapping[str, Any] | None = None  # the row of the call's tenant-bound resource, if found
 
 
 def project(value: Any, ctype: Mapping[str, Any]) -> Any:
@@ -113,14 +116,38 @@ def context_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
 def request_of(policy: CedarPolicy, ask: Ask) -> dict[str, Any]:
     """The call as Cedar is asked about it, its context cut to what the policies that may apply to
     its action read."""
-    call = ask.record.call
-    context = prune(context_of(policy, ask), policy.reads[action_id(ask.contract)])
+    action = action_id(ask.contract)
+    context = prune(context_of(policy, ask), policy.reads[action])
     return {
         "principal": {"type": "Agent", "id": principal_of(ask, policy.agents_alike)},
-        "action": {"type": "Action", "id": action_id(ask.contract)},
-        "resource": {"type": "Tenant", "id": call.tenant_id},
+        "action": {"type": "Action", "id": action},
+        "resource": resource_of(ask, action in policy.resource_read),
         "context": context,
     }
+
+
+def resource_of(ask: Ask, read: bool) -> dict[str, str]:
+    """The request's resource: the call's tenant-bound resource, when some policy that may apply
+    to its action reads it (`read`), else its Tenant (every resource's `tenant`: the same answer)."""
+    bound, tenant = resource_binding(ask.contract), ask.record.call.tenant_id
+    if not read or bound is None:
+        return {"type": "Tenant", "id": tenant}
+    value = ask.record.call.arguments.get(bound["argument"])
+    return {"type": resource_type(ask.contract), "id": f"{tenant}/{value if isinstance(value, str) else ''}"}
+
+
+def resource_entity(ask: Ask, home: Mapping[str, str]) -> dict[str, Any]:
+    """The call's tenant-bound resource as an entity in its tenant: `tenant`, and each attribute
+    its binding offers that the row holds with the declared type (one it lacks is absent, and a
+    policy reading it cannot be evaluated: the call is refused)."""
+    bound = resource_binding(ask.contract) or {}
+    row = ask.resource or {}
+    attrs: dict[str, Any] = {"tenant": {"__entity": home}}
+    for name, kind in bound.get("attributes", {}).items():
+        value = project(row.get(name), ATTRIBUTE_TYPES[kind])
+        if value is not None:
+            attrs[name] = value
+    return {"uid": resource_of(ask, True), "attrs": attrs, "parents": [home]}
 
 
 def principal_of(ask: Ask, alike: bool) -> str:
@@ -135,16 +162,22 @@ def entities_of(
     domains: Mapping[str, Sequence[str]],
     attributes: frozenset[str] | None = None,
     alike: bool = False,
+    resources: frozenset[str] = frozenset(),
 ) -> list[dict[str, Any]]:
-    """The round's tenants (with their mail domains), agents and, when a policy reads an agent's
-    `user`, users, each once. An agent carries the `attributes` some policy reads (None: all);
-    `alike`: one agent per tenant stands for all of them (`principal_of`), with none."""
+    """The round's tenants (with their mail domains), agents, the resources of the calls whose
+    action is in `resources` (its policies read them) and, when a policy reads an agent's `user`,
+    users, each once. An agent carries the `attributes` some policy reads (None: all); `alike`:
+    one agent per tenant stands for all of them (`principal_of`), with none."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for ask in asks:
         tenant, agent = run_of(ask.record)[0], principal_of(ask, alike)
         user, scopes = ask.record.call.principal.user_id, ask.record.call.principal.scopes
         home = {"type": "Tenant", "id": tenant}
-        found.setdefault(("Tenant", tenant), {"uid": home, "attrs": {"domains": list(domains.get(tenant, ()))}})
+        tenancy = {"tenant": {"__entity": home}, "domains": list(domains.get(tenant, ()))}
+        found.setdefault(("Tenant", tenant), {"uid": home, "attrs": tenancy})
+        if action_id(ask.contract) in resources and resource_binding(ask.contract) is not None:
+            entity = resource_entity(ask, home)
+            found.setdefault((entity["uid"]["type"], entity["uid"]["id"]), entity)
         attrs = {
             "tenant": {"__entity": home},
             "user": {"__entity": {"type": "User", "id": user}},
@@ -189,7 +222,9 @@ def _entities(policy: CedarPolicy, asks: Sequence[Ask], domains: Mapping[str, Se
     """The admitted action hierarchy, plus the round's tenants, agents and users: the set an
     earlier round built when it had the same (the same tenants with the same domains, and
     agents alike or the same agents), else a new one (adding to the hierarchy rebuilds it)."""
-    text = json.dumps(entities_of(asks, domains, policy.principal_attributes, policy.agents_alike))
+    text = json.dumps(
+        entities_of(asks, domains, policy.principal_attributes, policy.agents_alike, policy.resource_read)
+    )
     handle = policy.handles.get(text)
     if handle is None:
         if len(policy.handles) >= MAX_HANDLES:
