@@ -208,6 +208,38 @@ def test_whatif_loosening_reports_refused_to_allowed(tmp_path: Path) -> None:
     ]
 
 
+def test_whatif_reports_a_change_of_approvals(tmp_path: Path) -> None:
+    _, rows = recorded_round(shipped_set(), [charge(1, cents=600_000), charge(2, cents=50_000)])
+    stricter(tmp_path)
+    (tmp_path / "strict.cedar").unlink()
+    arguments = (tmp_path / "arguments.cedar").read_text()
+    (tmp_path / "arguments.cedar").write_text(arguments.replace('@approvals("2")', '@approvals("3")'))
+    report = whatif.replay(rows, registry(), load_policy_set(registry(), tmp_path), revalidate=False).as_json()
+    (change,) = report["changes"]
+    assert (change["kind"], change["taxonomy_class"], change["count"]) == ("approvals changed", "SUCCESS", 1)
+    assert change["examples"][0] == {
+        "call_id": "call_1",
+        "tenant": "acme",
+        "was": "allowed, 2 approvals",
+        "would be": "allowed, 3 approvals",
+    }
+
+
+def test_the_whatif_command_refuses_a_set_it_cannot_admit_before_reading_anything(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolgate.cli.main import app
+
+    (tmp_path / "bad.cedar").write_text('@id("x") permit (principal, action, resource) when { context.nope };')
+    (tmp_path / "budgets.json").write_text(json.dumps(load_budgets().document))
+    env = {"TOOLGATE_DATABASE_URL": "postgresql://nobody@127.0.0.1:9/none", "TOOLGATE_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
+    runner = CliRunner()
+    refused = runner.invoke(app, ["whatif", "--policy", str(tmp_path)], env=env)
+    assert refused.exit_code == 1 and "candidate refused" in refused.output, refused.output
+    assert runner.invoke(app, ["whatif", "--policy", str(tmp_path / "none")], env=env).exit_code == 2
+    assert runner.invoke(app, ["whatif", "--policy", str(tmp_path), "--since", "soon"], env=env).exit_code == 2
+
+
 def test_whatif_notes_what_it_could_not_replay() -> None:
     policy = shipped_set()
     _, rows = recorded_round(policy, [charge(1)])
