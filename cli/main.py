@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from toolgate.cli import calls, deployment, mcp, recovery, status
+from toolgate.cli import calls, deployment, mcp, recovery, status, whatif
 from toolgate.cli.agents import agents_app, tenants_app
 from toolgate.cli.approvals import approvals_app, approvers_app
 from toolgate.cli.audit import audit_app
@@ -43,6 +43,7 @@ COMMANDS = (
     recovery.reconcile,
     recovery.redrive,
     recovery.prune,
+    whatif.whatif,
     status.bench,
 )
 for command in COMMANDS:

@@ -64,6 +64,7 @@ STATEMENTS: tuple[tuple[str, str, str], ...] = (
     ("read_outcomes", _batch_of("read_outcomes", _older("t.at")), "read_outcomes"),
     # A shadow set's disagreements are kept as long as the calls they name (migration 0028).
     ("policy_shadow_disagreements", _batch_of("policy_shadow_disagreements", _older("t.at")), "calls"),
+    ("call_decisions", _batch_of("call_decisions", _older("t.at")), "call_decisions"),
     ("dead_letter_actions", _batch_of("dead_letter_actions", _older("t.at")), "dead_letter_actions"),
     (
         # An operation that ended keeps a tombstone (idempotency.plan): past history's age its

@@ -67,3 +67,27 @@ class OpenTicket:
     groups: tuple[str, ...] = ()  # the approver groups reached so far; empty: any allowed approver
     state_version: str | None = None  # the target's state the approver was shown
     trace_id: str = ""  # the held call's trace, as its packet names it
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """One stage's decision on one call as toolgate.call_decisions records it (store/call_decisions.py),
+    made by the stages' pure record builders (workers/policy/witness.py, workers/validation/recorded.py)."""
+
+    tenant_id: str
+    call_id: str
+    stage: str  # 'validation' or 'policy'
+    decided_at_ms: int
+    tool_name: str
+    tool_version: str
+    contracts_digest: str | None
+    policy_digest: str | None
+    outcome: str  # 'pass', 'allow' or 'refuse'
+    taxonomy_class: str | None = None
+    code: str | None = None
+    rule: str | None = None
+    approvals: int | None = None
+    approver_groups: list[str] = field(default_factory=list)
+    call: dict[str, Any] | None = None
+    facts: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None

@@ -4,8 +4,9 @@ One Postgres transaction per round: which of the round's tool versions are quara
 (store/quarantine.py), the facts every call needs about the resources it names (one query per
 lookup kind), the usage counted so far (budgets per run and per tenant and day, each tool's
 rate window) under a per-tenant advisory lock so concurrent policy workers cannot both spend
-the last unit of a budget, the decisions, the usage events of the allowed calls, and an audit
-entry for every refusal.
+the last unit of a budget, the decisions, the usage events of the allowed calls, an audit
+entry for every refusal, and each decision's record with what it was judged on (witness.py,
+toolgate.call_decisions: one statement in the round's final batch).
 
 The policy rules are Cedar's: the worker admits its policy set when it starts
 (TOOLGATE_POLICY_DIR, the shipped `contracts/cedar/` by default; contracts/cedar_policy.py) and
@@ -25,12 +26,14 @@ from toolgate.contracts.policy_set import PolicySet, load_policy_set
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
+from toolgate.scrubber import SCRUBBER
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
-from toolgate.store import audit, batch, policy_sets, quarantine, tenants, usage
+from toolgate.store import audit, batch, call_decisions, policy_sets, quarantine, tenants, usage
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, refs
 from toolgate.workers.policy.live import LiveSets
 from toolgate.workers.policy.round_decisions import decide_round
+from toolgate.workers.policy.witness import Inputs, Witness
 from toolgate.workers.runtime import fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit
@@ -65,8 +68,8 @@ class PolicyHandler(Handler[StageRecord]):
         held = quarantine.among((c.model.call.tool_name, c.model.call.tool_version) for c in calls)
         async with self.pool.connection() as conn, batch.transaction(conn):
             # One round trip: BEGIN, the quarantined tool versions, the facts, the tenants' locks,
-            # the usage reads, the tenants' mail domains and the current policy deployments. The server runs them in
-            # order, so every usage read happens under the tenants' locks.
+            # the usage reads, the tenants' mail domains and the current policy deployments. The
+            # server runs them in order, so every usage read happens under the tenants' locks.
             mail = tenants.domains_among(c.model.call.tenant_id for c in calls)
             deployed = self.live.statement()
             results = await batch.run(conn, [batch.BEGIN, held, *lookups, *reads.statements(), mail, deployed])
@@ -81,35 +84,48 @@ class PolicyHandler(Handler[StageRecord]):
             now = now_ms()
             judged = [(c.model, contracts[id(c)], events[id(c)]) for c in calls]
             shadow = self.live.shadow_round(used)  # None unless a shadow set is deployed
+            inputs = Inputs(known, self.environment, now, quarantined, domains, self.set.budgets)
+            witness = Witness(judged, used, inputs, SCRUBBER.obj)  # each decision's inputs, for its record
+            setting = (self.environment, quarantined, domains)
             decisions = list(
-                decide_round(
-                    self.set.budgets, self.set.cedar, judged, known, used, now, self.environment, quarantined, domains
-                )
+                witness.watch(decide_round(self.set.budgets, self.set.cedar, judged, known, used, now, *setting))
             )
-            spent: list[usage.Event] = []
-            refused: list[audit.Entry] = []
-            for call, decision in zip(calls, decisions, strict=True):
-                record = call.model
-                if isinstance(decision, Deny):
-                    taxonomy, errors, wait = decision.taxonomy_class, decision.errors, decision.retry_after_ms
-                    result = reject_record(record, taxonomy, errors, STAGE, call.traceparent, now, retry_after_ms=wait)
-                    out.item("results", record.call.home_partition, result)
-                    refused.append(_refusal(record, decision, self.set.digest))
-                    continue
-                self._allow(call, decision, now, out)
-                if decision.spends:  # counted in `used` by decide_round; written below
-                    spent.append(_event(events[id(call)], decision.spends, record))
+            spent, refused = self._emit(calls, decisions, events, now, out)
             writes = [usage.record(spent)] if spent else []
-            judging = (judged, known, now, self.environment, quarantined, domains)
-            disagree = self.live.disagreements(shadow, decisions, *judging) if shadow else []
+            disagree = self.live.disagreements(shadow, decisions, judged, known, now, *setting) if shadow else []
             if disagree:  # the shadow set's, recorded with the round's calls (workers/policy/shadow.py)
                 writes.append(policy_sets.disagreements_statement(disagree))
             if refused:  # the audit chain's lock and tail first: the rows follow from the tail
                 (*_, head) = await batch.run(conn, [*writes, *audit.HEAD])
                 writes = [audit.rows_statement(head.rows[0], refused)]
-            await batch.run(conn, [*writes, batch.COMMIT])
+            recorded = call_decisions.record(witness.rows(self.set.digest, self.registry.digest))
+            await batch.run(conn, [*writes, recorded, batch.COMMIT])
         self.live.count(disagree)
         return True
+
+    def _emit(
+        self,
+        calls: list[Inbound[StageRecord]],
+        decisions: list[Allow | Deny],
+        events: dict[int, str],
+        now: int,
+        out: Emit,
+    ) -> tuple[list[usage.Event], list[audit.Entry]]:
+        """Each call onward or refused as decided; the usage events and audit entries to write."""
+        spent: list[usage.Event] = []
+        refused: list[audit.Entry] = []
+        for call, decision in zip(calls, decisions, strict=True):
+            record = call.model
+            if isinstance(decision, Deny):
+                taxonomy, errors, wait = decision.taxonomy_class, decision.errors, decision.retry_after_ms
+                result = reject_record(record, taxonomy, errors, STAGE, call.traceparent, now, retry_after_ms=wait)
+                out.item("results", record.call.home_partition, result)
+                refused.append(_refusal(record, decision, self.set.digest))
+                continue
+            self._allow(call, decision, now, out)
+            if decision.spends:  # counted in `used` by decide_round; written by the round
+                spent.append(_event(events[id(call)], decision.spends, record))
+        return spent, refused
 
     def _allow(self, call: Inbound[StageRecord], decision: Allow, now: int, out: Emit) -> None:
         record = call.model

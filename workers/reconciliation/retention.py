@@ -23,6 +23,8 @@ the reason said:
     read_outcomes         the proposal window (a copy of a read   the proposal window
                           past it is refused as stale before
                           it could be answered from one)
+    call_decisions        history                                 none: what-if and `policy decided`
+                                                                  read what is kept
     dead_letter_actions   history                                the dead-letter topic's retention:
                                                                   a letter still on the topic keeps
                                                                   its action, so it is not undone
@@ -65,6 +67,7 @@ class Ages:
     usage_daily_days: int
     approvals: float
     read_outcomes: float
+    call_decisions: float
     dead_letter_actions: float
     expired_keys: float
     key_tombstones: float
@@ -99,6 +102,7 @@ def ages(history_days: float, tombstone_days: float, needs: Needs) -> Ages:
         usage_daily_days=max(2, int(history // DAY_S)),
         approvals=at_least("approvals", needs.proposal_window_s, "the proposal window"),
         read_outcomes=needs.proposal_window_s,
+        call_decisions=history,
         dead_letter_actions=at_least(
             "dead_letter_actions", needs.deadletter_retention_s, "the dead-letter topic's retention"
         ),

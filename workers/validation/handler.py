@@ -7,6 +7,9 @@ and, when a call failed repairably or was refused at the door, the repair-loop r
 (repair_log.py) and the audit entries in one transaction. A proposal that proves nobody
 (admission.Drop, undecodable bytes) is audited by the runtime instead, collapsed into counts
 (workers/runtime/refusals.py); a proven caller's refusal is audited here, one row each.
+A refused call's decision is recorded (recorded.py, toolgate.call_decisions) in the round trip
+of the round's audit write, or alone when the round has none; a passed call's is recorded by the
+policy stage, from the StageDecision that names the contracts that decided.
 
 The reads and the call_ids' registration are statements of their own (the pool is in
 autocommit mode): two round trips for a round whose calls all pass, instead of four with BEGIN
@@ -25,10 +28,9 @@ from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import codec
 from toolgate.schemas.hashing import idempotency_key_for, request_hash
 from toolgate.schemas.identity import identity_of
-from toolgate.schemas.models import Call, FieldError, StageDecision, StageRecord, TaxonomyClass, ToolProposal
+from toolgate.schemas.models import Call, FieldError, StageRecord, TaxonomyClass, ToolProposal
 from toolgate.settings import Settings
-from toolgate.states import StageOutcome
-from toolgate.store import audit
+from toolgate.store import audit, call_decisions
 from toolgate.topics.headers import CALL_ID, header
 from toolgate.workers.runtime import fact_loader, facts
 from toolgate.workers.runtime.clock import now_ms
@@ -36,7 +38,7 @@ from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.refusals import Refusal
-from toolgate.workers.validation import admission, admission_rate, repair_log, semantic
+from toolgate.workers.validation import admission, admission_rate, recorded, repair_log, semantic
 from toolgate.workers.validation.admitting import Admitted, Admitting, refuse
 from toolgate.workers.validation.decision import Decision, Pass, Reject, decide
 from toolgate.workers.validation.tally import tally
@@ -91,7 +93,12 @@ class ValidationHandler(Handler[ToolProposal]):
             if entries or repair_log.failing(proposals, decisions):
                 async with conn.transaction():
                     decisions = await repair_log.apply(conn, proposals, decisions, self.policy.repair, self.registry)
-                    await audit.append(conn, entries)
+                    refused = recorded.refusals(proposals, decisions, self.registry.digest, now)
+                    await call_decisions.record_with_audit(conn, entries, refused)
+            elif any(isinstance(d, Reject) for d in decisions):  # refusals no repair or audit row needed
+                await call_decisions.record_with_audit(
+                    conn, [], recorded.refusals(proposals, decisions, self.registry.digest, now)
+                )
         for a, gate, final in zip(admitted, gated, decisions, strict=True):
             out.facts[a.proposal.call_id] = tally(a.proposal, gate, final)
         self._emit(admitted, decisions, now, out)
@@ -126,7 +133,7 @@ class ValidationHandler(Handler[ToolProposal]):
             record = StageRecord(
                 traceparent=call.traceparent,
                 warnings=list(decision.warnings),
-                decisions=[StageDecision(stage=STAGE, outcome=StageOutcome.PASS, at_ms=now)],
+                decisions=[recorded.passed(self.registry.digest, now)],  # naming the contracts that decided
                 call=admitted_call(proposal, decision, home, digest),
             )
             out.item("validated", home, record)
