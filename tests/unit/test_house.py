@@ -58,6 +58,8 @@ PURE_PARTS = (
     "toolgate.workers.policy.budgets",
     "toolgate.workers.policy.cedar",
     "toolgate.workers.policy.round_decisions",
+    "toolgate.workers.policy.values",
+    "toolgate.contracts.values",
     "toolgate.contracts.cedar_schema",
     "toolgate.contracts.cedar_reads",
     "toolgate.workers.validation.arguments",

@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from toolgate.schemas.codec import codec
-from toolgate.schemas.hashing import fingerprint
+from toolgate.schemas.hashing import fingerprint, usage_events
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.store.audit_entry import Entry
@@ -78,6 +78,8 @@ def _conclude(c: CallState, after_error: str | None, writes: Writes, now: int) -
         writes.settle.append(keys.settlement(c.record.call.tenant_id, c.call.key, res, status))
     if c.ticket is not None and status in idem.ENDED:
         writes.spent.append(c.ticket.approval_id)
+    if status is KeyStatus.FAILED_FINAL:  # it never runs again: what it reserved of its value budgets is freed
+        writes.released += usage_events(c.record.call)
     if c.call.key is None and status is not KeyStatus.PENDING:
         writes.reads.append(reads.outcome_row(c.record, res))
     if bounds.violated(c.effect):
@@ -102,6 +104,7 @@ def _compensation(c: CallState, after: decision.Undone | decision.NotUndone | No
     assert original is not None
     if isinstance(after, decision.Undone):
         writes.compensated.append((c.call.key, original.tenant_id, original.key))
+        writes.released += original.events  # undone: its value is spent no more
     elif isinstance(after, decision.NotUndone):
         writes.compensation_failed.append((original.tenant_id, original.key))
         letter = deadletters.for_request(

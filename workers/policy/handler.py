@@ -3,9 +3,9 @@
 One Postgres transaction per round: which of the round's tool versions are quarantined
 (store/quarantine.py), the facts every call needs about the resources it names (one query per
 lookup kind), the usage counted so far (budgets per run and per tenant and day, each tool's
-rate window) under a per-tenant advisory lock so concurrent policy workers cannot both spend
-the last unit of a budget, the decisions, the usage events of the allowed calls, and an audit
-entry for every refusal.
+rate window, the value reserved: store/values.py) under a per-tenant advisory lock so concurrent
+policy workers cannot both spend the last unit of a budget, the decisions, the usage events (and
+value reservations) of the allowed calls, and an audit entry for every refusal.
 
 The policy rules are Cedar's: the worker admits its policy set when it starts
 (TOOLGATE_POLICY_DIR, the shipped `contracts/cedar/` by default; contracts/cedar_policy.py) and
@@ -25,7 +25,8 @@ from toolgate.schemas.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
-from toolgate.store import audit, batch, quarantine, tenants, usage
+from toolgate.store import audit, batch, quarantine, tenants, usage, values
+from toolgate.workers.policy.case import run_of
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, refs
 from toolgate.workers.policy.round_decisions import decide_round
 from toolgate.workers.runtime import fact_loader, facts
@@ -71,6 +72,7 @@ class PolicyHandler(Handler[StageRecord]):
                 self.set.budgets, self.set.cedar, judged, known, used, now, self.environment, quarantined, domains
             )
             spent: list[usage.Event] = []
+            reserved: list[values.Reservation] = []  # value budgets' (workers/policy/values.py)
             refused: list[audit.Entry] = []
             for call, decision in zip(calls, decisions, strict=True):
                 record = call.model
@@ -83,7 +85,9 @@ class PolicyHandler(Handler[StageRecord]):
                 self._allow(call, decision, now, out)
                 if decision.spends:  # counted in `used` by decide_round; written below
                     spent.append(_event(events[id(call)], decision.spends, record))
+                reserved += values.of_call(events[id(call)], run_of(record), decision.values)
             writes = [usage.record(spent)] if spent else []
+            writes += [values.reserve(reserved)] if reserved else []
             if refused:  # the audit chain's lock and tail first: the rows follow from the tail
                 (*_, head) = await batch.run(conn, [*writes, *audit.HEAD])
                 writes = [audit.rows_statement(head.rows[0], refused)]
@@ -130,11 +134,14 @@ class UsageReads:
             self.windows[(c.model.call.tenant_id, c.model.call.tool_name)] = limit["window_sec"]
 
     def statements(self) -> list[batch.Statement]:
-        return usage.reads(self.tenants, self.runs, self.event_ids, self.windows)
+        return [
+            *usage.reads(self.tenants, self.runs, self.event_ids, self.windows),
+            *values.reads(self.tenants, self.runs, self.event_ids),
+        ]
 
     def usage(self, results: list[batch.Result]) -> Usage:
-        found = usage.read(self.tenants, results)
-        used = Usage()
+        found, valued = usage.read(self.tenants, results[: -values.READS]), values.read(results[-values.READS :])
+        used = Usage(value_run=valued.per_run, value_day=valued.per_day, released=valued.released)
         used.per_run = found.per_run
         used.per_day = found.per_day
         used.counted = found.counted
