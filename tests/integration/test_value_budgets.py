@@ -158,4 +158,3 @@ def test_an_operation_reserves_once_and_is_released_once(database: Database) -> 
     asyncio.run(in_transaction(url, [values.reserve(reservation)]))
     assert day() == 0 and read().released == set() and read().per_run == {}
     assert database.sql("SELECT ended FROM toolgate.usage_values WHERE event_id = %s", (event,)) == [(True,)]
-
