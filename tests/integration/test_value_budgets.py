@@ -20,9 +20,11 @@ from toolgate.contracts.cedar_policy import policy_files
 from toolgate.contracts.policy_set import load_policy_set
 from toolgate.contracts.registry import load_registry
 from toolgate.schemas.codec import codec
-from toolgate.schemas.hashing import payload_hash
+from toolgate.schemas.hashing import operation_event, payload_hash
 from toolgate.schemas.models import PayloadKind, StageRecord
 from toolgate.store import batch, values
+from toolgate.topics.catalog import Topics
+from toolgate.workers.approval.sweep import expire_approvals
 from toolgate.workers.policy.handler import PolicyHandler
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Inbound
@@ -158,3 +160,33 @@ def test_an_operation_reserves_once_and_is_released_once(database: Database) -> 
     asyncio.run(in_transaction(url, [values.reserve(reservation)]))
     assert day() == 0 and read().released == set() and read().per_run == {}
     assert database.sql("SELECT ended FROM toolgate.usage_values WHERE event_id = %s", (event,)) == [(True,)]
+
+
+def test_an_approval_that_expires_releases_what_its_call_reserved(database: Database) -> None:
+    """The expiry sweep (approval-wait's, and reconciliation's backstop) AUTO_DENIES a ticket past
+    its expiry and releases its call's money in the same transaction; the operation did not end
+    (a retry may be approved), and a second sweep changes nothing."""
+    [record] = charges(database, "acme", 1, 7_000)
+    event = operation_event(record.call)
+    run = ("acme", record.call.principal.agent_id, record.call.run_id)
+    url = database.database_url
+    asyncio.run(in_transaction(url, [values.reserve(values.of_call(event, run, [("money:GBP", 7_000)]))]))
+    database.sql(
+        "INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, "
+        "payload_hash, risk_class, required_approvals, status, home_partition, request, packet, created_at, "
+        "expires_at) VALUES (%s, %s, 'acme', %s, 'payment.charge_card', '1.0.0', 'h', 'CRITICAL_MUTATION', 2, "
+        "'PENDING', 0, %s, '{}', now() - interval '1 hour', now() - interval '1 second')",
+        (f"apr_{uuid.uuid4().hex}", record.call.call_id, record.call.run_id, codec().encode(record)),
+    )
+    gbp = ("acme", "money:GBP")
+
+    async def sweep() -> int:
+        async with await psycopg.AsyncConnection.connect(url) as conn, conn.transaction():
+            return await expire_approvals(conn, Topics(""), "approval-wait")
+
+    assert database.sql(DAY, gbp) == [(7_000,)]
+    assert asyncio.run(sweep()) == 1
+    assert database.sql(DAY, gbp) == [(0,)]
+    released = "SELECT released_at IS NOT NULL, ended FROM toolgate.usage_values WHERE event_id = %s"
+    assert database.sql(released, (event,)) == [(True, False)]
+    assert asyncio.run(sweep()) == 0 and database.sql(DAY, gbp) == [(0,)]
