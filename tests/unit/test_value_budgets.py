@@ -15,12 +15,18 @@ from typing import Any
 import pytest
 
 from tests.unit.test_cedar_policy import NOON, contract, shipped
+from tests.unit.test_execution_decision import DRAFT
+from tests.unit.test_execution_machine import call as machine_call
+from tests.unit.test_execution_machine import recorded, reserved
 from tests.unit.test_policy_round import Call, call, charge, outcome
 from toolgate.contracts import admission
 from toolgate.contracts.admission import ContractRefused
 from toolgate.contracts.budgets import Budgets, load_budgets
 from toolgate.contracts.budgets import admit as admit_budgets
 from toolgate.contracts.values import derive, problems, spent_values
+from toolgate.schemas.hashing import usage_events
+from toolgate.schemas.models import TaxonomyClass
+from toolgate.workers.execution.effects import Done, failed
 from toolgate.workers.policy.case import Usage
 from toolgate.workers.policy.decision import Allow, Deny, refs
 from toolgate.workers.policy.round_decisions import decide_round
@@ -211,3 +217,21 @@ def test_the_shipped_budgets_leave_the_tests_and_walkthroughs_charges_room() -> 
     assert json.loads(json.dumps(shipped_budgets.document))["value_budgets"]["per_run"]["money:USD"] >= 1_000_000
     decisions, _ = round_of(shipped_budgets, [charge(0, 750_000), charge(1, 125_000), charge(2, 999_999)])
     assert all(isinstance(d, Allow) for d in decisions)
+
+
+@pytest.mark.parametrize(
+    ("effect", "releases"),
+    [
+        (failed(TaxonomyClass.SEMANTIC_INVALIDITY, "refused", "no", final=True), True),  # FAILED_FINAL: ended
+        (failed(TaxonomyClass.DEPENDENCY_UNAVAILABLE, "busy", "later", final=False), False),  # may run again
+        (Done({"invoice_id": "inv_1"}), False),  # success keeps its value spent
+    ],
+)
+def test_execution_releases_the_value_of_an_operation_that_ended_failed_in_its_recording(
+    effect: Any, releases: bool
+) -> None:
+    state, _ = reserved(machine_call(DRAFT), deferred=True)
+    _, asked = recorded(state, [effect])
+    writes = asked[-1].writes  # type: ignore[attr-defined]
+    expected = list(usage_events(state.calls[0].record.call)) if releases else []
+    assert writes.released == expected
