@@ -17,7 +17,7 @@ import pytest
 from tests.unit.test_cedar_policy import NOON, contract, shipped
 from tests.unit.test_execution_decision import DRAFT
 from tests.unit.test_execution_machine import call as machine_call
-from tests.unit.test_execution_machine import recorded, reserved
+from tests.unit.test_execution_machine import key_row, recorded, reserved
 from tests.unit.test_policy_round import Call, call, charge, outcome
 from toolgate.contracts import admission
 from toolgate.contracts.admission import ContractRefused
@@ -26,6 +26,8 @@ from toolgate.contracts.budgets import admit as admit_budgets
 from toolgate.contracts.values import derive, problems, spent_values
 from toolgate.schemas.hashing import usage_events
 from toolgate.schemas.models import TaxonomyClass
+from toolgate.states import KeyStatus
+from toolgate.workers.execution import asks
 from toolgate.workers.execution.effects import Done, failed
 from toolgate.workers.policy.case import Usage
 from toolgate.workers.policy.decision import Allow, Deny, refs
@@ -235,3 +237,24 @@ def test_execution_releases_the_value_of_an_operation_that_ended_failed_in_its_r
     writes = asked[-1].writes  # type: ignore[attr-defined]
     expected = list(usage_events(state.calls[0].record.call)) if releases else []
     assert writes.released == expected
+
+
+@pytest.mark.parametrize(
+    ("status", "attempt", "releases"),
+    [
+        (KeyStatus.FAILED_RETRYABLE, 99, True),  # no retries left: replayed as final, the operation ended
+        (KeyStatus.FAILED_FINAL, 1, True),  # released when it ended; asked again, nothing changes
+        (KeyStatus.COMPLETED, 1, False),  # a success's replay keeps its value spent
+    ],
+)
+def test_a_replay_of_an_operation_that_ended_failed_releases_its_value(
+    status: KeyStatus, attempt: int, releases: bool
+) -> None:
+    c = machine_call(DRAFT)
+    row = key_row(c, status, attempt=attempt)
+    locked = {asks.ReserveKeys: set(), asks.LockKeys: {(c.record.call.tenant_id, c.key): row}}
+    state, _ = reserved(c, answer=locked)
+    assert not state.calls[0].runs and state.calls[0].result is not None
+    _, asked = recorded(state, [])
+    writes = asked[-1].writes  # type: ignore[attr-defined]
+    assert writes.released == (list(usage_events(c.record.call)) if releases else [])

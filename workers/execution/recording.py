@@ -56,6 +56,8 @@ def record(calls: Calls, now: int, *, careful: bool) -> Step[tuple[tuple[Ended, 
             res, status = _conclude(replace(c, effect=local.get(i, c.effect)), after_failed.get(i), writes, now)
         elif res is None and c.leader is not None and c.leader in by_call and not isinstance(c.plan, idem.Mismatch):
             res = answers.replay(c.record, c.traceparent, answers.stored_response(by_call[c.leader]), now)
+        if isinstance(c.plan, idem.Replay) and c.plan.status is KeyStatus.FAILED_FINAL:
+            writes.released += usage_events(c.record.call)  # its retries spent: ended, as if it ran out now
         ended.append((res, status))
         if res is not None:
             by_call[i] = res
