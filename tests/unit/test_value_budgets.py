@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.factories import registry
 from tests.unit.test_cedar_policy import NOON, contract, shipped
 from tests.unit.test_execution_decision import DRAFT
 from tests.unit.test_execution_machine import call as machine_call
@@ -28,6 +29,7 @@ from toolgate.schemas.hashing import usage_events
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.workers.execution import asks
+from toolgate.workers.execution.compensation import Original
 from toolgate.workers.execution.effects import Done, failed
 from toolgate.workers.policy.case import Usage
 from toolgate.workers.policy.decision import Allow, Deny, refs
@@ -258,3 +260,25 @@ def test_a_replay_of_an_operation_that_ended_failed_releases_its_value(
     _, asked = recorded(state, [])
     writes = asked[-1].writes  # type: ignore[attr-defined]
     assert writes.released == (list(usage_events(c.record.call)) if releases else [])
+
+
+def test_a_compensation_that_undoes_a_call_releases_what_the_call_reserved() -> None:
+    void = registry().get("invoice.void_draft", "1.0.0")
+    c = machine_call(void, arguments={"invoice_id": "inv_abcd7"}, compensation_of="call_0")
+    original = Original(
+        "acme",
+        "key_0",
+        KeyStatus.COMPLETED,
+        "invoice.create_draft",
+        "1.0.0",
+        None,
+        {},
+        {"invoice_id": "inv_abcd7"},
+        ("op_original", "read_original"),
+    )
+    answer = {asks.LoadOriginals: {("acme", "call_0"): original}}
+    state, _ = reserved(c, deferred=True, answer=answer)
+    assert state.calls[0].runs, state.calls[0].result
+    _, asked = recorded(state, [Done({"invoice_id": "inv_abcd7", "status": "void"})])
+    writes = asked[-1].writes  # type: ignore[attr-defined]
+    assert writes.compensated and writes.released == ["op_original", "read_original"]
