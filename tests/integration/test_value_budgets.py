@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from aiohttp import web
 
 from tests.unit.factories import stage_record
 from toolgate.contracts.budgets import BUDGETS_FILE, load_budgets
@@ -22,14 +23,17 @@ from toolgate.contracts.registry import load_registry
 from toolgate.schemas.codec import codec
 from toolgate.schemas.hashing import operation_event, payload_hash
 from toolgate.schemas.models import PayloadKind, StageRecord
+from toolgate.settings import Settings
 from toolgate.store import batch, values
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.sweep import expire_approvals
 from toolgate.workers.policy.handler import PolicyHandler
+from toolgate.workers.reconciliation.reconciler import Reconciler
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Inbound
 
 from .conftest import Database
+from .test_reconciliation_locks import _port, stuck_key
 
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 DAY = "SELECT coalesce(sum(used), 0)::bigint FROM toolgate.usage_value_daily WHERE tenant_id = %s AND dimension = %s"
@@ -190,3 +194,52 @@ def test_an_approval_that_expires_releases_what_its_call_reserved(database: Data
     released = "SELECT released_at IS NOT NULL, ended FROM toolgate.usage_values WHERE event_id = %s"
     assert database.sql(released, (event,)) == [(True, False)]
     assert asyncio.run(sweep()) == 0 and database.sql(DAY, gbp) == [(0,)]
+
+
+def test_a_charge_the_provider_says_failed_releases_its_money_when_reconciled(
+    database: Database, tmp_path: Path
+) -> None:
+    """A charge whose execution worker died mid-call (its key PENDING past its lease): the
+    reconciler asks the provider, which says the call failed; the key ends FAILED_FINAL and the
+    charge's money is released for good in the same transaction."""
+    url = database.database_url
+    key, _ = stuck_key(url)
+    [(request,)] = database.sql("SELECT request FROM toolgate.idempotency_keys WHERE idempotency_key = %s", (key,))
+    call = codec().decode(bytes(request), StageRecord).call
+    event = operation_event(call)
+    run = (call.tenant_id, call.principal.agent_id, call.run_id)
+    asyncio.run(in_transaction(url, [values.reserve(values.of_call(event, run, [("money:CHF", 9_000)]))]))
+    chf = (call.tenant_id, "money:CHF")
+    assert database.sql(DAY, chf) == [(9_000,)]
+
+    async def reconcile() -> dict[str, int]:
+        async def status(_: web.Request) -> web.Response:
+            return web.json_response({"status": "failed"})
+
+        app = web.Application()
+        app.router.add_get("/v1/operations/{key}", status)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = _port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        (tmp_path / "demo-provider-token").write_text("token-value")
+        settings = Settings(
+            database_url=url,
+            home=tmp_path,
+            secrets_dir=tmp_path,
+            endpoints={"demo_provider": f"http://127.0.0.1:{port}"},
+        )
+        reconciler = Reconciler(load_registry(), settings)
+        try:
+            return await reconciler.reconcile_once()
+        finally:
+            await reconciler.http.close()
+            await reconciler.pool.close()
+            await runner.cleanup()
+
+    assert asyncio.run(reconcile())["failed_final"] == 1
+    status = "SELECT status FROM toolgate.idempotency_keys WHERE idempotency_key = %s"
+    assert database.sql(status, (key,)) == [("FAILED_FINAL",)]
+    released = "SELECT released_at IS NOT NULL, ended FROM toolgate.usage_values WHERE event_id = %s"
+    assert database.sql(released, (event,)) == [(True, True)]
+    assert database.sql(DAY, chf) == [(0,)]

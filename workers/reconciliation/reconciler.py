@@ -157,6 +157,8 @@ class Reconciler:
                     await values.release(conn, usage_events(record.call), ended=True)
                 return await _settle(conn, stuck, done)
             case decision.FailFinal():
+                if resolution.detail == decision.PROVIDER_FAILED:  # no effect, says the provider: its value is freed
+                    await values.release(conn, usage_events(record.call), ended=True)
                 failed = execution.fail_closed(stuck.call, resolution.message, STAGE, now)
                 letter = deadletters.for_request(
                     record,
