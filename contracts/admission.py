@@ -22,7 +22,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from toolgate.contracts import binding_rules, honoured
+from toolgate.contracts import binding_rules, honoured, values
 from toolgate.contracts.contract import Contract
 from toolgate.schemas.errors import PermanentError
 
@@ -67,6 +67,7 @@ def admit(document: Mapping[str, Any], source: str) -> Contract:
         for error in contract.input_validator.iter_errors(example["arguments"]):
             raise ContractRefused(f"{source}: example {i} violates the input schema: {error.message}")
     fails_open = binding_rules.problems(contract.name, contract.version, contract.binding, contract.input_schema)
+    fails_open += values.problems(contract.name, contract.version, contract.binding, contract.input_schema)
     unhonoured = honoured.problems(contract)
     if fails_open or unhonoured:
         raise ContractRefused(f"{source}: " + "; ".join(fails_open + unhonoured))

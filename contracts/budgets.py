@@ -5,9 +5,11 @@ the repair loop's limits, as data, admitted at start.
 `contracts/cedar/budgets.json` by default) and is validated against `budgets.schema.json` when a
 worker starts: a document that does not validate, or a directory without one, stops the worker.
 Budgets are per side-effect dimension, per run and per tenant per UTC day; critical mutations
-have none unless a tenant is granted some. Rate limits are the contract's own (per tenant and
-tool) unless a tenant is granted another window for a tool. (The rules are the set's Cedar
-policies: contracts/cedar_policy.py. A JSON policy document of the older format, rules and
+have none unless a tenant is granted some. Value budgets (`value_budgets`) limit the sums of what
+the contracts derive from the arguments (contracts/values.py: money by currency, recipients), per
+run and per tenant per UTC day; a value dimension no limit names has none. Rate limits are the
+contract's own (per tenant and tool) unless a tenant is granted another window for a tool. (The
+rules are the set's Cedar policies: contracts/cedar_policy.py. A JSON policy document of the older format, rules and
 budgets together, is refused here; `toolgate policy convert` splits it.)
 """
 
@@ -52,6 +54,15 @@ class Budgets:
         if dimension in granted:
             return int(granted[dimension])
         return int(self.document["budgets"][scope].get(dimension, 0))
+
+    def value_limit(self, tenant: str, scope: str, dimension: str) -> int | None:
+        """The value budget of `dimension` (e.g. 'money:USD') for `scope`; None: no limit is named."""
+        values = self.document.get("value_budgets", {})
+        granted = values.get("grants", {}).get(tenant, {}).get(scope, {})
+        if dimension in granted:
+            return int(granted[dimension])
+        limit = values.get(scope, {}).get(dimension)
+        return None if limit is None else int(limit)
 
     def rate_limit(self, tenant: str, contract: Contract) -> dict[str, int]:
         """The rate window for `tenant` calling `contract`: a grant in the policy, else the contract's own."""

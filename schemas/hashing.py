@@ -97,6 +97,12 @@ def operation_event(call: Call) -> str:
     return "op_" + _digest(call.tenant_id, call.tool_name, call.tool_version, call.payload_hash, call.idempotency_key)
 
 
+def usage_events(call: Call) -> tuple[str, str]:
+    """Both events a call may be counted under, its operation's and its own: what a release of
+    its value budgets' reservation looks for (store/values.py; the one not counted finds nothing)."""
+    return operation_event(call), read_event(call)
+
+
 def read_event(call: Call) -> str:
     """A read's usage event: the same call sent again (a client's resend, a captured copy
     replayed within its window) is counted once."""

@@ -39,6 +39,12 @@ STATEMENTS: tuple[tuple[str, str, str], ...] = (
         "DELETE FROM toolgate.usage_daily WHERE day < (now() AT TIME ZONE 'UTC')::date - %(age)s::int",
         "usage_daily_days",
     ),
+    ("usage_values", _batch_of("usage_values", _older("t.at")), "usage_events"),
+    (
+        "usage_value_daily",
+        "DELETE FROM toolgate.usage_value_daily WHERE day < (now() AT TIME ZONE 'UTC')::date - %(age)s::int",
+        "usage_daily_days",
+    ),
     (
         "approvals",
         """

@@ -42,6 +42,11 @@ def _seed(pipeline: Pipeline, tag: str) -> dict[str, tuple[str, str]]:
             f"VALUES (%s, '{{write}}', 'acme', 'r', 'invoice.create_draft', {at})",
             (n(f"usage_{name}"),),
         )
+        sql(
+            "INSERT INTO toolgate.usage_values (event_id, dimension, tenant_id, agent_id, run_id, day, amount, at) "
+            f"VALUES (%s, 'money:USD', 'acme', 'cli', 'r', (({at}) AT TIME ZONE 'UTC')::date, 5, {at})",
+            (n(f"usage_{name}"),),
+        )
     rows["call old"] = ("gone", f"toolgate.calls WHERE call_id = '{n('call_old')}'")
     rows["call fresh"] = ("kept", f"toolgate.calls WHERE call_id = '{n('call_fresh')}'")
     rows["repair old"] = ("gone", f"toolgate.repair_attempts WHERE call_id = '{n('repair_old')}'")
@@ -64,6 +69,8 @@ def _seed(pipeline: Pipeline, tag: str) -> dict[str, tuple[str, str]]:
         "kept",
         f"toolgate.policy_shadow_disagreements WHERE call_id = '{n('shadow_fresh')}'",
     )
+    rows["value reserved long ago"] = ("gone", f"toolgate.usage_values WHERE event_id = '{n('usage_old')}'")
+    rows["value reserved now"] = ("kept", f"toolgate.usage_values WHERE event_id = '{n('usage_fresh')}'")
 
     # A call whose approval is kept (still PENDING) is kept with it, however old.
     sql(
@@ -103,6 +110,11 @@ def _seed(pipeline: Pipeline, tag: str) -> dict[str, tuple[str, str]]:
             (tenant, days),
         )
         sql(
+            "INSERT INTO toolgate.usage_value_daily (tenant_id, dimension, day, used) "
+            "VALUES (%s, 'money:USD', (now() AT TIME ZONE 'UTC')::date - %s, 3)",
+            (tenant, days),
+        )
+        sql(
             "INSERT INTO toolgate.dead_letter_actions (dead_letter_id, action, actor, at) "
             f"VALUES (%s, 'discarded', 'op', now() - interval '{days * 20} days')",
             (n(f"dl_{days}"),),
@@ -114,6 +126,14 @@ def _seed(pipeline: Pipeline, tag: str) -> dict[str, tuple[str, str]]:
     rows["yesterday's daily counter"] = (
         "kept",
         f"toolgate.usage_daily WHERE tenant_id = '{tenant}' AND day > now() - interval '3 days'",
+    )
+    rows["daily value counter 40 days ago"] = (
+        "gone",
+        f"toolgate.usage_value_daily WHERE tenant_id = '{tenant}' AND day < now() - interval '2 days'",
+    )
+    rows["yesterday's daily value counter"] = (
+        "kept",
+        f"toolgate.usage_value_daily WHERE tenant_id = '{tenant}' AND day > now() - interval '3 days'",
     )
     rows["dead-letter action 800 days ago"] = (
         "gone",
@@ -223,6 +243,8 @@ def test_toolgate_prune_runs_one_pass_by_hand(pipeline: Pipeline) -> None:
         "repair_attempts",
         "usage_events",
         "usage_daily",
+        "usage_values",
+        "usage_value_daily",
         "approvals",
         "calls",
         "read_outcomes",

@@ -63,6 +63,8 @@ PURE_PARTS = (
     "toolgate.workers.validation.recorded",
     "toolgate.contracts.policy_view",
     "toolgate.ops.whatif",
+    "toolgate.workers.policy.values",
+    "toolgate.contracts.values",
     "toolgate.contracts.cedar_schema",
     "toolgate.contracts.cedar_reads",
     "toolgate.workers.validation.arguments",

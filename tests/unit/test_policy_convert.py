@@ -119,7 +119,8 @@ def test_the_shipped_json_policy_converts_to_a_set_that_decides_as_it_did() -> N
     assert {"policy.no-secret-data", "policy.prod-money-in-business-hours"} <= {code for code, _ in seen}
     assert {("allow", 0), ("allow", 1), ("allow", 2)} <= seen
     assert json.loads(files[BUDGETS_FILE]) == {k: v for k, v in SHIPPED.items() if k != "rules"}
-    assert json.loads(files[BUDGETS_FILE]) == load_budgets().document  # what ships beside the Cedar set
+    shipped = {k: v for k, v in load_budgets().document.items() if k != "value_budgets"}  # newer than the JSON format
+    assert json.loads(files[BUDGETS_FILE]) == shipped  # what ships beside the Cedar set
 
 
 def test_every_kind_of_condition_converts_to_one_that_decides_as_it_did() -> None:

@@ -3,7 +3,8 @@
 The tickets are locked and read, each decision becomes a `Transition` (decision.py, which
 holds the table of what a decision does), and the handler applies them in one transaction:
 counted decisions and closed tickets written, enough approvals releasing the call to
-tool.executable and a denial ending it on tool.results, all through the outbox, each decision
+tool.executable and a denial ending it on tool.results (and releasing what it reserved of its
+value budgets: store/values.py), all through the outbox, each decision
 audited: a signed one in that transaction, one that proves nobody (`decision.proves_nobody`)
 collapsed into counts by the runtime (workers/runtime/refusals.py), its values bounded.
 """
@@ -12,10 +13,11 @@ from __future__ import annotations
 
 from toolgate.contracts.registry import Registry
 from toolgate.faults import crash_point
+from toolgate.schemas.hashing import usage_events
 from toolgate.schemas.models import ApprovalDecision, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import TicketStatus
-from toolgate.store import audit
+from toolgate.store import audit, values
 from toolgate.store import outbox as outbox_rows
 from toolgate.store.audit_entry import bounded
 from toolgate.store.outbox import OutboxRow
@@ -66,6 +68,8 @@ class DecisionsHandler(Handler[ApprovalDecision]):
                 await tickets.record_decisions(conn, counted)
                 decided = (TicketStatus.APPROVED, TicketStatus.DENIED)
                 await tickets.close(conn, [t for t in held.values() if t.status in decided])
+                denied = [requests[a] for a, t in held.items() if t.status == TicketStatus.DENIED and a in requests]
+                await values.release(conn, [e for r in denied for e in usage_events(r.call)], ended=False)
             await outbox_rows.enqueue(conn, rows, self.topics)
             await audit.append(conn, entries)
             if any(r.topic == "executable" for r in rows):

@@ -13,10 +13,11 @@ from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import codec
+from toolgate.schemas.hashing import usage_events
 from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.settings import Settings
 from toolgate.states import TicketStatus
-from toolgate.store import audit, open_approvals
+from toolgate.store import audit, open_approvals, values
 from toolgate.store import outbox as outbox_rows
 from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
@@ -34,8 +35,10 @@ async def expire_approvals(conn: AsyncConnection[Any], topics: Topics, stage: st
     now = now_ms()
     expired = await open_approvals.expire(conn)
     rows, entries = [], []
+    released: list[str] = []
     for ticket in expired:
         record = codec().decode(bytes(ticket.request), StageRecord)
+        released += usage_events(record.call)
         closed = resume.closed(record, "approval_expired", resume.expiry(ticket.approval_id), now)
         rows.append(outbox.item("results", record.call.home_partition, closed))
         entries.append(
@@ -48,6 +51,8 @@ async def expire_approvals(conn: AsyncConnection[Any], topics: Topics, stage: st
                 {"approval_id": ticket.approval_id, "status": str(TicketStatus.AUTO_DENIED)},
             )
         )
+    # What the expired calls reserved of their value budgets is theirs no more (store/values.py).
+    await values.release(conn, released, ended=False)
     await outbox_rows.enqueue(conn, rows, topics)
     await audit.append(conn, entries)
     return len(expired)

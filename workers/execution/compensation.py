@@ -35,6 +35,7 @@ class Original:
     compensated_by: str | None
     arguments: dict[str, Any] = field(default_factory=dict)  # the earlier call's, as it ran
     result: dict[str, Any] = field(default_factory=dict)  # the data of its stored result
+    events: tuple[str, ...] = ()  # the usage events it may be counted under (value budgets' release)
 
 
 def check(

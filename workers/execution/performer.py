@@ -14,11 +14,12 @@ from typing import Any, TypeVar
 from psycopg import AsyncConnection
 
 from toolgate.schemas.codec import codec
+from toolgate.schemas.hashing import usage_events
 from toolgate.schemas.models import StageRecord
 from toolgate.scrubber import SCRUBBER
 from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
-from toolgate.store import approvals, audit, quarantine
+from toolgate.store import approvals, audit, quarantine, values
 from toolgate.store import keys as idempotency_keys
 from toolgate.store import reads as read_outcomes
 from toolgate.store.db import rows_json
@@ -176,6 +177,8 @@ class Performer:
             await read_outcomes.store(conn, reads)
             await enqueue(conn, letters, topics)
             await quarantine.hold(conn, [held_version(q) for q in writes.quarantine])
+            if writes.released:  # ended for good: never run again
+                await values.release(conn, writes.released, ended=True)
             if results:
                 held = await enqueue_held(conn, results, topics)
             if writes.entries:
@@ -202,7 +205,7 @@ async def originals(conn: Conn, records: tuple[StageRecord, ...]) -> dict[tuple[
     for row in await idempotency_keys.to_compensate(
         conn, [(r.call.tenant_id, r.call.compensation_of or "") for r in records]
     ):
-        arguments = codec().decode(row.request, StageRecord).call.arguments
+        request = codec().decode(row.request, StageRecord).call
         data = (row.response or {}).get("data") or {}
         found[(row.tenant_id, row.call_id)] = Original(
             row.tenant_id,
@@ -211,7 +214,8 @@ async def originals(conn: Conn, records: tuple[StageRecord, ...]) -> dict[tuple[
             row.tool_name,
             row.tool_version,
             row.compensated_by,
-            arguments,
+            request.arguments,
             data,
+            usage_events(request),
         )
     return found

@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from toolgate.schemas.codec import codec
-from toolgate.schemas.hashing import fingerprint
+from toolgate.schemas.hashing import fingerprint, usage_events
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.store.audit_entry import Entry
@@ -56,6 +56,8 @@ def record(calls: Calls, now: int, *, careful: bool) -> Step[tuple[tuple[Ended, 
             res, status = _conclude(replace(c, effect=local.get(i, c.effect)), after_failed.get(i), writes, now)
         elif res is None and c.leader is not None and c.leader in by_call and not isinstance(c.plan, idem.Mismatch):
             res = answers.replay(c.record, c.traceparent, answers.stored_response(by_call[c.leader]), now)
+        if isinstance(c.plan, idem.Replay) and c.plan.status is KeyStatus.FAILED_FINAL:
+            writes.released += usage_events(c.record.call)  # its retries spent: ended, as if it ran out now
         ended.append((res, status))
         if res is not None:
             by_call[i] = res
@@ -78,6 +80,8 @@ def _conclude(c: CallState, after_error: str | None, writes: Writes, now: int) -
         writes.settle.append(keys.settlement(c.record.call.tenant_id, c.call.key, res, status))
     if c.ticket is not None and status in idem.ENDED:
         writes.spent.append(c.ticket.approval_id)
+    if status is KeyStatus.FAILED_FINAL:  # it never runs again: what it reserved of its value budgets is freed
+        writes.released += usage_events(c.record.call)
     if c.call.key is None and status is not KeyStatus.PENDING:
         writes.reads.append(reads.outcome_row(c.record, res))
     if bounds.violated(c.effect):
@@ -102,6 +106,7 @@ def _compensation(c: CallState, after: decision.Undone | decision.NotUndone | No
     assert original is not None
     if isinstance(after, decision.Undone):
         writes.compensated.append((c.call.key, original.tenant_id, original.key))
+        writes.released += original.events  # undone: its value is spent no more
     elif isinstance(after, decision.NotUndone):
         writes.compensation_failed.append((original.tenant_id, original.key))
         letter = deadletters.for_request(

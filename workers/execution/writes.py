@@ -48,4 +48,5 @@ class Writes:
     letters: list[Letter] = field(default_factory=list)
     quarantine: list[Quarantined] = field(default_factory=list)  # tool versions caught writing READ_ONLY
     results: list[tuple[int, ExecutionResult]] = field(default_factory=list)  # (partition, result), held
+    released: list[str] = field(default_factory=list)  # usage events of operations ended unspent (store/values.py)
     entries: list[Entry] = field(default_factory=list)

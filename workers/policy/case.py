@@ -11,6 +11,8 @@ from toolgate.contracts.contract import Contract
 from toolgate.schemas.models import FieldError, StageRecord, TaxonomyClass
 from toolgate.workers.runtime.facts import Facts
 
+Values = tuple[tuple[str, int], ...]  # (value dimension, amount): contracts/values.py
+
 
 @dataclass
 class Recent:
@@ -34,8 +36,18 @@ class Usage:
     per_day: dict[tuple[str, str], int] = field(default_factory=dict)  # (tenant, dimension)
     rate: dict[tuple[str, str], Recent] = field(default_factory=dict)  # (tenant, tool)
     counted: set[str] = field(default_factory=set)  # operations (event ids) already counted
+    value_run: dict[tuple[str, str, str, str], int] = field(default_factory=dict)  # value reserved per run
+    value_day: dict[tuple[str, str], int] = field(default_factory=dict)  # value reserved per tenant today
+    released: set[str] = field(default_factory=set)  # counted operations whose value was released, not ended
 
-    def record(self, record: StageRecord, event_id: str, spends: tuple[str, ...], now_ms: int) -> None:
+    def record(
+        self, record: StageRecord, event_id: str, spends: tuple[str, ...], now_ms: int, values: Values = ()
+    ) -> None:
+        for dim, amount in values:  # the value budgets' reservations (workers/policy/values.py)
+            run = (*run_of(record), dim)
+            self.value_run[run] = self.value_run.get(run, 0) + amount
+            day = (record.call.tenant_id, dim)
+            self.value_day[day] = self.value_day.get(day, 0) + amount
         for dim in spends:
             key = (*run_of(record), dim)
             self.per_run[key] = self.per_run.get(key, 0) + 1
@@ -44,6 +56,7 @@ class Usage:
         recent.count += 1
         recent.oldest_ms = now_ms if recent.oldest_ms is None else recent.oldest_ms
         self.counted.add(event_id)
+        self.released.discard(event_id)
 
 
 @dataclass(frozen=True)
@@ -52,6 +65,7 @@ class Allow:
     spends: tuple[str, ...]  # budget dimensions this call spends (empty: counted before, or dry run)
     standing: tuple[str, ...] = field(default=(), compare=False)  # where the call leaves each budget
     approver_groups: tuple[str, ...] = ()  # named by Cedar's permits; none: the contract's groups
+    values: Values = field(default=(), compare=False)  # (value dimension, amount) reserved with `spends`
 
 
 @dataclass(frozen=True)

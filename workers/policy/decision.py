@@ -8,7 +8,7 @@ fail-closed: a call passes only when every gate lets it.
 Each gate is a function of the `Case` (case.py) that returns the outcome ending the decision,
 or None to let the next gate decide; `GATES` lists them in order. The identity and resource
 gates are here, the policy rules and approvals in rules.py, budgets and rate limits in
-budgets.py.
+budgets.py, value budgets in values.py.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from toolgate.taxonomy import TOOL_QUARANTINED
 from toolgate.workers.policy.budgets import budgets, rate_limit, standing
 from toolgate.workers.policy.case import Allow, Case, Deny, Gate, Permit, Recent, Usage, Verdict, deny
 from toolgate.workers.policy.rules import MIN_APPROVALS, policy_rules, required_approvals, side_effect_class
+from toolgate.workers.policy.values import value_budgets, value_standing, values_spent
 from toolgate.workers.runtime.facts import Facts, Row, owned
 
 __all__ = ["GATES", "MIN_APPROVALS", "Allow", "Deny", "Recent", "Usage", "decide", "quarantine", "refs"]
@@ -95,8 +96,12 @@ def counted_before(case: Case) -> Allow | None:
     """A retry of an operation that passed every gate below before (its usage event was
     recorded) goes on as it is: execution answers it from its key (a replay, or the same
     operation resumed under its approval), not from today's state, which its own effect may
-    have changed (a charge settles its invoice)."""
-    return Allow(required_approvals(case), ()) if case.event_id in case.usage.counted else None
+    have changed (a charge settles its invoice). One whose value was released without its
+    operation ending (its approval denied or expired) is judged again: it may run, and reserves
+    its value again (workers/policy/values.py)."""
+    if case.event_id not in case.usage.counted or case.event_id in case.usage.released:
+        return None
+    return Allow(required_approvals(case), ())
 
 
 def state_consistency(case: Case) -> Deny | None:
@@ -162,6 +167,7 @@ GATES: tuple[Gate, ...] = (
     counted_before,
     state_consistency,
     budgets,
+    value_budgets,
     rate_limit,
 )
 
@@ -188,7 +194,8 @@ def decide(
             return outcome
     groups = verdict.groups if isinstance(verdict, Permit) else ()
     spends = () if record.call.dry_run else dimensions(contract)
-    return Allow(required_approvals(case), spends, standing(case), groups)
+    values = () if record.call.dry_run else values_spent(case)
+    return Allow(required_approvals(case), spends, standing(case) + value_standing(case), groups, values)
 
 
 def refs(record: StageRecord, contract: Contract) -> list[tuple[str, Any]]:

@@ -3,8 +3,9 @@
 One Postgres transaction per round: which of the round's tool versions are quarantined
 (store/quarantine.py), the facts every call needs about the resources it names (one query per
 lookup kind), the usage counted so far (budgets per run and per tenant and day, each tool's
-rate window) under a per-tenant advisory lock so concurrent policy workers cannot both spend
-the last unit of a budget, the decisions, the usage events of the allowed calls, an audit
+rate window, the value reserved: store/values.py) under a per-tenant advisory lock so concurrent
+policy workers cannot both spend the last unit of a budget, the decisions, the usage events (and
+value reservations) of the allowed calls, an audit
 entry for every refusal, and each decision's record with what it was judged on (witness.py,
 toolgate.call_decisions: one statement in the round's final batch).
 
@@ -29,7 +30,8 @@ from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.scrubber import SCRUBBER
 from toolgate.settings import Settings
 from toolgate.states import StageOutcome
-from toolgate.store import audit, batch, call_decisions, policy_sets, quarantine, tenants, usage
+from toolgate.store import audit, batch, call_decisions, policy_sets, quarantine, tenants, usage, values
+from toolgate.workers.policy.case import run_of
 from toolgate.workers.policy.decision import Allow, Deny, Recent, Usage, refs
 from toolgate.workers.policy.live import LiveSets
 from toolgate.workers.policy.round_decisions import decide_round
@@ -92,6 +94,13 @@ class PolicyHandler(Handler[StageRecord]):
             )
             spent, refused = self._emit(calls, decisions, events, now, out)
             writes = [usage.record(spent)] if spent else []
+            reserved = [  # the value budgets' (workers/policy/values.py)
+                r
+                for call, decision in zip(calls, decisions, strict=True)
+                if isinstance(decision, Allow)
+                for r in values.of_call(events[id(call)], run_of(call.model), decision.values)
+            ]
+            writes += [values.reserve(reserved)] if reserved else []
             disagree = self.live.disagreements(shadow, decisions, judged, known, now, *setting) if shadow else []
             if disagree:  # the shadow set's, recorded with the round's calls (workers/policy/shadow.py)
                 writes.append(policy_sets.disagreements_statement(disagree))
@@ -169,11 +178,14 @@ class UsageReads:
             self.windows[(c.model.call.tenant_id, c.model.call.tool_name)] = limit["window_sec"]
 
     def statements(self) -> list[batch.Statement]:
-        return usage.reads(self.tenants, self.runs, self.event_ids, self.windows)
+        return [
+            *usage.reads(self.tenants, self.runs, self.event_ids, self.windows),
+            *values.reads(self.tenants, self.runs, self.event_ids),
+        ]
 
     def usage(self, results: list[batch.Result]) -> Usage:
-        found = usage.read(self.tenants, results)
-        used = Usage()
+        found, valued = usage.read(self.tenants, results[: -values.READS]), values.read(results[-values.READS :])
+        used = Usage(value_run=valued.per_run, value_day=valued.per_day, released=valued.released)
         used.per_run = found.per_run
         used.per_day = found.per_day
         used.counted = found.counted

@@ -107,5 +107,5 @@ def decide_round(
             record, contract, policy, facts, used, event_id, now_ms, environment, quarantined, verdict=verdict
         )
         if isinstance(decision, Allow) and decision.spends:  # a new operation, not a dry run or a retry
-            used.record(record, event_id, decision.spends, now_ms)
+            used.record(record, event_id, decision.spends, now_ms, decision.values)
         yield decision

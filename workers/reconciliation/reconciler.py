@@ -25,11 +25,12 @@ from psycopg import AsyncConnection
 
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import codec
-from toolgate.schemas.hashing import fingerprint
+from toolgate.schemas.hashing import fingerprint, usage_events
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.scrubber import SCRUBBER
 from toolgate.settings import Settings
-from toolgate.store import approvals, audit
+from toolgate.states import KeyStatus
+from toolgate.store import approvals, audit, values
 from toolgate.store import keys_reconciliation as stuck_keys
 from toolgate.store import outbox as outbox_rows
 from toolgate.store.db import make_pool
@@ -152,8 +153,12 @@ class Reconciler:
                 return [outbox.item("executable", record.call.home_partition, record)]
             case decision.Complete(data):
                 done = await self.performer.drive(conn, execution.complete(stuck.call, data, STAGE, now))
+                if done.status is KeyStatus.FAILED_FINAL:  # the provider says it failed: its value is freed
+                    await values.release(conn, usage_events(record.call), ended=True)
                 return await _settle(conn, stuck, done)
             case decision.FailFinal():
+                if resolution.detail == decision.PROVIDER_FAILED:  # no effect, says the provider: its value is freed
+                    await values.release(conn, usage_events(record.call), ended=True)
                 failed = execution.fail_closed(stuck.call, resolution.message, STAGE, now)
                 letter = deadletters.for_request(
                     record,
