@@ -97,7 +97,8 @@ def facts_of(row: Decided) -> Facts:
 
 
 def usage_of(row: Decided) -> Usage:
-    """The usage the call saw, as the decision reads it (its run's, its tenant's day, its rate window)."""
+    """The usage the call saw, as the decision reads it (its run's, its tenant's day, its rate
+    window, the value reserved of the dimensions it spends)."""
     call, seen = row.call or {}, row.usage or {}
     tenant, agent, run = row.tenant_id, call.get("principal", {}).get("agent_id", ""), call.get("run_id", "")
     used = Usage()
@@ -106,6 +107,9 @@ def usage_of(row: Decided) -> Usage:
     rate = seen.get("rate") or {}
     used.rate = {(tenant, row.tool_name): Recent(rate.get("count", 0), rate.get("oldest_ms"))}
     used.counted = {seen["event_id"]} if seen.get("counted_before") else set()
+    used.value_run = {(tenant, agent, run, d): n for d, n in seen.get("values_run", {}).items()}
+    used.value_day = {(tenant, d): n for d, n in seen.get("values_today", {}).items()}
+    used.released = {seen["event_id"]} if seen.get("released") else set()
     return used
 
 

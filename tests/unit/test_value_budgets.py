@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.unit.factories import registry
 from tests.unit.test_cedar_policy import NOON, contract, shipped
+from tests.unit.test_decision_record import recorded_round
 from tests.unit.test_execution_decision import DRAFT
 from tests.unit.test_execution_machine import call as machine_call
 from tests.unit.test_execution_machine import key_row, recorded, reserved
@@ -24,7 +26,9 @@ from toolgate.contracts import admission
 from toolgate.contracts.admission import ContractRefused
 from toolgate.contracts.budgets import Budgets, load_budgets
 from toolgate.contracts.budgets import admit as admit_budgets
+from toolgate.contracts.policy_set import load_policy_set
 from toolgate.contracts.values import derive, problems, spent_values
+from toolgate.ops import whatif
 from toolgate.schemas.hashing import usage_events
 from toolgate.schemas.models import TaxonomyClass
 from toolgate.states import KeyStatus
@@ -282,3 +286,24 @@ def test_a_compensation_that_undoes_a_call_releases_what_the_call_reserved() -> 
     _, asked = recorded(state, [Done({"invoice_id": "inv_abcd7", "status": "void"})])
     writes = asked[-1].writes  # type: ignore[attr-defined]
     assert writes.compensated and writes.released == ["op_original", "read_original"]
+
+
+def test_a_decisions_record_carries_the_value_it_saw_and_whatif_judges_value_budgets_on_it(tmp_path: Path) -> None:
+    """Part 3's record of a policy decision names the value reserved before it (its run's and its
+    tenant's day, of the dimensions it spends): what-if under a set with a tighter money budget
+    refuses exactly the charge that would have gone over it."""
+    shipped_set = load_policy_set(registry())
+    calls = [charge(1, run_id="run_v"), charge(2, run_id="run_v"), charge(3, run_id="run_v")]
+    _, rows = recorded_round(shipped_set, calls)
+    seen = [r.usage for r in rows if r.stage == "policy"]
+    assert [u["values_run"] if u else None for u in seen] == [{}, {"money:USD": 125_000}, {"money:USD": 250_000}]
+    assert all(u is not None and u["released"] is False for u in seen)
+    for source in (Path(__file__).parents[2] / "contracts" / "cedar").iterdir():
+        (tmp_path / source.name).write_text(source.read_text())
+    document = json.loads((tmp_path / "budgets.json").read_text())
+    document["value_budgets"]["per_run"]["money:USD"] = 300_000
+    (tmp_path / "budgets.json").write_text(json.dumps(document))
+    report = whatif.replay(rows, registry(), load_policy_set(registry(), tmp_path), revalidate=False).as_json()
+    (change,) = report["changes"]
+    assert (change["kind"], change["taxonomy_class"], change["count"]) == ("allowed -> refused", "BUDGET_EXHAUSTED", 1)
+    assert [e["call_id"] for e in change["examples"]] == ["call_3"]

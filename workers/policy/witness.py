@@ -31,6 +31,7 @@ from typing import Any
 from toolgate.contracts.budgets import Budgets
 from toolgate.contracts.cedar_schema import DIMENSIONS
 from toolgate.contracts.contract import Contract
+from toolgate.contracts.values import spent_values
 from toolgate.schemas.models import StageRecord
 from toolgate.store.rows import Decided
 from toolgate.workers.policy.case import Allow, Deny, Usage, run_of
@@ -88,6 +89,7 @@ def usage_seen(record: StageRecord, contract: Contract, event_id: str, used: Usa
     """The usage a call is judged against, as it stands before its decision."""
     tenant, agent, run = run_of(record)
     recent = used.rate.get((tenant, record.call.tool_name))
+    valued = spent_values(contract, record.call.arguments)  # the value budgets' dimensions it spends
     return {
         "run": {d: n for d in DIMENSIONS if (n := used.per_run.get((tenant, agent, run, d), 0))},
         "tenant_today": {d: n for d in DIMENSIONS if (n := used.per_day.get((tenant, d), 0))},
@@ -96,8 +98,11 @@ def usage_seen(record: StageRecord, contract: Contract, event_id: str, used: Usa
             "oldest_ms": recent.oldest_ms if recent else None,
             "window_sec": budgets.rate_limit(tenant, contract)["window_sec"],
         },
+        "values_run": {d: n for d in valued if (n := used.value_run.get((tenant, agent, run, d), 0))},
+        "values_today": {d: n for d in valued if (n := used.value_day.get((tenant, d), 0))},
         "event_id": event_id,
         "counted_before": event_id in used.counted,
+        "released": event_id in used.released,  # its value released without its operation ending
     }
 
 
