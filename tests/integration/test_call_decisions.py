@@ -112,7 +112,16 @@ def test_each_stage_records_its_decision_naming_the_versions_and_inputs(database
     assert facts["environment"] and facts["quarantined"] is False
     (resource,) = facts["resources"]
     assert resource["id"] == "inv_acme0001" and resource["row"]["tenant_id"] == "acme"
-    assert set(usage) == {"run", "tenant_today", "rate", "event_id", "counted_before"}
+    assert set(usage) == {
+        "run",
+        "tenant_today",
+        "rate",
+        "event_id",
+        "counted_before",
+        "values_run",
+        "values_today",
+        "released",
+    }
 
     shown = cli(database, "policy", "decided", fetch.model.call_id, "--json")
     assert shown.returncode == 0, shown.stderr
