@@ -10,6 +10,8 @@ up` of this module's own (a deploy changes what every later call meets):
 * a row written straight into `toolgate.policy_deployments` (a forged signature, or a genuine
   signature copied under another id) is not taken: the table proves nothing, a signature does;
 * a policy worker that starts again takes the deployed set, not its TOOLGATE_POLICY_DIR's;
+* a deployed rule on the resource a call names (the invoice a charge pays, its row read by the
+  round) refuses a charge above its invoice and lets one of its amount through;
 * a shadow set stricter than the enforcing one changes no decision; its disagreements are
   recorded, counted on the policy worker's /metrics and listed by `toolgate policy shadow
   report`; after `shadow stop` no more are recorded.
@@ -56,6 +58,12 @@ forbid (principal, action in Action::"invoice.fetch", resource) when { context.a
 permit (principal, action in Action::"payment.charge_card", resource) when { principal in resource.tenant };
 """
 FETCH = {"invoice_id": "inv_acme0001"}
+NOT_ABOVE = """
+@id("not-above-the-invoice")
+@message("a charge may not exceed its invoice")
+forbid (principal, action in Action::"payment.charge_card", resource)
+when { resource has amount_cents && context.arguments.amount_cents > resource.amount_cents };
+"""
 
 
 @pytest.fixture(scope="module")
@@ -212,6 +220,19 @@ def test_a_policy_worker_that_starts_takes_the_deployed_set_not_its_directorys(s
     os.kill(pid, signal.SIGKILL)  # `toolgate up` starts it again, with the shipped set as its directory's
     eventually(lambda: stack.worker_pid("policy") != pid, timeout=90)
     assert decided_by(stack, stack.call("invoice.fetch", FETCH, dry_run=True)) == ("refused", strict)
+
+
+def test_a_deployed_rule_on_the_calls_resource_judges_the_row_the_round_read(stack: Pipeline, tmp_path: Path) -> None:
+    deploy(stack, policy_set(tmp_path / "resources", NOT_ABOVE))
+    invoice = stack.open_invoice(amount_cents=125_000)
+    above = stack.call(
+        "payment.charge_card", {"invoice_id": invoice, "amount_cents": 150_000, "currency": "USD"}, dry_run=True
+    )
+    assert (taxonomy(above), errors_of(above)) == ("POLICY_VIOLATION", [(None, "policy.not-above-the-invoice")])
+    exact = stack.call(
+        "payment.charge_card", {"invoice_id": invoice, "amount_cents": 125_000, "currency": "USD"}, dry_run=True
+    )
+    assert taxonomy(exact) == "SUCCESS", exact
 
 
 def _shadow_count(stack: Pipeline) -> float:
