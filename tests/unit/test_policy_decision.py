@@ -211,6 +211,7 @@ def test_a_retried_operation_and_a_dry_run_spend_nothing() -> None:
     email = contract("notify.send_email")
     spent = Usage(per_run={("acme", "agent_1", "run_1", "external_action"): 10}, counted={"event-1"})
     assert run(email, usage=spent) == Allow(1, ())  # the same operation again: counted once
+    assert run(email).standing == ()  # only a dry run's preview shows where it leaves each budget
     dry = stage_record(email, dry_run=True)
     allowed = run(email, dry, usage=Usage(per_run={("acme", "agent_1", "run_1", "external_action"): 3}))
     assert isinstance(allowed, Allow) and allowed.spends == ()

@@ -193,9 +193,9 @@ def decide(
         if outcome is not None:
             return outcome
     groups = verdict.groups if isinstance(verdict, Permit) else ()
-    spends = () if record.call.dry_run else dimensions(contract)
-    values = () if record.call.dry_run else values_spent(case)
-    return Allow(required_approvals(case), spends, standing(case) + value_standing(case), groups, values)
+    if record.call.dry_run:  # spends nothing; its preview says where the real call would leave each budget
+        return Allow(required_approvals(case), (), standing(case) + value_standing(case), groups, ())
+    return Allow(required_approvals(case), dimensions(contract), (), groups, values_spent(case))
 
 
 def refs(record: StageRecord, contract: Contract) -> list[tuple[str, Any]]:
