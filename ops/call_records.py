@@ -18,9 +18,11 @@ import psycopg
 from toolgate.contracts.policy_set import load_policy_set
 from toolgate.contracts.registry import load_registry
 from toolgate.ops import whatif
+from toolgate.scrubber import SCRUBBER
 from toolgate.settings import Settings
 from toolgate.store import call_decisions
 from toolgate.store.rows import Decided
+from toolgate.workers.policy import witness
 
 T = TypeVar("T")
 
@@ -39,7 +41,13 @@ def read_only(database_url: str, work: Callable[[psycopg.AsyncConnection[Any]], 
 
 def decided(settings: Settings, call_id: str, tenant_id: str | None = None) -> list[Decided]:
     """Every recorded decision on `call_id`, in the order made."""
-    return read_only(settings.database_url, lambda conn: call_decisions.of_call(conn, call_id, tenant_id))
+    return opened(read_only(settings.database_url, lambda conn: call_decisions.of_call(conn, call_id, tenant_id)))
+
+
+def opened(rows: list[Decided]) -> list[Decided]:
+    """The rows as their readers take them: each policy row's record opened into the call it judged
+    and validation's pass of it (workers/policy/witness.py `opened`)."""
+    return [seen for row in rows for seen in witness.opened(row, SCRUBBER.obj)]
 
 
 def what_if(
@@ -56,4 +64,4 @@ def what_if(
     candidate = load_policy_set(contracts, policy_dir)
     since_ms = int((time.time() - since_s) * 1000)
     rows = read_only(settings.database_url, lambda conn: call_decisions.since(conn, since_ms, tenant_id))
-    return whatif.replay(rows, contracts, candidate, revalidate=contracts_dir is not None)
+    return whatif.replay(opened(rows), contracts, candidate, revalidate=contracts_dir is not None)

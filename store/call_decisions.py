@@ -26,34 +26,42 @@ COLUMNS = (
     "tenant_id, call_id, stage, decided_at_ms, tool_name, tool_version, contracts_digest, policy_digest, "
     "outcome, taxonomy_class, code, rule, approvals, approver_groups, call, facts, usage"
 )
+# `record` goes as hex in the round's JSON document (`bytes.hex`, the cheapest text of it), and
+# Postgres decodes it.
 RECORD = f"""
-INSERT INTO toolgate.call_decisions ({COLUMNS})
-SELECT {COLUMNS}
+INSERT INTO toolgate.call_decisions ({COLUMNS}, record)
+SELECT {COLUMNS}, decode(record, 'hex')
 FROM jsonb_to_recordset(%s::jsonb) AS r(tenant_id text, call_id text, stage text, decided_at_ms bigint,
     tool_name text, tool_version text, contracts_digest text, policy_digest text, outcome text,
     taxonomy_class text, code text, rule text, approvals int, approver_groups text[], call jsonb,
-    facts jsonb, usage jsonb)
+    facts jsonb, usage jsonb, record text)
 ON CONFLICT (tenant_id, call_id, stage) DO NOTHING
 """
 OF_CALL = f"""
-SELECT {COLUMNS} FROM toolgate.call_decisions WHERE call_id = %s AND (%s::text IS NULL OR tenant_id = %s)
+SELECT {COLUMNS}, record FROM toolgate.call_decisions WHERE call_id = %s AND (%s::text IS NULL OR tenant_id = %s)
 ORDER BY tenant_id, decided_at_ms, stage DESC
 """
 # The decisions since a time (and of a tenant), oldest first, for a replay.
 SINCE = f"""
-SELECT {COLUMNS} FROM toolgate.call_decisions
+SELECT {COLUMNS}, record FROM toolgate.call_decisions
 WHERE at >= to_timestamp((%s)::bigint / 1000.0) AND (%s::text IS NULL OR tenant_id = %s)
 ORDER BY decided_at_ms, tenant_id, call_id, stage DESC
 """
 
 
-NAMES = tuple(f.name for f in fields(Decided))
+NAMES = tuple(f.name for f in fields(Decided) if f.name != "record")
 
 
 def record(rows: Sequence[Decided]) -> batch.Statement:
     """The statement writing a round's decisions: for the caller's batch, before its COMMIT. (Each
     row a shallow dict: `dataclasses.asdict` deep-copies every value, most of the cost per call.)"""
-    return RECORD, (rows_json([{name: getattr(r, name) for name in NAMES} for r in rows]),)
+    return RECORD, (rows_json([_document(r) for r in rows]),)
+
+
+def _document(row: Decided) -> dict[str, Any]:
+    document = {name: getattr(row, name) for name in NAMES}
+    document["record"] = row.record.hex() if row.record is not None else None
+    return document
 
 
 async def record_with_audit(conn: AsyncConnection[Any], entries: list[audit.Entry], rows: Sequence[Decided]) -> None:

@@ -72,7 +72,9 @@ class OpenTicket:
 @dataclass(frozen=True, slots=True)
 class Decided:
     """One stage's decision on one call as toolgate.call_decisions records it (store/call_decisions.py),
-    made by the stages' pure record builders (workers/policy/witness.py, workers/validation/recorded.py)."""
+    made by the stages' pure record builders (workers/policy/witness.py, workers/validation/recorded.py).
+    A policy row names the call by `record`, the StageRecord's bytes as the stage read it (migration
+    0029); readers open it into `call` and validation's pass (witness.py `opened`)."""
 
     tenant_id: str
     call_id: str
@@ -91,3 +93,4 @@ class Decided:
     call: dict[str, Any] | None = None
     facts: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
+    record: bytes | None = None

@@ -90,25 +90,27 @@ def test_each_stage_records_its_decision_naming_the_versions_and_inputs(database
     fetch = proposal(database, "invoice.fetch", '{"invoice_id": "inv_acme0001"}')
     wrong = proposal(database, "invoice.fetch", '{"invoice_id": 7}')
 
-    async def work(validation: ValidationHandler, policy: PolicyHandler) -> tuple[str, str]:
+    async def work(validation: ValidationHandler, policy: PolicyHandler) -> tuple[str, str, dict[str, bytes]]:
         out = Emit("validation")
         await validation.handle([fetch, wrong], out)
-        await policy.handle(validated(out), Emit("policy"))
-        return policy.registry.digest, policy.set.digest
+        judged = validated(out)
+        await policy.handle(judged, Emit("policy"))
+        return policy.registry.digest, policy.set.digest, {c.model.call.call_id: c.raw for c in judged}
 
-    contracts, policy_set = run(database, work)
+    contracts, policy_set, validated_bytes = run(database, work)
     assert recorded(database, wrong.model.call_id) == [
         ("validation", "refuse", "TYPE_MISMATCH", "type_mismatch", contracts, None)
     ]
-    assert recorded(database, fetch.model.call_id) == [
+    assert recorded(database, fetch.model.call_id) == [  # validation's pass is inside the policy's record
         ("policy", "allow", None, None, contracts, policy_set),
-        ("validation", "pass", None, None, contracts, None),
     ]
-    [(call, facts, usage)] = database.sql(
-        "SELECT call, facts, usage FROM toolgate.call_decisions WHERE call_id = %s AND stage = 'policy'",
+    [(call, record, facts, usage)] = database.sql(
+        "SELECT call, record, facts, usage FROM toolgate.call_decisions WHERE call_id = %s AND stage = 'policy'",
         (fetch.model.call_id,),
     )
-    assert call["arguments"] == {"invoice_id": "inv_acme0001"} and call["tenant_id"] == "acme"
+    assert call is None and bytes(record) == validated_bytes[fetch.model.call_id]  # the bytes policy judged
+    judged = codec().decode(bytes(record), StageRecord).call
+    assert judged.arguments == {"invoice_id": "inv_acme0001"} and judged.tenant_id == "acme"
     assert facts["environment"] and facts["quarantined"] is False
     (resource,) = facts["resources"]
     assert resource["id"] == "inv_acme0001" and resource["row"]["tenant_id"] == "acme"
@@ -125,10 +127,12 @@ def test_each_stage_records_its_decision_naming_the_versions_and_inputs(database
 
     shown = cli(database, "policy", "decided", fetch.model.call_id, "--json")
     assert shown.returncode == 0, shown.stderr
-    assert [(d["stage"], d["policy_digest"]) for d in json.loads(shown.stdout)] == [  # in the order made
-        ("validation", None),
-        ("policy", policy_set),
+    decided = json.loads(shown.stdout)
+    assert [(d["stage"], d["outcome"], d["contracts_digest"], d["policy_digest"]) for d in decided] == [  # in order
+        ("validation", "pass", contracts, None),
+        ("policy", "allow", contracts, policy_set),
     ]
+    assert decided[1]["call"]["arguments"] == {"invoice_id": "inv_acme0001"} and decided[1]["record"] is None
     text = cli(database, "policy", "decided", fetch.model.call_id)
     assert f"policy set {policy_set}" in " ".join(text.stdout.split()), text.stdout
 

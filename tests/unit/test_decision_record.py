@@ -18,12 +18,13 @@ from tests.unit.test_policy_round import Call, call, charge
 from toolgate.contracts.budgets import load_budgets
 from toolgate.contracts.policy_set import PolicySet, admit_set, load_policy_set
 from toolgate.ops import whatif
+from toolgate.schemas.codec import codec
 from toolgate.schemas.models import FieldError, TaxonomyClass
 from toolgate.store.rows import Decided
 from toolgate.workers.policy.case import Usage
 from toolgate.workers.policy.decision import refs
 from toolgate.workers.policy.round_decisions import decide_round
-from toolgate.workers.policy.witness import MARK, Inputs, Witness, redact, validation_row
+from toolgate.workers.policy.witness import MARK, Inputs, Witness, opened, redact, validation_row
 from toolgate.workers.validation import recorded
 from toolgate.workers.validation.decision import Pass, Reject
 
@@ -48,18 +49,27 @@ def facts_for(calls: list[Call], other_tenant: str | None = None) -> dict[Any, A
     return known
 
 
-def recorded_round(policy: PolicySet, calls: list[Call], **kw: Any) -> tuple[list[Any], list[Decided]]:
+def written_round(policy: PolicySet, calls: list[Call], **kw: Any) -> tuple[list[Any], list[Decided]]:
     """A round decided as PolicyHandler decides it, and the records it writes."""
     known = facts_for(calls, kw.pop("other_tenant", None))
     used = Usage()
     inputs = Inputs(known, "dev", NOON, kw.pop("quarantined", frozenset()), DOMAINS, policy.budgets)
-    witness = Witness(calls, used, inputs, kw.pop("scrub", lambda v: v))
+    read = [codec().encode(record) for record, _, _ in calls]  # each record's bytes, as the stage read them
+    witness = Witness(calls, read, used, inputs, kw.pop("scrub", lambda v: v))
     decisions = list(
         witness.watch(
             decide_round(policy.budgets, policy.cedar, calls, known, used, NOON, "dev", inputs.quarantined, DOMAINS)
         )
     )
     return decisions, witness.rows(policy.digest, registry().digest)
+
+
+def recorded_round(policy: PolicySet, calls: list[Call], **kw: Any) -> tuple[list[Any], list[Decided]]:
+    """A round decided as PolicyHandler decides it, and its records as `policy decided` and `whatif`
+    read them back (opened: the call decoded from its bytes, validation's pass beside it)."""
+    scrub = kw.get("scrub", lambda v: v)
+    decisions, rows = written_round(policy, calls, **kw)
+    return decisions, [seen for row in rows for seen in opened(row, scrub)]
 
 
 def shipped_set() -> PolicySet:
@@ -150,7 +160,27 @@ def test_validations_pass_travels_in_its_stage_decision_and_is_recorded_by_polic
     assert row is not None
     assert (row.stage, row.outcome, row.contracts_digest, row.decided_at_ms) == ("validation", "pass", "c0ffee", 1234)
     _, rows = recorded_round(shipped_set(), [(passed, *charge(1)[1:])])
-    assert [r.stage for r in rows] == ["policy", "validation"]
+    assert [r.stage for r in rows] == ["validation", "policy"]
+    assert rows[0].contracts_digest == "c0ffee"
+
+
+def test_a_passed_call_is_written_as_one_row_that_names_it_by_the_bytes_judged() -> None:
+    record, c, event = charge(1)
+    passed = record.model_copy(update={"decisions": [recorded.passed("c0ffee", 1234)]})
+    _, (row,) = written_round(shipped_set(), [(passed, c, event)])
+    assert (row.stage, row.call) == ("policy", None)  # no dump of the call; validation's pass is inside
+    assert row.record == codec().encode(passed)
+    (seen_pass, seen) = opened(row, lambda v: v)
+    assert seen.record is None and seen.call == passed.call.model_dump(mode="json")
+    assert (seen_pass.stage, seen_pass.outcome, seen_pass.call_id) == ("validation", "pass", passed.call.call_id)
+
+
+def test_a_round_writes_a_resource_named_by_many_calls_once() -> None:
+    invoice = {"invoice_id": "inv_acme0001", "amount_cents": 125_000, "currency": "USD"}
+    calls = [call("payment.charge_card", i, invoice) for i in (1, 2)]
+    _, rows = written_round(shipped_set(), calls)
+    first, second = (r.facts["resources"] for r in rows if r.facts is not None)
+    assert first == second and all(a is b for a, b in zip(first, second, strict=True))
 
 
 def test_validations_refusals_are_recorded_without_the_models_text() -> None:

@@ -87,7 +87,7 @@ class PolicyHandler(Handler[StageRecord]):
             judged = [(c.model, contracts[id(c)], events[id(c)]) for c in calls]
             shadow = self.live.shadow_round(used)  # None unless a shadow set is deployed
             inputs = Inputs(known, self.environment, now, quarantined, domains, self.set.budgets)
-            witness = Witness(judged, used, inputs, SCRUBBER.obj)  # each decision's inputs, for its record
+            witness = Witness(judged, [c.raw for c in calls], used, inputs, SCRUBBER.obj)  # each decision's inputs
             setting = (self.environment, quarantined, domains)
             decisions = list(
                 witness.watch(decide_round(self.set.budgets, self.set.cedar, judged, known, used, now, *setting))

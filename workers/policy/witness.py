@@ -6,18 +6,25 @@ before each the usage its call is about to be judged against; `rows` then makes 
 records (store/rows.py `Decided`), for toolgate.call_decisions:
 
 * the policy's decision: the policy set's and the contracts' digests, the outcome (allow or
-  refuse, taxonomy class, code, rule, approvals and approver groups) and its inputs: `call`, the
-  call as validation admitted it (canonical arguments); `facts`, the environment, the time,
-  whether its tool version was quarantined, its tenant's mail domains, and the rows the round's
-  lookups found for the resources it names (its own tenant's row only, and whether another
-  tenant has one: the gate's `cross_tenant` finding); `usage`, its run's and its tenant's day
-  counts by dimension, its tool's rate window, and whether its operation was counted before;
-* validation's pass of the same call: the contracts digest validation named in its
-  StageDecision's detail (`contracts:<digest>`), at the time it decided.
+  refuse, taxonomy class, code, rule, approvals and approver groups) and its inputs: `record`,
+  the StageRecord's bytes as the stage read them, which hold the call as validation admitted it
+  (canonical arguments) and validation's StageDecision on it, naming the contracts digest it
+  decided by (no second row for validation's pass, nothing serialized again); `facts`, the
+  environment, the time, whether its tool version was quarantined, its tenant's mail domains,
+  and the rows the round's lookups found for the resources it names (its own tenant's row only,
+  and whether another tenant has one: the gate's `cross_tenant` finding); `usage`, its run's and
+  its tenant's day counts by dimension, its tool's rate window, and whether its operation was
+  counted before.
 
-Nothing secret-shaped is kept: arguments carry references only, and besides, values under a
-key named like a secret (password, token, api_key, ...) are replaced by `[REDACTED]` and every
-value the process registered as a secret is scrubbed (toolgate.scrubber, passed in as `scrub`).
+`opened` is the other way: a stored row as `toolgate policy decided` and `toolgate whatif` read
+it, the record decoded into `call` and validation's pass of it (its own row, as validation's
+StageDecision on the call names it: the contracts digest and the time).
+
+Nothing secret-shaped is shown: arguments carry references only (a call holds no secret: they
+are referenced, and execution resolves them), and besides, wherever a decision's inputs are
+written out as JSON (the facts' rows; the call, when opened) values under a key named like a
+secret (password, token, api_key, ...) are replaced by `[REDACTED]` and every value the process
+registered as a secret is scrubbed (toolgate.scrubber, passed in as `scrub`).
 """
 
 from __future__ import annotations
@@ -25,13 +32,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from toolgate.contracts.budgets import Budgets
 from toolgate.contracts.cedar_schema import DIMENSIONS
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.values import spent_values
+from toolgate.schemas.codec import codec
 from toolgate.schemas.models import StageRecord
 from toolgate.store.rows import Decided
 from toolgate.workers.policy.case import Allow, Deny, Usage, run_of
@@ -106,15 +114,24 @@ def usage_seen(record: StageRecord, contract: Contract, event_id: str, used: Usa
     }
 
 
-def facts_seen(record: StageRecord, contract: Contract, inputs: Inputs, scrub: Scrub) -> dict[str, Any]:
-    """The facts a call is judged on: the round's, and its resources' rows (its own tenant's only)."""
+Resource = dict[str, Any]  # a resource as a record names it: its lookup, id, row and whether elsewhere
+
+
+def facts_seen(
+    record: StageRecord, contract: Contract, inputs: Inputs, scrub: Scrub, written: dict[tuple[str, str, str], Resource]
+) -> dict[str, Any]:
+    """The facts a call is judged on: the round's, and its resources' rows (its own tenant's only;
+    each written out once a round, in `written`, however many of the round's calls name it)."""
     call = record.call
     resources = []
     for lookup, value in dict.fromkeys((k, v) for k, v in refs(record, contract) if isinstance(v, str)):  # once each
-        rows = inputs.facts.get((lookup, value))
-        row = owned(rows, call.tenant_id)
-        found = redact(dict(row), scrub) if row is not None else None
-        resources.append({"lookup": lookup, "id": value, "row": found, "elsewhere": bool(rows) and row is None})
+        key = (lookup, value, call.tenant_id)
+        if key not in written:
+            rows = inputs.facts.get((lookup, value))
+            row = owned(rows, call.tenant_id)
+            found = redact(dict(row), scrub) if row is not None else None
+            written[key] = {"lookup": lookup, "id": value, "row": found, "elsewhere": bool(rows) and row is None}
+        resources.append(written[key])
     return {
         "environment": inputs.environment,
         "now_ms": inputs.now_ms,
@@ -154,12 +171,18 @@ def validation_row(record: StageRecord) -> Decided | None:
 
 class Witness:
     """A round's decisions and what each was judged on (`calls`: record, contract, usage event id,
-    in the round's order; `used`: the round's usage, which decide_round keeps current)."""
+    in the round's order; `read`: each record's bytes as the stage read them, in the same order;
+    `used`: the round's usage, which decide_round keeps current)."""
 
     def __init__(
-        self, calls: Sequence[tuple[StageRecord, Contract, str]], used: Usage, inputs: Inputs, scrub: Scrub
+        self,
+        calls: Sequence[tuple[StageRecord, Contract, str]],
+        read: Sequence[bytes],
+        used: Usage,
+        inputs: Inputs,
+        scrub: Scrub,
     ) -> None:
-        self.calls, self.used, self.inputs, self.scrub = calls, used, inputs, scrub
+        self.calls, self.read, self.used, self.inputs, self.scrub = calls, read, used, inputs, scrub
         self.seen: list[tuple[dict[str, Any], Allow | Deny]] = []
 
     def watch(self, decisions: Iterator[Allow | Deny]) -> Iterator[Allow | Deny]:
@@ -171,9 +194,10 @@ class Witness:
             yield decision
 
     def rows(self, set_digest: str, contracts_digest: str) -> list[Decided]:
-        """The records of the decisions watched so far, each with validation's pass of its call."""
+        """The records of the decisions watched so far."""
+        written: dict[tuple[str, str, str], Resource] = {}
         found: list[Decided] = []
-        for (record, contract, _), (usage, decision) in zip(self.calls, self.seen, strict=False):
+        for (record, contract, _), read, (usage, decision) in zip(self.calls, self.read, self.seen, strict=False):
             call = record.call
             found.append(
                 Decided(
@@ -186,15 +210,22 @@ class Witness:
                     contracts_digest,
                     set_digest,
                     **_outcome(decision),
-                    call=call_seen(record, self.scrub),
-                    facts=facts_seen(record, contract, self.inputs, self.scrub),
+                    facts=facts_seen(record, contract, self.inputs, self.scrub, written),
                     usage=usage,
+                    record=read,
                 )
             )
-            passed = validation_row(record)
-            if passed is not None:
-                found.append(passed)
         return found
+
+
+def opened(row: Decided, scrub: Scrub) -> list[Decided]:
+    """A stored row as its readers show it: a policy row's record decoded into the call as validated
+    (`call`, its arguments redacted), after validation's pass of it as the record names it."""
+    if row.record is None:
+        return [row]
+    record = codec().decode(bytes(row.record), StageRecord)
+    passed = validation_row(record)
+    return [*([passed] if passed is not None else []), replace(row, call=call_seen(record, scrub), record=None)]
 
 
 def _outcome(decision: Allow | Deny) -> dict[str, Any]:
