@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from tests.unit.factories import record_of
@@ -142,17 +143,24 @@ def test_no_ticket_or_too_few_approvers_runs_nothing(database: Database) -> None
     assert invoices_of(database, unapproved.call.call_id) == invoices_of(database, short.call.call_id) == 0
 
 
+def approver(
+    database: Database, name: str, risk_classes: list[str], groups: Sequence[str] = (), status: str = "active"
+) -> None:
+    """An approver of acme's (a key no decision is signed with: the tests write decisions directly)."""
+    database.sql(
+        "INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, groups, tenants, status) "
+        "VALUES (%s, %s, %s, %s, '{acme}', %s) ON CONFLICT DO NOTHING",
+        (name, name.encode().ljust(32, b"\x00")[:32], risk_classes, list(groups), status),
+    )
+
+
 def test_a_ticket_releases_only_its_own_payload_and_only_active_approvers_count(database: Database) -> None:
     record = held_draft(f"op_{uuid.uuid4().hex[:8]}")
     approve(database, record)
     other_payload = held_draft(record.call.logical_operation_id, call_id=record.call.call_id, amount=999_999)
     [mismatch] = run(database, other_payload)
     assert outcome(mismatch) == ("CONFIRMATION_MISSING", ["approval_mismatch"])
-    database.sql(
-        "INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, status) "
-        "VALUES ('revoked-approver', %s, '{MEDIUM_RISK_WRITE}', 'revoked') ON CONFLICT DO NOTHING",
-        (b"\x00" * 32,),
-    )
+    approver(database, "revoked-approver", ["MEDIUM_RISK_WRITE"], status="revoked")
     revoked = held_draft(f"op_{uuid.uuid4().hex[:8]}")
     approve(database, revoked, approvers=("revoked-approver",))
     [not_counted] = run(database, revoked)
@@ -164,11 +172,7 @@ def test_only_approvers_still_of_the_tickets_class_and_groups_count(database: Da
     """Execution counts an approval again in its own transaction as approval-wait counted it: an
     approver no longer allowed the ticket's risk class, or in none of the groups it reached (the
     policy's: StageRecord.approver_groups), does not count, whatever the decisions table holds."""
-    database.sql(
-        "INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, groups, tenants, status) "
-        "VALUES ('narrowed', %s, '{HIGH_RISK_EXTERNAL}', '{billing-leads}', '{acme}', 'active') ON CONFLICT DO NOTHING",
-        (b"\x02" * 32,),
-    )
+    approver(database, "narrowed", ["HIGH_RISK_EXTERNAL"], groups=["billing-leads"])
     narrowed = held_draft(f"op_{uuid.uuid4().hex[:8]}")
     approve(database, narrowed, approvers=("narrowed",))
     grouped = held_draft(f"op_{uuid.uuid4().hex[:8]}")

@@ -10,7 +10,6 @@ another transaction would (lock the key, settle it), then lets the provider answ
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -24,11 +23,10 @@ from psycopg.types.json import Jsonb
 from tests.unit.factories import as_released_0_1, registry, stage_record
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult
-from toolgate.settings import Settings
 from toolgate.trust import checkpoint_keys
-from toolgate.workers.reconciliation.reconciler import Reconciler
 
 from .conftest import Database
+from .loopback_provider import reconciler_asking
 
 TOOL = ("payment.charge_card", "1.0.0")  # an http contract with a status query
 ANSWER = {"status": "completed", "response": {"charge_id": "ch_provider", "status": "succeeded"}}
@@ -65,12 +63,6 @@ def stuck_key(url: str, released_0_1: bool = False) -> tuple[str, str]:
     return key, call_id
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _pass_while_asked(url: str, tmp_path: Path, key: str, meanwhile: Meanwhile) -> dict[str, int]:
     """One reconciliation pass; `meanwhile` runs on another connection while the provider's
     status query for `key` is in flight, and the provider answers ANSWER once it is done."""
@@ -81,31 +73,16 @@ async def _pass_while_asked(url: str, tmp_path: Path, key: str, meanwhile: Meanw
         await release.wait()
         return web.json_response(ANSWER)
 
-    app = web.Application()
-    app.router.add_get("/v1/operations/{key}", status)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = _port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    (tmp_path / "demo-provider-token").write_text("token-value")
-    settings = Settings(
-        database_url=url, home=tmp_path, secrets_dir=tmp_path, endpoints={"demo_provider": f"http://127.0.0.1:{port}"}
-    )
-    reconciler = Reconciler(registry(), settings)
-    reconciling = asyncio.create_task(reconciler.reconcile_once())
-    try:
-        await asyncio.wait_for(asked.wait(), 20)
-        async with await psycopg.AsyncConnection.connect(url) as other:
-            await meanwhile(other, key)
-    finally:
-        release.set()
+    async with reconciler_asking(url, tmp_path, status) as reconciler:
+        reconciling = asyncio.create_task(reconciler.reconcile_once())
         try:
-            counts = await asyncio.wait_for(reconciling, 30)
+            await asyncio.wait_for(asked.wait(), 20)
+            async with await psycopg.AsyncConnection.connect(url) as other:
+                await meanwhile(other, key)
         finally:
-            await reconciler.http.close()
-            await reconciler.pool.close()
-            await runner.cleanup()
-    return counts
+            release.set()
+            counts = await asyncio.wait_for(reconciling, 30)  # the pass ends before its provider does
+        return counts
 
 
 def _rows(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:

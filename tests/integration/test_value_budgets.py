@@ -23,17 +23,16 @@ from toolgate.contracts.registry import load_registry
 from toolgate.schemas.codec import codec
 from toolgate.schemas.hashing import operation_event, payload_hash
 from toolgate.schemas.models import PayloadKind, StageRecord
-from toolgate.settings import Settings
 from toolgate.store import batch, values
 from toolgate.topics.catalog import Topics
 from toolgate.workers.approval.sweep import expire_approvals
 from toolgate.workers.policy.handler import PolicyHandler
-from toolgate.workers.reconciliation.reconciler import Reconciler
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Inbound
 
 from .conftest import Database
-from .test_reconciliation_locks import _port, stuck_key
+from .loopback_provider import reconciler_asking
+from .test_reconciliation_locks import stuck_key
 
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 DAY = "SELECT coalesce(sum(used), 0)::bigint FROM toolgate.usage_value_daily WHERE tenant_id = %s AND dimension = %s"
@@ -212,30 +211,12 @@ def test_a_charge_the_provider_says_failed_releases_its_money_when_reconciled(
     chf = (call.tenant_id, "money:CHF")
     assert database.sql(DAY, chf) == [(9_000,)]
 
-    async def reconcile() -> dict[str, int]:
-        async def status(_: web.Request) -> web.Response:
-            return web.json_response({"status": "failed"})
+    async def failed(_: web.Request) -> web.Response:
+        return web.json_response({"status": "failed"})
 
-        app = web.Application()
-        app.router.add_get("/v1/operations/{key}", status)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        port = _port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        (tmp_path / "demo-provider-token").write_text("token-value")
-        settings = Settings(
-            database_url=url,
-            home=tmp_path,
-            secrets_dir=tmp_path,
-            endpoints={"demo_provider": f"http://127.0.0.1:{port}"},
-        )
-        reconciler = Reconciler(load_registry(), settings)
-        try:
+    async def reconcile() -> dict[str, int]:
+        async with reconciler_asking(url, tmp_path, failed) as reconciler:
             return await reconciler.reconcile_once()
-        finally:
-            await reconciler.http.close()
-            await reconciler.pool.close()
-            await runner.cleanup()
 
     assert asyncio.run(reconcile())["failed_final"] == 1
     status = "SELECT status FROM toolgate.idempotency_keys WHERE idempotency_key = %s"
