@@ -307,3 +307,26 @@ def test_a_decisions_record_carries_the_value_it_saw_and_whatif_judges_value_bud
     (change,) = report["changes"]
     assert (change["kind"], change["taxonomy_class"], change["count"]) == ("allowed -> refused", "BUDGET_EXHAUSTED", 1)
     assert [e["call_id"] for e in change["examples"]] == ["call_3"]
+
+
+def test_a_round_reads_the_value_budgets_only_of_the_calls_that_spend_a_value() -> None:
+    """No call of a contract without `values` spends one or has a reservation to find released:
+    a round of them sends no value read; a round with a charge reads the charge's run and tenant."""
+    from toolgate.schemas.models import PayloadKind
+    from toolgate.store import values
+    from toolgate.workers.policy.handler import UsageReads
+    from toolgate.workers.runtime.emit import Origin
+    from toolgate.workers.runtime.handler import Inbound
+
+    def value_reads(calls: list[Call]) -> list[Any]:
+        origin = Origin("validated", 0, 0, None, [], PayloadKind.STAGE_ITEM)
+        rounds = [Inbound(record, b"", origin) for record, _, _ in calls]
+        contracts = {id(r): c for r, (_, c, _) in zip(rounds, calls, strict=True)}
+        reads = UsageReads(rounds, contracts, [event for _, _, event in calls], load_budgets())
+        return [s for s in reads.statements() if s[0] in (values.PER_RUN, values.PER_DAY, values.RELEASED)]
+
+    fetches = [call("invoice.fetch", i, {"invoice_id": f"inv_acme{i:04d}"}) for i in (1, 2)]
+    assert value_reads(fetches) == []
+    paid = charge(3, run_id="run_paid")
+    run = (paid[0].call.tenant_id, paid[0].call.principal.agent_id, "run_paid")
+    assert value_reads([*fetches, paid]) == values.reads(["acme"], [run], ["event-3"])

@@ -196,12 +196,14 @@ def entities_of(
 def judge(policy: CedarPolicy, asks: Sequence[Ask], domains: Mapping[str, Sequence[str]]) -> list[Verdict]:
     """Cedar's verdict on each call, in order, from one batch authorization. Calls that make
     the same request (principal, action, resource and context as cut to what the policies
-    read: a tool's reads in one minute, say) are asked once. A call of a tool version the set
-    was not admitted against is refused: no policy was checked against it."""
+    read: a tool's reads in one minute, say) are asked once, and given the one verdict. A call
+    of a tool version the set was not admitted against is refused: no policy was checked
+    against it."""
     known = [a for a in asks if action_id(a.contract) in policy.arguments]
     if not known:
         return [_unknown(a) for a in asks]
     requests: dict[str, dict[str, Any]] = {}
+    first: dict[str, Ask] = {}  # the first call of each request, which its verdict names
     keys: dict[int, str] = {}
     for ask in known:
         request = request_of(policy, ask)
@@ -209,13 +211,13 @@ def judge(policy: CedarPolicy, asks: Sequence[Ask], domains: Mapping[str, Sequen
         key = "\0".join(
             (request["principal"]["id"], request["action"]["id"], request["resource"]["id"], request["context"])
         )
-        requests.setdefault(key, request)
+        if key not in requests:
+            requests[key], first[key] = request, ask
         keys[id(ask)] = key
     entities = _entities(policy, known, domains)
-    answers = dict(
-        zip(requests, cedarpy.is_authorized_batch(list(requests.values()), policy.policies, entities), strict=True)
-    )
-    return [verdict(policy, a, answers[keys[id(a)]]) if id(a) in keys else _unknown(a) for a in asks]
+    answers = cedarpy.is_authorized_batch(list(requests.values()), policy.policies, entities)
+    verdicts = {key: verdict(policy, first[key], answer) for key, answer in zip(requests, answers, strict=True)}
+    return [verdicts[keys[id(a)]] if id(a) in keys else _unknown(a) for a in asks]
 
 
 def _entities(policy: CedarPolicy, asks: Sequence[Ask], domains: Mapping[str, Sequence[str]]) -> cedarpy.Entities:

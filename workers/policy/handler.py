@@ -25,6 +25,7 @@ from toolgate.contracts.budgets import Budgets
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy_set import PolicySet, load_policy_set
 from toolgate.contracts.registry import Registry
+from toolgate.contracts.values import derivations
 from toolgate.schemas.hashing import operation_event, read_event
 from toolgate.schemas.models import StageDecision, StageRecord
 from toolgate.scrubber import SCRUBBER
@@ -162,7 +163,9 @@ class PolicyHandler(Handler[StageRecord]):
 
 
 class UsageReads:
-    """A round's usage reads (store/usage.py) and the policy's `Usage` they make."""
+    """A round's usage reads (store/usage.py) and the policy's `Usage` they make. The value reads
+    (store/values.py) are of the calls whose contracts derive a value (contracts/values.py): no
+    other call spends one, or has a reservation to find released."""
 
     def __init__(
         self, calls: list[Inbound[StageRecord]], contracts: dict[int, Contract], event_ids: list[str], policy: Budgets
@@ -176,15 +179,26 @@ class UsageReads:
         for c in calls:
             limit = policy.rate_limit(c.model.call.tenant_id, contracts[id(c)])
             self.windows[(c.model.call.tenant_id, c.model.call.tool_name)] = limit["window_sec"]
+        valued = [
+            (c.model.call, e) for c, e in zip(calls, event_ids, strict=True) if derivations(contracts[id(c)].binding)
+        ]
+        self.value_reads = (
+            values.reads(
+                sorted({call.tenant_id for call, _ in valued}),
+                sorted({(call.tenant_id, call.principal.agent_id, call.run_id) for call, _ in valued}),
+                [event for _, event in valued],
+            )
+            if valued
+            else []
+        )
 
     def statements(self) -> list[batch.Statement]:
-        return [
-            *usage.reads(self.tenants, self.runs, self.event_ids, self.windows),
-            *values.reads(self.tenants, self.runs, self.event_ids),
-        ]
+        return [*usage.reads(self.tenants, self.runs, self.event_ids, self.windows), *self.value_reads]
 
     def usage(self, results: list[batch.Result]) -> Usage:
-        found, valued = usage.read(self.tenants, results[: -values.READS]), values.read(results[-values.READS :])
+        valuing = len(self.value_reads)
+        valued = values.read(results[-valuing:]) if valuing else values.Read({}, {}, set())
+        found = usage.read(self.tenants, results[: len(results) - valuing])
         used = Usage(value_run=valued.per_run, value_day=valued.per_day, released=valued.released)
         used.per_run = found.per_run
         used.per_day = found.per_day
