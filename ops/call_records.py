@@ -59,9 +59,17 @@ def what_if(
 ) -> whatif.Report:
     """The recorded decisions of the last `since_s` seconds (of `tenant_id`) replayed under the set in
     `policy_dir`, admitted against the deployed contracts, or the shipped ones plus `contracts_dir`'s
-    (whose arguments' validation is then replayed too). ContractRefused when the set is refused."""
+    (whose arguments' validation is then replayed too), read and replayed a part at a time.
+    ContractRefused when the set is refused."""
     contracts = load_registry(contracts_dir if contracts_dir is not None else settings.contracts_dir)
     candidate = load_policy_set(contracts, policy_dir)
     since_ms = int((time.time() - since_s) * 1000)
-    rows = read_only(settings.database_url, lambda conn: call_decisions.since(conn, since_ms, tenant_id))
-    return whatif.replay(opened(rows), contracts, candidate, revalidate=contracts_dir is not None)
+    revalidate = contracts_dir is not None
+
+    async def replayed(conn: psycopg.AsyncConnection[Any]) -> whatif.Report:
+        report = whatif.report_for(candidate, revalidate)
+        async for rows in call_decisions.since(conn, since_ms, tenant_id):  # the window a part at a time
+            whatif.replay(opened(rows), contracts, candidate, revalidate, report)
+        return report
+
+    return read_only(settings.database_url, replayed)

@@ -1,7 +1,8 @@
 """What-if over history (issue 51, part 6): the recorded decisions (toolgate.call_decisions)
 replayed under a candidate policy set, and contracts, through the stages' pure decisions. Pure:
-no Postgres, no Kafka, no clock; `toolgate whatif` (ops/call_records.py) reads the rows and prints
-the report.
+no Postgres, no Kafka, no clock; `toolgate whatif` (ops/call_records.py) reads the rows, a part
+of the window at a time (`replay` adds each part to one report, which keeps counts and a few
+examples: a window of any length in bounded memory), and prints the report.
 
 Each recorded policy decision is decided again as the policy stage would: `decide_round` with
 the candidate set's budgets and Cedar policies, on the call as validated, the facts the round
@@ -250,13 +251,26 @@ def replay_one(
     return decided(decision)
 
 
-def replay(rows: Iterable[Decided], contracts: Registry, candidate: PolicySet, revalidate: bool) -> Report:
-    """Every recorded decision of `rows` (both stages') under the candidate: what would change."""
+def report_for(candidate: PolicySet, revalidate: bool) -> Report:
+    """An empty report of a replay under `candidate`, naming what every replay assumes."""
     report = Report(candidate=candidate.digest)
     report.assumed[USAGE] = 0
     report.assumed[FACTS] = 0
     if revalidate:
         report.assumed[SEMANTIC] = 0
+    return report
+
+
+def replay(
+    rows: Iterable[Decided],
+    contracts: Registry,
+    candidate: PolicySet,
+    revalidate: bool,
+    report: Report | None = None,
+) -> Report:
+    """Every recorded decision of `rows` (both stages') under the candidate: what would change,
+    added to `report` (a window read in parts is replayed part by part into one report)."""
+    report = report or report_for(candidate, revalidate)
     for row in rows:
         if row.stage == "validation":
             if row.outcome == "refuse":

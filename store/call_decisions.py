@@ -9,7 +9,7 @@ stage appends to the batch that already ends its round's transaction: the policy
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -82,8 +82,13 @@ async def of_call(conn: AsyncConnection[Any], call_id: str, tenant_id: str | Non
         return await cur.fetchall()
 
 
-async def since(conn: AsyncConnection[Any], since_ms: int, tenant_id: str | None = None) -> list[Decided]:
-    """The decisions made at or after `since_ms` (of `tenant_id`, or of every tenant), oldest first."""
-    async with conn.cursor(row_factory=class_row(Decided)) as cur:
+async def since(
+    conn: AsyncConnection[Any], since_ms: int, tenant_id: str | None = None, batch_rows: int = 1000
+) -> AsyncIterator[list[Decided]]:
+    """The decisions made at or after `since_ms` (of `tenant_id`, or of every tenant), oldest first,
+    `batch_rows` at a time from a server-side cursor: a window of any length in bounded memory.
+    Inside the caller's transaction (a named cursor lives in one)."""
+    async with conn.cursor(name="call_decisions_since", row_factory=class_row(Decided)) as cur:
         await cur.execute(SINCE, (since_ms, tenant_id, tenant_id))
-        return await cur.fetchall()
+        while rows := await cur.fetchmany(batch_rows):
+            yield rows

@@ -17,12 +17,13 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import psycopg
 import pytest
 
 from toolgate.contracts.registry import load_registry
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import PayloadKind, Principal, StageRecord, ToolProposal
-from toolgate.store import batch
+from toolgate.store import batch, call_decisions
 from toolgate.trust.agent_keys import AgentKeyring
 from toolgate.workers.policy import handler as policy_handler
 from toolgate.workers.policy.handler import PolicyHandler
@@ -196,3 +197,24 @@ def cli(database: Database, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "toolgate.cli", *args], env=env, capture_output=True, text=True, timeout=60
     )
+
+
+def test_whatif_reads_its_window_a_part_at_a_time_oldest_first(database: Database) -> None:
+    """`since` pages through a server-side cursor: every decision of the window comes, in the order
+    made, and no part is larger than asked (a window of any length in bounded memory)."""
+    tenant = f"t_{uuid.uuid4().hex[:8]}"
+    start = int(time.time() * 1000)
+    for i in range(5):
+        database.sql(
+            "INSERT INTO toolgate.call_decisions (tenant_id, call_id, stage, decided_at_ms, tool_name, tool_version, "
+            "outcome) VALUES (%s, %s, 'policy', %s, 'invoice.fetch', '1.0.0', 'allow')",
+            (tenant, f"call_{i}", start + i),
+        )
+
+    async def parts() -> list[list[str]]:
+        async with await psycopg.AsyncConnection.connect(database.database_url) as conn:
+            await conn.set_read_only(True)
+            async with conn.transaction():
+                return [[r.call_id for r in rows] async for rows in call_decisions.since(conn, start, tenant, 2)]
+
+    assert asyncio.run(parts()) == [["call_0", "call_1"], ["call_2", "call_3"], ["call_4"]]
