@@ -1,5 +1,5 @@
 """Held calls and who may release them: `approvals list|show|approve|deny` and
-`approvers add|rotate|tenants|list|revoke`."""
+`approvers add|rotate|tenants|acts-as|list|revoke`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ approvers_app = typer.Typer(no_args_is_help=True, help="Approvers and their sign
 WAIT_OPTION = typer.Option("--wait", help="seconds to wait for the judgment of the decision (0: do not wait)")
 ACTOR_OPTION = typer.Option("--as", help="who makes the change (written to the audit log)")
 TENANT_OPTION = typer.Option("--tenant", help="a tenant the approver decides for (repeat for each)")
+ACTS_AS_OPTION = typer.Option(
+    "--acts-as", help="a user id the approver acts as: never counted on that user's calls (repeat for each)"
+)
 
 
 @approvals_app.command("list")
@@ -117,15 +120,19 @@ def approvers_add(
     risk_classes: Annotated[str, typer.Option(help="comma-separated side-effect classes")] = "HIGH_RISK_EXTERNAL",
     groups: Annotated[str, typer.Option(help="comma-separated approver groups")] = "",
     tenant: Annotated[list[str] | None, TENANT_OPTION] = None,
+    acts_as: Annotated[list[str] | None, ACTS_AS_OPTION] = None,
     actor: Annotated[str, ACTOR_OPTION] = "operator",
 ) -> None:
     """Register a new approver for the tenants it decides for (at least one): a new Ed25519 key
-    (private in the local keyring, public in Postgres). An approver already registered is
-    refused (`rotate` replaces a key, `tenants` its tenants)."""
+    (private in the local keyring, public in Postgres), linked to the user ids it acts as. An
+    approver already registered is refused (`rotate` replaces a key, `tenants` its tenants,
+    `acts-as` its users)."""
     from toolgate.ops import approvers
 
     classes, named = [c for c in risk_classes.split(",") if c], [g for g in groups.split(",") if g]
-    path = registry_call(approvers.add_approver, running(), approver, classes, named, tenant or [], actor)
+    path = registry_call(
+        approvers.add_approver, running(), approver, classes, named, tenant or [], actor, acts_as or []
+    )
     console.print(
         escape(f"approver {approver} registered for {', '.join(sorted(set(tenant or [])))}; private key at {path}")
     )
@@ -154,6 +161,23 @@ def approvers_tenants(
     console.print(escape(f"approver {approver} decides for {', '.join(served)}"))
 
 
+@approvers_app.command("acts-as")
+def approvers_acts_as(
+    approver: str,
+    user: Annotated[list[str] | None, typer.Option("--user", help="a user id it acts as (repeat for each)")] = None,
+    nobody: Annotated[bool, typer.Option("--none", help="it acts as no user")] = False,
+    actor: Annotated[str, ACTOR_OPTION] = "operator",
+) -> None:
+    """Set the user ids an active approver acts as; its decisions on a call any of them requested
+    stop counting at once, even those already made."""
+    from toolgate.ops import approvers
+
+    if bool(user) == nobody:
+        raise SystemExit("name each user with --user, or --none for no user")
+    users = registry_call(approvers.act_as, running(), approver, user or [], actor)
+    console.print(escape(f"approver {approver} acts as {', '.join(users) or 'no user'}"))
+
+
 @approvers_app.command("list")
 def approvers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     from toolgate.ops import approvers
@@ -166,7 +190,7 @@ def approvers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
         console.print(
             escape(
                 f"{r['approver']:12} {r['status']:8} {r['key_id']}  {','.join(r['risk_classes'])}  "
-                f"groups={','.join(r['groups'])}  tenants={','.join(r['tenants'])}"
+                f"groups={','.join(r['groups'])}  tenants={','.join(r['tenants'])}  acts_as={','.join(r['acts_as'])}"
             )
         )
 

@@ -1,11 +1,13 @@
 """Operator commands for approvers: who may sign decisions, with which key, for which tenants
-and risks.
+and risks, and as which users (an approver is never counted on a call one of them requested).
 
 An approver is registered once (`approvers add`), for one or more registered tenants: its
 decisions count only on those tenants' tickets (workers/approval/decision.py, and execution's
-own count). A second `add` of the same id is refused, whether the approver is active or
-revoked. A key is replaced only on purpose (`approvers rotate`), and so is the set of tenants
-(`approvers tenants`), active approvers only; a revocation is final: a revoked approver is never
+own count). It is linked to the user ids it acts as (`--acts-as`, changed with `approvers
+acts-as`): its decisions never count on a call one of them requested. A second `add` of the same
+id is refused, whether the approver is active or revoked. A key is replaced only on purpose
+(`approvers rotate`), and so are the set of tenants (`approvers tenants`) and of users, active
+approvers only; a revocation is final: a revoked approver is never
 made active again (register a new id). Every change is written to the hash-chained audit log in
 the same transaction as the change itself, by the tables' owner (`admin_url`): workers may only
 read approvers. Postgres holds public keys only; private keys go to the local keyring.
@@ -39,6 +41,15 @@ async def _served(conn: psycopg.AsyncConnection[Any], tenants: list[str]) -> lis
     return sorted(set(tenants))
 
 
+def _users(users: list[str]) -> list[str]:
+    """The user ids an approver acts as, sorted: each as proposals name it (no blanks, no control
+    characters, at most 256 characters)."""
+    for user in users:
+        if not user or len(user) > 256 or any(c.isspace() or not c.isprintable() for c in user):
+            raise RegistryError(f"{user!r} is not a user id: 1 to 256 printable characters, no spaces")
+    return sorted(set(users))
+
+
 def _already(approver: str, status: str) -> RegistryError:
     hint = "`toolgate approvers rotate` replaces its key" if status == RegistryStatus.ACTIVE else "register a new id"
     return RegistryError(f"approver {approver} is already registered ({status}); {hint}")
@@ -56,21 +67,29 @@ def register_approver(
     groups: list[str],
     tenants: list[str],
     actor: str = "operator",
+    acts_as: list[str] | None = None,
 ) -> str:
-    """Record a new approver's public key and the tenants it decides for (audited); refuses an
-    id already registered, and an approver of no tenant or of one not registered. Returns the
-    key id."""
+    """Record a new approver's public key, the tenants it decides for and the users it acts as
+    (audited); refuses an id already registered, and an approver of no tenant or of one not
+    registered. Returns the key id."""
     check_name("approver", approver)
     key_id = key_id_of(public_key)
+    users = _users(acts_as or [])
 
     async def work(conn: psycopg.AsyncConnection[Any]) -> None:
         status = await approvers.status(conn, approver)
         if status is not None:
             raise _already(approver, status)
         served = await _served(conn, tenants)
-        if not await approvers.insert(conn, approver, public_key, risk_classes, groups, served):
+        if not await approvers.insert(conn, approver, public_key, risk_classes, groups, served, users):
             raise _already(approver, "registered")  # registered meanwhile
-        detail = {"key_id": key_id, "risk_classes": sorted(risk_classes), "groups": sorted(groups), "tenants": served}
+        detail = {
+            "key_id": key_id,
+            "risk_classes": sorted(risk_classes),
+            "groups": sorted(groups),
+            "tenants": served,
+            "acts_as": users,
+        }
         await audit.append(conn, [_entry("approver_registered", actor, approver, **detail)])
 
     in_transaction(database_url, work)
@@ -84,12 +103,14 @@ def add_approver(
     groups: list[str],
     tenants: list[str],
     actor: str = "operator",
+    acts_as: list[str] | None = None,
 ) -> Path:
     """Register a new approver with a new key pair; returns where its private key is."""
     keyring = Keyring(settings.home / "approvers")
     keyring.path(approver)  # a bad id fails before anything is written
     key = new_key()
-    register_approver(settings.admin_url, approver, public_bytes(key), risk_classes, groups, tenants, actor)
+    public_key = public_bytes(key)
+    register_approver(settings.admin_url, approver, public_key, risk_classes, groups, tenants, actor, acts_as)
     return keyring.store(approver, key)
 
 
@@ -134,6 +155,28 @@ def serve(settings: Settings, approver: str, tenants: list[str], actor: str = "o
     return in_transaction(settings.admin_url, work)
 
 
+def act_as(settings: Settings, approver: str, users: list[str], actor: str = "operator") -> list[str]:
+    """Set the user ids an active approver acts as (audited; none: it acts as no one); its
+    decisions on a call one of them requested stop counting at once, even those already made
+    (execution's own count). Returns them."""
+    named = _users(users)
+
+    async def work(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+        row = await approvers.current(conn, approver)
+        if row is None or row.status != RegistryStatus.ACTIVE:
+            raise RegistryError(f"no active approver {approver}")
+        await approvers.act_as(conn, approver, named)
+        detail = {
+            "key_id": key_id_of(bytes(row.public_key)),
+            "acts_as": named,
+            "previous_acts_as": sorted(row.acts_as),
+        }
+        await audit.append(conn, [_entry("approver_acts_as_changed", actor, approver, **detail)])
+        return named
+
+    return in_transaction(settings.admin_url, work)
+
+
 def revoke_approver(settings: Settings, approver: str, actor: str = "operator") -> bool:
     """Revoke an approver (audited): its decisions stop counting at once. False if there was no
     active approver of that id."""
@@ -162,6 +205,7 @@ def list_approvers(settings: Settings) -> list[dict[str, Any]]:
             "created_at": utc_text(r.created_at),
             "key_id": key_id_of(bytes(r.public_key)),
             "tenants": list(r.tenants),
+            "acts_as": list(r.acts_as),
         }
         for r in rows
     ]

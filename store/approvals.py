@@ -147,7 +147,8 @@ SELECT a.approval_id, a.status, a.call_id, a.tenant_id, a.tool_name, a.tool_vers
        count(DISTINCT d.approver_id) FILTER (
            WHERE d.verdict = 'APPROVE' AND p.status = 'active' AND a.tenant_id = ANY(p.tenants)
              AND a.risk_class = ANY(p.risk_classes)
-             AND (cardinality(a.approver_groups) = 0 OR p.groups && a.approver_groups)),
+             AND (cardinality(a.approver_groups) = 0 OR p.groups && a.approver_groups)
+             AND NOT coalesce(a.packet->'requested_by'->>'user_id', '') = ANY(p.acts_as)),
        a.spent_at IS NOT NULL
 FROM toolgate.approvals a
 LEFT JOIN toolgate.approval_decisions d USING (approval_id)
@@ -173,7 +174,8 @@ WHERE approval_id = %s AND tenant_id = %s AND consumed_by = %s AND spent_at IS N
 async def clearances(conn: AsyncConnection[Any], ids: Sequence[str]) -> list[ClearedTicket]:
     """The tickets as execution clears a call by them: with how many distinct approvers approved
     each who are, now, what approval-wait counted them as (active, registered for its tenant and
-    its risk class, in a group it reached), and whether its operation ended."""
+    its risk class, in a group it reached, not acting as the user its packet names as the
+    call's requester), and whether its operation ended."""
     cur = await conn.execute(CLEARANCE, (ids,))
     return [
         ClearedTicket(a, TicketStatus(status), c, t, n, v, h, r, s, by, int(approvers), bool(spent))

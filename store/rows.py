@@ -43,7 +43,7 @@ class Ticket:
     required_approvals: int
     state_version: str | None
     consumed_by: str | None
-    approvers: int  # distinct approvers, still active and registered for its tenant, who approved
+    approvers: int  # distinct approvers who approved, still active, of its tenant, not its requester
     spent: bool = False  # the operation it released reached a final state
 
 
@@ -67,6 +67,7 @@ class OpenTicket:
     groups: tuple[str, ...] = ()  # the approver groups reached so far; empty: any allowed approver
     state_version: str | None = None  # the target's state the approver was shown
     trace_id: str = ""  # the held call's trace, as its packet names it
+    requested_by: str = ""  # the held call's requesting user (its principal's user_id)
 
 
 @dataclass(frozen=True, slots=True)

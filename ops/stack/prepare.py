@@ -32,7 +32,8 @@ DEMO_AGENTS = {"cli": "acme", "globex-cli": "globex"}
 # Demo approvers: who may approve what, for which tenants. acme's finance has two controllers for
 # dual control (alice, bob) and two directors (dave, erin: a charge over 5,000 USD needs both,
 # contracts/cedar/arguments.cedar); carol, a billing lead, approves emails and medium-risk writes
-# for both tenants.
+# for both tenants. Each acts as the user of their own name: `toolgate propose --user alice`
+# is alice's own call, which she may not approve (a self-approval is refused).
 DEMO_APPROVERS = {
     "alice": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers", "billing-leads"], ["acme"]),
     "bob": (["HIGH_RISK_EXTERNAL", "CRITICAL_MUTATION"], ["finance-controllers"], ["acme"]),
@@ -122,15 +123,17 @@ def demo_agents(settings: Settings, say: Any = print) -> None:
 
 
 def demo_approvers(settings: Settings, database_url: str, say: Any = print) -> None:
-    """The demo approvers, each with a key in the local keyring, registered once: an approver
-    already registered is left as the operator left it (its key, groups, tenants and revocation)."""
+    """The demo approvers, each with a key in the local keyring and acting as the user of its own
+    name, registered once: an approver already registered is left as the operator left it (its
+    key, groups, tenants, users and revocation)."""
     keyring = Keyring(settings.home / "approvers")
     registered = {a["approver"] for a in list_approvers(replace(settings, database_url=database_url))}
     for name, (risk_classes, groups, tenants) in DEMO_APPROVERS.items():
         if name in registered:
             continue
         key = keyring.load(name) if keyring.has(name) else new_key()
-        register_approver(database_url, name, public_bytes(key), risk_classes, groups, tenants, actor="toolgate-up")
+        public_key = public_bytes(key)
+        register_approver(database_url, name, public_key, risk_classes, groups, tenants, "toolgate-up", [name])
         if not keyring.has(name):
             keyring.store(name, key)
     served = ", ".join(f"{a} ({'+'.join(t)})" for a, (_, _, t) in DEMO_APPROVERS.items())

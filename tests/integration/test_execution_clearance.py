@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from tests.unit.factories import record_of
 from toolgate.contracts.registry import load_registry
 from toolgate.schemas.codec import codec
@@ -29,7 +31,7 @@ from .conftest import Database
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
-def held_draft(operation: str, call_id: str | None = None, amount: int = 100) -> StageRecord:
+def held_draft(operation: str, call_id: str | None = None, amount: int = 100, user: str = "u") -> StageRecord:
     arguments = {
         "customer_id": "cust_acme01",
         "currency": "USD",
@@ -42,7 +44,7 @@ def held_draft(operation: str, call_id: str | None = None, amount: int = 100) ->
         traceparent=TRACE,
         home_partition=0,
         tenant_id="acme",
-        principal=Principal(user_id="u", agent_id="cli", scopes=["invoices:write"]),
+        principal=Principal(user_id=user, agent_id="cli", scopes=["invoices:write"]),
         workflow_id="w",
         run_id="r",
         logical_operation_id=operation,
@@ -60,7 +62,7 @@ def approve(database: Database, record: StageRecord, approvers: tuple[str, ...] 
     database.sql(
         "INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, "
         "payload_hash, risk_class, required_approvals, status, home_partition, request, packet, expires_at) "
-        "VALUES (%s, %s, 'acme', 'r', %s, %s, %s, 'MEDIUM_RISK_WRITE', 1, 'APPROVED', 0, %s, '{}', "
+        "VALUES (%s, %s, 'acme', 'r', %s, %s, %s, 'MEDIUM_RISK_WRITE', 1, 'APPROVED', 0, %s, %s, "
         "now() + interval '10 minutes')",
         (
             approval_id,
@@ -69,6 +71,7 @@ def approve(database: Database, record: StageRecord, approvers: tuple[str, ...] 
             record.call.tool_version,
             record.call.payload_hash,
             codec().encode(record),
+            Jsonb({"requested_by": record.call.principal.model_dump(mode="json")}),  # as the packet names it
         ),
     )
     for who in approvers:
@@ -188,3 +191,20 @@ def test_only_approvers_still_of_the_tickets_class_and_groups_count(database: Da
     assert results[grouped.call.call_id] == ("CONFIRMATION_MISSING", ["too_few_approvers"])
     assert results[counted.call.call_id][0] == "SUCCESS"
     assert invoices_of(database, narrowed.call.call_id) == invoices_of(database, grouped.call.call_id) == 0
+
+
+def test_an_approver_acting_as_the_requesting_user_does_not_count(database: Database) -> None:
+    """Execution counts a ticket's approvers itself: one who acts as the user its packet names as
+    the call's requester is not counted (issue 52, part 4), whatever the decisions table holds:
+    linked to that user after voting, or a decision row written past approval-wait."""
+    approver(database, "self-approver", ["MEDIUM_RISK_WRITE"])
+    own = held_draft(f"op_{uuid.uuid4().hex[:8]}", user="u_self")
+    approve(database, own, approvers=("self-approver",))
+    others = held_draft(f"op_{uuid.uuid4().hex[:8]}", user="u_other")
+    approve(database, others, approvers=("self-approver",))
+    database.sql("UPDATE toolgate.approvers SET acts_as = '{u_self}' WHERE approver_id = 'self-approver'")
+    results = {r.call_id: outcome(r) for r in run(database, own, others)}
+    assert results[own.call.call_id] == ("CONFIRMATION_MISSING", ["too_few_approvers"])
+    assert results[others.call.call_id][0] == "SUCCESS"
+    assert invoices_of(database, own.call.call_id) == 0
+    assert invoices_of(database, others.call.call_id) == 1

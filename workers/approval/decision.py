@@ -3,7 +3,9 @@
 Pure: the ticket, the approver's registered key and the time come in; a verdict comes out.
 A decision counts only when it is signed by a registered, active approver registered for the
 ticket's tenant, allowed for the ticket's risk class and in one of the approver groups the
-ticket has reached (an approver of one tenant never counts toward another's), names the
+ticket has reached (an approver of one tenant never counts toward another's), acting as
+someone other than the held call's requesting user (`self_approval`: no one approves, or denies,
+a call they requested themselves; the ticket stays PENDING for the others), names the
 same payload hash, tool, version and target state (and, when it names them, the held call's
 trace and the single_execution scope), is within its own expiry and the ticket's, and has not
 been used before. The same approver deciding twice is a no-op with a clear answer,
@@ -46,6 +48,7 @@ class Approver:
     active: bool
     groups: tuple[str, ...] = ()
     tenants: tuple[str, ...] = ()  # the tenants it decides for; none: it decides for no one
+    acts_as: tuple[str, ...] = ()  # the user ids it acts as: never counted on a call one of them requested
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,19 @@ def judge(
         return Refused("decision_expired", "the decision expired before it arrived")
     if ticket.expires_at_ms < now_ms:
         return Refused("approval_expired", f"approval {ticket.approval_id} expired")
+    refused = not_theirs_to_decide(ticket, approver)
+    if refused is not None:
+        return refused
+    if decision.decision is Verdict.DENY:
+        return Counted(TicketStatus.DENIED, ticket.approved_by)
+    approved_by = (*ticket.approved_by, decision.approver_id)
+    enough = len(approved_by) >= ticket.required_approvals
+    return Counted(TicketStatus.APPROVED if enough else TicketStatus.PENDING, approved_by)
+
+
+def not_theirs_to_decide(ticket: Ticket, approver: Approver) -> Refused | None:
+    """Why this approver may not decide this ticket (its tenant, risk class, groups, or a call
+    requested by a user the approver acts as); None: it may."""
     if ticket.tenant_id not in approver.tenants:
         return Refused(
             "approver_not_for_tenant", f"{approver.approver_id} is not an approver of tenant {ticket.tenant_id}"
@@ -120,11 +136,12 @@ def judge(
             "approver_not_in_group",
             f"{approver.approver_id} is in none of the groups this approval has reached: {', '.join(ticket.groups)}",
         )
-    if decision.decision is Verdict.DENY:
-        return Counted(TicketStatus.DENIED, ticket.approved_by)
-    approved_by = (*ticket.approved_by, decision.approver_id)
-    enough = len(approved_by) >= ticket.required_approvals
-    return Counted(TicketStatus.APPROVED if enough else TicketStatus.PENDING, approved_by)
+    if ticket.requested_by in approver.acts_as:
+        return Refused(
+            "self_approval",
+            f"{approver.approver_id} acts as the user who requested this call; another approver must decide it",
+        )
+    return None
 
 
 class Then(StrEnum):

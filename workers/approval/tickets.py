@@ -2,15 +2,18 @@
 the store (store/approvals.py, store/approvers.py).
 
 `lock` takes the tickets FOR UPDATE in approval_id order, so two decision rounds on the same
-tickets never deadlock; `load` reads them with their decisions and the held call; `approvers`
-reads the approvers that decided. `insert` writes new tickets (an existing one is left as it
-is and not returned); `record_decisions` and `close` write what decisions did to them.
+tickets never deadlock; `load` reads them with their decisions and the held call (whose
+principal names the requesting user, whom no approver acting as them may decide for);
+`approvers` reads the approvers that decided, with the users each acts as. `insert` writes new
+tickets (an existing one is left as it is and not returned); `record_decisions` and `close`
+write what decisions did to them.
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -28,19 +31,26 @@ async def lock(conn: AsyncConnection[Any], ids: list[str]) -> None:
 
 
 async def load(conn: AsyncConnection[Any], ids: list[str]) -> tuple[dict[str, Ticket], dict[str, StageRecord]]:
-    """The tickets, and the call each one holds."""
+    """The tickets, each naming the user who requested its call, and the call each one holds."""
     tickets: dict[str, Ticket] = {}
     requests: dict[str, StageRecord] = {}
-    for ticket, request in await approvals.tickets(conn, ids):
-        tickets[ticket.approval_id] = ticket
-        requests[ticket.approval_id] = codec().decode(request, StageRecord)
+    for ticket, encoded in await approvals.tickets(conn, ids):
+        request = codec().decode(encoded, StageRecord)
+        tickets[ticket.approval_id] = replace(ticket, requested_by=request.call.principal.user_id)
+        requests[ticket.approval_id] = request
     return tickets, requests
 
 
 async def approvers(conn: AsyncConnection[Any], ids: list[str]) -> dict[str, Approver]:
     return {
         r.approver_id: Approver(
-            r.approver_id, bytes(r.public_key), tuple(r.risk_classes), bool(r.active), tuple(r.groups), tuple(r.tenants)
+            r.approver_id,
+            bytes(r.public_key),
+            tuple(r.risk_classes),
+            bool(r.active),
+            tuple(r.groups),
+            tuple(r.tenants),
+            tuple(r.acts_as),
         )
         for r in await store_approvers.deciding(conn, ids)
     }
