@@ -8,13 +8,15 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from toolgate.cli.common import console, print_json, registry_call, running
+from toolgate.cli.common import console, fail, literal, print_json, registry_call, running
+from toolgate.settings import Settings
 
 approvals_app = typer.Typer(no_args_is_help=True, help="Held calls: list, show the confirmation card, approve, deny.")
 approvers_app = typer.Typer(no_args_is_help=True, help="Approvers and their signing keys.")
 
 WAIT_OPTION = typer.Option("--wait", help="seconds to wait for the judgment of the decision (0: do not wait)")
 ACTOR_OPTION = typer.Option("--as", help="who makes the change (written to the audit log)")
+IDS_ARGUMENT = typer.Argument(help="approval ids, or any start of one that names only it (several: one decision each)")
 TENANT_OPTION = typer.Option("--tenant", help="a tenant the approver decides for (repeat for each)")
 ACTS_AS_OPTION = typer.Option(
     "--acts-as", help="a user id the approver acts as: never counted on that user's calls (repeat for each)"
@@ -35,83 +37,103 @@ def approvals_list(
 
 
 @approvals_app.command("show")
-def approvals_show(approval_id: str, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def approvals_show(
+    approval_id: Annotated[str, typer.Argument(help="an approval id, or any start of one that names only it")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
     """The confirmation card of one held call."""
-    from toolgate.ops import approvals
+    from toolgate.ops import approval_card, approvals
 
-    packet, state = approvals.load(running(), approval_id)
+    settings = running()
+    (full_id,) = _resolved(settings, [approval_id])
+    packet, state = approvals.load(settings, full_id)
     if as_json:
         print_json({"packet": packet.model_dump(mode="json"), **state})
     else:
-        console.print(approvals.card(packet, state))
+        console.print(approval_card.card(packet, state))
 
 
-def _decide(approval_id: str, approver: str, approve: bool, reason: str | None, as_json: bool, wait: float) -> None:
+def _resolved(settings: Settings, typed: list[str]) -> list[str]:
+    """The full approval id each typed one names, each once, in order (exit 1 on one that names
+    none or several)."""
+    from toolgate.ops import approvals
+
+    try:
+        return list(dict.fromkeys(approvals.resolve(settings, typed)))
+    except approvals.Unresolved as exc:
+        raise fail(str(exc), code=1) from exc
+
+
+def _decide(typed: list[str], approver: str, approve: bool, reason: str | None, as_json: bool, wait: float) -> None:
+    """Sign one decision per approval, publish them, and say what became of each (exit 1 when
+    any was refused, or when nothing could be signed)."""
     from toolgate.ops import approvals
     from toolgate.trust.signing import PacketMismatch
 
     settings = running()
+    approval_ids = _resolved(settings, typed)
     try:
-        decision = approvals.decide(settings, approval_id, approver, approve, reason)
+        decisions = approvals.decide(settings, approval_ids, approver, approve, reason)
     except (PacketMismatch, approvals.NotServed) as exc:
         console.print(f"[red]refused to sign: {escape(str(exc))}[/red]")
         raise typer.Exit(1) from exc
     verb = "approved" if approve else "denied"
-    judged = approvals.judgment(settings, decision.decision_id, wait) if wait > 0 else None
-    if as_json:
-        print_json(
-            {
-                "decision_id": decision.decision_id,
-                "approval_id": approval_id,
-                "approver": approver,
-                "verdict": verb,
-                "judgment": judged,
-            }
-        )
-    else:
-        shown = escape(approvals.shown(approval_id))
-        console.print(f"{escape(approver)} {verb} {shown} (decision {decision.decision_id}, signed)")
-        _print_judgment(judged, shown, wait)
-    if judged is not None and judged["outcome"] == "refused":
+    ids = [d.decision_id for d in decisions]
+    judged = approvals.judgments(settings, ids, wait) if wait > 0 else [None for _ in decisions]
+    for approval_id, decision, judgment in zip(approval_ids, decisions, judged, strict=True):
+        if as_json:
+            print_json(
+                {
+                    "decision_id": decision.decision_id,
+                    "approval_id": approval_id,
+                    "approver": approver,
+                    "verdict": verb,
+                    "judgment": judgment,
+                }
+            )
+        else:
+            shown = escape(literal(approval_id).plain)
+            console.print(f"{escape(approver)} {verb} {shown} (decision {decision.decision_id}, signed)")
+            _print_judgment(judgment, shown, wait)
+    if any(j is not None and j["outcome"] == "refused" for j in judged):
         raise typer.Exit(1)
 
 
 def _print_judgment(judged: dict[str, Any] | None, shown: str, wait: float) -> None:
     """What became of a signed decision: counted, a no-op, refused, or not judged in time."""
-    from toolgate.ops import approvals
-
     if judged is None and wait > 0:
         console.print(f"[yellow]not judged within {wait:g} s; see toolgate approvals show {shown}[/yellow]")
     elif judged is not None and judged["outcome"] == "counted":
         console.print(f"counted: the approval is now {escape(str(judged['status_after']))}")
     elif judged is not None:
         color = "yellow" if judged["outcome"] == "noop" else "red"
-        said = escape(approvals.shown(f"{judged['outcome']}: {judged['code']}: {judged['reason']}"))
+        said = escape(literal(f"{judged['outcome']}: {judged['code']}: {judged['reason']}").plain)
         console.print(f"[{color}]{said}[/{color}]")
 
 
 @approvals_app.command("approve")
 def approvals_approve(
-    approval_id: str,
+    approval_ids: Annotated[list[str], IDS_ARGUMENT],
     approver: Annotated[str, typer.Option("--as", help="approver id (its key must be in the local keyring)")],
     reason: Annotated[str | None, typer.Option()] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     wait: Annotated[float, WAIT_OPTION] = 15.0,
 ) -> None:
-    """Sign and publish an approval; say whether it counted (exit 1 when it was refused)."""
-    _decide(approval_id, approver, True, reason, as_json, wait)
+    """Sign and publish an approval of each held call (one signed decision each); say whether
+    each counted (exit 1 when any was refused)."""
+    _decide(approval_ids, approver, True, reason, as_json, wait)
 
 
 @approvals_app.command("deny")
 def approvals_deny(
-    approval_id: str,
+    approval_ids: Annotated[list[str], IDS_ARGUMENT],
     approver: Annotated[str, typer.Option("--as", help="approver id")],
     reason: Annotated[str | None, typer.Option()] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     wait: Annotated[float, WAIT_OPTION] = 15.0,
 ) -> None:
-    """Sign and publish a denial: the call ends, nothing runs."""
-    _decide(approval_id, approver, False, reason, as_json, wait)
+    """Sign and publish a denial of each held call: the calls end, nothing runs."""
+    _decide(approval_ids, approver, False, reason, as_json, wait)
 
 
 @approvers_app.command("add")
@@ -186,12 +208,13 @@ def approvers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
     if as_json:
         print_json(rows)
         return
-    for r in rows:
+    for r in rows:  # one line each, never broken by the console: a key id is copied whole
         console.print(
-            escape(
+            literal(
                 f"{r['approver']:12} {r['status']:8} {r['key_id']}  {','.join(r['risk_classes'])}  "
                 f"groups={','.join(r['groups'])}  tenants={','.join(r['tenants'])}  acts_as={','.join(r['acts_as'])}"
-            )
+            ),
+            soft_wrap=True,
         )
 
 

@@ -118,7 +118,8 @@ def observe(
                 literal(
                     f"{seen.run_id}  {seen.call_id}  {seen.observation.tool_identity.name}  "
                     f"{status.taxonomy_class} ({status.code})"
-                )
+                ),
+                soft_wrap=True,  # never broken by the console: the ids are copied whole
             )
 
 

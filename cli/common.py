@@ -34,7 +34,7 @@ def literal(line: str) -> Text:
     """A line holding text a record or an agent chose, as the console must print it: as it is,
     never read as markup (`[/]` would crash it, `[conceal]` hide what follows), every control,
     format and line-break character shown as its escape (so it cannot add or hide lines)."""
-    from toolgate.ops.approvals import shown
+    from toolgate.ops.approval_card import shown
 
     return Text(shown(line))
 

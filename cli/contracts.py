@@ -54,21 +54,27 @@ def list_contracts(as_json: Annotated[bool, typer.Option("--json", help="print o
     if as_json:
         _print_json(rows)
         return
+    from rich.text import Text
+
+    from toolgate.ops.tables import id_column, print_table, text_column
+
     table = Table(title="contracts")
-    for column in ("tool", "version", "lifecycle", "side-effect class", "timeout class", "approvals", "owner"):
-        table.add_column(column)
+    id_column(table, "tool", (c.name for c in contracts))
+    id_column(table, "version", (c.version for c in contracts))
+    for column in ("lifecycle", "side-effect class", "timeout class", "approvals", "owner"):
+        text_column(table, column)
+    lines = []
     for c in contracts:
         color = {"deprecated": "yellow", "sunsetted": "red"}.get(c.lifecycle, "green")
-        table.add_row(
-            c.name,
-            c.version,
-            f"[{color}]{c.lifecycle}[/{color}]",
+        cells = (
             c.side_effect_class,
             f"{c.binding['timeout_class']} ({c.timeout_ms} ms)",
             str(c.required_approvals),
             c.owner,
         )
-    console.print(table)
+        table.add_row(c.name, c.version, f"[{color}]{c.lifecycle}[/{color}]", *cells)
+        lines.append(Text("  ".join((c.name, c.version, c.lifecycle, *cells))))
+    print_table(console, table, lines)
 
 
 def _document(reference: str, registry: Registry | None) -> dict[str, Any]:

@@ -112,7 +112,7 @@ def shadow_report(
     for row in rows:
         console.print(
             f"{row['tool']}: {row['count']} x enforcing {row['enforcing']} -> shadow {row['shadow']} "
-            f"(set {str(row['shadow_set'])[:12]}); e.g. {', '.join(map(str, row['examples']))}",
+            f"(set {row['shadow_set']}); e.g. {', '.join(map(str, row['examples']))}",
             soft_wrap=True,
             markup=False,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from toolgate.client.agent import ToolgateClient
 from toolgate.client.calls import random_hex
 from toolgate.client.edge import readable
-from toolgate.schemas.codec import DecodeError, codec
+from toolgate.schemas.codec import Codec, DecodeError, codec
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Verdict
 from toolgate.topics.consumed import read
 from toolgate.topics.headers import TRACEPARENT, edge_headers, header, new_traceparent
@@ -75,8 +75,46 @@ class ApprovalClient(ToolgateClient):
         from toolgate.trust.signing import check_packet
 
         check_packet(packet)
+        decision = self._signed(packet, approver_id, key, approve, reason, valid_for_s, decision_id)
+        self.publish_decision(decision, packet, traceparent)
+        return decision
+
+    def decide_many(
+        self,
+        packets: Sequence[ApprovalRequest],
+        *,
+        approver_id: str,
+        key: Ed25519PrivateKey,
+        approve: bool,
+        reason: str | None = None,
+        valid_for_s: int = 300,
+    ) -> list[ApprovalDecision]:
+        """One signed decision per packet (each over its own packet, as `decide` signs one),
+        published together; the decisions in the packets' order. Raises PacketMismatch, and signs
+        nothing at all, when any packet's payload hash is not that of the arguments it shows."""
+        from toolgate.trust.signing import check_packet
+
+        for packet in packets:
+            check_packet(packet)
+        decisions = [self._signed(p, approver_id, key, approve, reason, valid_for_s, None) for p in packets]
+        c = codec()
+        for decision, packet in zip(decisions, packets, strict=True):
+            self._publish(c, decision, packet, None)
+        self.flush()
+        return decisions
+
+    @staticmethod
+    def _signed(
+        packet: ApprovalRequest,
+        approver_id: str,
+        key: Ed25519PrivateKey,
+        approve: bool,
+        reason: str | None,
+        valid_for_s: int,
+        decision_id: str | None,
+    ) -> ApprovalDecision:
         now = int(time.time() * 1000)
-        decision = sign(
+        return sign(
             ApprovalDecision(
                 decision_id=decision_id or f"dec_{random_hex(16)}",
                 approval_id=packet.approval_id,
@@ -95,15 +133,15 @@ class ApprovalClient(ToolgateClient):
             ),
             key,
         )
-        self.publish_decision(decision, packet, traceparent)
-        return decision
 
     def publish_decision(
         self, decision: ApprovalDecision, packet: ApprovalRequest, traceparent: str | None = None
     ) -> None:
-        c = codec()
+        self._publish(codec(), decision, packet, traceparent)
+        self.flush()
+
+    def _publish(self, c: Codec, decision: ApprovalDecision, packet: ApprovalRequest, traceparent: str | None) -> None:
         headers = edge_headers(
             traceparent or new_traceparent(), packet.call_id, packet.tenant_id, c.fingerprint_of(ApprovalDecision)
         )
         self.publish_raw(self.topics.approvals_decisions, decision.approval_id.encode(), c.encode(decision), headers)
-        self.flush()

@@ -1,34 +1,39 @@
-"""Operator commands for held calls: list, show (the confirmation card), decide.
+"""Operator commands for held calls: list, show (the confirmation card, ops/approval_card.py),
+decide.
 
-Everything on a card but its labels comes from the agent or its call (arguments, the
-consequence filled from them, ids, states) and is shown as inert text (`shown`). An approver is
-offered only what it may decide: `list_approvals(approver=...)` lists the tickets of the tenants
-it serves, and `decide` signs nothing for another tenant (approval-wait would refuse it anyway,
-`approver_not_for_tenant`). Approvers themselves are managed in ops/approvers.py."""
+An approval id is taken as any prefix of one (`resolve`): a prefix naming exactly one ticket is
+that ticket (its full id is what is signed and printed); one naming several is refused with them,
+and nothing is signed. An approver is offered only what it may decide: `list_approvals(approver=...)`
+lists the tickets of the tenants it serves, and `decide` signs nothing for another tenant
+(approval-wait would refuse it anyway, `approver_not_for_tenant`). Approvers themselves are
+managed in ops/approvers.py."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
-import unicodedata
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+from rich import box
 from rich.console import Console
-from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from toolgate.client import ApprovalClient
 from toolgate.kafka_security import APPROVALS, client_config
+from toolgate.ops.approval_card import shown
 from toolgate.ops.registry import utc_text
+from toolgate.ops.tables import id_column, print_table, text_column
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
-from toolgate.store import approvals, approvers, audit
+from toolgate.store import approvals, approvers, audit, open_approvals
 from toolgate.topics.catalog import Topics
 from toolgate.trust.signing import Keyring
 from toolgate.workers.runtime.wakeup import announce
+
+CANDIDATES = 5  # the ids a prefix is looked up among: more than one is refused, a few are named
 
 
 def _when(ts: dt.datetime | None) -> str:
@@ -60,9 +65,11 @@ def list_approvals(
 
 
 def print_list(rows: list[dict[str, Any]], console: Console) -> None:
-    table = Table(title="approvals")
-    for col in ("approval_id", "status", "tool", "risk_class", "tenant", "approved", "expires_at"):
-        table.add_column(col)
+    table = Table(title="approvals", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    id_column(table, "approval_id", (shown(r["approval_id"]) for r in rows))
+    for col in ("status", "tool", "risk_class", "tenant", "approved", "expires_at"):
+        text_column(table, col)
+    lines = []
     for r in rows:
         cells = (
             r["approval_id"],
@@ -74,7 +81,32 @@ def print_list(rows: list[dict[str, Any]], console: Console) -> None:
             r["expires_at"],
         )
         table.add_row(*(Text(shown(c)) for c in cells))
-    console.print(table)
+        lines.append(Text(shown("  ".join(cells))))
+    print_table(console, table, lines)
+
+
+class Unresolved(Exception):
+    """A typed approval id that names no ticket, or several: nothing is shown or signed."""
+
+
+def resolved(typed: str, matches: Sequence[str]) -> str:
+    """The approval id `typed` names, among `matches` (the ids that start with it, up to
+    CANDIDATES): the one that is `typed` whole, else the only one; Unresolved otherwise."""
+    if typed in matches:
+        return typed
+    if typed and len(matches) == 1:
+        return matches[0]
+    if not typed or not matches:
+        raise Unresolved(f"no approval {typed}")
+    more = ", ..." if len(matches) >= CANDIDATES else ""
+    raise Unresolved(f"{typed} is the start of several approval ids: {', '.join(matches)}{more}; type more of one")
+
+
+def resolve(settings: Settings, typed: Sequence[str]) -> list[str]:
+    """The approval id each of `typed` names (any unique prefix of one); Unresolved for the first
+    that names none or several."""
+    with psycopg.connect(settings.database_url) as conn:
+        return [resolved(t, open_approvals.by_prefix(conn, t, CANDIDATES)) for t in typed]
 
 
 def load(settings: Settings, approval_id: str) -> tuple[ApprovalRequest, dict[str, Any]]:
@@ -94,79 +126,21 @@ def load(settings: Settings, approval_id: str) -> tuple[ApprovalRequest, dict[st
     return ApprovalRequest.model_validate(found.packet), state
 
 
-UNSHOWN = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs"})
-
-
-def shown(value: Any) -> str:
-    """Agent text as it may appear on a card: one line, every control, format (bidi overrides,
-    zero-width) and separator character written as its escape, so no value can style, hide,
-    reorder or add lines. The card is built of Text objects, never parsed as markup."""
-    text = value if isinstance(value, str) else str(value)
-    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in UNSHOWN else c for c in text)
-
-
-def _json(value: Any) -> str:
-    return shown(json.dumps(value, ensure_ascii=False, sort_keys=True))
-
-
-def card(packet: ApprovalRequest, state: dict[str, Any]) -> Panel:
-    def ms(v: int) -> str:
-        return _when(dt.datetime.fromtimestamp(v / 1000, dt.UTC))
-
-    def line(label: str, *parts: str) -> list[str | tuple[str, str]]:
-        return [(f"{label:<18}", "bold"), *(shown(p) for p in parts), "\n"]
-
-    args: list[str | tuple[str, str]] = [("Arguments", "bold"), "\n"]
-    for k, v in packet.arguments.items():
-        args += [f"    {shown(k)}: ", _json(v), "\n"]
-    groups = ", ".join(packet.approver_groups) or "any approver allowed for the risk class"
-    if packet.escalation_level:
-        groups += f"  (escalated {packet.escalation_level}x)"
-    votes: list[str | tuple[str, str]] = [("Decisions", "bold")]
-    for d in state["decisions"]:
-        reason = f" ({d['reason']})" if d["reason"] else ""
-        votes += ["\n    ", shown(f"{d['approver']}: {d['verdict']} at {d['at']}{reason}")]
-    if not state["decisions"]:
-        votes.append("\n    none yet")
-    who = f"{packet.requested_by.user_id} via {packet.requested_by.agent_id} "
-    needs = f"  (needs {packet.required_approvals} approval(s)"
-    needs += ", from different approvers)" if packet.required_approvals > 1 else ")"
-    text = Text.assemble(
-        *line("Action", packet.action),
-        *line("Tool", f"{packet.tool_name} {packet.tool_version}"),
-        *line("Consequence", packet.consequence),
-        *args,
-        *line("Before state", str(packet.before_state or "not available")),
-        *line("Expected after", str(packet.expected_after_state or "not declared")),
-        *line("Risk class", packet.risk_class, needs),
-        *line("Who may decide", groups),
-        *line(
-            "Idempotency",
-            f"fingerprint {packet.idempotency_fingerprint}, payload {packet.payload_hash[:23]}...",
-        ),
-        *line("Compensation", str(packet.compensation)),
-        *line("If rejected", packet.rejection_path),
-        *line("Requested by", who, f"(tenant {packet.tenant_id}, run {packet.run_id})"),
-        *line("Expires", ms(packet.expires_at_ms)),
-        *line("Trace", packet.trace_id),
-        *line("Status", state["status"]),
-        *votes,
-    )
-    return Panel(text, title=Text(f"CONFIRMATION REQUEST {shown(packet.approval_id)}"), expand=False)
-
-
 class NotServed(Exception):
     """The approver does not decide for the ticket's tenant (or is not an active approver)."""
 
 
-def decide(settings: Settings, approval_id: str, approver: str, approve: bool, reason: str | None) -> ApprovalDecision:
-    """Sign and publish a decision as `approver`; NotServed (nothing signed) when it does not
-    decide for the ticket's tenant."""
-    packet, _ = load(settings, approval_id)
+def decide(
+    settings: Settings, approval_ids: Sequence[str], approver: str, approve: bool, reason: str | None
+) -> list[ApprovalDecision]:
+    """Sign and publish a decision as `approver` on each ticket (full ids), one signed decision
+    per ticket, in order. Nothing is signed when it does not decide for a ticket's tenant
+    (NotServed) or a packet's hash is not that of its arguments (signing.PacketMismatch)."""
+    packets = [load(settings, approval_id)[0] for approval_id in approval_ids]
     with psycopg.connect(settings.database_url) as conn:
-        serves = approvers.serves(conn, approver, packet.tenant_id)
-    if not serves:
-        raise NotServed(f"{approver} is not an active approver of tenant {packet.tenant_id}")
+        for packet in packets:
+            if not approvers.serves(conn, approver, packet.tenant_id):
+                raise NotServed(f"{approver} is not an active approver of tenant {packet.tenant_id}")
     key = Keyring(settings.home / "approvers").load(approver)
     client = ApprovalClient(
         settings.kafka_bootstrap,
@@ -174,9 +148,9 @@ def decide(settings: Settings, approval_id: str, approver: str, approve: bool, r
         client_id=f"toolgate-approver-{approver}",
         kafka_config=client_config(settings, APPROVALS),
     )
-    decision = client.decide(packet, approver_id=approver, key=key, approve=approve, reason=reason)
+    decisions = client.decide_many(packets, approver_id=approver, key=key, approve=approve, reason=reason)
     announce(settings.database_url, Topics(settings.topic_prefix).approvals_decisions)  # approval-wait may nap
-    return decision
+    return decisions
 
 
 def judgment(settings: Settings, decision_id: str, timeout: float = 15.0) -> dict[str, Any] | None:
@@ -192,3 +166,10 @@ def judgment(settings: Settings, decision_id: str, timeout: float = 15.0) -> dic
             if time.monotonic() >= deadline:
                 return None
             time.sleep(0.2)
+
+
+def judgments(settings: Settings, decision_ids: Sequence[str], timeout: float) -> list[dict[str, Any] | None]:
+    """`judgment` of each decision, all within the one `timeout` (approval-wait judges them
+    together)."""
+    deadline = time.monotonic() + timeout
+    return [judgment(settings, d, max(deadline - time.monotonic(), 0.0)) for d in decision_ids]

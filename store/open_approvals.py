@@ -3,7 +3,8 @@
 expiry): tickets past their expiry set AUTO_DENIED, tickets that reached their escalation time read
 and moved to their next approver group, and how long until the next one falls due. A re-drive's
 (workers/reconciliation/redrive.py): the tickets still in flight, to say again. `toolgate status`'s
-(ops/status.py): how many wait, and for how long."""
+(ops/status.py): how many wait, and for how long. The operators' (ops/approvals.py): the tickets
+whose approval id starts with what an approver typed."""
 
 from __future__ import annotations
 
@@ -127,3 +128,22 @@ async def in_flight(conn: AsyncConnection[Any]) -> list[str]:
 
 def waiting(conn: Connection[Any]) -> Waiting:
     return Waiting(*one_row(conn, WAITING))
+
+
+# A prefix's tickets, any status (a card is shown after its decision too); LIKE's own escape
+# character is the backslash, written out so the pattern's meaning never rests on a default.
+BY_PREFIX = r"""
+SELECT approval_id FROM toolgate.approvals WHERE approval_id LIKE %s ESCAPE '\' ORDER BY approval_id LIMIT %s
+"""
+
+
+def like_prefix(prefix: str) -> str:
+    """The LIKE pattern of the ids that start with `prefix`, every `%`, `_` and backslash in it
+    literal (an approver who types `appr_%` means those three characters, not "anything")."""
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{escaped}%"
+
+
+def by_prefix(conn: Connection[Any], prefix: str, limit: int = 5) -> list[str]:
+    """Up to `limit` approval ids that start with `prefix`, in id order."""
+    return [row[0] for row in conn.execute(BY_PREFIX, (like_prefix(prefix), limit)).fetchall()]

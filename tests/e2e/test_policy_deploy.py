@@ -267,6 +267,8 @@ def test_a_shadow_set_changes_nothing_and_its_disagreements_are_counted_and_list
     [row] = [r for r in json.loads(report.stdout) if r["tool"] == "invoice.fetch" and r["shadow_set"] == shadow]
     assert row["enforcing"] == "ALLOW" and row["shadow"] == "POLICY_VIOLATION policy.fetch-paused", row
     assert row["count"] >= 6 and set(row["examples"]) <= set(ids), row  # the newest, and only this test shadows
+    said = stack.cli("policy", "shadow", "report", "--since", "1h")
+    assert f"(set {shadow}); e.g." in said.stdout, said.stdout  # the set's whole digest, as deploy printed it
     stopped = stack.cli("policy", "shadow", "stop")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     after = stack.call("invoice.fetch", FETCH, dry_run=True)

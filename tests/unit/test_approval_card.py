@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from tests.unit.factories import sample_models
-from toolgate.ops.approvals import card, shown
+from toolgate.ops.approval_card import card, shown
 from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import ApprovalRequest
 from toolgate.trust.signing import PacketMismatch, check_packet
@@ -80,3 +80,45 @@ def test_check_packet_recomputes_the_payload_hash() -> None:
     shows_other = p.model_copy(update={"arguments": {**p.arguments, "amount_cents": 999_999}})
     with pytest.raises(PacketMismatch, match="not the hash of the arguments it shows"):
         check_packet(shows_other)
+
+
+def plain(p: ApprovalRequest) -> str:
+    out = io.StringIO()
+    Console(file=out, width=1000).print(card(p, STATE))
+    return out.getvalue()
+
+
+def test_states_are_shown_as_indented_json() -> None:
+    before = {"status": "open", "amount_cents": 125000, "lines": [{"sku": "A-1", "paid": False}], "note": None}
+    text = plain(packet(before_state=before, expected_after_state={"status": "paid"}))
+    lines = [line.strip("│ ").rstrip() for line in text.splitlines()]
+    at = lines.index("Before state      {")
+    assert lines[at : at + 12] == [
+        "Before state      {",
+        '"amount_cents": 125000,',
+        '"lines": [',
+        "{",
+        '"paid": false,',
+        '"sku": "A-1"',
+        "}",
+        "],",
+        '"note": null,',
+        '"status": "open"',
+        "}",
+        "Expected after    {",
+    ]
+    assert "{'status'" not in text and "False" not in text and "None" not in text  # no Python repr
+    assert "│ " + " " * 20 + '"amount_cents": 125000,' in text  # indented past the label
+
+
+def test_agent_text_in_a_state_stays_inert() -> None:
+    evil = "[white on white]hidden[/white on white]"
+    state = {evil: f"a\nb{evil}\u202e\u2028", "ok": [evil]}
+    text = render(packet(before_state=state, expected_after_state=None))
+    assert text.count(evil) == 3
+    assert len(plain(packet(before_state=state)).splitlines()) == len(
+        plain(packet(before_state={"a": "b", "ok": [1]})).splitlines()
+    )
+    assert "\x1b[37;47m" not in text and "\u202e" not in text and "\u2028" not in text
+    assert '"a\\nb[white on white]hidden[/white on white]\\u202e\\u2028"' in text
+    assert "Expected after    not declared" in plain(packet(before_state=state, expected_after_state=None))
