@@ -307,7 +307,7 @@ def test_the_card_shows_before_state_and_the_approval_escalates(pipeline: Pipeli
     assert packet.approver_groups == ["finance-controllers"]
     card = pipeline.cli("approvals", "show", approval_id)
     assert card.returncode == 0, card.stderr
-    assert "'status': 'open'" in card.stdout and "finance-controllers" in card.stdout
+    assert '"status": "open"' in card.stdout and "finance-controllers" in card.stdout
     early = approvers.decide(packet, "dave")
     assert decision_audit(pipeline, early.decision_id) == ("decision_refused", "approver_not_in_group")
     alice = approvers.decide(packet, "alice")
