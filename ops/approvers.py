@@ -15,6 +15,7 @@ read approvers. Postgres holds public keys only; private keys go to the local ke
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -138,21 +139,12 @@ def serve(settings: Settings, approver: str, tenants: list[str], actor: str = "o
     """Set the tenants an active approver decides for (audited); its decisions on another
     tenant's tickets stop counting at once, even those already made. Returns them."""
 
-    async def work(conn: psycopg.AsyncConnection[Any]) -> list[str]:
-        row = await approvers.current(conn, approver)
-        if row is None or row.status != RegistryStatus.ACTIVE:
-            raise RegistryError(f"no active approver {approver}")
+    async def apply(conn: psycopg.AsyncConnection[Any]) -> list[str]:
         served = await _served(conn, tenants)
         await approvers.serve(conn, approver, served)
-        detail = {
-            "key_id": key_id_of(bytes(row.public_key)),
-            "tenants": served,
-            "previous_tenants": sorted(row.tenants),
-        }
-        await audit.append(conn, [_entry("approver_tenants_changed", actor, approver, **detail)])
         return served
 
-    return in_transaction(settings.admin_url, work)
+    return _change(settings, approver, actor, "tenants", apply)
 
 
 def act_as(settings: Settings, approver: str, users: list[str], actor: str = "operator") -> list[str]:
@@ -161,18 +153,35 @@ def act_as(settings: Settings, approver: str, users: list[str], actor: str = "op
     (execution's own count). Returns them."""
     named = _users(users)
 
+    async def apply(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+        await approvers.act_as(conn, approver, named)
+        return named
+
+    return _change(settings, approver, actor, "acts_as", apply)
+
+
+def _change(
+    settings: Settings,
+    approver: str,
+    actor: str,
+    field: str,
+    apply: Callable[[psycopg.AsyncConnection[Any]], Awaitable[list[str]]],
+) -> list[str]:
+    """One list of an active approver's (`field`: tenants, acts_as) set by `apply` in one
+    transaction, audited as `approver_<field>_changed` with the list before and after."""
+
     async def work(conn: psycopg.AsyncConnection[Any]) -> list[str]:
         row = await approvers.current(conn, approver)
         if row is None or row.status != RegistryStatus.ACTIVE:
             raise RegistryError(f"no active approver {approver}")
-        await approvers.act_as(conn, approver, named)
+        after = await apply(conn)
         detail = {
             "key_id": key_id_of(bytes(row.public_key)),
-            "acts_as": named,
-            "previous_acts_as": sorted(row.acts_as),
+            field: after,
+            f"previous_{field}": sorted(getattr(row, field)),
         }
-        await audit.append(conn, [_entry("approver_acts_as_changed", actor, approver, **detail)])
-        return named
+        await audit.append(conn, [_entry(f"approver_{field}_changed", actor, approver, **detail)])
+        return after
 
     return in_transaction(settings.admin_url, work)
 

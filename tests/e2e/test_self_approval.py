@@ -9,24 +9,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
 
 import pytest
 
 from ..conftest import Pipeline
+from .test_approver_tenants import ok, said
 from .test_gates import Approvers, decision_audit, packet_of, status_of
 from .test_pipeline import _approval_of, _ledger_for, errors_of, taxonomy
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def ok(done: Any) -> Any:
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done
-
-
-def said(done: Any) -> str:
-    return " ".join(f"{done.stdout} {done.stderr}".split())
 
 
 def test_a_self_approval_is_refused_and_the_call_waits_for_another_approver(pipeline: Pipeline) -> None:
