@@ -109,11 +109,16 @@ def resolve(settings: Settings, typed: Sequence[str]) -> list[str]:
         return [resolved(t, open_approvals.by_prefix(conn, t, CANDIDATES)) for t in typed]
 
 
+def _card(conn: psycopg.Connection[Any], approval_id: str) -> approvals.Card:
+    found = approvals.card(conn, approval_id)
+    if found is None:
+        raise SystemExit(f"no approval {approval_id}")
+    return found
+
+
 def load(settings: Settings, approval_id: str) -> tuple[ApprovalRequest, dict[str, Any]]:
     with psycopg.connect(settings.database_url) as conn:
-        found = approvals.card(conn, approval_id)
-        if found is None:
-            raise SystemExit(f"no approval {approval_id}")
+        found = _card(conn, approval_id)
         decisions = approvals.decisions(conn, approval_id)
     state = {
         "status": found.status,
@@ -136,8 +141,8 @@ def decide(
     """Sign and publish a decision as `approver` on each ticket (full ids), one signed decision
     per ticket, in order. Nothing is signed when it does not decide for a ticket's tenant
     (NotServed) or a packet's hash is not that of its arguments (signing.PacketMismatch)."""
-    packets = [load(settings, approval_id)[0] for approval_id in approval_ids]
-    with psycopg.connect(settings.database_url) as conn:
+    with psycopg.connect(settings.database_url) as conn:  # every packet and check on one connection
+        packets = [ApprovalRequest.model_validate(_card(conn, a).packet) for a in approval_ids]
         for packet in packets:
             if not approvers.serves(conn, approver, packet.tenant_id):
                 raise NotServed(f"{approver} is not an active approver of tenant {packet.tenant_id}")
