@@ -108,7 +108,7 @@ def detailed(
     if status == "working":
         message = awaiting_text(call_id, state) if state.status == "PENDING" else _decided(call_id, state)
     else:
-        message = final.content[0].text if final is not None and final.content else status  # type: ignore[union-attr]
+        message = " ".join(getattr(c, "text", "") for c in final.content) if final is not None else status
     task = _task(call_id, status, message, created_ms, updated_ms, modern)
     if status == "completed" and modern and final is not None:
         task["result"] = final.model_dump(by_alias=True, mode="json", exclude_none=True)

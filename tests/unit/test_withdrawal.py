@@ -3,6 +3,7 @@ its signature, never by the topic it came on; and what approval-wait says about 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -15,7 +16,7 @@ from toolgate.trust.ed25519 import PrivateKey
 from toolgate.trust.signing import new_key, public_bytes, signed_bytes, withdrawer, withdrawing_agent
 from toolgate.workers.approval import resume
 from toolgate.workers.approval import withdrawal as w
-from toolgate.workers.approval.decision import Counted, NoOp, Refused, Then
+from toolgate.workers.approval.decision import Counted, NoOp, Refused, Then, Ticket
 
 from .factories import registry, sample_models, stage_record
 from .test_approval_decision import HASH, NOW, ticket
@@ -43,7 +44,7 @@ def withdrawn(agent: str = "cli", *, key: str | None = None, **changes: object) 
     return unsigned.model_copy(update={"signature": signer.sign(signed_bytes(unsigned))})
 
 
-def held() -> object:
+def held() -> Ticket:
     return ticket(requesting_agent="cli", approved_by=("alice",), decided_by=("alice",))
 
 
@@ -56,9 +57,9 @@ def test_a_withdrawal_names_its_agent_where_an_approver_id_stands() -> None:
 
 
 def test_the_calls_own_agent_withdraws_it_and_the_ticket_closes_denied() -> None:
-    verdict = w.judge(withdrawn(), held(), requester(), NOW)  # type: ignore[arg-type]
+    verdict = w.judge(withdrawn(), held(), requester(), NOW)
     assert verdict == Counted(TicketStatus.DENIED, ("alice",))
-    step = w.transition(withdrawn(), held(), requester(), NOW)  # type: ignore[arg-type]
+    step = w.transition(withdrawn(), held(), requester(), NOW)
     assert (step.counted, step.then, step.action) == (True, Then.WITHDRAW, "withdrawal_counted")
     assert step.ticket is not None and step.ticket.status == TicketStatus.DENIED
 
@@ -76,22 +77,24 @@ def test_the_calls_own_agent_withdraws_it_and_the_ticket_closes_denied() -> None
         (lambda: withdrawn(expires_at_ms=NOW - 1), lambda: requester(), "decision_expired"),
     ],
 )
-def test_a_withdrawal_that_does_not_prove_the_calls_agent_is_refused(decision: object, who: object, code: str) -> None:
-    verdict = w.judge(decision(), held(), who(), NOW)  # type: ignore[operator, arg-type]
+def test_a_withdrawal_that_does_not_prove_the_calls_agent_is_refused(
+    decision: Callable[[], ApprovalDecision], who: Callable[[], w.Requester | None], code: str
+) -> None:
+    verdict = w.judge(decision(), held(), who(), NOW)
     assert isinstance(verdict, Refused) and verdict.code == code
-    step = w.transition(decision(), held(), who(), NOW)  # type: ignore[operator, arg-type]
+    step = w.transition(decision(), held(), who(), NOW)
     assert (step.counted, step.then, step.action) == (False, Then.NOTHING, "withdrawal_refused")
 
 
 @pytest.mark.parametrize("status", [TicketStatus.APPROVED, TicketStatus.DENIED, TicketStatus.AUTO_DENIED])
 def test_a_withdrawal_after_the_ticket_closed_is_too_late(status: TicketStatus) -> None:
-    verdict = w.judge(withdrawn(), replace(held(), status=status), requester(), NOW)  # type: ignore[type-var]
+    verdict = w.judge(withdrawn(), replace(held(), status=status), requester(), NOW)
     assert isinstance(verdict, Refused) and verdict.code == "approval_closed"
 
 
 def test_a_withdrawal_delivered_twice_counts_once() -> None:
     decision = withdrawn()
-    again = replace(held(), used_decisions=frozenset({decision.decision_id}))  # type: ignore[type-var]
+    again = replace(held(), used_decisions=frozenset({decision.decision_id}))
     assert isinstance(w.judge(decision, again, requester(), NOW), NoOp)
     assert isinstance(w.judge(decision, None, requester(), NOW), Refused)
 
