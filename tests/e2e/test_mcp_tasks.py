@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -20,6 +21,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -125,8 +127,17 @@ class TasksSupport(ClientExtension):
 
 
 @asynccontextmanager
-async def modern(door: Door) -> AsyncIterator[Client]:
+async def modern(door: Door, transport: str = "http") -> AsyncIterator[Client]:
     """A 2026-07-28 client that declares the Tasks extension on every request."""
+    if transport == "stdio":
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "toolgate.cli", "mcp", "--agent", "cli"], env=door.env
+        )
+        with open(door.home / "mcp-stdio.err", "a") as errlog:
+            server = stdio_client(params, errlog=errlog)
+            async with Client(server, read_timeout_seconds=120, mode="2026-07-28", extensions=[TasksSupport()]) as c:
+                yield c
+        return
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {door.token}"})
     transport = streamable_http_client(door.url, http_client=http)
     async with http, Client(transport, read_timeout_seconds=120, mode="2026-07-28", extensions=[TasksSupport()]) as c:
@@ -186,7 +197,10 @@ def test_a_held_charge_is_a_task_that_completes_when_approved(pipeline: Pipeline
     assert ledgered["kind"] == "charge"
 
 
-def test_the_clients_task_support_waits_for_a_held_call_transparently(pipeline: Pipeline, door: Door) -> None:
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_the_clients_task_support_waits_for_a_held_call_transparently(
+    pipeline: Pipeline, door: Door, transport: str
+) -> None:
     operation = f"op-{uuid.uuid4().hex}"
     charge = {"invoice_id": pipeline.open_invoice(), "amount_cents": 125000, "currency": "USD"}
     approvers = Approvers(pipeline)
@@ -204,7 +218,7 @@ def test_the_clients_task_support_waits_for_a_held_call_transparently(pipeline: 
             await anyio.to_thread.run_sync(approvers.decide, packet, who)
 
     async def body() -> None:
-        async with modern(door) as client, anyio.create_task_group() as group:
+        async with modern(door, transport) as client, anyio.create_task_group() as group:
             group.start_soon(approve)
             result = await client.call_tool(CHARGE_TOOL, charge, meta={OPERATION_ID: operation})
             assert observed(result)["status"]["taxonomy_class"] == "SUCCESS"
