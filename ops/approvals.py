@@ -16,12 +16,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from toolgate.client import ApprovalClient
+from toolgate.contracts.registry import load_registry
 from toolgate.kafka_security import APPROVALS, client_config
 from toolgate.ops.approval_card import shown
 from toolgate.ops.registry import utc_text
@@ -135,6 +137,18 @@ class NotServed(Exception):
     """The approver does not decide for the ticket's tenant (or is not an active approver)."""
 
 
+def _signer(settings: Settings, approver: str) -> tuple[Ed25519PrivateKey, ApprovalClient]:
+    """The approver's key from the local keyring, and a client to publish its decisions."""
+    key = Keyring(settings.home / "approvers").load(approver)
+    client = ApprovalClient(
+        settings.kafka_bootstrap,
+        settings.topic_prefix,
+        client_id=f"toolgate-approver-{approver}",
+        kafka_config=client_config(settings, APPROVALS),
+    )
+    return key, client
+
+
 def decide(
     settings: Settings, approval_ids: Sequence[str], approver: str, approve: bool, reason: str | None
 ) -> list[ApprovalDecision]:
@@ -146,16 +160,26 @@ def decide(
         for packet in packets:
             if not approvers.serves(conn, approver, packet.tenant_id):
                 raise NotServed(f"{approver} is not an active approver of tenant {packet.tenant_id}")
-    key = Keyring(settings.home / "approvers").load(approver)
-    client = ApprovalClient(
-        settings.kafka_bootstrap,
-        settings.topic_prefix,
-        client_id=f"toolgate-approver-{approver}",
-        kafka_config=client_config(settings, APPROVALS),
-    )
+    key, client = _signer(settings, approver)
     decisions = client.decide_many(packets, approver_id=approver, key=key, approve=approve, reason=reason)
     announce(settings.database_url, Topics(settings.topic_prefix).approvals_decisions)  # approval-wait may nap
     return decisions
+
+
+def edit(settings: Settings, approval_id: str, approver: str, changes: dict[str, Any]) -> ApprovalDecision:
+    """Sign and publish an approval of edited arguments on one ticket (issue 52, part 3): `changes`
+    merged over the held arguments (contracts/edits.py). Refused before anything is signed
+    (contracts.edits.EditRefused) when the edit does not only narrow what the call's contract
+    allows, and as `decide` refuses."""
+    with psycopg.connect(settings.database_url) as conn:
+        packet = ApprovalRequest.model_validate(_card(conn, approval_id).packet)
+        if not approvers.serves(conn, approver, packet.tenant_id):
+            raise NotServed(f"{approver} is not an active approver of tenant {packet.tenant_id}")
+    contract = load_registry(settings.contracts_dir).get(packet.tool_name, packet.tool_version)
+    key, client = _signer(settings, approver)
+    decision = client.decide(packet, approver_id=approver, key=key, approve=True, edit=changes, contract=contract)
+    announce(settings.database_url, Topics(settings.topic_prefix).approvals_decisions)
+    return decision
 
 
 def judgment(settings: Settings, decision_id: str, timeout: float = 15.0) -> dict[str, Any] | None:

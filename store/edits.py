@@ -1,0 +1,74 @@
+"""toolgate.approvals' edit columns (migration 0032, issue 52 part 3): approval-wait records who
+edited a ticket it closed as EDITED, by which decision, and the edited payload's hash
+(workers/approval/tickets.py); validation reads the EDITED tickets a re-entered edit names, to
+prove it (workers/validation/edit_admission.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+
+MARK_EDITED = (
+    "UPDATE toolgate.approvals a SET edited_by = e.edited_by, edit_decision_id = e.decision_id, "
+    "edited_payload_hash = e.payload_hash "
+    "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[]) "
+    "AS e(approval_id, edited_by, decision_id, payload_hash) "
+    "WHERE a.approval_id = e.approval_id AND a.status = 'EDITED' AND a.edit_decision_id IS NULL"
+)
+LINK = (
+    "UPDATE toolgate.approvals a SET edit_of = e.edit_of "
+    "FROM unnest(%b::text[], %b::text[]) AS e(approval_id, edit_of) WHERE a.approval_id = e.approval_id"
+)
+REQUIRED = "SELECT approval_id, required_approvals FROM toolgate.approvals WHERE approval_id = ANY(%b)"
+EDITED = """
+SELECT approval_id, tenant_id, call_id, payload_hash, edit_decision_id, request
+FROM toolgate.approvals WHERE approval_id = ANY(%b) AND status = 'EDITED'
+"""
+
+
+async def mark_edited(conn: AsyncConnection[Any], rows: Sequence[tuple[str, str, str, str]]) -> None:
+    """(approval_id, edited_by, decision_id, edited payload hash) on tickets just closed EDITED."""
+    await conn.execute(MARK_EDITED, [list(column) for column in zip(*rows, strict=True)])
+
+
+@dataclass(frozen=True, slots=True)
+class EditedTicket:
+    """A ticket an approver's edit closed: what validation proves a re-entered edit against."""
+
+    approval_id: str
+    tenant_id: str
+    call_id: str
+    payload_hash: str
+    edit_decision_id: str | None
+    request: bytes  # the held call's StageRecord, as validation admitted it
+
+
+async def edited(conn: AsyncConnection[Any], ids: Sequence[str]) -> dict[str, EditedTicket]:
+    """The EDITED tickets among these approval ids."""
+    cur = await conn.execute(EDITED, (list(ids),))
+    return {
+        r[0]: EditedTicket(
+            approval_id=r[0],
+            tenant_id=r[1],
+            call_id=r[2],
+            payload_hash=r[3],
+            edit_decision_id=r[4],
+            request=bytes(r[5]),
+        )
+        for r in await cur.fetchall()
+    }
+
+
+async def link(conn: AsyncConnection[Any], rows: Sequence[tuple[str, str]]) -> None:
+    """(approval_id of an edited call's new ticket, approval_id of the ticket it was edited from)."""
+    if rows:
+        await conn.execute(LINK, [list(column) for column in zip(*rows, strict=True)])
+
+
+async def required(conn: AsyncConnection[Any], ids: Sequence[str]) -> dict[str, int]:
+    """How many approvals each of these tickets required."""
+    cur = await conn.execute(REQUIRED, (list(ids),))
+    return {row[0]: int(row[1]) for row in await cur.fetchall()}
