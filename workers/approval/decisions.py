@@ -94,15 +94,16 @@ class DecisionsHandler(Handler[ApprovalDecision]):
         requests: dict[str, StageRecord],
     ) -> None:
         """The counted decisions and the tickets they closed; a denied or edited call's value
-        released (an edited call reserves its own when policy allows it again)."""
+        released (the held payload of an edited call for good: it never runs; the edited call
+        reserves its own when policy allows it)."""
         await tickets.record_decisions(conn, counted)
         decided = (TicketStatus.APPROVED, TicketStatus.DENIED, TicketStatus.EDITED)
         await tickets.close(conn, [t for t in held.values() if t.status in decided])
         edits = [d for d in counted if d.edited_arguments is not None and held[d.approval_id].status == "EDITED"]
         await tickets.mark_edited(conn, edits)
-        ended = (TicketStatus.DENIED, TicketStatus.EDITED)
-        released = [requests[a] for a, t in held.items() if t.status in ended and a in requests]
-        await values.release(conn, [e for r in released for e in usage_events(r.call)], ended=False)
+        for status, ended in ((TicketStatus.DENIED, False), (TicketStatus.EDITED, True)):
+            closed = [requests[a] for a, t in held.items() if t.status == status and a in requests]
+            await values.release(conn, [e for r in closed for e in usage_events(r.call)], ended=ended)
 
 
 def unproven_entry(decision: ApprovalDecision, step: Transition, call_id: str | None) -> audit.Entry:
