@@ -157,7 +157,10 @@ def test_the_edited_arguments_are_signed_and_absent_when_null() -> None:
 
 
 def held_record() -> StageRecord:
-    return stage_record(charge(), dict(HELD), payload_hash=payload_hash(HELD), required_approvals=2)
+    digest = "sha256:" + "a" * 64  # what the agent's signature proved when the held call was admitted
+    return stage_record(
+        charge(), dict(HELD), payload_hash=payload_hash(HELD), required_approvals=2, proposal_digest=digest
+    )
 
 
 @pytest.mark.parametrize(
@@ -266,6 +269,7 @@ def proven(**changes: Any) -> ProvenEdit | Unproven:
         changes.pop("ticket", edited_ticket()),
         changes.pop("held", record),
         changes.pop("approver", approver("alice")),
+        changes.pop("bound", record.call.proposal_digest),
     )
 
 
@@ -299,6 +303,8 @@ def forged_signature() -> ApprovalDecision:
         ({"ticket": edited_ticket(payload_hash="sha256:" + "e" * 64)}, "edit_of_another_call"),
         ({"ticket": edited_ticket(call_id="call_2")}, "edit_of_another_call"),
         ({"approver": approver("alice", tenants=("globex",))}, "edit_approver_not_for_tenant"),
+        ({"bound": None}, "edit_original_unproven"),
+        ({"bound": "sha256:" + "f" * 64}, "edit_original_unproven"),
     ],
 )
 def test_a_forged_re_entry_proves_nobody(changes: dict[str, Any], code: str) -> None:

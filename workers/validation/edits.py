@@ -17,12 +17,19 @@ of its topic. It is proven, or dead-lettered as proving nobody, by:
     the proposal's arguments are the decision's edited arguments   edit_arguments_mismatch
     every other field is the held call's (principal, run, logical  edit_identity_mismatch
       operation, tool version, idempotency key, deadline)
+    the held call's proposal digest is the one toolgate.calls      edit_original_unproven
+      binds its call_id to (validation registers a call_id only
+      once its agent's signature verified)
 
-The held call is validation's own record of the original (the ticket keeps the StageRecord that
-validation admitted after its agent's signature verified; its proposal digest is that
-signature's). A proven edit is the held call's proposal with the edited arguments: it is answered
-under the held call's digest, so the agent's one final observation is the edited call's, carrying
-who edited it and the argument diff (contracts/edits.py `note`).
+The held call is validation's own record of the original: the ticket keeps the StageRecord that
+validation admitted after its agent's signature verified, and toolgate.calls the digest that
+signature proved. The agent's signature itself is not checked again: toolgate keeps no copy of a
+proposal's signature, key id and argument text past validation, so the proof of the original is
+validation's record of having checked it, in two tables, against the approver's signature here.
+
+A proven edit is the held call's proposal with the edited arguments: it is answered under the held
+call's digest, so the agent's one final observation is the edited call's, carrying who edited it
+and the argument diff (contracts/edits.py `note`).
 """
 
 from __future__ import annotations
@@ -58,8 +65,10 @@ def prove(
     ticket: EditedTicket | None,
     held: StageRecord | None,
     approver: Approver | None,
+    bound_digest: str | None = None,
 ) -> ProvenEdit | Unproven:
-    """The table of the module docstring, in order."""
+    """The table of the module docstring, in order; `bound_digest`: the digest toolgate.calls
+    binds the proposal's tenant and call_id to (None: none)."""
     if decision is None or decision.decision is not Verdict.APPROVE or decision.edited_arguments is None:
         return Unproven("edit_not_a_decision", "the re-entered edit carries no signed edit decision")
     if approver is None or not approver.active:
@@ -78,11 +87,11 @@ def prove(
         return Unproven("edit_approver_not_for_tenant", f"{approver.approver_id} decides nothing for this tenant")
     if proposal.arguments != decision.edited_arguments:
         return Unproven("edit_arguments_mismatch", "the arguments are not the ones the approver signed")
-    return _as_held(proposal, decision, ticket, held)
+    return _as_held(proposal, decision, ticket, held, bound_digest)
 
 
 def _as_held(
-    proposal: ToolProposal, decision: ApprovalDecision, ticket: EditedTicket, held: StageRecord
+    proposal: ToolProposal, decision: ApprovalDecision, ticket: EditedTicket, held: StageRecord, bound: str | None
 ) -> ProvenEdit | Unproven:
     call = held.call
     same = all(getattr(proposal, name) == getattr(call, name) for name in SAME)
@@ -90,6 +99,8 @@ def _as_held(
         return Unproven("edit_identity_mismatch", "the re-entered edit is not the held call with other arguments")
     if proposal.dry_run or proposal.compensation_of != call.compensation_of:
         return Unproven("edit_identity_mismatch", "the re-entered edit is not the held call with other arguments")
+    if not call.proposal_digest or bound != call.proposal_digest:
+        return Unproven("edit_original_unproven", "the held call is not the proposal its call_id is bound to")
     changes = diff(call.arguments, json.loads(decision.edited_arguments or "{}"))
     admitted = proposal.model_copy(update={"principal": call.principal, "edit": None})
     said = note(ticket.approval_id, decision.approver_id, changes)
