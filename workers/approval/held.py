@@ -58,6 +58,7 @@ class AuthorizedHandler(Handler[Read]):
         for call, contract in waiting:
             opened = opening(call.model, call.traceparent, contract, found, now)
             held[opened.approval_id] = (call, opened)
+        asked = list(held.values())
         async with self.pool.connection() as conn, conn.transaction():
             refused = await edited_holds.refuse_wider(conn, held, now)
             created = await tickets.insert(conn, [opened for _, opened in held.values()])
@@ -71,6 +72,8 @@ class AuthorizedHandler(Handler[Read]):
             await audit.append(conn, entries + again_entries)
         if created:
             self.opened()
+        for call_id in {c.model.call.call_id for c, _ in asked} - {c.model.call.call_id for c, _ in held.values()}:
+            out.outcomes[call_id] = TaxonomyClass.CONFIRMATION_MISSING  # an edited call refused (edited_holds.py)
         for approval_id, (call, _) in held.items():
             out.outcomes[call.model.call.call_id] = Passage.HELD if approval_id in created else Passage.RESUMED
 
