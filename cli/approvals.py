@@ -91,6 +91,8 @@ def _decide(
     verb = "approved" if edit is None and approve else "denied" if edit is None else "approved with edit"
     ids = [d.decision_id for d in decisions]
     judged = approvals.judgments(settings, ids, wait) if wait > 0 else [None for _ in decisions]
+    if edit is not None and judged[0] is not None and judged[0].get("status_after") == "EDITED":
+        judged[0]["edited_approval_id"] = approvals.edited_into(settings, approval_ids[0], wait)
     for approval_id, decision, judgment in zip(approval_ids, decisions, judged, strict=True):
         if as_json:
             print_json(
@@ -127,12 +129,23 @@ def _edit_object(text: str) -> dict[str, Any]:
     return edit
 
 
+def _print_edited(held_as: str | None) -> None:
+    """Where the edited call went: held again under its own approval (the editor counted once),
+    or not held within the wait (it needed no more approvals, or validation or policy refused it)."""
+    if held_as is not None:
+        console.print(f"the edited call is held as {escape(literal(held_as).plain)}; your approval counts on it once")
+    else:
+        console.print("[yellow]the edited call is not held (yet); its observation says how it ended[/yellow]")
+
+
 def _print_judgment(judged: dict[str, Any] | None, shown: str, wait: float) -> None:
     """What became of a signed decision: counted, a no-op, refused, or not judged in time."""
     if judged is None and wait > 0:
         console.print(f"[yellow]not judged within {wait:g} s; see toolgate approvals show {shown}[/yellow]")
     elif judged is not None and judged["outcome"] == "counted":
         console.print(f"counted: the approval is now {escape(str(judged['status_after']))}")
+        if judged.get("status_after") == "EDITED":
+            _print_edited(judged.get("edited_approval_id"))
     elif judged is not None:
         color = "yellow" if judged["outcome"] == "noop" else "red"
         said = escape(literal(f"{judged['outcome']}: {judged['code']}: {judged['reason']}").plain)

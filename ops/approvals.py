@@ -30,7 +30,7 @@ from toolgate.ops.registry import utc_text
 from toolgate.ops.tables import id_column, print_table, text_column
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
-from toolgate.store import approvals, approvers, audit, open_approvals
+from toolgate.store import approvals, approvers, audit, edits, open_approvals
 from toolgate.topics.catalog import Topics
 from toolgate.trust.signing import Keyring
 from toolgate.workers.runtime.wakeup import announce
@@ -194,6 +194,19 @@ def judgment(settings: Settings, decision_id: str, timeout: float = 15.0) -> dic
                 return {"outcome": action.removeprefix("decision_"), **detail}
             if time.monotonic() >= deadline:
                 return None
+            time.sleep(0.2)
+
+
+def edited_into(settings: Settings, approval_id: str, timeout: float) -> str | None:
+    """The ticket the edited call of `approval_id` is held under, once approval-wait opened it;
+    None when none was within `timeout` seconds (the edited call needed no approval, or validation
+    or policy refused it: the agent's observation says which)."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        while True:
+            found = edits.edited_into(conn, approval_id)
+            if found is not None or time.monotonic() >= deadline:
+                return found
             time.sleep(0.2)
 
 

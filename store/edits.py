@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, Connection
 
 MARK_EDITED = (
     "UPDATE toolgate.approvals a SET edited_by = e.edited_by, edit_decision_id = e.decision_id, "
@@ -23,6 +23,7 @@ LINK = (
     "FROM unnest(%b::text[], %b::text[]) AS e(approval_id, edit_of) WHERE a.approval_id = e.approval_id"
 )
 REQUIRED = "SELECT approval_id, required_approvals FROM toolgate.approvals WHERE approval_id = ANY(%b)"
+EDITED_INTO = "SELECT approval_id FROM toolgate.approvals WHERE edit_of = %s ORDER BY created_at LIMIT 1"
 EDITED = """
 SELECT approval_id, tenant_id, call_id, payload_hash, edit_decision_id, request
 FROM toolgate.approvals WHERE approval_id = ANY(%b) AND status = 'EDITED'
@@ -72,3 +73,9 @@ async def required(conn: AsyncConnection[Any], ids: Sequence[str]) -> dict[str, 
     """How many approvals each of these tickets required."""
     cur = await conn.execute(REQUIRED, (list(ids),))
     return {row[0]: int(row[1]) for row in await cur.fetchall()}
+
+
+def edited_into(conn: Connection[Any], approval_id: str) -> str | None:
+    """The ticket of the call an edit of `approval_id` re-entered, once approval-wait opened it."""
+    row = conn.execute(EDITED_INTO, (approval_id,)).fetchone()
+    return str(row[0]) if row is not None else None

@@ -63,6 +63,7 @@ def test_an_edit_that_narrows_runs_once_with_the_edited_amount(pipeline: Pipelin
     )
     assert (edited_by, decision_id) == ("alice", judged["decision_id"])
     second = edited_ticket(pipeline, approval_id)
+    assert judged["judgment"]["edited_approval_id"] == second  # the CLI says where the edited call waits
     packet = packet_of(pipeline, second)
     assert packet.arguments["amount_cents"] == 100000 and packet.payload_hash == edited_hash
     assert packet.call_id == sent.call_id
