@@ -110,6 +110,8 @@ class Settings:
     retention_days: float = 30.0
     retention_tombstone_days: float = 365.0
     retention_interval_seconds: float = 600.0
+    # The console's address as approvers reach it: webhook deliveries link to their card under it.
+    console_url: str = ""
     # Named HTTP endpoints that contracts refer to (`base_url_ref`), JSON object.
     endpoints: dict[str, str] = field(default_factory=dict)
     # Hosts HTTP executors may reach; contracts may narrow it, never widen it.
@@ -226,6 +228,7 @@ _ENV = {
     "retention_days": "TOOLGATE_RETENTION_DAYS",
     "retention_tombstone_days": "TOOLGATE_RETENTION_TOMBSTONE_DAYS",
     "retention_interval_seconds": "TOOLGATE_RETENTION_INTERVAL_SECONDS",
+    "console_url": "TOOLGATE_CONSOLE_URL",
     "endpoints": "TOOLGATE_ENDPOINTS",
     "egress_allowlist": "TOOLGATE_EGRESS_ALLOWLIST",
     "secrets_dir": "TOOLGATE_SECRETS_DIR",
