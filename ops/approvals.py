@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from toolgate.client import ApprovalClient
+from toolgate.contracts.edits import diff
 from toolgate.contracts.registry import load_registry
 from toolgate.kafka_security import APPROVALS, client_config
 from toolgate.ops.approval_card import shown
@@ -122,7 +123,9 @@ def load(settings: Settings, approval_id: str) -> tuple[ApprovalRequest, dict[st
     with psycopg.connect(settings.database_url) as conn:
         found = _card(conn, approval_id)
         decisions = approvals.decisions(conn, approval_id)
-    state = {
+        edit = edits.edit_state(conn, approval_id)
+    packet = ApprovalRequest.model_validate(found.packet)
+    state: dict[str, Any] = {
         "status": found.status,
         "decided_at": _when(found.decided_at),
         "decisions": [
@@ -130,7 +133,24 @@ def load(settings: Settings, approval_id: str) -> tuple[ApprovalRequest, dict[st
             for d in decisions
         ],
     }
-    return ApprovalRequest.model_validate(found.packet), state
+    edited = edit_shown(edit, packet.arguments)
+    if edited is not None:
+        state["edit"] = edited
+    return packet, state
+
+
+def edit_shown(edit: edits.EditState | None, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """A ticket's part in an edit, as the card shows it (None: it had none): the ticket an edit
+    closed names its editor and where the edited call waits; an edited call's names the ticket
+    it was edited from, by whom, and the difference from the arguments held there."""
+    if edit is None:
+        return None
+    if edit.edited_by is not None:
+        return {"edited_by": edit.edited_by, "edited_into": edit.edited_into}
+    if edit.edit_of is not None:
+        changes = diff(edit.held_arguments or {}, arguments)
+        return {"edited_from": edit.edit_of, "edited_by": edit.edit_of_by, "diff": [c.as_json() for c in changes]}
+    return None
 
 
 class NotServed(Exception):

@@ -24,6 +24,13 @@ LINK = (
 )
 REQUIRED = "SELECT approval_id, required_approvals FROM toolgate.approvals WHERE approval_id = ANY(%b)"
 EDITED_INTO = "SELECT approval_id FROM toolgate.approvals WHERE edit_of = %s ORDER BY created_at LIMIT 1"
+EDIT_STATE = """
+SELECT a.edited_by, (SELECT e.approval_id FROM toolgate.approvals e WHERE e.edit_of = a.approval_id
+                     ORDER BY e.created_at LIMIT 1),
+       a.edit_of, o.edited_by, o.packet->'arguments'
+FROM toolgate.approvals a LEFT JOIN toolgate.approvals o ON o.approval_id = a.edit_of
+WHERE a.approval_id = %s
+"""
 EDITED = """
 SELECT approval_id, tenant_id, call_id, payload_hash, edit_decision_id, request
 FROM toolgate.approvals WHERE approval_id = ANY(%b) AND status = 'EDITED'
@@ -79,3 +86,20 @@ def edited_into(conn: Connection[Any], approval_id: str) -> str | None:
     """The ticket of the call an edit of `approval_id` re-entered, once approval-wait opened it."""
     row = conn.execute(EDITED_INTO, (approval_id,)).fetchone()
     return str(row[0]) if row is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class EditState:
+    """A ticket's part in an edit: who edited it and the ticket the edited call waits under; or,
+    for an edited call's ticket, the ticket it was edited from, by whom, and the arguments held there."""
+
+    edited_by: str | None
+    edited_into: str | None
+    edit_of: str | None
+    edit_of_by: str | None
+    held_arguments: dict[str, Any] | None
+
+
+def edit_state(conn: Connection[Any], approval_id: str) -> EditState | None:
+    row = conn.execute(EDIT_STATE, (approval_id,)).fetchone()
+    return EditState(*row) if row is not None else None

@@ -67,6 +67,11 @@ def test_an_edit_that_narrows_runs_once_with_the_edited_amount(pipeline: Pipelin
     packet = packet_of(pipeline, second)
     assert packet.arguments["amount_cents"] == 100000 and packet.payload_hash == edited_hash
     assert packet.call_id == sent.call_id
+    diff = [{"field": "amount_cents", "before": 125000, "after": 100000}]
+    card = json.loads(ok(pipeline.cli("approvals", "show", second, "--json")).stdout)
+    assert card["edit"] == {"edited_from": approval_id, "edited_by": "alice", "diff": diff}
+    card = json.loads(ok(pipeline.cli("approvals", "show", approval_id, "--json")).stdout)
+    assert (card["status"], card["edit"]) == ("EDITED", {"edited_by": "alice", "edited_into": second})
     votes = "SELECT approver_id, verdict FROM toolgate.approval_decisions WHERE approval_id = %s"
     assert pipeline.sql(votes, (second,)) == [("alice", "APPROVE")]  # the editor, counted once
     assert _ledger_for(pipeline, key) == []
@@ -83,7 +88,7 @@ def test_an_edit_that_narrows_runs_once_with_the_edited_amount(pipeline: Pipelin
     assert read_note(final["result_payload"]["warnings"]) == {
         "approval_id": approval_id,
         "edited_by": "alice",
-        "diff": [{"field": "amount_cents", "before": 125000, "after": 100000}],
+        "diff": diff,
     }
     [operation] = _ledger_for(pipeline, key)  # once, with the edited amount
     assert operation["response"]["amount_cents"] == 100000
