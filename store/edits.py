@@ -18,10 +18,18 @@ MARK_EDITED = (
     "AS e(approval_id, edited_by, decision_id, payload_hash) "
     "WHERE a.approval_id = e.approval_id AND a.status = 'EDITED' AND a.edit_decision_id IS NULL"
 )
-LINK = (
-    "UPDATE toolgate.approvals a SET edit_of = e.edit_of "
-    "FROM unnest(%b::text[], %b::text[]) AS e(approval_id, edit_of) WHERE a.approval_id = e.approval_id"
-)
+# The edited call's ticket also reaches the groups the held one had reached (by escalation): its
+# editor was allowed there, and is counted on it (execution counts only approvers of reached groups).
+# A ticket open to any allowed approver (no groups) stays so; none is opened to more than that.
+LINK = """
+UPDATE toolgate.approvals a SET edit_of = e.edit_of,
+    approver_groups = CASE WHEN cardinality(a.approver_groups) = 0 OR o.approver_groups IS NULL THEN a.approver_groups
+        ELSE a.approver_groups || ARRAY(SELECT g FROM unnest(o.approver_groups) AS g WHERE g <> ALL(a.approver_groups))
+    END
+FROM unnest(%b::text[], %b::text[]) AS e(approval_id, edit_of)
+LEFT JOIN toolgate.approvals o ON o.approval_id = e.edit_of
+WHERE a.approval_id = e.approval_id
+"""
 REQUIRED = "SELECT approval_id, required_approvals FROM toolgate.approvals WHERE approval_id = ANY(%b)"
 EDITED_INTO = "SELECT approval_id FROM toolgate.approvals WHERE edit_of = %s ORDER BY created_at LIMIT 1"
 EDIT_STATE = """
@@ -71,7 +79,8 @@ async def edited(conn: AsyncConnection[Any], ids: Sequence[str]) -> dict[str, Ed
 
 
 async def link(conn: AsyncConnection[Any], rows: Sequence[tuple[str, str]]) -> None:
-    """(approval_id of an edited call's new ticket, approval_id of the ticket it was edited from)."""
+    """(approval_id of an edited call's new ticket, approval_id of the ticket it was edited from):
+    linked, and the groups the held ticket reached added to the new one's (LINK)."""
     if rows:
         await conn.execute(LINK, [list(column) for column in zip(*rows, strict=True)])
 

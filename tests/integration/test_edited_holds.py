@@ -4,7 +4,8 @@ StageDecision `edit_of` reads), the policy stage allowed it for N approvals, and
 was edited from (EDITED, requiring two) is in Postgres.
 
 * allowed for one approval: its own ticket (named by its payload hash too) is opened with the
-  editor's approval counted, APPROVED at once, and the call released to tool.executable;
+  editor's approval counted, APPROVED at once, and the call released to tool.executable; it
+  reaches the approver groups the held ticket had reached;
 * allowed for three: more than the held call's two, so it is refused
   (`edit_needs_more_approvals`), no ticket is opened, and nothing is released.
 """
@@ -49,8 +50,9 @@ def original_ticket(database: Database, call_id: str) -> str:
     database.sql(
         "INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, "
         "payload_hash, risk_class, required_approvals, status, home_partition, request, packet, expires_at, "
-        "edited_by, edit_decision_id) VALUES (%s, %s, 'acme', 'run_1', 'payment.charge_card', '1.0.0', %s, "
-        "'CRITICAL_MUTATION', 2, 'EDITED', 0, '\\x00', '{}', now() + interval '10 minutes', 'alice', 'dec_1')",
+        "edited_by, edit_decision_id, approver_groups) VALUES (%s, %s, 'acme', 'run_1', 'payment.charge_card', "
+        "'1.0.0', %s, 'CRITICAL_MUTATION', 2, 'EDITED', 0, '\\x00', '{}', now() + interval '10 minutes', "
+        "'alice', 'dec_1', '{finance-controllers,finance-directors}')",
         (approval_id, call_id, payload_hash(HELD)),
     )
     return approval_id
@@ -94,6 +96,9 @@ def test_an_edited_call_the_editor_alone_approves_is_released(
         assert wait_for(database, ticket, (own,)) == [("APPROVED", held)]
     votes = "SELECT approver_id, verdict FROM toolgate.approval_decisions WHERE approval_id = %s"
     assert database.sql(votes, (own,)) == [("alice", "APPROVE")]
+    # The held ticket had been escalated to the directors: the edited call's reaches them too.
+    groups = database.sql("SELECT approver_groups FROM toolgate.approvals WHERE approval_id = %s", (own,))
+    assert groups == [(["finance-controllers", "finance-directors"],)]
     released = [codec().decode(p, StageRecord) for p in outbox_payloads(database, f"{topic_prefix}tool.executable")]
     mine = [r for r in released if r.call.call_id == call_id]
     assert [(r.call.arguments["amount_cents"], r.approvers) for r in mine] == [(100000, ["alice"])]
