@@ -18,7 +18,7 @@ An edit may only narrow what the held call asked for:
       (contracts/values.py: money by currency, recipients)
     spends a value dimension the held call did not spend  edit_widens_value
     needs more approvals under policy than the held call  edit_needs_more_approvals
-      (judged when the edited call comes back from policy, workers/approval/edited.py)
+      (judged when the edited call comes back from policy: workers/approval/edited_holds.py)
 
 Everything else the edited call is (its tool, its tenant, its target's facts) is judged again by
 validation and policy as for any call: an edit they refuse ends the call refused, nothing runs.
