@@ -96,7 +96,7 @@ STAGE_RIGHTS: Mapping[str, StageRights] = {
     "execution": StageRights(reads=("executable",), writes=("results", "deadletter")),
     # Publishes what the other stages put in the outbox; reads Postgres, not Kafka.
     "outbox-relay": StageRights(
-        writes=("executable", "results", "deadletter", "approvals_requested"), consumes_with_group=False
+        writes=("executable", "results", "deadletter", "approvals_requested", "proposals"), consumes_with_group=False
     ),
     "normalization": StageRights(reads=("results",), writes=("observations", "deadletter")),
     # Reads Postgres and the tools; its output goes through the outbox.

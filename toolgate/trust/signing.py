@@ -45,7 +45,7 @@ def check_packet(packet: ApprovalRequest) -> None:
 SINGLE_EXECUTION = "single_execution"
 
 # Fields added to the decision since 0.1.0: signed when present, left out of the signed bytes when null.
-ADDED = ("state_version", "trace_id", "approval_scope")
+ADDED = ("state_version", "trace_id", "approval_scope", "edited_arguments")
 
 
 # A withdrawal (workers/approval/withdrawal.py) is a DENY signed by the held call's own agent, which

@@ -11,6 +11,7 @@ transport lost it. The ticket in Postgres decides what is said, never the messag
                     execution replays an effect that already ran (its key or its ticket)
     DENIED       -> the denial again (the withdrawal again, when its requester withdrew it)
     AUTO_DENIED  -> the expiry again
+    EDITED       -> nothing: an approver's edit re-entered the call, and the edited call answers it
 
 Repeating is safe by construction: approvers dedupe packets by approval_id, execution by
 idempotency key and ticket, agents by call_id.
@@ -166,6 +167,8 @@ def again(held: Held, traceparent: str, now: int) -> list[OutboxRow]:
         return announced(record, held.packet, traceparent, now)
     if held.status == TicketStatus.APPROVED:
         return [outbox.item("executable", record.call.home_partition, released(record, held.approved_by, now))]
+    if held.status == TicketStatus.EDITED:
+        return []
     if held.status == TicketStatus.DENIED:
         return [outbox.item("results", record.call.home_partition, denied_again(held, now))]
     message = expiry(held.approval_id)  # AUTO_DENIED, the one status left

@@ -13,6 +13,7 @@ write what decisions did to them.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -20,8 +21,9 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.schemas.codec import codec
+from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import ApprovalDecision, StageRecord
-from toolgate.store import agents, approvals
+from toolgate.store import agents, approvals, edits
 from toolgate.store import approvers as store_approvers
 from toolgate.workers.approval import withdrawal
 from toolgate.workers.approval.decision import Approver, Ticket
@@ -110,6 +112,18 @@ def decision_row(decision: ApprovalDecision) -> dict[str, Any]:
 
 async def record_decisions(conn: AsyncConnection[Any], counted: list[ApprovalDecision]) -> None:
     await approvals.record_decisions(conn, [decision_row(d) for d in counted])
+
+
+async def mark_edited(conn: AsyncConnection[Any], decisions: list[ApprovalDecision]) -> None:
+    """Record on each EDITED ticket who edited it, by which decision, and the edited payload."""
+    if decisions:
+        rows = [(d.approval_id, d.approver_id, d.decision_id, edited_hash(d)) for d in decisions]
+        await edits.mark_edited(conn, rows)
+
+
+def edited_hash(decision: ApprovalDecision) -> str:
+    """The payload hash of an edit decision's arguments (canonical JSON, as signed)."""
+    return payload_hash(json.loads(decision.edited_arguments or "{}"))
 
 
 async def close(conn: AsyncConnection[Any], decided: list[Ticket]) -> None:
