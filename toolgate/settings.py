@@ -81,10 +81,8 @@ class Settings:
     # approval-wait too. It looks at a nap's end only in case a notice was lost. 0: stages nap
     # only where every stage does, for `idle_nap_ms`.
     woken_nap_ms: int = 5000
-    # How long a stage's producer (and the outbox relay's) holds a record to batch it with others.
-    # A round hands all its records to the producer at once, and a stage's producer keeps one
-    # request in flight (workers/runtime/producer.py), so they batch without a linger; 2 ms cost
-    # each hop as much and bought no throughput (docs/performance.md, "Figures behind the code").
+    # How long a stage's producer (and the outbox relay's) holds a record to batch it: rounds batch
+    # without a linger; 2 ms cost each hop as much for nothing (docs/performance.md, "Figures...").
     linger_ms: int = 0
     # The codec toolgate's producers compress the records of topics only toolgate reads with
     # (proposals, decisions, the StageBatches between stages: topics/catalog.py); observations,
@@ -128,6 +126,9 @@ class Settings:
     # one, -1 none; `toolgate up` gives each worker its own) and the address it listens on.
     metrics_port: int = 0
     metrics_addr: str = "127.0.0.1"
+    # Where the approval console (console/app.py) listens; port 0: `toolgate up` picks one (ports.json).
+    console_host: str = "127.0.0.1"
+    console_port: int = 0
     # How often the reconciliation worker samples the gauges read from Postgres and Kafka
     # (keys PENDING, outbox backlog, approvals waiting, consumer lag, dead letters open, audit
     # chain head), and how often it verifies the whole audit chain.
@@ -237,6 +238,8 @@ _ENV = {
     "log_level": "TOOLGATE_LOG_LEVEL",
     "metrics_port": "TOOLGATE_METRICS_PORT",
     "metrics_addr": "TOOLGATE_METRICS_ADDR",
+    "console_host": "TOOLGATE_CONSOLE_HOST",
+    "console_port": "TOOLGATE_CONSOLE_PORT",
     "metrics_sample_seconds": "TOOLGATE_METRICS_SAMPLE_SECONDS",
     "audit_verify_seconds": "TOOLGATE_AUDIT_VERIFY_SECONDS",
     "refusal_audit_seconds": "TOOLGATE_REFUSAL_AUDIT_SECONDS",
