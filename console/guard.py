@@ -21,7 +21,7 @@ CSP = (
 HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # not no-referrer: with it, a form POST says Origin: null
     "Cache-Control": "no-store",
 }
 # POSTs made before there is a session to carry a CSRF token: login and enrolment (Origin-checked).

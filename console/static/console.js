@@ -212,6 +212,9 @@ document.addEventListener("submit", (event) => {
 document.addEventListener("DOMContentLoaded", () => {
   const page = document.body.dataset.page;
   if (page === "login") loginPage().catch((e) => say(e.message));
-  if (page === "enrol") enrolPage().catch((e) => say(e.message));
+  if (page === "enrol") {
+    window.addEventListener("hashchange", () => window.location.reload()); // another invitation pasted
+    enrolPage().catch((e) => say(e.message));
+  }
   if (page === "inbox" || page === "card") { live(); tick(); window.setInterval(tick, 1000); }
 });
