@@ -77,7 +77,13 @@ def make_app(console: Console) -> web.Application:
         ]
     )
     app.cleanup_ctx.append(_running)
+    app.on_shutdown.append(_end_streams)
     return app
+
+
+async def _end_streams(app: web.Application) -> None:
+    if app[CONSOLE].live is not None:
+        app[CONSOLE].live.end_streams()
 
 
 async def _running(app: web.Application) -> AsyncIterator[None]:
@@ -96,4 +102,4 @@ def serve(settings: Settings, port: int) -> None:
     pool = make_pool(settings.admin_url, "console", max_size=8, autocommit=True)
     console = Console(settings, pool, publisher(settings), port)
     print(f"console    http://{settings.console_host}:{port}/", flush=True)
-    web.run_app(make_app(console), host=settings.console_host, port=port, print=None, handle_signals=True)
+    web.run_app(make_app(console), host=settings.console_host, port=port, print=None, shutdown_timeout=5.0)

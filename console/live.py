@@ -19,6 +19,7 @@ from toolgate.store import console_inbox
 
 log = logging.getLogger("toolgate.console")
 HEARTBEAT_S = 15.0
+END = ""  # no ticket's id: the stream ends
 
 
 class Live:
@@ -31,6 +32,11 @@ class Live:
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._listen())
+
+    def end_streams(self) -> None:
+        """Tell every open stream to end (the server is stopping: a page's EventSource reconnects)."""
+        for queue in list(self.streams):
+            queue.put_nowait(END)
 
     async def stop(self) -> None:
         if self.task is not None:
@@ -75,6 +81,8 @@ async def events(request: web.Request) -> web.StreamResponse:
                     break
                 await response.write(b": heartbeat\n\n")
                 continue
+            if approval_id == END:
+                break
             if await _relevant(request, session.approver_id, approval_id):
                 await response.write(f"event: approval\ndata: {approval_id}\n\n".encode())
     except (ConnectionResetError, asyncio.CancelledError):
