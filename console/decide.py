@@ -20,7 +20,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from toolgate.console.login import b64decode, b64encode
-from toolgate.console.state import CONSOLE, required_session
+from toolgate.console.state import CONSOLE, json_body, required_session
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.store import approvers, console_inbox
 from toolgate.store.console_sessions import Session
@@ -51,7 +51,7 @@ def _reason(body: dict[str, Any], approve: bool) -> str | None:
 
 async def prepare(request: web.Request) -> web.Response:
     session = await required_session(request)
-    body = await request.json()
+    body = await json_body(request)
     approve = body.get("verdict") == "APPROVE"
     if body.get("verdict") not in ("APPROVE", "DENY"):
         raise web.HTTPBadRequest(text="verdict: APPROVE or DENY")
@@ -65,7 +65,7 @@ async def prepare(request: web.Request) -> web.Response:
 
 async def submit(request: web.Request) -> web.Response:
     session = await required_session(request)
-    body = await request.json()
+    body = await json_body(request)
     try:
         decision = ApprovalDecision.model_validate(
             {**dict(body.get("document") or {}), "signature": b64decode(body.get("signature"))}

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.console.checks import invitation_refusal
 from toolgate.console.login import b64decode
-from toolgate.console.state import CONSOLE, digest
+from toolgate.console.state import CONSOLE, digest, json_body
 from toolgate.ops.approvers import record_approver
 from toolgate.ops.registry import RegistryError
 from toolgate.store import invitations
@@ -27,7 +27,7 @@ async def enrol_page(request: web.Request) -> web.Response:
 
 
 async def _token(request: web.Request) -> tuple[dict[str, Any], bytes]:
-    body = await request.json()
+    body = await json_body(request)
     token = body.get("token")
     if not isinstance(token, str) or not token:
         raise web.HTTPBadRequest(text="no invitation token")

@@ -17,7 +17,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.console.checks import SESSION_COOKIE, cookie_attributes, login_message
-from toolgate.console.state import CHALLENGE_S, CONSOLE, SESSION_S, current_session, digest
+from toolgate.console.state import CHALLENGE_S, CONSOLE, SESSION_S, current_session, digest, json_body
 from toolgate.store import approvers, console_sessions
 
 REFUSED = "refused: this key is not that of an active approver, or the challenge is used or expired"
@@ -56,7 +56,7 @@ def _verified(public_key: bytes, signature: bytes, message: bytes) -> bool:
 
 
 async def login(request: web.Request) -> web.Response:
-    body = await request.json()
+    body = await json_body(request)
     approver_id, issued = str(body.get("approver_id", "")), b64decode(body.get("challenge"))
     signature = b64decode(body.get("signature"))
     console = request.app[CONSOLE]

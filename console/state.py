@@ -60,6 +60,17 @@ def digest(value: str) -> bytes:
     return hashlib.sha256(value.encode()).digest()
 
 
+async def json_body(request: web.Request) -> dict[str, Any]:
+    """A POST's JSON object; 400 for anything else."""
+    try:
+        body = await request.json()
+    except ValueError as exc:
+        raise web.HTTPBadRequest(text="expected a JSON object") from exc
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="expected a JSON object")
+    return body
+
+
 async def current_session(request: web.Request) -> Session | None:
     """The request's live session (its cookie's row, before its expiry, its approver active); None otherwise."""
     cookie = request.cookies.get(SESSION_COOKIE)
