@@ -17,7 +17,7 @@ from aiohttp import web
 from toolgate.client import ApprovalClient
 from toolgate.console import decide, enrolment, live, login, pages
 from toolgate.console.guard import guard
-from toolgate.console.state import CONSOLE, Console, Publish
+from toolgate.console.state import CONSOLE, Console
 from toolgate.kafka_security import APPROVALS, client_config
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
@@ -26,21 +26,25 @@ from toolgate.topics.catalog import Topics
 from toolgate.workers.runtime.wakeup import announce
 
 
-def publisher(settings: Settings) -> Publish:
-    """Publish an already-signed decision as the approval service, and wake approval-wait."""
-    client = ApprovalClient(
-        settings.kafka_bootstrap,
-        settings.topic_prefix,
-        client_id="toolgate-console",
-        kafka_config=client_config(settings, APPROVALS),
-    )
-    decisions = Topics(settings.topic_prefix).approvals_decisions
+class Publisher:
+    """Publishes already-signed decisions as the approval service, and wakes approval-wait."""
 
-    def publish(decision: ApprovalDecision, packet: ApprovalRequest) -> None:
-        client.publish_decision(decision, packet)
-        announce(settings.database_url, decisions)
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.client = ApprovalClient(
+            settings.kafka_bootstrap,
+            settings.topic_prefix,
+            client_id="toolgate-console",
+            kafka_config=client_config(settings, APPROVALS),
+        )
+        self.topic = Topics(settings.topic_prefix).approvals_decisions
 
-    return publish
+    def __call__(self, decision: ApprovalDecision, packet: ApprovalRequest) -> None:
+        self.client.publish_decision(decision, packet)
+        announce(self.settings.database_url, self.topic)
+
+    def close(self) -> None:
+        self.client.close()
 
 
 async def script(request: web.Request) -> web.Response:
@@ -100,6 +104,10 @@ def serve(settings: Settings, port: int) -> None:
     """Run the console on settings' host and `port` until stopped."""
     settings.require_infrastructure()
     pool = make_pool(settings.admin_url, "console", max_size=8, autocommit=True)
-    console = Console(settings, pool, publisher(settings), port)
+    publisher = Publisher(settings)
+    console = Console(settings, pool, publisher, port)
     print(f"console    http://{settings.console_host}:{port}/", flush=True)
-    web.run_app(make_app(console), host=settings.console_host, port=port, print=None, shutdown_timeout=5.0)
+    try:
+        web.run_app(make_app(console), host=settings.console_host, port=port, print=None, shutdown_timeout=5.0)
+    finally:
+        publisher.close()

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, expect
 
-from toolgate.console.app import publisher
+from toolgate.console.app import Publisher
 from toolgate.schemas.models import ApprovalDecision
 from toolgate.trust.signing import decision_document, new_key, sign
 
@@ -77,6 +77,7 @@ def test_two_approvers_approve_a_charge_in_their_browsers_and_it_runs_once(
     expect(row).to_be_visible(timeout=20_000)  # live: no reload
     assert pat.page.evaluate("window.__same_page") is True
     expect(row).to_contain_text("0 of 2")
+    expect(pat.page.get_by_role("status")).to_contain_text("Inbox updated")  # said to a screen reader
     for who in (pat, quinn):
         open_card(who.page, console_base(pipeline), approval_id)
     approve(pat.page, pat.name)
@@ -101,7 +102,12 @@ def test_a_denial_needs_a_reason_and_ends_the_call(pipeline: Pipeline, pair: tup
     assert status_of(pipeline, approval_id) == "PENDING"
     answer = post(pat.page, f"/approvals/{approval_id}/prepare", {"verdict": "DENY", "reason": "  "})
     assert answer == (400, "a denial needs a reason")
-    deny(pat.page, pat.name, "The customer disputes this invoice")
+    pat.page.locator("#deny-reason").focus()  # by keyboard alone: the reason, then Tab to Deny
+    pat.page.keyboard.type("The customer disputes this invoice")
+    pat.page.keyboard.press("Tab")
+    expect(pat.page.locator("#deny")).to_be_focused()
+    pat.page.keyboard.press("Enter")
+    expect(pat.page.locator("#votes")).to_contain_text(f"{pat.name}: DENY", timeout=20_000)
     final = pipeline.wait(sent)
     assert taxonomy(final) == "CONFIRMATION_MISSING"
     assert pipeline.sql(
@@ -155,14 +161,17 @@ def test_a_console_that_signs_decisions_itself_approves_nothing(
     pat, quinn = pair
     sent, approval_id, key = held_charge(pipeline)
     packet = packet_of(pipeline, approval_id)
-    publish = publisher(pipeline.settings)
+    publish = Publisher(pipeline.settings)
     forged: list[ApprovalDecision] = []
     for who in (pat.name, quinn.name):
         document = decision_document(packet, who, True, None, f"dec_{uuid.uuid4().hex}", int(time.time() * 1000))
         forged.append(sign(document, new_key()))
         forged.append(document.model_copy(update={"decision_id": f"dec_{uuid.uuid4().hex}"}))  # unsigned
-    for decision in forged:
-        publish(decision, packet)
+    try:
+        for decision in forged:
+            publish(decision, packet)
+    finally:
+        publish.close()
     for decision in forged:
         assert decision_audit(pipeline, decision.decision_id) == ("decision_refused", "bad_signature")
     assert status_of(pipeline, approval_id) == "PENDING"
