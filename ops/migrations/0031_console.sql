@@ -33,14 +33,18 @@ CREATE TABLE toolgate.console_sessions (
 );
 CREATE INDEX console_sessions_expiry_idx ON toolgate.console_sessions (expires_at);
 
--- Every change to a ticket or a decision recorded on one, as the ticket's id on the
--- `toolgate_console` channel: a console's inbox reads that ticket again and tells its pages.
+-- A ticket opened, escalated or closed, and a decision recorded on one, as the ticket's id on
+-- the `toolgate_console` channel: a console's inbox reads that ticket again and tells its pages.
+-- Execution's own marks on a ticket (consumed, spent) change nothing an approver sees: no notice.
 CREATE FUNCTION toolgate.console_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify('toolgate_console', NEW.approval_id);
     RETURN NULL;
 END $$;
-CREATE TRIGGER approvals_console_notify AFTER INSERT OR UPDATE ON toolgate.approvals
+CREATE TRIGGER approvals_console_notify AFTER INSERT ON toolgate.approvals
     FOR EACH ROW EXECUTE FUNCTION toolgate.console_notify();
+CREATE TRIGGER approvals_console_notify_change AFTER UPDATE ON toolgate.approvals
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.escalation_level IS DISTINCT FROM NEW.escalation_level)
+    EXECUTE FUNCTION toolgate.console_notify();
 CREATE TRIGGER approval_decisions_console_notify AFTER INSERT ON toolgate.approval_decisions
     FOR EACH ROW EXECUTE FUNCTION toolgate.console_notify();

@@ -36,9 +36,10 @@ def test_a_ticket_opened_decided_and_closed_is_a_notice_naming_it(database: Data
         listener.execute("LISTEN toolgate_console")
         with psycopg.connect(database.settings.database_url, autocommit=True) as conn:
             _ticket(conn, approval_id, "APPROVED", None)  # the ticket, and a decision on it
+            conn.execute("UPDATE toolgate.approvals SET consumed_by = 'op' WHERE approval_id = %s", (approval_id,))
             conn.execute("UPDATE toolgate.approvals SET status = 'DENIED' WHERE approval_id = %s", (approval_id,))
-        heard = [n.payload for n in listener.notifies(timeout=2.0, stop_after=3)]
-    assert heard == [approval_id] * 3
+        heard = [n.payload for n in listener.notifies(timeout=2.0, stop_after=4)]
+    assert heard == [approval_id] * 3  # execution's mark (consumed_by) is no notice
 
 
 def test_an_invitation_burns_once(database: Database) -> None:
