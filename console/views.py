@@ -29,7 +29,7 @@ def inbox_row(row: Waiting) -> dict[str, Any]:
         "tool": shown(f"{row.tool_name} {row.tool_version}"),
         "action": shown(row.action or ""),
         "risk_class": shown(row.risk_class),
-        "votes": f"{row.approved} of {row.required_approvals}",
+        "votes": f"{row.approved} of {row.required_approvals}" + (", yours counted" if row.voted else ""),
         "expires_at": utc_text(row.expires_at),
         "expires_at_ms": _ms(row.expires_at),
     }

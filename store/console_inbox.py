@@ -15,7 +15,8 @@ from psycopg import AsyncConnection
 # groups (or no group at all).
 INBOX = """
 SELECT a.approval_id, a.tenant_id, a.tool_name, a.tool_version, a.risk_class, a.required_approvals,
-       count(d.*) FILTER (WHERE d.verdict = 'APPROVE'), a.expires_at, a.packet->>'action'
+       count(d.*) FILTER (WHERE d.verdict = 'APPROVE'), a.expires_at, a.packet->>'action',
+       coalesce(bool_or(d.approver_id = %(approver)s), false)
 FROM toolgate.approvals a
 JOIN toolgate.approvers p ON p.approver_id = %(approver)s AND p.status = 'active'
 LEFT JOIN toolgate.approval_decisions d ON d.approval_id = a.approval_id
@@ -49,6 +50,7 @@ class Waiting:
     approved: int
     expires_at: dt.datetime
     action: str | None
+    voted: bool  # the approver's own decision is counted on it
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,7 +81,10 @@ def test_two_approvers_approve_a_charge_in_their_browsers_and_it_runs_once(
     for who in (pat, quinn):
         open_card(who.page, console_base(pipeline), approval_id)
     approve(pat.page, pat.name)
+    expect(pat.page.locator("#approve")).to_have_count(0)  # one vote each: the forms are gone
     expect(quinn.page.locator("#votes")).to_contain_text(f"{pat.name}: APPROVE", timeout=20_000)  # live
+    pat.page.goto(console_base(pipeline) + "/")
+    expect(row).to_contain_text("1 of 2, yours counted")
     approve(quinn.page, quinn.name)
     final = pipeline.wait(sent)
     assert (taxonomy(final), errors_of(final)) == ("SUCCESS", [])
