@@ -29,13 +29,13 @@ from toolgate.workers.runtime.wakeup import announce
 class Publisher:
     """Publishes already-signed decisions as the approval service, and wakes approval-wait."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, kafka_config: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.client = ApprovalClient(
             settings.kafka_bootstrap,
             settings.topic_prefix,
             client_id="toolgate-console",
-            kafka_config=client_config(settings, APPROVALS),
+            kafka_config=kafka_config if kafka_config is not None else client_config(settings, APPROVALS),
         )
         self.topic = Topics(settings.topic_prefix).approvals_decisions
 

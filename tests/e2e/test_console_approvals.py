@@ -15,6 +15,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from toolgate.console.app import Publisher
+from toolgate.kafka_security import APPROVALS
 from toolgate.schemas.models import ApprovalDecision
 from toolgate.trust.signing import decision_document, new_key, sign
 
@@ -164,7 +165,7 @@ def test_a_console_that_signs_decisions_itself_approves_nothing(
     pat, quinn = pair
     sent, approval_id, key = held_charge(pipeline)
     packet = packet_of(pipeline, approval_id)
-    publish = Publisher(pipeline.settings)
+    publish = Publisher(pipeline.settings, pipeline.kafka(APPROVALS))  # as the console connects
     forged: list[ApprovalDecision] = []
     for who in (pat.name, quinn.name):
         document = decision_document(packet, who, True, None, f"dec_{uuid.uuid4().hex}", int(time.time() * 1000))
