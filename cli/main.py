@@ -14,6 +14,7 @@ from toolgate.cli.dlq import dlq_app
 from toolgate.cli.policy import policy_app
 from toolgate.cli.secret import secret_app
 from toolgate.cli.tools import tools_app
+from toolgate.cli.webhooks import webhooks_app
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="toolgate: the deterministic edge for agents' tool calls."
@@ -28,6 +29,7 @@ app.add_typer(secret_app, name="secret")
 app.add_typer(contracts_app, name="contracts")
 app.add_typer(policy_app, name="policy")
 app.add_typer(tools_app, name="tools")
+app.add_typer(webhooks_app, name="webhooks")
 
 COMMANDS = (
     deployment.up,

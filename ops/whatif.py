@@ -36,6 +36,7 @@ from typing import Any
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.policy_set import PolicySet
 from toolgate.contracts.registry import Registry
+from toolgate.schemas.identity import identity_of
 from toolgate.schemas.models import Call, StageRecord, ToolProposal
 from toolgate.store.rows import Decided
 from toolgate.workers.policy.case import Allow, Deny, Recent, Usage
@@ -183,16 +184,11 @@ def revalidated(
     as it would be validated now (its contract, canonical arguments, payload hash), or the refusal."""
     call = record.call
     proposal = ToolProposal(
-        call_id=call.call_id,
-        tenant_id=call.tenant_id,
-        principal=call.principal,
-        workflow_id=call.workflow_id,
-        run_id=call.run_id,
+        **identity_of(call),
         logical_operation_id=call.logical_operation_id,
         tool_name=call.tool_name,
         tool_version=call.tool_version,
         arguments=json.dumps(call.arguments),
-        created_at_ms=call.created_at_ms,
         dry_run=call.dry_run,
     )
     outcome = validation.decide(proposal, contracts, dt.datetime.fromtimestamp(now_ms / 1000, dt.UTC).date())

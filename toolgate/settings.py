@@ -92,11 +92,9 @@ class Settings:
     compression: str = "lz4"
     # A StageBatch record is split when it would exceed this many bytes.
     batch_bytes: int = 512 * 1024
-    # Records a stage's consumer holds fetched but not yet taken into a round; beyond it the
-    # fetch waits (back-pressure), never drops.
+    # Records a consumer holds fetched, not yet in a round; beyond it the fetch waits, never drops.
     stream_buffer: int = 4096
-    # How long an execution worker owns a PENDING idempotency key before
-    # reconciliation may resolve it.
+    # How long an execution worker owns a PENDING idempotency key before reconciliation may resolve it.
     lease_seconds: float = 30.0
     reconcile_interval_seconds: float = 5.0
     # How long an unknown outcome may stay unverified before reconciliation fails it closed.
@@ -126,12 +124,13 @@ class Settings:
     # one, -1 none; `toolgate up` gives each worker its own) and the address it listens on.
     metrics_port: int = 0
     metrics_addr: str = "127.0.0.1"
-    # Where the approval console (console/app.py) listens; port 0: `toolgate up` picks one (ports.json).
+    # The approval console (console/app.py): where it listens (port 0: `toolgate up` picks one) and its
+    # address as approvers reach it (enrol links; webhook deliveries link to cards under it).
     console_host: str = "127.0.0.1"
     console_port: int = 0
-    # How often the reconciliation worker samples the gauges read from Postgres and Kafka
-    # (keys PENDING, outbox backlog, approvals waiting, consumer lag, dead letters open, audit
-    # chain head), and how often it verifies the whole audit chain.
+    console_url: str = ""
+    # How often reconciliation samples the gauges read from Postgres and Kafka (keys PENDING, outbox,
+    # approvals waiting, consumer lag, dead letters, audit head) and verifies the whole audit chain.
     metrics_sample_seconds: float = 15.0
     audit_verify_seconds: float = 300.0
     # Records refused that prove nobody (no signature, no stage MAC, unreadable) are audited one
@@ -239,6 +238,7 @@ _ENV = {
     "metrics_port": "TOOLGATE_METRICS_PORT",
     "metrics_addr": "TOOLGATE_METRICS_ADDR",
     "console_host": "TOOLGATE_CONSOLE_HOST",
+    "console_url": "TOOLGATE_CONSOLE_URL",
     "console_port": "TOOLGATE_CONSOLE_PORT",
     "metrics_sample_seconds": "TOOLGATE_METRICS_SAMPLE_SECONDS",
     "audit_verify_seconds": "TOOLGATE_AUDIT_VERIFY_SECONDS",

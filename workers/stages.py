@@ -31,8 +31,10 @@ def build(name: str, settings: Settings) -> StageApp:
     app = _consuming(name, settings, _handlers(name, registry, settings))
     if name == "outbox-relay":
         from toolgate.workers.outbox.relay import attach
+        from toolgate.workers.webhooks.courier import Courier
 
         attach(app, settings)
+        app.task(Courier(settings).run, "webhook_courier")
     elif name == "reconciliation":
         _reconciliation(app, registry, settings)
     return app

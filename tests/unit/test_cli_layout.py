@@ -43,4 +43,5 @@ def test_the_app_lists_every_group() -> None:
         "contracts",
         "policy",
         "tools",
+        "webhooks",
     ]

@@ -77,6 +77,21 @@ def decision_document(
     )
 
 
+# A withdrawal (workers/approval/withdrawal.py) is a DENY signed by the held call's own agent, which
+# it names as `agent:<agent_id>` where an approver id stands: no approver id has a colon.
+WITHDRAWER_PREFIX = "agent:"
+
+
+def withdrawer(agent_id: str) -> str:
+    """How an agent is named where an approver id stands in its withdrawal."""
+    return WITHDRAWER_PREFIX + agent_id
+
+
+def withdrawing_agent(approver_id: str) -> str | None:
+    """The agent a withdrawal names; None: the decision is an approver's."""
+    return approver_id[len(WITHDRAWER_PREFIX) :] if approver_id.startswith(WITHDRAWER_PREFIX) else None
+
+
 def signed_bytes(decision: ApprovalDecision) -> bytes:
     excluded = {"signature", *(name for name in ADDED if getattr(decision, name) is None)}
     fields = decision.model_dump(mode="json", exclude=excluded)

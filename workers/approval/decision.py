@@ -150,6 +150,7 @@ class Then(StrEnum):
     NOTHING = "nothing"
     RELEASE = "release"  # the held call goes on to tool.executable with its approvers of record
     DENY = "deny"  # the call ends on tool.results: approval_denied, nothing runs
+    WITHDRAW = "withdraw"  # its requester withdrew it: the call ends on tool.results, approval_withdrawn
 
 
 @dataclass(frozen=True)
@@ -165,17 +166,29 @@ class Transition:
 
 
 def transition(decision: ApprovalDecision, ticket: Ticket | None, approver: Approver | None, now_ms: int) -> Transition:
-    verdict = judge(decision, ticket, approver, now_ms)
+    return applied(decision, ticket, judge(decision, ticket, approver, now_ms))
+
+
+def applied(
+    decision: ApprovalDecision,
+    ticket: Ticket | None,
+    verdict: Counted | NoOp | Refused,
+    *,
+    kind: str = "decision",
+    denied: Then = Then.DENY,
+) -> Transition:
+    """A verdict on a decision as approval-wait applies it (`kind` names its audit actions, `denied`
+    what a counted denial says: a withdrawal, withdrawal.py, is a denial by the requester)."""
     detail: dict[str, Any] = {
         "approval_id": decision.approval_id,
         "decision_id": decision.decision_id,
         "verdict": str(decision.decision),
     }
     if not isinstance(verdict, Counted):
-        kind = "noop" if isinstance(verdict, NoOp) else "refused"
+        said = "noop" if isinstance(verdict, NoOp) else "refused"
         audited = {**detail, "code": verdict.code, "reason": verdict.reason}
-        return Transition(ticket, False, Then.NOTHING, f"decision_{kind}", audited, Decided(f"{kind}:{verdict.code}"))
-    assert ticket is not None  # judge counts nothing without a ticket
+        return Transition(ticket, False, Then.NOTHING, f"{kind}_{said}", audited, Decided(f"{said}:{verdict.code}"))
+    assert ticket is not None  # no verdict counts anything without a ticket
     after = replace(
         ticket,
         status=verdict.status,
@@ -183,10 +196,10 @@ def transition(decision: ApprovalDecision, ticket: Ticket | None, approver: Appr
         decided_by=(*ticket.decided_by, decision.approver_id),
         used_decisions=ticket.used_decisions | {decision.decision_id},
     )
-    then = {TicketStatus.APPROVED: Then.RELEASE, TicketStatus.DENIED: Then.DENY}.get(verdict.status, Then.NOTHING)
+    then = {TicketStatus.APPROVED: Then.RELEASE, TicketStatus.DENIED: denied}.get(verdict.status, Then.NOTHING)
     status_after = str(verdict.status)
     audited = {**detail, "status_after": status_after}
-    return Transition(after, True, then, "decision_counted", audited, Decided(f"counted:{status_after}"))
+    return Transition(after, True, then, f"{kind}_counted", audited, Decided(f"counted:{status_after}"))
 
 
 # Refusals judged before any registered approver's signature was checked: the decision proves

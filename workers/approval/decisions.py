@@ -5,7 +5,8 @@ holds the table of what a decision does), and the handler applies them in one tr
 counted decisions and closed tickets written, enough approvals releasing the call to
 tool.executable and a denial ending it on tool.results (and releasing what it reserved of its
 value budgets: store/values.py), all through the outbox, each decision
-audited: a signed one in that transaction, one that proves nobody (`decision.proves_nobody`)
+audited: a signed one in that transaction (a withdrawal by the call's own agent, signed with its
+key, is judged by withdrawal.py and ends the call like a denial), one that proves nobody (`decision.proves_nobody`)
 collapsed into counts by the runtime (workers/runtime/refusals.py), its values bounded.
 """
 
@@ -21,8 +22,8 @@ from toolgate.store import audit, values
 from toolgate.store import outbox as outbox_rows
 from toolgate.store.audit_entry import bounded
 from toolgate.store.outbox import OutboxRow
-from toolgate.workers.approval import resume, tickets
-from toolgate.workers.approval.decision import STAGE, Then, Transition, proves_nobody, transition
+from toolgate.workers.approval import resume, tickets, withdrawal
+from toolgate.workers.approval.decision import STAGE, Approver, Then, Ticket, Transition, proves_nobody, transition
 from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.clock import now_ms
 from toolgate.workers.runtime.emit import Emit
@@ -40,19 +41,21 @@ class DecisionsHandler(Handler[ApprovalDecision]):
 
     async def handle(self, calls: list[Inbound[ApprovalDecision]], out: Emit) -> None:
         ids = sorted({c.model.approval_id for c in calls})
-        approver_ids = sorted({c.model.approver_id for c in calls})
+        names = {c.model.approver_id for c in calls}
+        agent_ids = sorted({a for n in names if (a := withdrawal.agent_of(n)) is not None})
         now = now_ms()
         async with self.pool.connection() as conn, conn.transaction():
             await tickets.lock(conn, ids)
             held, requests = await tickets.load(conn, ids)
-            approvers = await tickets.approvers(conn, approver_ids)
+            approvers = await tickets.approvers(conn, sorted(n for n in names if withdrawal.agent_of(n) is None))
+            requesters = await tickets.requesters(conn, agent_ids) if agent_ids else {}
             rows: list[OutboxRow] = []
             entries: list[audit.Entry] = []
             counted: list[ApprovalDecision] = []
             for call in calls:
                 decision = call.model
                 approver = approvers.get(decision.approver_id)
-                step = transition(decision, held.get(decision.approval_id), approver, now)
+                step = _step(decision, held.get(decision.approval_id), approver, requesters, now)
                 request = requests.get(decision.approval_id)
                 call_id = request.call.call_id if request is not None else None
                 if proves_nobody(decision, step, approver):
@@ -76,6 +79,20 @@ class DecisionsHandler(Handler[ApprovalDecision]):
                 crash_point("approval.during_release")
 
 
+def _step(
+    decision: ApprovalDecision,
+    ticket: Ticket | None,
+    approver: Approver | None,
+    requesters: dict[str, withdrawal.Requester],
+    now: int,
+) -> Transition:
+    """An approver's decision judged as one, a requester's withdrawal as one (withdrawal.py)."""
+    agent = withdrawal.agent_of(decision.approver_id)
+    if agent is None:
+        return transition(decision, ticket, approver, now)
+    return withdrawal.transition(decision, ticket, requesters.get(agent), now)
+
+
 def unproven_entry(decision: ApprovalDecision, step: Transition, call_id: str | None) -> audit.Entry:
     """The audit entry of a decision that proves nobody: what it claims, bounded, and why it was
     refused (its code; the reason, which quotes what it claims, is left out)."""
@@ -97,5 +114,9 @@ def said(step: Transition, decision: ApprovalDecision, request: StageRecord, now
     if step.then is Then.DENY:
         message = resume.denial(decision.approver_id, decision.reason)
         closed = resume.closed(request, "approval_denied", message, now)
+        return [outbox.item("results", request.call.home_partition, closed)]
+    if step.then is Then.WITHDRAW:
+        agent = withdrawal.agent_of(decision.approver_id) or decision.approver_id
+        closed = resume.closed(request, withdrawal.ERROR_CODE, withdrawal.message(agent, decision.reason), now)
         return [outbox.item("results", request.call.home_partition, closed)]
     return []

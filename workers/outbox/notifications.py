@@ -14,7 +14,8 @@ The connection must do nothing else while it listens (the relay's listener only 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -43,3 +44,25 @@ async def each_notification(conn: psycopg.AsyncConnection[Any], notify: Callable
                 notify()
     finally:
         loop.remove_reader(socket)
+
+
+async def listening(
+    database_url: str,
+    listen: Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]],
+    wake: asyncio.Event,
+    log: logging.Logger,
+    stage: str,
+) -> None:
+    """Set `wake` whenever a notification `listen` asks for arrives, and once on every (re)connect
+    (what arrived while not listening); reconnect a second after Postgres goes away. Never returns."""
+    while True:
+        try:
+            async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+                await listen(conn)
+                wake.set()
+                await each_notification(conn, wake.set)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("listen connection lost", extra={"stage": stage, "action": "relisten", "error": repr(exc)})
+            await asyncio.sleep(1.0)

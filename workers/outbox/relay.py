@@ -40,7 +40,7 @@ from toolgate.store.outbox import Claimed, RowKind
 from toolgate.topics.catalog import Topics
 from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer, deployment_keys
-from toolgate.workers.outbox.notifications import each_notification
+from toolgate.workers.outbox.notifications import listening
 from toolgate.workers.runtime.app import StageApp
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.producer import StageProducer, undeliverable
@@ -204,17 +204,7 @@ class OutboxRelay:
 
     async def _listen(self) -> None:
         """Set `wakeup` whenever a transaction inserts outbox rows; reconnect if Postgres goes away."""
-        while True:
-            try:
-                async with await psycopg.AsyncConnection.connect(self.settings.database_url, autocommit=True) as conn:
-                    await outbox.listen(conn)
-                    self.wakeup.set()  # rows may have arrived while we were not listening
-                    await each_notification(conn, self.wakeup.set)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("listen connection lost", extra={"stage": STAGE, "action": "relisten", "error": repr(exc)})
-                await asyncio.sleep(1.0)
+        await listening(self.settings.database_url, outbox.listen, self.wakeup, log, STAGE)
 
 
 def attach(app: StageApp, settings: Settings) -> OutboxRelay:
