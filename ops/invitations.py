@@ -63,11 +63,13 @@ def invite(
     actor: str = "operator",
     console_url: str = "",
 ) -> Invited:
-    """Write an invitation for `approver` (audited); the URL to give it, once."""
+    """Write an invitation for `approver` (audited); the URL to give it, once: under `console_url`,
+    else the console's address as approvers reach it (settings `console_url`, which `toolgate up`
+    sets to the console it started unless TOOLGATE_CONSOLE_URL names another)."""
     check_name("approver", approver)
-    if not console_url and not settings.console_port:
+    base = console_url or settings.console_url
+    if not base:
         raise RegistryError("no console is running here (`toolgate up` starts one): name its URL with --console-url")
-    base = console_url or f"http://{settings.console_host}:{settings.console_port}"
     seconds = duration_s(valid_for)
     token = secrets.token_urlsafe(32)
     digest = token_hash(token)

@@ -118,12 +118,14 @@ class Supervisor:
         write_runtime(self.settings.runtime_file, runtime)
         self._admin_url = admin_url
         env = worker_env(self.settings, bootstrap, worker_url, endpoints, self.infra.stage_defaults())
+        port = self.settings.console_port or ports.claim("console")  # the console's cards are linked to
+        env["TOOLGATE_CONSOLE_URL"] = self.settings.console_url or f"http://{self.settings.console_host}:{port}"
         stages, self._metrics_ports = start_stages(self.settings, env, ports, self.infra.principal)
         self.children += stages
-        port = self.settings.console_port or ports.claim("console")
         console, url = start_console(self.settings, env, admin_url, port)
         self.children.append(console)
         runtime |= {"console_host": self.settings.console_host, "console_port": port}
+        runtime["console_url"] = env["TOOLGATE_CONSOLE_URL"]
         self.say(f"console    {url}  (approvals in the browser)")
         self._runtime = runtime
         self._record_pids()
