@@ -1,5 +1,5 @@
 """Held calls and who may release them: `approvals list|show|approve|deny` and
-`approvers add|rotate|tenants|acts-as|list|revoke`."""
+`approvers add|invite|rotate|tenants|acts-as|list|revoke`."""
 
 from __future__ import annotations
 
@@ -202,6 +202,28 @@ def approvers_add(
     console.print(
         escape(f"approver {approver} registered for {', '.join(sorted(set(tenant or [])))}; private key at {path}")
     )
+
+
+@approvers_app.command("invite")
+def approvers_invite(
+    approver: str,
+    tenant: Annotated[list[str] | None, TENANT_OPTION] = None,
+    groups: Annotated[str, typer.Option(help="comma-separated approver groups")] = "",
+    risk_classes: Annotated[str, typer.Option(help="comma-separated side-effect classes")] = "HIGH_RISK_EXTERNAL",
+    expires: Annotated[str, typer.Option(help="how long the invitation may be used: 30m, 24h, 7d")] = "24h",
+    console_url: Annotated[str, typer.Option(help="the console's URL (default: the one `toolgate up` started)")] = "",
+    actor: Annotated[str, ACTOR_OPTION] = "operator",
+) -> None:
+    """Invite a new approver to enrol in the console: its browser makes its key (only the public
+    half is registered). Prints the one-time enrol URL, once; audited."""
+    from toolgate.ops import invitations
+
+    classes, named = [c for c in risk_classes.split(",") if c], [g for g in groups.split(",") if g]
+    invited = registry_call(
+        invitations.invite, running(), approver, tenant or [], named, classes, expires, actor, console_url
+    )
+    console.print(literal(f"invitation for {approver}, valid until {invited.expires_at} (shown once):"))
+    console.print(literal(invited.url), soft_wrap=True)
 
 
 @approvers_app.command("rotate")

@@ -17,10 +17,10 @@ from toolgate.client.edge import readable
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.edits import edited_text
 from toolgate.schemas.codec import Codec, DecodeError, codec
-from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Verdict
+from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.topics.consumed import read
 from toolgate.topics.headers import TRACEPARENT, edge_headers, header, new_traceparent
-from toolgate.trust.signing import SINGLE_EXECUTION, sign
+from toolgate.trust.signing import decision_document, sign
 
 
 class ApprovalClient(ToolgateClient):
@@ -131,26 +131,17 @@ class ApprovalClient(ToolgateClient):
         edited_arguments: str | None = None,
     ) -> ApprovalDecision:
         now = int(time.time() * 1000)
-        return sign(
-            ApprovalDecision(
-                decision_id=decision_id or f"dec_{random_hex(16)}",
-                approval_id=packet.approval_id,
-                decision=Verdict.APPROVE if approve else Verdict.DENY,
-                approver_id=approver_id,
-                tool_name=packet.tool_name,
-                tool_version=packet.tool_version,
-                payload_hash=packet.payload_hash,
-                reason=reason,
-                decided_at_ms=now,
-                expires_at_ms=now + valid_for_s * 1000,
-                state_version=packet.state_version,
-                trace_id=packet.trace_id,
-                approval_scope=SINGLE_EXECUTION,
-                edited_arguments=edited_arguments,
-                signature=b"",
-            ),
-            key,
+        document = decision_document(
+            packet,
+            approver_id,
+            approve,
+            reason,
+            decision_id or f"dec_{random_hex(16)}",
+            now,
+            valid_for_s,
+            edited_arguments,
         )
+        return sign(document, key)
 
     def publish_decision(
         self, decision: ApprovalDecision, packet: ApprovalRequest, traceparent: str | None = None
