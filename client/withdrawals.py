@@ -15,31 +15,17 @@ import time
 from toolgate.client.agent import ToolgateClient
 from toolgate.client.calls import random_hex
 from toolgate.schemas.codec import codec
-from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Verdict
+from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.topics.headers import edge_headers, new_traceparent
-from toolgate.trust.signing import signed_bytes, withdrawer
+from toolgate.trust.signing import decision_document, signed_bytes, withdrawer
 
 VALID_FOR_S = 300
 
 
 def withdrawal(packet: ApprovalRequest, agent_id: str, reason: str | None, now_ms: int) -> ApprovalDecision:
-    """The unsigned withdrawal of the call `packet` holds, by its agent."""
-    return ApprovalDecision(
-        decision_id=f"wdr_{random_hex(16)}",
-        approval_id=packet.approval_id,
-        decision=Verdict.DENY,
-        approver_id=withdrawer(agent_id),
-        tool_name=packet.tool_name,
-        tool_version=packet.tool_version,
-        payload_hash=packet.payload_hash,
-        reason=reason,
-        decided_at_ms=now_ms,
-        expires_at_ms=now_ms + VALID_FOR_S * 1000,
-        state_version=packet.state_version,
-        trace_id=packet.trace_id,
-        approval_scope=None,
-        signature=b"",
-    )
+    """The unsigned withdrawal of the call `packet` holds, by its agent: the decision document an
+    approver's denial is, named after the agent."""
+    return decision_document(packet, withdrawer(agent_id), False, reason, f"wdr_{random_hex(16)}", now_ms, VALID_FOR_S)
 
 
 def withdraw(client: ToolgateClient, packet: ApprovalRequest, agent_id: str, reason: str | None) -> ApprovalDecision:

@@ -98,16 +98,9 @@ def judge(
         return NoOp(
             "already_decided", f"{decision.approver_id} already decided on {ticket.approval_id}; not counted twice"
         )
-    if ticket.status != TicketStatus.PENDING:
-        return Refused("approval_closed", f"approval {ticket.approval_id} is already {ticket.status}")
-    if (decision.payload_hash, decision.tool_name, decision.tool_version) != (
-        ticket.payload_hash,
-        ticket.tool_name,
-        ticket.tool_version,
-    ):
-        return Refused(
-            "payload_mismatch", "the decision names another payload hash, tool or version than the held call"
-        )
+    refused = open_for(decision, ticket, "decision")
+    if refused is not None:
+        return refused
     if ticket.state_version is not None and decision.state_version != ticket.state_version:
         return Refused(
             "state_mismatch", "the decision names another state of the target than the one the approver was shown"
@@ -132,6 +125,17 @@ def judge(
     approved_by = (*ticket.approved_by, decision.approver_id)
     enough = len(approved_by) >= ticket.required_approvals
     return Counted(TicketStatus.APPROVED if enough else TicketStatus.PENDING, approved_by)
+
+
+def open_for(decision: ApprovalDecision, ticket: Ticket, what: str) -> Refused | None:
+    """Why a signed `what` (a decision, a withdrawal) cannot count on `ticket`, whoever made it: the
+    ticket closed, or another payload, tool or version named than the held call's (None: it can)."""
+    if ticket.status != TicketStatus.PENDING:
+        return Refused("approval_closed", f"approval {ticket.approval_id} is already {ticket.status}")
+    named = (decision.payload_hash, decision.tool_name, decision.tool_version)
+    if named != (ticket.payload_hash, ticket.tool_name, ticket.tool_version):
+        return Refused("payload_mismatch", f"the {what} names another payload hash, tool or version than the held call")
+    return None
 
 
 def judged_edit(decision: ApprovalDecision, edit: Edited | Widens | None) -> Counted | Refused:

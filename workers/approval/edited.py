@@ -21,6 +21,7 @@ from typing import Any
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.edits import Edited, Widens, diff, more_approvals, widening
 from toolgate.schemas.codec import codec
+from toolgate.schemas.identity import identity_of
 from toolgate.schemas.models import ApprovalDecision, StageRecord, ToolProposal
 from toolgate.schemas.wire import canonical_json
 from toolgate.workers.approval.decision import edit_of
@@ -44,12 +45,10 @@ def check(decision: ApprovalDecision, contract: Contract, held: Mapping[str, Any
 def reentry(request: StageRecord, decision: ApprovalDecision, now_ms: int) -> ToolProposal:
     """The edited call, for tool.proposals (keyed by its run, as the agent's proposal was)."""
     call = request.call
+    identity = identity_of(call)
+    identity["created_at_ms"] = now_ms  # proposed now: fresh at validation
     return ToolProposal(
-        call_id=call.call_id,
-        tenant_id=call.tenant_id,
-        principal=call.principal,
-        workflow_id=call.workflow_id,
-        run_id=call.run_id,
+        **identity,
         logical_operation_id=call.logical_operation_id,
         tool_name=call.tool_name,
         tool_version=call.tool_version,
@@ -58,7 +57,6 @@ def reentry(request: StageRecord, decision: ApprovalDecision, now_ms: int) -> To
         deadline_ms=call.deadline_ms,
         repair_attempt=call.repair_attempt,
         dry_run=False,
-        created_at_ms=now_ms,
         compensation_of=call.compensation_of,
         edit=codec().encode(decision),
     )

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from toolgate.schemas.models import ApprovalDecision, Verdict
 from toolgate.states import TicketStatus
 from toolgate.trust.signing import verify, withdrawer, withdrawing_agent
-from toolgate.workers.approval.decision import Counted, NoOp, Refused, Then, Ticket, Transition, applied
+from toolgate.workers.approval.decision import Counted, NoOp, Refused, Then, Ticket, Transition, applied, open_for
 
 ERROR_CODE = "approval_withdrawn"
 agent_of = withdrawing_agent
@@ -65,14 +65,9 @@ def judge(
         return Refused("bad_signature", f"the signature does not verify against {requester.agent_id}'s keys")
     if requester.agent_id != ticket.requesting_agent or requester.tenant_id != ticket.tenant_id:
         return Refused("not_the_requester", f"{requester.agent_id} did not propose the call {ticket.approval_id} holds")
-    if ticket.status != TicketStatus.PENDING:
-        return Refused("approval_closed", f"approval {ticket.approval_id} is already {ticket.status}")
-    if (decision.payload_hash, decision.tool_name, decision.tool_version) != (
-        ticket.payload_hash,
-        ticket.tool_name,
-        ticket.tool_version,
-    ):
-        return Refused("payload_mismatch", "the withdrawal names another payload hash, tool or version")
+    refused = open_for(decision, ticket, "withdrawal")
+    if refused is not None:
+        return refused
     if decision.expires_at_ms < now_ms:
         return Refused("decision_expired", "the withdrawal expired before it arrived")
     return Counted(TicketStatus.DENIED, ticket.approved_by)
