@@ -13,12 +13,11 @@ import binascii
 import secrets
 
 from aiohttp import web
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.console.checks import SESSION_COOKIE, cookie_attributes, login_message
 from toolgate.console.state import CHALLENGE_S, CONSOLE, SESSION_S, current_session, digest, json_body
 from toolgate.store import approvers, console_sessions
+from toolgate.trust.ed25519 import PublicKey
 
 REFUSED = "refused: this key is not that of an active approver, or the challenge is used or expired"
 
@@ -48,11 +47,11 @@ async def challenge(request: web.Request) -> web.Response:
 
 
 def _verified(public_key: bytes, signature: bytes, message: bytes) -> bool:
+    """The check every signature in toolgate gets (toolgate/trust/ed25519.py: libsodium's)."""
     try:
-        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
-    except (InvalidSignature, ValueError):
+        return PublicKey(public_key).ok(signature, message)
+    except ValueError:  # not a 32-byte key
         return False
-    return True
 
 
 async def login(request: web.Request) -> web.Response:
