@@ -7,24 +7,24 @@ final observation, and the charge ran once."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import anyio
 import pytest
 from mcp_types import CallToolResult, GetTaskPayloadRequestParams
-from playwright.sync_api import Browser
 
 from toolgate.door.calls import idempotency_key_for
 
 from ..conftest import Pipeline
-from .console_browser import Approver, approve, browser, console_base, enrolled, open_card
+from .console_browser import Approver, approve, browser, console_base, open_card
+from .test_console_approvals import pair
 from .test_mcp import Door, connect, door, observed
 from .test_mcp_tasks import TaskResult, get_task, held_task, modern, until_ended
 from .test_pipeline import _ledger_for
 
-__all__ = ["browser", "door"]
+__all__ = ["browser", "door", "pair"]
 pytestmark = pytest.mark.timeout(300)
 T = TypeVar("T")
 
@@ -35,16 +35,8 @@ def run_async(body: Callable[[], Awaitable[T]]) -> T:
         return pool.submit(anyio.run, body).result()
 
 
-@pytest.fixture(scope="module")
-def approvers(pipeline: Pipeline, browser: Browser) -> Iterator[tuple[Approver, Approver]]:
-    first, second = enrolled(pipeline, browser, "rosa"), enrolled(pipeline, browser, "sami")
-    yield first, second
-    first.context.close()
-    second.context.close()
-
-
 def test_a_task_approved_in_the_console_completes_with_the_final_observation(
-    pipeline: Pipeline, door: Door, approvers: tuple[Approver, Approver]
+    pipeline: Pipeline, door: Door, pair: tuple[Approver, Approver]
 ) -> None:
     operation = f"op-{uuid.uuid4().hex}"
 
@@ -57,7 +49,7 @@ def test_a_task_approved_in_the_console_completes_with_the_final_observation(
 
     task_id = run_async(held)
     [(approval_id,)] = pipeline.sql("SELECT approval_id FROM toolgate.approvals WHERE call_id = %s", (task_id,))
-    for who in approvers:  # each in a browser of its own, signing with the key it made
+    for who in pair:  # each in a browser of its own, signing with the key it made
         open_card(who.page, console_base(pipeline), approval_id)
         approve(who.page, who.name)
 
@@ -74,6 +66,6 @@ def test_a_task_approved_in_the_console_completes_with_the_final_observation(
 
     run_async(ended)
     decided = "SELECT approver_id FROM toolgate.approval_decisions WHERE approval_id = %s ORDER BY approver_id"
-    assert pipeline.sql(decided, (approval_id,)) == sorted((who.name,) for who in approvers)
+    assert pipeline.sql(decided, (approval_id,)) == sorted((who.name,) for who in pair)
     [charge] = _ledger_for(pipeline, idempotency_key_for("cli", operation))
     assert charge["kind"] == "charge"

@@ -16,7 +16,6 @@ import json
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import Producer
 
@@ -36,6 +35,7 @@ from toolgate.workers.policy.handler import PolicyHandler
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.handler import Inbound
 
+from ..conftest import eventually
 from .conftest import Database, with_topics
 from .stage_workers import running, worker_env
 from .test_policy_approver_groups import TRACE, wait_for
@@ -118,18 +118,8 @@ def test_an_edited_call_needing_more_approvals_than_the_held_one_is_refused(
             found = [codec().decode(p, ExecutionResult) for p in results]
             return [r for r in found if r.call_id == call_id]
 
-        [answer] = wait_for_value(refused)
+        [answer] = eventually(refused, 30.0)
     assert [e.code for e in answer.errors] == ["edit_needs_more_approvals"]
     assert str(answer.outcome.taxonomy_class) == "CONFIRMATION_MISSING"
     own = approval_id_for("acme", call_id, payload_hash(EDITED))
     assert database.sql("SELECT count(*) FROM toolgate.approvals WHERE approval_id = %s", (own,)) == [(0,)]
-
-
-def wait_for_value(query: Any, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = query()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise TimeoutError("nothing arrived")
