@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from toolgate.ops.registry import RegistryError, utc_text
+from toolgate.ops.registry import RegistryError, read, utc_text
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
 from toolgate.store import agents, audit
@@ -46,8 +46,7 @@ async def _audited(url: str, statement: Statement, entry: audit.Entry) -> int:
 
 def _registered(settings: Settings, agent_id: str, active: bool) -> str:
     """The tenant of a registered agent (an active one, when `active`)."""
-    with psycopg.connect(settings.database_url) as conn:
-        registered = agents.registration(conn, agent_id)
+    registered = read(settings.database_url, agents.registration, agent_id)
     if registered is None or (active and registered.status != RegistryStatus.ACTIVE):
         raise RegistryError(f"no {'active ' if active else ''}agent {agent_id}")
     return registered.tenant_id

@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 
 from toolgate.kafka_security import ADMIN, client_config
-from toolgate.ops.registry import RegistryError, in_transaction, utc_text
+from toolgate.ops.registry import RegistryError, in_transaction, read, utc_text
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
 from toolgate.store import agents, audit, tenants
@@ -211,8 +211,7 @@ def revoke(settings: Settings, agent_id: str, key_id: str | None = None, actor: 
 
 
 def list_agents(settings: Settings) -> list[dict[str, Any]]:
-    with psycopg.connect(settings.database_url) as conn:
-        rows = agents.listed(conn)
+    rows = read(settings.database_url, agents.listed)
     return [
         {
             "agent": r.agent_id,

@@ -27,7 +27,7 @@ from toolgate.contracts.edits import diff
 from toolgate.contracts.registry import load_registry
 from toolgate.kafka_security import APPROVALS, client_config
 from toolgate.ops.approval_card import shown
-from toolgate.ops.registry import utc_text
+from toolgate.ops.registry import read, utc_text
 from toolgate.ops.tables import id_column, print_table, text_column
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
@@ -47,8 +47,7 @@ def list_approvals(
     settings: Settings, status: str | None, limit: int = 50, approver: str | None = None
 ) -> list[dict[str, Any]]:
     """The newest tickets (of `status`; of the tenants `approver` decides for, when given)."""
-    with psycopg.connect(settings.database_url) as conn:
-        rows = approvals.listed(conn, status, limit, approver)
+    rows = read(settings.database_url, approvals.listed, status, limit, approver)
     return [
         {
             "approval_id": r.approval_id,

@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 
-from toolgate.ops.registry import RegistryError, in_transaction, utc_text
+from toolgate.ops.registry import RegistryError, in_transaction, read, utc_text
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
 from toolgate.store import approvers, audit
@@ -219,8 +219,7 @@ def revoke_approver(settings: Settings, approver: str, actor: str = "operator") 
 
 
 def list_approvers(settings: Settings) -> list[dict[str, Any]]:
-    with psycopg.connect(settings.database_url) as conn:
-        rows = approvers.listed(conn)
+    rows = read(settings.database_url, approvers.listed)
     return [
         {
             "approver": r.approver_id,

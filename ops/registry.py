@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import psycopg
 
 from toolgate.schemas.errors import PermanentError
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class RegistryError(PermanentError):
@@ -28,6 +29,14 @@ def in_transaction(database_url: str, work: Callable[[psycopg.AsyncConnection[An
             return await work(conn)
 
     return asyncio.run(run())
+
+
+def read(
+    database_url: str, query: Callable[Concatenate[psycopg.Connection[Any], P], T], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """One of a store's reads, on a connection of its own closed after it."""
+    with psycopg.connect(database_url) as conn:
+        return query(conn, *args, **kwargs)
 
 
 def utc_text(at: dt.datetime) -> str:

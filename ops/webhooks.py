@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 
-from toolgate.ops.registry import RegistryError, in_transaction, utc_text
+from toolgate.ops.registry import RegistryError, in_transaction, read, utc_text
 from toolgate.settings import Settings
 from toolgate.store import audit, tenants, webhooks
 from toolgate.workers.webhooks.delivery import origin
@@ -66,8 +66,7 @@ def remove_webhook(settings: Settings, tenant: str, actor: str = "operator") -> 
 
 
 def list_webhooks(settings: Settings) -> list[dict[str, Any]]:
-    with psycopg.connect(settings.database_url) as conn:
-        rows = webhooks.listed(conn)
+    rows = read(settings.database_url, webhooks.listed)
     return [
         {"tenant": r.tenant_id, "endpoint": origin(r.url), "enabled": r.enabled, "updated_at": utc_text(r.updated_at)}
         for r in rows
@@ -77,8 +76,7 @@ def list_webhooks(settings: Settings) -> list[dict[str, Any]]:
 def list_deliveries(settings: Settings, tenant: str | None, status: str | None, limit: int) -> list[dict[str, Any]]:
     if status is not None and status not in STATUSES:
         raise RegistryError(f"status {status!r} is not one of {', '.join(STATUSES)}")
-    with psycopg.connect(settings.database_url) as conn:
-        rows = webhooks.deliveries(conn, tenant, status, limit)
+    rows = read(settings.database_url, webhooks.deliveries, tenant, status, limit)
     return [
         {
             "delivery": r.delivery_id,
