@@ -27,13 +27,17 @@ class Prepared:
     changes: list[Change]
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def edit_object(text: str) -> dict[str, Any]:
     """The typed edit: a JSON object of the arguments it changes (or all of them, changed or
     not). Raises EditRefused (edit_not_an_object) for anything else."""
     if len(text) > EDIT_MAX:
         raise EditRefused(Widens("edit_not_an_object", f"an edit is at most {EDIT_MAX} characters"))
     try:
-        edit = json.loads(text)
+        edit = json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
         raise EditRefused(Widens("edit_not_an_object", f"the edit is not JSON: {exc}")) from exc
     if not isinstance(edit, dict):

@@ -53,6 +53,7 @@ def test_a_narrowing_edit_is_the_clis_edited_text_and_its_difference() -> None:
         ("[1, 2]", "edit_not_an_object"),
         ("{amount_cents: 3000}", "edit_not_an_object"),
         ("", "edit_not_an_object"),
+        ('{"amount_cents": NaN}', "edit_not_an_object"),  # Python's JSON extension, not JSON
         ("{" + " " * EDIT_MAX + "}", "edit_not_an_object"),
     ],
 )
