@@ -7,7 +7,13 @@ its key and sends back the signature; `submit` refuses a decision that is not th
 approver's, not on an open ticket it may decide, or whose signature does not verify with its
 registered key, and publishes the rest, already signed, onto the decisions topic
 (ApprovalClient.publish_decision). Approval-wait verifies and counts it like any other: the
-console holds no approver key, so it can approve nothing by itself."""
+console holds no approver key, so it can approve nothing by itself.
+
+An approval may carry an edit (issue 52, part 3): `prepare` makes the edited arguments from the
+approver's typed edit with contracts/edits.py, as the CLI's `--edit` does (console/editing.py),
+refuses one that does not only narrow with its typed reason (422, nothing to sign) and answers
+the difference with the document; `submit` checks a signed edit again against the call's
+contract before publishing it, and approval-wait checks it a third time."""
 
 from __future__ import annotations
 
@@ -19,9 +25,14 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
+from toolgate.console.editing import Prepared, prepared, signed_edit_refusal
 from toolgate.console.login import b64decode, b64encode
 from toolgate.console.state import CONSOLE, json_body, required_session
-from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
+from toolgate.console.views import diff_rows
+from toolgate.contracts.contract import Contract
+from toolgate.contracts.edits import EditRefused
+from toolgate.contracts.registry import load_registry
+from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Verdict
 from toolgate.store import approvers, console_inbox
 from toolgate.store.console_sessions import Session
 from toolgate.trust.signing import decision_document, signed_bytes, verify
@@ -49,6 +60,30 @@ def _reason(body: dict[str, Any], approve: bool) -> str | None:
     return reason or None
 
 
+async def _contract(request: web.Request, packet: ApprovalRequest) -> Contract:
+    """The held call's contract, which an edit is checked against (as `approvals approve --edit`)."""
+    folder = request.app[CONSOLE].settings.contracts_dir
+    try:
+        return await asyncio.to_thread(lambda: load_registry(folder).get(packet.tool_name, packet.tool_version))
+    except KeyError as exc:
+        text = f"edit_unknown_contract: no contract {packet.tool_name} {packet.tool_version} to check the edit against"
+        raise web.HTTPConflict(text=text) from exc
+
+
+async def _edit(request: web.Request, body: dict[str, Any], approve: bool, packet: ApprovalRequest) -> Prepared | None:
+    """The approver's typed edit made into edited arguments; None when the decision has no edit."""
+    edit = body.get("edit")
+    if edit is None:
+        return None
+    if not approve or not isinstance(edit, str):
+        raise web.HTTPBadRequest(text="an edit is the text of a JSON object, on an approval")
+    contract = await _contract(request, packet)
+    try:
+        return prepared(packet.arguments, edit, contract)
+    except EditRefused as exc:
+        raise web.HTTPUnprocessableEntity(text=str(exc)) from exc
+
+
 async def prepare(request: web.Request) -> web.Response:
     session = await required_session(request)
     body = await json_body(request)
@@ -57,10 +92,29 @@ async def prepare(request: web.Request) -> web.Response:
         raise web.HTTPBadRequest(text="verdict: APPROVE or DENY")
     reason = _reason(body, approve)
     packet = await _open_packet(request, session)
+    edit = await _edit(request, body, approve, packet)
     decision_id = f"dec_{secrets.token_hex(16)}"
-    document = decision_document(packet, session.approver_id, approve, reason, decision_id, int(time.time() * 1000))
+    now_ms = int(time.time() * 1000)
+    edited_arguments = edit.edited_arguments if edit is not None else None
+    document = decision_document(
+        packet, session.approver_id, approve, reason, decision_id, now_ms, edited_arguments=edited_arguments
+    )
     shown = document.model_dump(mode="json", exclude={"signature"})
-    return web.json_response({"document": shown, "signed_bytes": b64encode(signed_bytes(document))})
+    answer: dict[str, Any] = {"document": shown, "signed_bytes": b64encode(signed_bytes(document))}
+    if edit is not None:
+        answer["diff"] = diff_rows(edit.changes)
+    return web.json_response(answer)
+
+
+async def _check_edit(request: web.Request, decision: ApprovalDecision, packet: ApprovalRequest) -> None:
+    """A signed edit is an approval whose edited arguments only narrow the held call's."""
+    if decision.edited_arguments is None:
+        return
+    if decision.decision != Verdict.APPROVE:
+        raise web.HTTPBadRequest(text="an edit approves edited arguments; a denial carries none")
+    widens = signed_edit_refusal(packet.arguments, decision.edited_arguments, await _contract(request, packet))
+    if widens is not None:
+        raise web.HTTPUnprocessableEntity(text=f"{widens.code}: {widens.reason}")
 
 
 async def submit(request: web.Request) -> web.Response:
@@ -75,6 +129,7 @@ async def submit(request: web.Request) -> web.Response:
     packet = await _open_packet(request, session)
     if decision.approver_id != session.approver_id or decision.approval_id != packet.approval_id:
         raise web.HTTPForbidden(text="refused: a decision of another approver or on another ticket")
+    await _check_edit(request, decision, packet)
     async with request.app[CONSOLE].pool.connection() as conn:
         found = [a for a in await approvers.deciding(conn, [session.approver_id]) if a.active]
     if not found or not verify(decision, bytes(found[0].public_key)):

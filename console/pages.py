@@ -11,7 +11,7 @@ from aiohttp import web
 
 from toolgate.console.state import CONSOLE, required_session
 from toolgate.console.views import card_view, inbox_row
-from toolgate.store import console_inbox
+from toolgate.store import console_inbox, edits
 from toolgate.store.console_sessions import Session
 
 
@@ -40,8 +40,9 @@ async def _card(request: web.Request, session: Session) -> dict[str, Any]:
             raise web.HTTPNotFound(text=f"no approval {approval_id} among those you decide")
         votes = await console_inbox.votes(conn, approval_id)
         waiting = bool(await console_inbox.inbox(conn, session.approver_id, approval_id))
+        edit = await edits.edit_state_of(conn, approval_id)
     voted = any(v.approver_id == session.approver_id for v in votes)
-    return {**card_view(found, votes), "decidable": waiting and not voted}
+    return {**card_view(found, votes, edit), "decidable": waiting and not voted}
 
 
 async def card_page(request: web.Request) -> web.Response:

@@ -6,12 +6,17 @@ The templates escape every value (Jinja2's autoescape): agent text is text, neve
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
+from toolgate.contracts.edits import Change
 from toolgate.ops.approval_card import json_lines, shown
+from toolgate.ops.approvals import edit_shown
 from toolgate.ops.registry import utc_text
 from toolgate.schemas.models import ApprovalRequest
+from toolgate.schemas.wire import canonical_json
 from toolgate.store.console_inbox import Card, Vote, Waiting
+from toolgate.store.edits import EditState
 
 
 def _ms(at: dt.datetime) -> int:
@@ -45,8 +50,34 @@ def _needs(packet: ApprovalRequest) -> str:
     return needs + (", from different approvers" if packet.required_approvals > 1 else "")
 
 
-def card_view(card: Card, votes: list[Vote]) -> dict[str, Any]:
-    """A card's fields, in the order `approvals show` prints them, its votes and its history."""
+def _json(value: Any) -> str:
+    return "absent" if value is None else shown(json.dumps(value, ensure_ascii=False, sort_keys=True))
+
+
+def diff_rows(changes: list[Change]) -> list[dict[str, str]]:
+    """An edit's difference as the card shows it: each changed argument, its value before and
+    after, as inert text."""
+    return [{"field": shown(c.field), "before": _json(c.before), "after": _json(c.after)} for c in changes]
+
+
+def edit_view(state: EditState | None, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """A ticket's part in an edit, as `approvals show` has it (ops/approvals.py `edit_shown`):
+    closed EDITED, by whom and the ticket the edited call waits under (None until approval-wait
+    opened it); or, on the edited call's ticket, the ticket it was edited from, by whom, and the
+    difference."""
+    edit = edit_shown(state, arguments)
+    if edit is None:
+        return None
+    if "edited_from" not in edit:
+        return {"edited_by": shown(edit["edited_by"]), "edited_into": edit["edited_into"]}
+    changes = [Change(c["field"], c["before"], c["after"]) for c in edit["diff"]]
+    return {"edited_from": edit["edited_from"], "edited_by": shown(edit["edited_by"]), "diff": diff_rows(changes)}
+
+
+def card_view(card: Card, votes: list[Vote], edit: EditState | None = None) -> dict[str, Any]:
+    """A card's fields, in the order `approvals show` prints them, its votes, its history, its
+    part in an edit, and the held arguments as the edit field starts from (indented JSON) and as
+    the browser checks an edit against (canonical JSON)."""
     packet = ApprovalRequest.model_validate(card.packet)
     groups = ", ".join(packet.approver_groups) or "any approver allowed for the risk class"
     fields = [
@@ -72,6 +103,9 @@ def card_view(card: Card, votes: list[Vote]) -> dict[str, Any]:
         "open": card.status == "PENDING",
         "fields": fields,
         "arguments": [(shown(k), "\n".join(json_lines(v))) for k, v in packet.arguments.items()],
+        "arguments_json": shown(canonical_json(packet.arguments)),  # JSON still: escapes only inside strings
+        "arguments_text": "\n".join(json_lines(packet.arguments)),
+        "edit": edit_view(edit, packet.arguments),
         "before_state": _state(packet.before_state, "not available"),
         "expected_after": _state(packet.expected_after_state, "not declared"),
         "votes": [_vote(v) for v in votes],

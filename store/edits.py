@@ -112,3 +112,9 @@ class EditState:
 def edit_state(conn: Connection[Any], approval_id: str) -> EditState | None:
     row = conn.execute(EDIT_STATE, (approval_id,)).fetchone()
     return EditState(*row) if row is not None else None
+
+
+async def edit_state_of(conn: AsyncConnection[Any], approval_id: str) -> EditState | None:
+    """`edit_state`, for the console's pool."""
+    row = await (await conn.execute(EDIT_STATE, (approval_id,))).fetchone()
+    return EditState(*row) if row is not None else None

@@ -136,11 +136,10 @@ async function refresh(section) {
   if (response.status === 401) { window.location.assign("/login"); return; }
   if (!response.ok) return;
   const focused = document.activeElement && document.activeElement.id;
-  const reason = document.getElementById("deny-reason");
-  const typed = reason ? reason.value : "";
+  const typed = new Map([...body.querySelectorAll("textarea[id]")].map((t) => [t.id, t.value]));
   body.innerHTML = await response.text(); // rendered by the server, every value escaped
-  const again = document.getElementById("deny-reason");
-  if (again) again.value = typed;
+  typed.forEach((value, id) => { const again = document.getElementById(id); if (again) again.value = value; });
+  pendingEdit = null; // a checked edit is checked again against the card as it now is
   if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
   tick();
 }
@@ -151,7 +150,8 @@ function live() {
   const events = new EventSource("/events");
   events.addEventListener("approval", async (event) => {
     const mine = section.dataset.approvalId;
-    if (mine && mine !== event.data) return;
+    // An EDITED card waits for the edited call's own ticket, which is another approval's notice.
+    if (mine && mine !== event.data && !document.querySelector("[data-awaiting-link]")) return;
     await refresh(section);
     if (mine) {
       const status = document.getElementById("card-status");
@@ -174,13 +174,27 @@ function tick() {
   });
 }
 
-function matches(document_, bytes, verdict) {
+// Canonical JSON (RFC 8785) of parsed JSON, as the server writes edited arguments: keys sorted
+// by UTF-16 code units, no spaces, numbers and strings as JSON.stringify writes them.
+function canonical(value) {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+// What the browser signs is this card's decision, by this approver, with exactly the edited
+// arguments the approver typed (none for a plain approval or denial).
+function matches(document_, bytes, verdict, edited) {
   const signed = JSON.parse(new TextDecoder().decode(bytes));
   const card = document.getElementById("card");
   const hash = document.querySelector("[data-payload-hash]").dataset.payloadHash;
+  const editedSigned = signed.edited_arguments === undefined ? null : signed.edited_arguments;
   return signed.approval_id === card.dataset.approvalId && signed.decision === verdict &&
     signed.approver_id === meta("approver-id") && signed.payload_hash === hash &&
-    document_.decision_id === signed.decision_id;
+    document_.decision_id === signed.decision_id && editedSigned === (edited || null) &&
+    (document_.edited_arguments || null) === (edited || null);
 }
 
 async function decide(form) {
@@ -193,11 +207,98 @@ async function decide(form) {
   const base = `/approvals/${encodeURIComponent(approvalId)}`;
   const prepared = await post(`${base}/prepare`, { verdict, reason }, true);
   const bytes = unb64url(prepared.signed_bytes);
-  if (!matches(prepared.document, bytes, verdict)) { say("The decision offered is not this card's: nothing was signed."); return; }
+  if (!matches(prepared.document, bytes, verdict, null)) { say("The decision offered is not this card's: nothing was signed."); return; }
   const signature = b64url(await sign(entry.privateKey, bytes));
   await post(`${base}/decide`, { document: prepared.document, signature }, true);
   say(`Your ${verdict === "APPROVE" ? "approval" : "denial"} is signed and sent; waiting for it to be counted.`);
 }
+
+let pendingEdit = null; // an edit the server made into a decision document, shown, not yet signed
+
+function showDiff(rows) {
+  const body = document.querySelector("#edit-diff tbody");
+  body.textContent = "";
+  for (const row of rows) {
+    const tr = document.createElement("tr");
+    const field = document.createElement("th");
+    field.scope = "row";
+    field.textContent = row.field;
+    tr.append(field);
+    for (const value of [row.before, row.after]) {
+      const td = document.createElement("td");
+      td.textContent = value;
+      tr.append(td);
+    }
+    body.append(tr);
+  }
+}
+
+async function checkEdit(form) {
+  const refusal = document.getElementById("edit-refusal");
+  const result = document.getElementById("edit-result");
+  const field = form.querySelector("textarea");
+  refusal.textContent = "";
+  result.hidden = true;
+  pendingEdit = null;
+  const base = `/approvals/${encodeURIComponent(document.getElementById("card").dataset.approvalId)}`;
+  let prepared;
+  try {
+    prepared = await post(`${base}/prepare`, { verdict: "APPROVE", edit: field.value }, true);
+  } catch (e) {
+    refusal.textContent = `Edit refused: ${e.message}`;
+    field.focus();
+    return;
+  }
+  const expected = canonical({ ...JSON.parse(field.dataset.held), ...JSON.parse(field.value) });
+  if (prepared.document.edited_arguments !== expected) {
+    refusal.textContent = "The edit offered is not the one you typed: nothing was signed.";
+    return;
+  }
+  showDiff(prepared.diff);
+  pendingEdit = { prepared, expected };
+  result.hidden = false;
+  document.getElementById("edit-diff-title").focus();
+  say(`Your edit changes ${prepared.diff.length} argument(s). Check the difference, then sign.`);
+}
+
+async function approveEdit() {
+  if (!pendingEdit) { say("Check the edit first: nothing was signed."); return; }
+  const { prepared, expected } = pendingEdit;
+  const entry = await loadKey(meta("approver-id"));
+  if (!entry) { say("This browser holds no key for you: nothing was signed."); return; }
+  const bytes = unb64url(prepared.signed_bytes);
+  if (!matches(prepared.document, bytes, "APPROVE", expected)) { say("The decision offered is not your edit: nothing was signed."); return; }
+  const signature = b64url(await sign(entry.privateKey, bytes));
+  const base = `/approvals/${encodeURIComponent(document.getElementById("card").dataset.approvalId)}`;
+  try {
+    await post(`${base}/decide`, { document: prepared.document, signature }, true);
+  } catch (e) {
+    document.getElementById("edit-refusal").textContent = `Edit refused: ${e.message}`;
+    return;
+  } finally {
+    pendingEdit = null;
+  }
+  say("Your approval of the edited call is signed and sent; waiting for it to be counted.");
+}
+
+function busy(buttons, work) {
+  buttons.forEach((b) => { b.disabled = true; });
+  work().catch((e) => say(`Refused: ${e.message}`)).finally(() => {
+    buttons.forEach((b) => { b.disabled = false; });
+  });
+}
+
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  if (!form.classList || !form.classList.contains("edit-decision")) return;
+  event.preventDefault();
+  busy([...form.querySelectorAll("button")], () => checkEdit(form));
+});
+
+document.addEventListener("click", (event) => {
+  if (!event.target || event.target.id !== "edit-approve") return;
+  busy([event.target], approveEdit);
+});
 
 document.addEventListener("submit", (event) => {
   const form = event.target;

@@ -2,7 +2,8 @@
 store/console_sessions.py, store/console_inbox.py): a ticket opened, decided or closed is a
 notice on `toolgate_console` naming it; an invitation burns once; a challenge is taken once and
 only before its expiry; a session ends at its expiry or with its approver; an inbox holds only
-the tickets its approver may decide."""
+the tickets its approver may decide; a ticket's part in an edit reads the same on the console's
+async connection as on `approvals show`'s (store/edits.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from toolgate.console.checks import invitation_refusal, session_alive
-from toolgate.store import approvers, console_inbox, console_sessions, invitations
+from toolgate.store import approvers, console_inbox, console_sessions, edits, invitations
 
 from .conftest import Database
 from .test_redrive import _ticket
@@ -112,3 +113,22 @@ def test_an_inbox_holds_the_tickets_its_approver_may_decide(database: Database) 
     in_mine, in_other, grouped = run(database, work)
     assert approval_id in in_mine and approval_id not in in_other
     assert grouped == []  # a ticket that reached a group the approver is not in
+
+
+def test_a_tickets_part_in_an_edit_reads_the_same_on_the_consoles_async_connection(database: Database) -> None:
+    held, edited = f"appr_{uuid.uuid4().hex[:12]}", f"appr_{uuid.uuid4().hex[:12]}"
+    ids = (held, edited, f"appr_{uuid.uuid4().hex[:12]}")
+    with psycopg.connect(database.settings.database_url, autocommit=True) as conn:
+        _ticket(conn, held, "EDITED", None)
+        _ticket(conn, edited, "PENDING", None)
+        conn.execute("UPDATE toolgate.approvals SET edited_by = 'alice' WHERE approval_id = %s", (held,))
+        conn.execute("UPDATE toolgate.approvals SET edit_of = %s WHERE approval_id = %s", (held, edited))
+        shown = [edits.edit_state(conn, a) for a in ids]
+
+    async def work(conn: psycopg.AsyncConnection[Any]) -> list[edits.EditState | None]:
+        return [await edits.edit_state_of(conn, a) for a in ids]
+
+    assert run(database, work) == shown
+    assert shown[0] is not None and (shown[0].edited_by, shown[0].edited_into) == ("alice", edited)
+    assert shown[1] is not None and (shown[1].edit_of, shown[1].edit_of_by) == (held, "alice")
+    assert shown[1].held_arguments is not None and shown[2] is None

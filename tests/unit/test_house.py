@@ -99,6 +99,7 @@ PURE_PARTS = (
     "toolgate.door.tools",
     "toolgate.door.results",
     "toolgate.door.calls",
+    "toolgate.console.editing",
 )
 PURE = (*DECISIONS, *PURE_PARTS)
 
