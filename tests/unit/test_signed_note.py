@@ -81,11 +81,18 @@ def test_a_cosignature_is_timestamped_and_covers_the_checkpoint_after_two_lines(
 def test_a_verifier_key_names_its_key() -> None:
     written = vkey("witness.example/w1", COSIGNATURE_V1, WITNESS.public.raw)
     assert parse_vkey(written) == ("witness.example/w1", COSIGNATURE_V1, WITNESS.public.raw)
-    name, hex_id, key = written.split("+")
+    _, hex_id, key = written.split("+", 2)
     with pytest.raises(NoteError):
         parse_vkey(f"witness.example/w2+{hex_id}+{key}")
     with pytest.raises(NoteError):
         vkey("has space", COSIGNATURE_V1, WITNESS.public.raw)
+
+
+def test_a_verifier_key_whose_base64_holds_a_plus_reads_back() -> None:
+    keys = [PrivateKey(bytes([seed]) * 32).public.raw for seed in range(40)]
+    written = [vkey("w", COSIGNATURE_V1, raw) for raw in keys]
+    assert any(text.count("+") > 2 for text in written)
+    assert [parse_vkey(text)[2] for text in written] == keys
 
 
 def test_an_add_checkpoint_body_round_trips() -> None:

@@ -132,7 +132,7 @@ def vkey(name: str, kind: int, public: bytes) -> str:
 
 def parse_vkey(text: str) -> tuple[str, int, bytes]:
     """(name, signature type, public key) of a verifier key, its key id checked."""
-    name, hex_id, encoded = [*text.strip().split("+"), "", ""][:3]
+    name, hex_id, encoded = [*text.strip().split("+", 2), "", ""][:3]  # base64 may hold "+"
     try:
         raw = base64.b64decode(encoded, validate=True)
         ok = len(raw) == 33 and key_id(name, raw[0], raw[1:]).hex() == hex_id.lower()
