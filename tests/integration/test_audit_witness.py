@@ -1,0 +1,216 @@
+"""A rewritten audit tail is caught by a witness (issue 53, part 3), end to end through the real
+Postgres and a real `toolgate witness serve` process over HTTP on loopback.
+
+The log is checkpointed as the reconciliation worker's timer does it (`TreeHeads.run_once`) and
+each tree head cosigned by the witness. Then an insider holding the deployment key and the tables'
+owner role rewrites a row of the tail: past the append-only trigger, the row edited, every chain
+hash after it recomputed, the per-append checkpoints and the tree heads signed again with the
+deployment key, the witnesses' answers deleted. The database then agrees with itself, and
+`toolgate audit verify` with only the deployment key says the chain is intact. The witness does
+not: it refuses the rewritten tree head, and `audit verify --witness-checkpoint` with the
+checkpoint it cosigned reports the rewrite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from toolgate.ops.audit import verify_log
+from toolgate.ops.stack.processes import free_port, port_free
+from toolgate.ops.witness import origin_id
+from toolgate.settings import Settings
+from toolgate.store import audit
+from toolgate.store.audit import GENESIS, VERIFY, Entry, Verdict, chain_hash, checkpoint_bytes
+from toolgate.trust.checkpoint_keys import use_key
+from toolgate.trust.integrity import deployment_keys
+from toolgate.trust.log_tree import CompactRange
+from toolgate.trust.signed_note import sign
+from toolgate.trust.tlog_checkpoint import TreeHead
+from toolgate.workers.reconciliation.tree_heads import TreeHeads
+
+from .conftest import Database, Server
+
+pytestmark = pytest.mark.timeout(180)
+
+ORIGIN = "toolgate.test/audit"
+WITNESS = "witness.test/w1"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    settings: Settings
+    state: Path
+    env: dict[str, str]
+
+
+@pytest.fixture
+def deployment(postgres: Server, tmp_path: Path) -> Iterator[Deployment]:
+    """A database with the deployment's key, and a witness of its audit log in a process of its own."""
+    with postgres.scratch("witness") as database:
+        yield from _with_witness(database, tmp_path)
+
+
+def _with_witness(database: Database, tmp_path: Path) -> Iterator[Deployment]:
+    keys = deployment_keys(database.settings)
+    use_key(keys.signing_key)
+    cli = [sys.executable, "-m", "toolgate.cli", "witness"]
+    made = subprocess.run([*cli, "keygen", "--key", str(tmp_path / "w.pem"), "--name", WITNESS], **TEXT)
+    assert made.returncode == 0, made.stderr
+    port, state = free_port(), tmp_path / "state"
+    serve = [*cli, "serve", "--key", str(tmp_path / "w.pem"), "--state", str(state), "--name", WITNESS]
+    serve += ["--log-key", keys.public_key.hex(), "--origin", ORIGIN, "--port", str(port)]
+    with open(tmp_path / "witness.log", "w") as said:
+        witness = subprocess.Popen(serve, stdout=subprocess.DEVNULL, stderr=said)
+    try:
+        deadline = time.monotonic() + 30
+        while port_free(port) and witness.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not port_free(port), (tmp_path / "witness.log").read_text()
+        witnesses = json.dumps(
+            [{"name": WITNESS, "url": f"http://127.0.0.1:{port}", "public_key": made.stdout.strip()}]
+        )
+        settings = replace(database.settings, audit_origin=ORIGIN, audit_witnesses=witnesses)
+        env = {
+            **os.environ,
+            "TOOLGATE_HOME": str(database.home),
+            "TOOLGATE_DATABASE_URL": database.database_url,
+            "TOOLGATE_KAFKA_BOOTSTRAP": "127.0.0.1:9",  # `audit verify` reads no topic
+            "TOOLGATE_AUDIT_ORIGIN": ORIGIN,
+            "TOOLGATE_AUDIT_WITNESSES": witnesses,
+            "COLUMNS": "1000",
+        }
+        yield Deployment(settings, state, env)
+    finally:
+        witness.terminate()
+        witness.wait(10)
+
+
+TEXT: dict[str, Any] = {"capture_output": True, "text": True, "timeout": 60}
+
+
+def append(settings: Settings, count: int) -> None:
+    async def write() -> None:
+        async with await psycopg.AsyncConnection.connect(settings.database_url) as conn, conn.transaction():
+            entries = [Entry("reconciliation", "tested", "pytest", detail={"n": n}) for n in range(count)]
+            await audit.append(conn, entries)
+
+    asyncio.run(write())
+
+
+def take_head(settings: Settings) -> None:
+    """One round of the reconciliation worker's timer: a tree head, sent to the witness."""
+
+    async def once() -> None:
+        heads = TreeHeads(settings)
+        try:
+            await heads.run_once()
+        finally:
+            await heads.close()
+
+    asyncio.run(once())
+
+
+def answers(settings: Settings) -> list[tuple[int, str, int]]:
+    with psycopg.connect(settings.database_url) as conn:
+        return conn.execute(
+            "SELECT h.tree_size, c.outcome, c.status FROM toolgate.audit_cosignatures c "
+            "JOIN toolgate.audit_tree_heads h ON h.id = c.head_id ORDER BY c.id"
+        ).fetchall()
+
+
+def verify(deployment: Deployment, *args: str) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-m", "toolgate.cli", "audit", "verify", *args], env=deployment.env, **TEXT)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_rewritten_tail_passes_the_deployment_key_but_not_the_witness(deployment: Deployment) -> None:
+    settings = deployment.settings
+    with psycopg.connect(settings.database_url) as conn:
+        [(base,)] = conn.execute("SELECT count(*) FROM toolgate.audit_log").fetchall()  # the template's
+    append(settings, 5)
+    take_head(settings)
+    append(settings, 4)
+    take_head(settings)  # cosigned with a consistency proof from the first head
+    assert answers(settings) == [(base + 5, "cosigned", 200), (base + 9, "cosigned", 200)]
+    code, said = verify(deployment)
+    assert code == 0 and f"audit chain intact: {base + 9} rows" in said, said
+    assert "2 signed tree head(s), 2 cosigned by a witness" in said, said
+    witnessed = deployment.state / f"{origin_id(ORIGIN)}.checkpoint"
+    assert verify(deployment, "--witness-checkpoint", str(witnessed))[0] == 0
+
+    rewrite_tail(settings, position=base + 7)
+
+    assert verify_log(settings).verdict is Verdict.INTACT  # the chain with only the deployment key
+    code, said = verify(deployment)
+    assert code == 0 and f"audit chain intact: {base + 9} rows" in said, said  # the database agrees with itself
+    assert "2 tree head(s) no witness cosigned" in said, said
+
+    append(settings, 1)
+    take_head(settings)  # the witness is asked from the size it holds, whose root it knows
+    assert answers(settings) == [(base + 10, "refused", 422)]
+    held = json.loads((deployment.state / f"{origin_id(ORIGIN)}.json").read_text())
+    assert held["size"] == base + 9  # it kept what it cosigned
+    code, said = verify(deployment)
+    assert code == 1 and f"witness {WITNESS} refused it (422" in said, said
+    code, said = verify(deployment, "--witness-checkpoint", str(witnessed))
+    assert code == 1, said
+    assert f"witness {WITNESS} cosigned size {base + 9}" in said, said
+    assert "no longer hash to that root: rewritten" in said, said
+    with psycopg.connect(settings.database_url) as conn:
+        [(refusals,)] = conn.execute(
+            "SELECT count(*) FROM toolgate.audit_log WHERE action = 'witness_refused'"
+        ).fetchall()
+    assert refusals == 1
+
+
+def rewrite_tail(settings: Settings, position: int) -> None:
+    """What an insider with the owner's role and the deployment key can do: edit the row at
+    `position` (1 = first), chain every row after it again, sign the per-append checkpoints and
+    the tree heads again, and delete what the witnesses answered."""
+    key = deployment_keys(settings).signing_key
+    key_id = deployment_keys(settings).key_id
+    tables = ("audit_log", "audit_heads", "audit_tree_heads", "audit_cosignatures")
+    with psycopg.connect(settings.database_url) as conn:
+        for table in tables:
+            conn.execute(f"ALTER TABLE toolgate.{table} DISABLE TRIGGER USER")
+        rows = conn.execute(VERIFY).fetchall()
+        prev, hashes = GENESIS, []
+        for n, (row_id, at, stage, action, actor, call_id, tenant, detail, _, _) in enumerate(rows, 1):
+            if n == position:
+                detail = {**detail, "n": "rewritten"}
+            digest = chain_hash(prev, at, Entry(stage, action, actor, call_id, tenant, detail))
+            conn.execute(
+                "UPDATE toolgate.audit_log SET detail = %s, prev_hash = %s, hash = %s WHERE id = %s",
+                (json.dumps(detail), prev, digest, row_id),
+            )
+            prev = digest
+            hashes.append(bytes.fromhex(digest))
+        conn.execute("DELETE FROM toolgate.audit_heads")
+        for n, digest in enumerate(hashes, 1):
+            signature = key.sign(checkpoint_bytes(n, digest.hex()))
+            conn.execute(
+                "INSERT INTO toolgate.audit_heads (row_count, head_hash, signature, key_id) VALUES (%s, %s, %s, %s)",
+                (n, digest.hex(), signature, key_id),
+            )
+        conn.execute("DELETE FROM toolgate.audit_cosignatures")
+        for head_id, size in conn.execute("SELECT id, tree_size FROM toolgate.audit_tree_heads").fetchall():
+            tree = CompactRange(0).extend(hashes[:size])
+            note = sign(TreeHead(ORIGIN, size, tree.root()).text(), ORIGIN, key)
+            conn.execute(
+                "UPDATE toolgate.audit_tree_heads SET root_hash = %s, compact_range = %s, note = %s WHERE id = %s",
+                (tree.root(), tree.to_bytes(), str(note), head_id),
+            )
+        for table in tables:
+            conn.execute(f"ALTER TABLE toolgate.{table} ENABLE TRIGGER USER")
