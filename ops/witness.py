@@ -94,11 +94,11 @@ class State:
     def keep(self, outcome: Cosign, cosigned_note: str) -> None:
         stem = self.directory / origin_id(outcome.head.origin)
         root = base64.b64encode(outcome.head.root).decode()
+        # What it holds first: a crash between the two leaves an older cosigned checkpoint, never
+        # a size it would cosign from again after cosigning past it.
+        kept = {"origin": outcome.head.origin, "size": outcome.head.size, "root": root}
+        _replace(stem.with_suffix(".json"), json.dumps(kept).encode())
         _replace(stem.with_suffix(".checkpoint"), cosigned_note.encode())
-        _replace(
-            stem.with_suffix(".json"),
-            json.dumps({"origin": outcome.head.origin, "size": outcome.head.size, "root": root}).encode(),
-        )
 
     def refused(self, origin: str, refusal: Refuse, body: str) -> None:
         record = {"at": int(time.time()), "status": refusal.status, "reason": refusal.reason, "request": body}

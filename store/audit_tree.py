@@ -25,7 +25,8 @@ LAST_COSIGNED = (
 )
 LAST_ANSWER = "SELECT outcome, status FROM toolgate.audit_cosignatures WHERE witness = %s ORDER BY id DESC LIMIT 1"
 LEAVES = "SELECT id, hash FROM toolgate.audit_log WHERE id > %s AND id <= %s ORDER BY id"
-LEAVES_AFTER = "SELECT id, hash FROM toolgate.audit_log WHERE id > %s ORDER BY id"
+LEAVES_AFTER = "SELECT id, hash FROM toolgate.audit_log WHERE id > %s ORDER BY id LIMIT %s"
+ROWS_PER_HEAD = 100_000  # a head covers at most this many new rows: a long log is taken in steps
 # Streamed by `audit verify`: every row's chain hash in id order (the first N of them), and every
 # head in size order with what the witnesses answered it.
 ALL_LEAVES = "SELECT hash FROM toolgate.audit_log ORDER BY id"
@@ -89,9 +90,10 @@ async def last_answer(conn: AsyncConnection[Any], witness: str) -> tuple[str, in
 
 
 async def leaves(conn: AsyncConnection[Any], after_id: int, upto_id: int | None = None) -> list[tuple[int, bytes]]:
-    """(id, 32-byte chain hash) of the rows after `after_id` (up to `upto_id`), in id order."""
+    """(id, 32-byte chain hash) of the rows after `after_id`, in id order: up to `upto_id`, or
+    the first ROWS_PER_HEAD of them."""
     if upto_id is None:
-        cur = await conn.execute(LEAVES_AFTER, (after_id,))
+        cur = await conn.execute(LEAVES_AFTER, (after_id, ROWS_PER_HEAD))
     else:
         cur = await conn.execute(LEAVES, (after_id, upto_id))
     return [(int(row_id), bytes.fromhex(digest)) for row_id, digest in await cur.fetchall()]

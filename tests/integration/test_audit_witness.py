@@ -19,6 +19,8 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -34,11 +36,13 @@ from toolgate.settings import Settings
 from toolgate.store import audit
 from toolgate.store.audit import GENESIS, VERIFY, Entry, Verdict, chain_hash, checkpoint_bytes
 from toolgate.trust.checkpoint_keys import use_key
+from toolgate.trust.ed25519 import PrivateKey, PublicKey
 from toolgate.trust.integrity import deployment_keys
 from toolgate.trust.log_tree import CompactRange
-from toolgate.trust.signed_note import sign
-from toolgate.trust.tlog_checkpoint import TreeHead
-from toolgate.workers.reconciliation.tree_heads import TreeHeads
+from toolgate.trust.signed_note import cosigned_at, parse, sign
+from toolgate.trust.tlog_checkpoint import AddCheckpoint, TreeHead
+from toolgate.trust.witness_keys import witnesses_of
+from toolgate.workers.reconciliation.tree_heads import SIZE_TYPE, TreeHeads
 
 from .conftest import Database, Server
 
@@ -214,3 +218,63 @@ def rewrite_tail(settings: Settings, position: int) -> None:
             )
         for table in tables:
             conn.execute(f"ALTER TABLE toolgate.{table} ENABLE TRIGGER USER")
+
+
+def test_a_cosignature_whose_answer_was_lost_is_asked_for_again(deployment: Deployment) -> None:
+    """The witness holds a size this log has no cosignature of (the answer was lost): it answers
+    409 with its size, and the log asks again from its head of that size."""
+    settings = deployment.settings
+    append(settings, 3)
+    take_head(settings)
+    first = answers(settings)
+    forget_answers(settings)
+    take_head(settings)  # no new rows: the same head, from size 0; the witness holds its size
+    assert answers(settings) == first
+    forget_answers(settings)
+    append(settings, 2)
+    take_head(settings)  # a new head, from size 0; the witness holds the last one's size
+    assert [outcome for _, outcome, _ in answers(settings)] == ["cosigned"]
+    assert answers(settings)[0][0] == first[0][0] + 2
+
+
+def forget_answers(settings: Settings) -> None:
+    with psycopg.connect(settings.database_url) as conn:
+        conn.execute("ALTER TABLE toolgate.audit_cosignatures DISABLE TRIGGER USER")
+        conn.execute("DELETE FROM toolgate.audit_cosignatures")
+        conn.execute("ALTER TABLE toolgate.audit_cosignatures ENABLE TRIGGER USER")
+
+
+def test_the_witness_answers_as_tlog_witness_says(deployment: Deployment) -> None:
+    settings = deployment.settings
+    append(settings, 4)
+    take_head(settings)
+    [(size, _, _)] = answers(settings)
+    url = json.loads(settings.audit_witnesses)[0]["url"] + "/add-checkpoint"
+    key = deployment_keys(settings).signing_key
+    with psycopg.connect(settings.database_url) as conn:
+        hashes = [bytes.fromhex(h) for (h,) in conn.execute("SELECT hash FROM toolgate.audit_log ORDER BY id")]
+    tree = CompactRange(0).extend(hashes[:size])
+    note = str(sign(TreeHead(ORIGIN, size, tree.root()).text(), ORIGIN, key))
+    assert post(url, AddCheckpoint(0, (), note).body()) == (409, SIZE_TYPE, f"{size}\n")
+    forked = str(sign(TreeHead(ORIGIN, size, bytes(32)).text(), ORIGIN, key))
+    assert post(url, AddCheckpoint(size, (), forked).body())[0] == 409
+    assert post(url, AddCheckpoint(size, (), note.replace(ORIGIN, "other/log")).body())[0] == 404
+    stranger = str(sign(TreeHead(ORIGIN, size, tree.root()).text(), ORIGIN, PrivateKey(b"\x07" * 32)))
+    assert post(url, AddCheckpoint(size, (), stranger).body())[0] == 403
+    assert post(url, "old 1\n")[0] == 400
+    status, _, line = post(url, AddCheckpoint(size, (), note).body())  # the same head: cosigned again
+    assert status == 200 and cosigned_at(parse(note).with_lines(line), WITNESS, witness_key(settings)) is not None
+
+
+def post(url: str, body: str) -> tuple[int, str, str]:
+    request = urllib.request.Request(url, data=body.encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.headers.get_content_type(), answer.read().decode()
+    except urllib.error.HTTPError as refused:
+        with refused:
+            return refused.code, refused.headers.get_content_type(), refused.read().decode()
+
+
+def witness_key(settings: Settings) -> PublicKey:
+    return witnesses_of(settings.audit_witnesses)[0].key

@@ -87,16 +87,24 @@ class TreeHeads:
             body = await request_body(conn, since, head)
         status, answer, kind = await self.post(witness, body)
         if status == 409 and kind == SIZE_TYPE and answer.strip().isdigit():
-            async with self.pool.connection() as conn:
-                held = await store.head_of_size(conn, int(answer.strip()))
-                if held is not None and held.tree_size < head.tree_size and held != since:
-                    body = await request_body(conn, held, head)
-                else:
-                    held = None
-            if held is not None:
-                status, answer, kind = await self.post(witness, body)
+            again = await self.again(int(answer.strip()), since, head)
+            if again is not None:
+                status, answer, kind = await self.post(witness, again)
         if status:
             await self.keep(witness, head, status, answer)
+
+    async def again(self, theirs: int, since: Head | None, head: Head) -> str | None:
+        """The request to send again to a witness that holds size `theirs`, not the one this log
+        last knew it to: from the head of that size if there is one (None: there is none). Of
+        `head`'s own size (another reconciliation worker had it cosigned), the witness cosigns it
+        again if its root is the one it holds, and says it is a fork if not."""
+        if theirs == head.tree_size:
+            return AddCheckpoint(theirs, (), head.note).body()
+        async with self.pool.connection() as conn:
+            held = await store.head_of_size(conn, theirs)
+            if held is None or held.tree_size > head.tree_size or held == since:
+                return None
+            return await request_body(conn, held, head)
 
     async def post(self, witness: WitnessKey, body: str) -> tuple[int, str, str]:
         """The witness's status, answer and its content type; status 0: it was not reached."""
@@ -142,8 +150,10 @@ class TreeHeads:
 
 async def request_body(conn: AsyncConnection[Any], since: Head | None, head: Head) -> str:
     """An add-checkpoint body for `head`, with the consistency proof from `since` (None: size 0)."""
-    old = CompactRange.of_bytes(since.tree_size, since.compact_range) if since else CompactRange(0)
-    rows = await store.leaves(conn, since.last_row_id if since else 0, head.last_row_id)
+    if since is None:
+        return AddCheckpoint(0, (), head.note).body()  # from size 0 the proof is empty
+    old = CompactRange.of_bytes(since.tree_size, since.compact_range)
+    rows = await store.leaves(conn, since.last_row_id, head.last_row_id)
     proof = Known(old, [digest for _, digest in rows]).consistency()
     return AddCheckpoint(old.size, tuple(proof), head.note).body()
 
