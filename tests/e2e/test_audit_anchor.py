@@ -147,3 +147,22 @@ def test_audit_verify_ignores_a_checkpoint_nobody_signed(pipeline: Pipeline) -> 
     audited_refusal(pipeline)  # and the next append is checkpointed as before
     code, said = verify(pipeline)
     assert code == 0 and "newer row(s) not covered" not in said, said
+
+
+def test_the_reconciliation_worker_takes_signed_tree_heads_over_the_log(pipeline: Pipeline) -> None:
+    """Every TOOLGATE_AUDIT_TREE_SECONDS (10) the reconciliation worker extends the log's Merkle
+    tree over the rows since its last head and stores the new head, signed (issue 53 part 3);
+    `audit verify` checks every head against the tree recomputed over the chain."""
+    audited_refusal(pipeline)
+
+    def covered() -> bool:
+        with psycopg.connect(pipeline.database_url) as conn:
+            [(rows, size)] = conn.execute(
+                "SELECT (SELECT count(*) FROM toolgate.audit_log), "
+                "(SELECT coalesce(max(tree_size), 0) FROM toolgate.audit_tree_heads)"
+            ).fetchall()
+        return bool(size and size >= rows - 5)  # the rows since the last round may be newer
+
+    eventually(covered, timeout=40)
+    code, said = verify(pipeline)
+    assert code == 0 and "signed tree head(s)" in said and "no longer hash" not in said, said
