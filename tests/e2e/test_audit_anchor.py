@@ -78,6 +78,9 @@ def test_workers_connect_as_a_role_that_may_only_append_to_the_audit_log(pipelin
             "UPDATE toolgate.audit_log SET actor = 'mallory' WHERE id = (SELECT max(id) FROM toolgate.audit_log)",
             "ALTER TABLE toolgate.audit_log DISABLE TRIGGER USER",
             "DELETE FROM toolgate.audit_heads",
+            "DELETE FROM toolgate.audit_tree_heads",
+            "UPDATE toolgate.audit_cosignatures SET outcome = 'refused'",
+            "TRUNCATE toolgate.audit_tree_heads",
             "INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes) VALUES ('mallory', '\\x00', '{}')",
         ):
             # Always rolled back: on the code before the fix the worker's role could do all of it.
@@ -88,7 +91,12 @@ def test_workers_connect_as_a_role_that_may_only_append_to_the_audit_log(pipelin
 
 def test_not_even_the_owner_may_truncate_the_audit_log(pipeline: Pipeline) -> None:
     with psycopg.connect(pipeline.database_url, autocommit=True) as conn:
-        for table in ("toolgate.audit_log", "toolgate.audit_heads"):
+        for table in (
+            "toolgate.audit_log",
+            "toolgate.audit_heads",
+            "toolgate.audit_tree_heads",
+            "toolgate.audit_cosignatures",
+        ):
             with (
                 pytest.raises(psycopg.errors.RaiseException, match="append-only"),
                 conn.transaction(force_rollback=True),
