@@ -18,7 +18,10 @@ def audit_verify(
     as_json: Annotated[bool, typer.Option("--json")] = False,
     witness_checkpoint: Annotated[
         Path | None,
-        typer.Option("--witness-checkpoint", help="a checkpoint a witness cosigned (its state's <id>.checkpoint)"),
+        typer.Option(
+            "--witness-checkpoint",
+            help="a checkpoint a witness cosigned: its state's <id>.checkpoint, or its state directory",
+        ),
     ] = None,
 ) -> None:
     """Check the audit log's hash chain end to end, that nothing was cut from its end since its

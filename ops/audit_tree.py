@@ -29,6 +29,7 @@ from typing import Any
 import psycopg
 
 from toolgate.ops.audit import trusted_keys
+from toolgate.ops.witness import origin_id
 from toolgate.settings import Settings
 from toolgate.store.audit_tree import ALL_LEAVES, FIRST_LEAVES, HEADS_WITH_ANSWERS
 from toolgate.trust.checkpoint_keys import TrustedKeys
@@ -73,6 +74,8 @@ def verify_tree(settings: Settings, witness_checkpoint: Path | None = None) -> T
                 tree = tree.extend(itertools.islice(leaves, int(head[1]) - tree.size))
                 _check_head(report, head, tree, settings.audit_origin, keys, witnesses)
         if witness_checkpoint is not None:
+            if witness_checkpoint.is_dir():  # the witness's state: its checkpoint of this log
+                witness_checkpoint = witness_checkpoint / f"{origin_id(settings.audit_origin)}.checkpoint"
             _check_witnessed(report, conn, witness_checkpoint.read_text(), witnesses)
     return report
 

@@ -2,7 +2,8 @@
 the request's body, the checkpoint it last cosigned for the origin, and the log keys it trusts.
 
     answer                   when
-    400 Bad Request          the body is not a request, or its old size is above the checkpoint's
+    400 Bad Request          the body is not a request, its old size is above the checkpoint's, or
+                             a tree of size 0 has another root than the empty one
     404 Not Found            the checkpoint's origin is not a log this witness serves
     403 Forbidden            no signature on it verifies with a key trusted for that origin
     409 Conflict (+ size)    its old size is not the size this witness last cosigned (0: never)
@@ -20,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from toolgate.trust.ed25519 import PublicKey
-from toolgate.trust.log_tree import consistency_ok
+from toolgate.trust.log_tree import EMPTY_ROOT, consistency_ok
 from toolgate.trust.signed_note import Note, NoteError, parse, signed_by
 from toolgate.trust.tlog_checkpoint import AddCheckpoint, TreeHead
 
@@ -76,6 +77,8 @@ def judge(
         return Refuse(403, "no signature by a key of this log")
     if add.old_size > head.size:
         return Refuse(400, "the old size is above the checkpoint's size")
+    if head.size == 0 and head.root != EMPTY_ROOT:
+        return Refuse(400, "the tree of size 0 has the empty root")
     held = held_of(head.origin) or Held(0, b"")
     if add.old_size != held.size:
         return Refuse(409, f"this witness last cosigned size {held.size}", size=held.size)

@@ -52,11 +52,34 @@ ORIGIN = "toolgate.test/audit"
 WITNESS = "witness.test/w1"
 
 
+class WitnessProcess:
+    """`toolgate witness serve` in a process of its own, on loopback."""
+
+    def __init__(self, command: list[str], port: int, said: Path) -> None:
+        self.command, self.port, self.said = command, port, said
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.said, "a") as said:
+            self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=said)
+        deadline = time.monotonic() + 30
+        while port_free(self.port) and self.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not port_free(self.port), self.said.read_text()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+
 @dataclass(frozen=True)
 class Deployment:
     settings: Settings
     state: Path
     env: dict[str, str]
+    witness: WitnessProcess
 
 
 @pytest.fixture
@@ -75,13 +98,9 @@ def _with_witness(database: Database, tmp_path: Path) -> Iterator[Deployment]:
     port, state = free_port(), tmp_path / "state"
     serve = [*cli, "serve", "--key", str(tmp_path / "w.pem"), "--state", str(state), "--name", WITNESS]
     serve += ["--log-key", keys.public_key.hex(), "--origin", ORIGIN, "--port", str(port)]
-    with open(tmp_path / "witness.log", "w") as said:
-        witness = subprocess.Popen(serve, stdout=subprocess.DEVNULL, stderr=said)
+    witness = WitnessProcess(serve, port, tmp_path / "witness.log")
+    witness.start()
     try:
-        deadline = time.monotonic() + 30
-        while port_free(port) and witness.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not port_free(port), (tmp_path / "witness.log").read_text()
         witnesses = json.dumps(
             [{"name": WITNESS, "url": f"http://127.0.0.1:{port}", "public_key": made.stdout.strip()}]
         )
@@ -95,10 +114,9 @@ def _with_witness(database: Database, tmp_path: Path) -> Iterator[Deployment]:
             "TOOLGATE_AUDIT_WITNESSES": witnesses,
             "COLUMNS": "1000",
         }
-        yield Deployment(settings, state, env)
+        yield Deployment(settings, state, env, witness)
     finally:
-        witness.terminate()
-        witness.wait(10)
+        witness.stop()
 
 
 TEXT: dict[str, Any] = {"capture_output": True, "text": True, "timeout": 60}
@@ -161,6 +179,8 @@ def test_a_rewritten_tail_passes_the_deployment_key_but_not_the_witness(deployme
     assert code == 0 and f"audit chain intact: {base + 9} rows" in said, said  # the database agrees with itself
     assert "2 tree head(s) no witness cosigned" in said, said
 
+    deployment.witness.stop()  # what it cosigned outlives it
+    deployment.witness.start()
     append(settings, 1)
     take_head(settings)  # the witness is asked from the size it holds, whose root it knows
     assert answers(settings) == [(base + 10, "refused", 422)]
@@ -168,7 +188,7 @@ def test_a_rewritten_tail_passes_the_deployment_key_but_not_the_witness(deployme
     assert held["size"] == base + 9  # it kept what it cosigned
     code, said = verify(deployment)
     assert code == 1 and f"witness {WITNESS} refused it (422" in said, said
-    code, said = verify(deployment, "--witness-checkpoint", str(witnessed))
+    code, said = verify(deployment, "--witness-checkpoint", str(deployment.state))  # its state, whole
     assert code == 1, said
     assert f"witness {WITNESS} cosigned size {base + 9}" in said, said
     assert "no longer hash to that root: rewritten" in said, said
@@ -262,6 +282,8 @@ def test_the_witness_answers_as_tlog_witness_says(deployment: Deployment) -> Non
     stranger = str(sign(TreeHead(ORIGIN, size, tree.root()).text(), ORIGIN, PrivateKey(b"\x07" * 32)))
     assert post(url, AddCheckpoint(size, (), stranger).body())[0] == 403
     assert post(url, "old 1\n")[0] == 400
+    second = subprocess.run([*deployment.witness.command[:-1], str(free_port())], **TEXT)
+    assert second.returncode != 0 and "another witness runs on" in second.stderr  # one per state
     status, _, line = post(url, AddCheckpoint(size, (), note).body())  # the same head: cosigned again
     assert status == 200 and cosigned_at(parse(note).with_lines(line), WITNESS, witness_key(settings)) is not None
 

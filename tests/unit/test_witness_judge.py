@@ -40,6 +40,7 @@ def answer(body: str, holding: Held | None) -> Cosign | Refuse:
         (request(0, 4, origin="other/log"), None, 404),
         (request(0, 4, key=OTHER), None, 403),
         (request(8, 4), held(8), 400),
+        (AddCheckpoint(0, (), str(sign(TreeHead(ORIGIN, 0, bytes(32)).text(), ORIGIN, LOG))).body(), None, 400),
         (request(4, 8), None, 409),  # never cosigned: its size is 0
         (request(0, 8), held(4), 409),
         (request(6, 8), held(4), 409),
