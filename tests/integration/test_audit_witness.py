@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -30,11 +29,11 @@ import psycopg
 import pytest
 
 from toolgate.ops.audit import verify_log
-from toolgate.ops.stack.processes import free_port, port_free
+from toolgate.ops.stack.processes import free_port
 from toolgate.ops.witness import origin_id
 from toolgate.settings import Settings
 from toolgate.store import audit
-from toolgate.store.audit import GENESIS, VERIFY, Entry, Verdict, chain_hash, checkpoint_bytes
+from toolgate.store.audit import Entry, Verdict
 from toolgate.trust.checkpoint_keys import use_key
 from toolgate.trust.ed25519 import PrivateKey, PublicKey
 from toolgate.trust.integrity import deployment_keys
@@ -44,34 +43,13 @@ from toolgate.trust.tlog_checkpoint import AddCheckpoint, TreeHead
 from toolgate.trust.witness_keys import witnesses_of
 from toolgate.workers.reconciliation.tree_heads import SIZE_TYPE, TreeHeads
 
+from ..audit_insider import WitnessProcess, keygen, rewrite_tail, serving
 from .conftest import Database, Server
 
 pytestmark = pytest.mark.timeout(180)
 
 ORIGIN = "toolgate.test/audit"
 WITNESS = "witness.test/w1"
-
-
-class WitnessProcess:
-    """`toolgate witness serve` in a process of its own, on loopback."""
-
-    def __init__(self, command: list[str], port: int, said: Path) -> None:
-        self.command, self.port, self.said = command, port, said
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.said, "a") as said:
-            self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=said)
-        deadline = time.monotonic() + 30
-        while port_free(self.port) and self.process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not port_free(self.port), self.said.read_text()
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(10)
-            self.process = None
 
 
 @dataclass(frozen=True)
@@ -92,18 +70,13 @@ def deployment(postgres: Server, tmp_path: Path) -> Iterator[Deployment]:
 def _with_witness(database: Database, tmp_path: Path) -> Iterator[Deployment]:
     keys = deployment_keys(database.settings)
     use_key(keys.signing_key)
-    cli = [sys.executable, "-m", "toolgate.cli", "witness"]
-    made = subprocess.run([*cli, "keygen", "--key", str(tmp_path / "w.pem"), "--name", WITNESS], **TEXT)
-    assert made.returncode == 0, made.stderr
+    verifier = keygen(tmp_path / "w.pem", WITNESS)
     port, state = free_port(), tmp_path / "state"
-    serve = [*cli, "serve", "--key", str(tmp_path / "w.pem"), "--state", str(state), "--name", WITNESS]
-    serve += ["--log-key", keys.public_key.hex(), "--origin", ORIGIN, "--port", str(port)]
+    serve = serving(tmp_path / "w.pem", state, WITNESS, keys.public_key.hex(), ORIGIN, port)
     witness = WitnessProcess(serve, port, tmp_path / "witness.log")
     witness.start()
     try:
-        witnesses = json.dumps(
-            [{"name": WITNESS, "url": f"http://127.0.0.1:{port}", "public_key": made.stdout.strip()}]
-        )
+        witnesses = json.dumps([{"name": WITNESS, "url": f"http://127.0.0.1:{port}", "public_key": verifier}])
         settings = replace(database.settings, audit_origin=ORIGIN, audit_witnesses=witnesses)
         env = {
             **os.environ,
@@ -172,7 +145,7 @@ def test_a_rewritten_tail_passes_the_deployment_key_but_not_the_witness(deployme
     witnessed = deployment.state / f"{origin_id(ORIGIN)}.checkpoint"
     assert verify(deployment, "--witness-checkpoint", str(witnessed))[0] == 0
 
-    rewrite_tail(settings, position=base + 7)
+    rewrite_tail(settings, ORIGIN, position=base + 7)
 
     assert verify_log(settings).verdict is Verdict.INTACT  # the chain with only the deployment key
     code, said = verify(deployment)
@@ -197,47 +170,6 @@ def test_a_rewritten_tail_passes_the_deployment_key_but_not_the_witness(deployme
             "SELECT count(*) FROM toolgate.audit_log WHERE action = 'witness_refused'"
         ).fetchall()
     assert refusals == 1
-
-
-def rewrite_tail(settings: Settings, position: int) -> None:
-    """What an insider with the owner's role and the deployment key can do: edit the row at
-    `position` (1 = first), chain every row after it again, sign the per-append checkpoints and
-    the tree heads again, and delete what the witnesses answered."""
-    key = deployment_keys(settings).signing_key
-    key_id = deployment_keys(settings).key_id
-    tables = ("audit_log", "audit_heads", "audit_tree_heads", "audit_cosignatures")
-    with psycopg.connect(settings.database_url) as conn:
-        for table in tables:
-            conn.execute(f"ALTER TABLE toolgate.{table} DISABLE TRIGGER USER")
-        rows = conn.execute(VERIFY).fetchall()
-        prev, hashes = GENESIS, []
-        for n, (row_id, at, stage, action, actor, call_id, tenant, detail, _, _) in enumerate(rows, 1):
-            if n == position:
-                detail = {**detail, "n": "rewritten"}
-            digest = chain_hash(prev, at, Entry(stage, action, actor, call_id, tenant, detail))
-            conn.execute(
-                "UPDATE toolgate.audit_log SET detail = %s, prev_hash = %s, hash = %s WHERE id = %s",
-                (json.dumps(detail), prev, digest, row_id),
-            )
-            prev = digest
-            hashes.append(bytes.fromhex(digest))
-        conn.execute("DELETE FROM toolgate.audit_heads")
-        for n, digest in enumerate(hashes, 1):
-            signature = key.sign(checkpoint_bytes(n, digest.hex()))
-            conn.execute(
-                "INSERT INTO toolgate.audit_heads (row_count, head_hash, signature, key_id) VALUES (%s, %s, %s, %s)",
-                (n, digest.hex(), signature, key_id),
-            )
-        conn.execute("DELETE FROM toolgate.audit_cosignatures")
-        for head_id, size in conn.execute("SELECT id, tree_size FROM toolgate.audit_tree_heads").fetchall():
-            tree = CompactRange(0).extend(hashes[:size])
-            note = sign(TreeHead(ORIGIN, size, tree.root()).text(), ORIGIN, key)
-            conn.execute(
-                "UPDATE toolgate.audit_tree_heads SET root_hash = %s, compact_range = %s, note = %s WHERE id = %s",
-                (tree.root(), tree.to_bytes(), str(note), head_id),
-            )
-        for table in tables:
-            conn.execute(f"ALTER TABLE toolgate.{table} ENABLE TRIGGER USER")
 
 
 def test_a_cosignature_whose_answer_was_lost_is_asked_for_again(deployment: Deployment) -> None:
