@@ -47,7 +47,11 @@ class TreeReport:
     heads: int = 0
     cosigned: int = 0
     problems: list[str] = field(default_factory=list)
-    refusals: list[str] = field(default_factory=list)
+    # By witness, its refusal that no cosignature of a head as large came after (the latest), and
+    # how many refusals were followed by one (a witness unreachable or misconfigured for a time).
+    refused: dict[str, str] = field(default_factory=dict)
+    refusals_open: dict[str, int] = field(default_factory=dict)
+    refusals_since_cosigned: int = 0
     uncosigned: int = 0
     uncosigned_sizes: list[int] = field(default_factory=list)  # the newest SHOWN of them
     witnessed: list[str] = field(default_factory=list)
@@ -55,7 +59,7 @@ class TreeReport:
 
     @property
     def ok(self) -> bool:
-        return not self.problems and not self.refusals and not self.rewritten
+        return not self.problems and not self.refused and not self.rewritten
 
 
 def verify_tree(settings: Settings, witness_checkpoint: Path | None = None) -> TreeReport:
@@ -124,8 +128,8 @@ def _check_answers(
     cosigned = False
     for witness, outcome, line, status, answer in answers:
         if outcome == "refused":
-            if len(report.refusals) < SHOWN:
-                report.refusals.append(f"{name}: witness {witness} refused it ({status}: {str(answer).strip()[:80]})")
+            report.refused[witness] = f"{name}: witness {witness} refused it ({status}: {str(answer).strip()[:80]})"
+            report.refusals_open[witness] = report.refusals_open.get(witness, 0) + 1
             continue
         known = by_name.get(witness)
         try:
@@ -134,6 +138,8 @@ def _check_answers(
             held = False
         if held:
             cosigned = True
+            report.refused.pop(witness, None)
+            report.refusals_since_cosigned += report.refusals_open.pop(witness, 0)
         elif known is not None:
             _problem(report, f"{name}: the cosignature stored for witness {witness} does not verify")
     report.cosigned += cosigned
@@ -179,7 +185,9 @@ def describe_tree(report: TreeReport) -> list[str]:
         f"audit tree: {report.heads} signed tree head(s)"
         + (f", {report.cosigned} cosigned by a witness" if report.cosigned else "")
     ]
-    out += report.problems + report.refusals + report.witnessed
+    out += report.problems + list(report.refused.values()) + report.witnessed
+    if report.refusals_since_cosigned:
+        out.append(f"{report.refusals_since_cosigned} refusal(s) by a witness that later cosigned a head as large")
     if report.uncosigned:
         sizes = ", ".join(str(s) for s in report.uncosigned_sizes)
         out.append(f"{report.uncosigned} tree head(s) no witness cosigned (the newest: sizes {sizes})")

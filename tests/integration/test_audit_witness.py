@@ -232,3 +232,29 @@ def post(url: str, body: str) -> tuple[int, str, str]:
 
 def witness_key(settings: Settings) -> PublicKey:
     return witnesses_of(settings.audit_witnesses)[0].key
+
+
+def test_a_refusal_that_a_later_cosignature_settles_is_said_not_failed(deployment: Deployment) -> None:
+    """A witness that refused a head for a time (here: told another origin) and cosigned a larger
+    one since holds the log to the same account: audit verify says so, and passes."""
+    settings, witness = deployment.settings, deployment.witness
+    append(settings, 2)
+    take_head(settings)
+    right = list(witness.command)
+    at = right.index("--origin") + 1
+    witness.stop()
+    witness.command = [*right[:at], "other/log", *right[at + 1 :]]
+    witness.start()
+    append(settings, 1)
+    take_head(settings)
+    assert [status for _, _, status in answers(settings)] == [200, 404]
+    code, said = verify(deployment)
+    assert code == 1 and f"witness {WITNESS} refused it (404" in said, said
+    witness.stop()
+    witness.command = right
+    witness.start()
+    append(settings, 1)
+    take_head(settings)
+    assert [status for _, _, status in answers(settings)] == [200, 404, 200]
+    code, said = verify(deployment)
+    assert code == 0 and "1 refusal(s) by a witness that later cosigned a head as large" in said, said
