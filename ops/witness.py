@@ -30,20 +30,31 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from toolgate.ops.witness_judge import Cosign, Held, Refuse, judge, read
 from toolgate.trust.ed25519 import PrivateKey, PublicKey
-from toolgate.trust.signed_note import COSIGNATURE_V1, cosign, vkey
+from toolgate.trust.signed_note import COSIGNATURE_V1, cosign, parse_vkey, vkey
 
 SIZE_TYPE = "text/x.tlog.size"
 MAX_BODY = 64 * 1024
 
 
 def keygen(path: Path, name: str) -> str:
-    """Write a new witness key to `path` (PEM, owner-only) and return its verifier key."""
+    """Write a new witness key to `path` (PEM, owner-only) and its verifier key beside it
+    (`<path>.vkey`), and return the verifier key."""
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    verifier = vkey(name, COSIGNATURE_V1, PrivateKey.of(key).public.raw)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as out:
         out.write(pem)
-    return vkey(name, COSIGNATURE_V1, PrivateKey.of(key).public.raw)
+    Path(f"{path}.vkey").write_text(verifier + "\n")
+    return verifier
+
+
+def name_of(path: Path, key: PrivateKey) -> str:
+    """The witness's name, from the verifier key keygen wrote beside its key (which it must match)."""
+    name, kind, public = parse_vkey(Path(f"{path}.vkey").read_text())
+    if kind != COSIGNATURE_V1 or public != key.public.raw:
+        raise ValueError(f"{path}.vkey is not the verifier key of {path}")
+    return name
 
 
 def load_key(path: Path) -> PrivateKey:

@@ -55,7 +55,8 @@ class WitnessProcess:
 
 def serving(key: Path, state: Path, name: str, log_key: str, origin: str, port: int) -> list[str]:
     """The command line of a witness of the log of `origin`."""
-    serve = [*WITNESS_CLI, "serve", "--key", str(key), "--state", str(state), "--name", name]
+    serve = [*WITNESS_CLI, "serve", "--key", str(key), "--state", str(state)]  # its name: the key's .vkey's
+    assert name == (key.parent / f"{key.name}.vkey").read_text().split("+")[0]
     return [*serve, "--log-key", log_key, "--origin", origin, "--port", str(port)]
 
 
