@@ -93,7 +93,11 @@ class State:
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
+            self._lock_file.close()
             raise SystemExit(f"another witness runs on {directory}") from exc
+
+    def close(self) -> None:
+        self._lock_file.close()  # and the lock with it
 
     def held(self, origin: str) -> Held | None:
         path = self.directory / f"{origin_id(origin)}.json"
