@@ -18,6 +18,7 @@ import base64
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,7 @@ from toolgate.ops.witness_judge import Cosign, Held, Refuse, judge, read
 from toolgate.trust.ed25519 import PrivateKey, PublicKey
 from toolgate.trust.signed_note import COSIGNATURE_V1, cosign, parse_vkey, vkey
 
+log = logging.getLogger("toolgate.witness")
 SIZE_TYPE = "text/x.tlog.size"
 MAX_BODY = 64 * 1024
 
@@ -136,6 +138,12 @@ class Witness:
             if isinstance(outcome, Refuse):
                 if outcome.logged:
                     self.state.refused(parsed.head.origin, outcome, body)
+                    log.warning(
+                        "refused a checkpoint of %s the log signed: %s",
+                        parsed.head.origin,
+                        outcome.reason,
+                        extra={"stage": "witness", "action": "witness_refused"},
+                    )
                 if outcome.size is not None:
                     return web.Response(status=409, body=f"{outcome.size}\n".encode(), content_type=SIZE_TYPE)
                 return web.Response(status=outcome.status, text=outcome.reason + "\n")
