@@ -126,6 +126,8 @@ class TreeHeads:
         """Store the witness's answer: its cosignature if it holds, else a refusal, audited when
         it is the first of a run."""
         cosignature = cosignature_of(witness, head, answer) if status == 200 else None
+        if status == 200 and cosignature is None:
+            answer = f"no cosignature that verifies with its key: {answer}"
         async with self.pool.connection() as conn, conn.transaction():
             before = await store.last_answer(conn, witness.name)
             await store.record_answer(conn, head.id, witness.name, cosignature, status, answer)
