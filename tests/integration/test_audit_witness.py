@@ -258,3 +258,17 @@ def test_a_refusal_that_a_later_cosignature_settles_is_said_not_failed(deploymen
     assert [status for _, _, status in answers(settings)] == [200, 404, 200]
     code, said = verify(deployment)
     assert code == 0 and "1 refusal(s) by a witness that later cosigned a head as large" in said, said
+
+
+def test_a_cosignature_by_another_key_than_the_witness_is_not_kept(deployment: Deployment) -> None:
+    settings = deployment.settings
+    [configured] = json.loads(settings.audit_witnesses)
+    stranger = PrivateKey(b"\x0b" * 32).public.raw.hex()
+    settings = replace(settings, audit_witnesses=json.dumps([{**configured, "public_key": stranger}]))
+    append(settings, 2)
+    take_head(settings)
+    [(_, outcome, status)] = answers(settings)
+    assert (outcome, status) == ("refused", 200)
+    with psycopg.connect(settings.database_url) as conn:
+        [(answer,)] = conn.execute("SELECT answer FROM toolgate.audit_cosignatures").fetchall()
+    assert answer.startswith("no cosignature that verifies with its key: \u2014 " + WITNESS)
