@@ -12,6 +12,7 @@ COPY topics topics
 COPY workers workers
 COPY ops ops
 COPY door door
+COPY console console
 RUN pip install --no-cache-dir '.[otlp]' && useradd --create-home toolgate \
     && mkdir -p /secrets /home/toolgate/.toolgate && chown toolgate /secrets /home/toolgate/.toolgate
 USER toolgate

@@ -1,8 +1,9 @@
 """Held calls and who may release them: `approvals list|show|approve|deny` and
-`approvers add|rotate|tenants|acts-as|list|revoke`."""
+`approvers add|invite|rotate|tenants|acts-as|list|revoke`."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import typer
@@ -17,6 +18,10 @@ approvers_app = typer.Typer(no_args_is_help=True, help="Approvers and their sign
 WAIT_OPTION = typer.Option("--wait", help="seconds to wait for the judgment of the decision (0: do not wait)")
 ACTOR_OPTION = typer.Option("--as", help="who makes the change (written to the audit log)")
 IDS_ARGUMENT = typer.Argument(help="approval ids, or any start of one that names only it (several: one decision each)")
+EDIT_HELP = (
+    "a JSON object merged over the held call's arguments (each key it names replaces that argument); "
+    "it may only narrow: a spent value (an amount) may not grow"
+)
 TENANT_OPTION = typer.Option("--tenant", help="a tenant the approver decides for (repeat for each)")
 ACTS_AS_OPTION = typer.Option(
     "--acts-as", help="a user id the approver acts as: never counted on that user's calls (repeat for each)"
@@ -64,22 +69,30 @@ def _resolved(settings: Settings, typed: list[str]) -> list[str]:
         raise fail(str(exc), code=1) from exc
 
 
-def _decide(typed: list[str], approver: str, approve: bool, reason: str | None, as_json: bool, wait: float) -> None:
+def _decide(
+    typed: list[str], approver: str, approve: bool, reason: str | None, as_json: bool, wait: float, edit: str | None
+) -> None:
     """Sign one decision per approval, publish them, and say what became of each (exit 1 when
     any was refused, or when nothing could be signed)."""
+    from toolgate.contracts.edits import EditRefused
     from toolgate.ops import approvals
     from toolgate.trust.signing import PacketMismatch
 
     settings = running()
     approval_ids = _resolved(settings, typed)
     try:
-        decisions = approvals.decide(settings, approval_ids, approver, approve, reason)
-    except (PacketMismatch, approvals.NotServed) as exc:
+        if edit is None:
+            decisions = approvals.decide(settings, approval_ids, approver, approve, reason)
+        else:
+            decisions = [approvals.edit(settings, _one(approval_ids), approver, _edit_object(edit))]
+    except (PacketMismatch, approvals.NotServed, EditRefused) as exc:
         console.print(f"[red]refused to sign: {escape(str(exc))}[/red]")
         raise typer.Exit(1) from exc
-    verb = "approved" if approve else "denied"
+    verb = "approved" if edit is None and approve else "denied" if edit is None else "approved with edit"
     ids = [d.decision_id for d in decisions]
     judged = approvals.judgments(settings, ids, wait) if wait > 0 else [None for _ in decisions]
+    if edit is not None and judged[0] is not None and judged[0].get("status_after") == "EDITED":
+        judged[0]["edited_approval_id"] = approvals.edited_into(settings, approval_ids[0], wait)
     for approval_id, decision, judgment in zip(approval_ids, decisions, judged, strict=True):
         if as_json:
             print_json(
@@ -99,12 +112,40 @@ def _decide(typed: list[str], approver: str, approve: bool, reason: str | None, 
         raise typer.Exit(1)
 
 
+def _one(approval_ids: list[str]) -> str:
+    if len(approval_ids) != 1:
+        raise fail("--edit edits one held call: name one approval", code=2)
+    return approval_ids[0]
+
+
+def _edit_object(text: str) -> dict[str, Any]:
+    """The --edit text: a JSON object of the arguments it changes."""
+    try:
+        edit = json.loads(text)
+    except ValueError as exc:
+        raise fail(f"--edit is not JSON: {exc}", code=2) from exc
+    if not isinstance(edit, dict):
+        raise fail("--edit is a JSON object of the arguments it changes, e.g. '{\"amount_cents\": 3000}'", code=2)
+    return edit
+
+
+def _print_edited(held_as: str | None) -> None:
+    """Where the edited call went: held again under its own approval (the editor counted once),
+    or not held within the wait (it needed no more approvals, or validation or policy refused it)."""
+    if held_as is not None:
+        console.print(f"the edited call is held as {escape(literal(held_as).plain)}; your approval counts on it once")
+    else:
+        console.print("[yellow]the edited call is not held (yet); its observation says how it ended[/yellow]")
+
+
 def _print_judgment(judged: dict[str, Any] | None, shown: str, wait: float) -> None:
     """What became of a signed decision: counted, a no-op, refused, or not judged in time."""
     if judged is None and wait > 0:
         console.print(f"[yellow]not judged within {wait:g} s; see toolgate approvals show {shown}[/yellow]")
     elif judged is not None and judged["outcome"] == "counted":
         console.print(f"counted: the approval is now {escape(str(judged['status_after']))}")
+        if judged.get("status_after") == "EDITED":
+            _print_edited(judged.get("edited_approval_id"))
     elif judged is not None:
         color = "yellow" if judged["outcome"] == "noop" else "red"
         said = escape(literal(f"{judged['outcome']}: {judged['code']}: {judged['reason']}").plain)
@@ -118,10 +159,13 @@ def approvals_approve(
     reason: Annotated[str | None, typer.Option()] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     wait: Annotated[float, WAIT_OPTION] = 15.0,
+    edit: Annotated[str | None, typer.Option("--edit", help=EDIT_HELP)] = None,
 ) -> None:
     """Sign and publish an approval of each held call (one signed decision each); say whether
-    each counted (exit 1 when any was refused)."""
-    _decide(approval_ids, approver, True, reason, as_json, wait)
+    each counted (exit 1 when any was refused). With --edit, approve edited arguments of one held
+    call instead: the edited call goes back through validation and policy and needs its own
+    approvals (yours counts once); an edit that widens is refused and the approval stays open."""
+    _decide(approval_ids, approver, True, reason, as_json, wait, edit)
 
 
 @approvals_app.command("deny")
@@ -133,7 +177,7 @@ def approvals_deny(
     wait: Annotated[float, WAIT_OPTION] = 15.0,
 ) -> None:
     """Sign and publish a denial of each held call: the calls end, nothing runs."""
-    _decide(approval_ids, approver, False, reason, as_json, wait)
+    _decide(approval_ids, approver, False, reason, as_json, wait, None)
 
 
 @approvers_app.command("add")
@@ -158,6 +202,28 @@ def approvers_add(
     console.print(
         escape(f"approver {approver} registered for {', '.join(sorted(set(tenant or [])))}; private key at {path}")
     )
+
+
+@approvers_app.command("invite")
+def approvers_invite(
+    approver: str,
+    tenant: Annotated[list[str] | None, TENANT_OPTION] = None,
+    groups: Annotated[str, typer.Option(help="comma-separated approver groups")] = "",
+    risk_classes: Annotated[str, typer.Option(help="comma-separated side-effect classes")] = "HIGH_RISK_EXTERNAL",
+    expires: Annotated[str, typer.Option(help="how long the invitation may be used: 30m, 24h, 7d")] = "24h",
+    console_url: Annotated[str, typer.Option(help="the console's URL (default: the one `toolgate up` started)")] = "",
+    actor: Annotated[str, ACTOR_OPTION] = "operator",
+) -> None:
+    """Invite a new approver to enrol in the console: its browser makes its key (only the public
+    half is registered). Prints the one-time enrol URL, once; audited."""
+    from toolgate.ops import invitations
+
+    classes, named = [c for c in risk_classes.split(",") if c], [g for g in groups.split(",") if g]
+    invited = registry_call(
+        invitations.invite, running(), approver, tenant or [], named, classes, expires, actor, console_url
+    )
+    console.print(literal(f"invitation for {approver}, valid until {invited.expires_at} (shown once):"))
+    console.print(literal(invited.url), soft_wrap=True)
 
 
 @approvers_app.command("rotate")

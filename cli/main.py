@@ -8,6 +8,7 @@ from toolgate.cli import calls, deployment, mcp, recovery, status, whatif
 from toolgate.cli.agents import agents_app, tenants_app
 from toolgate.cli.approvals import approvals_app, approvers_app
 from toolgate.cli.audit import audit_app
+from toolgate.cli.console import console
 from toolgate.cli.contracts import contracts_app
 from toolgate.cli.dlq import dlq_app
 from toolgate.cli.policy import policy_app
@@ -44,6 +45,7 @@ COMMANDS = (
     calls.observe,
     calls.compensate,
     mcp.mcp,
+    console,
     recovery.reconcile,
     recovery.redrive,
     recovery.prune,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -13,11 +14,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from toolgate.client.agent import ToolgateClient
 from toolgate.client.calls import random_hex
 from toolgate.client.edge import readable
+from toolgate.contracts.contract import Contract
+from toolgate.contracts.edits import edited_text
 from toolgate.schemas.codec import Codec, DecodeError, codec
-from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Verdict
+from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.topics.consumed import read
 from toolgate.topics.headers import TRACEPARENT, edge_headers, header, new_traceparent
-from toolgate.trust.signing import SINGLE_EXECUTION, sign
+from toolgate.trust.signing import decision_document, sign
 
 
 class ApprovalClient(ToolgateClient):
@@ -69,13 +72,26 @@ class ApprovalClient(ToolgateClient):
         valid_for_s: int = 300,
         traceparent: str | None = None,
         decision_id: str | None = None,
+        edit: Mapping[str, Any] | None = None,
+        contract: Contract | None = None,
     ) -> ApprovalDecision:
         """Sign and publish a decision on `packet`; raises toolgate.trust.signing.PacketMismatch (and
-        signs nothing) when the packet's payload hash is not that of the arguments it shows."""
+        signs nothing) when the packet's payload hash is not that of the arguments it shows.
+
+        `edit` approves edited arguments instead (issue 52, part 3): a JSON object merged over the
+        packet's arguments key by key (contracts/edits.py); the decision names the packet's payload
+        hash and carries the merged arguments, signed. Raises contracts.edits.EditRefused (signing
+        nothing) for an edit that changes nothing or, given the call's `contract`, that does not
+        only narrow; approval-wait checks it again either way."""
         from toolgate.trust.signing import check_packet
 
         check_packet(packet)
-        decision = self._signed(packet, approver_id, key, approve, reason, valid_for_s, decision_id)
+        edited = None
+        if edit is not None:
+            if not approve:
+                raise ValueError("an edit approves edited arguments; a denial carries none")
+            edited = edited_text(packet.arguments, edit, contract)
+        decision = self._signed(packet, approver_id, key, approve, reason, valid_for_s, decision_id, edited)
         self.publish_decision(decision, packet, traceparent)
         return decision
 
@@ -112,27 +128,20 @@ class ApprovalClient(ToolgateClient):
         reason: str | None,
         valid_for_s: int,
         decision_id: str | None,
+        edited_arguments: str | None = None,
     ) -> ApprovalDecision:
         now = int(time.time() * 1000)
-        return sign(
-            ApprovalDecision(
-                decision_id=decision_id or f"dec_{random_hex(16)}",
-                approval_id=packet.approval_id,
-                decision=Verdict.APPROVE if approve else Verdict.DENY,
-                approver_id=approver_id,
-                tool_name=packet.tool_name,
-                tool_version=packet.tool_version,
-                payload_hash=packet.payload_hash,
-                reason=reason,
-                decided_at_ms=now,
-                expires_at_ms=now + valid_for_s * 1000,
-                state_version=packet.state_version,
-                trace_id=packet.trace_id,
-                approval_scope=SINGLE_EXECUTION,
-                signature=b"",
-            ),
-            key,
+        document = decision_document(
+            packet,
+            approver_id,
+            approve,
+            reason,
+            decision_id or f"dec_{random_hex(16)}",
+            now,
+            valid_for_s,
+            edited_arguments,
         )
+        return sign(document, key)
 
     def publish_decision(
         self, decision: ApprovalDecision, packet: ApprovalRequest, traceparent: str | None = None

@@ -23,10 +23,14 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolgate import __version__
-from toolgate.door import calls
+from toolgate.door import calls, tasks
 from toolgate.door.session import Caller, Door
+from toolgate.door.task_door import TaskDoor
 
 log = logging.getLogger("toolgate.door")
 NAME = "toolgate"
@@ -35,7 +39,9 @@ INSTRUCTIONS = (
     "exactly-once execution). structuredContent is the call's observation. A refused call says its field "
     "errors and next_action. To retry a call without a second effect, send the same _meta "
     '"toolgate/operation_id". A call held for approval reports progress; ask toolgate_call_status later '
-    "with its call_id if the result says it is still awaiting approval."
+    "with its call_id if the result says it is still awaiting approval. A client that declares the Tasks "
+    "extension (io.modelcontextprotocol/tasks) gets a held call as a task instead: its id is the call_id, "
+    "tasks/get says who must approve and by when, and tasks/cancel withdraws the proposal."
 )
 
 CallerOf = Callable[[ServerRequestContext[Any, Any], types.RequestParamsMeta | None], Caller | None]
@@ -51,7 +57,7 @@ def build_server(door: Door, caller_of: CallerOf) -> Server[Any]:
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | dict[str, Any]:
         caller = caller_of(ctx, params.meta)
         if caller is None:
             return types.CallToolResult(
@@ -65,16 +71,52 @@ def build_server(door: Door, caller_of: CallerOf) -> Server[Any]:
             await ctx.session.report_progress(float(sent), None, message)
 
         meta = dict(params.meta) if params.meta else None
-        return await door.call(caller, params.name, params.arguments, meta, progress)
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        as_task = held_tasks.created if modern and tasks.declared(ctx.meta) else None
+        return await door.call(caller, params.name, params.arguments, meta, progress, as_task)
 
-    return Server(
+    held_tasks = TaskDoor(door)
+    server: Server[Any] = Server(
         NAME,
         version=__version__,
         title="toolgate",
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
-        on_call_tool=call_tool,
     )
+    # Registered as a method, not `on_call_tool`: a held call may answer with a task, not a result.
+    server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    serve_tasks(server, held_tasks, caller_of)
+    return server
+
+
+def serve_tasks(server: Server[Any], held_tasks: TaskDoor, caller_of: CallerOf) -> None:
+    """tasks/get, tasks/cancel and tasks/result (door/task_door.py), and the Tasks extension
+    advertised."""
+
+    def who(ctx: ServerRequestContext[Any, Any]) -> Caller:
+        caller = caller_of(ctx, ctx.meta)
+        if caller is None:
+            raise MCPError(INVALID_PARAMS, "no agent for this session: not authenticated")
+        return caller
+
+    def modern(ctx: ServerRequestContext[Any, Any]) -> bool:
+        return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    async def get(ctx: ServerRequestContext[Any, Any], params: types.GetTaskRequestParams) -> dict[str, Any]:
+        return await held_tasks.get(who(ctx), params.task_id, modern(ctx))
+
+    async def cancel(ctx: ServerRequestContext[Any, Any], params: types.CancelTaskRequestParams) -> dict[str, Any]:
+        return await held_tasks.cancel(who(ctx), params.task_id)
+
+    async def result(
+        ctx: ServerRequestContext[Any, Any], params: types.GetTaskPayloadRequestParams
+    ) -> types.CallToolResult:
+        return await held_tasks.result(who(ctx), params.task_id, modern(ctx))
+
+    server.add_request_handler("tasks/get", types.GetTaskRequestParams, get)
+    server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, cancel)
+    server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, result)
+    server.extensions[tasks.EXTENSION] = {}
 
 
 def _meta_dict(meta: types.RequestParamsMeta | None) -> dict[str, Any]:

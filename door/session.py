@@ -5,7 +5,8 @@ small Postgres pool (tokens, a held call's approval), the contract tools. A call
 the session's agent, then waited for in short steps, so a cancelled request stops only the waiting:
 the proposal is out, and its observation still lands on the tenant's topic (`toolgate_call_status`
 finds it). While a call is held for approval, each step reads its approval from Postgres and says
-it in a progress notification; past the wait limit the result says it is awaiting approval.
+it in a progress notification; past the wait limit the result says it is awaiting approval. A
+client that takes tasks gets a held call as a task at once instead (`as_task`, door/task_door.py).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ MAX_KNOWN = 10_000  # calls remembered for toolgate_call_status (the topic answe
 STATUS_SCANS = 4
 STATUS_SCAN_S = 3.0
 Progress = Callable[[str], Awaitable[None]]
+# What a held call answers instead of waiting, for a client that takes tasks (door/task_door.py).
+AsTask = Callable[["Caller", str], Awaitable[dict[str, Any]]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +98,9 @@ class Door:
         arguments: Mapping[str, Any] | None,
         meta: Mapping[str, Any] | None,
         progress: Progress,
-    ) -> CallToolResult:
-        """A tools/call of any listed tool."""
+        as_task: AsTask | None = None,
+    ) -> CallToolResult | dict[str, Any]:
+        """A tools/call of any listed tool; a held one answered by `as_task`, when given."""
         try:
             if name == tools.PREVIEW:
                 return await self._preview(caller, arguments or {}, progress)
@@ -106,11 +110,13 @@ class Door:
             if entry is None:
                 return results.refused(f"unknown tool {name!r}: tools/list names the tools of this server")
             plan = calls.plan(entry[1].name, entry[1].version, arguments, meta, caller.agent_id)
-            return await self._run(caller, plan, calls.wait_limit(meta, self.wait_limit_s), progress)
+            return await self._run(caller, plan, calls.wait_limit(meta, self.wait_limit_s), progress, as_task)
         except calls.BadMeta as exc:
             return results.refused(str(exc))
 
-    async def _preview(self, caller: Caller, arguments: Mapping[str, Any], progress: Progress) -> CallToolResult:
+    async def _preview(
+        self, caller: Caller, arguments: Mapping[str, Any], progress: Progress
+    ) -> CallToolResult | dict[str, Any]:
         entry = self.contract_tools.get(str(arguments.get("tool", "")))
         if entry is None:
             return results.refused(f"unknown tool {arguments.get('tool')!r}: preview one tools/list names")
@@ -118,7 +124,9 @@ class Door:
         plan = calls.plan(entry[1].name, entry[1].version, inner if isinstance(inner, dict) else {}, None, "")
         return await self._run(caller, dataclasses.replace(plan, dry_run=True), self.wait_limit_s, progress)
 
-    async def _run(self, caller: Caller, plan: calls.Plan, wait_limit_s: float, progress: Progress) -> CallToolResult:
+    async def _run(
+        self, caller: Caller, plan: calls.Plan, wait_limit_s: float, progress: Progress, as_task: AsTask | None = None
+    ) -> CallToolResult | dict[str, Any]:
         sent = await anyio.to_thread.run_sync(self._propose, caller, plan)
         log.info("proposed", extra={"call_id": sent.call_id, "stage": "door", "action": "proposed"})
         stop_at = time.monotonic() + wait_limit_s
@@ -127,6 +135,8 @@ class Door:
             return results.unanswered(sent.call_id, wait_limit_s)
         if not results.is_interim(interim):
             return self._final(caller.tenant_id, sent.call_id, interim)
+        if as_task is not None:
+            return await as_task(caller, sent.call_id)
         return await self._held(caller, sent, interim, stop_at, progress)
 
     def _propose(self, caller: Caller, plan: calls.Plan) -> Proposed:
@@ -186,6 +196,18 @@ class Door:
         while len(self._finals) > MAX_KNOWN:
             del self._finals[next(iter(self._finals))]
         return results.observed(observation)
+
+    async def final_of(self, caller: Caller, call_id: str, wait_s: float) -> CallToolResult | None:
+        """The call's final observation as this door heard it (waiting up to `wait_s` for a call it
+        proposed), or None."""
+        cached = self._finals.get(call_id)
+        if cached is not None and cached[0] == caller.tenant_id:
+            return results.observed(cached[1])
+        known = self._known.get(call_id)
+        if known is None or known.tenant_id != caller.tenant_id:
+            return None
+        final = await self._next(known, True, time.monotonic() + wait_s)
+        return self._final(caller.tenant_id, call_id, final) if final is not None else None
 
     async def approval(self, tenant_id: str, call_id: str) -> results.ApprovalState | None:
         # Shielded: a request cancelled mid-query would cost the pool its connection.

@@ -17,7 +17,8 @@ plan no longer has (ops/acl_prune.py).
 | stage            | READ its inputs, WRITE its outputs (STAGE_RIGHTS); per-tenant  | READ P+toolgate-<stage>   |
 |                  | families PREFIXED                                              |                           |
 | MCP door         | WRITE+DESCRIBE proposals; READ+DESCRIBE observations.T of its  | READ toolgate-observer-*  |
-|                  | tenants (all tenants: the PREFIXED family)                     |                           |
+|                  | tenants (all tenants: the PREFIXED family); WRITE              |                           |
+|                  | approvals.decisions (its agents' signed withdrawals)           |                           |
 | operator         | READ+WRITE deadletter, proposals and the internal topics       | READ toolgate-dlq-*       |
 | reconciliation   | (beyond its stage rights) READ what the stages read and the     | DESCRIBE stage groups,    |
 |                  | deadletter, for its gauges (ops/gauges.py: lag, open letters)   | toolgate-status/gauges-*  |
@@ -95,7 +96,7 @@ STAGE_RIGHTS: Mapping[str, StageRights] = {
     "execution": StageRights(reads=("executable",), writes=("results", "deadletter")),
     # Publishes what the other stages put in the outbox; reads Postgres, not Kafka.
     "outbox-relay": StageRights(
-        writes=("executable", "results", "deadletter", "approvals_requested"), consumes_with_group=False
+        writes=("executable", "results", "deadletter", "approvals_requested", "proposals"), consumes_with_group=False
     ),
     "normalization": StageRights(reads=("results",), writes=("observations", "deadletter")),
     # Reads Postgres and the tools; its output goes through the outbox.
@@ -259,12 +260,10 @@ def _door(topics: Topics, door: McpDoor) -> list[AclBinding]:
     if door.tenants is None:
         reads = [_topic(p, *_every_tenant(topics, "observations"), op) for op in (READ, DESCRIBE)]
     else:
-        reads = [
-            _topic(p, topics.name("observations", t), LITERAL, op) for t in door.tenants for op in (READ, DESCRIBE)
-        ]
+        reads = [_topic(p, topics.name("observations", t), LITERAL, o) for t in door.tenants for o in (READ, DESCRIBE)]
     return [
-        _topic(p, topics.name("proposals"), LITERAL, WRITE),
-        _topic(p, topics.name("proposals"), LITERAL, DESCRIBE),
+        *(_topic(p, topics.name("proposals"), LITERAL, op) for op in (WRITE, DESCRIBE)),
+        _topic(p, topics.name("approvals_decisions"), LITERAL, WRITE),  # withdrawals, signed by the agent
         *reads,
         _group(p, OBSERVER_GROUP_PREFIX, PREFIXED),
         _idempotent_write(p),

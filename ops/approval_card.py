@@ -68,6 +68,20 @@ def _votes(decisions: list[dict[str, Any]]) -> list[Part]:
     return votes
 
 
+def _edit(edit: dict[str, Any] | None) -> list[Part]:
+    """An approver's edit: of this ticket (by whom, where the edited call waits), or the one this
+    ticket's call came from (from which ticket, by whom, each argument changed)."""
+    if edit is None:
+        return []
+    if "edited_from" not in edit:
+        waits = f"; the edited call waits as {edit['edited_into']}" if edit.get("edited_into") else ""
+        return _line("Edited", f"by {edit['edited_by']}{waits}")
+    lines: list[Part] = _line("Edited from", f"{edit['edited_from']} by {edit['edited_by']}")
+    for change in edit["diff"]:
+        lines += [f"    {shown(change['field'])}: ", _json(change["before"]), " -> ", _json(change["after"]), "\n"]
+    return lines
+
+
 def card(packet: ApprovalRequest, state: dict[str, Any]) -> Panel:
     """The card of `packet` where it stands (`state`: status, decided_at, decisions)."""
     args: list[Part] = [("Arguments", "bold"), "\n"]
@@ -99,6 +113,7 @@ def card(packet: ApprovalRequest, state: dict[str, Any]) -> Panel:
         *_line("Expires", expires),
         *_line("Trace", packet.trace_id),
         *_line("Status", state["status"]),
+        *_edit(state.get("edit")),
         *_votes(state["decisions"]),
     )
     return Panel(text, title=Text(f"CONFIRMATION REQUEST {shown(packet.approval_id)}"), expand=False)

@@ -16,19 +16,22 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from toolgate.client import ApprovalClient
+from toolgate.contracts.edits import diff
+from toolgate.contracts.registry import load_registry
 from toolgate.kafka_security import APPROVALS, client_config
 from toolgate.ops.approval_card import shown
 from toolgate.ops.registry import utc_text
 from toolgate.ops.tables import id_column, print_table, text_column
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
-from toolgate.store import approvals, approvers, audit, open_approvals
+from toolgate.store import approvals, approvers, audit, edits, open_approvals
 from toolgate.topics.catalog import Topics
 from toolgate.trust.signing import Keyring
 from toolgate.workers.runtime.wakeup import announce
@@ -120,7 +123,9 @@ def load(settings: Settings, approval_id: str) -> tuple[ApprovalRequest, dict[st
     with psycopg.connect(settings.database_url) as conn:
         found = _card(conn, approval_id)
         decisions = approvals.decisions(conn, approval_id)
-    state = {
+        edit = edits.edit_state(conn, approval_id)
+    packet = ApprovalRequest.model_validate(found.packet)
+    state: dict[str, Any] = {
         "status": found.status,
         "decided_at": _when(found.decided_at),
         "decisions": [
@@ -128,11 +133,40 @@ def load(settings: Settings, approval_id: str) -> tuple[ApprovalRequest, dict[st
             for d in decisions
         ],
     }
-    return ApprovalRequest.model_validate(found.packet), state
+    edited = edit_shown(edit, packet.arguments)
+    if edited is not None:
+        state["edit"] = edited
+    return packet, state
+
+
+def edit_shown(edit: edits.EditState | None, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """A ticket's part in an edit, as the card shows it (None: it had none): the ticket an edit
+    closed names its editor and where the edited call waits; an edited call's names the ticket
+    it was edited from, by whom, and the difference from the arguments held there."""
+    if edit is None:
+        return None
+    if edit.edited_by is not None:
+        return {"edited_by": edit.edited_by, "edited_into": edit.edited_into}
+    if edit.edit_of is not None:
+        changes = diff(edit.held_arguments or {}, arguments)
+        return {"edited_from": edit.edit_of, "edited_by": edit.edit_of_by, "diff": [c.as_json() for c in changes]}
+    return None
 
 
 class NotServed(Exception):
     """The approver does not decide for the ticket's tenant (or is not an active approver)."""
+
+
+def _signer(settings: Settings, approver: str) -> tuple[Ed25519PrivateKey, ApprovalClient]:
+    """The approver's key from the local keyring, and a client to publish its decisions."""
+    key = Keyring(settings.home / "approvers").load(approver)
+    client = ApprovalClient(
+        settings.kafka_bootstrap,
+        settings.topic_prefix,
+        client_id=f"toolgate-approver-{approver}",
+        kafka_config=client_config(settings, APPROVALS),
+    )
+    return key, client
 
 
 def decide(
@@ -146,16 +180,26 @@ def decide(
         for packet in packets:
             if not approvers.serves(conn, approver, packet.tenant_id):
                 raise NotServed(f"{approver} is not an active approver of tenant {packet.tenant_id}")
-    key = Keyring(settings.home / "approvers").load(approver)
-    client = ApprovalClient(
-        settings.kafka_bootstrap,
-        settings.topic_prefix,
-        client_id=f"toolgate-approver-{approver}",
-        kafka_config=client_config(settings, APPROVALS),
-    )
+    key, client = _signer(settings, approver)
     decisions = client.decide_many(packets, approver_id=approver, key=key, approve=approve, reason=reason)
     announce(settings.database_url, Topics(settings.topic_prefix).approvals_decisions)  # approval-wait may nap
     return decisions
+
+
+def edit(settings: Settings, approval_id: str, approver: str, changes: dict[str, Any]) -> ApprovalDecision:
+    """Sign and publish an approval of edited arguments on one ticket (issue 52, part 3): `changes`
+    merged over the held arguments (contracts/edits.py). Refused before anything is signed
+    (contracts.edits.EditRefused) when the edit does not only narrow what the call's contract
+    allows, and as `decide` refuses."""
+    with psycopg.connect(settings.database_url) as conn:
+        packet = ApprovalRequest.model_validate(_card(conn, approval_id).packet)
+        if not approvers.serves(conn, approver, packet.tenant_id):
+            raise NotServed(f"{approver} is not an active approver of tenant {packet.tenant_id}")
+    contract = load_registry(settings.contracts_dir).get(packet.tool_name, packet.tool_version)
+    key, client = _signer(settings, approver)
+    decision = client.decide(packet, approver_id=approver, key=key, approve=True, edit=changes, contract=contract)
+    announce(settings.database_url, Topics(settings.topic_prefix).approvals_decisions)
+    return decision
 
 
 def judgment(settings: Settings, decision_id: str, timeout: float = 15.0) -> dict[str, Any] | None:
@@ -170,6 +214,19 @@ def judgment(settings: Settings, decision_id: str, timeout: float = 15.0) -> dic
                 return {"outcome": action.removeprefix("decision_"), **detail}
             if time.monotonic() >= deadline:
                 return None
+            time.sleep(0.2)
+
+
+def edited_into(settings: Settings, approval_id: str, timeout: float) -> str | None:
+    """The ticket the edited call of `approval_id` is held under, once approval-wait opened it;
+    None when none was within `timeout` seconds (the edited call needed no approval, or validation
+    or policy refused it: the agent's observation says which)."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        while True:
+            found = edits.edited_into(conn, approval_id)
+            if found is not None or time.monotonic() >= deadline:
+                return found
             time.sleep(0.2)
 
 

@@ -32,7 +32,7 @@ from toolgate.trust.signing import Keyring, new_key, public_bytes
 STAGE = "registry"
 
 
-async def _served(conn: psycopg.AsyncConnection[Any], tenants: list[str]) -> list[str]:
+async def served_tenants(conn: psycopg.AsyncConnection[Any], tenants: list[str]) -> list[str]:
     """The tenants an approver is to serve, sorted: at least one, each registered."""
     if not tenants:
         raise RegistryError("an approver serves at least one tenant: name each with --tenant")
@@ -74,26 +74,42 @@ def register_approver(
     (audited); refuses an id already registered, and an approver of no tenant or of one not
     registered. Returns the key id."""
     check_name("approver", approver)
+
+    async def work(conn: psycopg.AsyncConnection[Any]) -> str:
+        return await record_approver(conn, approver, public_key, risk_classes, groups, tenants, actor, acts_as)
+
+    return in_transaction(database_url, work)
+
+
+async def record_approver(
+    conn: psycopg.AsyncConnection[Any],
+    approver: str,
+    public_key: bytes,
+    risk_classes: list[str],
+    groups: list[str],
+    tenants: list[str],
+    actor: str,
+    acts_as: list[str] | None = None,
+) -> str:
+    """`register_approver`'s work on `conn`, in the caller's transaction (the console's enrolment
+    burns its invitation in the same one); the key id."""
+    check_name("approver", approver)
     key_id = key_id_of(public_key)
     users = _users(acts_as or [])
-
-    async def work(conn: psycopg.AsyncConnection[Any]) -> None:
-        status = await approvers.status(conn, approver)
-        if status is not None:
-            raise _already(approver, status)
-        served = await _served(conn, tenants)
-        if not await approvers.insert(conn, approver, public_key, risk_classes, groups, served, users):
-            raise _already(approver, "registered")  # registered meanwhile
-        detail = {
-            "key_id": key_id,
-            "risk_classes": sorted(risk_classes),
-            "groups": sorted(groups),
-            "tenants": served,
-            "acts_as": users,
-        }
-        await audit.append(conn, [_entry("approver_registered", actor, approver, **detail)])
-
-    in_transaction(database_url, work)
+    status = await approvers.status(conn, approver)
+    if status is not None:
+        raise _already(approver, status)
+    served = await served_tenants(conn, tenants)
+    if not await approvers.insert(conn, approver, public_key, risk_classes, groups, served, users):
+        raise _already(approver, "registered")  # registered meanwhile
+    detail = {
+        "key_id": key_id,
+        "risk_classes": sorted(risk_classes),
+        "groups": sorted(groups),
+        "tenants": served,
+        "acts_as": users,
+    }
+    await audit.append(conn, [_entry("approver_registered", actor, approver, **detail)])
     return key_id
 
 
@@ -140,7 +156,7 @@ def serve(settings: Settings, approver: str, tenants: list[str], actor: str = "o
     tenant's tickets stop counting at once, even those already made. Returns them."""
 
     async def apply(conn: psycopg.AsyncConnection[Any]) -> list[str]:
-        served = await _served(conn, tenants)
+        served = await served_tenants(conn, tenants)
         await approvers.serve(conn, approver, served)
         return served
 

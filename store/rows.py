@@ -68,6 +68,7 @@ class OpenTicket:
     state_version: str | None = None  # the target's state the approver was shown
     trace_id: str = ""  # the held call's trace, as its packet names it
     requested_by: str = ""  # the held call's requesting user (its principal's user_id)
+    requesting_agent: str = ""  # the agent that proposed the held call (the one that may withdraw it)
 
 
 @dataclass(frozen=True, slots=True)

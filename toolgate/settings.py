@@ -81,10 +81,8 @@ class Settings:
     # approval-wait too. It looks at a nap's end only in case a notice was lost. 0: stages nap
     # only where every stage does, for `idle_nap_ms`.
     woken_nap_ms: int = 5000
-    # How long a stage's producer (and the outbox relay's) holds a record to batch it with others.
-    # A round hands all its records to the producer at once, and a stage's producer keeps one
-    # request in flight (workers/runtime/producer.py), so they batch without a linger; 2 ms cost
-    # each hop as much and bought no throughput (docs/performance.md, "Figures behind the code").
+    # How long a stage's producer (and the outbox relay's) holds a record to batch it: rounds batch
+    # without a linger; 2 ms cost each hop as much for nothing (docs/performance.md, "Figures...").
     linger_ms: int = 0
     # The codec toolgate's producers compress the records of topics only toolgate reads with
     # (proposals, decisions, the StageBatches between stages: topics/catalog.py); observations,
@@ -94,11 +92,9 @@ class Settings:
     compression: str = "lz4"
     # A StageBatch record is split when it would exceed this many bytes.
     batch_bytes: int = 512 * 1024
-    # Records a stage's consumer holds fetched but not yet taken into a round; beyond it the
-    # fetch waits (back-pressure), never drops.
+    # Records a consumer holds fetched, not yet in a round; beyond it the fetch waits, never drops.
     stream_buffer: int = 4096
-    # How long an execution worker owns a PENDING idempotency key before
-    # reconciliation may resolve it.
+    # How long an execution worker owns a PENDING idempotency key before reconciliation may resolve it.
     lease_seconds: float = 30.0
     reconcile_interval_seconds: float = 5.0
     # How long an unknown outcome may stay unverified before reconciliation fails it closed.
@@ -110,8 +106,6 @@ class Settings:
     retention_days: float = 30.0
     retention_tombstone_days: float = 365.0
     retention_interval_seconds: float = 600.0
-    # The console's address as approvers reach it: webhook deliveries link to their card under it.
-    console_url: str = ""
     # Named HTTP endpoints that contracts refer to (`base_url_ref`), JSON object.
     endpoints: dict[str, str] = field(default_factory=dict)
     # Hosts HTTP executors may reach; contracts may narrow it, never widen it.
@@ -130,9 +124,13 @@ class Settings:
     # one, -1 none; `toolgate up` gives each worker its own) and the address it listens on.
     metrics_port: int = 0
     metrics_addr: str = "127.0.0.1"
-    # How often the reconciliation worker samples the gauges read from Postgres and Kafka
-    # (keys PENDING, outbox backlog, approvals waiting, consumer lag, dead letters open, audit
-    # chain head), and how often it verifies the whole audit chain.
+    # The approval console (console/app.py): where it listens (port 0: `toolgate up` picks one) and its
+    # address as approvers reach it (enrol links; webhook deliveries link to cards under it).
+    console_host: str = "127.0.0.1"
+    console_port: int = 0
+    console_url: str = ""
+    # How often reconciliation samples the gauges read from Postgres and Kafka (keys PENDING, outbox,
+    # approvals waiting, consumer lag, dead letters, audit head) and verifies the whole audit chain.
     metrics_sample_seconds: float = 15.0
     audit_verify_seconds: float = 300.0
     # The audit log's tree heads and their witnesses (workers/reconciliation/tree_heads.py).
@@ -232,7 +230,6 @@ _ENV = {
     "retention_days": "TOOLGATE_RETENTION_DAYS",
     "retention_tombstone_days": "TOOLGATE_RETENTION_TOMBSTONE_DAYS",
     "retention_interval_seconds": "TOOLGATE_RETENTION_INTERVAL_SECONDS",
-    "console_url": "TOOLGATE_CONSOLE_URL",
     "endpoints": "TOOLGATE_ENDPOINTS",
     "egress_allowlist": "TOOLGATE_EGRESS_ALLOWLIST",
     "secrets_dir": "TOOLGATE_SECRETS_DIR",
@@ -244,6 +241,9 @@ _ENV = {
     "log_level": "TOOLGATE_LOG_LEVEL",
     "metrics_port": "TOOLGATE_METRICS_PORT",
     "metrics_addr": "TOOLGATE_METRICS_ADDR",
+    "console_host": "TOOLGATE_CONSOLE_HOST",
+    "console_url": "TOOLGATE_CONSOLE_URL",
+    "console_port": "TOOLGATE_CONSOLE_PORT",
     "metrics_sample_seconds": "TOOLGATE_METRICS_SAMPLE_SECONDS",
     "audit_verify_seconds": "TOOLGATE_AUDIT_VERIFY_SECONDS",
     "refusal_audit_seconds": "TOOLGATE_REFUSAL_AUDIT_SECONDS",

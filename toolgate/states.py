@@ -32,6 +32,7 @@ class TicketStatus(StrEnum):
     APPROVED = "APPROVED"
     DENIED = "DENIED"
     AUTO_DENIED = "AUTO_DENIED"
+    EDITED = "EDITED"  # an approver approved edited arguments instead: the edited call re-entered, this one never runs
 
     @property
     def closed(self) -> bool:
@@ -51,3 +52,4 @@ class StageOutcome(StrEnum):
     PASS = "pass"  # validation
     ALLOW = "allow"  # policy
     APPROVED = "approved"  # approval-wait: enough distinct approvers
+    EDITED = "edited"  # validation: an approver's edit of a held call, re-entered (detail: contracts/edits.py's note)

@@ -39,7 +39,7 @@ from typing import Any, TextIO
 from toolgate.kafka_security import client_config
 from toolgate.ops.agents import registered_tenants
 from toolgate.ops.roles import embedded_worker_url
-from toolgate.ops.stack.children import Child, Ports, start_provider, start_stages, worker_env, yielding
+from toolgate.ops.stack.children import Child, Ports, start_console, start_provider, start_stages, worker_env, yielding
 from toolgate.ops.stack.home import claim_home, write_runtime
 from toolgate.ops.stack.infrastructure import Infrastructure, mask
 from toolgate.ops.stack.prepare import prepare, published_keys, redrive_from_postgres
@@ -118,8 +118,15 @@ class Supervisor:
         write_runtime(self.settings.runtime_file, runtime)
         self._admin_url = admin_url
         env = worker_env(self.settings, bootstrap, worker_url, endpoints, self.infra.stage_defaults())
+        port = self.settings.console_port or ports.claim("console")  # the console's cards are linked to
+        env["TOOLGATE_CONSOLE_URL"] = self.settings.console_url or f"http://{self.settings.console_host}:{port}"
         stages, self._metrics_ports = start_stages(self.settings, env, ports, self.infra.principal)
         self.children += stages
+        console, url = start_console(self.settings, env, admin_url, port)
+        self.children.append(console)
+        runtime |= {"console_host": self.settings.console_host, "console_port": port}
+        runtime["console_url"] = env["TOOLGATE_CONSOLE_URL"]
+        self.say(f"console    {url}  (approvals in the browser)")
         self._runtime = runtime
         self._record_pids()
         self._wait_ready()

@@ -38,6 +38,7 @@ class ApprovalDecision(WireModel):
     state_version: str | None = None
     trace_id: str | None = None
     approval_scope: str | None = None
+    edited_arguments: str | None = None
     signature: bytes
 
 

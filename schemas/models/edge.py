@@ -87,3 +87,4 @@ class ToolProposal(WireModel):
     key_id: str | None = None
     signature: bytes | None = None
     signature_proof: bytes | None = None
+    edit: bytes | None = None

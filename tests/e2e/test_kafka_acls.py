@@ -314,7 +314,8 @@ def test_a_revoked_agent_loses_its_bindings(pipeline: Pipeline, answered: str, t
 def test_the_mcp_door_has_exactly_what_it_needs(pipeline: Pipeline, answered: str) -> None:
     door = pipeline.kafka(DOOR)
     partitions = int(pipeline.runtime["partitions"])
-    # What it needs: propose (a real call, answered) and read its tenants' observations.
+    # What it needs: propose (a real call, answered), read its tenants' observations, and write its
+    # agents' withdrawals (a decision approval-wait counts only when the call's agent signed it).
     assert pipeline.client.kafka_config["sasl.username"] == "toolgate-mcp"  # the session's client is the door
     sent = pipeline.propose("invoice.fetch", {"invoice_id": "inv_globex0001"}, tenant_id="globex")
     assert pipeline.wait(sent)["status"]["taxonomy_class"] == "SUCCESS"
@@ -325,6 +326,7 @@ def test_the_mcp_door_has_exactly_what_it_needs(pipeline: Pipeline, answered: st
     for topic in (TOPICS.proposals, TOPICS.validated, TOPICS.executable, TOPICS.deadletter):
         refused(read(door, topic, partitions).refusal, TOPIC_REFUSED)
     refused(read(door, TOPICS.name("approvals_requested", "acme"), partitions).refusal, TOPIC_REFUSED)
-    for topic in (TOPICS.executable, TOPICS.results, TOPICS.approvals_decisions, TOPICS.name("observations", "acme")):
+    assert write(door, TOPICS.approvals_decisions, b"acl-test: not a withdrawal") is None
+    for topic in (TOPICS.executable, TOPICS.results, TOPICS.name("observations", "acme")):
         refused(write(door, topic), TOPIC_REFUSED)
     refused(granting(door, reading(DOOR_PRINCIPAL, TOPICS.proposals)), CLUSTER_REFUSED)

@@ -76,6 +76,8 @@ def test_a_tenant_webhook_hears_a_ticket_open_a_vote_and_the_close_signed_by_the
                 time.sleep(0.1)
             [opened] = events_of(got, approval_id, public)
             assert opened["type"] == "approval.opened"
+            card = f"{pipeline.refresh_runtime()['console_url']}/approvals/{approval_id}"
+            assert opened["data"]["console_url"] == card  # the card in the console `toolgate up` started
             approvers = Approvers(pipeline)
             try:
                 approvers.decide(packet_of(pipeline, approval_id), "alice")

@@ -122,6 +122,7 @@ STAGE_IO: list[tuple[str, set[str], set[str]]] = [
         "outbox-relay",
         set(),
         {
+            "tool.proposals",  # an approver's edited call, re-entered by approval-wait (issue 52, part 3)
             "tool.executable",
             "tool.results",
             "tool.deadletter",

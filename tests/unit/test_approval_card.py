@@ -122,3 +122,18 @@ def test_agent_text_in_a_state_stays_inert() -> None:
     assert "\x1b[37;47m" not in text and "\u202e" not in text and "\u2028" not in text
     assert '"a\\nb[white on white]hidden[/white on white]\\u202e\\u2028"' in text
     assert "Expected after    not declared" in plain(packet(before_state=state, expected_after_state=None))
+
+
+def test_an_edit_is_shown_on_both_tickets_and_its_text_stays_inert() -> None:
+    """The ticket an edit closed names its editor and where the edited call waits; the edited
+    call's names the ticket it came from, the editor and each changed argument (issue 52, part 3)."""
+    closed = render(packet(), {**STATE, "status": "EDITED", "edit": {"edited_by": "alice", "edited_into": "appr_2"}})
+    assert "by alice; the edited call waits as appr_2" in closed
+    diff = [
+        {"field": "amount_cents", "before": 125000, "after": 100000},
+        {"field": "memo", "before": "[b]x[/b]", "after": None},
+    ]
+    edited = render(packet(), {**STATE, "edit": {"edited_from": "appr_1", "edited_by": "alice", "diff": diff}})
+    assert "appr_1 by alice" in edited and "amount_cents: 125000 -> 100000" in edited
+    assert '"[b]x[/b]" -> null' in edited  # agent text in a diff is JSON, never markup
+    assert "Edit" not in render(packet())

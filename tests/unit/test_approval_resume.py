@@ -56,3 +56,10 @@ def test_a_closed_ticket_ends_the_call_again_as_it_ended(status: TicketStatus, c
     )
     [error] = result.errors
     assert error.code == code and says in error.message
+
+
+def test_an_edited_ticket_says_nothing_again() -> None:
+    """The held call came again after an approver edited it (its agent re-published it): the
+    edited call answers it, so nothing is said for the held one (before EDITED existed, the
+    fall-through said the approval had expired: a second, contradictory final)."""
+    assert resume.again(_held(TicketStatus.EDITED), "tp", now=1) == []

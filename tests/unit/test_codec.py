@@ -285,6 +285,7 @@ def test_decode_record_written_by_apache_avro_tool_proposal() -> None:
         "key_id": "k_0123456789abcdef",
         "signature": b"\x00" * 64,
         "signature_proof": b"L" + b"\x01" * 32,
+        "edit": None,
     }
     model = codec().decode(_apache_encode(ToolProposal, datum), ToolProposal)
     assert model.model_dump() == datum

@@ -11,7 +11,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 # Bottom to top.
-FLOORS = ("schemas", "topics", "toolgate", "contracts", "store", "client", "workers", "ops", "door", "cli")
+FLOORS = ("schemas", "topics", "toolgate", "contracts", "store", "client", "workers", "ops", "door", "console", "cli")
 # (file, the folder it imports above its own): the package's root names its public API (the
 # clients), imported when first asked for.
 UPWARD = {

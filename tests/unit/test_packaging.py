@@ -22,6 +22,7 @@ TOP = {
     "workers": "toolgate.workers",
     "ops": "toolgate.ops",
     "door": "toolgate.door",
+    "console": "toolgate.console",
 }
 
 
@@ -83,6 +84,8 @@ CATEGORIES: dict[str, list[Path]] = {
     "contracts/cedar/*.json": sorted((ROOT / "contracts" / "cedar").glob("*.json")),
     "ops/**/*.sql": sorted((ROOT / "ops").rglob("*.sql")),
     "ops/grafana/dashboards/*.json": sorted((ROOT / "ops" / "grafana" / "dashboards").glob("*.json")),
+    "console/templates/*.html": sorted((ROOT / "console" / "templates").glob("*.html")),
+    "console/static/*": sorted((ROOT / "console" / "static").glob("*.*")),
 }
 
 
@@ -103,7 +106,9 @@ def test_every_data_file_is_in_a_category() -> None:
         p
         for top in TOP
         for p in (ROOT / top).rglob("*")
-        if p.is_file() and p.suffix in (".avsc", ".json", ".sql") and "__pycache__" not in p.parts
+        if p.is_file()
+        and p.suffix in (".avsc", ".json", ".sql", ".html", ".js", ".css")
+        and "__pycache__" not in p.parts
     ]
     categorized = {p for files in CATEGORIES.values() for p in files}
     assert set(data) == categorized

@@ -72,6 +72,7 @@ def test_the_mcp_door_proposes_and_reads_the_observations_of_the_tenants_it_serv
     common = {
         (TOPIC, "tool.proposals", LITERAL, WRITE),
         (TOPIC, "tool.proposals", LITERAL, DESCRIBE),
+        (TOPIC, "tool.approvals.decisions", LITERAL, WRITE),  # its agents' signed withdrawals
         (GROUP, "toolgate-observer-", PREFIXED, READ),
         (CLUSTER, "kafka-cluster", LITERAL, AclOperation.IDEMPOTENT_WRITE),
     }

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from toolgate.schemas.hashing import payload_hash
-from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
+from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, Verdict
 from toolgate.schemas.wire import canonical_json
 
 
@@ -45,7 +45,54 @@ def check_packet(packet: ApprovalRequest) -> None:
 SINGLE_EXECUTION = "single_execution"
 
 # Fields added to the decision since 0.1.0: signed when present, left out of the signed bytes when null.
-ADDED = ("state_version", "trace_id", "approval_scope")
+ADDED = ("state_version", "trace_id", "approval_scope", "edited_arguments")
+
+
+def decision_document(
+    packet: ApprovalRequest,
+    approver_id: str,
+    approve: bool,
+    reason: str | None,
+    decision_id: str,
+    now_ms: int,
+    valid_for_s: int = 300,
+    edited_arguments: str | None = None,
+) -> ApprovalDecision:
+    """The decision an approver signs on `packet`, not yet signed (its signature empty): the one
+    document the CLI, ApprovalClient and the console's browsers all sign (`signed_bytes`);
+    `edited_arguments`, an approval of edited arguments (contracts/edits.py `edited_text`)."""
+    return ApprovalDecision(
+        decision_id=decision_id,
+        approval_id=packet.approval_id,
+        decision=Verdict.APPROVE if approve else Verdict.DENY,
+        approver_id=approver_id,
+        tool_name=packet.tool_name,
+        tool_version=packet.tool_version,
+        payload_hash=packet.payload_hash,
+        reason=reason,
+        decided_at_ms=now_ms,
+        expires_at_ms=now_ms + valid_for_s * 1000,
+        state_version=packet.state_version,
+        trace_id=packet.trace_id,
+        approval_scope=SINGLE_EXECUTION,
+        edited_arguments=edited_arguments,
+        signature=b"",
+    )
+
+
+# A withdrawal (workers/approval/withdrawal.py) is a DENY signed by the held call's own agent, which
+# it names as `agent:<agent_id>` where an approver id stands: no approver id has a colon.
+WITHDRAWER_PREFIX = "agent:"
+
+
+def withdrawer(agent_id: str) -> str:
+    """How an agent is named where an approver id stands in its withdrawal."""
+    return WITHDRAWER_PREFIX + agent_id
+
+
+def withdrawing_agent(approver_id: str) -> str | None:
+    """The agent a withdrawal names; None: the decision is an approver's."""
+    return approver_id[len(WITHDRAWER_PREFIX) :] if approver_id.startswith(WITHDRAWER_PREFIX) else None
 
 
 def signed_bytes(decision: ApprovalDecision) -> bytes:

@@ -19,17 +19,21 @@ never a second vote.
     Counted(PENDING)            one more approver, still PENDING  nothing           decision_counted
     Counted(APPROVED)           APPROVED                          RELEASE the call  decision_counted
     Counted(DENIED)             DENIED                            DENY the call     decision_counted
+    Counted(EDITED)             EDITED (an approver's edit that   REENTER the       decision_counted
+                                only narrows: contracts/edits.py)   edited call
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from toolgate.contracts.edits import Edited, Widens
 from toolgate.schemas.hashing import fingerprint
-from toolgate.schemas.models import ApprovalDecision, Verdict
-from toolgate.states import TicketStatus
+from toolgate.schemas.models import ApprovalDecision, StageRecord, Verdict
+from toolgate.states import StageOutcome, TicketStatus
 from toolgate.store.rows import OpenTicket
 from toolgate.trust.signing import SINGLE_EXECUTION, verify
 from toolgate.workers.runtime.passages import Decided
@@ -74,8 +78,14 @@ class Refused:
 
 
 def judge(
-    decision: ApprovalDecision, ticket: Ticket | None, approver: Approver | None, now_ms: int
+    decision: ApprovalDecision,
+    ticket: Ticket | None,
+    approver: Approver | None,
+    now_ms: int,
+    edit: Edited | Widens | None = None,
 ) -> Counted | NoOp | Refused:
+    """`edit`: what contracts/edits.py made of an edit decision's arguments (workers/approval/
+    edited.py `check`); an edit decision judged without it is refused."""
     if ticket is None:
         return Refused("unknown_approval", f"no approval {decision.approval_id} is waiting")
     if decision.decision_id in ticket.used_decisions:
@@ -88,16 +98,9 @@ def judge(
         return NoOp(
             "already_decided", f"{decision.approver_id} already decided on {ticket.approval_id}; not counted twice"
         )
-    if ticket.status != TicketStatus.PENDING:
-        return Refused("approval_closed", f"approval {ticket.approval_id} is already {ticket.status}")
-    if (decision.payload_hash, decision.tool_name, decision.tool_version) != (
-        ticket.payload_hash,
-        ticket.tool_name,
-        ticket.tool_version,
-    ):
-        return Refused(
-            "payload_mismatch", "the decision names another payload hash, tool or version than the held call"
-        )
+    refused = open_for(decision, ticket, "decision")
+    if refused is not None:
+        return refused
     if ticket.state_version is not None and decision.state_version != ticket.state_version:
         return Refused(
             "state_mismatch", "the decision names another state of the target than the one the approver was shown"
@@ -115,11 +118,36 @@ def judge(
     refused = not_theirs_to_decide(ticket, approver)
     if refused is not None:
         return refused
+    if decision.edited_arguments is not None:
+        return judged_edit(decision, edit)
     if decision.decision is Verdict.DENY:
         return Counted(TicketStatus.DENIED, ticket.approved_by)
     approved_by = (*ticket.approved_by, decision.approver_id)
     enough = len(approved_by) >= ticket.required_approvals
     return Counted(TicketStatus.APPROVED if enough else TicketStatus.PENDING, approved_by)
+
+
+def open_for(decision: ApprovalDecision, ticket: Ticket, what: str) -> Refused | None:
+    """Why a signed `what` (a decision, a withdrawal) cannot count on `ticket`, whoever made it: the
+    ticket closed, or another payload, tool or version named than the held call's (None: it can)."""
+    if ticket.status != TicketStatus.PENDING:
+        return Refused("approval_closed", f"approval {ticket.approval_id} is already {ticket.status}")
+    named = (decision.payload_hash, decision.tool_name, decision.tool_version)
+    if named != (ticket.payload_hash, ticket.tool_name, ticket.tool_version):
+        return Refused("payload_mismatch", f"the {what} names another payload hash, tool or version than the held call")
+    return None
+
+
+def judged_edit(decision: ApprovalDecision, edit: Edited | Widens | None) -> Counted | Refused:
+    """An approver's edit, otherwise valid: refused unless it only narrows; counted, it closes the
+    ticket as EDITED (nothing runs for the held arguments) and the edited call re-enters."""
+    if decision.decision is not Verdict.APPROVE:
+        return Refused("edit_not_approve", "an edit approves edited arguments; a denial carries none")
+    if edit is None:
+        return Refused("edit_unchecked", "the edit was not checked against the call's contract")
+    if isinstance(edit, Widens):
+        return Refused(edit.code, edit.reason)
+    return Counted(TicketStatus.EDITED, (decision.approver_id,))
 
 
 def not_theirs_to_decide(ticket: Ticket, approver: Approver) -> Refused | None:
@@ -149,7 +177,9 @@ class Then(StrEnum):
 
     NOTHING = "nothing"
     RELEASE = "release"  # the held call goes on to tool.executable with its approvers of record
+    REENTER = "reenter"  # an approver's edit: the edited call goes back to tool.proposals
     DENY = "deny"  # the call ends on tool.results: approval_denied, nothing runs
+    WITHDRAW = "withdraw"  # its requester withdrew it: the call ends on tool.results, approval_withdrawn
 
 
 @dataclass(frozen=True)
@@ -164,18 +194,36 @@ class Transition:
     outcome: Decided  # the round's outcome for the decision
 
 
-def transition(decision: ApprovalDecision, ticket: Ticket | None, approver: Approver | None, now_ms: int) -> Transition:
-    verdict = judge(decision, ticket, approver, now_ms)
+def transition(
+    decision: ApprovalDecision,
+    ticket: Ticket | None,
+    approver: Approver | None,
+    now_ms: int,
+    edit: Edited | Widens | None = None,
+) -> Transition:
+    return applied(decision, ticket, judge(decision, ticket, approver, now_ms, edit))
+
+
+def applied(
+    decision: ApprovalDecision,
+    ticket: Ticket | None,
+    verdict: Counted | NoOp | Refused,
+    *,
+    kind: str = "decision",
+    denied: Then = Then.DENY,
+) -> Transition:
+    """A verdict on a decision as approval-wait applies it (`kind` names its audit actions, `denied`
+    what a counted denial says: a withdrawal, withdrawal.py, is a denial by the requester)."""
     detail: dict[str, Any] = {
         "approval_id": decision.approval_id,
         "decision_id": decision.decision_id,
         "verdict": str(decision.decision),
     }
     if not isinstance(verdict, Counted):
-        kind = "noop" if isinstance(verdict, NoOp) else "refused"
+        said = "noop" if isinstance(verdict, NoOp) else "refused"
         audited = {**detail, "code": verdict.code, "reason": verdict.reason}
-        return Transition(ticket, False, Then.NOTHING, f"decision_{kind}", audited, Decided(f"{kind}:{verdict.code}"))
-    assert ticket is not None  # judge counts nothing without a ticket
+        return Transition(ticket, False, Then.NOTHING, f"{kind}_{said}", audited, Decided(f"{said}:{verdict.code}"))
+    assert ticket is not None  # no verdict counts anything without a ticket
     after = replace(
         ticket,
         status=verdict.status,
@@ -183,10 +231,11 @@ def transition(decision: ApprovalDecision, ticket: Ticket | None, approver: Appr
         decided_by=(*ticket.decided_by, decision.approver_id),
         used_decisions=ticket.used_decisions | {decision.decision_id},
     )
-    then = {TicketStatus.APPROVED: Then.RELEASE, TicketStatus.DENIED: Then.DENY}.get(verdict.status, Then.NOTHING)
+    thens = {TicketStatus.APPROVED: Then.RELEASE, TicketStatus.DENIED: denied, TicketStatus.EDITED: Then.REENTER}
+    then = thens.get(verdict.status, Then.NOTHING)
     status_after = str(verdict.status)
     audited = {**detail, "status_after": status_after}
-    return Transition(after, True, then, "decision_counted", audited, Decided(f"counted:{status_after}"))
+    return Transition(after, True, then, f"{kind}_counted", audited, Decided(f"counted:{status_after}"))
 
 
 # Refusals judged before any registered approver's signature was checked: the decision proves
@@ -206,7 +255,27 @@ def proves_nobody(decision: ApprovalDecision, step: Transition, approver: Approv
     return True
 
 
-def approval_id_for(tenant_id: str, call_id: str) -> str:
+def approval_id_for(tenant_id: str, call_id: str, edited_payload: str | None = None) -> str:
     """Deterministic, so a redelivered call finds its existing ticket; a call_id is unique
-    only within its tenant, so the tenant is part of it."""
-    return "appr_" + fingerprint(f"{len(tenant_id)}:{tenant_id}:{call_id}", 24)
+    only within its tenant, so the tenant is part of it. An approver's edit of a call is the same
+    call with another payload: its ticket is named by the edited payload hash as well."""
+    edited = "" if edited_payload is None else f":{edited_payload}"
+    return "appr_" + fingerprint(f"{len(tenant_id)}:{tenant_id}:{call_id}{edited}", 24)
+
+
+def edit_of(record: StageRecord) -> dict[str, Any] | None:
+    """What validation recorded of an approver's edit that re-entered this call ({approval_id,
+    edited_by, decision_id}: workers/validation/edits.py), or None: the call is as its agent
+    proposed it. Stage records are sealed by the stages (the MAC), so this is validation's word."""
+    for d in record.decisions:
+        if d.stage == "validation" and d.outcome == StageOutcome.EDITED:
+            found: dict[str, Any] = json.loads(d.detail or "{}")
+            return found
+    return None
+
+
+def ticket_of(record: StageRecord) -> str:
+    """The ticket a call's approval lives in, derived from its call_id (and, for an edited call,
+    its payload hash), never read from the record's approval_id."""
+    edited = record.call.payload_hash if edit_of(record) is not None else None
+    return approval_id_for(record.call.tenant_id, record.call.call_id, edited)

@@ -5,7 +5,8 @@ no approval to be previewed, and execution only describes what would happen (the
 how many approvals the real call needs). The others get a ticket in Postgres and a
 confirmation packet on tool.approvals.requested (through the outbox, with the ticket), and the
 agent hears that its call awaits approval. A call whose ticket already exists came again: what
-is said again is the ticket's (resume.py).
+is said again is the ticket's (resume.py). An approver's edited call gets a ticket of its own,
+its editor counted once (edited_holds.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from toolgate.settings import Settings
 from toolgate.store import audit
 from toolgate.store import outbox as outbox_rows
 from toolgate.store.outbox import OutboxRow
-from toolgate.workers.approval import resume, tickets
+from toolgate.workers.approval import edited_holds, resume, tickets
 from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.approval.packet import Opening, opening
 from toolgate.workers.runtime import fact_loader, facts, target_state
@@ -57,9 +58,13 @@ class AuthorizedHandler(Handler[Read]):
         for call, contract in waiting:
             opened = opening(call.model, call.traceparent, contract, found, now)
             held[opened.approval_id] = (call, opened)
+        asked = list(held.values())
         async with self.pool.connection() as conn, conn.transaction():
+            refused = await edited_holds.refuse_wider(conn, held, now)
             created = await tickets.insert(conn, [opened for _, opened in held.values()])
-            rows, entries = announce(held, created, now)
+            approved = await edited_holds.count_editors(conn, held, created, now)
+            rows, entries = announce(held, created - approved, now)
+            rows += refused + edited_holds.releases(held, approved, now)
             # A ticket that already existed: the call came again (re-published, or re-driven).
             known = await resume.load(conn, [a for a in held if a not in created])
             again_rows, again_entries = say_again(held, known, now)
@@ -67,6 +72,8 @@ class AuthorizedHandler(Handler[Read]):
             await audit.append(conn, entries + again_entries)
         if created:
             self.opened()
+        for call_id in {c.model.call.call_id for c, _ in asked} - {c.model.call.call_id for c, _ in held.values()}:
+            out.outcomes[call_id] = TaxonomyClass.CONFIRMATION_MISSING  # an edited call refused (edited_holds.py)
         for approval_id, (call, _) in held.items():
             out.outcomes[call.model.call.call_id] = Passage.HELD if approval_id in created else Passage.RESUMED
 

@@ -21,7 +21,7 @@ from toolgate.contracts.templates import fill
 from toolgate.schemas.hashing import fingerprint
 from toolgate.schemas.models import ApprovalRequest, StageRecord
 from toolgate.topics.headers import trace_id_of
-from toolgate.workers.approval.decision import approval_id_for
+from toolgate.workers.approval.decision import ticket_of
 from toolgate.workers.runtime import target_state
 from toolgate.workers.runtime.facts import Facts
 
@@ -131,7 +131,7 @@ def opening(
     now_ms: int,
 ) -> Opening:
     """The ticket for a call that needs approval, with the target's state as read (`found`)."""
-    approval_id = approval_id_for(record.call.tenant_id, record.call.call_id)
+    approval_id = ticket_of(record)
     expires = expiry_for(record, contract, now_ms)
     request = record.model_copy(update={"traceparent": traceparent, "approval_id": approval_id})
     shown = target_state.shown(target_state.current(record, contract, found))

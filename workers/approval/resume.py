@@ -9,8 +9,9 @@ transport lost it. The ticket in Postgres decides what is said, never the messag
                     interim answer (awaiting approval)
     APPROVED     -> the call released to execution again, with the approvers of record;
                     execution replays an effect that already ran (its key or its ticket)
-    DENIED       -> the denial again
+    DENIED       -> the denial again (the withdrawal again, when its requester withdrew it)
     AUTO_DENIED  -> the expiry again
+    EDITED       -> nothing: an approver's edit re-entered the call, and the edited call answers it
 
 Repeating is safe by construction: approvers dedupe packets by approval_id, execution by
 idempotency key and ticket, agents by call_id.
@@ -35,6 +36,7 @@ from toolgate.schemas.models import (
 from toolgate.states import StageOutcome, TicketStatus
 from toolgate.store import approvals
 from toolgate.store.outbox import OutboxRow
+from toolgate.workers.approval import withdrawal
 from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.runtime import outbox
 from toolgate.workers.runtime.results import outcome, reject_record, result
@@ -120,14 +122,15 @@ def released(record: StageRecord, approved_by: tuple[str, ...], now: int) -> Sta
 
 
 def closed(record: StageRecord, code: str, message: str, now: int) -> ExecutionResult:
-    """The call's end when its approval was denied or expired: fail closed, nothing ran."""
-    denied = code == "approval_denied"
+    """The call's end when its approval was denied, withdrawn or expired: fail closed, nothing ran."""
+    denied = code != "approval_expired"
+    actual = {"approval_denied": "denied", withdrawal.ERROR_CODE: "withdrawn"}.get(code, "expired")
     error = FieldError(
         field="approval",
         code=code,
         message=message,
         expected="enough valid approvals before expiry",
-        actual="denied" if denied else "expired",
+        actual=actual,
     )
     return reject_record(
         record,
@@ -145,6 +148,14 @@ def denial(denied_by: str | None, reason: str | None) -> str:
     return f"{denied_by or 'an approver'} denied the approval" + (f": {reason}" if reason else "")
 
 
+def denied_again(held: Held, now: int) -> ExecutionResult:
+    """A DENIED ticket's end said again: its denial, or its requester's withdrawal."""
+    agent = withdrawal.agent_of(held.denied_by or "")
+    if agent is not None:
+        return closed(held.request, withdrawal.ERROR_CODE, withdrawal.message(agent, held.denial_reason), now)
+    return closed(held.request, "approval_denied", denial(held.denied_by, held.denial_reason), now)
+
+
 def expiry(approval_id: str) -> str:
     return f"approval {approval_id} expired without enough approvals: AUTO_DENIED"
 
@@ -156,8 +167,9 @@ def again(held: Held, traceparent: str, now: int) -> list[OutboxRow]:
         return announced(record, held.packet, traceparent, now)
     if held.status == TicketStatus.APPROVED:
         return [outbox.item("executable", record.call.home_partition, released(record, held.approved_by, now))]
+    if held.status == TicketStatus.EDITED:
+        return []
     if held.status == TicketStatus.DENIED:
-        message = denial(held.denied_by, held.denial_reason)
-        return [outbox.item("results", record.call.home_partition, closed(record, "approval_denied", message, now))]
+        return [outbox.item("results", record.call.home_partition, denied_again(held, now))]
     message = expiry(held.approval_id)  # AUTO_DENIED, the one status left
     return [outbox.item("results", record.call.home_partition, closed(record, "approval_expired", message, now))]

@@ -4,7 +4,8 @@ the store (store/approvals.py, store/approvers.py).
 `lock` takes the tickets FOR UPDATE in approval_id order, so two decision rounds on the same
 tickets never deadlock; `load` reads them with their decisions and the held call (whose
 principal names the requesting user, whom no approver acting as them may decide for);
-`approvers` reads the approvers that decided, with the users each acts as. `insert` writes new
+`approvers` reads the approvers that decided, with the users each acts as; `requesters` the
+agents that withdrew their calls, with their keys. `insert` writes new
 tickets (an existing one is left as it is and not returned); `record_decisions` and `close`
 write what decisions did to them.
 """
@@ -12,6 +13,7 @@ write what decisions did to them.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -19,9 +21,11 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from toolgate.schemas.codec import codec
+from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import ApprovalDecision, StageRecord
-from toolgate.store import approvals
+from toolgate.store import agents, approvals, edits
 from toolgate.store import approvers as store_approvers
+from toolgate.workers.approval import withdrawal
 from toolgate.workers.approval.decision import Approver, Ticket
 from toolgate.workers.approval.packet import Opening
 
@@ -31,12 +35,16 @@ async def lock(conn: AsyncConnection[Any], ids: list[str]) -> None:
 
 
 async def load(conn: AsyncConnection[Any], ids: list[str]) -> tuple[dict[str, Ticket], dict[str, StageRecord]]:
-    """The tickets, each naming the user who requested its call, and the call each one holds."""
+    """The tickets, each naming the user and the agent that requested its call, and the call each
+    one holds."""
     tickets: dict[str, Ticket] = {}
     requests: dict[str, StageRecord] = {}
     for ticket, encoded in await approvals.tickets(conn, ids):
         request = codec().decode(encoded, StageRecord)
-        tickets[ticket.approval_id] = replace(ticket, requested_by=request.call.principal.user_id)
+        principal = request.call.principal
+        tickets[ticket.approval_id] = replace(
+            ticket, requested_by=principal.user_id, requesting_agent=principal.agent_id
+        )
         requests[ticket.approval_id] = request
     return tickets, requests
 
@@ -54,6 +62,12 @@ async def approvers(conn: AsyncConnection[Any], ids: list[str]) -> dict[str, App
         )
         for r in await store_approvers.deciding(conn, ids)
     }
+
+
+async def requesters(conn: AsyncConnection[Any], agent_ids: list[str]) -> dict[str, withdrawal.Requester]:
+    """The agents that sent withdrawals, with their active keys."""
+    rows = await agents.with_keys(conn, agent_ids)
+    return withdrawal.requesters([(r.agent_id, r.tenant_id, r.active, r.public_key, r.key_active) for r in rows])
 
 
 def ticket_row(opened: Opening) -> dict[str, Any]:
@@ -98,6 +112,18 @@ def decision_row(decision: ApprovalDecision) -> dict[str, Any]:
 
 async def record_decisions(conn: AsyncConnection[Any], counted: list[ApprovalDecision]) -> None:
     await approvals.record_decisions(conn, [decision_row(d) for d in counted])
+
+
+async def mark_edited(conn: AsyncConnection[Any], decisions: list[ApprovalDecision]) -> None:
+    """Record on each EDITED ticket who edited it, by which decision, and the edited payload."""
+    if decisions:
+        rows = [(d.approval_id, d.approver_id, d.decision_id, edited_hash(d)) for d in decisions]
+        await edits.mark_edited(conn, rows)
+
+
+def edited_hash(decision: ApprovalDecision) -> str:
+    """The payload hash of an edit decision's arguments (canonical JSON, as signed)."""
+    return payload_hash(json.loads(decision.edited_arguments or "{}"))
 
 
 async def close(conn: AsyncConnection[Any], decided: list[Ticket]) -> None:

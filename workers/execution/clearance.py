@@ -39,7 +39,7 @@ from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.states import TicketStatus
 from toolgate.store.rows import Ticket as Ticket  # what a call is cleared by
-from toolgate.workers.approval.decision import approval_id_for
+from toolgate.workers.approval.decision import ticket_of
 from toolgate.workers.execution.idempotency import Execute
 from toolgate.workers.policy.decision import MIN_APPROVALS
 
@@ -61,8 +61,9 @@ def approvals_needed(record: StageRecord, contract: Contract) -> int:
 
 
 def ticket_id(record: StageRecord) -> str:
-    """The ticket a call's approval lives in: derived from its call_id, never read from the record."""
-    return approval_id_for(record.call.tenant_id, record.call.call_id)
+    """The ticket a call's approval lives in: derived from its call_id (an edited call's, from its
+    payload hash too), never read from the record's approval_id."""
+    return ticket_of(record)
 
 
 def hash_intact(record: StageRecord) -> Blocked | None:

@@ -37,7 +37,7 @@ from toolgate.store.db import make_pool
 from toolgate.store.keys_reconciliation import LeaseExpired
 from toolgate.store.outbox import OutboxRow
 from toolgate.topics.catalog import Topics
-from toolgate.workers.approval.decision import approval_id_for
+from toolgate.workers.approval.decision import ticket_of
 from toolgate.workers.approval.sweep import expire_approvals
 from toolgate.workers.execution import pending as execution
 from toolgate.workers.execution.performer import Performer
@@ -187,6 +187,6 @@ async def _settle(conn: Conn, stuck: Stuck, settled: execution.Settled) -> Rows:
     await stuck_keys.settle(
         conn, row.tenant_id, row.idempotency_key, settled.status, settled.response, settled.error_code
     )
-    approval_id = approval_id_for(row.tenant_id, row.call_id)
+    approval_id = ticket_of(stuck.call.record)  # an edited call's ticket is named by its payload too
     await approvals.spend_operation(conn, approval_id, row.tenant_id, row.idempotency_key)
     return [outbox.item("results", stuck.call.record.call.home_partition, settled.result)]

@@ -34,8 +34,9 @@ from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Inbound
 from toolgate.workers.runtime.refusals import Refusal
 from toolgate.workers.runtime.results import reject
-from toolgate.workers.validation import admission, admission_rate, callers, limits
+from toolgate.workers.validation import admission, admission_rate, callers, edit_admission, limits
 from toolgate.workers.validation.decision import Decision, Reject
+from toolgate.workers.validation.edits import ProvenEdit
 from toolgate.workers.validation.identity import Proven
 
 STAGE = admission.STAGE
@@ -52,6 +53,7 @@ class Admitted:
     proposal: ToolProposal
     digest: str
     repeat: bool = False  # its call_id was bound to this digest before this round
+    edit: ProvenEdit | None = None  # an approver's edit of a held call, re-entered (edits.py)
 
 
 class Admitting:
@@ -70,7 +72,22 @@ class Admitting:
         entries: list[audit.Entry],
     ) -> list[Admitted]:
         """The calls whose signature proves who asked, bound to their call_id; every other call
-        is refused, dropped or dead-lettered here (the table above)."""
+        is refused, dropped or dead-lettered here (the table above). A re-entered edit is proven
+        by its approver's decision instead (edit_admission.py); its call_id is the held call's."""
+        edited = [c for c in calls if c.model.edit is not None]
+        calls = [c for c in calls if c.model.edit is None]
+        edits = await edit_admission.admit(conn, edited, out, SOURCE) if edited else []
+        admitted = [Admitted(call, e.proposal, e.digest, edit=e) for call, e in edits]
+        return admitted + await self._admit_signed(conn, calls, now, out, entries)
+
+    async def _admit_signed(
+        self,
+        conn: AsyncConnection[Any],
+        calls: list[Inbound[ToolProposal]],
+        now: int,
+        out: Emit,
+        entries: list[audit.Entry],
+    ) -> list[Admitted]:
         agents = await callers.load_agents(conn, (c.model.principal.agent_id for c in calls))
         proven: list[tuple[Inbound[ToolProposal], Proven]] = []
         refused: list[tuple[Inbound[ToolProposal], admission.Refuse]] = []

@@ -22,14 +22,16 @@ repair records (skipped if present) and audit entries as the first try would hav
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 from toolgate.contracts.budgets import Budgets, load_budgets
 from toolgate.contracts.registry import Registry
 from toolgate.schemas.codec import codec
 from toolgate.schemas.hashing import idempotency_key_for, request_hash
 from toolgate.schemas.identity import identity_of
-from toolgate.schemas.models import Call, FieldError, StageRecord, TaxonomyClass, ToolProposal
+from toolgate.schemas.models import Call, FieldError, StageDecision, StageRecord, TaxonomyClass, ToolProposal
 from toolgate.settings import Settings
+from toolgate.states import StageOutcome
 from toolgate.store import audit, call_decisions
 from toolgate.topics.headers import CALL_ID, header
 from toolgate.workers.runtime import fact_loader, facts
@@ -125,15 +127,15 @@ class ValidationHandler(Handler[ToolProposal]):
                     decision.errors,
                     now,
                     out,
-                    warnings=decision.warnings,
+                    warnings=[*decision.warnings, *([a.edit.note] if a.edit else [])],
                     tool_version=decision.tool_version or proposal.tool_version,
                     **({"next_action": "escalate_to_human"} if exhausted else {}),
                 )
                 continue
             record = StageRecord(
                 traceparent=call.traceparent,
-                warnings=list(decision.warnings),
-                decisions=[recorded.passed(self.registry.digest, now)],  # naming the contracts that decided
+                warnings=list(decision.warnings) + ([a.edit.note] if a.edit else []),
+                decisions=[recorded.passed(self.registry.digest, now), *edited(a, now)],  # the contracts that decided
                 call=admitted_call(proposal, decision, home, digest),
             )
             out.item("validated", home, record)
@@ -158,6 +160,16 @@ class ValidationHandler(Handler[ToolProposal]):
         call_id = header(origin.headers, CALL_ID)
         out.dead_letter(origin, value, TaxonomyClass.SYNTACTIC_PARSE_FAIL, "not a ToolProposal", call_id)
         out.refusals.append(Refusal(admission.undecodable_entry(call_id), self.source))
+
+
+def edited(admitted: Admitted, now: int) -> list[StageDecision]:
+    """An approver's edit, recorded for approval-wait (its own ticket, the editor counted once)
+    and execution (the edited call's ticket): workers/approval/decision.py `edit_of`."""
+    e = admitted.edit
+    if e is None:
+        return []
+    detail = json.dumps({"approval_id": e.approval_id, "edited_by": e.edited_by, "decision_id": e.decision_id})
+    return [StageDecision(stage=STAGE, outcome=StageOutcome.EDITED, detail=detail, at_ms=now)]
 
 
 def admitted_call(proposal: ToolProposal, decision: Pass, home_partition: int, digest: str) -> Call:

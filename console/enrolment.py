@@ -1,0 +1,77 @@
+"""Enrolling from an invitation (`toolgate approvers invite`, ops/invitations.py).
+
+The enrol page reads the token from the URL's fragment (never sent to a server, never in a log
+or a Referer) and asks what it is for; the browser makes a non-extractable Ed25519 key and sends
+only its public half. In one transaction the invitation is read and locked, judged
+(`checks.invitation_refusal`: unknown, used or expired ones are refused), burnt, and the approver
+registered in its tenants, groups and risk classes with that key (ops/approvers.py
+`record_approver`, audited as `approver_registered` by `invitation:<token hash prefix>`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from toolgate.console.checks import invitation_refusal
+from toolgate.console.login import b64decode
+from toolgate.console.state import CONSOLE, digest, json_body
+from toolgate.ops.approvers import record_approver
+from toolgate.ops.registry import RegistryError
+from toolgate.store import invitations
+
+
+async def enrol_page(request: web.Request) -> web.Response:
+    return request.app[CONSOLE].render("enrol.html", session=None)
+
+
+async def _token(request: web.Request) -> tuple[dict[str, Any], bytes]:
+    body = await json_body(request)
+    token = body.get("token")
+    if not isinstance(token, str) or not token:
+        raise web.HTTPBadRequest(text="no invitation token")
+    return body, digest(token)
+
+
+async def check(request: web.Request) -> web.Response:
+    """What an invitation is for, or why it cannot be used."""
+    _, token_hash = await _token(request)
+    async with request.app[CONSOLE].pool.connection() as conn:
+        found = await invitations.read(conn, token_hash)
+    found = _usable(found)
+    return web.json_response({"approver_id": found.approver_id, "tenants": found.tenants, "groups": found.groups})
+
+
+def _usable(found: invitations.Invitation | None) -> invitations.Invitation:
+    """The invitation, if it may be used now (by the database's clock); 410 Gone, saying why, if not."""
+    refusal = invitation_refusal(found, found.now if found is not None else None)
+    if found is None or refusal is not None:
+        raise web.HTTPGone(text=refusal or "this invitation is not known")
+    return found
+
+
+def _public_key(value: object) -> bytes:
+    raw = b64decode(value)
+    try:
+        Ed25519PublicKey.from_public_bytes(raw)
+    except ValueError as exc:
+        raise web.HTTPBadRequest(text="not an Ed25519 public key") from exc
+    return raw
+
+
+async def enrol(request: web.Request) -> web.Response:
+    body, token_hash = await _token(request)
+    public_key = _public_key(body.get("public_key"))
+    async with request.app[CONSOLE].pool.connection() as conn, conn.transaction():
+        found = await invitations.read(conn, token_hash, lock=True)
+        found = _usable(found)
+        await invitations.burn(conn, token_hash)
+        actor = f"invitation:{token_hash.hex()[:12]}"
+        try:
+            await record_approver(
+                conn, found.approver_id, public_key, found.risk_classes, found.groups, found.tenants, actor
+            )
+        except RegistryError as exc:
+            raise web.HTTPConflict(text=str(exc)) from exc
+    return web.json_response({"approver_id": found.approver_id})

@@ -1,0 +1,97 @@
+"""What the console shows an approver (console/app.py): the open tickets of the tenants, risk
+classes and groups it serves, with their votes; one ticket's packet, status and decisions for
+its card. Read-only: decisions reach tickets only through approval-wait."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+
+# The PENDING tickets an approver may decide, as approval-wait judges them (workers/approval/
+# decision.py): of a tenant it serves, of a risk class it may approve, and reaching one of its
+# groups (or no group at all).
+INBOX = """
+SELECT a.approval_id, a.tenant_id, a.tool_name, a.tool_version, a.risk_class, a.required_approvals,
+       count(d.*) FILTER (WHERE d.verdict = 'APPROVE'), a.expires_at, a.packet->>'action',
+       coalesce(bool_or(d.approver_id = %(approver)s), false)
+FROM toolgate.approvals a
+JOIN toolgate.approvers p ON p.approver_id = %(approver)s AND p.status = 'active'
+LEFT JOIN toolgate.approval_decisions d ON d.approval_id = a.approval_id
+WHERE a.status = 'PENDING' AND a.expires_at > now() AND a.tenant_id = ANY(p.tenants)
+  AND a.risk_class = ANY(p.risk_classes)
+  AND (cardinality(a.approver_groups) = 0 OR a.approver_groups && p.groups)
+  AND (%(approval)s::text IS NULL OR a.approval_id = %(approval)s)
+GROUP BY a.approval_id ORDER BY a.expires_at LIMIT 200
+"""
+CARD = """
+SELECT a.packet, a.status, a.decided_at, a.created_at, a.expires_at, a.tenant_id = ANY(p.tenants)
+FROM toolgate.approvals a LEFT JOIN toolgate.approvers p ON p.approver_id = %s AND p.status = 'active'
+WHERE a.approval_id = %s
+"""
+DECISIONS = (
+    "SELECT approver_id, verdict, reason, decided_at FROM toolgate.approval_decisions WHERE approval_id = %s "
+    "ORDER BY recorded_at"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """An open ticket in an approver's inbox."""
+
+    approval_id: str
+    tenant_id: str
+    tool_name: str
+    tool_version: str
+    risk_class: str
+    required_approvals: int
+    approved: int
+    expires_at: dt.datetime
+    action: str | None
+    voted: bool  # the approver's own decision is counted on it
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """A ticket's packet and where it stands; `served`: whether the approver serves its tenant."""
+
+    packet: dict[str, Any]
+    status: str
+    decided_at: dt.datetime | None
+    created_at: dt.datetime
+    expires_at: dt.datetime
+    served: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Vote:
+    approver_id: str
+    verdict: str
+    reason: str | None
+    decided_at: dt.datetime
+
+
+async def inbox(conn: AsyncConnection[Any], approver_id: str, approval_id: str | None = None) -> list[Waiting]:
+    """The open tickets the approver may decide, soonest expiry first (only `approval_id`, when given)."""
+    cur = await conn.execute(INBOX, {"approver": approver_id, "approval": approval_id})
+    return [Waiting(*row) for row in await cur.fetchall()]
+
+
+async def card(conn: AsyncConnection[Any], approver_id: str, approval_id: str) -> Card | None:
+    row = await (await conn.execute(CARD, (approver_id, approval_id))).fetchone()
+    return None if row is None else Card(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+
+
+async def votes(conn: AsyncConnection[Any], approval_id: str) -> list[Vote]:
+    return [Vote(*row) for row in await (await conn.execute(DECISIONS, (approval_id,))).fetchall()]
+
+
+CHANNEL = "toolgate_console"  # migration 0031's triggers: a changed ticket's approval id
+LISTEN = "LISTEN toolgate_console"
+
+
+async def listen(conn: AsyncConnection[Any]) -> None:
+    """Take the notices of changed tickets on `conn` (autocommit)."""
+    await conn.execute(LISTEN)
