@@ -15,6 +15,7 @@ from toolgate.cli.policy import policy_app
 from toolgate.cli.secret import secret_app
 from toolgate.cli.tools import tools_app
 from toolgate.cli.webhooks import webhooks_app
+from toolgate.cli.witness import witness_app
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="toolgate: the deterministic edge for agents' tool calls."
@@ -30,6 +31,7 @@ app.add_typer(contracts_app, name="contracts")
 app.add_typer(policy_app, name="policy")
 app.add_typer(tools_app, name="tools")
 app.add_typer(webhooks_app, name="webhooks")
+app.add_typer(witness_app, name="witness")
 
 COMMANDS = (
     deployment.up,

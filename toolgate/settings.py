@@ -133,6 +133,10 @@ class Settings:
     # approvals waiting, consumer lag, dead letters, audit head) and verifies the whole audit chain.
     metrics_sample_seconds: float = 15.0
     audit_verify_seconds: float = 300.0
+    # The audit log's tree heads and their witnesses (workers/reconciliation/tree_heads.py).
+    audit_tree_seconds: float = 10.0
+    audit_origin: str = "toolgate/audit"
+    audit_witnesses: str = ""
     # Records refused that prove nobody (no signature, no stage MAC, unreadable) are audited one
     # row each only for the first few of a kind in a window of this many seconds, and the rest
     # counted into one row when it closes (workers/runtime/refusals.py).
@@ -253,6 +257,7 @@ _ENV = {
     "admission_work_per_second": "TOOLGATE_ADMISSION_WORK_PER_SECOND",
     "admission_work_burst": "TOOLGATE_ADMISSION_WORK_BURST",
 }
+_ENV |= {name: f"TOOLGATE_{name.upper()}" for name in ("audit_tree_seconds", "audit_origin", "audit_witnesses")}
 
 ENV_VARS: tuple[str, ...] = ("TOOLGATE_HOME", *_ENV.values())
 
@@ -261,19 +266,14 @@ def _coerce(name: str, raw: Any) -> Any:
     kind = {f.name: f.type for f in fields(Settings)}[name]
     if raw is None:
         return None
-    if kind == "int":
-        return int(raw)
-    if kind == "float":
-        return float(raw)
+    if (convert := {"int": int, "float": float, "Path | None": Path}.get(str(kind))) is not None:
+        return convert(raw)
     if kind == "bool":
         return raw if isinstance(raw, bool) else str(raw).strip().lower() in ("1", "true", "yes", "on")
     if kind == "dict[str, str]":
         return dict(json.loads(raw) if isinstance(raw, str) else raw)
     if kind == "tuple[str, ...]":
-        items = raw.split(",") if isinstance(raw, str) else raw
-        return tuple(str(i).strip() for i in items if str(i).strip())
-    if kind == "Path | None":
-        return Path(raw)
+        return tuple(item for i in (raw.split(",") if isinstance(raw, str) else raw) if (item := str(i).strip()))
     return str(raw)
 
 

@@ -87,9 +87,11 @@ def _reconciliation(app: StageApp, registry: Registry, settings: Settings) -> No
     from toolgate.contracts.budgets import load_budgets
     from toolgate.workers.reconciliation.pruner import Pruner
     from toolgate.workers.reconciliation.reconciler import Reconciler
+    from toolgate.workers.reconciliation.tree_heads import TreeHeads
 
     reconciler = Reconciler(registry, settings)
     pruner = Pruner(registry, load_budgets(settings.policy_dir), settings)
+    tree_heads = TreeHeads(settings)
 
     async def reconcile() -> None:
         await reconciler.reconcile_once()
@@ -97,5 +99,9 @@ def _reconciliation(app: StageApp, registry: Registry, settings: Settings) -> No
     async def prune() -> None:
         await pruner.prune_once()
 
+    async def take_tree_head() -> None:
+        await tree_heads.run_once()
+
     app.every(settings.reconcile_interval_seconds, reconcile, "reconcile")
     app.every(settings.retention_interval_seconds, prune, "retention")
+    app.every(settings.audit_tree_seconds, take_tree_head, "audit_tree")

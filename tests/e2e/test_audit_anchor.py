@@ -78,6 +78,9 @@ def test_workers_connect_as_a_role_that_may_only_append_to_the_audit_log(pipelin
             "UPDATE toolgate.audit_log SET actor = 'mallory' WHERE id = (SELECT max(id) FROM toolgate.audit_log)",
             "ALTER TABLE toolgate.audit_log DISABLE TRIGGER USER",
             "DELETE FROM toolgate.audit_heads",
+            "DELETE FROM toolgate.audit_tree_heads",
+            "UPDATE toolgate.audit_cosignatures SET outcome = 'refused'",
+            "TRUNCATE toolgate.audit_tree_heads",
             "INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes) VALUES ('mallory', '\\x00', '{}')",
         ):
             # Always rolled back: on the code before the fix the worker's role could do all of it.
@@ -88,7 +91,11 @@ def test_workers_connect_as_a_role_that_may_only_append_to_the_audit_log(pipelin
 
 def test_not_even_the_owner_may_truncate_the_audit_log(pipeline: Pipeline) -> None:
     with psycopg.connect(pipeline.database_url, autocommit=True) as conn:
-        for table in ("toolgate.audit_log", "toolgate.audit_heads"):
+        for table in (
+            "toolgate.audit_log",
+            "toolgate.audit_heads",
+            "toolgate.audit_cosignatures, toolgate.audit_tree_heads",  # (one refers to the other)
+        ):
             with (
                 pytest.raises(psycopg.errors.RaiseException, match="append-only"),
                 conn.transaction(force_rollback=True),
@@ -147,3 +154,22 @@ def test_audit_verify_ignores_a_checkpoint_nobody_signed(pipeline: Pipeline) -> 
     audited_refusal(pipeline)  # and the next append is checkpointed as before
     code, said = verify(pipeline)
     assert code == 0 and "newer row(s) not covered" not in said, said
+
+
+def test_the_reconciliation_worker_takes_signed_tree_heads_over_the_log(pipeline: Pipeline) -> None:
+    """Every TOOLGATE_AUDIT_TREE_SECONDS (10) the reconciliation worker extends the log's Merkle
+    tree over the rows since its last head and stores the new head, signed (issue 53 part 3);
+    `audit verify` checks every head against the tree recomputed over the chain."""
+    audited_refusal(pipeline)
+
+    def covered() -> bool:
+        with psycopg.connect(pipeline.database_url) as conn:
+            [(rows, size)] = conn.execute(
+                "SELECT (SELECT count(*) FROM toolgate.audit_log), "
+                "(SELECT coalesce(max(tree_size), 0) FROM toolgate.audit_tree_heads)"
+            ).fetchall()
+        return bool(size and size >= rows - 5)  # the rows since the last round may be newer
+
+    eventually(covered, timeout=40)
+    code, said = verify(pipeline)
+    assert code == 0 and "signed tree head(s)" in said and "no longer hash" not in said, said

@@ -44,4 +44,5 @@ def test_the_app_lists_every_group() -> None:
         "policy",
         "tools",
         "webhooks",
+        "witness",
     ]

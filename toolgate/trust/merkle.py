@@ -10,7 +10,7 @@ under different prefixes (as RFC 6962's), and roots are signed under their own p
 record's bytes can pass for a node or a root.
 
     leaf = SHA-256(0x00 || signed bytes of the record)
-    node = SHA-256(0x01 || left || right)
+    node = SHA-256(0x01 || left || right)    (both as RFC 6962 hashes them; log_tree.py reuses them)
     proof = steps from the leaf up, 33 bytes each: b"L" or b"R" (the side the sibling is on),
             then the sibling's hash; a level's last node without a sibling rises unchanged
     signed = len || purpose || len || root   (lengths 4-byte big-endian)
@@ -43,7 +43,7 @@ def leaf_hash(signed: bytes) -> bytes:
     return hashlib.sha256(b"\x00" + signed).digest()
 
 
-def _node(left: bytes, right: bytes) -> bytes:
+def node_hash(left: bytes, right: bytes) -> bytes:
     return hashlib.sha256(b"\x01" + left + right).digest()
 
 
@@ -52,7 +52,7 @@ def merkle_tree(leaves: Sequence[bytes]) -> tuple[bytes, list[bytes]]:
     levels = [list(leaves)]
     while len(levels[-1]) > 1:
         below = levels[-1]
-        above = [_node(below[i], below[i + 1]) for i in range(0, len(below) - 1, 2)]
+        above = [node_hash(below[i], below[i + 1]) for i in range(0, len(below) - 1, 2)]
         if len(below) % 2:
             above.append(below[-1])
         levels.append(above)
@@ -77,9 +77,9 @@ def root_of(leaf: bytes, proof: bytes) -> bytes | None:
     for at in range(0, len(proof), STEP):
         side, sibling = proof[at : at + 1], proof[at + 1 : at + STEP]
         if side == SIBLING_LEFT:
-            node = _node(sibling, node)
+            node = node_hash(sibling, node)
         elif side == SIBLING_RIGHT:
-            node = _node(node, sibling)
+            node = node_hash(node, sibling)
         else:
             return None
     return node
