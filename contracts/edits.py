@@ -33,6 +33,8 @@ from typing import Any
 
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.values import spent_values
+from toolgate.schemas.hashing import payload_hash
+from toolgate.schemas.models import ApprovalDecision
 from toolgate.schemas.wire import canonical_json
 
 
@@ -161,3 +163,9 @@ def edited_text(held: Mapping[str, Any], edit: Any, contract: Contract | None = 
     if widens is not None:
         raise EditRefused(widens)
     return canonical_json(after)
+
+
+def edited_hash(decision: ApprovalDecision) -> str:
+    """The payload hash of an edit decision's arguments (canonical JSON, as signed): what
+    approval-wait records on the ticket it closes EDITED, and validation holds a re-entry to."""
+    return payload_hash(json.loads(decision.edited_arguments or "{}"))

@@ -40,7 +40,7 @@ FROM toolgate.approvals a LEFT JOIN toolgate.approvals o ON o.approval_id = a.ed
 WHERE a.approval_id = %s
 """
 EDITED = """
-SELECT approval_id, tenant_id, call_id, payload_hash, edit_decision_id, request
+SELECT approval_id, tenant_id, call_id, payload_hash, edit_decision_id, request, edited_payload_hash
 FROM toolgate.approvals WHERE approval_id = ANY(%b) AND status = 'EDITED'
 """
 
@@ -60,6 +60,7 @@ class EditedTicket:
     payload_hash: str
     edit_decision_id: str | None
     request: bytes  # the held call's StageRecord, as validation admitted it
+    edited_payload_hash: str | None = None  # the payload approval-wait accepted the edit of
 
 
 async def edited(conn: AsyncConnection[Any], ids: Sequence[str]) -> dict[str, EditedTicket]:
@@ -73,6 +74,7 @@ async def edited(conn: AsyncConnection[Any], ids: Sequence[str]) -> dict[str, Ed
             payload_hash=r[3],
             edit_decision_id=r[4],
             request=bytes(r[5]),
+            edited_payload_hash=r[6],
         )
         for r in await cur.fetchall()
     }

@@ -19,6 +19,7 @@ from toolgate.contracts.edits import (
     EditRefused,
     Widens,
     diff,
+    edited_hash,
     edited_text,
     merged,
     more_approvals,
@@ -254,7 +255,9 @@ def test_an_edited_call_has_a_ticket_of_its_own_with_its_editor_counted_once() -
 
 
 def edited_ticket(**overrides: Any) -> EditedTicket:
-    base = EditedTicket("appr_1", "acme", "call_1", HASH, "dec_alice", b"")
+    """The ticket approval-wait closed EDITED by alice's edit to 3000 (edited_hash, as it records)."""
+    accepted = edited_hash(edit_decision({**HELD, "amount_cents": 3000}))
+    base = EditedTicket("appr_1", "acme", "call_1", HASH, "dec_alice", b"", accepted)
     return replace(base, **overrides)
 
 
@@ -300,6 +303,10 @@ def forged_signature() -> ApprovalDecision:
         ({"decision": forged_signature()}, "edit_bad_signature"),
         ({"ticket": None}, "edit_not_accepted"),
         ({"ticket": edited_ticket(edit_decision_id="dec_other")}, "edit_not_accepted"),
+        # The same decision id over other edited arguments (a signer re-using an accepted id):
+        # approval-wait recorded the payload it accepted, and only that one re-enters.
+        ({"ticket": edited_ticket(edited_payload_hash="sha256:" + "d" * 64)}, "edit_not_accepted"),
+        ({"ticket": edited_ticket(edited_payload_hash=None)}, "edit_not_accepted"),
         ({"ticket": edited_ticket(payload_hash="sha256:" + "e" * 64)}, "edit_of_another_call"),
         ({"ticket": edited_ticket(call_id="call_2")}, "edit_of_another_call"),
         ({"approver": approver("alice", tenants=("globex",))}, "edit_approver_not_for_tenant"),

@@ -13,15 +13,14 @@ write what decisions did to them.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
 from psycopg import AsyncConnection
 
+from toolgate.contracts.edits import edited_hash
 from toolgate.schemas.codec import codec
-from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import ApprovalDecision, StageRecord
 from toolgate.store import agents, approvals, edits
 from toolgate.store import approvers as store_approvers
@@ -119,11 +118,6 @@ async def mark_edited(conn: AsyncConnection[Any], decisions: list[ApprovalDecisi
     if decisions:
         rows = [(d.approval_id, d.approver_id, d.decision_id, edited_hash(d)) for d in decisions]
         await edits.mark_edited(conn, rows)
-
-
-def edited_hash(decision: ApprovalDecision) -> str:
-    """The payload hash of an edit decision's arguments (canonical JSON, as signed)."""
-    return payload_hash(json.loads(decision.edited_arguments or "{}"))
 
 
 async def close(conn: AsyncConnection[Any], decided: list[Ticket]) -> None:

@@ -9,9 +9,10 @@ of its topic. It is proven, or dead-lettered as proving nobody, by:
     its approver is registered and active, and signed it           edit_unknown_approver,
                                                                    edit_bad_signature
     the ticket it names was closed EDITED by exactly this decision edit_not_accepted
-      (Postgres: toolgate.approvals, written by approval-wait in the
-      transaction that judged the edit; it never closes one for an
-      edit that widens)
+      over exactly these edited arguments (Postgres:
+      toolgate.approvals, written by approval-wait in the transaction
+      that judged the edit; it never closes one for an edit that
+      widens)
     it names that ticket's payload hash, call and tenant, and its  edit_of_another_call,
       approver decides for that tenant                              edit_approver_not_for_tenant
     the proposal's arguments are the decision's edited arguments   edit_arguments_mismatch
@@ -37,7 +38,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from toolgate.contracts.edits import diff, note
+from toolgate.contracts.edits import diff, edited_hash, note
 from toolgate.schemas.models import ApprovalDecision, StageRecord, ToolProposal, Verdict
 from toolgate.store.edits import EditedTicket
 from toolgate.trust.signing import verify
@@ -77,6 +78,8 @@ def prove(
         return Unproven("edit_bad_signature", "the edit decision's signature does not verify")
     if ticket is None or held is None or ticket.edit_decision_id != decision.decision_id:
         return Unproven("edit_not_accepted", f"no ticket was closed EDITED by decision {decision.decision_id}")
+    if ticket.edited_payload_hash != edited_hash(decision):
+        return Unproven("edit_not_accepted", "the edited arguments are not those approval-wait accepted")
     if (ticket.payload_hash, ticket.call_id, ticket.tenant_id) != (
         decision.payload_hash,
         proposal.call_id,
