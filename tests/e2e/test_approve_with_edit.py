@@ -9,6 +9,8 @@ or signed over another call's payload) is dead-lettered and nothing runs."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 import uuid
 from typing import Any
@@ -174,3 +176,47 @@ def test_a_forged_re_entry_is_dead_lettered_and_nothing_runs(pipeline: Pipeline)
     for s in (sent, other_sent):
         assert taxonomy(pipeline.wait(s)) == "CONFIRMATION_MISSING"
     assert _ledger_for(pipeline, key) == [] and _ledger_for(pipeline, other_key) == []
+
+
+def test_an_edit_whose_approver_is_revoked_before_it_re_enters_still_gets_one_answer(pipeline: Pipeline) -> None:
+    """Approval-wait accepted the edit while its approver was active; validation takes the
+    re-entry only after the approver was revoked (validation paused meanwhile). Postgres holds the
+    acceptance, so the re-entry is proven and the call answered once; its own ticket counts a
+    revoked editor nowhere that runs anything (execution counts active approvers only)."""
+    editor = f"edna-{uuid.uuid4().hex[:6]}"
+    ok(
+        pipeline.cli(
+            "approvers",
+            "add",
+            editor,
+            "--tenant",
+            "acme",
+            "--groups",
+            "finance-controllers",
+            "--risk-classes",
+            "CRITICAL_MUTATION",
+        )
+    )
+    sent, approval_id, key, charge = held_charge(pipeline)
+    pipeline.sql("UPDATE demo.invoices SET amount_cents = 100000 WHERE invoice_id = %s", (charge["invoice_id"],))
+    validation = pipeline.worker_pid("validation")
+    os.kill(validation, signal.SIGSTOP)
+    try:
+        edited = pipeline.cli("approvals", "approve", approval_id, "--as", editor, "--edit", '{"amount_cents": 100000}')
+        ok(edited)
+        assert status_of(pipeline, approval_id) == "EDITED"
+        ok(pipeline.cli("approvers", "revoke", editor))
+    finally:
+        os.kill(validation, signal.SIGCONT)
+    second = edited_ticket(pipeline, approval_id)  # re-entered, proven, held again
+    votes = "SELECT approver_id FROM toolgate.approval_decisions WHERE approval_id = %s"
+    assert pipeline.sql(votes, (second,)) == [(editor,)]
+    approvers = Approvers(pipeline)
+    try:
+        approvers.decide(packet_of(pipeline, second), "bob")
+    finally:
+        approvers.close()
+    final = pipeline.wait(sent, timeout=60.0)
+    assert taxonomy(final) != "SUCCESS" and _ledger_for(pipeline, key) == []  # a revoked editor runs nothing
+    seen = pipeline.client.observations(tenant_id="acme", call_ids=[sent.call_id], idle_timeout=1.5)
+    assert len([o for o in seen if o.is_final]) == 1

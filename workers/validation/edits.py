@@ -6,8 +6,8 @@ of its topic. It is proven, or dead-lettered as proving nobody, by:
 
     the check                                                      refused (Unproven) as
     the decision decodes, is an APPROVE with edited arguments      edit_not_a_decision
-    its approver is registered and active, and signed it           edit_unknown_approver,
-                                                                   edit_bad_signature
+    its approver is registered (active or revoked since: the edit  edit_unknown_approver,
+      was judged while it was active) and signed it                edit_bad_signature
     the ticket it names was closed EDITED by exactly this decision edit_not_accepted
       over exactly these edited arguments (Postgres:
       toolgate.approvals, written by approval-wait in the transaction
@@ -27,6 +27,12 @@ validation admitted after its agent's signature verified, and toolgate.calls the
 signature proved. The agent's signature itself is not checked again: toolgate keeps no copy of a
 proposal's signature, key id and argument text past validation, so the proof of the original is
 validation's record of having checked it, in two tables, against the approver's signature here.
+
+An approver revoked after approval-wait accepted the edit does not make its re-entry unproven:
+Postgres holds the acceptance, and dead-lettering the re-entry would leave the call with no final
+answer. The edited call goes on and needs its own approvals; execution counts only active
+approvers (store/approvals.py CLEARANCE), so a revoked editor's vote runs nothing, and the call
+ends approved by others, or expired.
 
 A proven edit is the held call's proposal with the edited arguments: it is answered under the held
 call's digest, so the agent's one final observation is the edited call's, carrying who edited it
@@ -72,8 +78,8 @@ def prove(
     binds the proposal's tenant and call_id to (None: none)."""
     if decision is None or decision.decision is not Verdict.APPROVE or decision.edited_arguments is None:
         return Unproven("edit_not_a_decision", "the re-entered edit carries no signed edit decision")
-    if approver is None or not approver.active:
-        return Unproven("edit_unknown_approver", f"{decision.approver_id} is not a registered, active approver")
+    if approver is None:
+        return Unproven("edit_unknown_approver", f"{decision.approver_id} is not a registered approver")
     if not verify(decision, approver.public_key):
         return Unproven("edit_bad_signature", "the edit decision's signature does not verify")
     if ticket is None or held is None or ticket.edit_decision_id != decision.decision_id:
