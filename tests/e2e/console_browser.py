@@ -118,6 +118,16 @@ def browser() -> Iterator[Browser]:
         yield opened
 
 
+@pytest.fixture(scope="module")
+def pair(pipeline: Pipeline, browser: Browser) -> Iterator[tuple[Approver, Approver]]:
+    """Two approvers of acme's finance controllers, each enrolled in a browser of its own (a pair
+    per module that imports this fixture)."""
+    first, second = enrolled(pipeline, browser, "pat"), enrolled(pipeline, browser, "quinn")
+    yield first, second
+    first.context.close()
+    second.context.close()
+
+
 EXPORT = """async (name) => {
   const db = await new Promise((ok) => {
     const r = indexedDB.open("toolgate-console", 1);

@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import expect
 
 from toolgate.console.app import Publisher
 from toolgate.kafka_security import APPROVALS
@@ -20,21 +19,13 @@ from toolgate.schemas.models import ApprovalDecision
 from toolgate.trust.signing import decision_document, new_key, sign
 
 from ..conftest import Pipeline
-from .console_browser import Approver, approve, browser, console_base, deny, enrolled, exported, open_card, post
+from .console_browser import Approver, approve, browser, console_base, deny, exported, open_card, pair, post
 from .test_gates import decision_audit, packet_of, status_of
 from .test_pipeline import _approval_of, _ledger_for, errors_of, taxonomy
 
-__all__ = ["browser"]
+__all__ = ["browser", "pair"]
 pytestmark = pytest.mark.timeout(300)
 CHARGE = {"amount_cents": 125000, "currency": "USD"}
-
-
-@pytest.fixture(scope="module")
-def pair(pipeline: Pipeline, browser: Browser) -> Iterator[tuple[Approver, Approver]]:
-    first, second = enrolled(pipeline, browser, "pat"), enrolled(pipeline, browser, "quinn")
-    yield first, second
-    first.context.close()
-    second.context.close()
 
 
 def held_charge(pipeline: Pipeline, **kwargs: object) -> tuple[object, str, str]:

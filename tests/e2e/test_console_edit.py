@@ -10,31 +10,22 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import expect
 
 from toolgate.contracts.edits import read_note
 
 from ..conftest import Pipeline
-from .console_browser import Approver, approve, browser, console_base, deny, enrolled, open_card, post
+from .console_browser import Approver, approve, browser, console_base, deny, open_card, pair, post
 from .test_approve_with_edit import edited_ticket, held_charge
 from .test_approver_tenants import ok
 from .test_gates import packet_of, status_of
 from .test_pipeline import _ledger_for, errors_of, taxonomy
 
-__all__ = ["browser"]
+__all__ = ["browser", "pair"]
 pytestmark = pytest.mark.timeout(300)
 FIELD = "Arguments to approve, as JSON"
-
-
-@pytest.fixture(scope="module")
-def pair(pipeline: Pipeline, browser: Browser) -> Iterator[tuple[Approver, Approver]]:
-    first, second = enrolled(pipeline, browser, "edna"), enrolled(pipeline, browser, "fred")
-    yield first, second
-    first.context.close()
-    second.context.close()
 
 
 def test_an_edit_that_narrows_in_the_browser_runs_once_with_the_edited_amount(

@@ -18,8 +18,7 @@ from mcp_types import CallToolResult, GetTaskPayloadRequestParams
 from toolgate.door.calls import idempotency_key_for
 
 from ..conftest import Pipeline
-from .console_browser import Approver, approve, browser, console_base, open_card
-from .test_console_approvals import pair
+from .console_browser import Approver, approve, browser, console_base, open_card, pair
 from .test_mcp import Door, connect, door, observed
 from .test_mcp_tasks import TaskResult, get_task, held_task, modern, until_ended
 from .test_pipeline import _ledger_for
