@@ -1,0 +1,37 @@
+-- Evidence anyone can check (issue 53, part 1): keep what proved a call, not only that it was
+-- proven. Validation checked the agent's signature and dropped it; approval-wait checked each
+-- approver's and dropped it; an observation's deployment signature left with the record. A
+-- call's evidence bundle (`toolgate evidence CALL_ID`, docs/evidence.md) carries all three, so
+-- an auditor checks them offline with only public keys.
+
+-- The proposal as the agent signed it: the RFC 8785 signing document validation verified
+-- (toolgate/trust/proposal_signing.py), the Ed25519 signature, the Merkle path to a signed root
+-- when the agent signed a batch at once (NULL alone), and the argument text as it travelled (its
+-- SHA-256 is the document's `arguments_sha256`). NULL on rows written before this migration.
+ALTER TABLE toolgate.calls
+    ADD COLUMN signed_document  bytea,
+    ADD COLUMN signature        bytea,
+    ADD COLUMN signature_proof  bytea,
+    ADD COLUMN arguments        text;
+
+-- A counted decision as its approver signed it: the canonical bytes (toolgate/trust/signing.py
+-- `signed_bytes`) and the Ed25519 signature over them.
+ALTER TABLE toolgate.approval_decisions
+    ADD COLUMN signed     bytea,
+    ADD COLUMN signature  bytea;
+
+-- Every observation as it was published: topic, key, value and headers (seals included: the
+-- deployment's signature, its Merkle path and key id), one row each time a call's observation
+-- was sealed and sent (a round delivered again is sealed again).
+CREATE TABLE toolgate.observations (
+    id         bigserial   PRIMARY KEY,
+    tenant_id  text        NOT NULL,
+    call_id    text        NOT NULL,
+    topic      text        NOT NULL,
+    key        bytea,
+    value      bytea       NOT NULL,
+    headers    jsonb       NOT NULL,  -- [[name, base64 of the value or null], ...] in order
+    at         timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX observations_call_idx ON toolgate.observations (tenant_id, call_id);
+CREATE INDEX observations_at_idx ON toolgate.observations (at);
