@@ -1,8 +1,9 @@
 """The inbox, live: one Postgres connection LISTENs on migration 0031's channel (a ticket opened,
 escalated, decided or expired; a decision recorded on one), and each page's Server-Sent Events
 stream is told the ids of the changed tickets its approver may see. A notice is a hint to read
-again, never the data: the page fetches its fragment, rendered from the tables. A lost
-connection is opened again; pages also hear a heartbeat, and their stream ends with the session."""
+again, never the data: the page fetches its fragment, rendered from the tables. The connection is
+store/notifications.py's, the outbox relay's loop, which wakes only when the server sends
+something; a lost one is opened again; pages also hear a heartbeat, and their stream ends with the session."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import asyncio
 import contextlib
 import logging
 
-import psycopg
 from aiohttp import web
 
 from toolgate.console.checks import session_alive
 from toolgate.console.state import CONSOLE, current_session, required_session
 from toolgate.store import console_inbox
+from toolgate.store.notifications import listening
 
 log = logging.getLogger("toolgate.console")
 HEARTBEAT_S = 15.0
@@ -31,7 +32,12 @@ class Live:
         self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self.task = asyncio.create_task(self._listen())
+        self.task = asyncio.create_task(listening(self.database_url, console_inbox.listen, self.heard, log, "console"))
+
+    def heard(self, approval_ids: list[str]) -> None:
+        for approval_id in approval_ids:
+            for queue in list(self.streams):
+                queue.put_nowait(approval_id)
 
     def end_streams(self) -> None:
         """Tell every open stream to end (the server is stopping: a page's EventSource reconnects)."""
@@ -43,18 +49,6 @@ class Live:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
-
-    async def _listen(self) -> None:
-        while True:
-            try:
-                async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as conn:
-                    await console_inbox.listen(conn)
-                    async for notice in conn.notifies():
-                        for queue in list(self.streams):
-                            queue.put_nowait(notice.payload)
-            except psycopg.Error as exc:
-                log.warning("console: the notices' connection was lost (%s); opening it again", type(exc).__name__)
-                await asyncio.sleep(1.0)
 
 
 async def _relevant(request: web.Request, approver_id: str, approval_id: str) -> bool:

@@ -36,11 +36,11 @@ from toolgate.schemas.models import PayloadKind, TaxonomyClass
 from toolgate.settings import Settings
 from toolgate.store import outbox
 from toolgate.store.db import make_pool
+from toolgate.store.notifications import listening, waking
 from toolgate.store.outbox import Claimed, RowKind
 from toolgate.topics.catalog import Topics
 from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer, deployment_keys
-from toolgate.workers.outbox.notifications import listening
 from toolgate.workers.runtime.app import StageApp
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.producer import StageProducer, undeliverable
@@ -204,7 +204,7 @@ class OutboxRelay:
 
     async def _listen(self) -> None:
         """Set `wakeup` whenever a transaction inserts outbox rows; reconnect if Postgres goes away."""
-        await listening(self.settings.database_url, outbox.listen, self.wakeup, log, STAGE)
+        await listening(self.settings.database_url, outbox.listen, waking(self.wakeup), log, STAGE)
 
 
 def attach(app: StageApp, settings: Settings) -> OutboxRelay:

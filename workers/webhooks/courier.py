@@ -27,10 +27,10 @@ import psycopg
 from toolgate.settings import Settings
 from toolgate.store import audit, webhooks
 from toolgate.store.db import make_pool
+from toolgate.store.notifications import listening, waking
 from toolgate.store.webhooks import Due
 from toolgate.trust import webhook_signing
 from toolgate.trust.deployment_keys import deployment_keys
-from toolgate.workers.outbox.notifications import listening
 from toolgate.workers.webhooks.delivery import Attempt, judged, origin
 
 log = logging.getLogger("toolgate.webhooks")
@@ -56,7 +56,7 @@ class Courier:
 
     async def run(self) -> None:
         await self.pool.open()
-        listen = listening(self.settings.database_url, webhooks.listen, self.wakeup, log, STAGE)
+        listen = listening(self.settings.database_url, webhooks.listen, waking(self.wakeup), log, STAGE)
         listener = asyncio.ensure_future(listen)
         try:
             while True:

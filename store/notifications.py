@@ -8,7 +8,9 @@ sent something: wait until the socket is readable, read what arrived (`consume_i
 the notifications it held. A connection that breaks makes the socket readable too, and
 `consume_input` raises for it.
 
-The connection must do nothing else while it listens (the relay's listener only LISTENs).
+The connection must do nothing else while it listens. Three listeners share this loop: the outbox
+relay and the webhook courier, woken to read their tables again (`waking`), and the console, which
+hands each notice's payload (a ticket's id) to the pages that may show it.
 """
 
 from __future__ import annotations
@@ -21,10 +23,17 @@ from typing import Any
 import psycopg
 from psycopg.pq import ConnStatus
 
+Heard = Callable[[list[str]], None]  # a batch of notifications' payloads; [] on a (re)connect
 
-async def each_notification(conn: psycopg.AsyncConnection[Any], notify: Callable[[], None]) -> None:
-    """Call `notify` once for every batch of notifications `conn` receives; return never, raise
-    `psycopg.OperationalError` when the connection breaks."""
+
+def waking(event: asyncio.Event) -> Heard:
+    """A listener that only needs to know something arrived: it sets `event`."""
+    return lambda _payloads: event.set()
+
+
+async def each_notification(conn: psycopg.AsyncConnection[Any], heard: Heard) -> None:
+    """Call `heard` with the payloads of every batch of notifications `conn` receives; return
+    never, raise `psycopg.OperationalError` when the connection breaks."""
     pgconn = conn.pgconn
     readable = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -37,11 +46,11 @@ async def each_notification(conn: psycopg.AsyncConnection[Any], notify: Callable
             pgconn.consume_input()
             if pgconn.status != ConnStatus.OK:
                 raise psycopg.OperationalError("the listening connection is closed")
-            arrived = False
-            while pgconn.notifies() is not None:
-                arrived = True
-            if arrived:
-                notify()
+            payloads = []
+            while (notice := pgconn.notifies()) is not None:
+                payloads.append(notice.extra.decode())
+            if payloads:
+                heard(payloads)
     finally:
         loop.remove_reader(socket)
 
@@ -49,18 +58,19 @@ async def each_notification(conn: psycopg.AsyncConnection[Any], notify: Callable
 async def listening(
     database_url: str,
     listen: Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]],
-    wake: asyncio.Event,
+    heard: Heard,
     log: logging.Logger,
     stage: str,
 ) -> None:
-    """Set `wake` whenever a notification `listen` asks for arrives, and once on every (re)connect
-    (what arrived while not listening); reconnect a second after Postgres goes away. Never returns."""
+    """Tell `heard` of the notifications `listen` asks for as they arrive, and once on every
+    (re)connect with none (what arrived while not listening is unknown: read again); reconnect a
+    second after Postgres goes away. Never returns."""
     while True:
         try:
             async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
                 await listen(conn)
-                wake.set()
-                await each_notification(conn, wake.set)
+                heard([])
+                await each_notification(conn, heard)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
