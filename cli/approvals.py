@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from toolgate.cli.common import console, fail, literal, print_json, registry_call, running
+from toolgate.cli.common import console, fail, literal, print_json, print_rows, registry_call, running
 from toolgate.settings import Settings
 
 approvals_app = typer.Typer(no_args_is_help=True, help="Held calls: list, show the confirmation card, approve, deny.")
@@ -270,18 +270,14 @@ def approvers_acts_as(
 def approvers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     from toolgate.ops import approvers
 
-    rows = approvers.list_approvers(running())
-    if as_json:
-        print_json(rows)
-        return
-    for r in rows:  # one line each, never broken by the console: a key id is copied whole
-        console.print(
-            literal(
-                f"{r['approver']:12} {r['status']:8} {r['key_id']}  {','.join(r['risk_classes'])}  "
-                f"groups={','.join(r['groups'])}  tenants={','.join(r['tenants'])}  acts_as={','.join(r['acts_as'])}"
-            ),
-            soft_wrap=True,
-        )
+    print_rows(
+        approvers.list_approvers(running()),
+        as_json,
+        lambda r: (
+            f"{r['approver']:12} {r['status']:8} {r['key_id']}  {','.join(r['risk_classes'])}  "
+            f"groups={','.join(r['groups'])}  tenants={','.join(r['tenants'])}  acts_as={','.join(r['acts_as'])}"
+        ),
+    )
 
 
 @approvers_app.command("revoke")
