@@ -196,9 +196,8 @@ def approvers_add(
     from toolgate.ops import approvers
 
     classes, named = [c for c in risk_classes.split(",") if c], [g for g in groups.split(",") if g]
-    path = registry_call(
-        approvers.add_approver, running(), approver, classes, named, tenant or [], actor, acts_as or []
-    )
+    grant = approvers.Grant(classes, named, tenant or [], acts_as or [])
+    path = registry_call(approvers.add_approver, running(), approver, grant, actor)
     console.print(
         escape(f"approver {approver} registered for {', '.join(sorted(set(tenant or [])))}; private key at {path}")
     )
