@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from toolgate.cli.common import console, print_json, registry_call, running
+from toolgate.cli.common import console, print_json, print_rows, registry_call, running
 
 tenants_app = typer.Typer(no_args_is_help=True, help="Tenants: registered once, each with its own edge topics.")
 agents_app = typer.Typer(no_args_is_help=True, help="Agents: who may propose, for which tenant, with which keys.")
@@ -148,12 +148,11 @@ def agents_token(
 def agents_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     from toolgate.ops.agents import list_agents
 
-    rows = list_agents(running())
-    if as_json:
-        print_json(rows)
-        return
-    for r in rows:
-        console.print(
+    print_rows(
+        list_agents(running()),
+        as_json,
+        lambda r: (
             f"{r['agent']:16} {r['tenant']:10} {r['status']:8} keys={','.join(r['active_keys']) or '-'}  "
             f"scopes={','.join(r['scopes'])}"
-        )
+        ),
+    )

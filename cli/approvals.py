@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from toolgate.cli.common import console, fail, literal, print_json, registry_call, running
+from toolgate.cli.common import console, fail, literal, print_json, print_rows, registry_call, running
 from toolgate.settings import Settings
 
 approvals_app = typer.Typer(no_args_is_help=True, help="Held calls: list, show the confirmation card, approve, deny.")
@@ -196,9 +196,8 @@ def approvers_add(
     from toolgate.ops import approvers
 
     classes, named = [c for c in risk_classes.split(",") if c], [g for g in groups.split(",") if g]
-    path = registry_call(
-        approvers.add_approver, running(), approver, classes, named, tenant or [], actor, acts_as or []
-    )
+    grant = approvers.Grant(classes, named, tenant or [], acts_as or [])
+    path = registry_call(approvers.add_approver, running(), approver, grant, actor)
     console.print(
         escape(f"approver {approver} registered for {', '.join(sorted(set(tenant or [])))}; private key at {path}")
     )
@@ -270,18 +269,14 @@ def approvers_acts_as(
 def approvers_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     from toolgate.ops import approvers
 
-    rows = approvers.list_approvers(running())
-    if as_json:
-        print_json(rows)
-        return
-    for r in rows:  # one line each, never broken by the console: a key id is copied whole
-        console.print(
-            literal(
-                f"{r['approver']:12} {r['status']:8} {r['key_id']}  {','.join(r['risk_classes'])}  "
-                f"groups={','.join(r['groups'])}  tenants={','.join(r['tenants'])}  acts_as={','.join(r['acts_as'])}"
-            ),
-            soft_wrap=True,
-        )
+    print_rows(
+        approvers.list_approvers(running()),
+        as_json,
+        lambda r: (
+            f"{r['approver']:12} {r['status']:8} {r['key_id']}  {','.join(r['risk_classes'])}  "
+            f"groups={','.join(r['groups'])}  tenants={','.join(r['tenants'])}  acts_as={','.join(r['acts_as'])}"
+        ),
+    )
 
 
 @approvers_app.command("revoke")

@@ -39,6 +39,20 @@ def literal(line: str) -> Text:
     return Text(shown(line))
 
 
+def print_rows(
+    rows: list[dict[str, Any]], as_json: bool, line: Callable[[dict[str, Any]], str], empty: str = ""
+) -> None:
+    """A listing: its rows as one JSON array (`--json`), or a line each, as literal text never
+    broken by the console (an id is copied whole), and `empty` when there are none."""
+    if as_json:
+        print_json(rows)
+        return
+    for row in rows:
+        console.print(literal(line(row)), soft_wrap=True)
+    if not rows and empty:
+        console.print(empty)
+
+
 def running() -> Settings:
     """The settings of a deployment that has a broker and a database (exits when it has not)."""
     return load_settings().require_infrastructure()

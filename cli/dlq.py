@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from toolgate.cli.common import console, literal, print_json, running
+from toolgate.cli.common import console, literal, print_json, print_rows, running
 
 dlq_app = typer.Typer(no_args_is_help=True, help="The dead-letter topic: list, show, replay, discard.")
 
@@ -20,18 +20,16 @@ def dlq_list(
     from toolgate.ops import dlq
 
     rows = dlq.listed(running(), everything=all_)
-    if as_json:
-        print_json(rows)
-        return
-    for r in rows:  # every field is whatever a producer wrote: a forged letter says anything
-        console.print(
-            literal(
-                f"{r['dead_letter_id']}  {r['state']:9} {r['stage']:14} {r['taxonomy_class']:22} "
-                f"call={r['call_id']}  {str(r['reason'])[:80]}"
-            ),
-            soft_wrap=True,
-        )
-    console.print(f"{len(rows)} dead letter(s)")
+    print_rows(  # every field is whatever a producer wrote: a forged letter says anything
+        rows,
+        as_json,
+        lambda r: (
+            f"{r['dead_letter_id']}  {r['state']:9} {r['stage']:14} {r['taxonomy_class']:22} "
+            f"call={r['call_id']}  {str(r['reason'])[:80]}"
+        ),
+    )
+    if not as_json:
+        console.print(f"{len(rows)} dead letter(s)")
 
 
 @dlq_app.command("show")

@@ -20,18 +20,22 @@ from toolgate.cli.witness import witness_app
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="toolgate: the deterministic edge for agents' tool calls."
 )
-app.add_typer(approvals_app, name="approvals")
-app.add_typer(approvers_app, name="approvers")
-app.add_typer(tenants_app, name="tenants")
-app.add_typer(agents_app, name="agents")
-app.add_typer(dlq_app, name="dlq")
-app.add_typer(audit_app, name="audit")
-app.add_typer(secret_app, name="secret")
-app.add_typer(contracts_app, name="contracts")
-app.add_typer(policy_app, name="policy")
-app.add_typer(tools_app, name="tools")
-app.add_typer(webhooks_app, name="webhooks")
-app.add_typer(witness_app, name="witness")
+GROUPS = {
+    "approvals": approvals_app,
+    "approvers": approvers_app,
+    "tenants": tenants_app,
+    "agents": agents_app,
+    "dlq": dlq_app,
+    "audit": audit_app,
+    "secret": secret_app,
+    "contracts": contracts_app,
+    "policy": policy_app,
+    "tools": tools_app,
+    "webhooks": webhooks_app,
+    "witness": witness_app,
+}
+for name, group in GROUPS.items():
+    app.add_typer(group, name=name)
 
 COMMANDS = (
     deployment.up,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from toolgate.cli.common import console, fail, print_json, registry_call, running
+from toolgate.cli.common import console, fail, print_json, print_rows, registry_call, running
 
 
 def live_commands(policy_app: typer.Typer) -> None:
@@ -104,18 +104,15 @@ def shadow_report(
         }
         for r in found
     ]
-    if as_json:
-        print_json(rows)
-        return
-    if not rows:
-        console.print(f"no disagreements in the last {escape(since)}")
-    for row in rows:
-        console.print(
+    print_rows(
+        rows,
+        as_json,
+        lambda row: (
             f"{row['tool']}: {row['count']} x enforcing {row['enforcing']} -> shadow {row['shadow']} "
-            f"(set {row['shadow_set']}); e.g. {', '.join(map(str, row['examples']))}",
-            soft_wrap=True,
-            markup=False,
-        )
+            f"(set {row['shadow_set']}); e.g. {', '.join(map(str, row['examples']))}"
+        ),
+        empty=f"no disagreements in the last {escape(since)}",
+    )
 
 
 def shadow_stop(actor: Annotated[str, typer.Option("--as")] = "operator") -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from toolgate.cli.common import console, literal, print_json, registry_call, running
+from toolgate.cli.common import console, literal, print_rows, registry_call, running
 
 tools_app = typer.Typer(
     no_args_is_help=True,
@@ -60,10 +60,9 @@ def tools_quarantined(as_json: Annotated[bool, typer.Option("--json")] = False) 
         }
         for q in held(running())
     ]
-    if as_json:
-        print_json(rows)
-        return
-    for r in rows:
-        console.print(literal(f"{r['tool']}@{r['version']}  since {r['since']}  by {r['by']}: {r['reason']}"))
-    if not rows:
-        console.print("no tool version is quarantined")
+    print_rows(
+        rows,
+        as_json,
+        lambda r: f"{r['tool']}@{r['version']}  since {r['since']}  by {r['by']}: {r['reason']}",
+        empty="no tool version is quarantined",
+    )

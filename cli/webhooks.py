@@ -3,11 +3,11 @@ tickets' events (signed, retried, audited: ops/webhooks.py, workers/webhooks/)."
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from toolgate.cli.common import console, literal, print_json, registry_call, running
+from toolgate.cli.common import console, literal, print_rows, registry_call, running
 
 webhooks_app = typer.Typer(
     no_args_is_help=True,
@@ -39,15 +39,12 @@ def webhooks_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
     """Every tenant's webhook: its origin (never its path or query) and whether it is enabled."""
     from toolgate.ops.webhooks import list_webhooks
 
-    rows = list_webhooks(running())
-    if as_json:
-        print_json(rows)
-        return
-    for r in rows:
-        state = "enabled" if r["enabled"] else "disabled (the receiver answered 410 Gone: set it again)"
-        console.print(literal(f"{r['tenant']}  {r['endpoint']}  {state}  since {r['updated_at']}"))
-    if not rows:
-        console.print("no webhooks")
+    print_rows(list_webhooks(running()), as_json, _webhook_line, empty="no webhooks")
+
+
+def _webhook_line(r: dict[str, Any]) -> str:
+    state = "enabled" if r["enabled"] else "disabled (the receiver answered 410 Gone: set it again)"
+    return f"{r['tenant']}  {r['endpoint']}  {state}  since {r['updated_at']}"
 
 
 @webhooks_app.command("deliveries")
@@ -61,11 +58,9 @@ def webhooks_deliveries(
     from toolgate.ops.webhooks import list_deliveries
 
     rows = registry_call(list_deliveries, running(), tenant, status, limit)
-    if as_json:
-        print_json(rows)
-        return
-    for r in rows:
-        line = f"{r['delivery']}  {r['tenant']}  {r['event']}  {r['approval']}  {r['status']}  attempts {r['attempts']}"
-        console.print(literal(line + (f"  ({r['last_outcome']})" if r["last_outcome"] else "")))
-    if not rows:
-        console.print("no deliveries")
+    print_rows(rows, as_json, _delivery_line, empty="no deliveries")
+
+
+def _delivery_line(r: dict[str, Any]) -> str:
+    line = f"{r['delivery']}  {r['tenant']}  {r['event']}  {r['approval']}  {r['status']}  attempts {r['attempts']}"
+    return line + (f"  ({r['last_outcome']})" if r["last_outcome"] else "")

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.edits import Change, EditRefused, Widens, diff, edited_text
+from toolgate.contracts.edits import Change, EditRefused, diff, edited_text
+from toolgate.refusal import Refusal
 
 EDIT_MAX = 32 * 1024  # characters of a typed edit: the console's requests are at most 64 KiB
 
@@ -35,13 +36,13 @@ def edit_object(text: str) -> dict[str, Any]:
     """The typed edit: a JSON object of the arguments it changes (or all of them, changed or
     not). Raises EditRefused (edit_not_an_object) for anything else."""
     if len(text) > EDIT_MAX:
-        raise EditRefused(Widens("edit_not_an_object", f"an edit is at most {EDIT_MAX} characters"))
+        raise EditRefused(Refusal("edit_not_an_object", f"an edit is at most {EDIT_MAX} characters"))
     try:
         edit = json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
-        raise EditRefused(Widens("edit_not_an_object", f"the edit is not JSON: {exc}")) from exc
+        raise EditRefused(Refusal("edit_not_an_object", f"the edit is not JSON: {exc}")) from exc
     if not isinstance(edit, dict):
-        raise EditRefused(Widens("edit_not_an_object", "an edit is a JSON object of the arguments it changes"))
+        raise EditRefused(Refusal("edit_not_an_object", "an edit is a JSON object of the arguments it changes"))
     return edit
 
 
@@ -53,18 +54,18 @@ def prepared(held: Mapping[str, Any], text: str, contract: Contract) -> Prepared
     return Prepared(after, diff(held, json.loads(after)))
 
 
-def signed_edit_refusal(held: Mapping[str, Any], edited_arguments: str, contract: Contract) -> Widens | None:
+def signed_edit_refusal(held: Mapping[str, Any], edited_arguments: str, contract: Contract) -> Refusal | None:
     """Why a signed decision's edited arguments are not what `prepared` gives for them (None: they
     are): not a JSON object, not the held arguments merged with an edit that only narrows, or not
     in canonical JSON."""
     try:
         after = json.loads(edited_arguments)
     except ValueError:
-        return Widens("edit_not_an_object", "the edited arguments are not JSON")
+        return Refusal("edit_not_an_object", "the edited arguments are not JSON")
     try:
         again = edited_text(held, after, contract)
     except EditRefused as exc:
-        return Widens(exc.code, exc.reason)
+        return Refusal(exc.code, exc.reason)
     if again != edited_arguments:
-        return Widens("edit_not_canonical", "the edited arguments are not the held call's, merged and canonical")
+        return Refusal("edit_not_canonical", "the edited arguments are not the held call's, merged and canonical")
     return None

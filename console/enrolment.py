@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from toolgate.console.checks import invitation_refusal
 from toolgate.console.login import b64decode
 from toolgate.console.state import CONSOLE, digest, json_body
-from toolgate.ops.approvers import record_approver
+from toolgate.ops.approvers import Grant, record_approver
 from toolgate.ops.registry import RegistryError
 from toolgate.store import invitations
 
@@ -69,9 +69,8 @@ async def enrol(request: web.Request) -> web.Response:
         await invitations.burn(conn, token_hash)
         actor = f"invitation:{token_hash.hex()[:12]}"
         try:
-            await record_approver(
-                conn, found.approver_id, public_key, found.risk_classes, found.groups, found.tenants, actor
-            )
+            grant = Grant(found.risk_classes, found.groups, found.tenants)
+            await record_approver(conn, found.approver_id, public_key, grant, actor)
         except RegistryError as exc:
             raise web.HTTPConflict(text=str(exc)) from exc
     return web.json_response({"approver_id": found.approver_id})

@@ -5,6 +5,7 @@ the ticket changed (console/live.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -21,17 +22,6 @@ async def _inbox(request: web.Request, session: Session) -> list[dict[str, Any]]
     return [inbox_row(r) for r in rows]
 
 
-async def inbox_page(request: web.Request) -> web.Response:
-    session = await required_session(request)
-    rows = await _inbox(request, session)
-    return request.app[CONSOLE].render("inbox.html", session=session, rows=rows)
-
-
-async def inbox_fragment(request: web.Request) -> web.Response:
-    session = await required_session(request)
-    return request.app[CONSOLE].render("_inbox.html", rows=await _inbox(request, session))
-
-
 async def _card(request: web.Request, session: Session) -> dict[str, Any]:
     approval_id = request.match_info["approval_id"]
     async with request.app[CONSOLE].pool.connection() as conn:
@@ -45,13 +35,22 @@ async def _card(request: web.Request, session: Session) -> dict[str, Any]:
     return {**card_view(found, votes, edit), "decidable": waiting and not voted}
 
 
-async def card_page(request: web.Request) -> web.Response:
-    session = await required_session(request)
-    card = await _card(request, session)
-    return request.app[CONSOLE].render("card.html", session=session, card=card)
+Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
-async def card_fragment(request: web.Request) -> web.Response:
-    session = await required_session(request)
-    card = await _card(request, session)
-    return request.app[CONSOLE].render("_card.html", session=session, card=card)
+def rendered(template: str, name: str, read: Callable[[web.Request, Session], Awaitable[Any]]) -> Handler:
+    """A page or fragment: `template` rendered for the signed-in approver, with what `read` finds
+    for its session as `name`."""
+
+    async def handler(request: web.Request) -> web.Response:
+        session = await required_session(request)
+        found = await read(request, session)
+        return request.app[CONSOLE].render(template, session=session, **{name: found})
+
+    return handler
+
+
+inbox_page = rendered("inbox.html", "rows", _inbox)
+inbox_fragment = rendered("_inbox.html", "rows", _inbox)
+card_page = rendered("card.html", "card", _card)
+card_fragment = rendered("_card.html", "card", _card)

@@ -33,17 +33,10 @@ from typing import Any
 
 from toolgate.contracts.contract import Contract
 from toolgate.contracts.values import spent_values
+from toolgate.refusal import Refusal
 from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import ApprovalDecision
 from toolgate.schemas.wire import canonical_json
-
-
-@dataclass(frozen=True)
-class Widens:
-    """Why an edit is refused: a typed code and a sentence for the approver."""
-
-    code: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -67,10 +60,10 @@ class Edited:
     changes: list[Change]
 
 
-def merged(arguments: Mapping[str, Any], edit: Any) -> dict[str, Any] | Widens:
+def merged(arguments: Mapping[str, Any], edit: Any) -> dict[str, Any] | Refusal:
     """The edited arguments: `edit`'s keys over `arguments`' (the module docstring's rule)."""
     if not isinstance(edit, Mapping):
-        return Widens("edit_not_an_object", "an edit is a JSON object of the arguments it changes")
+        return Refusal("edit_not_an_object", "an edit is a JSON object of the arguments it changes")
     return {**arguments, **edit}
 
 
@@ -89,13 +82,13 @@ def diff(before: Any, after: Any, path: str = "") -> list[Change]:
     return [Change(path, before, after)]
 
 
-def widening(contract: Contract, before: Mapping[str, Any], after: Mapping[str, Any]) -> Widens | None:
+def widening(contract: Contract, before: Mapping[str, Any], after: Mapping[str, Any]) -> Refusal | None:
     """Why the edit from `before` to `after` does not only narrow (None: it narrows)."""
     if not diff(before, after):
-        return Widens("edit_unchanged", "the edit changes nothing: approve the call as it is instead")
+        return Refusal("edit_unchanged", "the edit changes nothing: approve the call as it is instead")
     violation = contract.input_violation(dict(after))
     if violation is not None:
-        return Widens(
+        return Refusal(
             "edit_invalid",
             f"the edited arguments fail the contract's input schema: {getattr(violation, 'message', violation)}",
         )
@@ -103,19 +96,19 @@ def widening(contract: Contract, before: Mapping[str, Any], after: Mapping[str, 
     for dimension, amount in sorted(spent_after.items()):
         held = spent_before.get(dimension)
         if held is None:
-            return Widens("edit_widens_value", f"the edit spends {dimension}, which the held call did not spend")
+            return Refusal("edit_widens_value", f"the edit spends {dimension}, which the held call did not spend")
         if amount > held:
-            return Widens(
+            return Refusal(
                 "edit_widens_value", f"the edit spends {amount} of {dimension}, more than the held call's {held}"
             )
     return None
 
 
-def more_approvals(held_required: int, edited_required: int) -> Widens | None:
+def more_approvals(held_required: int, edited_required: int) -> Refusal | None:
     """Policy's verdict on the edited call may not ask for more approvals than the held call's."""
     if edited_required <= held_required:
         return None
-    return Widens(
+    return Refusal(
         "edit_needs_more_approvals",
         f"policy asks {edited_required} approvals of the edited call, more than the held call's {held_required}",
     )
@@ -124,7 +117,7 @@ def more_approvals(held_required: int, edited_required: int) -> Widens | None:
 class EditRefused(ValueError):
     """An edit refused before it was signed: `code` is one of the module docstring's."""
 
-    def __init__(self, widens: Widens) -> None:
+    def __init__(self, widens: Refusal) -> None:
         super().__init__(f"{widens.code}: {widens.reason}")
         self.code = widens.code
         self.reason = widens.reason
@@ -155,11 +148,11 @@ def edited_text(held: Mapping[str, Any], edit: Any, contract: Contract | None = 
     JSON. Raises EditRefused, before anything is signed, for an edit that is not an object or
     changes nothing, and (given the call's contract) for one that does not only narrow."""
     after = merged(held, edit)
-    if isinstance(after, Widens):
+    if isinstance(after, Refusal):
         raise EditRefused(after)
     widens = widening(contract, held, after) if contract is not None else None
     if widens is None and not diff(held, after):
-        widens = Widens("edit_unchanged", "the edit changes nothing: approve the call as it is instead")
+        widens = Refusal("edit_unchanged", "the edit changes nothing: approve the call as it is instead")
     if widens is not None:
         raise EditRefused(widens)
     return canonical_json(after)

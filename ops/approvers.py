@@ -16,6 +16,7 @@ read approvers. Postgres holds public keys only; private keys go to the local ke
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,15 +61,19 @@ def _entry(action: str, actor: str, approver: str, **detail: Any) -> audit.Entry
     return audit.Entry(STAGE, action, actor, None, None, {"approver": approver, **detail})
 
 
+@dataclass(frozen=True)
+class Grant:
+    """What a new approver is registered for: the risk classes it may approve, the approver
+    groups it is in, the tenants it decides for (at least one) and the user ids it acts as."""
+
+    risk_classes: list[str]
+    groups: list[str]
+    tenants: list[str]
+    acts_as: list[str] = field(default_factory=list)
+
+
 def register_approver(
-    database_url: str,
-    approver: str,
-    public_key: bytes,
-    risk_classes: list[str],
-    groups: list[str],
-    tenants: list[str],
-    actor: str = "operator",
-    acts_as: list[str] | None = None,
+    database_url: str, approver: str, public_key: bytes, grant: Grant, actor: str = "operator"
 ) -> str:
     """Record a new approver's public key, the tenants it decides for and the users it acts as
     (audited); refuses an id already registered, and an approver of no tenant or of one not
@@ -76,36 +81,29 @@ def register_approver(
     check_name("approver", approver)
 
     async def work(conn: psycopg.AsyncConnection[Any]) -> str:
-        return await record_approver(conn, approver, public_key, risk_classes, groups, tenants, actor, acts_as)
+        return await record_approver(conn, approver, public_key, grant, actor)
 
     return in_transaction(database_url, work)
 
 
 async def record_approver(
-    conn: psycopg.AsyncConnection[Any],
-    approver: str,
-    public_key: bytes,
-    risk_classes: list[str],
-    groups: list[str],
-    tenants: list[str],
-    actor: str,
-    acts_as: list[str] | None = None,
+    conn: psycopg.AsyncConnection[Any], approver: str, public_key: bytes, grant: Grant, actor: str
 ) -> str:
     """`register_approver`'s work on `conn`, in the caller's transaction (the console's enrolment
     burns its invitation in the same one); the key id."""
     check_name("approver", approver)
     key_id = key_id_of(public_key)
-    users = _users(acts_as or [])
+    users = _users(grant.acts_as)
     status = await approvers.status(conn, approver)
     if status is not None:
         raise _already(approver, status)
-    served = await served_tenants(conn, tenants)
-    if not await approvers.insert(conn, approver, public_key, risk_classes, groups, served, users):
+    served = await served_tenants(conn, grant.tenants)
+    if not await approvers.insert(conn, approver, public_key, grant.risk_classes, grant.groups, served, users):
         raise _already(approver, "registered")  # registered meanwhile
     detail = {
         "key_id": key_id,
-        "risk_classes": sorted(risk_classes),
-        "groups": sorted(groups),
+        "risk_classes": sorted(grant.risk_classes),
+        "groups": sorted(grant.groups),
         "tenants": served,
         "acts_as": users,
     }
@@ -113,21 +111,13 @@ async def record_approver(
     return key_id
 
 
-def add_approver(
-    settings: Settings,
-    approver: str,
-    risk_classes: list[str],
-    groups: list[str],
-    tenants: list[str],
-    actor: str = "operator",
-    acts_as: list[str] | None = None,
-) -> Path:
+def add_approver(settings: Settings, approver: str, grant: Grant, actor: str = "operator") -> Path:
     """Register a new approver with a new key pair; returns where its private key is."""
     keyring = Keyring(settings.home / "approvers")
     keyring.path(approver)  # a bad id fails before anything is written
     key = new_key()
     public_key = public_bytes(key)
-    register_approver(settings.admin_url, approver, public_key, risk_classes, groups, tenants, actor, acts_as)
+    register_approver(settings.admin_url, approver, public_key, grant, actor)
     return keyring.store(approver, key)
 
 

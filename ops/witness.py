@@ -29,9 +29,10 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.ops.witness_judge import Cosign, Held, Refuse, judge, read
+from toolgate.ops.witness_judge import Cosign, Refuse, judge, read
 from toolgate.trust.ed25519 import PrivateKey, PublicKey
 from toolgate.trust.signed_note import COSIGNATURE_V1, cosign, parse_vkey, vkey
+from toolgate.trust.tlog_checkpoint import TreeHead
 
 log = logging.getLogger("toolgate.witness")
 SIZE_TYPE = "text/x.tlog.size"
@@ -101,12 +102,12 @@ class State:
     def close(self) -> None:
         self._lock_file.close()  # and the lock with it
 
-    def held(self, origin: str) -> Held | None:
+    def held(self, origin: str) -> TreeHead | None:
         path = self.directory / f"{origin_id(origin)}.json"
         if not path.exists():
             return None
         kept = json.loads(path.read_text())
-        return Held(int(kept["size"]), base64.b64decode(kept["root"]))
+        return TreeHead(origin, int(kept["size"]), base64.b64decode(kept["root"]))
 
     def keep(self, outcome: Cosign, cosigned_note: str) -> None:
         stem = self.directory / origin_id(outcome.head.origin)

@@ -27,14 +27,6 @@ from toolgate.trust.tlog_checkpoint import AddCheckpoint, TreeHead
 
 
 @dataclass(frozen=True)
-class Held:
-    """The tree a witness last cosigned for an origin."""
-
-    size: int
-    root: bytes
-
-
-@dataclass(frozen=True)
 class Refuse:
     status: int
     reason: str
@@ -66,9 +58,10 @@ def read(body: str) -> Request | Refuse:
 
 
 def judge(
-    request: Request, held_of: Callable[[str], Held | None], logs: Mapping[str, Sequence[PublicKey]]
+    request: Request, held_of: Callable[[str], TreeHead | None], logs: Mapping[str, Sequence[PublicKey]]
 ) -> Cosign | Refuse:
-    """The answer to a request read by `read`; `held_of` gives the tree cosigned for an origin."""
+    """The answer to a request read by `read`; `held_of` gives the tree head the witness last
+    cosigned for an origin (None: it never cosigned one)."""
     head, add = request.head, request.add
     keys = logs.get(head.origin)
     if keys is None:
@@ -79,7 +72,7 @@ def judge(
         return Refuse(400, "the old size is above the checkpoint's size")
     if head.size == 0 and head.root != EMPTY_ROOT:
         return Refuse(400, "the tree of size 0 has the empty root")
-    held = held_of(head.origin) or Held(0, b"")
+    held = held_of(head.origin) or TreeHead(head.origin, 0, b"")
     if add.old_size != held.size:
         return Refuse(409, f"this witness last cosigned size {held.size}", size=held.size)
     if head.size == held.size and head.size and head.root != held.root:

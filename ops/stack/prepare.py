@@ -13,7 +13,7 @@ import psycopg
 
 from toolgate.kafka_security import ADMIN, client_config
 from toolgate.ops.agents import add_tenant, list_agents, register_agent, registered_tenants
-from toolgate.ops.approvers import list_approvers, register_approver
+from toolgate.ops.approvers import Grant, list_approvers, register_approver
 from toolgate.ops.migrate import migrate, seed_demo
 from toolgate.secrets import SecretProvider, generate
 from toolgate.settings import Settings
@@ -133,7 +133,7 @@ def demo_approvers(settings: Settings, database_url: str, say: Any = print) -> N
             continue
         key = keyring.load(name) if keyring.has(name) else new_key()
         public_key = public_bytes(key)
-        register_approver(database_url, name, public_key, risk_classes, groups, tenants, "toolgate-up", [name])
+        register_approver(database_url, name, public_key, Grant(risk_classes, groups, tenants, [name]), "toolgate-up")
         if not keyring.has(name):
             keyring.store(name, key)
     served = ", ".join(f"{a} ({'+'.join(t)})" for a, (_, _, t) in DEMO_APPROVERS.items())

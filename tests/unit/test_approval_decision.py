@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.unit.factories import FAST, registry, stage_record
 from toolgate.contracts.contract import Contract
+from toolgate.refusal import Refusal
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalDecision, PayloadKind, StageRecord, Verdict
 from toolgate.settings import Settings
@@ -20,7 +21,6 @@ from toolgate.workers.approval.decision import (
     Approver,
     Counted,
     NoOp,
-    Refused,
     Then,
     Ticket,
     approval_id_for,
@@ -102,19 +102,19 @@ def test_signature_round_trip() -> None:
 
 def test_unknown_ticket() -> None:
     result = judge(decision(), None, approver("alice"), NOW)
-    assert isinstance(result, Refused) and result.code == "unknown_approval"
+    assert isinstance(result, Refusal) and result.code == "unknown_approval"
 
 
 @pytest.mark.parametrize("who", [None, "inactive"])
 def test_unknown_or_revoked_approver(who: str | None) -> None:
     a = None if who is None else approver("alice", active=False)
     result = judge(decision(), ticket(), a, NOW)
-    assert isinstance(result, Refused) and result.code == "unknown_approver"
+    assert isinstance(result, Refusal) and result.code == "unknown_approver"
 
 
 def test_signed_by_another_key() -> None:
     result = judge(decision("alice", key="mallory"), ticket(), approver("alice"), NOW)
-    assert isinstance(result, Refused) and result.code == "bad_signature"
+    assert isinstance(result, Refusal) and result.code == "bad_signature"
 
 
 @pytest.mark.parametrize(
@@ -139,7 +139,7 @@ def test_field_changed_after_signing(field: str, value: object) -> None:
     tampered = decision().model_copy(update={field: value})
     who = "bob" if field == "approver_id" else "alice"
     result = judge(tampered, ticket(), approver(who), NOW)
-    assert isinstance(result, Refused) and result.code == "bad_signature"
+    assert isinstance(result, Refusal) and result.code == "bad_signature"
 
 
 def test_payload_mismatch() -> None:
@@ -149,14 +149,14 @@ def test_payload_mismatch() -> None:
         {"tool_version": "1.1.0"},
     ):
         result = judge(decision(**overrides), ticket(), approver("alice"), NOW)
-        assert isinstance(result, Refused) and result.code == "payload_mismatch", overrides
+        assert isinstance(result, Refusal) and result.code == "payload_mismatch", overrides
 
 
 def test_a_decision_bound_to_another_trace_is_refused() -> None:
     """The seeds' approval token is refused when detached from the active trace."""
     held = ticket(trace_id="a" * 32)
     result = judge(decision(trace_id="b" * 32), held, approver("alice"), NOW)
-    assert isinstance(result, Refused) and result.code == "trace_mismatch"
+    assert isinstance(result, Refusal) and result.code == "trace_mismatch"
     assert isinstance(judge(decision(trace_id="a" * 32), held, approver("alice"), NOW), Counted)
     # A decision naming no trace is bound to the call by its approval id alone (0.2.0 clients).
     assert isinstance(judge(decision(), held, approver("alice"), NOW), Counted)
@@ -164,7 +164,7 @@ def test_a_decision_bound_to_another_trace_is_refused() -> None:
 
 def test_only_a_single_execution_scope_is_granted() -> None:
     result = judge(decision(approval_scope="standing"), ticket(), approver("alice"), NOW)
-    assert isinstance(result, Refused) and result.code == "scope_not_granted"
+    assert isinstance(result, Refusal) and result.code == "scope_not_granted"
     assert isinstance(judge(decision(approval_scope="single_execution"), ticket(), approver("alice"), NOW), Counted)
 
 
@@ -180,25 +180,25 @@ def test_fields_added_since_0_1_are_signed_only_when_present() -> None:
 
 def test_decision_expired() -> None:
     result = judge(decision(expires_at_ms=NOW - 1), ticket(), approver("alice"), NOW)
-    assert isinstance(result, Refused) and result.code == "decision_expired"
+    assert isinstance(result, Refusal) and result.code == "decision_expired"
     assert isinstance(judge(decision(expires_at_ms=NOW), ticket(), approver("alice"), NOW), Counted)
 
 
 def test_approval_expired() -> None:
     result = judge(decision(), ticket(expires_at_ms=NOW - 1), approver("alice"), NOW)
-    assert isinstance(result, Refused) and result.code == "approval_expired"
+    assert isinstance(result, Refusal) and result.code == "approval_expired"
     assert isinstance(judge(decision(), ticket(expires_at_ms=NOW), approver("alice"), NOW), Counted)
 
 
 def test_approver_not_allowed_for_risk_class() -> None:
     result = judge(decision(), ticket(), approver("alice", risk=("HIGH_RISK_EXTERNAL",)), NOW)
-    assert isinstance(result, Refused) and result.code == "approver_not_allowed"
+    assert isinstance(result, Refusal) and result.code == "approver_not_allowed"
 
 
 @pytest.mark.parametrize("status", [TicketStatus.APPROVED, TicketStatus.DENIED, TicketStatus.AUTO_DENIED, "EXPIRED"])
 def test_ticket_not_pending(status: str) -> None:
     result = judge(decision(), ticket(status=status), approver("alice"), NOW)
-    assert isinstance(result, Refused) and result.code == "approval_closed"
+    assert isinstance(result, Refusal) and result.code == "approval_closed"
 
 
 def test_same_decision_again_is_noop() -> None:
@@ -221,7 +221,7 @@ def test_same_approver_twice_is_noop() -> None:
 def test_same_approver_twice_with_bad_signature_is_refused_not_noop() -> None:
     t = ticket(decided_by=("alice",), approved_by=("alice",))
     result = judge(decision("alice", key="mallory", decision_id="dec_second"), t, approver("alice"), NOW)
-    assert isinstance(result, Refused) and result.code == "bad_signature"
+    assert isinstance(result, Refusal) and result.code == "bad_signature"
 
 
 def test_two_distinct_approvers_approve() -> None:
@@ -297,7 +297,7 @@ def test_only_approvers_in_a_reached_group_count() -> None:
     held = ticket(groups=("finance-controllers",))
     director = approver("carol", groups=("finance-directors",))
     refused = judge(decision("carol"), held, director, NOW)
-    assert isinstance(refused, Refused) and refused.code == "approver_not_in_group"
+    assert isinstance(refused, Refusal) and refused.code == "approver_not_in_group"
     assert "finance-controllers" in refused.reason
     escalated_ticket = replace(held, groups=("finance-controllers", "finance-directors"))
     assert judge(decision("carol"), escalated_ticket, director, NOW) == Counted(TicketStatus.PENDING, ("carol",))
@@ -356,7 +356,7 @@ def test_an_approver_outside_the_groups_the_policy_named_is_not_counted() -> Non
     held = ticket(groups=tuple(ticket_row(opened)["approver_groups"]))
     controller = approver("bob", groups=("finance-controllers",))
     refused = judge(decision("bob"), held, controller, NOW)
-    assert isinstance(refused, Refused) and refused.code == "approver_not_in_group"
+    assert isinstance(refused, Refusal) and refused.code == "approver_not_in_group"
     assert "finance-directors" in refused.reason
     director = approver("carol", groups=("finance-directors",))
     assert judge(decision("carol"), held, director, NOW) == Counted(TicketStatus.PENDING, ("carol",))

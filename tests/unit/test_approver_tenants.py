@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from toolgate.refusal import Refusal
 from toolgate.schemas.models import Verdict
 from toolgate.states import TicketStatus
-from toolgate.workers.approval.decision import Counted, Refused, judge, transition
+from toolgate.workers.approval.decision import Counted, judge, transition
 
 from .test_approval_decision import NOW, approver, decision, ticket
 
@@ -29,7 +30,7 @@ def test_an_approver_counts_only_on_the_tickets_of_its_tenants(
     if code is None:
         assert verdict == Counted(TicketStatus.PENDING, ("alice",))
     else:
-        assert isinstance(verdict, Refused) and verdict.code == code
+        assert isinstance(verdict, Refusal) and verdict.code == code
         assert tenant in verdict.reason
 
 

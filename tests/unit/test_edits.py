@@ -17,7 +17,6 @@ from toolgate.contracts.edits import (
     Change,
     Edited,
     EditRefused,
-    Widens,
     diff,
     edited_hash,
     edited_text,
@@ -27,6 +26,7 @@ from toolgate.contracts.edits import (
     read_note,
     widening,
 )
+from toolgate.refusal import Refusal
 from toolgate.schemas.codec import codec
 from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import ApprovalDecision, StageDecision, StageRecord, Verdict
@@ -36,7 +36,6 @@ from toolgate.store.edits import EditedTicket
 from toolgate.trust.signing import public_bytes, sign, signed_bytes, verify
 from toolgate.workers.approval.decision import (
     Counted,
-    Refused,
     Then,
     approval_id_for,
     edit_of,
@@ -69,7 +68,7 @@ def test_an_edit_replaces_the_keys_it_names_and_keeps_the_others() -> None:
 
 @pytest.mark.parametrize("edit", [[1], "x", 3, None])
 def test_an_edit_is_an_object(edit: Any) -> None:
-    assert merged(HELD, edit) == Widens("edit_not_an_object", "an edit is a JSON object of the arguments it changes")
+    assert merged(HELD, edit) == Refusal("edit_not_an_object", "an edit is a JSON object of the arguments it changes")
 
 
 @pytest.mark.parametrize(
@@ -179,7 +178,7 @@ def test_approval_wait_counts_an_edit_only_when_it_narrows(
     checked = check(d, charge(), HELD)
     result = judge(d, ticket(), approver("alice"), NOW, checked)
     if status is None:
-        assert isinstance(result, Refused) and result.code == code  # the ticket stays PENDING
+        assert isinstance(result, Refusal) and result.code == code  # the ticket stays PENDING
     else:
         assert result == Counted(TicketStatus.EDITED, ("alice",))
         step = transition(d, ticket(), approver("alice"), NOW, checked)
@@ -188,18 +187,18 @@ def test_approval_wait_counts_an_edit_only_when_it_narrows(
 
 def test_an_edit_not_checked_or_a_denial_with_an_edit_is_refused() -> None:
     d = edit_decision({**HELD, "amount_cents": 3000})
-    assert judge(d, ticket(), approver("alice"), NOW) == Refused(
+    assert judge(d, ticket(), approver("alice"), NOW) == Refusal(
         "edit_unchecked", "the edit was not checked against the call's contract"
     )
     denial = edit_decision({**HELD, "amount_cents": 3000}, verdict=Verdict.DENY)
     result = judge(denial, ticket(), approver("alice"), NOW, check(denial, charge(), HELD))
-    assert isinstance(result, Refused) and result.code == "edit_not_approve"
+    assert isinstance(result, Refusal) and result.code == "edit_not_approve"
 
 
 def test_an_edit_is_judged_like_any_decision_first() -> None:
     d = edit_decision({**HELD, "amount_cents": 3000}, key="mallory")
     result = judge(d, ticket(), approver("alice"), NOW, check(d, charge(), HELD))
-    assert isinstance(result, Refused) and result.code == "bad_signature"
+    assert isinstance(result, Refusal) and result.code == "bad_signature"
 
 
 @pytest.mark.parametrize(
@@ -209,7 +208,7 @@ def test_an_edit_is_judged_like_any_decision_first() -> None:
 def test_the_edited_arguments_must_be_a_canonical_object(text: str, code: str) -> None:
     d = decision(edited_arguments=text)
     found = check(d, charge(), HELD)
-    assert isinstance(found, Widens) and found.code == code
+    assert isinstance(found, Refusal) and found.code == code
 
 
 def test_the_re_entry_is_the_held_call_with_the_edited_arguments() -> None:

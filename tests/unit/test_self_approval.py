@@ -11,9 +11,10 @@ import pytest
 
 from toolgate.ops.approvers import _users
 from toolgate.ops.registry import RegistryError
+from toolgate.refusal import Refusal
 from toolgate.schemas.models import Verdict
 from toolgate.states import TicketStatus
-from toolgate.workers.approval.decision import Counted, Refused, judge, proves_nobody, transition
+from toolgate.workers.approval.decision import Counted, judge, proves_nobody, transition
 
 from .test_approval_decision import NOW, approver, decision, ticket
 
@@ -36,7 +37,7 @@ def test_an_approver_acting_as_the_requester_is_refused(
     if code is None:
         assert verdict == Counted(TicketStatus.PENDING, ("alice",))
     else:
-        assert isinstance(verdict, Refused) and verdict.code == code
+        assert isinstance(verdict, Refusal) and verdict.code == code
         assert "requested this call" in verdict.reason and requested_by not in verdict.reason
 
 
@@ -56,7 +57,7 @@ def test_a_self_approval_after_another_approval_does_not_complete_it() -> None:
     held = ticket(requested_by="u_bob", approved_by=("alice",), decided_by=("alice",))
     bob = replace(approver("bob"), acts_as=("u_bob",))
     verdict = judge(decision("bob"), held, bob, NOW)
-    assert isinstance(verdict, Refused) and verdict.code == "self_approval"
+    assert isinstance(verdict, Refusal) and verdict.code == "self_approval"
     assert judge(decision("carol"), held, approver("carol"), NOW) == Counted(TicketStatus.APPROVED, ("alice", "carol"))
 
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from toolgate.client.withdrawals import withdrawal
+from toolgate.refusal import Refusal
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest, ExecutionResult, Verdict
 from toolgate.states import TicketStatus
@@ -16,7 +17,7 @@ from toolgate.trust.ed25519 import PrivateKey
 from toolgate.trust.signing import new_key, public_bytes, signed_bytes, withdrawer, withdrawing_agent
 from toolgate.workers.approval import resume
 from toolgate.workers.approval import withdrawal as w
-from toolgate.workers.approval.decision import Counted, NoOp, Refused, Then, Ticket
+from toolgate.workers.approval.decision import Counted, NoOp, Then, Ticket
 
 from .factories import registry, sample_models, stage_record
 from .test_approval_decision import HASH, NOW, ticket
@@ -81,7 +82,7 @@ def test_a_withdrawal_that_does_not_prove_the_calls_agent_is_refused(
     decision: Callable[[], ApprovalDecision], who: Callable[[], w.Requester | None], code: str
 ) -> None:
     verdict = w.judge(decision(), held(), who(), NOW)
-    assert isinstance(verdict, Refused) and verdict.code == code
+    assert isinstance(verdict, Refusal) and verdict.code == code
     step = w.transition(decision(), held(), who(), NOW)
     assert (step.counted, step.then, step.action) == (False, Then.NOTHING, "withdrawal_refused")
 
@@ -89,14 +90,14 @@ def test_a_withdrawal_that_does_not_prove_the_calls_agent_is_refused(
 @pytest.mark.parametrize("status", [TicketStatus.APPROVED, TicketStatus.DENIED, TicketStatus.AUTO_DENIED])
 def test_a_withdrawal_after_the_ticket_closed_is_too_late(status: TicketStatus) -> None:
     verdict = w.judge(withdrawn(), replace(held(), status=status), requester(), NOW)
-    assert isinstance(verdict, Refused) and verdict.code == "approval_closed"
+    assert isinstance(verdict, Refusal) and verdict.code == "approval_closed"
 
 
 def test_a_withdrawal_delivered_twice_counts_once() -> None:
     decision = withdrawn()
     again = replace(held(), used_decisions=frozenset({decision.decision_id}))
     assert isinstance(w.judge(decision, again, requester(), NOW), NoOp)
-    assert isinstance(w.judge(decision, None, requester(), NOW), Refused)
+    assert isinstance(w.judge(decision, None, requester(), NOW), Refusal)
 
 
 def test_requesters_keep_only_active_keys() -> None:

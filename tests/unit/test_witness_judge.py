@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolgate.ops.witness_judge import Cosign, Held, Refuse, judge, read
+from toolgate.ops.witness_judge import Cosign, Refuse, judge, read
 from toolgate.trust.ed25519 import PrivateKey
 from toolgate.trust.log_tree import CompactRange, Known
 from toolgate.trust.signed_note import sign
@@ -24,11 +24,11 @@ def request(old: int, size: int, rows: list[bytes] = ROWS, key: PrivateKey = LOG
     return AddCheckpoint(old, tuple(known.consistency()), str(note)).body()
 
 
-def held(size: int, rows: list[bytes] = ROWS) -> Held:
-    return Held(size, CompactRange(0).extend(rows[:size]).root())
+def held(size: int, rows: list[bytes] = ROWS) -> TreeHead:
+    return TreeHead(ORIGIN, size, CompactRange(0).extend(rows[:size]).root())
 
 
-def answer(body: str, holding: Held | None) -> Cosign | Refuse:
+def answer(body: str, holding: TreeHead | None) -> Cosign | Refuse:
     parsed = read(body)
     return parsed if isinstance(parsed, Refuse) else judge(parsed, lambda origin: holding, LOGS)
 
@@ -49,7 +49,7 @@ def answer(body: str, holding: Held | None) -> Cosign | Refuse:
         (request(6, 10, FORKED), held(6), 422),
     ],
 )
-def test_a_refusal(body: str, holding: Held | None, status: int) -> None:
+def test_a_refusal(body: str, holding: TreeHead | None, status: int) -> None:
     outcome = answer(body, holding)
     assert isinstance(outcome, Refuse) and outcome.status == status, outcome
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from toolgate.ops.witness import State, keygen, load_key, name_of, origin_id
-from toolgate.ops.witness_judge import Cosign, Held
+from toolgate.ops.witness_judge import Cosign
 from toolgate.store.audit_tree import Head
 from toolgate.trust.ed25519 import PrivateKey
 from toolgate.trust.signed_note import cosign, sign
@@ -27,7 +27,7 @@ def test_a_state_keeps_the_size_and_root_and_the_cosigned_checkpoint(tmp_path: P
     assert state.held(HEAD.origin) is None
     note = sign(HEAD.text(), HEAD.origin, LOG)
     state.keep(Cosign(HEAD, note), "the cosigned note\n")
-    assert state.held(HEAD.origin) == Held(7, b"\x07" * 32)
+    assert state.held(HEAD.origin) == TreeHead(HEAD.origin, 7, b"\x07" * 32)
     kept = json.loads((tmp_path / f"{origin_id(HEAD.origin)}.json").read_text())
     assert kept == {"origin": HEAD.origin, "size": 7, "root": base64.b64encode(b"\x07" * 32).decode()}
     assert (tmp_path / f"{origin_id(HEAD.origin)}.checkpoint").read_text() == "the cosigned note\n"

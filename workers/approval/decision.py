@@ -14,7 +14,7 @@ never a second vote.
 `transition` turns the verdict into what approval-wait applies, one row of this table:
 
     verdict                     ticket after                      says              audit
-    Refused(code)               unchanged                         nothing           decision_refused
+    Refusal(code)               unchanged                         nothing           decision_refused
     NoOp(code)                  unchanged                         nothing           decision_noop
     Counted(PENDING)            one more approver, still PENDING  nothing           decision_counted
     Counted(APPROVED)           APPROVED                          RELEASE the call  decision_counted
@@ -30,7 +30,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from toolgate.contracts.edits import Edited, Widens
+from toolgate.contracts.edits import Edited
+from toolgate.refusal import Refusal
 from toolgate.schemas.hashing import fingerprint
 from toolgate.schemas.models import ApprovalDecision, StageRecord, Verdict
 from toolgate.states import StageOutcome, TicketStatus
@@ -64,17 +65,8 @@ class Counted:
 
 
 @dataclass(frozen=True)
-class NoOp:
+class NoOp(Refusal):
     """A repeat of something already counted: answered, not counted again."""
-
-    code: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Refused:
-    code: str
-    reason: str
 
 
 def judge(
@@ -82,18 +74,18 @@ def judge(
     ticket: Ticket | None,
     approver: Approver | None,
     now_ms: int,
-    edit: Edited | Widens | None = None,
-) -> Counted | NoOp | Refused:
+    edit: Edited | Refusal | None = None,
+) -> Counted | NoOp | Refusal:
     """`edit`: what contracts/edits.py made of an edit decision's arguments (workers/approval/
     edited.py `check`); an edit decision judged without it is refused."""
     if ticket is None:
-        return Refused("unknown_approval", f"no approval {decision.approval_id} is waiting")
+        return Refusal("unknown_approval", f"no approval {decision.approval_id} is waiting")
     if decision.decision_id in ticket.used_decisions:
         return NoOp("duplicate_decision", f"decision {decision.decision_id} was already recorded")
     if approver is None or not approver.active:
-        return Refused("unknown_approver", f"{decision.approver_id} is not a registered, active approver")
+        return Refusal("unknown_approver", f"{decision.approver_id} is not a registered, active approver")
     if not verify(decision, approver.public_key):
-        return Refused("bad_signature", f"the signature does not verify against {approver.approver_id}'s key")
+        return Refusal("bad_signature", f"the signature does not verify against {approver.approver_id}'s key")
     if decision.approver_id in ticket.decided_by:
         return NoOp(
             "already_decided", f"{decision.approver_id} already decided on {ticket.approval_id}; not counted twice"
@@ -102,19 +94,19 @@ def judge(
     if refused is not None:
         return refused
     if ticket.state_version is not None and decision.state_version != ticket.state_version:
-        return Refused(
+        return Refusal(
             "state_mismatch", "the decision names another state of the target than the one the approver was shown"
         )
     if decision.trace_id is not None and decision.trace_id != ticket.trace_id:
-        return Refused("trace_mismatch", "the decision names another trace than the held call's")
+        return Refusal("trace_mismatch", "the decision names another trace than the held call's")
     if decision.approval_scope not in (None, SINGLE_EXECUTION):
-        return Refused(
+        return Refusal(
             "scope_not_granted", f"an approval is for {SINGLE_EXECUTION} only, not {decision.approval_scope}"
         )
     if decision.expires_at_ms < now_ms:
-        return Refused("decision_expired", "the decision expired before it arrived")
+        return Refusal("decision_expired", "the decision expired before it arrived")
     if ticket.expires_at_ms < now_ms:
-        return Refused("approval_expired", f"approval {ticket.approval_id} expired")
+        return Refusal("approval_expired", f"approval {ticket.approval_id} expired")
     refused = not_theirs_to_decide(ticket, approver)
     if refused is not None:
         return refused
@@ -127,45 +119,45 @@ def judge(
     return Counted(TicketStatus.APPROVED if enough else TicketStatus.PENDING, approved_by)
 
 
-def open_for(decision: ApprovalDecision, ticket: Ticket, what: str) -> Refused | None:
+def open_for(decision: ApprovalDecision, ticket: Ticket, what: str) -> Refusal | None:
     """Why a signed `what` (a decision, a withdrawal) cannot count on `ticket`, whoever made it: the
     ticket closed, or another payload, tool or version named than the held call's (None: it can)."""
     if ticket.status != TicketStatus.PENDING:
-        return Refused("approval_closed", f"approval {ticket.approval_id} is already {ticket.status}")
+        return Refusal("approval_closed", f"approval {ticket.approval_id} is already {ticket.status}")
     named = (decision.payload_hash, decision.tool_name, decision.tool_version)
     if named != (ticket.payload_hash, ticket.tool_name, ticket.tool_version):
-        return Refused("payload_mismatch", f"the {what} names another payload hash, tool or version than the held call")
+        return Refusal("payload_mismatch", f"the {what} names another payload hash, tool or version than the held call")
     return None
 
 
-def judged_edit(decision: ApprovalDecision, edit: Edited | Widens | None) -> Counted | Refused:
+def judged_edit(decision: ApprovalDecision, edit: Edited | Refusal | None) -> Counted | Refusal:
     """An approver's edit, otherwise valid: refused unless it only narrows; counted, it closes the
     ticket as EDITED (nothing runs for the held arguments) and the edited call re-enters."""
     if decision.decision is not Verdict.APPROVE:
-        return Refused("edit_not_approve", "an edit approves edited arguments; a denial carries none")
+        return Refusal("edit_not_approve", "an edit approves edited arguments; a denial carries none")
     if edit is None:
-        return Refused("edit_unchecked", "the edit was not checked against the call's contract")
-    if isinstance(edit, Widens):
-        return Refused(edit.code, edit.reason)
+        return Refusal("edit_unchecked", "the edit was not checked against the call's contract")
+    if isinstance(edit, Refusal):
+        return edit
     return Counted(TicketStatus.EDITED, (decision.approver_id,))
 
 
-def not_theirs_to_decide(ticket: Ticket, approver: Approver) -> Refused | None:
+def not_theirs_to_decide(ticket: Ticket, approver: Approver) -> Refusal | None:
     """Why this approver may not decide this ticket (its tenant, risk class, groups, or a call
     requested by a user the approver acts as); None: it may."""
     if ticket.tenant_id not in approver.tenants:
-        return Refused(
+        return Refusal(
             "approver_not_for_tenant", f"{approver.approver_id} is not an approver of tenant {ticket.tenant_id}"
         )
     if ticket.risk_class not in approver.risk_classes:
-        return Refused("approver_not_allowed", f"{approver.approver_id} may not approve {ticket.risk_class} calls")
+        return Refusal("approver_not_allowed", f"{approver.approver_id} may not approve {ticket.risk_class} calls")
     if ticket.groups and not set(ticket.groups) & set(approver.groups):
-        return Refused(
+        return Refusal(
             "approver_not_in_group",
             f"{approver.approver_id} is in none of the groups this approval has reached: {', '.join(ticket.groups)}",
         )
     if ticket.requested_by in approver.acts_as:
-        return Refused(
+        return Refusal(
             "self_approval",
             f"{approver.approver_id} acts as the user who requested this call; another approver must decide it",
         )
@@ -199,7 +191,7 @@ def transition(
     ticket: Ticket | None,
     approver: Approver | None,
     now_ms: int,
-    edit: Edited | Widens | None = None,
+    edit: Edited | Refusal | None = None,
 ) -> Transition:
     return applied(decision, ticket, judge(decision, ticket, approver, now_ms, edit))
 
@@ -207,7 +199,7 @@ def transition(
 def applied(
     decision: ApprovalDecision,
     ticket: Ticket | None,
-    verdict: Counted | NoOp | Refused,
+    verdict: Counted | NoOp | Refusal,
     *,
     kind: str = "decision",
     denied: Then = Then.DENY,

@@ -18,7 +18,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from toolgate.contracts.edits import Edited, Widens
+from toolgate import refusal
+from toolgate.contracts.edits import Edited
 from toolgate.contracts.registry import Registry
 from toolgate.faults import crash_point
 from toolgate.schemas.hashing import usage_events
@@ -82,7 +83,7 @@ class DecisionsHandler(Handler[ApprovalDecision]):
             if any(r.topic == "executable" for r in rows):
                 crash_point("approval.during_release")
 
-    def _edit(self, decision: ApprovalDecision, request: StageRecord | None) -> Edited | Widens | None:
+    def _edit(self, decision: ApprovalDecision, request: StageRecord | None) -> Edited | refusal.Refusal | None:
         """An edit decision checked against its held call's contract (None: not an edit)."""
         if decision.edited_arguments is None or request is None:
             return None
@@ -115,7 +116,7 @@ def _step(
     approver: Approver | None,
     requesters: dict[str, withdrawal.Requester],
     now: int,
-    edit: Edited | Widens | None,
+    edit: Edited | refusal.Refusal | None,
 ) -> Transition:
     """An approver's decision judged as one (`edit`: its edit checked, edited.py), a requester's
     withdrawal as one (withdrawal.py)."""

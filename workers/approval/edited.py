@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolgate.contracts.contract import Contract
-from toolgate.contracts.edits import Edited, Widens, diff, more_approvals, widening
+from toolgate.contracts.edits import Edited, diff, more_approvals, widening
+from toolgate.refusal import Refusal
 from toolgate.schemas.codec import codec
 from toolgate.schemas.identity import identity_of
 from toolgate.schemas.models import ApprovalDecision, StageRecord, ToolProposal
@@ -27,17 +28,17 @@ from toolgate.schemas.wire import canonical_json
 from toolgate.workers.approval.decision import edit_of
 
 
-def check(decision: ApprovalDecision, contract: Contract, held: Mapping[str, Any]) -> Edited | Widens:
+def check(decision: ApprovalDecision, contract: Contract, held: Mapping[str, Any]) -> Edited | Refusal:
     """What the decision's edit makes of the held arguments, or why it is refused."""
     text = decision.edited_arguments or ""
     try:
         arguments = json.loads(text)
     except ValueError:
-        return Widens("edit_not_an_object", "the edited arguments are not JSON")
+        return Refusal("edit_not_an_object", "the edited arguments are not JSON")
     if not isinstance(arguments, dict):
-        return Widens("edit_not_an_object", "the edited arguments are not a JSON object")
+        return Refusal("edit_not_an_object", "the edited arguments are not a JSON object")
     if canonical_json(arguments) != text:
-        return Widens("edit_not_canonical", "the edited arguments are not in canonical JSON (RFC 8785)")
+        return Refusal("edit_not_canonical", "the edited arguments are not in canonical JSON (RFC 8785)")
     widens = widening(contract, held, arguments)
     return widens if widens is not None else Edited(arguments, diff(held, arguments))
 
@@ -76,6 +77,6 @@ def editor_vote(record: StageRecord, approval_id: str, now_ms: int) -> dict[str,
     }
 
 
-def wider(record: StageRecord, held_required: int | None) -> Widens | None:
+def wider(record: StageRecord, held_required: int | None) -> Refusal | None:
     """Policy asks more approvals of the edited call than of the held one (None: it does not)."""
     return more_approvals(held_required if held_required is not None else 0, record.required_approvals)

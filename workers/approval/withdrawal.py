@@ -30,10 +30,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from toolgate.refusal import Refusal
 from toolgate.schemas.models import ApprovalDecision, Verdict
 from toolgate.states import TicketStatus
 from toolgate.trust.signing import verify, withdrawer, withdrawing_agent
-from toolgate.workers.approval.decision import Counted, NoOp, Refused, Then, Ticket, Transition, applied, open_for
+from toolgate.workers.approval.decision import Counted, NoOp, Then, Ticket, Transition, applied, open_for
 
 ERROR_CODE = "approval_withdrawn"
 agent_of = withdrawing_agent
@@ -51,25 +52,25 @@ class Requester:
 
 def judge(
     decision: ApprovalDecision, ticket: Ticket | None, requester: Requester | None, now_ms: int
-) -> Counted | NoOp | Refused:
+) -> Counted | NoOp | Refusal:
     """Whether a withdrawal counts (the module docstring's table, in its order)."""
     if ticket is None:
-        return Refused("unknown_approval", f"no approval {decision.approval_id} is waiting")
+        return Refusal("unknown_approval", f"no approval {decision.approval_id} is waiting")
     if decision.decision_id in ticket.used_decisions:
         return NoOp("duplicate_decision", f"decision {decision.decision_id} was already recorded")
     if decision.decision is not Verdict.DENY:
-        return Refused("withdrawal_not_deny", "a withdrawal takes a proposal back; it approves nothing")
+        return Refusal("withdrawal_not_deny", "a withdrawal takes a proposal back; it approves nothing")
     if requester is None or not requester.active:
-        return Refused("unknown_approver", f"{decision.approver_id} is not a registered, active agent")
+        return Refusal("unknown_approver", f"{decision.approver_id} is not a registered, active agent")
     if not any(verify(decision, key) for key in requester.public_keys):
-        return Refused("bad_signature", f"the signature does not verify against {requester.agent_id}'s keys")
+        return Refusal("bad_signature", f"the signature does not verify against {requester.agent_id}'s keys")
     if requester.agent_id != ticket.requesting_agent or requester.tenant_id != ticket.tenant_id:
-        return Refused("not_the_requester", f"{requester.agent_id} did not propose the call {ticket.approval_id} holds")
+        return Refusal("not_the_requester", f"{requester.agent_id} did not propose the call {ticket.approval_id} holds")
     refused = open_for(decision, ticket, "withdrawal")
     if refused is not None:
         return refused
     if decision.expires_at_ms < now_ms:
-        return Refused("decision_expired", "the withdrawal expired before it arrived")
+        return Refusal("decision_expired", "the withdrawal expired before it arrived")
     return Counted(TicketStatus.DENIED, ticket.approved_by)
 
 

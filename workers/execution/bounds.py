@@ -37,7 +37,7 @@ first two; none can hide a mutation-class violation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from toolgate.schemas.models import TaxonomyClass
@@ -90,27 +90,38 @@ def read_only(job: Job) -> bool:
     return not job.contract.is_mutation
 
 
+# A bound's cut, by the SQLSTATE the server cancels the statement with: the taxonomy class it
+# means unless the contract's error_taxonomy_mapping names another, its code, and what the agent
+# hears of the call's limits. Either way the server rolled the statement back: never final.
+CUTS: dict[str, tuple[TaxonomyClass, str, Callable[[Limits], str]]] = {
+    STATEMENT_TIMEOUT: (
+        TaxonomyClass.TIMEOUT,
+        "statement_timeout",
+        lambda limit: (
+            f"the statement did not finish within {limit.statement_ms} ms, the call's time left; the server "
+            "cancelled it and rolled it back: nothing was changed"
+        ),
+    ),
+    LOCK_TIMEOUT: (
+        TaxonomyClass.STALE_STATE,
+        "lock_timeout",
+        lambda limit: (
+            f"the statement waited {limit.lock_ms} ms for a lock another transaction holds on its target; the "
+            "server cancelled it and rolled it back: nothing was changed. Refresh the target's state and re-plan"
+        ),
+    ),
+}
+
+
 def cut(job: Job, sqlstate: str, limit: Limits, mapping: Mapping[str, str]) -> Failed | None:
     """What a statement refused with `sqlstate` means, when a bound refused it (None: it was
     refused for another reason, the executor's general mapping decides)."""
     if sqlstate == READ_ONLY_VIOLATION and read_only(job):
         return violation(job)
-    mapped = mapping.get(sqlstate)
-    if sqlstate == STATEMENT_TIMEOUT:
-        taxonomy = _mapped(mapped, TaxonomyClass.TIMEOUT)
-        message = (
-            f"the statement did not finish within {limit.statement_ms} ms, the call's time left; the server "
-            "cancelled it and rolled it back: nothing was changed"
-        )
-        return failed(taxonomy, "statement_timeout", message, final=False)
-    if sqlstate == LOCK_TIMEOUT:
-        taxonomy = _mapped(mapped, TaxonomyClass.STALE_STATE)
-        message = (
-            f"the statement waited {limit.lock_ms} ms for a lock another transaction holds on its target; the "
-            "server cancelled it and rolled it back: nothing was changed. Refresh the target's state and re-plan"
-        )
-        return failed(taxonomy, "lock_timeout", message, final=False)
-    return None
+    if sqlstate not in CUTS:
+        return None
+    default, code, said = CUTS[sqlstate]
+    return failed(_mapped(mapping.get(sqlstate), default), code, said(limit), final=False)
 
 
 def violation(job: Job) -> Failed:

@@ -56,6 +56,17 @@ class Admitted:
     edit: ProvenEdit | None = None  # an approver's edit of a held call, re-entered (edits.py)
 
 
+@dataclass(frozen=True)
+class Round:
+    """What every step of admitting a round shares: its connection, its time, where its answers
+    go and the audit entries it adds."""
+
+    conn: AsyncConnection[Any]
+    now: int
+    out: Emit
+    entries: list[audit.Entry]
+
+
 class Admitting:
     def __init__(self, window: Bound, rate: admission_rate.AdmissionRate) -> None:
         self.window = window
@@ -63,48 +74,34 @@ class Admitting:
         # Roots of proposals signed together whose signature held: checked once, not per proposal.
         self.roots = CheckedRoots(ROOT_PURPOSE)
 
-    async def admit(
-        self,
-        conn: AsyncConnection[Any],
-        calls: list[Inbound[ToolProposal]],
-        now: int,
-        out: Emit,
-        entries: list[audit.Entry],
-    ) -> list[Admitted]:
+    async def admit(self, at: Round, calls: list[Inbound[ToolProposal]]) -> list[Admitted]:
         """The calls whose signature proves who asked, bound to their call_id; every other call
         is refused, dropped or dead-lettered here (the table above). A re-entered edit is proven
         by its approver's decision instead (edit_admission.py); its call_id is the held call's."""
         edited = [c for c in calls if c.model.edit is not None]
         calls = [c for c in calls if c.model.edit is None]
-        edits = await edit_admission.admit(conn, edited, out, SOURCE) if edited else []
+        edits = await edit_admission.admit(at.conn, edited, at.out, SOURCE) if edited else []
         admitted = [Admitted(call, e.proposal, e.digest, edit=e) for call, e in edits]
-        return admitted + await self._admit_signed(conn, calls, now, out, entries)
+        return admitted + await self._admit_signed(at, calls)
 
-    async def _admit_signed(
-        self,
-        conn: AsyncConnection[Any],
-        calls: list[Inbound[ToolProposal]],
-        now: int,
-        out: Emit,
-        entries: list[audit.Entry],
-    ) -> list[Admitted]:
-        agents = await callers.load_agents(conn, (c.model.principal.agent_id for c in calls))
+    async def _admit_signed(self, at: Round, calls: list[Inbound[ToolProposal]]) -> list[Admitted]:
+        agents = await callers.load_agents(at.conn, (c.model.principal.agent_id for c in calls))
         proven: list[tuple[Inbound[ToolProposal], Proven]] = []
         refused: list[tuple[Inbound[ToolProposal], admission.Refuse]] = []
         for call in calls:
             agent = agents.get(call.model.principal.agent_id)
-            screened = admission.screen(call.model, len(call.raw), agent, now, self.window, self.roots)
+            screened = admission.screen(call.model, len(call.raw), agent, at.now, self.window, self.roots)
             if isinstance(screened, Proven):
                 proven.append((call, screened))
             elif isinstance(screened, admission.Drop):  # nobody proven to answer: the operator gets the bytes
                 call_id = limits.routable(call.model.call_id)
-                out.dead_letter(call.origin, call.raw, screened.taxonomy_class, screened.reason, call_id)
-                out.refusals.append(Refusal(screened.entry, SOURCE))  # audited collapsed
+                at.out.dead_letter(call.origin, call.raw, screened.taxonomy_class, screened.reason, call_id)
+                at.out.refusals.append(Refusal(screened.entry, SOURCE))  # audited collapsed
             else:
                 refused.append((call, screened))
-        await self._refuse_unless_bound(conn, refused, now, out, entries)
+        await self._refuse_unless_bound(at, refused)
         bound, before = await callers.register_calls(
-            conn, [(i.tenant_id, c.model.call_id, i.digest, c.model.principal.agent_id) for c, i in proven]
+            at.conn, [(i.tenant_id, c.model.call_id, i.digest, c.model.principal.agent_id) for c, i in proven]
         )
         admitted = []
         for call, identity in proven:
@@ -112,39 +109,29 @@ class Admitting:
             proposal = admission.as_registered(call.model, identity)
             if bound.get(pair, identity.digest) != identity.digest:
                 reused = admission.call_id_reused(proposal, identity)
-                entries.append(reused.entry)
-                answer(call, reused, now, out)
+                at.entries.append(reused.entry)
+                answer(call, reused, at.now, at.out)
                 continue
             admitted.append(Admitted(call, proposal, identity.digest, pair in before))
         return admitted
 
     async def _refuse_unless_bound(
-        self,
-        conn: AsyncConnection[Any],
-        refused: list[tuple[Inbound[ToolProposal], admission.Refuse]],
-        now: int,
-        out: Emit,
-        entries: list[audit.Entry],
+        self, at: Round, refused: list[tuple[Inbound[ToolProposal], admission.Refuse]]
     ) -> None:
         """Answer each refusal, unless it refuses a copy of a call already bound to the same
         digest: that call was answered by its first delivery, so the copy is audited and dropped."""
         if not refused:
             return
-        bound = await callers.bound_digests(conn, [(r.proposal.tenant_id, r.proposal.call_id) for _, r in refused])
+        bound = await callers.bound_digests(at.conn, [(r.proposal.tenant_id, r.proposal.call_id) for _, r in refused])
         for call, r in refused:
             if bound.get((r.proposal.tenant_id, r.proposal.call_id)) == r.digest:
-                out.refusals.append(Refusal(admission.copy_dropped(r), SOURCE))  # a replay: collapsed
+                at.out.refusals.append(Refusal(admission.copy_dropped(r), SOURCE))  # a replay: collapsed
                 continue
-            entries.append(r.entry)
-            answer(call, r, now, out)
+            at.entries.append(r.entry)
+            answer(call, r, at.now, at.out)
 
     def decide_within_rate(
-        self,
-        admitted: list[Admitted],
-        decide: Callable[[ToolProposal], Decision],
-        now: int,
-        out: Emit,
-        entries: list[audit.Entry],
+        self, at: Round, admitted: list[Admitted], decide: Callable[[ToolProposal], Decision]
     ) -> tuple[list[Admitted], list[Decision]]:
         """The gates for each admitted call, in order, within its agent's admission rate: a call
         whose agent is in debt is refused before any gate (RATE_LIMITED; a copy of a call bound
@@ -152,18 +139,18 @@ class Admitting:
         decided: list[tuple[Admitted, Decision]] = []
         for a in admitted:
             agent = (a.proposal.tenant_id, a.proposal.principal.agent_id)
-            wait = self.rate.retry_after_ms(agent, now)
+            wait = self.rate.retry_after_ms(agent, at.now)
             if wait is not None:
                 limited = admission.rate_limited(a.proposal, a.digest, wait)
                 if a.repeat:
-                    out.refusals.append(Refusal(admission.copy_dropped(limited), SOURCE))
+                    at.out.refusals.append(Refusal(admission.copy_dropped(limited), SOURCE))
                     continue
-                entries.append(limited.entry)
-                answer(a.call, limited, now, out)
+                at.entries.append(limited.entry)
+                answer(a.call, limited, at.now, at.out)
                 continue
             decision = decide(a.proposal)
             work = decision.work if isinstance(decision, Reject) else 0
-            self.rate.charge(agent, admission_rate.cost(len(a.proposal.arguments), work), now)
+            self.rate.charge(agent, admission_rate.cost(len(a.proposal.arguments), work), at.now)
             decided.append((a, decision))
         return [a for a, _ in decided], [d for _, d in decided]
 

@@ -41,7 +41,7 @@ from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.runtime.handler import Handler, Inbound
 from toolgate.workers.runtime.refusals import Refusal
 from toolgate.workers.validation import admission, admission_rate, recorded, repair_log, semantic
-from toolgate.workers.validation.admitting import Admitted, Admitting, refuse
+from toolgate.workers.validation.admitting import Admitted, Admitting, Round, refuse
 from toolgate.workers.validation.decision import Decision, Pass, Reject, decide
 from toolgate.workers.validation.tally import tally
 
@@ -78,10 +78,11 @@ class ValidationHandler(Handler[ToolProposal]):
         today = dt.datetime.fromtimestamp(now / 1000, dt.UTC).date()
         async with self.pool.connection() as conn:
             entries: list[audit.Entry] = []
-            admitted = await self.admitting.admit(conn, calls, now, out, entries)
+            at = Round(conn, now, out, entries)
+            admitted = await self.admitting.admit(at, calls)
             self._proven = {id(a.call): a for a in admitted}
             admitted, decisions = self.admitting.decide_within_rate(
-                admitted, lambda proposal: decide(proposal, self.registry, today), now, out, entries
+                at, admitted, lambda proposal: decide(proposal, self.registry, today)
             )
             wanted = facts.needed(
                 r for d in decisions if isinstance(d, Pass) for r in semantic.refs(d.arguments, d.contract)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from toolgate.refusal import Refusal
 from toolgate.schemas.models import ToolProposal
 from toolgate.trust.ed25519 import PublicKey
 from toolgate.trust.merkle import CheckedRoots
@@ -55,9 +56,8 @@ class Proven:
 
 
 @dataclass(frozen=True)
-class Unproven:
-    code: str
-    reason: str
+class Unproven(Refusal):
+    """Nothing proves who asked: dead-lettered and audited, never answered."""
 
 
 @dataclass(frozen=True)
