@@ -27,7 +27,10 @@ from toolgate.workers.reconciliation.evidence import PublicKeys, assemble
 T = TypeVar("T")
 PAGE = 50  # calls exported per transaction (one stream of the log's leaves for their proofs)
 WAIT_EVERY_S = 1.0
-LIVE = ("proposal", "decisions", "approval", "execution", "observations")
+# A call is live while its binding or its decisions are: retention prunes them with its approval,
+# and once they are gone the archive holds the bundle as it was before (its key and observations
+# may outlive them for a while; the archived bundle has them too).
+LIVE = ("proposal", "decisions")
 
 
 class NoEvidence(ToolgateError):
@@ -43,7 +46,7 @@ async def _snapshot(database_url: str, work: Callable[[psycopg.AsyncConnection[A
 
 
 def has_rows(bundle: dict[str, Any]) -> bool:
-    """Whether a live bundle found any of the call's operational rows (else: pruned, or unknown)."""
+    """Whether a live bundle found the call's binding or decisions (else: pruned, or unknown)."""
     return any(bundle.get(name) for name in LIVE)
 
 
@@ -60,8 +63,8 @@ async def _bundle(conn: psycopg.AsyncConnection[Any], keys: PublicKeys, tenant: 
     kept = await evidence_archive.archived(conn, tenant, call_id)
     if kept is not None:
         return kept
-    if live["audit"]["rows"]:
-        return live  # only its audit rows are left: what there is
+    if live["audit"]["rows"] or live["execution"] or live["observations"]:
+        return live  # only these are left, and no archive: what there is
     raise NoEvidence(f"no call {call_id} of tenant {tenant}, live or archived")
 
 
