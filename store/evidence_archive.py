@@ -12,7 +12,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-# A call whose operational rows are older than %(age)s seconds and whose bundle is not kept yet.
+# A call whose operational rows are older than %(age)s seconds and whose bundle is not kept yet; not
+# one still held for approval (retention keeps it, and its story is not over).
 DUE = """
 SELECT tenant_id, call_id, min(at) FROM (
     SELECT tenant_id, call_id, at FROM toolgate.calls WHERE at < now() - make_interval(secs => %(age)s)
@@ -20,6 +21,8 @@ SELECT tenant_id, call_id, min(at) FROM (
     SELECT tenant_id, call_id, at FROM toolgate.call_decisions WHERE at < now() - make_interval(secs => %(age)s)
 ) c
 WHERE NOT EXISTS (SELECT 1 FROM toolgate.evidence_bundles e WHERE e.tenant_id = c.tenant_id AND e.call_id = c.call_id)
+  AND NOT EXISTS (SELECT 1 FROM toolgate.approvals a
+                  WHERE a.tenant_id = c.tenant_id AND a.call_id = c.call_id AND a.status = 'PENDING')
 GROUP BY tenant_id, call_id ORDER BY 3, 1, 2 LIMIT %(batch)s
 """
 INSERT = """

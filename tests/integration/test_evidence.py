@@ -320,3 +320,23 @@ def test_the_bundle_is_kept_before_retention_prunes_the_calls_rows_and_read_from
 async def _kept(url: str, call_id: str) -> int:
     async with await psycopg.AsyncConnection.connect(url) as conn:
         return 1 if await evidence_archive.archived(conn, "acme", call_id) is not None else 0
+
+
+def test_a_call_still_held_for_approval_is_not_archived_and_keeps_its_rows(seeded: Seeded, database: Database) -> None:
+    held = f"call_held_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database.database_url) as conn, conn.transaction():
+        conn.execute(
+            "INSERT INTO toolgate.calls (tenant_id, call_id, proposal_digest, agent_id, at) "
+            "VALUES ('acme', %s, 'd', 'agent_1', now() - interval '40 days')",
+            (held,),
+        )
+        conn.execute(
+            "INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, "
+            "payload_hash, risk_class, required_approvals, status, home_partition, request, packet, expires_at) "
+            "VALUES (%s, %s, 'acme', 'r', 't', '1', 'h', 'high', 1, 'PENDING', 0, '', '{}', now())",
+            (f"apr_{held}", held),
+        )
+    asyncio.run(_archive(seeded.settings))
+    _prune(database.database_url)
+    assert asyncio.run(_kept(database.database_url, held)) == 0
+    assert database.sql("SELECT count(*) FROM toolgate.calls WHERE call_id = %s", (held,)) == [(1,)]
