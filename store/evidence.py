@@ -11,6 +11,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from toolgate.store.audit import AT_TEXT
+from toolgate.store.audit_tree import HEAD_COLUMNS, Head
 
 LEAVES_AT_ONCE = 5000
 
@@ -64,7 +65,11 @@ FROM toolgate.audit_log WHERE tenant_id = %s AND call_id = %s ORDER BY id
 COSIGNATURES = (
     "SELECT cosignature FROM toolgate.audit_cosignatures WHERE head_id = %s AND outcome = 'cosigned' ORDER BY id"
 )
-LEAVES = "SELECT id, hash FROM toolgate.audit_log ORDER BY id LIMIT %s"
+LEAVES = "SELECT id, hash FROM toolgate.audit_log WHERE id > %s ORDER BY id LIMIT %s"
+# The newest head over rows before `id` only: the leaves after it are all a proof of that row needs.
+HEAD_BEFORE = (
+    f"SELECT {HEAD_COLUMNS} FROM toolgate.audit_tree_heads WHERE last_row_id < %s ORDER BY last_row_id DESC LIMIT 1"
+)
 
 
 async def _one(conn: AsyncConnection[Any], query: str, params: Sequence[Any]) -> dict[str, Any] | None:
@@ -124,11 +129,16 @@ async def cosignatures(conn: AsyncConnection[Any], head_id: int) -> list[str]:
     return [str(row[0]) for row in await cur.fetchall()]
 
 
-async def leaves(conn: AsyncConnection[Any], size: int) -> AsyncIterator[tuple[int, bytes]]:
-    """(id, 32-byte chain hash) of the log's first `size` rows, in id order, from a server-side
+async def head_before(conn: AsyncConnection[Any], row_id: int) -> Head | None:
+    """The newest tree head that covers only rows before `row_id` (None: there is none)."""
+    return Head.of(await (await conn.execute(HEAD_BEFORE, (row_id,))).fetchone())
+
+
+async def leaves(conn: AsyncConnection[Any], after_id: int, count: int) -> AsyncIterator[tuple[int, bytes]]:
+    """(id, 32-byte chain hash) of the `count` rows after `after_id`, in id order, from a server-side
     cursor a part at a time (inside the caller's transaction: a named cursor lives in one)."""
     async with conn.cursor(name="evidence_leaves") as cur:
-        await cur.execute(LEAVES, (size,))
+        await cur.execute(LEAVES, (after_id, count))
         while rows := await cur.fetchmany(LEAVES_AT_ONCE):
             for row_id, digest in rows:
                 yield int(row_id), bytes.fromhex(digest)

@@ -27,3 +27,7 @@ CREATE INDEX audit_log_call_idx ON toolgate.audit_log (tenant_id, call_id);
 -- selects archived calls by it.
 ALTER TABLE toolgate.evidence_bundles ADD COLUMN called_at timestamptz NOT NULL DEFAULT now();
 CREATE INDEX evidence_bundles_called_idx ON toolgate.evidence_bundles (called_at);
+
+-- A bundle's proofs start from the newest head before the call's first audit row (its compact
+-- range), and read only the rows after it.
+CREATE INDEX audit_tree_heads_last_row_idx ON toolgate.audit_tree_heads (last_row_id);

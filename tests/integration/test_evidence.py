@@ -28,6 +28,7 @@ from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import ApprovalDecision, Verdict
 from toolgate.settings import Settings
 from toolgate.store import audit, call_decisions, evidence_archive
+from toolgate.store import evidence as evidence_store
 from toolgate.store.db import make_pool
 from toolgate.store.retention import STATEMENTS, delete_batch
 from toolgate.store.rows import Decided
@@ -340,3 +341,28 @@ def test_a_call_still_held_for_approval_is_not_archived_and_keeps_its_rows(seede
     _prune(database.database_url)
     assert asyncio.run(_kept(database.database_url, held)) == 0
     assert database.sql("SELECT count(*) FROM toolgate.calls WHERE call_id = %s", (held,)) == [(1,)]
+
+
+def test_proofs_start_from_the_head_before_the_calls_first_row(seeded: Seeded) -> None:
+    call_id, url = f"call_late_{uuid.uuid4().hex[:8]}", seeded.settings.database_url
+    filler = [audit.Entry("reconciliation", "filler", "x", None, "acme") for _ in range(3)]
+    asyncio.run(_append(url, filler))
+    asyncio.run(_head(seeded.settings, seeded.witness))
+    asyncio.run(_append(url, [audit.Entry("validation", "refused", "x", call_id, "acme") for _ in range(2)] + filler))
+    asyncio.run(_head(seeded.settings, seeded.witness))
+    bundle = ops_evidence.bundle(seeded.settings, call_id, "acme")
+    checkpoint, rows = bundle["audit"]["checkpoint"], bundle["audit"]["rows"]
+    assert len(rows) == 2 and bundle["audit"]["uncovered"] == 0
+    first = asyncio.run(_head_before(url, rows[0]["id"]))
+    assert 0 < first < rows[0]["leaf_index"] + 1  # a head before the call's rows: the proofs started there
+    for row in rows:
+        proof = [bytes.fromhex(h) for h in row["inclusion"]]
+        root = bytes.fromhex(checkpoint["root_hash"])
+        assert inclusion_ok(bytes.fromhex(row["hash"]), row["leaf_index"], checkpoint["tree_size"], proof, root)
+    assert rows[1]["leaf_index"] == rows[0]["leaf_index"] + 1
+
+
+async def _head_before(url: str, row_id: int) -> int:
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        head = await evidence_store.head_before(conn, row_id)
+        return head.tree_size if head else 0

@@ -45,6 +45,18 @@ def test_inclusion_paths_are_rfc6962_audit_paths_taken_in_one_pass(size: int, da
         assert len(proofs[i]) == len(path_spans(i, size))
 
 
+@given(st.integers(1, 200), st.data())
+def test_inclusion_paths_from_a_compact_range_read_only_the_leaves_after_it(size: int, data: st.DataObject) -> None:
+    leaves = _leaves(size)
+    start = data.draw(st.integers(0, size - 1))
+    chosen = data.draw(st.sets(st.integers(start, size - 1), max_size=5))
+    tree = InclusionPaths(size, CompactRange(0).extend(leaves[:start]))
+    for i in range(start, size):
+        assert tree.add(leaves[i], i in chosen) == i
+    known = Known(CompactRange(0), leaves)
+    assert tree.proofs() == {i: known.inclusion(i) for i in chosen}
+
+
 def test_inclusion_paths_refuse_a_tree_of_another_size() -> None:
     tree = InclusionPaths(3)
     tree.add(b"\0" * 32, True)

@@ -212,10 +212,13 @@ class InclusionPaths:
     siblings are the range's subtrees when it arrives, its right siblings perfect subtrees hashed as
     the range grows over them, or subtrees of the tree's right edge, folds of the final range."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, start: CompactRange | None = None) -> None:
+        """`start`: the compact range of the tree's first leaves, when only the paths of leaves after
+        them are wanted (the leaves added are then those after them)."""
         self.size = size
-        self.count = 0
-        self._stack: list[tuple[int, bytes]] = []  # (first leaf, hash) of the range's subtrees
+        self.count = start.size if start is not None else 0
+        # (first leaf, hash) of the range's subtrees
+        self._stack = [(lo, h) for (lo, _), h in zip(spans(self.count), start.hashes if start else (), strict=True)]
         self._wanted: dict[int, list[tuple[int, int]]] = {}
         self._needed: set[tuple[int, int]] = set()
         self._found: dict[tuple[int, int], bytes] = {}

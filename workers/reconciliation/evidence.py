@@ -19,7 +19,7 @@ from toolgate.settings import Settings
 from toolgate.store import audit_tree, call_decisions
 from toolgate.store import evidence as store
 from toolgate.trust.checkpoint_keys import trusted_keys
-from toolgate.trust.log_tree import InclusionPaths
+from toolgate.trust.log_tree import CompactRange, InclusionPaths
 from toolgate.trust.witness_keys import witnesses_of
 from toolgate.workers.reconciliation import evidence_bundle as sections
 
@@ -107,8 +107,14 @@ async def assemble(
 
 
 async def _proofs(conn: AsyncConnection[Any], size: int, wanted: set[int]) -> dict[int, tuple[int, list[bytes]]]:
-    tree, index_of = InclusionPaths(size), {}
-    async for row_id, digest in store.leaves(conn, size):
+    """Each wanted row's leaf index and audit path in the tree of `size`: from the compact range of
+    the newest head before the first of them, over the leaves after it (not the whole log)."""
+    if not wanted:
+        return {}
+    before = await store.head_before(conn, min(wanted))
+    start = CompactRange.of_bytes(before.tree_size, before.compact_range) if before else CompactRange(0)
+    tree, index_of = InclusionPaths(size, start), {}
+    async for row_id, digest in store.leaves(conn, before.last_row_id if before else 0, size - start.size):
         chosen = row_id in wanted
         at = tree.add(digest, chosen)
         if chosen:
