@@ -19,6 +19,9 @@ SELECT tenant_id, call_id, min(at) FROM (
     SELECT tenant_id, call_id, at FROM toolgate.calls WHERE at < now() - make_interval(secs => %(age)s)
     UNION ALL
     SELECT tenant_id, call_id, at FROM toolgate.call_decisions WHERE at < now() - make_interval(secs => %(age)s)
+    UNION ALL
+    SELECT tenant_id, call_id, created_at FROM toolgate.approvals
+    WHERE status <> 'PENDING' AND decided_at < now() - make_interval(secs => %(age)s)
 ) c
 WHERE NOT EXISTS (SELECT 1 FROM toolgate.evidence_bundles e WHERE e.tenant_id = c.tenant_id AND e.call_id = c.call_id)
   AND NOT EXISTS (SELECT 1 FROM toolgate.approvals a
