@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,7 +87,8 @@ def check_audit(bundle: dict[str, Any], deployment_keys: list[bytes]) -> None:
     assert signed_by(note, head.origin, PublicKey(_b(key["public_key"])))
 
 
-def test_the_evidence_of_an_executed_call_and_of_a_refused_call_verifies(pipeline: Pipeline) -> None:
+def test_the_evidence_of_an_executed_call_and_of_a_refused_call_verifies(pipeline: Pipeline, tmp_path: Path) -> None:
+    began = datetime.now(UTC) - timedelta(seconds=5)
     deployment_keys = [bytes.fromhex(k) for k in pipeline.runtime["deployment_public_key"].split(",")]
     email = {"to": "ap@coyote.example", "subject": "Invoice inv_acme0001", "body": "Evidence, please."}
     sent = pipeline.propose("notify.send_email", email, idempotency_key=f"evidence-{uuid.uuid4().hex}")
@@ -122,3 +125,11 @@ def test_the_evidence_of_an_executed_call_and_of_a_refused_call_verifies(pipelin
     assert "refused" in [r["action"] for r in denied["audit"]["rows"]]
     check_observations(denied)
     check_audit(denied, deployment_keys)
+
+    out = tmp_path / "export"
+    exported = pipeline.cli("evidence", "export", "--since", began.isoformat(), "--tenant", "acme", "--out", str(out))
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    for bundle in (executed, denied):
+        written = json.loads((out / f"acme.{bundle['call_id']}.json").read_text())
+        hashes = [[r["hash"] for r in b["audit"]["rows"]] for b in (written, bundle)]
+        assert hashes[0][: len(hashes[1])] == hashes[1] and written["decisions"] == bundle["decisions"]
