@@ -11,6 +11,7 @@ from toolgate.cli.audit import audit_app
 from toolgate.cli.console import console
 from toolgate.cli.contracts import contracts_app
 from toolgate.cli.dlq import dlq_app
+from toolgate.cli.evidence import evidence_app
 from toolgate.cli.policy import policy_app
 from toolgate.cli.secret import secret_app
 from toolgate.cli.tools import tools_app
@@ -27,6 +28,7 @@ GROUPS = {
     "agents": agents_app,
     "dlq": dlq_app,
     "audit": audit_app,
+    "evidence": evidence_app,
     "secret": secret_app,
     "contracts": contracts_app,
     "policy": policy_app,

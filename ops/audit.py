@@ -14,7 +14,6 @@ retired keys' public halves stay known.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator
 from contextlib import closing
 from dataclasses import asdict
@@ -22,26 +21,12 @@ from typing import Any
 
 import psycopg
 
-from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings
 from toolgate.store.audit import CHECKPOINTS, VERIFY, Checkpoint, Report, Verdict, verify
-from toolgate.trust.checkpoint_keys import TrustedKeys
-from toolgate.trust.deployment_keys import deployment_keys, public_keys_of
-from toolgate.trust.ed25519 import PublicKey
+from toolgate.trust.checkpoint_keys import trusted_keys as trusted_keys
 
 ROWS_AT_ONCE = 2000  # rows fetched per round trip of the server-side cursor
 CHECKPOINTS_AT_ONCE = 256
-
-
-def trusted_keys(settings: Settings) -> TrustedKeys:
-    """The public keys this operator trusts the checkpoints of (module docstring)."""
-    found = public_keys_of(settings.deployment_public_key)
-    if settings.runtime_file.exists():
-        runtime = json.loads(settings.runtime_file.read_text())
-        found += [bytes.fromhex(public) for public in runtime.get("deployment_public_keys", [])]
-    if SecretProvider(settings.secrets_path).has(settings.deployment_secret_ref):
-        found += deployment_keys(settings).public_keys(retired=True)
-    return TrustedKeys(PublicKey(raw) for raw in dict.fromkeys(found))
 
 
 def verify_log(settings: Settings) -> Report:

@@ -26,6 +26,13 @@ def _batch_of(table: str, where: str) -> str:
     )
 
 
+# A call's operational rows go only once its evidence bundle is kept (migration 0037; the pruner
+# archives it first: workers/reconciliation/archive.py). An idempotency key whose call left no
+# binding (pruned before 0037) has nothing left to archive.
+_OF_CALL = "WHERE {0}.tenant_id = t.tenant_id AND {0}.call_id = t.call_id)"
+_KEPT = "EXISTS (SELECT 1 FROM toolgate.evidence_bundles e " + _OF_CALL.format("e")
+_KEY_KEPT = f"({_KEPT} OR NOT EXISTS (SELECT 1 FROM toolgate.calls c " + _OF_CALL.format("c") + ")"
+
 # The statuses an operation ends in (toolgate.states.ENDED), as SQL.
 _ENDED = "(" + ", ".join(f"'{status}'" for status in ENDED) + ")"
 
@@ -49,8 +56,10 @@ STATEMENTS: tuple[tuple[str, str, str], ...] = (
         "approvals",
         """
         WITH old AS (
-            SELECT approval_id FROM toolgate.approvals
-            WHERE status <> 'PENDING' AND decided_at < now() - make_interval(secs => %(age)s)
+            SELECT approval_id FROM toolgate.approvals t
+            WHERE status <> 'PENDING' AND decided_at < now() - make_interval(secs => %(age)s) AND """
+        + _KEPT
+        + """
             LIMIT %(batch)s FOR UPDATE SKIP LOCKED),
         decisions AS (
             DELETE FROM toolgate.approval_decisions WHERE approval_id IN (SELECT approval_id FROM old))
@@ -63,14 +72,14 @@ STATEMENTS: tuple[tuple[str, str, str], ...] = (
         _batch_of(
             "calls",
             _older("t.at") + " AND NOT EXISTS (SELECT 1 FROM toolgate.approvals a "
-            "WHERE a.tenant_id = t.tenant_id AND a.call_id = t.call_id)",
+            "WHERE a.tenant_id = t.tenant_id AND a.call_id = t.call_id) AND " + _KEPT,
         ),
         "calls",
     ),
     ("read_outcomes", _batch_of("read_outcomes", _older("t.at")), "read_outcomes"),
     # A shadow set's disagreements are kept as long as the calls they name (migration 0028).
     ("policy_shadow_disagreements", _batch_of("policy_shadow_disagreements", _older("t.at")), "calls"),
-    ("call_decisions", _batch_of("call_decisions", _older("t.at")), "call_decisions"),
+    ("call_decisions", _batch_of("call_decisions", _older("t.at") + " AND " + _KEPT), "call_decisions"),
     ("dead_letter_actions", _batch_of("dead_letter_actions", _older("t.at")), "dead_letter_actions"),
     (
         # An operation that ended keeps a tombstone (idempotency.plan): past history's age its
@@ -79,7 +88,7 @@ STATEMENTS: tuple[tuple[str, str, str], ...] = (
         "UPDATE toolgate.idempotency_keys SET request = '', response = NULL WHERE ctid = ANY(ARRAY("
         "SELECT ctid FROM toolgate.idempotency_keys t WHERE t.status = 'EXPIRED' AND t.response IS NOT NULL AND "
         + _older("t.expires_at")
-        + f" AND t.expired_from IN {_ENDED} LIMIT %(batch)s FOR UPDATE SKIP LOCKED))",
+        + f" AND t.expired_from IN {_ENDED} AND {_KEY_KEPT} LIMIT %(batch)s FOR UPDATE SKIP LOCKED))",
         "expired_keys",
     ),
     (
@@ -89,7 +98,8 @@ STATEMENTS: tuple[tuple[str, str, str], ...] = (
             "t.status = 'EXPIRED' AND "
             + _older("t.expires_at")
             + f" AND t.expires_at < now() - make_interval(secs => CASE WHEN t.expired_from IN {_ENDED}"
-            " OR t.tool_name || '@' || t.tool_version = ANY(%(refusing)b) THEN %(tombstone)s ELSE %(age)s END)",
+            " OR t.tool_name || '@' || t.tool_version = ANY(%(refusing)b) THEN %(tombstone)s ELSE %(age)s END) AND "
+            + _KEY_KEPT,
         ),
         "expired_keys",
     ),

@@ -14,13 +14,14 @@ new keyset, without a restart. A writer with no key at all appends without a che
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from typing import Any
 
-from toolgate.secrets import SecretMissing
-from toolgate.settings import load_settings
-from toolgate.trust.deployment_keys import KeySource, deployment_keys, key_id_of
+from toolgate.secrets import SecretMissing, SecretProvider
+from toolgate.settings import Settings, load_settings
+from toolgate.trust.deployment_keys import KeySource, deployment_keys, key_id_of, public_keys_of
 from toolgate.trust.ed25519 import PrivateKey, PublicKey
 from toolgate.trust.keyset import KeysetError
 
@@ -69,3 +70,16 @@ class TrustedKeys:
             return any(key.ok(signature, message) for key in self.keys.values())
         key = self.keys.get(key_id)
         return key is not None and key.ok(signature, message)
+
+
+def trusted_keys(settings: Settings) -> TrustedKeys:
+    """The public keys this operator trusts the checkpoints of: the configured public key, those
+    `toolgate up` published (runtime.json), and, where the secret is held, every key of its keyset
+    (current, next, previous and retired)."""
+    found = public_keys_of(settings.deployment_public_key)
+    if settings.runtime_file.exists():
+        runtime = json.loads(settings.runtime_file.read_text())
+        found += [bytes.fromhex(public) for public in runtime.get("deployment_public_keys", [])]
+    if SecretProvider(settings.secrets_path).has(settings.deployment_secret_ref):
+        found += deployment_keys(settings).public_keys(retired=True)
+    return TrustedKeys(PublicKey(raw) for raw in dict.fromkeys(found))

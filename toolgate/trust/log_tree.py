@@ -188,3 +188,80 @@ def consistency_ok(old_size: int, size: int, old_root: bytes, root: bytes, proof
             second = node_hash(second, step)
         fn, sn = fn >> 1, sn >> 1
     return sn == 0 and first == old_root and second == root
+
+
+def path_spans(index: int, size: int) -> list[tuple[int, int]]:
+    """The leaves [lo, hi) of each node of leaf `index`'s audit path in the tree of `size`, in
+    RFC 6962's order (from the leaf up)."""
+    found: list[tuple[int, int]] = []
+    lo, hi = 0, size
+    while hi - lo > 1:
+        k = split(hi - lo)
+        if index < lo + k:
+            found.append((lo + k, hi))
+            hi = lo + k
+        else:
+            found.append((lo, lo + k))
+            lo += k
+    return found[::-1]
+
+
+class InclusionPaths:
+    """The audit paths of chosen leaves of a tree of `size`, taken in one pass over its leaves that
+    holds a compact range and the nodes the paths need, never the leaves: a chosen leaf's left
+    siblings are the range's subtrees when it arrives, its right siblings perfect subtrees hashed as
+    the range grows over them, or subtrees of the tree's right edge, folds of the final range."""
+
+    def __init__(self, size: int, start: CompactRange | None = None) -> None:
+        """`start`: the compact range of the tree's first leaves, when only the paths of leaves after
+        them are wanted (the leaves added are then those after them)."""
+        self.size = size
+        self.count = start.size if start is not None else 0
+        # (first leaf, hash) of the range's subtrees
+        self._stack = [(lo, h) for (lo, _), h in zip(spans(self.count), start.hashes if start else (), strict=True)]
+        self._wanted: dict[int, list[tuple[int, int]]] = {}
+        self._needed: set[tuple[int, int]] = set()
+        self._found: dict[tuple[int, int], bytes] = {}
+
+    def add(self, data: bytes, chosen: bool = False) -> int:
+        """Take the next leaf (its data); `chosen`: its path is wanted. Returns its index."""
+        at = self.count
+        if at >= self.size:
+            raise ValueError(f"the tree has {self.size} leaves")
+        if chosen:
+            self._choose(at)
+        merged, lo, below = leaf_hash(data), at, at
+        self._keep(lo, at + 1, merged)
+        while below & 1:
+            lo, left = self._stack.pop()
+            merged = node_hash(left, merged)
+            self._keep(lo, at + 1, merged)
+            below >>= 1
+        self._stack.append((lo, merged))
+        self.count += 1
+        return at
+
+    def _choose(self, at: int) -> None:
+        spans_ = self._wanted[at] = path_spans(at, self.size)
+        held = dict(self._stack)
+        for lo, hi in spans_:
+            if hi <= at:
+                self._found[(lo, hi)] = held[lo]
+            else:
+                self._needed.add((lo, hi))
+
+    def _keep(self, lo: int, hi: int, node: bytes) -> None:
+        if (lo, hi) in self._needed:
+            self._found[(lo, hi)] = node
+
+    def proofs(self) -> dict[int, list[bytes]]:
+        """Each chosen leaf's audit path, by its index (once every leaf was added)."""
+        if self.count != self.size:
+            raise ValueError(f"the tree has {self.size} leaves; {self.count} were added")
+        for lo, hi in self._needed - self._found.keys():  # on the right edge: hi == size
+            folded = [h for start, h in self._stack if start >= lo]
+            node = folded[-1]
+            for left in reversed(folded[:-1]):
+                node = node_hash(left, node)
+            self._found[(lo, hi)] = node
+        return {at: [self._found[span] for span in spans_] for at, spans_ in self._wanted.items()}

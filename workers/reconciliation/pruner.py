@@ -22,7 +22,9 @@ from toolgate.store.db import make_pool
 from toolgate.store.retention import BATCH, STATEMENTS
 from toolgate.telemetry.setup import meter, tracer
 from toolgate.topics.catalog import BY_LOGICAL
+from toolgate.workers.reconciliation.archive import archive_due
 from toolgate.workers.reconciliation.decision import STAGE
+from toolgate.workers.reconciliation.evidence import PublicKeys
 from toolgate.workers.reconciliation.retention import Ages, Needs, ages
 
 log = logging.getLogger("toolgate.retention")
@@ -50,6 +52,7 @@ class Pruner:
         )
         # Keys of these contracts are refused once expired, so they are kept as tombstones too.
         self.refusing = sorted(f"{c.name}@{c.version}" for c in registry if c.binding.get("expired_key") == "reject")
+        self.settings = settings
         self.pool = make_pool(settings.database_url, f"{STAGE}-retention", max_size=1)
         self._deleted = meter().create_counter(
             "toolgate.retention.deleted", unit="{row}", description="rows retention deleted, by table"
@@ -61,10 +64,13 @@ class Pruner:
         await self.pool.close()
 
     async def prune_once(self) -> dict[str, int]:
-        """One pass over every table; returns how many rows it deleted from each."""
+        """One pass over every table, after keeping the evidence of the calls whose rows go; returns
+        how many rows it deleted from each (and, as `evidence_bundles`, how many bundles it kept)."""
         await self.pool.open()
         deleted: dict[str, int] = {}
         with tracer().start_as_current_span("reconciliation.prune") as span:
+            kept = await archive_due(self.pool, PublicKeys.of(self.settings), self._evidence_age())
+            span.set_attribute("toolgate.retention.evidence_bundles", kept)
             for table, statement, age_of in STATEMENTS:
                 params: dict[str, Any] = {
                     "age": getattr(self.ages, age_of),
@@ -82,17 +88,21 @@ class Pruner:
                 if deleted[table]:
                     self._deleted.add(deleted[table], {"table": table})
                 span.set_attribute(f"toolgate.retention.{table}", deleted[table])
-            if any(deleted.values()):
+            if any(deleted.values()) or kept:
                 entry = audit.Entry(
                     STAGE,
                     "pruned",
                     "toolgate",
-                    detail={"deleted": deleted, "older_than_s": self._ages_s()},
+                    detail={"deleted": deleted, "evidence_kept": kept, "older_than_s": self._ages_s()},
                 )
                 async with self.pool.connection() as conn, conn.transaction():
                     await audit.append(conn, [entry])
                 log.info("pruned", extra={"stage": STAGE, "action": "pruned", "count": sum(deleted.values())})
         return deleted
+
+    def _evidence_age(self) -> float:
+        """A call's bundle is kept once the first of its operational rows may go."""
+        return float(min(self.ages.calls, self.ages.call_decisions, self.ages.approvals))
 
     def _ages_s(self) -> dict[str, float]:
         return {
