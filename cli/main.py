@@ -11,6 +11,7 @@ from toolgate.cli.audit import audit_app
 from toolgate.cli.console import console
 from toolgate.cli.contracts import contracts_app
 from toolgate.cli.dlq import dlq_app
+from toolgate.cli.evidence_verify import evidence_app
 from toolgate.cli.policy import policy_app
 from toolgate.cli.secret import secret_app
 from toolgate.cli.tools import tools_app
@@ -26,6 +27,7 @@ app.add_typer(tenants_app, name="tenants")
 app.add_typer(agents_app, name="agents")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(audit_app, name="audit")
+app.add_typer(evidence_app, name="evidence")
 app.add_typer(secret_app, name="secret")
 app.add_typer(contracts_app, name="contracts")
 app.add_typer(policy_app, name="policy")
