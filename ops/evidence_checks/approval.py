@@ -114,7 +114,10 @@ def quorum(bundle: Any) -> Check:
     counted: list[str] = []
     refused: list[str] = []
     for s in decisions(bundle):
-        if s.problem is not None or s.decision is None or s.decision.decision is not Verdict.APPROVE:
+        if s.problem is not None or s.decision is None:
+            refused.append(f"decision {s.row.get('decision_id')} is not counted: {s.problem}")
+            continue
+        if s.decision.decision is not Verdict.APPROVE:
             continue
         why = _not_counted(bundle, ticket, s.decision)
         refused += [why] if why else []

@@ -38,7 +38,7 @@ def note_of(bundle: Any) -> tuple[Note, TreeHead] | None:
     if checkpoint is None:
         return None
     try:
-        note = parse(str(part(checkpoint, "note")))
+        note = parse(str(part(bundle, "audit", "checkpoint", "note")))
         return note, TreeHead.parse(note.text)
     except NoteError as exc:
         raise Malformed(f"the checkpoint is not a signed checkpoint note ({exc})") from exc

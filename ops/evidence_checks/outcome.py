@@ -1,7 +1,7 @@
 """How the call ended, as the deployment proves it: `execution.once` (the idempotency key
 COMPLETED, and exactly one audit row recording that completion: workers/execution/decision.py's
 `executed`) and `observation.signature` (each observation as published, its seal checked by the
-client's own check, toolgate/trust/integrity.py `EdgeVerifier`, with the trusted deployment keys,
+client's own check, toolgate/trust/edge_signing.py `EdgeVerifier`, with the trusted deployment keys,
 naming this call and its proposal's digest)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from toolgate.ops.evidence_checks.trust import Trust, b64, part
 from toolgate.ops.evidence_checks.verdict import Check, failed, first_failure, ok, skipped
 from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, header
-from toolgate.trust.integrity import EdgeVerifier
+from toolgate.trust.edge_signing import EdgeVerifier
 
 EXECUTED = "executed"  # the audit action of a key's completion (workers/execution/decision.py `action`)
 

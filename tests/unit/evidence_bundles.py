@@ -26,7 +26,7 @@ from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, TENANT_ID
 from toolgate.trust import proposal_signing, signing
 from toolgate.trust.deployment_keys import key_id_of
 from toolgate.trust.ed25519 import PrivateKey
-from toolgate.trust.integrity import KEY_HEADER, PROOF_HEADER, ROOT_PURPOSE, SIGNATURE_HEADER, edge_signed_bytes
+from toolgate.trust.edge_signing import KEY_HEADER, PROOF_HEADER, ROOT_PURPOSE, SIGNATURE_HEADER, edge_signed_bytes
 from toolgate.trust.log_tree import CompactRange, Known
 from toolgate.trust.merkle import leaf_hash, merkle_tree, signed_root
 from toolgate.trust.signed_note import COSIGNATURE_V1, Note, cosign, sign, vkey

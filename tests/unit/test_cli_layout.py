@@ -39,6 +39,7 @@ def test_the_app_lists_every_group() -> None:
         "agents",
         "dlq",
         "audit",
+        "evidence",
         "secret",
         "contracts",
         "policy",
