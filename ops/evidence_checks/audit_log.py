@@ -2,8 +2,9 @@
 audit_entry.py `chain_hash`), `audit.inclusion` (each row a leaf of the checkpoint's tree,
 toolgate/trust/log_tree.py `inclusion_ok`), `checkpoint.signature` (the C2SP checkpoint signed by
 the deployment key it names, toolgate/trust/signed_note.py) and `checkpoint.cosignatures` (each
-witness's cosignature/v1 line). The tree's size and root are read from the signed note's text,
-never from the bundle's copy of them beside it."""
+witness's cosignature/v1 line). Inclusion is checked against the checkpoint's `tree_size` and
+`root_hash`, as docs/evidence.md says; that they are the signed note's is `checkpoint.signature`'s
+to check, so a tampered note fails the checkpoint's checks, a tampered root both."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def inclusion(bundle: Any) -> Check:
         return skipped(name, "the bundle holds no audit rows")
     if noted is None:
         return failed(name, f"no audit row is in a signed tree: {NO_CHECKPOINT}")
-    head = noted[1]
+    checkpoint = bundle["audit"]["checkpoint"]
+    size, root = int(part(checkpoint, "tree_size")), bytes.fromhex(str(part(checkpoint, "root_hash")))
     problems = []
     for row in found:
         proof = row.get("inclusion")
@@ -60,9 +62,9 @@ def inclusion(bundle: Any) -> Check:
             problems.append(f"audit row {row.get('id')} is newer than the checkpoint (not yet in a signed tree)")
             continue
         leaf, path = bytes.fromhex(row["hash"]), [bytes.fromhex(h) for h in proof]
-        if not inclusion_ok(leaf, int(row["leaf_index"]), head.size, path, head.root):
+        if not inclusion_ok(leaf, int(row["leaf_index"]), size, path, root):
             problems.append(f"audit row {row.get('id')} is not leaf {row['leaf_index']} of the checkpoint's tree")
-    return first_failure(name, problems, f"{len(found)} row(s) in the tree of {head.size} leaves")
+    return first_failure(name, problems, f"{len(found)} row(s) in the tree of {size} leaves")
 
 
 def signature(bundle: Any, trust: Trust) -> Check:

@@ -213,11 +213,18 @@ TAMPERINGS: list[tuple[str, str, Callable[[Bundle], None], set[str], str]] = [
         "observation 0",
     ),
     (
-        "the checkpoint's root",
+        "the checkpoint note's root",
         "approved",
         _note_root(),
-        {"checkpoint.signature", "checkpoint.cosignatures", "audit.inclusion"},
+        {"checkpoint.signature", "checkpoint.cosignatures"},
         "root_hash",
+    ),
+    (
+        "the checkpoint's root hash beside its note",
+        "refused",
+        _set(["audit", "checkpoint", "root_hash"], lambda v: ("1" if v[0] != "1" else "2") + v[1:]),
+        {"checkpoint.signature", "audit.inclusion"},
+        "not leaf 5 of the checkpoint's tree",
     ),
     (
         "the deployment's signature of the checkpoint",
