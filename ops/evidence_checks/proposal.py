@@ -5,6 +5,7 @@ toolgate's own functions (toolgate/trust/proposal_signing.py, merkle.py, schemas
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from toolgate.ops.evidence_checks.trust import b64, json_of, part, public_key
@@ -67,17 +68,30 @@ def document_check(bundle: Any) -> Check:
     return ok(name, f"names tenant {document['tenant_id']}, call {document['call_id']} and the agent's key")
 
 
-def arguments(bundle: Any) -> Check:
-    name = "proposal.arguments"
+def _against_document(
+    bundle: Any, name: str, where: tuple[str, str], problem: Callable[[dict[str, Any], Any], str | None], fine: str
+) -> Check:
+    """Check `name`: the bundle's `where` (section, field) against the signed document, `problem`
+    saying what does not hold (None: it holds); skipped, naming which of the two the bundle lacks."""
     raw = signed_document(bundle)
-    text = (bundle.get("proposal") or {}).get("arguments")
-    if raw is None or text is None:
-        return skipped(name, "the bundle holds no proposal." + ("document" if raw is None else "arguments"))
+    value = (bundle.get(where[0]) or {}).get(where[1])
+    if raw is None or value is None:
+        return skipped(name, "the bundle holds no " + ("proposal.document" if raw is None else ".".join(where)))
+    said = problem(json_of(raw, "proposal.document"), value)
+    return ok(name, fine) if said is None else failed(name, said)
+
+
+def _text_unsigned(document: dict[str, Any], text: Any) -> str | None:
     if not isinstance(text, str):
-        return failed(name, "proposal.arguments is not text")
-    if arguments_sha256(text) != json_of(raw, "proposal.document").get("arguments_sha256"):
-        return failed(name, "the SHA-256 of the argument text is not the signed document's arguments_sha256")
-    return ok(name, "the argument text is the one the agent signed")
+        return "proposal.arguments is not text"
+    if arguments_sha256(text) != document.get("arguments_sha256"):
+        return "the SHA-256 of the argument text is not the signed document's arguments_sha256"
+    return None
+
+
+def arguments(bundle: Any) -> Check:
+    fine = "the argument text is the one the agent signed"
+    return _against_document(bundle, "proposal.arguments", ("proposal", "arguments"), _text_unsigned, fine)
 
 
 def payload(bundle: Any) -> Check:
@@ -105,12 +119,12 @@ def payload(bundle: Any) -> Check:
     return ok(name, "the payload hash is the validated arguments', which hold the proposal's")
 
 
+def _not_the_digest(document: dict[str, Any], claimed: Any) -> str | None:
+    if document_digest(document) != claimed:
+        return "call.proposal_digest is not the digest of the signed document"
+    return None
+
+
 def digest(bundle: Any) -> Check:
-    name = "call.digest"
-    raw = signed_document(bundle)
-    claimed = (bundle.get("call") or {}).get("proposal_digest")
-    if raw is None or claimed is None:
-        return skipped(name, "the bundle holds no " + ("proposal.document" if raw is None else "call.proposal_digest"))
-    if document_digest(json_of(raw, "proposal.document")) != claimed:
-        return failed(name, "call.proposal_digest is not the digest of the signed document")
-    return ok(name, "the call's proposal digest is the signed document's")
+    fine = "the call's proposal digest is the signed document's"
+    return _against_document(bundle, "call.digest", ("call", "proposal_digest"), _not_the_digest, fine)
