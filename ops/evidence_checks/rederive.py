@@ -68,13 +68,15 @@ def rederived(bundle: Any, contracts: Registry | None, policy: PolicySet | None)
 def _made(bundle: Any, row: dict[str, Any], contracts: Registry, policy: PolicySet) -> Made:
     stage, outcome = row.get("stage"), row.get("outcome")
     if row.get("contracts_digest") != contracts.digest:
-        return Made(unmade=f"the {stage} decision was made by contracts {row.get('contracts_digest')}, not those given")
+        said = f"the {stage} decision was made by contracts {row.get('contracts_digest')}, not {contracts.digest}"
+        return Made(unmade=said + " (give --contracts with the deployment's own)")
     if stage == "validation" and outcome == "refuse":
         return _validation(bundle, row, contracts)
     if stage != "policy":
         return Made(unmade=f"a {stage} {outcome} decision is not one the pure decisions make again")
     if row.get("policy_digest") != policy.digest:
-        return Made(unmade=f"the policy decision was made by set {row.get('policy_digest')}, not the one given")
+        said = f"the policy decision was made by set {row.get('policy_digest')}, not {policy.digest}"
+        return Made(unmade=said + " (give --policy with the set of that digest)")
     if row.get("record") is None:
         return Made(unmade="the policy decision carries no record of the call it judged")
     record = codec().decode(base64.b64decode(row["record"], validate=True), StageRecord)
