@@ -68,8 +68,15 @@ def evidence_verify(
         for check, line in zip(verdict.checks, verdict.lines(), strict=True):
             color = {"ok": "green", "failed": "red", "skipped": "yellow"}[check.status]
             console.print(literal(line), style=color, soft_wrap=True)
-        if not trust.deployment_pinned:
-            console.print("keys: the bundle's own (pin them with --deployment-key and --witness-key)", style="yellow")
+        unpinned = [
+            o
+            for o, pinned in (("--deployment-key", trust.deployment_pinned), ("--witness-key", trust.witnesses_pinned))
+            if not pinned
+        ]
+        if unpinned:
+            console.print(
+                f"keys: the bundle's own, not pinned (pin them with {' and '.join(unpinned)})", style="yellow"
+            )
         console.print("ok: nothing failed" if verdict.ok else "FAILED", style="green" if verdict.ok else "red")
     if not verdict.ok:
         raise typer.Exit(1)

@@ -438,6 +438,10 @@ def test_the_command_prints_a_line_per_check_or_the_verdict_as_json(tmp_path: Pa
     assert "keys: the bundle's own" in answer.output
     pinned = ["--deployment-key", eb.b64(eb.DEPLOYMENT.public.raw)]
     answer = runner.invoke(app, ["evidence", "verify", str(good), *pinned], env={"COLUMNS": "300"})
-    assert answer.exit_code == 0 and "keys: the bundle's own" not in answer.output
+    assert (
+        answer.exit_code == 0
+        and "--deployment-key" not in answer.output
+        and "(pin them with --witness-key)" in answer.output
+    )
     answer = runner.invoke(app, ["evidence", "verify", str(good), "--deployment-key", "nope"])
     assert answer.exit_code == 2
