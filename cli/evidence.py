@@ -14,6 +14,7 @@ from typer._click.core import Context
 from typer.core import TyperGroup
 
 from toolgate.cli.common import console, fail, print_json, running
+from toolgate.cli.evidence_verify import evidence_verify
 
 notes = Console(stderr=True)  # what `evidence CALL_ID > bundle.json` says beside the bundle
 
@@ -80,3 +81,6 @@ def export(
         raise fail(f"--since: not an ISO 8601 time: {since}") from exc
     written = export_bundles(running(), at, out, tenant)
     console.print(f"{written} bundle(s) written to {out}")
+
+
+evidence_app.command("verify")(evidence_verify)

@@ -27,7 +27,6 @@ checkpoint (and says so once in its log): verify reports such rows as not covere
 from __future__ import annotations
 
 import enum
-import hashlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,9 +34,10 @@ from typing import Any
 
 from psycopg import AsyncConnection, AsyncCursor, Connection
 
-from toolgate.schemas.wire import canonical_json
 from toolgate.store import batch
+from toolgate.store.audit_entry import GENESIS as GENESIS
 from toolgate.store.audit_entry import Entry as Entry
+from toolgate.store.audit_entry import chain_hash as chain_hash
 from toolgate.store.db import make_pool, rows_json
 from toolgate.trust.checkpoint_keys import TrustedKeys, signer
 from toolgate.trust.checkpoint_keys import use_key as use_key
@@ -47,25 +47,9 @@ from toolgate.trust.ed25519 import PublicKey
 log = logging.getLogger("toolgate.audit")
 
 LOCK_ID = 0x61_75_64_74  # "audt"
-GENESIS = "0" * 64
 CHECKPOINT_PURPOSE = b"toolgate.audit-head.v1"
 # A timestamp as the exact text that was hashed (UTC, microseconds).
 AT_TEXT = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
-
-
-def chain_hash(prev_hash: str, at: str, entry: Entry) -> str:
-    body = canonical_json(
-        {
-            "at": at,
-            "stage": entry.stage,
-            "action": entry.action,
-            "actor": entry.actor,
-            "call_id": entry.call_id,
-            "tenant_id": entry.tenant_id,
-            "detail": entry.detail,
-        }
-    )
-    return hashlib.sha256((prev_hash + body).encode()).hexdigest()
 
 
 def checkpoint_bytes(row_count: int, head_hash: str) -> bytes:

@@ -13,7 +13,7 @@ from toolgate.secrets import SecretProvider
 from toolgate.store.audit import Checkpoint, Verdict, checkpoint_bytes, verify
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST
-from toolgate.trust import integrity
+from toolgate.trust import edge_signing
 from toolgate.trust.checkpoint_keys import TrustedKeys
 from toolgate.trust.deployment_keys import DeploymentKeys, LiveKeyset, key_id_of
 from toolgate.trust.integrity import KEY_HEADER, MAC_HEADER, SIGNATURE_HEADER, EdgeVerifier, Sealer, raw_header
@@ -164,7 +164,7 @@ def test_a_client_learns_a_published_key_and_checks_each_record_with_the_key_it_
     assert not verifier.ok(*by_new)  # not published yet: not trusted
     published.append(DeploymentKeys(NEW.encode()).public_key)
     assert not verifier.ok(*by_new)  # read again at most once a second
-    monkeypatch.setattr(integrity, "RELOAD_EVERY_S", 0.0)
+    monkeypatch.setattr(edge_signing, "RELOAD_EVERY_S", 0.0)
     assert verifier.ok(*by_new)  # learned without a restart
     topic, key, headers, value = by_new
     # A signature checked with the key it names: naming the other trusted key fails it.

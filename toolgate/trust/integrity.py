@@ -12,7 +12,9 @@ generates one) is the root of two things, each derived with HKDF-SHA-256 under i
 * **The deployment's Ed25519 key.** Records on the per-tenant edge topics that clients read
   (observations, confirmation packets) carry `toolgate-signature` over the topic, key,
   call_id, the proposal digest and the value; clients verify it with the deployment's public
-  key (`TOOLGATE_DEPLOYMENT_PUBLIC_KEY`, or `runtime.json` under `toolgate up`).
+  key (`TOOLGATE_DEPLOYMENT_PUBLIC_KEY`, or `runtime.json` under `toolgate up`). The signed
+  bytes and the client's check (`EdgeVerifier`) are toolgate/trust/edge_signing.py's, which
+  imports no Kafka (an offline verifier of evidence uses them); this module re-exports them.
 
 A record that leaves alone is signed over those fields (`edge_signed_bytes`). Records that leave
 together for one topic (a round's observations for a tenant) are signed once, under one Merkle
@@ -34,57 +36,29 @@ window. Clients hold the deployment's public keys by id the same way.
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import threading
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from toolgate.topics.catalog import Topics
-from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, Headers, header
+from toolgate.topics.headers import Headers
 from toolgate.trust.deployment_keys import DeploymentKeys as DeploymentKeys
-from toolgate.trust.deployment_keys import KeySource, key_id_of
+from toolgate.trust.deployment_keys import KeySource
 from toolgate.trust.deployment_keys import deployment_keys as deployment_keys
 from toolgate.trust.deployment_keys import derive as derive
-from toolgate.trust.ed25519 import PublicKey
-from toolgate.trust.merkle import CheckedRoots, leaf_hash, length_prefixed, merkle_tree, root_of, signed_root
-
-log = logging.getLogger("toolgate.keys")
+from toolgate.trust.edge_signing import EDGE_PURPOSE as EDGE_PURPOSE
+from toolgate.trust.edge_signing import KEY_HEADER as KEY_HEADER
+from toolgate.trust.edge_signing import KEY_ID_MAX as KEY_ID_MAX
+from toolgate.trust.edge_signing import PROOF_HEADER as PROOF_HEADER
+from toolgate.trust.edge_signing import ROOT_PURPOSE as ROOT_PURPOSE
+from toolgate.trust.edge_signing import SIGNATURE_HEADER as SIGNATURE_HEADER
+from toolgate.trust.edge_signing import EdgeVerifier as EdgeVerifier
+from toolgate.trust.edge_signing import edge_signed_bytes as edge_signed_bytes
+from toolgate.trust.edge_signing import raw_header as raw_header
+from toolgate.trust.merkle import leaf_hash, merkle_tree, signed_root
 
 MAC_HEADER = "toolgate-mac"
-SIGNATURE_HEADER = "toolgate-signature"
-PROOF_HEADER = "toolgate-proof"
-KEY_HEADER = "toolgate-key-id"  # the id of the key a record's MAC or signature was made with
 SEALS = (MAC_HEADER, SIGNATURE_HEADER, PROOF_HEADER, KEY_HEADER)
-KEY_ID_MAX = 64  # a longer key id names no key: it is not looked up
-RELOAD_EVERY_S = 1.0  # a client reads its keys again for an unknown key id at most this often
 MACED = frozenset({"validated", "authorized", "executable", "results", "deadletter"})
 SIGNED = frozenset({"observations", "approvals_requested"})
-EDGE_PURPOSE = b"toolgate.edge.v1"
-ROOT_PURPOSE = b"toolgate.edge.root.v1"
-
-
-def edge_signed_bytes(
-    topic: str, key: bytes | None, headers: Sequence[tuple[str, bytes | None]], value: bytes
-) -> bytes:
-    """What the deployment signs on a client-facing record: length-prefixed fields, so no two
-    different records can produce the same bytes."""
-    fields = [
-        EDGE_PURPOSE,
-        topic.encode(),
-        key or b"",
-        (header(headers, CALL_ID) or "").encode(),
-        (header(headers, PROPOSAL_DIGEST) or "").encode(),
-        hashlib.sha256(value).digest(),
-    ]
-    return length_prefixed(fields)
-
-
-def raw_header(headers: Iterable[tuple[str, bytes | None]] | None, name: str) -> bytes | None:
-    for key, value in headers or ():
-        if key == name:
-            return value
-    return None
 
 
 class Sealer:
@@ -169,70 +143,3 @@ class Sealer:
             keys.derive_macs(topic for topic, kind in kinds.items() if kind in MACED)
             if any(kind in SIGNED for kind in kinds.values()):
                 _ = keys.signing_key
-
-
-class EdgeVerifier:
-    """A client's check that a record on a tenant's edge topic was written by toolgate: signed by
-    one of the deployment's public keys, the one the record names (`toolgate-key-id`).
-
-    `reload`, if given, says where the deployment publishes its keys (runtime.json, the
-    environment): a record naming a key the verifier does not hold reads them again (at most
-    once a second), so a client learns a new key without a restart. A record that names no key
-    is checked with each key held."""
-
-    def __init__(
-        self, public_keys: bytes | Iterable[bytes], reload: Callable[[], Iterable[bytes]] | None = None
-    ) -> None:
-        self._keys = _by_id([public_keys] if isinstance(public_keys, bytes) else public_keys)
-        self._reload = reload
-        self._reloaded_at = -RELOAD_EVERY_S
-        self._lock = threading.Lock()
-        self._roots = CheckedRoots(ROOT_PURPOSE)
-
-    @property
-    def key_ids(self) -> list[str]:
-        return list(self._keys)
-
-    def ok(self, topic: str, key: bytes | None, headers: Sequence[tuple[str, bytes | None]], value: bytes) -> bool:
-        signature = raw_header(headers, SIGNATURE_HEADER)
-        keys = self._candidates(raw_header(headers, KEY_HEADER))
-        message = edge_signed_bytes(topic, key, headers, value)
-        proof = raw_header(headers, PROOF_HEADER)
-        if proof is None:
-            return any(public.ok(signature, message) for public in keys)
-        root = root_of(leaf_hash(message), proof)
-        return root is not None and any(self._roots.ok(public, signature, root) for public in keys)
-
-    def _candidates(self, named: bytes | None) -> list[PublicKey]:
-        if named is None:
-            return list(self._keys.values())
-        if len(named) > KEY_ID_MAX:
-            return []
-        key_id = named.decode("ascii", "replace")
-        found = self._keys.get(key_id)
-        if found is None and self._reload is not None:
-            self._learn(key_id)
-            found = self._keys.get(key_id)
-        return [found] if found is not None else []
-
-    def _learn(self, key_id: str) -> None:
-        with self._lock:
-            if key_id in self._keys or time.monotonic() - self._reloaded_at < RELOAD_EVERY_S:
-                return
-            self._reloaded_at = time.monotonic()
-            assert self._reload is not None
-            try:
-                self._keys = {**self._keys, **_by_id(self._reload())}
-            except Exception as exc:  # where keys are published may be half-written: the next try
-                log.warning("the deployment's public keys could not be read: %r", exc, extra={"action": "keys_unread"})
-                return
-        if key_id not in self._keys:
-            log.warning(
-                "a record is signed by deployment key %s, which this client does not trust",
-                key_id,
-                extra={"action": "unknown_key"},
-            )
-
-
-def _by_id(public_keys: Iterable[bytes]) -> dict[str, PublicKey]:
-    return {key_id_of(raw): PublicKey(raw) for raw in public_keys}

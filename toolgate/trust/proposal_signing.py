@@ -103,6 +103,12 @@ def digest(proposal: ToolProposal) -> str:
     return _digest(_content(proposal))
 
 
+def document_digest(document: dict[str, Any]) -> str:
+    """The digest of a signing document as it was signed (its `created_at_ms` and `key_id` left
+    out): what an offline verifier recomputes from the document a call's evidence carries."""
+    return _digest({k: v for k, v in document.items() if k not in ("created_at_ms", "key_id")})
+
+
 def _digest(content: dict[str, Any]) -> str:
     return DIGEST_PREFIX + hashlib.sha256(_canonical(content)).hexdigest()
 
