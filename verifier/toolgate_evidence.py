@@ -330,6 +330,7 @@ class Trusted:
     witnesses: list[tuple[str, bytes]] = field(default_factory=list)  # (name, Ed25519 public key)
     pinned_deployment: bool = False
     pinned_witnesses: bool = False
+    unreadable: list[str] = field(default_factory=list)  # witnesses' verifier keys that do not parse
 
 
 def trusted_keys(bundle: dict[str, Any], deployment: Sequence[bytes], witnesses: Sequence[str]) -> Trusted:
@@ -340,14 +341,22 @@ def trusted_keys(bundle: dict[str, Any], deployment: Sequence[bytes], witnesses:
     if deployment:
         trusted.deployment = {deployment_key_id(raw): raw for raw in deployment}
     for entry in [] if deployment else keys.get("deployment") or []:
-        raw = b64(entry.get("public_key"), "a deployment public key")
+        try:
+            raw = b64(entry.get("public_key"), "a deployment public key")
+        except Failed:
+            continue  # as an entry whose id does not match its key: ignored
         if len(raw) == 32 and entry.get("key_id") == deployment_key_id(raw):
-            trusted.deployment[entry["key_id"]] = raw  # an entry whose id does not match is ignored
+            trusted.deployment[entry["key_id"]] = raw
     for vkey in witnesses or [w.get("vkey") for w in keys.get("witnesses") or []]:
-        name, kind, raw = parse_vkey(str(vkey))
+        try:
+            name, kind, raw = parse_vkey(str(vkey))
+        except Failed as exc:
+            trusted.unreadable.append(str(exc))
+            continue
         if kind != NOTE_COSIGNATURE_V1:
-            raise Failed(f"witness {name}'s verifier key is not a cosignature/v1 key")
-        trusted.witnesses.append((name, raw))
+            trusted.unreadable.append(f"witness {name}'s verifier key is not a cosignature/v1 key")
+        else:
+            trusted.witnesses.append((name, raw))
     return trusted
 
 
@@ -365,7 +374,8 @@ class Bundle:
             raise Failed(f"the bundle's {name} is not an object")
         return value
 
-    def field(self, section: str, name: str) -> Any:
+    def need(self, section: str, name: str) -> Any:
+        """A field of a section; Skipped when it is null (not stored)."""
         value = self.section(section).get(name)
         if value is None:
             raise Skipped(f"{section}.{name} is null (not stored)")
@@ -374,7 +384,7 @@ class Bundle:
     def document(self) -> dict[str, Any]:
         """The proposal's signing document, parsed."""
         try:
-            document = parse_json(b64(self.field("proposal", "document"), "proposal.document"))
+            document = parse_json(b64(self.need("proposal", "document"), "proposal.document"))
         except ValueError as exc:
             raise Failed(f"proposal.document is not JSON: {exc}") from exc
         if not isinstance(document, dict):
@@ -394,8 +404,8 @@ PROPOSAL_ROOT, EDGE_ROOT, EDGE = b"toolgate.proposal.root.v1", b"toolgate.edge.r
 
 
 def proposal_signature(b: Bundle) -> str:
-    document = b64(b.field("proposal", "document"), "proposal.document")
-    signature = b64(b.field("proposal", "signature"), "proposal.signature")
+    document = b64(b.need("proposal", "document"), "proposal.document")
+    signature = b64(b.need("proposal", "signature"), "proposal.signature")
     key, proof = b.agent_key(), b.section("proposal").get("proof")
     if proof is None:
         if not ed25519_ok(key, signature, document):
@@ -424,7 +434,7 @@ def proposal_document(b: Bundle) -> str:
 
 
 def proposal_arguments(b: Bundle) -> str:
-    text = b.field("proposal", "arguments")
+    text = b.need("proposal", "arguments")
     if hashlib.sha256(str(text).encode("utf-8", "surrogateescape")).hexdigest() != b.document().get("arguments_sha256"):
         raise Failed("the argument text's SHA-256 is not the arguments_sha256 the agent signed")
     return "the argument text is the one the agent signed"
@@ -435,12 +445,12 @@ def payload_hash(arguments: Any) -> str:
 
 
 def call_payload_hash(b: Bundle) -> str:
-    arguments, claimed = b.field("call", "arguments"), b.field("call", "payload_hash")
+    arguments, claimed = b.need("call", "arguments"), b.need("call", "payload_hash")
     if not isinstance(arguments, dict) or payload_hash(arguments) != claimed:
         raise Failed("call.payload_hash is not the hash of call.arguments")
     text = (b.data.get("proposal") or {}).get("arguments")
     if text is None:
-        return "the payload hash is the arguments' (no argument text to compare them with)"
+        raise Skipped("proposal.arguments is null (not stored): the proposed arguments cannot be compared")
     try:
         proposed = parse_json(text)
     except ValueError as exc:
@@ -455,7 +465,7 @@ def call_payload_hash(b: Bundle) -> str:
 
 def call_digest(b: Bundle) -> str:
     content = {k: v for k, v in b.document().items() if k not in ("created_at_ms", "key_id")}
-    if payload_hash(content) != b.field("call", "proposal_digest"):
+    if payload_hash(content) != b.need("call", "proposal_digest"):
         raise Failed("call.proposal_digest is not the digest of the signed document")
     return "the call is bound to the signed document's digest"
 
@@ -555,7 +565,7 @@ def approval_quorum(b: Bundle) -> str:
 
 
 def execution_once(b: Bundle) -> str:
-    status = b.field("execution", "status")
+    status = b.need("execution", "status")
     if status != "COMPLETED":
         raise Failed(f"the idempotency key is {status}, not COMPLETED")
     executed = [r for r in b.data["audit"].get("rows") or [] if r.get("action") == "executed"]
@@ -665,6 +675,8 @@ def checkpoint_signature(b: Bundle) -> str:
 
 
 def checkpoint_cosignatures(b: Bundle) -> str:
+    if b.keys.unreadable:
+        raise Failed(b.keys.unreadable[0])
     if not b.keys.witnesses:
         raise Skipped("no witnesses are configured")
     _, note = checkpoint_note(b)
