@@ -729,6 +729,8 @@ def run(check: Callable[[Bundle], str], bundle: Bundle) -> tuple[str, str]:
         return FAILED, str(exc)
     except MALFORMED as exc:  # a field missing or of the wrong type: what it should prove does not hold
         return FAILED, f"the bundle is malformed where this check reads it ({type(exc).__name__}: {exc})"
+    except Exception as exc:  # a hostile bundle deep in a parser: this check fails, the others go on
+        return FAILED, f"the bundle could not be read where this check reads it ({type(exc).__name__})"
 
 
 def verify(data: Any, deployment: Sequence[bytes] = (), witnesses: Sequence[str] = ()) -> dict[str, Any]:
@@ -759,8 +761,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = sys.stdin.buffer.read() if args.bundle == "-" else open(args.bundle, "rb").read()  # noqa: SIM115
         pinned = [b64(k, "--deployment-key") for k in args.deployment_key]
         data = parse_json(text)
-    except (OSError, ValueError, Failed) as exc:
-        print(f"toolgate_evidence: {exc}", file=sys.stderr)
+    except (OSError, ValueError, RecursionError, Failed) as exc:
+        print(f"toolgate_evidence: the bundle cannot be read: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     verdict = verify(data, pinned, args.witness_vkey)
     if args.json:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import importlib
 import importlib.util
 import json
 import struct
@@ -301,3 +302,18 @@ def test_a_null_input_skips_its_check_and_never_passes_it() -> None:
     assert statuses["proposal.arguments"] == statuses["call.payload_hash"] == "skipped"
     assert statuses["approval.signatures"] == statuses["approval.quorum"] == "skipped"
     assert statuses["proposal.signature"] == "ok"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_toolgates_own_verifier_gives_the_same_statuses(name: str) -> None:
+    """The issue's acceptance: both verifiers name the same checks with the same statuses on the
+    same bundles (toolgate's, `toolgate evidence verify`, once it is in the tree)."""
+    if importlib.util.find_spec("toolgate.ops.evidence_checks") is None:
+        pytest.skip("toolgate evidence verify is not in this tree")
+    run = importlib.import_module("toolgate.ops.evidence_checks.run")
+    trust = importlib.import_module("toolgate.ops.evidence_checks.trust")
+    bundle = read(VECTORS / name / "bundle.json")
+    theirs = run.verify(bundle, trust.trust_of(bundle)).as_json()
+    ours = V.verify(bundle)
+    assert [(c["name"], c["status"]) for c in theirs["checks"]] == [(c["name"], c["status"]) for c in ours["checks"]]
+    assert theirs["ok"] is ours["ok"]
