@@ -343,11 +343,12 @@ def trusted_keys(bundle: dict[str, Any], deployment: Sequence[bytes], witnesses:
     for entry in [] if deployment else keys.get("deployment") or []:
         try:
             raw = b64(entry.get("public_key"), "a deployment public key")
-        except Failed:
+        except (Failed, AttributeError):
             continue  # as an entry whose id does not match its key: ignored
         if len(raw) == 32 and entry.get("key_id") == deployment_key_id(raw):
             trusted.deployment[entry["key_id"]] = raw
-    for vkey in witnesses or [w.get("vkey") for w in keys.get("witnesses") or []]:
+    listed = [w.get("vkey") if isinstance(w, dict) else None for w in keys.get("witnesses") or []]
+    for vkey in witnesses or listed:
         try:
             name, kind, raw = parse_vkey(str(vkey))
         except Failed as exc:
@@ -375,8 +376,9 @@ class Bundle:
         return value
 
     def need(self, section: str, name: str) -> Any:
-        """A field of a section; Skipped when it is null (not stored)."""
-        value = self.section(section).get(name)
+        """A field of a section; Skipped when it is null (not stored). A field that is missing is
+        malformed (KeyError): the check that reads it fails."""
+        value = self.section(section)[name]
         if value is None:
             raise Skipped(f"{section}.{name} is null (not stored)")
         return value
@@ -498,7 +500,9 @@ def signed_decision(b: Bundle, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def decision_rows(b: Bundle) -> list[dict[str, Any]]:
-    rows = b.section("approval").get("decisions") or []
+    rows = b.section("approval")["decisions"]
+    if not rows:
+        raise Skipped("the ticket has no decisions")
     for row in rows:
         if row.get("signed") is None or row.get("signature") is None:
             raise Skipped(f"decision {row.get('decision_id')}'s signed bytes are null (not stored)")
@@ -538,7 +542,7 @@ def counts_toward_quorum(b: Bundle, row: dict[str, Any], window: tuple[int, int]
         return None
     revoked = who.get("revoked_at")
     active = micros(who.get("registered_at"), "registered_at") <= at * 1000 and (
-        micros(revoked, "revoked_at") > at * 1000 if revoked is not None else who.get("status") == "active"
+        revoked is None or micros(revoked, "revoked_at") > at * 1000
     )
     groups = ticket.get("approver_groups") or []
     fits = ticket.get("risk_class") in (who.get("risk_classes") or []) and (
@@ -554,7 +558,8 @@ def approval_quorum(b: Bundle) -> str:
         raise Skipped(f"the ticket is {ticket.get('status')}, not APPROVED: no quorum to count")
     created, expires = micros(ticket.get("created_at"), "created_at"), micros(ticket.get("expires_at"), "expires_at")
     window = (created // 1000, expires // 1000)
-    counted = [who for row in decision_rows(b) if (who := counts_toward_quorum(b, row, window)) is not None]
+    rows = decision_rows(b) if b.section("approval")["decisions"] else []  # none: nobody approved
+    counted = [who for row in rows if (who := counts_toward_quorum(b, row, window)) is not None]
     number = len(set(counted)) if ticket.get("distinct_approvers") else len(counted)
     needed = ticket.get("required_approvals")
     if not isinstance(needed, int) or number < needed:
@@ -565,10 +570,10 @@ def approval_quorum(b: Bundle) -> str:
 
 
 def execution_once(b: Bundle) -> str:
-    status = b.need("execution", "status")
+    status = b.section("execution")["status"]
     if status != "COMPLETED":
         raise Failed(f"the idempotency key is {status}, not COMPLETED")
-    executed = [r for r in b.data["audit"].get("rows") or [] if r.get("action") == "executed"]
+    executed = [r for r in b.data["audit"]["rows"] if r.get("action") == "executed"]
     if len(executed) != 1:
         raise Failed(f"{len(executed)} audit rows record the execution, not exactly one")
     return "the key COMPLETED, and one audit row records its execution"
@@ -630,7 +635,7 @@ def chain_hash(row: dict[str, Any]) -> str:
 
 
 def audit_rows(b: Bundle) -> str:
-    rows = b.data["audit"].get("rows") or []
+    rows = b.data["audit"]["rows"]
     if not rows:
         raise Skipped("the bundle holds no audit rows")
     for row in rows:
@@ -641,12 +646,12 @@ def audit_rows(b: Bundle) -> str:
 
 def audit_inclusion(b: Bundle) -> str:
     checkpoint = b.data["audit"].get("checkpoint")
-    if not b.data["audit"].get("rows"):
+    if not b.data["audit"]["rows"]:
         raise Skipped("the bundle holds no audit rows")
     if checkpoint is None:
         raise Failed("the bundle has no checkpoint: its audit rows are in no signed tree")
     size, root = checkpoint.get("tree_size"), bytes.fromhex(str(checkpoint.get("root_hash")))
-    for row in b.data["audit"].get("rows") or []:
+    for row in b.data["audit"]["rows"]:
         if row.get("inclusion") is None:
             raise Failed(f"audit row {row.get('id')} is newer than the checkpoint: it is not yet in a signed tree")
         proof = [bytes.fromhex(h) for h in row["inclusion"]]
