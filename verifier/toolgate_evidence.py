@@ -376,9 +376,8 @@ class Bundle:
         return value
 
     def need(self, section: str, name: str) -> Any:
-        """A field of a section; Skipped when it is null (not stored). A field that is missing is
-        malformed (KeyError): the check that reads it fails."""
-        value = self.section(section)[name]
+        """A field of a section; Skipped when it is null or absent (not stored)."""
+        value = self.section(section).get(name)
         if value is None:
             raise Skipped(f"{section}.{name} is null (not stored)")
         return value
