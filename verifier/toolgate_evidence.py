@@ -56,6 +56,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
@@ -764,7 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--witness-vkey", action="append", default=[], metavar="VKEY", help="require this witness")
     args = parser.parse_args(argv)
     try:
-        text = sys.stdin.buffer.read() if args.bundle == "-" else open(args.bundle, "rb").read()  # noqa: SIM115
+        text = sys.stdin.buffer.read() if args.bundle == "-" else Path(args.bundle).read_bytes()
         pinned = [b64(k, "--deployment-key") for k in args.deployment_key]
         data = parse_json(text)
     except (OSError, ValueError, RecursionError, Failed) as exc:

@@ -317,3 +317,17 @@ def test_toolgates_own_verifier_gives_the_same_statuses(name: str) -> None:
     ours = V.verify(bundle)
     assert [(c["name"], c["status"]) for c in theirs["checks"]] == [(c["name"], c["status"]) for c in ours["checks"]]
     assert theirs["ok"] is ours["ok"]
+
+
+def test_the_text_verdict_is_one_line_per_check_and_says_when_keys_are_the_bundles_own(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert V.main([str(VECTORS / "tampered-state-version" / "bundle.json")]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(V.CHECKS) + 1 and lines[-1].startswith("note: keys not pinned")
+    assert "FAILED   approval.state_version: decision d-1 signs another state version than the ticket's" in lines
+    bundle = read(VECTORS / "approved" / "bundle.json")
+    pins = ["--deployment-key", bundle["keys"]["deployment"][0]["public_key"]]
+    pins += ["--witness-vkey", bundle["keys"]["witnesses"][0]["vkey"]]
+    assert V.main([str(VECTORS / "approved" / "bundle.json"), *pins]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == len(V.CHECKS)
