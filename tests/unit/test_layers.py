@@ -93,3 +93,18 @@ def test_the_check_sees_an_import_from_above() -> None:
     assert folder_of("toolgate.schemas.errors") == "schemas"
     assert folder_of("toolgate.settings") == "toolgate"
     assert folder_of("psycopg") is None
+
+
+def test_the_independent_verifier_imports_nothing_of_toolgate() -> None:
+    """verifier/ is the second opinion on an evidence bundle (issue 53): outside the package, on the
+    standard library and `cryptography` only, and the map says so."""
+    modules = {m for path in (REPO / "verifier").rglob("*.py") for m in imported(path)}
+    assert modules, "verifier/ holds its module"
+    assert {m for m in modules if folder_of(m) is not None or m.split(".")[0] in FLOORS} == set()
+    assert (
+        "verifier"
+        not in tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
+            "package-dir"
+        ].values()
+    )
+    assert "| `verifier/` | nothing of toolgate |" in (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
