@@ -205,6 +205,16 @@ def _seed(pipeline: Pipeline, tag: str) -> dict[str, tuple[str, str]]:
     rows["decision record past history"] = ("gone", f"toolgate.call_decisions WHERE call_id = '{n('decided_old')}'")
     rows["decision record within it"] = ("kept", f"toolgate.call_decisions WHERE call_id = '{n('decided_fresh')}'")
 
+    # An observation as published (migration 0036) is history like the call it answered.
+    for name, at in (("old", OLD), ("fresh", "now()")):
+        sql(
+            "INSERT INTO toolgate.observations (tenant_id, call_id, topic, value, headers, at) "
+            f"VALUES ('acme', %s, 'tool.observations.acme', 'v', '[]', {at})",
+            (n(f"observed_{name}"),),
+        )
+    rows["observation past history"] = ("gone", f"toolgate.observations WHERE call_id = '{n('observed_old')}'")
+    rows["observation within it"] = ("kept", f"toolgate.observations WHERE call_id = '{n('observed_fresh')}'")
+
     with psycopg.connect(pipeline.database_url) as conn, conn.transaction():
         for query, params in statements:
             conn.execute(query, params)
@@ -250,6 +260,7 @@ def test_toolgate_prune_runs_one_pass_by_hand(pipeline: Pipeline) -> None:
         "read_outcomes",
         "policy_shadow_disagreements",
         "call_decisions",
+        "observations",
         "dead_letter_actions",
         "idempotency_key_outcomes",
         "idempotency_keys",
