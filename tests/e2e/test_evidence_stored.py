@@ -25,6 +25,7 @@ from toolgate.trust.proposal_signing import ROOT_PURPOSE
 from toolgate.trust.signing import withdrawer
 
 from ..conftest import Pipeline
+from .test_approve_with_edit import edited_ticket
 from .test_gates import packet_of
 from .test_pipeline import _approval_of, taxonomy
 
@@ -115,3 +116,37 @@ def test_a_withdrawal_is_kept_as_its_agent_signed_it(pipeline: Pipeline) -> None
     assert json.loads(bytes(signed))["approval_id"] == approval_id
     seen = _observations_proven(pipeline, sent.tenant_id, sent.call_id, sent.proposal_digest)
     assert len(seen) >= 2  # the wait for approval, and the end the withdrawal gave the call
+
+
+def test_an_edited_call_is_proven_by_the_agents_document_and_the_editors_signed_edit(pipeline: Pipeline) -> None:
+    """The calls row stays the agent's original; the edit is proven by the editor's signed decision
+    on the held ticket; the editor's vote counted on the edited call's own ticket is signed by
+    nobody (NULLs), bob's approval of it is kept as signed."""
+    invoice = pipeline.open_invoice()
+    arguments = {"invoice_id": invoice, "amount_cents": 125000, "currency": "USD"}
+    sent = pipeline.propose("payment.charge_card", arguments, idempotency_key=f"charge-{uuid.uuid4().hex}")
+    held = _approval_of(pipeline, sent)
+    # Credited down while the charge waited: the approver charges what is owed.
+    pipeline.sql("UPDATE demo.invoices SET amount_cents = 100000 WHERE invoice_id = %s", (invoice,))
+    edit = pipeline.cli("approvals", "approve", held, "--as", "alice", "--edit", '{"amount_cents": 100000}')
+    assert edit.returncode == 0, edit.stdout + edit.stderr
+    second = edited_ticket(pipeline, held)
+    assert pipeline.cli("approvals", "approve", second, "--as", "bob").returncode == 0
+    assert taxonomy(pipeline.wait(sent)) == "SUCCESS"
+
+    _proposal_proven(pipeline, sent.tenant_id, sent.call_id, arguments)  # as the agent signed it
+    [(approver, signed, signature, public_key)] = pipeline.sql(DECISIONS, (held,))
+    assert approver == "alice" and PublicKey(bytes(public_key)).ok(bytes(signature), bytes(signed))
+    assert json.loads(json.loads(bytes(signed))["edited_arguments"])["amount_cents"] == 100000
+    votes = pipeline.sql(
+        "SELECT approver_id, decision_id, signed IS NULL, signature IS NULL FROM toolgate.approval_decisions "
+        "WHERE approval_id = %s ORDER BY approver_id",
+        (second,),
+    )
+    assert [(a, d.endswith(".edited"), s, g) for a, d, s, g in votes] == [
+        ("alice", True, True, True),
+        ("bob", False, False, False),
+    ]
+    [(_, bob_signed, bob_signature, bob_key)] = [row for row in pipeline.sql(DECISIONS, (second,)) if row[0] == "bob"]
+    assert PublicKey(bytes(bob_key)).ok(bytes(bob_signature), bytes(bob_signed))
+    _observations_proven(pipeline, sent.tenant_id, sent.call_id, sent.proposal_digest)
