@@ -10,6 +10,7 @@ import base64
 import hashlib
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -72,7 +73,9 @@ def _observations_proven(pipeline: Pipeline, tenant: str, call_id: str, digest: 
     return found
 
 
-def test_an_approved_charge_leaves_its_proposal_decisions_and_observations_stored(pipeline: Pipeline) -> None:
+def test_an_approved_charge_leaves_its_proposal_decisions_and_observations_stored(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
     invoice = pipeline.open_invoice()
     arguments = {"invoice_id": invoice, "amount_cents": 125000, "currency": "USD"}
     sent = pipeline.propose("payment.charge_card", arguments, idempotency_key=f"charge-{uuid.uuid4().hex}")
@@ -99,6 +102,16 @@ def test_an_approved_charge_leaves_its_proposal_decisions_and_observations_store
     seen = _observations_proven(pipeline, sent.tenant_id, sent.call_id, sent.proposal_digest)
     codes = sorted(o.status.code for o in seen)
     assert 202 in codes and 200 in codes, codes
+
+    # The bundle made of them passes `toolgate evidence verify`'s checks of what was stored.
+    shown = pipeline.cli("evidence", sent.call_id, "--tenant", sent.tenant_id, "--wait", "60", timeout=120)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    bundle = tmp_path / "bundle.json"
+    bundle.write_text(shown.stdout)
+    verified = pipeline.cli("evidence", "verify", str(bundle), "--json", timeout=120)
+    checks = {c["name"]: c["status"] for c in json.loads(verified.stdout)["checks"]}
+    stored = ("proposal.signature", "proposal.arguments", "approval.signatures", "observation.signature")
+    assert {name: checks.get(name) for name in stored} == dict.fromkeys(stored, "ok"), verified.stdout
 
 
 def test_a_withdrawal_is_kept_as_its_agent_signed_it(pipeline: Pipeline) -> None:
