@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from toolgate.store.db import keyed
+from toolgate.store.db import columns, keyed
 
 REGISTER = """
 INSERT INTO toolgate.calls (tenant_id, call_id, proposal_digest, agent_id, signed_document, signature,
@@ -72,17 +72,7 @@ class Bound:
 
 async def register(conn: AsyncConnection[Any], calls: Sequence[NewCall]) -> list[Bound]:
     """Record these calls; those recorded now (a call_id bound before is left as it is)."""
-    columns = (
-        [c.tenant_id for c in calls],
-        [c.call_id for c in calls],
-        [c.proposal_digest for c in calls],
-        [c.agent_id for c in calls],
-        [c.signed_document for c in calls],
-        [c.signature for c in calls],
-        [c.proof for c in calls],
-        [c.arguments for c in calls],
-    )
-    cur = await conn.execute(REGISTER, columns)
+    cur = await conn.execute(REGISTER, columns(NewCall, calls))
     return [Bound(*row) for row in await cur.fetchall()]
 
 

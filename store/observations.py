@@ -14,6 +14,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from toolgate.store.db import columns
+
 KEEP = """
 INSERT INTO toolgate.observations (tenant_id, call_id, topic, key, value, headers)
 SELECT tenant_id, call_id, topic, key, value, headers::jsonb
@@ -37,12 +39,4 @@ class Published:
 
 async def keep(conn: AsyncConnection[Any], published: Sequence[Published]) -> None:
     """Store these observations, in one statement."""
-    columns = (
-        [p.tenant_id for p in published],
-        [p.call_id for p in published],
-        [p.topic for p in published],
-        [p.key for p in published],
-        [p.value for p in published],
-        [p.headers for p in published],
-    )
-    await conn.execute(KEEP, columns)
+    await conn.execute(KEEP, columns(Published, published))
