@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -83,6 +85,132 @@ def check_audit(bundle: dict[str, Any], deployment_keys: list[bytes]) -> None:
     [key] = [k for k in bundle["keys"]["deployment"] if k["key_id"] == checkpoint["key_id"]]
     assert _b(key["public_key"]) in deployment_keys
     assert signed_by(note, head.origin, PublicKey(_b(key["public_key"])))
+
+
+VERIFIER = Path(__file__).resolve().parents[2] / "verifier" / "toolgate_evidence.py"
+REDERIVED = "decisions.rederived"  # toolgate's own verifier only: the independent one cannot run toolgate
+
+
+def _pins(deployment_keys: list[bytes]) -> list[str]:
+    return [arg for key in deployment_keys for arg in ("--deployment-key", base64.b64encode(key).decode())]
+
+
+def verdicts(
+    pipeline: Pipeline, bundle: dict[str, Any], path: Path, keys: list[bytes]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Both verifiers' statuses by check on `bundle`, offline, with the deployment's keys pinned:
+    toolgate's own (`toolgate evidence verify`) and the independent module, run in isolated mode."""
+    path.write_text(json.dumps(bundle))
+    ours = pipeline.cli("evidence", "verify", str(path), "--json", *_pins(keys))
+    theirs = subprocess.run(
+        [sys.executable, "-I", str(VERIFIER), str(path), "--json", *_pins(keys)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    found = []
+    for run in (ours, theirs):
+        assert run.returncode in (0, 1), run.stdout + run.stderr
+        verdict = json.loads(run.stdout)
+        statuses = {c["name"]: c["status"] for c in verdict["checks"]}
+        assert verdict["ok"] == (run.returncode == 0) == ("failed" not in statuses.values())
+        found.append(statuses)
+    return found[0], found[1]
+
+
+def failed(statuses: dict[str, str]) -> set[str]:
+    return {name for name, status in statuses.items() if status == "failed"}
+
+
+def _flip_b64(text: str, at: int) -> str:
+    raw = bytearray(base64.b64decode(text))
+    raw[at] ^= 1
+    return base64.b64encode(bytes(raw)).decode()
+
+
+def _root_flipped(note: str) -> str:
+    origin, size, root = note.split("\n")[:3]
+    return note.replace(f"{origin}\n{size}\n{root}", f"{origin}\n{size}\n{_flip_b64(root, 5)}", 1)
+
+
+# A single-byte tampering of a real bundle, and the checks both verifiers must then fail.
+TAMPERINGS: dict[str, tuple[Any, set[str]]] = {
+    "an argument": (
+        lambda b: b["call"]["arguments"].update(amount_cents=b["call"]["arguments"]["amount_cents"] + 1),
+        {"call.payload_hash"},
+    ),
+    "a decision signature": (
+        lambda b: b["approval"]["decisions"][0].update(
+            signature=_flip_b64(b["approval"]["decisions"][0]["signature"], 9)
+        ),
+        {"approval.signatures", "approval.quorum"},
+    ),
+    "a state version": (
+        lambda b: b["approval"]["ticket"].update(state_version=b["approval"]["ticket"]["state_version"] + "x"),
+        {"approval.state_version"},
+    ),
+    "an audit row": (
+        lambda b: b["audit"]["rows"][0].update(actor=b["audit"]["rows"][0]["actor"] + "x"),
+        {"audit.rows"},
+    ),
+    "the observation": (
+        lambda b: b["observations"][-1].update(value=_flip_b64(b["observations"][-1]["value"], 3)),
+        {"observation.signature"},
+    ),
+    "a checkpoint": (
+        lambda b: b["audit"]["checkpoint"].update(note=_root_flipped(b["audit"]["checkpoint"]["note"])),
+        {"checkpoint.signature"},
+    ),
+}
+
+
+def test_a_two_approver_charge_verifies_offline_with_both_verifiers_and_each_tampering_is_named_by_both(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    keys = [bytes.fromhex(k) for k in pipeline.runtime["deployment_public_key"].split(",")]
+    invoice = pipeline.open_invoice()
+    sent = pipeline.propose(
+        "payment.charge_card",
+        {"invoice_id": invoice, "amount_cents": 125000, "currency": "USD"},
+        idempotency_key=f"evidence-{uuid.uuid4().hex}",
+    )
+    approval_id = _approval_of(pipeline, sent)
+    for approver in ("alice", "bob"):
+        assert pipeline.cli("approvals", "approve", approval_id, "--as", approver).returncode == 0
+    assert taxonomy(pipeline.wait(sent)) == "SUCCESS"
+    refused = pipeline.propose(
+        "payment.charge_card",
+        {"invoice_id": pipeline.open_invoice(amount_cents=1_500_000), "amount_cents": 1_500_000, "currency": "USD"},
+    )
+    assert taxonomy(pipeline.wait(refused)) == "POLICY_VIOLATION"
+
+    charge = evidence(pipeline, sent.call_id)
+    assert len(charge["approval"]["decisions"]) == 2 and charge["approval"]["ticket"]["state_version"]
+    ours, theirs = verdicts(pipeline, charge, tmp_path / "charge.json", keys)
+    assert failed(ours) == failed(theirs) == set(), (ours, theirs)
+    assert ours[REDERIVED] == "ok" and theirs[REDERIVED] == "skipped"
+    assert {n for n, s in ours.items() if s == "skipped"} <= {"checkpoint.cosignatures"}, ours
+    assert {n: s for n, s in ours.items() if n != REDERIVED} == {n: s for n, s in theirs.items() if n != REDERIVED}
+
+    for what, (tamper, must_fail) in TAMPERINGS.items():
+        bundle = json.loads(json.dumps(charge))
+        tamper(bundle)
+        ours, theirs = verdicts(pipeline, bundle, tmp_path / "tampered.json", keys)
+        # toolgate's own also makes the decisions again: an argument changed is not the call decided
+        assert failed(ours) - {REDERIVED} == failed(theirs) == must_fail, (what, ours, theirs)
+
+    denied = evidence(pipeline, refused.call_id)
+    ours, theirs = verdicts(pipeline, denied, tmp_path / "refused.json", keys)
+    assert failed(ours) == failed(theirs) == set(), (ours, theirs)
+    assert ours[REDERIVED] == "ok"  # the policy's refusal, made again on its recorded inputs
+    assert {n for n, s in ours.items() if s == "ok"} >= {
+        "proposal.signature",
+        "proposal.arguments",
+        "call.payload_hash",
+        "observation.signature",
+        "audit.inclusion",
+    }
 
 
 def test_the_evidence_of_an_executed_call_and_of_a_refused_call_verifies(pipeline: Pipeline, tmp_path: Path) -> None:
