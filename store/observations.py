@@ -3,7 +3,7 @@ so a call's evidence bundle can show an auditor the deployment's signature over 
 agent read (issue 53).
 
 Written by the stage that seals and sends the observations (workers/runtime/delivery.py), one
-statement per round, before the round's records are produced. Read by `toolgate evidence`;
+statement per round, while the round's records are produced. Read by `toolgate evidence`;
 pruned by retention with the history of calls (store/retention.py)."""
 
 from __future__ import annotations

@@ -6,19 +6,21 @@ never take (too large for it, malformed) is not retried forever, blocking the pa
 replaced by a dead letter holding its beginning and digest, and the round goes on.
 
 **Observations kept.** The observations among the records (published.py) are stored as they were
-sealed (toolgate.observations, `keep`) after sealing and before the first produce: what is stored
-is what is sent, byte for byte, signature and proof included. Stored first, a crash or a failed
-send after the store leaves a row whose record never reached the agent; the round is then
-decided, sealed and stored again, and both rows exist (each a genuine signature over what was
-sealed; the bundle shows every one). Stored after the delivery reports, a crash between the two
-would lose the evidence of an observation the agent did read: the one failure evidence must not
-have. Only normalization publishes observations (the outbox relay and `dlq replay` send none:
-their records go to internal topics, proposals and dead letters).
+sealed (toolgate.observations, `keep`) while they are produced: what is stored is what is sent, byte
+for byte, signature and proof included, and the round's input is acked only once both are done, so
+neither waits for the other (a Postgres commit and the broker's acknowledgement overlap). A crash
+or a failure of either leaves the round unacked: it is decided, sealed, stored and sent again, so
+every observation of a round that completed is stored, and a call can have two rows (each a
+genuine signature over what was sealed; the bundle shows every one; an agent that read the first
+copy of a round cut short holds a record the deployment signed for the same call and digest).
+Only normalization publishes observations (the outbox relay and `dlq replay` send none: their
+records go to internal topics, proposals and dead letters).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -68,8 +70,19 @@ class Delivery:
         """Produce everything `out` holds and wait until the broker acknowledged all of it."""
         pending = out.messages(self.topics, self.batch_bytes, self.sealer)
         kept = published(pending, self.topics) if self.keep is not None else []
-        if kept and self.keep is not None:
-            await self.keep(kept)  # before the produce: the module's docstring says why
+        keeping = asyncio.ensure_future(self.keep(kept)) if kept and self.keep is not None else None
+        try:
+            await self._produce(pending)
+        except BaseException:
+            if keeping is not None:
+                keeping.cancel()
+                with contextlib.suppress(BaseException):
+                    await keeping
+            raise
+        if keeping is not None:
+            await keeping  # stored as well as sent before the round's input is acked
+
+    async def _produce(self, pending: list[Record]) -> None:
         attempt = 0
         while pending:
             # The records' own futures, gathered: a coroutine per record would make gather wrap

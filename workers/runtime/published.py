@@ -3,7 +3,7 @@
 Pure: the records as they will be produced (sealed: the deployment's signature, its Merkle path
 and key id are among their headers) come in; a row for each record on a tenant's observations
 topic comes out (store/observations.py). Its tenant is the topic's, its call the `call_id`
-header's. The stage's delivery stores them before it produces them (workers/runtime/delivery.py
+header's. The stage's delivery stores them while it produces them (workers/runtime/delivery.py
 says why).
 """
 
