@@ -6,7 +6,8 @@ must fail, and those that must be skipped).
 Two valid bundles, from one audit log of both calls, witnessed: `approved` (a charge signed by its
 agent in a batch of two, approved by two approvers of the ticket's group on the target's state,
 executed once, its observation sealed in a round of two) and `refused` (a proposal signed alone,
-refused by policy, its observation sealed alone). Then single-byte tamperings of `approved`: one
+refused by policy, its observation sealed alone). `executed-unapproved`: `approved` without its
+approval (policy required two; the call executed with none). Then single-byte tamperings of `approved`: one
 byte of a field's bytes (a base64 field's decoded bytes, a text's character), each naming the
 checks it must fail. Ed25519 signs deterministically, so the files are the same on every run
 (tests/unit/test_evidence_vectors.py checks the committed ones are what this writes).
@@ -411,6 +412,10 @@ def vectors() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         bundle = copy.deepcopy(made["approved"])
         tamper(bundle)
         found[name] = (bundle, {"failed": sorted(failed), "skipped": ALWAYS_SKIPPED})
+    unapproved = copy.deepcopy(made["approved"])  # policy held it for 2 approvals; it executed with none
+    unapproved["approval"] = None
+    skipped = sorted([*ALWAYS_SKIPPED, "approval.signatures", "approval.state_version"])
+    found["executed-unapproved"] = (unapproved, {"failed": ["approval.quorum"], "skipped": skipped})
     return found
 
 

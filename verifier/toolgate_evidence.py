@@ -500,13 +500,15 @@ def signed_decision(b: Bundle, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def decision_rows(b: Bundle) -> list[dict[str, Any]]:
+    """The ticket's decisions that carry signed bytes. A decision stored without them (a row from
+    before 0036) is neither counted nor failed; when none carries them, there is nothing to check."""
     rows = b.section("approval")["decisions"]
     if not rows:
         raise Skipped("the ticket has no decisions")
-    for row in rows:
-        if row.get("signed") is None or row.get("signature") is None:
-            raise Skipped(f"decision {row.get('decision_id')}'s signed bytes are null (not stored)")
-    return list(rows)
+    signed = [row for row in rows if row.get("signed") is not None and row.get("signature") is not None]
+    if not signed:
+        raise Skipped(f"none of the ticket's {len(rows)} decision(s) carries signed bytes (not stored)")
+    return signed
 
 
 def approval_signatures(b: Bundle) -> str:
@@ -552,7 +554,20 @@ def counts_toward_quorum(b: Bundle, row: dict[str, Any], window: tuple[int, int]
     return str(who["approver_id"]) if active and fits and timely else None
 
 
+def held_without_approval(b: Bundle) -> None:
+    """A bundle without an approval: Failed when its policy decision allowed the call with
+    approvals and the call executed anyway, else Skipped (the call was never held)."""
+    if b.data.get("execution") is not None:
+        for row in b.data.get("decisions") or []:
+            needed = row.get("approvals") if isinstance(row, dict) else None
+            if row.get("stage") == "policy" and row.get("outcome") == "allow" and type(needed) is int and needed >= 1:
+                raise Failed(f"policy required {needed} approvals; the bundle holds none")
+    raise Skipped("the bundle has no approval")
+
+
 def approval_quorum(b: Bundle) -> str:
+    if b.data.get("approval") is None:
+        held_without_approval(b)
     ticket = b.section("approval")["ticket"]
     if ticket.get("status") != "APPROVED":
         raise Skipped(f"the ticket is {ticket.get('status')}, not APPROVED: no quorum to count")

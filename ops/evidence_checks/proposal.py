@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from toolgate.ops.evidence_checks.trust import b64, json_of, part, public_key
+from toolgate.ops.evidence_checks.trust import b64, json_of, public_key
 from toolgate.ops.evidence_checks.verdict import Check, failed, ok, skipped
 from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.wire import canonical_json
@@ -32,7 +32,7 @@ def signature(bundle: Any) -> Check:
     agent = bundle["keys"].get("agent")
     if agent is None:
         return skipped(name, "the bundle holds no keys.agent")
-    if part(bundle, "proposal", "signature") is None:
+    if bundle["proposal"].get("signature") is None:
         return skipped(name, "the bundle holds no proposal.signature")
     key = public_key(agent.get("public_key"), "keys.agent.public_key")
     sig = b64(bundle["proposal"]["signature"], "proposal.signature")
@@ -106,7 +106,7 @@ def payload(bundle: Any) -> Check:
         return failed(name, "call.payload_hash is not the hash of call.arguments")
     text = (bundle.get("proposal") or {}).get("arguments")
     if text is None:
-        return ok(name, "the payload hash is the arguments' (no argument text to compare)")
+        return skipped(name, "the bundle holds no proposal.arguments: the proposed arguments cannot be compared")
     try:
         parsed = json.loads(text)
     except (TypeError, json.JSONDecodeError):
