@@ -450,6 +450,14 @@ def call_payload_hash(b: Bundle) -> str:
     arguments, claimed = b.need("call", "arguments"), b.need("call", "payload_hash")
     if not isinstance(arguments, dict) or payload_hash(arguments) != claimed:
         raise Failed("call.payload_hash is not the hash of call.arguments")
+    if b.data.get("edit") is not None:
+        return edited_payload(b, claimed)
+    proposed_held_in(b, arguments, "the validated arguments")
+    return "the payload hash is the validated arguments', which hold every proposed argument"
+
+
+def proposed_held_in(b: Bundle, arguments: dict[str, Any], whose: str) -> None:
+    """Every argument of the proposal's text is in `arguments`, equal (Skipped: no text)."""
     text = (b.data.get("proposal") or {}).get("arguments")
     if text is None:
         raise Skipped("proposal.arguments is null (not stored): the proposed arguments cannot be compared")
@@ -461,8 +469,30 @@ def call_payload_hash(b: Bundle) -> str:
         raise Failed("the proposal's argument text is not a JSON object")
     differ = sorted(k for k, v in proposed.items() if k not in arguments or canonical(v) != canonical(arguments[k]))
     if differ:
-        raise Failed(f"the validated arguments differ from the proposed ones at {', '.join(differ)}")
-    return "the payload hash is the validated arguments', which hold every proposed argument"
+        raise Failed(f"{whose} differ from the proposed ones at {', '.join(differ)}")
+
+
+def edited_payload(b: Bundle, claimed: str) -> str:
+    """An edited call: its arguments are the ones the editor signed over the original ticket,
+    whose packet's arguments (hashing to the payload hash the editor named) hold the proposal's."""
+    edit = edit_of(b)
+    if edit is None:
+        raise Skipped("edit.decision.signed is null (not stored): the edit cannot be proven")
+    row, ticket = edit
+    signed = signed_decision(b, row, ticket)
+    text = signed.get("edited_arguments")
+    if signed.get("decision") != "APPROVE" or not isinstance(text, str):
+        raise Failed(f"the edit decision {row.get('decision_id')} is not an approval with edited arguments")
+    edited = parse_json(text)
+    if not isinstance(edited, dict) or payload_hash(edited) != claimed:
+        raise Failed(f"call.arguments are not the edited arguments {row.get('approver_id')} signed")
+    original = ticket["packet"]["arguments"]
+    if not isinstance(original, dict) or payload_hash(original) != ticket.get("payload_hash"):
+        raise Failed("the original ticket's packet arguments do not hash to its payload_hash")
+    proposed_held_in(b, original, "the original call's arguments")
+    return (
+        f"the edited arguments {row.get('approver_id')} signed over {ticket.get('approval_id')}, holding the proposal's"
+    )
 
 
 def call_digest(b: Bundle) -> str:
@@ -480,9 +510,11 @@ def approval_keys(b: Bundle) -> dict[str, dict[str, Any]]:
     return keys
 
 
-def signed_decision(b: Bundle, row: dict[str, Any]) -> dict[str, Any]:
-    """A decision's signed object, once its signature and the fields it must name hold."""
-    ticket, who = b.section("approval")["ticket"], row.get("approver_id")
+def signed_decision(b: Bundle, row: dict[str, Any], ticket: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A decision's signed object, once its signature and the fields it must name (of `ticket`,
+    by default the approval's) hold."""
+    ticket = b.section("approval")["ticket"] if ticket is None else ticket
+    who = row.get("approver_id")
     signed = b64(row.get("signed"), f"decision {row.get('decision_id')}'s signed bytes")
     signer = approval_keys(b).get(str(who))
     if signer is None:
@@ -528,13 +560,12 @@ def approval_state_version(b: Bundle) -> str:
     return f"every decision signs the state version {ticket.get('state_version')!r}"
 
 
-def counts_toward_quorum(b: Bundle, row: dict[str, Any], window: tuple[int, int]) -> str | None:
+def counts_toward_quorum(b: Bundle, row: dict[str, Any], ticket: dict[str, Any]) -> str | None:
     """The approver an APPROVE decision counts for, or None: it does not count (its signature or
     naming fails, it denies, its approver was not active then or not of the ticket's risk class or
-    groups, or it was made outside the ticket's window or after its own expiry)."""
-    ticket = b.section("approval")["ticket"]
+    groups, or it was made outside the window of `ticket`, the one it signed, or after its own expiry)."""
     try:
-        signed = signed_decision(b, row)
+        signed = signed_decision(b, row, ticket)
     except (Failed, ValueError):
         return None
     approver = b.data["keys"].get("approvers") or []
@@ -550,8 +581,19 @@ def counts_toward_quorum(b: Bundle, row: dict[str, Any], window: tuple[int, int]
     fits = ticket.get("risk_class") in (who.get("risk_classes") or []) and (
         not groups or bool(set(groups) & set(who.get("groups") or []))
     )
-    timely = window[0] <= at <= window[1] and at <= signed.get("expires_at_ms", -1)
+    created, expires = micros(ticket.get("created_at"), "created_at"), micros(ticket.get("expires_at"), "expires_at")
+    timely = created // 1000 <= at <= expires // 1000 and at <= signed.get("expires_at_ms", -1)
     return str(who["approver_id"]) if active and fits and timely else None
+
+
+def edit_of(b: Bundle) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """An edited call's edit: the editor's decision row and the original ticket it signed (None:
+    the call is no edit, or the edit's signed bytes are null)."""
+    edit = b.data.get("edit")
+    if edit is None:
+        return None
+    row, ticket = edit["decision"], edit["ticket"]
+    return None if row.get("signed") is None or row.get("signature") is None else (row, ticket)
 
 
 def held_without_approval(b: Bundle) -> None:
@@ -568,13 +610,17 @@ def held_without_approval(b: Bundle) -> None:
 def approval_quorum(b: Bundle) -> str:
     if b.data.get("approval") is None:
         held_without_approval(b)
-    ticket = b.section("approval")["ticket"]
+    ticket, edit = b.section("approval")["ticket"], edit_of(b)
     if ticket.get("status") != "APPROVED":
         raise Skipped(f"the ticket is {ticket.get('status')}, not APPROVED: no quorum to count")
-    created, expires = micros(ticket.get("created_at"), "created_at"), micros(ticket.get("expires_at"), "expires_at")
-    window = (created // 1000, expires // 1000)
-    rows = decision_rows(b) if b.section("approval")["decisions"] else []  # none: nobody approved
-    counted = [who for row in rows if (who := counts_toward_quorum(b, row, window)) is not None]
+    try:
+        rows = decision_rows(b) if b.section("approval")["decisions"] else []  # none: nobody approved
+    except Skipped:
+        if edit is None:
+            raise
+        rows = []
+    judged = [(row, ticket) for row in rows] + ([edit] if edit is not None else [])
+    counted = [who for row, on in judged if (who := counts_toward_quorum(b, row, on)) is not None]
     number = len(set(counted)) if ticket.get("distinct_approvers") else len(counted)
     needed = ticket.get("required_approvals")
     if not isinstance(needed, int) or number < needed:

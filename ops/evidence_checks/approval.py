@@ -88,14 +88,14 @@ def _signed(bundle: Any, ticket: dict[str, Any], row: dict[str, Any]) -> Signed:
 
 
 def _key_of(bundle: Any, who: str) -> PublicKey | None:
+    """`who`'s key: every entry of keys.approvers is read (one that is not an object fails)."""
+    approvers = {str(a.get("approver_id")): a for a in bundle["keys"].get("approvers") or []}
     agent = withdrawing_agent(who)
     if agent is not None:
         row = bundle["keys"].get("agent") or {}
         return public_key(row["public_key"], "keys.agent.public_key") if row.get("agent_id") == agent else None
-    for approver in bundle["keys"].get("approvers") or []:
-        if approver.get("approver_id") == who:
-            return public_key(approver.get("public_key"), f"approver {who}'s public key")
-    return None
+    approver = approvers.get(who)
+    return None if approver is None else public_key(approver.get("public_key"), f"approver {who}'s public key")
 
 
 def signatures(bundle: Any) -> Check:
@@ -137,8 +137,9 @@ def quorum(bundle: Any) -> Check:
     if bundle.get("approval") is None:
         unheld = held_without_approval(bundle)
         return skipped(name, NOT_HELD) if unheld is None else failed(name, unheld)
+    edit = editor(bundle)
     unsigned = _unsigned(bundle)
-    if unsigned is not None:
+    if unsigned is not None and edit is None:
         return skipped(name, unsigned)
     ticket = part(bundle, "approval", "ticket")
     if ticket.get("status") != "APPROVED":
@@ -146,13 +147,13 @@ def quorum(bundle: Any) -> Check:
     required = int(part(ticket, "required_approvals"))
     counted: list[str] = []
     refused: list[str] = []
-    for s in decisions(bundle):
+    for s, judged_on in [(s, ticket) for s in decisions(bundle)] + ([edit] if edit else []):
         if s.problem is not None or s.decision is None:
             refused.append(f"decision {s.row.get('decision_id')} is not counted: {s.problem}")
             continue
         if s.decision.decision is not Verdict.APPROVE:
             continue
-        why = _not_counted(bundle, ticket, s.decision)
+        why = _not_counted(bundle, judged_on, s.decision)
         refused += [why] if why else []
         counted += [] if why else [s.decision.approver_id]
     voters = len(set(counted)) if ticket.get("distinct_approvers", True) else len(counted)
@@ -160,6 +161,16 @@ def quorum(bundle: Any) -> Check:
         return ok(name, f"{voters} of {required} required approvals: {', '.join(sorted(set(counted)))}")
     reasons = "; ".join(refused[:2])
     return failed(name, f"{voters} valid approval(s) of {required} required" + (f": {reasons}" if reasons else ""))
+
+
+def editor(bundle: Any) -> tuple[Signed, dict[str, Any]] | None:
+    """An edited call's edit: the editor's signed decision and the original ticket it is judged on
+    (None: the call is no edit, or its edit's signed bytes were not stored)."""
+    edit = bundle.get("edit")
+    if edit is None:
+        return None
+    row, ticket = part(edit, "decision"), part(edit, "ticket")
+    return (_signed(bundle, ticket, row), ticket) if _carries_signature(row) else None
 
 
 def held_without_approval(bundle: Any) -> str | None:

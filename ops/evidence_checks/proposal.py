@@ -8,9 +8,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from toolgate.ops.evidence_checks.trust import b64, json_of, public_key
+from toolgate.ops.evidence_checks.approval import editor
+from toolgate.ops.evidence_checks.trust import b64, json_of, part, public_key
 from toolgate.ops.evidence_checks.verdict import Check, failed, ok, skipped
 from toolgate.schemas.hashing import payload_hash
+from toolgate.schemas.models import Verdict
 from toolgate.schemas.wire import canonical_json
 from toolgate.trust.merkle import CheckedRoots, leaf_hash, root_of
 from toolgate.trust.proposal_signing import PURPOSE, ROOT_PURPOSE, arguments_sha256, document_digest
@@ -104,19 +106,63 @@ def payload(bundle: Any) -> Check:
         return failed(name, "call.arguments is not a JSON object")
     if payload_hash(validated) != claimed:
         return failed(name, "call.payload_hash is not the hash of call.arguments")
+    if bundle.get("edit") is not None:
+        return _edited(bundle, claimed)
     text = (bundle.get("proposal") or {}).get("arguments")
     if text is None:
         return skipped(name, "the bundle holds no proposal.arguments: the proposed arguments cannot be compared")
+    said = _not_held(text, validated, "the validated call's")
+    return (
+        ok(name, "the payload hash is the validated arguments', which hold the proposal's")
+        if said is None
+        else failed(name, said)
+    )
+
+
+def _not_held(text: Any, arguments: Any, whose: str) -> str | None:
+    """Why the proposal's argument text is not held in `arguments` (None: every key is, equal)."""
     try:
         parsed = json.loads(text)
     except (TypeError, json.JSONDecodeError):
-        return failed(name, "the proposal's argument text is not JSON")
-    for key, value in parsed.items() if isinstance(parsed, dict) else ():
-        if key not in validated or canonical_json(validated[key]) != canonical_json(value):
-            return failed(name, f"argument {key!r} of the proposal's text is not the validated call's")
-    if not isinstance(parsed, dict):
-        return failed(name, "the proposal's argument text is not a JSON object")
-    return ok(name, "the payload hash is the validated arguments', which hold the proposal's")
+        return "the proposal's argument text is not JSON"
+    if not isinstance(parsed, dict) or not isinstance(arguments, dict):
+        return "the proposal's argument text is not a JSON object"
+    for key, value in parsed.items():
+        if key not in arguments or canonical_json(arguments[key]) != canonical_json(value):
+            return f"argument {key!r} of the proposal's text is not {whose}"
+    return None
+
+
+def _edited(bundle: Any, claimed: str) -> Check:
+    """An edited call: its arguments are the edit's, signed by the editor over the original
+    ticket, whose arguments (its packet's, hashing to the payload hash the editor named) hold the
+    proposal's (docs/evidence.md, "Edited calls")."""
+    name = "call.payload_hash"
+    found = editor(bundle)
+    if found is None:
+        return skipped(name, "the bundle holds no edit.decision.signed: the edit cannot be proven")
+    signed, ticket = found
+    if signed.problem is not None or signed.decision is None:
+        return failed(name, f"the edit is not proven: {signed.problem}")
+    edit = signed.decision
+    if edit.decision is not Verdict.APPROVE or edit.edited_arguments is None:
+        return failed(name, f"decision {edit.decision_id} is not an approval with edited arguments")
+    try:
+        edited = json.loads(edit.edited_arguments)
+    except json.JSONDecodeError:
+        return failed(name, f"the edited arguments of decision {edit.decision_id} are not JSON")
+    if not isinstance(edited, dict) or payload_hash(edited) != claimed:
+        return failed(name, f"call.arguments are not the edited arguments {edit.approver_id} signed")
+    original = part(ticket, "packet", "arguments")
+    if not isinstance(original, dict) or payload_hash(original) != ticket.get("payload_hash"):
+        return failed(name, "the original ticket's packet arguments do not hash to its payload_hash")
+    text = (bundle.get("proposal") or {}).get("arguments")
+    if text is None:
+        return skipped(name, "the bundle holds no proposal.arguments: the proposed arguments cannot be compared")
+    said = _not_held(text, original, "the original call's")
+    fine = f"the edited arguments {edit.approver_id} signed over {ticket.get('approval_id')}"
+    fine += ", whose call holds the proposal's"
+    return ok(name, fine) if said is None else failed(name, said)
 
 
 def _not_the_digest(document: dict[str, Any], claimed: Any) -> str | None:

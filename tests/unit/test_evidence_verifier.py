@@ -65,7 +65,7 @@ def test_the_verdict_on_each_vector_is_the_expected_one(name: str) -> None:
 
 
 def test_the_vectors_cover_both_calls_and_every_tampering_the_issue_names() -> None:
-    assert {"approved", "refused", "executed-unapproved"} <= set(NAMES)
+    assert {"approved", "refused", "executed-unapproved", "edited", "edited-tampered-edit-signature"} <= set(NAMES)
     for part in ("argument", "decision-signature", "state-version", "audit-row", "observation", "checkpoint"):
         assert f"tampered-{part}" in NAMES
 

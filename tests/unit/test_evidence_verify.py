@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from tests import evidence_vectors
 from tests.unit import evidence_bundles as eb
 from tests.unit.test_decision_record import stricter
 from toolgate.cli.main import app
@@ -464,3 +465,24 @@ def test_a_held_call_executed_without_its_approval_fails_its_quorum() -> None:
     assert detail(v, "approval.quorum") == "policy required 2 approvals; the bundle holds none"
     b["execution"] = None  # held and never executed: nothing to prove
     assert verdict(b).status_of("approval.quorum") is Status.SKIPPED
+
+
+def test_an_edited_call_is_proven_by_the_original_proposal_and_the_editors_signed_edit() -> None:
+    vectors = evidence_vectors.vectors()
+    b = vectors["edited"][0]
+    v = verify(b, trust_of(b))
+    assert failed(v) == set() and detail(v, "approval.quorum") == "2 of 2 required approvals: alice, bob"
+    assert "the edited arguments alice signed over ap-1" in detail(v, "call.payload_hash")
+    changed = copy.deepcopy(b)
+    changed["edit"]["ticket"]["packet"]["arguments"]["amount_cents"] = 1  # not the original the editor named
+    assert failed(verify(changed, trust_of(changed))) == {"call.payload_hash"}
+    changed = copy.deepcopy(b)
+    changed["call"]["arguments"]["amount_cents"] = 12000  # the original ran, not the edit
+    changed["call"]["payload_hash"] = payload_hash(changed["call"]["arguments"])
+    v = verify(changed, trust_of(changed))
+    assert "not the edited arguments alice signed" in detail(v, "call.payload_hash")
+    changed = copy.deepcopy(b)
+    changed["edit"] = None  # without its edit, the proposal's text is not the call's arguments
+    assert failed(verify(changed, trust_of(changed))) == {"approval.quorum", "call.payload_hash"}
+    tampered = vectors["edited-tampered-edit-signature"][0]
+    assert failed(verify(tampered, trust_of(tampered))) == {"approval.quorum", "call.payload_hash"}
