@@ -17,6 +17,7 @@ What it checks, one line each (ok / FAILED: what does not hold / skipped: why):
     proposal.document        the document names this tenant, call, agent and agent key id
     proposal.arguments       the argument text is the one the agent signed (its SHA-256)
     call.payload_hash        the payload hash is the validated arguments', which hold the proposed ones
+                             (an edited call: the arguments its editor signed over the original)
     call.digest              the call's proposal digest is the signed document's
     approval.signatures      each decision signed by its approver for this ticket, tool and payload
     approval.state_version   each decision signs the ticket's target state version

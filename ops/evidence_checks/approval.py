@@ -5,7 +5,9 @@ bytes are read as the ApprovalDecision they are and checked by toolgate/trust/si
 signed by the call's own agent (`agent:<id>`), with the agent's key. A decision stored without its
 signed bytes (before 0036) is neither counted nor failed; a ticket none of whose decisions carries
 them, and a call never held for approval, skip all three, except that a call its policy held for
-approvals which executed with no approval in the bundle fails its quorum."""
+approvals which executed with no approval in the bundle fails its quorum. An edited call's editor
+is counted once, by the signed edit on the original ticket (the bundle's `edit`, judged against
+that ticket), since the editor's vote on the edited ticket is stored unsigned."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ class Signed:
     """One decision of the bundle as its approver signed it, and whether its signature held."""
 
     row: dict[str, Any]
-    decision: ApprovalDecision | None  # None: the bundle holds no signed bytes for it
+    decision: ApprovalDecision | None  # None: its signed bytes are not an approval decision
     problem: str | None  # why it does not count as signed (None: it does)
 
 

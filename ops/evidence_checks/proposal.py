@@ -1,6 +1,8 @@
 """The agent's signed proposal and the call it became: `proposal.signature`, `proposal.document`,
 `proposal.arguments`, `call.payload_hash`, `call.digest` (docs/evidence.md, "Checks"), through
-toolgate's own functions (toolgate/trust/proposal_signing.py, merkle.py, schemas/hashing.py)."""
+toolgate's own functions (toolgate/trust/proposal_signing.py, merkle.py, schemas/hashing.py). An
+edited call's arguments are the ones its editor signed (the bundle's `edit`), over the original
+call the proposal proves."""
 
 from __future__ import annotations
 
