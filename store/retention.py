@@ -32,6 +32,15 @@ def _batch_of(table: str, where: str) -> str:
 _OF_CALL = "WHERE {0}.tenant_id = t.tenant_id AND {0}.call_id = t.call_id)"
 _KEPT = "EXISTS (SELECT 1 FROM toolgate.evidence_bundles e " + _OF_CALL.format("e")
 _KEY_KEPT = f"({_KEPT} OR NOT EXISTS (SELECT 1 FROM toolgate.calls c " + _OF_CALL.format("c") + ")"
+# An observation of a call no archive will take (refused at validation's door: no binding and no
+# decision of it; or pruned before 0037) goes with the history all the same.
+_OBSERVED_KEPT = (
+    f"({_KEPT} OR (NOT EXISTS (SELECT 1 FROM toolgate.calls c "
+    + _OF_CALL.format("c")
+    + " AND NOT EXISTS (SELECT 1 FROM toolgate.call_decisions d "
+    + _OF_CALL.format("d")
+    + "))"
+)
 
 # The statuses an operation ends in (toolgate.states.ENDED), as SQL.
 _ENDED = "(" + ", ".join(f"'{status}'" for status in ENDED) + ")"
@@ -80,6 +89,9 @@ STATEMENTS: tuple[tuple[str, str, str], ...] = (
     # A shadow set's disagreements are kept as long as the calls they name (migration 0028).
     ("policy_shadow_disagreements", _batch_of("policy_shadow_disagreements", _older("t.at")), "calls"),
     ("call_decisions", _batch_of("call_decisions", _older("t.at") + " AND " + _KEPT), "call_decisions"),
+    # Observations as published (migration 0036) are history like the decisions of their calls,
+    # and go, like them, only once the call's evidence bundle is kept (if any archive will keep it).
+    ("observations", _batch_of("observations", _older("t.at") + " AND " + _OBSERVED_KEPT), "call_decisions"),
     ("dead_letter_actions", _batch_of("dead_letter_actions", _older("t.at")), "dead_letter_actions"),
     (
         # An operation that ended keeps a tombstone (idempotency.plan): past history's age its

@@ -8,6 +8,14 @@
 -- (toolgate/trust/proposal_signing.py), the Ed25519 signature, the Merkle path to a signed root
 -- when the agent signed a batch at once (NULL alone), and the argument text as it travelled (its
 -- SHA-256 is the document's `arguments_sha256`). NULL on rows written before this migration.
+-- Written with the row, by validation's registration of the call (store/calls.py), from the bytes
+-- its signature check verified (never encoded again). `arguments` is NULL when the text holds a
+-- NUL or bytes that are not UTF-8 (text cannot hold them; no such text is JSON, so the call was
+-- refused as unparseable; the document still names the text by its hash).
+-- A call whose proposal was edited by an approver keeps its row as the agent signed it: the
+-- re-entered, edited proposal registers nothing (its call_id is bound already) and is proven by
+-- the approver's signed edit decision, in approval_decisions (the held ticket's row, `signed`
+-- and `signature` below), not by an agent signature.
 ALTER TABLE toolgate.calls
     ADD COLUMN signed_document  bytea,
     ADD COLUMN signature        bytea,
@@ -15,14 +23,18 @@ ALTER TABLE toolgate.calls
     ADD COLUMN arguments        text;
 
 -- A counted decision as its approver signed it: the canonical bytes (toolgate/trust/signing.py
--- `signed_bytes`) and the Ed25519 signature over them.
+-- `signed_bytes`) and the Ed25519 signature over them; a withdrawal, as its agent signed it. NULL
+-- on the editor's vote counted on an edited call's own ticket (decision_id `<id>.edited`): nobody
+-- signed that row; the editor's signed edit is the held ticket's row under `<id>`.
 ALTER TABLE toolgate.approval_decisions
     ADD COLUMN signed     bytea,
     ADD COLUMN signature  bytea;
 
 -- Every observation as it was published: topic, key, value and headers (seals included: the
 -- deployment's signature, its Merkle path and key id), one row each time a call's observation
--- was sealed and sent (a round delivered again is sealed again).
+-- was sealed and sent (a round delivered again is sealed again). Stored by the stage that seals
+-- it after sealing and before producing it (workers/runtime/delivery.py): a send that failed
+-- leaves a row whose round was then sealed and stored again, so a call may have more than one.
 CREATE TABLE toolgate.observations (
     id         bigserial   PRIMARY KEY,
     tenant_id  text        NOT NULL,

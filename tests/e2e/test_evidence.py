@@ -3,9 +3,8 @@ executed call and of a refused call, each checked with toolgate's own trust func
 proposal's signature, the approver's decision signature, the observation's deployment signature,
 every audit row's chain hash and inclusion in the newest tree head, and the head's signature.
 
-The stages write migration 0036's columns on another branch (evidence-persist): until they do, the
-proposal's document and signature, the decision's signed bytes and the observations are null or
-empty here, and what they prove is checked only when present."""
+The stages write migration 0036's columns (evidence-persist): the proposal's document and
+signature, the decision's signed bytes and every observation are in each bundle."""
 
 from __future__ import annotations
 
@@ -49,8 +48,6 @@ def evidence(pipeline: Pipeline, call_id: str) -> dict[str, Any]:
 
 def check_proposal(bundle: dict[str, Any]) -> None:
     proposal = bundle["proposal"]
-    if proposal["document"] is None:  # the stages do not store it yet (evidence-persist)
-        return
     agent = PublicKey(_b(bundle["keys"]["agent"]["public_key"]))
     document, signature = _b(proposal["document"]), _b(proposal["signature"])
     if proposal["proof"] is None:
@@ -63,6 +60,7 @@ def check_proposal(bundle: dict[str, Any]) -> None:
 
 def check_observations(bundle: dict[str, Any]) -> None:
     deployment = EdgeVerifier([_b(k["public_key"]) for k in bundle["keys"]["deployment"]])
+    assert bundle["observations"]  # every observation as published
     for seen in bundle["observations"]:
         headers = [(name, None if v is None else _b(v)) for name, v in seen["headers"]]
         key = None if seen["key"] is None else _b(seen["key"])
@@ -110,9 +108,8 @@ def test_the_evidence_of_an_executed_call_and_of_a_refused_call_verifies(pipelin
     [decision] = executed["approval"]["decisions"]
     [carol] = executed["keys"]["approvers"]
     assert decision["approver_id"] == carol["approver_id"] == "carol" and decision["verdict"] == "APPROVE"
-    if decision["signed"] is not None:  # stored by the stages once evidence-persist is merged
-        assert PublicKey(_b(carol["public_key"])).ok(_b(decision["signature"]), _b(decision["signed"]))
-        assert json.loads(_b(decision["signed"]))["payload_hash"] == ticket["payload_hash"]
+    assert PublicKey(_b(carol["public_key"])).ok(_b(decision["signature"]), _b(decision["signed"]))
+    assert json.loads(_b(decision["signed"]))["payload_hash"] == ticket["payload_hash"]
     assert executed["execution"]["status"] == "COMPLETED"
     assert [r["action"] for r in executed["audit"]["rows"]].count("executed") == 1
     check_observations(executed)

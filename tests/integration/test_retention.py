@@ -195,15 +195,25 @@ def _seed(pipeline: Pipeline, tag: str) -> dict[str, tuple[str, str]]:
     )
     rows["read outcome within it"] = ("kept", f"toolgate.read_outcomes WHERE call_id = '{n('read_fresh')}'")
 
-    # A decision's record (issue 51, part 3) is history like the call it decided.
+    # A decision's record (issue 51, part 3) is history like the call it decided, and so is an
+    # observation as published (migration 0036) of the call it answered.
     for name, at in (("old", OLD), ("fresh", "now()")):
         sql(
             "INSERT INTO toolgate.call_decisions (tenant_id, call_id, stage, decided_at_ms, tool_name, tool_version, "
             f"outcome, at) VALUES ('acme', %s, 'policy', 0, 'invoice.fetch', '1.0.0', 'allow', {at})",
             (n(f"decided_{name}"),),
         )
-    rows["decision record past history"] = ("gone", f"toolgate.call_decisions WHERE call_id = '{n('decided_old')}'")
-    rows["decision record within it"] = ("kept", f"toolgate.call_decisions WHERE call_id = '{n('decided_fresh')}'")
+        sql(
+            "INSERT INTO toolgate.observations (tenant_id, call_id, topic, value, headers, at) "
+            f"VALUES ('acme', %s, 'tool.observations.acme', 'v', '[]', {at})",
+            (n(f"observed_{name}"),),
+        )
+    for label, table, call in (
+        ("decision record", "call_decisions", "decided"),
+        ("observation", "observations", "observed"),
+    ):
+        rows[f"{label} past history"] = ("gone", f"toolgate.{table} WHERE call_id = '{n(call + '_old')}'")
+        rows[f"{label} within it"] = ("kept", f"toolgate.{table} WHERE call_id = '{n(call + '_fresh')}'")
 
     with psycopg.connect(pipeline.database_url) as conn, conn.transaction():
         for query, params in statements:
@@ -250,6 +260,7 @@ def test_toolgate_prune_runs_one_pass_by_hand(pipeline: Pipeline) -> None:
         "read_outcomes",
         "policy_shadow_disagreements",
         "call_decisions",
+        "observations",
         "dead_letter_actions",
         "idempotency_key_outcomes",
         "idempotency_keys",

@@ -10,7 +10,7 @@ from tests.unit.factories import proposal
 from toolgate.schemas.models import Principal, ToolProposal
 from toolgate.trust.ed25519 import PrivateKey
 from toolgate.trust.merkle import CheckedRoots
-from toolgate.trust.proposal_signing import ROOT_PURPOSE, digest, sign, sign_all
+from toolgate.trust.proposal_signing import ROOT_PURPOSE, digest, sign, sign_all, signed_bytes
 from toolgate.trust.signing import new_key
 from toolgate.workers.runtime.freshness import Bound
 from toolgate.workers.validation.identity import (
@@ -92,7 +92,7 @@ def test_the_window_edges_are_inside(created_at: int) -> None:
 def test_proven_takes_tenant_from_the_registry_and_scopes_within_the_grant() -> None:
     p = signed(scopes=["payments:charge", "invoices:write", "invoices:read", "invoices:write"])
     outcome = authenticate(p, agent(), NOW, WINDOW)
-    assert outcome == Proven("acme", ("invoices:write", "invoices:read"), digest(p))
+    assert outcome == Proven("acme", ("invoices:write", "invoices:read"), digest(p), signed_bytes(p))
 
 
 def test_a_rotated_agent_may_sign_with_any_active_key() -> None:

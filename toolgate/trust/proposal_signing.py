@@ -142,8 +142,18 @@ def sign_all(proposals: Sequence[ToolProposal], key_id: str, key: PrivateKey) ->
 
 def verified_digest(proposal: ToolProposal, public_key: PublicKey, roots: CheckedRoots | None = None) -> str | None:
     """The proposal's digest if `public_key` signed exactly this proposal (alone, or in a tree
-    whose root it signed: `roots` remembers the roots already checked), else None: `verify`
-    and `digest` from one signing document (validation checks every proposal this way)."""
+    whose root it signed: `roots` remembers the roots already checked), else None."""
+    held = verified(proposal, public_key, roots)
+    return None if held is None else held[0]
+
+
+def verified(
+    proposal: ToolProposal, public_key: PublicKey, roots: CheckedRoots | None = None
+) -> tuple[str, bytes] | None:
+    """The proposal's digest and the signing document's bytes that verified (`signed_bytes`), if
+    `public_key` signed exactly this proposal, else None: `verify`, `digest` and the document
+    from one signing document (validation checks every proposal this way, and stores the
+    document it checked in toolgate.calls: the evidence of who asked)."""
     if not proposal.signature:
         return None
     content = _content(proposal)
@@ -157,7 +167,7 @@ def verified_digest(proposal: ToolProposal, public_key: PublicKey, roots: Checke
         root = root_of(leaf_hash(message), proposal.signature_proof)
         checked = roots if roots is not None else CheckedRoots(ROOT_PURPOSE)
         held = root is not None and checked.ok(public_key, proposal.signature, root)
-    return _digest(content) if held else None
+    return (_digest(content), message) if held else None
 
 
 def verify(proposal: ToolProposal, public_key: PublicKey) -> bool:

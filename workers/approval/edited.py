@@ -65,7 +65,9 @@ def reentry(request: StageRecord, decision: ApprovalDecision, now_ms: int) -> To
 
 def editor_vote(record: StageRecord, approval_id: str, now_ms: int) -> dict[str, Any]:
     """The editor's approval of the edited call, counted once on its own ticket (a row of the
-    store's approvals.RECORD_DECISIONS: the edit decision's id, marked as this ticket's)."""
+    store's approvals.RECORD_DECISIONS: the edit decision's id, marked as this ticket's). It is
+    signed by nobody (`signed` and `signature` NULL): the editor's signed edit decision is the
+    held ticket's row under its own decision_id, and edits link the two tickets."""
     edit = edit_of(record) or {}
     return {
         "decision_id": f"{edit.get('decision_id')}.edited",
@@ -74,6 +76,8 @@ def editor_vote(record: StageRecord, approval_id: str, now_ms: int) -> dict[str,
         "verdict": "APPROVE",
         "reason": f"edited from {edit.get('approval_id')}",
         "decided_at_ms": now_ms,
+        "signed": None,
+        "signature": None,
     }
 
 

@@ -24,6 +24,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ApprovalDecision, StageRecord
 from toolgate.store import agents, approvals, edits
 from toolgate.store import approvers as store_approvers
+from toolgate.trust.signing import signed_bytes
 from toolgate.workers.approval import withdrawal
 from toolgate.workers.approval.decision import Approver, Ticket
 from toolgate.workers.approval.packet import Opening
@@ -98,7 +99,9 @@ async def insert(conn: AsyncConnection[Any], opened: Iterable[Opening]) -> set[s
 
 
 def decision_row(decision: ApprovalDecision) -> dict[str, Any]:
-    """A counted decision as a row of the store's approvals.RECORD_DECISIONS."""
+    """A counted decision as a row of the store's approvals.RECORD_DECISIONS, with the canonical
+    bytes its signature was verified over (signing.signed_bytes: an approver's decision and an
+    agent's withdrawal alike) and the signature, base64: the evidence an auditor checks again."""
     return {
         "decision_id": decision.decision_id,
         "approval_id": decision.approval_id,
@@ -106,6 +109,8 @@ def decision_row(decision: ApprovalDecision) -> dict[str, Any]:
         "verdict": str(decision.decision),
         "reason": decision.reason,
         "decided_at_ms": decision.decided_at_ms,
+        "signed": base64.b64encode(signed_bytes(decision)).decode(),
+        "signature": base64.b64encode(decision.signature).decode(),
     }
 
 

@@ -25,6 +25,8 @@ the reason said:
                           it could be answered from one)
     call_decisions        history                                 none: what-if and `policy decided`
                                                                   read what is kept
+    observations          history (call_decisions' age)           none: `toolgate evidence` reads
+                                                                  what is kept
     dead_letter_actions   history                                the dead-letter topic's retention:
                                                                   a letter still on the topic keeps
                                                                   its action, so it is not undone

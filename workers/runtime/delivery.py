@@ -4,6 +4,16 @@ A transient failure (the broker unreachable, a leader moving) is retried until i
 through, since the round's input is acked only after its outputs are. A record the broker can
 never take (too large for it, malformed) is not retried forever, blocking the partition: it is
 replaced by a dead letter holding its beginning and digest, and the round goes on.
+
+**Observations kept.** The observations among the records (published.py) are stored as they were
+sealed (toolgate.observations, `keep`) after sealing and before the first produce: what is stored
+is what is sent, byte for byte, signature and proof included. Stored first, a crash or a failed
+send after the store leaves a row whose record never reached the agent; the round is then
+decided, sealed and stored again, and both rows exist (each a genuine signature over what was
+sealed; the bundle shows every one). Stored after the delivery reports, a crash between the two
+would lose the evidence of an observation the agent did read: the one failure evidence must not
+have. Only normalization publishes observations (the outbox relay and `dlq replay` send none:
+their records go to internal topics, proposals and dead letters).
 """
 
 from __future__ import annotations
@@ -14,17 +24,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from toolgate.schemas.models import PayloadKind, TaxonomyClass
+from toolgate.store.observations import Published
 from toolgate.topics.catalog import Topics
 from toolgate.topics.headers import CALL_ID, header
 from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer
 from toolgate.workers.runtime.emit import Emit, Origin
 from toolgate.workers.runtime.producer import ProduceError
+from toolgate.workers.runtime.published import published
 
 log = logging.getLogger("toolgate.delivery")
 
 Send = Callable[[Record], Awaitable[Awaitable[Any]]]
 Backoff = Callable[[int, BaseException], Awaitable[None]]
+Keep = Callable[[list[Published]], Awaitable[None]]
 
 
 def is_undeliverable(exc: BaseException | None) -> bool:
@@ -34,7 +47,14 @@ def is_undeliverable(exc: BaseException | None) -> bool:
 
 class Delivery:
     def __init__(
-        self, stage: str, topics: Topics, send: Send, batch_bytes: int, sealer: Sealer, backoff: Backoff
+        self,
+        stage: str,
+        topics: Topics,
+        send: Send,
+        batch_bytes: int,
+        sealer: Sealer,
+        backoff: Backoff,
+        keep: Keep | None = None,
     ) -> None:
         self.stage = stage
         self.topics = topics
@@ -42,10 +62,14 @@ class Delivery:
         self.batch_bytes = batch_bytes
         self.sealer = sealer
         self.backoff = backoff
+        self.keep = keep
 
     async def flush(self, out: Emit) -> None:
         """Produce everything `out` holds and wait until the broker acknowledged all of it."""
         pending = out.messages(self.topics, self.batch_bytes, self.sealer)
+        kept = published(pending, self.topics) if self.keep is not None else []
+        if kept and self.keep is not None:
+            await self.keep(kept)  # before the produce: the module's docstring says why
         attempt = 0
         while pending:
             # The records' own futures, gathered: a coroutine per record would make gather wrap

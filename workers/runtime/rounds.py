@@ -27,7 +27,9 @@ from typing import Generic
 
 from toolgate.faults import crash_point
 from toolgate.schemas.models import TaxonomyClass
+from toolgate.store import observations
 from toolgate.store.audit import Entry
+from toolgate.store.observations import Published
 from toolgate.topics.catalog import Topics
 from toolgate.topics.consumed import Read
 from toolgate.trust.integrity import Sealer
@@ -81,7 +83,9 @@ class Rounds(Generic[M]):
             ROUND, log, "transient failure, retrying the round", {"stage": handler.stage}, sleep=sleep
         )
         self.intake = Intake(handler, topics.name(handler.source), sealer, bound)
-        self.delivery = Delivery(handler.stage, topics, send, batch_bytes, sealer, self.retry.pause)
+        self.delivery = Delivery(
+            handler.stage, topics, send, batch_bytes, sealer, self.retry.pause, keep=self._keep_observations
+        )
         self.telemetry = RoundTelemetry(handler.stage)
 
     async def run(self, records: Sequence[Read]) -> None:
@@ -99,6 +103,16 @@ class Rounds(Generic[M]):
         self.telemetry.close_spans(calls, decided)
         dead = len(out.dead_letters) + len(decided.dead_letters)
         self.telemetry.round_done(self.clock() - started, len(calls), dead)
+
+    async def _keep_observations(self, rows: list[Published]) -> None:
+        """Store the observations a flush is about to send, on the handler's pool (retried while
+        Postgres is away: the round's records wait for it, as they wait for the broker)."""
+
+        async def store() -> None:
+            async with self.handler.pool.connection() as conn:
+                await observations.keep(conn, rows)
+
+        await self.retry.run(store)
 
     async def _handle(self, calls: list[Inbound[M]]) -> Emit:
         out = Emit(self.handler.stage)

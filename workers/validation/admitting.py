@@ -100,9 +100,7 @@ class Admitting:
             else:
                 refused.append((call, screened))
         await self._refuse_unless_bound(at, refused)
-        bound, before = await callers.register_calls(
-            at.conn, [(i.tenant_id, c.model.call_id, i.digest, c.model.principal.agent_id) for c, i in proven]
-        )
+        bound, before = await callers.register_calls(at.conn, [callers.new_call(c.model, i) for c, i in proven])
         admitted = []
         for call, identity in proven:
             pair = (identity.tenant_id, call.model.call_id)

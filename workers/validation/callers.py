@@ -12,10 +12,11 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from toolgate.schemas.models import ToolProposal
 from toolgate.store import agents
 from toolgate.store import calls as calls_store
 from toolgate.trust.ed25519 import PublicKey
-from toolgate.workers.validation.identity import AgentKey, RegisteredAgent
+from toolgate.workers.validation.identity import AgentKey, Proven, RegisteredAgent
 
 _KEYS: dict[bytes, PublicKey] = {}  # parsed once per process: a key's bytes never change meaning
 
@@ -25,6 +26,22 @@ def _public_key(raw: bytes) -> PublicKey:
     if key is None:
         key = _KEYS[raw] = PublicKey(raw)
     return key
+
+
+def new_call(proposal: ToolProposal, identity: Proven) -> calls_store.NewCall:
+    """A proven proposal as toolgate.calls keeps it: the document its signature verified over
+    (passed on from identity.authenticate, never encoded again), the signature, the Merkle path
+    when its agent signed a batch at once, and the argument text as it travelled."""
+    return calls_store.NewCall(
+        identity.tenant_id,
+        proposal.call_id,
+        identity.digest,
+        proposal.principal.agent_id,
+        identity.document,
+        proposal.signature or b"",
+        proposal.signature_proof,
+        calls_store.storable(proposal.arguments),
+    )
 
 
 async def load_agents(conn: AsyncConnection[Any], agent_ids: Iterable[str]) -> dict[str, RegisteredAgent]:
@@ -46,15 +63,15 @@ async def bound_digests(conn: AsyncConnection[Any], calls: list[tuple[str, str]]
 
 
 async def register_calls(
-    conn: AsyncConnection[Any], calls: list[tuple[str, str, str, str]]
+    conn: AsyncConnection[Any], calls: list[calls_store.NewCall]
 ) -> tuple[dict[tuple[str, str], str], set[tuple[str, str]]]:
-    """Record (tenant, call_id, digest, agent) for calls seen the first time; return the digest
+    """Record each call seen the first time, with what proved it; return the digest
     each (tenant, call_id) is bound to, the first one recorded winning, and which of them were
     bound before (copies of calls seen already). One statement when every call is new (the
     common case); a second only for call_ids seen before."""
     if not calls:
         return {}, set()
     bound = {(b.tenant_id, b.call_id): b.proposal_digest for b in await calls_store.register(conn, calls)}
-    seen = sorted({(tenant, call_id) for tenant, call_id, _, _ in calls} - bound.keys())
+    seen = sorted({(c.tenant_id, c.call_id) for c in calls} - bound.keys())
     bound.update(await bound_digests(conn, seen))
     return bound, set(seen)

@@ -29,7 +29,7 @@ from toolgate.refusal import Refusal
 from toolgate.schemas.models import ToolProposal
 from toolgate.trust.ed25519 import PublicKey
 from toolgate.trust.merkle import CheckedRoots
-from toolgate.trust.proposal_signing import verified_digest
+from toolgate.trust.proposal_signing import verified
 from toolgate.workers.runtime.freshness import Bound
 
 
@@ -53,6 +53,7 @@ class Proven:
     tenant_id: str
     scopes: tuple[str, ...]  # requested ∩ granted, in the order requested
     digest: str
+    document: bytes  # the signing document's bytes that verified (proposal_signing.verified)
 
 
 @dataclass(frozen=True)
@@ -92,9 +93,10 @@ def authenticate(
         return Unproven("revoked_agent", f"agent {agent_id} is revoked")
     if not key.active:
         return Unproven("revoked_key", f"key {proposal.key_id} of agent {agent_id} is revoked")
-    call_digest = verified_digest(proposal, key.public_key, roots)
-    if call_digest is None:
+    held = verified(proposal, key.public_key, roots)
+    if held is None:
         return Unproven("bad_signature", f"the signature does not verify against key {proposal.key_id} of {agent_id}")
+    call_digest, document = held
     if proposal.tenant_id != agent.tenant_id:
         return Refused(
             agent.tenant_id,
@@ -112,4 +114,4 @@ def authenticate(
             call_digest,
         )
     scopes = tuple(s for s in dict.fromkeys(proposal.principal.scopes) if s in agent.scopes)
-    return Proven(agent.tenant_id, scopes, call_digest)
+    return Proven(agent.tenant_id, scopes, call_digest, document)
