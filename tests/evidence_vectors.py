@@ -158,9 +158,9 @@ def ticket(approval_id: str, arguments: dict[str, Any], created_ms: int = 1_000)
 
 def edited(approved: dict[str, Any]) -> dict[str, Any]:
     """`approved` as an edited call: alice approved ap-1 with an edit (signed, on the original
-    ticket, closed EDITED); the edited call's ticket ap-2 holds her vote unsigned and bob's signed."""
+    ticket, closed EDITED); the edited call's ticket ap-2 holds her vote unsigned and bob's signed.
+    `call` stays the original, as policy first judged it (the call's one recorded policy decision)."""
     bundle = copy.deepcopy(approved)
-    bundle["call"] |= {"arguments": EDITED, "payload_hash": payload_hash(EDITED)}
     original = ticket("ap-1", VALIDATED) | {"status": "EDITED", "decided_at": at(T0 + 60_000), "consumed_by": None}
     bundle["edit"] = {"ticket": original, "decision": decision("alice", 1, edited=canonical_json(EDITED))}
     vote = {"decision_id": "d-1.edited", "approver_id": "alice", "verdict": "APPROVE", "decided_at": at(T0 + 61_000)}

@@ -17,7 +17,7 @@ What it checks, one line each (ok / FAILED: what does not hold / skipped: why):
     proposal.document        the document names this tenant, call, agent and agent key id
     proposal.arguments       the argument text is the one the agent signed (its SHA-256)
     call.payload_hash        the payload hash is the validated arguments', which hold the proposed ones
-                             (an edited call: the arguments its editor signed over the original)
+                             (an edited call: and its editor signed the edited ticket's over it)
     call.digest              the call's proposal digest is the signed document's
     approval.signatures      each decision signed by its approver for this ticket, tool and payload
     approval.state_version   each decision signs the ticket's target state version
@@ -451,10 +451,9 @@ def call_payload_hash(b: Bundle) -> str:
     arguments, claimed = b.need("call", "arguments"), b.need("call", "payload_hash")
     if not isinstance(arguments, dict) or payload_hash(arguments) != claimed:
         raise Failed("call.payload_hash is not the hash of call.arguments")
-    if b.data.get("edit") is not None:
-        return edited_payload(b, claimed)
+    edited = "" if b.data.get("edit") is None else edit_proven(b, claimed)
     proposed_held_in(b, arguments, "the validated arguments")
-    return "the payload hash is the validated arguments', which hold every proposed argument"
+    return "the payload hash is the validated arguments', which hold every proposed argument" + edited
 
 
 def proposed_held_in(b: Bundle, arguments: dict[str, Any], whose: str) -> None:
@@ -473,27 +472,23 @@ def proposed_held_in(b: Bundle, arguments: dict[str, Any], whose: str) -> None:
         raise Failed(f"{whose} differ from the proposed ones at {', '.join(differ)}")
 
 
-def edited_payload(b: Bundle, claimed: str) -> str:
-    """An edited call: its arguments are the ones the editor signed over the original ticket,
-    whose packet's arguments (hashing to the payload hash the editor named) hold the proposal's."""
+def edit_proven(b: Bundle, claimed: str) -> str:
+    """An edited call: its editor signed, over the original ticket, the call's payload hash (the
+    original's) and edited arguments whose payload hash is the edited call's ticket's."""
     edit = edit_of(b)
     if edit is None:
         raise Skipped("edit.decision.signed is null (not stored): the edit cannot be proven")
     row, ticket = edit
     signed = signed_decision(b, row, ticket)
-    text = signed.get("edited_arguments")
+    text, who = signed.get("edited_arguments"), row.get("approver_id")
     if signed.get("decision") != "APPROVE" or not isinstance(text, str):
         raise Failed(f"the edit decision {row.get('decision_id')} is not an approval with edited arguments")
+    if ticket.get("payload_hash") != claimed:
+        raise Failed(f"{who} edited another payload hash than call.payload_hash")
     edited = parse_json(text)
-    if not isinstance(edited, dict) or payload_hash(edited) != claimed:
-        raise Failed(f"call.arguments are not the edited arguments {row.get('approver_id')} signed")
-    original = ticket["packet"]["arguments"]
-    if not isinstance(original, dict) or payload_hash(original) != ticket.get("payload_hash"):
-        raise Failed("the original ticket's packet arguments do not hash to its payload_hash")
-    proposed_held_in(b, original, "the original call's arguments")
-    return (
-        f"the edited arguments {row.get('approver_id')} signed over {ticket.get('approval_id')}, holding the proposal's"
-    )
+    if not isinstance(edited, dict) or payload_hash(edited) != b.section("approval")["ticket"]["payload_hash"]:
+        raise Failed(f"the edited arguments {who} signed are not the edited call's ticket's")
+    return f"; edited by {who} over {ticket.get('approval_id')} into the edited ticket's"
 
 
 def call_digest(b: Bundle) -> str:

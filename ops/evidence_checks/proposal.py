@@ -1,8 +1,8 @@
 """The agent's signed proposal and the call it became: `proposal.signature`, `proposal.document`,
 `proposal.arguments`, `call.payload_hash`, `call.digest` (docs/evidence.md, "Checks"), through
 toolgate's own functions (toolgate/trust/proposal_signing.py, merkle.py, schemas/hashing.py). An
-edited call's arguments are the ones its editor signed (the bundle's `edit`), over the original
-call the proposal proves."""
+edited call's `call` is the original the proposal proves; the edit (the bundle's `edit`) proves
+the edited arguments its editor signed over it are the edited ticket's."""
 
 from __future__ import annotations
 
@@ -108,17 +108,16 @@ def payload(bundle: Any) -> Check:
         return failed(name, "call.arguments is not a JSON object")
     if payload_hash(validated) != claimed:
         return failed(name, "call.payload_hash is not the hash of call.arguments")
-    if bundle.get("edit") is not None:
-        return _edited(bundle, claimed)
+    unproven = None if bundle.get("edit") is None else _unproven_edit(bundle, claimed)
+    if unproven is not None:
+        return unproven
     text = (bundle.get("proposal") or {}).get("arguments")
     if text is None:
         return skipped(name, "the bundle holds no proposal.arguments: the proposed arguments cannot be compared")
     said = _not_held(text, validated, "the validated call's")
-    return (
-        ok(name, "the payload hash is the validated arguments', which hold the proposal's")
-        if said is None
-        else failed(name, said)
-    )
+    fine = "the payload hash is the validated arguments', which hold the proposal's"
+    fine += "" if bundle.get("edit") is None else "; edited, as the editor signed, into the edited ticket's"
+    return ok(name, fine) if said is None else failed(name, said)
 
 
 def _not_held(text: Any, arguments: Any, whose: str) -> str | None:
@@ -135,10 +134,10 @@ def _not_held(text: Any, arguments: Any, whose: str) -> str | None:
     return None
 
 
-def _edited(bundle: Any, claimed: str) -> Check:
-    """An edited call: its arguments are the edit's, signed by the editor over the original
-    ticket, whose arguments (its packet's, hashing to the payload hash the editor named) hold the
-    proposal's (docs/evidence.md, "Edited calls")."""
+def _unproven_edit(bundle: Any, claimed: str) -> Check | None:
+    """An edited call (docs/evidence.md, "Edited calls"): the editor signed, over the original
+    ticket, the call's payload hash (the original's) and edited arguments whose payload hash is the
+    edited call's ticket's. Failed or skipped saying which does not hold; None: it all holds."""
     name = "call.payload_hash"
     found = editor(bundle)
     if found is None:
@@ -149,22 +148,17 @@ def _edited(bundle: Any, claimed: str) -> Check:
     edit = signed.decision
     if edit.decision is not Verdict.APPROVE or edit.edited_arguments is None:
         return failed(name, f"decision {edit.decision_id} is not an approval with edited arguments")
+    if ticket.get("payload_hash") != claimed:
+        return failed(name, f"{edit.approver_id} edited another payload hash than call.payload_hash")
     try:
         edited = json.loads(edit.edited_arguments)
     except json.JSONDecodeError:
         return failed(name, f"the edited arguments of decision {edit.decision_id} are not JSON")
-    if not isinstance(edited, dict) or payload_hash(edited) != claimed:
-        return failed(name, f"call.arguments are not the edited arguments {edit.approver_id} signed")
-    original = part(ticket, "packet", "arguments")
-    if not isinstance(original, dict) or payload_hash(original) != ticket.get("payload_hash"):
-        return failed(name, "the original ticket's packet arguments do not hash to its payload_hash")
-    text = (bundle.get("proposal") or {}).get("arguments")
-    if text is None:
-        return skipped(name, "the bundle holds no proposal.arguments: the proposed arguments cannot be compared")
-    said = _not_held(text, original, "the original call's")
-    fine = f"the edited arguments {edit.approver_id} signed over {ticket.get('approval_id')}"
-    fine += ", whose call holds the proposal's"
-    return ok(name, fine) if said is None else failed(name, said)
+    if bundle.get("approval") is None:
+        return skipped(name, "the bundle holds no approval: the edited call's ticket is not there to compare")
+    if not isinstance(edited, dict) or payload_hash(edited) != part(bundle, "approval", "ticket", "payload_hash"):
+        return failed(name, f"the edited arguments {edit.approver_id} signed are not the edited call's ticket's")
+    return None
 
 
 def _not_the_digest(document: dict[str, Any], claimed: Any) -> str | None:

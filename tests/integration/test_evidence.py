@@ -418,7 +418,7 @@ def test_an_edited_calls_bundle_carries_the_edit_and_proves_its_arguments_and_ed
         ),
         seeded.approver,
     )
-    record = stage_record(contract, edited, call_id=call_id, payload_hash=payload_hash(edited))
+    record = stage_record(contract, CHARGE, call_id=call_id, payload_hash=payload_hash(CHARGE))  # the original
     with psycopg.connect(database.database_url) as conn, conn.transaction():
         conn.execute(
             "INSERT INTO toolgate.calls (tenant_id, call_id, proposal_digest, agent_id, signed_document, signature, "

@@ -472,17 +472,18 @@ def test_an_edited_call_is_proven_by_the_original_proposal_and_the_editors_signe
     b = vectors["edited"][0]
     v = verify(b, trust_of(b))
     assert failed(v) == set() and detail(v, "approval.quorum") == "2 of 2 required approvals: alice, bob"
-    assert "the edited arguments alice signed over ap-1" in detail(v, "call.payload_hash")
+    assert detail(v, "call.payload_hash").endswith("edited, as the editor signed, into the edited ticket's")
     changed = copy.deepcopy(b)
-    changed["edit"]["ticket"]["packet"]["arguments"]["amount_cents"] = 1  # not the original the editor named
-    assert failed(verify(changed, trust_of(changed))) == {"call.payload_hash"}
+    changed["approval"]["ticket"]["payload_hash"] = payload_hash({"amount_cents": 1})  # not what alice's edit made
+    v = verify(changed, trust_of(changed))
+    assert "the edited arguments alice signed are not the edited call's ticket's" in detail(v, "call.payload_hash")
     changed = copy.deepcopy(b)
-    changed["call"]["arguments"]["amount_cents"] = 12000  # the original ran, not the edit
+    changed["call"]["arguments"]["amount_cents"] = 10000  # the edited arguments as if the agent had asked them
     changed["call"]["payload_hash"] = payload_hash(changed["call"]["arguments"])
     v = verify(changed, trust_of(changed))
-    assert "not the edited arguments alice signed" in detail(v, "call.payload_hash")
+    assert detail(v, "call.payload_hash") == "alice edited another payload hash than call.payload_hash"
     changed = copy.deepcopy(b)
-    changed["edit"] = None  # without its edit, the proposal's text is not the call's arguments
-    assert failed(verify(changed, trust_of(changed))) == {"approval.quorum", "call.payload_hash"}
+    changed["edit"] = None  # without its edit, alice's approval is her unsigned vote: not counted
+    assert failed(verify(changed, trust_of(changed))) == {"approval.quorum"}
     tampered = vectors["edited-tampered-edit-signature"][0]
     assert failed(verify(tampered, trust_of(tampered))) == {"approval.quorum", "call.payload_hash"}
