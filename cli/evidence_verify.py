@@ -29,7 +29,7 @@ def evidence_verify(
     ] = None,
     witness_key: Annotated[
         list[str] | None,
-        typer.Option("--witness-key", help="a witness's verifier key (name+id+key) you trust, instead of the bundle's"),
+        typer.Option("--witness-key", help="a witness's verifier key (name+id+key) required, not the bundle's"),
     ] = None,
     contracts: Annotated[
         Path | None, typer.Option("--contracts", help="contracts beside the shipped ones, to decide again with")

@@ -34,15 +34,24 @@ AGENT_KEY = (
     f"SELECT agent_id, key_id, public_key, status, {_at('created_at', 'registered_at')}, {_at('revoked_at')} "
     "FROM toolgate.agent_keys WHERE agent_id = %s AND key_id = %s"
 )
-APPROVAL = f"""
+TICKET = f"""
 SELECT approval_id, tool_name, tool_version, payload_hash, state_version, risk_class, required_approvals,
     distinct_approvers, approver_groups, status, {_at("created_at")}, {_at("expires_at")}, {_at("decided_at")},
-    consumed_by, packet
+    consumed_by, packet"""
+APPROVAL = f"""{TICKET}
 FROM toolgate.approvals WHERE tenant_id = %s AND call_id = %s ORDER BY created_at DESC, approval_id DESC LIMIT 1
+"""
+# The ticket an edited call's ticket was edited from (migration 0032's edit_of), with the edit's decision id.
+EDITED_FROM = f"""{TICKET}, edit_decision_id
+FROM toolgate.approvals WHERE approval_id = (SELECT edit_of FROM toolgate.approvals WHERE approval_id = %s)
 """
 APPROVAL_DECISIONS = f"""
 SELECT decision_id, approver_id, verdict, {_at("decided_at")}, signed, signature
 FROM toolgate.approval_decisions WHERE approval_id = %s ORDER BY decided_at, decision_id
+"""
+EDIT_DECISION = f"""
+SELECT decision_id, approver_id, verdict, {_at("decided_at")}, signed, signature
+FROM toolgate.approval_decisions WHERE approval_id = %s AND decision_id = %s
 """
 APPROVERS = f"""
 SELECT approver_id, public_key, groups, risk_classes, tenants, status, {_at("created_at", "registered_at")},
@@ -101,6 +110,16 @@ async def agent_key(conn: AsyncConnection[Any], agent_id: str, key_id: str) -> d
 async def approval(conn: AsyncConnection[Any], tenant_id: str, call_id: str) -> dict[str, Any] | None:
     """The call's newest ticket (an edited call's edited ticket), or None."""
     return await _one(conn, APPROVAL, (tenant_id, call_id))
+
+
+async def edited_from(conn: AsyncConnection[Any], approval_id: str) -> dict[str, Any] | None:
+    """The ticket `approval_id` was edited from, with its edit_decision_id (None: it is no edit's)."""
+    return await _one(conn, EDITED_FROM, (approval_id,))
+
+
+async def edit_decision(conn: AsyncConnection[Any], approval_id: str, decision_id: str) -> dict[str, Any] | None:
+    """The editor's decision that closed ticket `approval_id` EDITED."""
+    return await _one(conn, EDIT_DECISION, (approval_id, decision_id))
 
 
 async def approval_decisions(conn: AsyncConnection[Any], approval_id: str) -> list[dict[str, Any]]:

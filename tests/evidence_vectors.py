@@ -6,7 +6,9 @@ must fail, and those that must be skipped).
 Two valid bundles, from one audit log of both calls, witnessed: `approved` (a charge signed by its
 agent in a batch of two, approved by two approvers of the ticket's group on the target's state,
 executed once, its observation sealed in a round of two) and `refused` (a proposal signed alone,
-refused by policy, its observation sealed alone). Then single-byte tamperings of `approved`: one
+refused by policy, its observation sealed alone). `executed-unapproved`: `approved` without its
+approval (policy required two; the call executed with none). `edited`: `approved` as an edited call
+(docs/evidence.md, "Edited calls"), and `edited-tampered-edit-signature`. Then single-byte tamperings of `approved`: one
 byte of a field's bytes (a base64 field's decoded bytes, a text's character), each naming the
 checks it must fail. Ed25519 signs deterministically, so the files are the same on every run
 (tests/unit/test_evidence_vectors.py checks the committed ones are what this writes).
@@ -27,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import ApprovalDecision, Principal, ToolProposal, Verdict
+from toolgate.schemas.wire import canonical_json
 from toolgate.store.audit import GENESIS, chain_hash
 from toolgate.store.audit_entry import Entry
 from toolgate.trust import proposal_signing, signing
@@ -48,6 +51,7 @@ DK = key_id_of(DEPLOYMENT.public.raw)
 T0 = 1_796_050_800_000  # 2026-11-30T15:00:00Z, in ms
 ARGUMENTS = '{"invoice_id": "INV-7", "amount_cents": 12000, "memo": "caf\\u00e9 \\u20ac"}'
 VALIDATED = {"invoice_id": "INV-7", "amount_cents": 12000, "memo": "café €", "currency": "USD", "rate": 0.125}
+EDITED = {**VALIDATED, "amount_cents": 10000}  # alice's edit: charge what is owed
 ALWAYS_SKIPPED = ["decisions.rederived"]
 REFUSED_SKIPPED = ["approval.quorum", "approval.signatures", "approval.state_version", "execution.once"]
 
@@ -99,19 +103,22 @@ def proposal_part(signed: ToolProposal) -> dict[str, Any]:
     }
 
 
-def decision(approver: str, n: int) -> dict[str, Any]:
+def decision(
+    approver: str, n: int, approval_id: str = "ap-1", arguments: dict[str, Any] = VALIDATED, edited: str | None = None
+) -> dict[str, Any]:
     unsigned = ApprovalDecision(
         decision_id=f"d-{n}",
-        approval_id="ap-1",
+        approval_id=approval_id,
         decision=Verdict.APPROVE,
         approver_id=approver,
         tool_name="billing.charge",
         tool_version="1.0.0",
-        payload_hash=payload_hash(VALIDATED),
+        payload_hash=payload_hash(arguments),
         decided_at_ms=T0 + 60_000 * n,
         expires_at_ms=T0 + 60_000 * n + 300_000,
         state_version="v3",
         approval_scope=signing.SINGLE_EXECUTION,
+        edited_arguments=edited,
         signature=b"",
     )
     signed = signing.sign(unsigned, APPROVERS[approver])
@@ -126,24 +133,40 @@ def decision(approver: str, n: int) -> dict[str, Any]:
 
 
 def approval() -> dict[str, Any]:
-    ticket = {
-        "approval_id": "ap-1",
+    return {"ticket": ticket("ap-1", VALIDATED), "decisions": [decision("alice", 1), decision("bob", 2)]}
+
+
+def ticket(approval_id: str, arguments: dict[str, Any], created_ms: int = 1_000) -> dict[str, Any]:
+    return {
+        "approval_id": approval_id,
         "tool_name": "billing.charge",
         "tool_version": "1.0.0",
-        "payload_hash": payload_hash(VALIDATED),
+        "payload_hash": payload_hash(arguments),
         "state_version": "v3",
         "risk_class": "high",
         "required_approvals": 2,
         "distinct_approvers": True,
         "approver_groups": ["finance"],
         "status": "APPROVED",
-        "created_at": at(T0 + 1_000),
+        "created_at": at(T0 + created_ms),
         "expires_at": at(T0 + 3_600_000),
         "decided_at": at(T0 + 120_000),
         "consumed_by": "op-call-approved",
-        "packet": {"arguments": VALIDATED, "consequence": "charge 120.00 USD to INV-7"},
+        "packet": {"arguments": arguments, "consequence": f"charge {arguments['amount_cents']} cents to INV-7"},
     }
-    return {"ticket": ticket, "decisions": [decision("alice", 1), decision("bob", 2)]}
+
+
+def edited(approved: dict[str, Any]) -> dict[str, Any]:
+    """`approved` as an edited call: alice approved ap-1 with an edit (signed, on the original
+    ticket, closed EDITED); the edited call's ticket ap-2 holds her vote unsigned and bob's signed.
+    `call` stays the original, as policy first judged it (the call's one recorded policy decision)."""
+    bundle = copy.deepcopy(approved)
+    original = ticket("ap-1", VALIDATED) | {"status": "EDITED", "decided_at": at(T0 + 60_000), "consumed_by": None}
+    bundle["edit"] = {"ticket": original, "decision": decision("alice", 1, edited=canonical_json(EDITED))}
+    vote = {"decision_id": "d-1.edited", "approver_id": "alice", "verdict": "APPROVE", "decided_at": at(T0 + 61_000)}
+    votes = [vote | {"signed": None, "signature": None}, decision("bob", 2, "ap-2", EDITED)]
+    bundle["approval"] = {"ticket": ticket("ap-2", EDITED, 61_000), "decisions": votes}
+    return bundle
 
 
 def approver_keys() -> list[dict[str, Any]]:
@@ -303,6 +326,7 @@ def bundles() -> dict[str, dict[str, Any]]:
             },
             "decisions": [],
             "approval": None,
+            "edit": None,
             "execution": None,
             "observations": sealed[name],
             "audit": {"rows": [r for r in rows if r["call_id"] == call_id], "checkpoint": checkpoint, "uncovered": 0},
@@ -411,6 +435,17 @@ def vectors() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         bundle = copy.deepcopy(made["approved"])
         tamper(bundle)
         found[name] = (bundle, {"failed": sorted(failed), "skipped": ALWAYS_SKIPPED})
+    unapproved = copy.deepcopy(made["approved"])  # policy held it for 2 approvals; it executed with none
+    unapproved["approval"] = None
+    skipped = sorted([*ALWAYS_SKIPPED, "approval.signatures", "approval.state_version"])
+    found["executed-unapproved"] = (unapproved, {"failed": ["approval.quorum"], "skipped": skipped})
+    found["edited"] = (edited(made["approved"]), {"failed": [], "skipped": ALWAYS_SKIPPED})
+    tampered = edited(made["approved"])
+    tampered["edit"]["decision"]["signature"] = flip_b64(tampered["edit"]["decision"]["signature"], 9)
+    found["edited-tampered-edit-signature"] = (
+        tampered,
+        {"failed": ["approval.quorum", "call.payload_hash"], "skipped": ALWAYS_SKIPPED},
+    )
     return found
 
 

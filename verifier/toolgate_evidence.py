@@ -17,6 +17,7 @@ What it checks, one line each (ok / FAILED: what does not hold / skipped: why):
     proposal.document        the document names this tenant, call, agent and agent key id
     proposal.arguments       the argument text is the one the agent signed (its SHA-256)
     call.payload_hash        the payload hash is the validated arguments', which hold the proposed ones
+                             (an edited call: and its editor signed the edited ticket's over it)
     call.digest              the call's proposal digest is the signed document's
     approval.signatures      each decision signed by its approver for this ticket, tool and payload
     approval.state_version   each decision signs the ticket's target state version
@@ -450,6 +451,13 @@ def call_payload_hash(b: Bundle) -> str:
     arguments, claimed = b.need("call", "arguments"), b.need("call", "payload_hash")
     if not isinstance(arguments, dict) or payload_hash(arguments) != claimed:
         raise Failed("call.payload_hash is not the hash of call.arguments")
+    edited = "" if b.data.get("edit") is None else edit_proven(b, claimed)
+    proposed_held_in(b, arguments, "the validated arguments")
+    return "the payload hash is the validated arguments', which hold every proposed argument" + edited
+
+
+def proposed_held_in(b: Bundle, arguments: dict[str, Any], whose: str) -> None:
+    """Every argument of the proposal's text is in `arguments`, equal (Skipped: no text)."""
     text = (b.data.get("proposal") or {}).get("arguments")
     if text is None:
         raise Skipped("proposal.arguments is null (not stored): the proposed arguments cannot be compared")
@@ -461,8 +469,26 @@ def call_payload_hash(b: Bundle) -> str:
         raise Failed("the proposal's argument text is not a JSON object")
     differ = sorted(k for k, v in proposed.items() if k not in arguments or canonical(v) != canonical(arguments[k]))
     if differ:
-        raise Failed(f"the validated arguments differ from the proposed ones at {', '.join(differ)}")
-    return "the payload hash is the validated arguments', which hold every proposed argument"
+        raise Failed(f"{whose} differ from the proposed ones at {', '.join(differ)}")
+
+
+def edit_proven(b: Bundle, claimed: str) -> str:
+    """An edited call: its editor signed, over the original ticket, the call's payload hash (the
+    original's) and edited arguments whose payload hash is the edited call's ticket's."""
+    edit = edit_of(b)
+    if edit is None:
+        raise Skipped("edit.decision.signed is null (not stored): the edit cannot be proven")
+    row, ticket = edit
+    signed = signed_decision(b, row, ticket)
+    text, who = signed.get("edited_arguments"), row.get("approver_id")
+    if signed.get("decision") != "APPROVE" or not isinstance(text, str):
+        raise Failed(f"the edit decision {row.get('decision_id')} is not an approval with edited arguments")
+    if ticket.get("payload_hash") != claimed:
+        raise Failed(f"{who} edited another payload hash than call.payload_hash")
+    edited = parse_json(text)
+    if not isinstance(edited, dict) or payload_hash(edited) != b.section("approval")["ticket"]["payload_hash"]:
+        raise Failed(f"the edited arguments {who} signed are not the edited call's ticket's")
+    return f"; edited by {who} over {ticket.get('approval_id')} into the edited ticket's"
 
 
 def call_digest(b: Bundle) -> str:
@@ -480,9 +506,11 @@ def approval_keys(b: Bundle) -> dict[str, dict[str, Any]]:
     return keys
 
 
-def signed_decision(b: Bundle, row: dict[str, Any]) -> dict[str, Any]:
-    """A decision's signed object, once its signature and the fields it must name hold."""
-    ticket, who = b.section("approval")["ticket"], row.get("approver_id")
+def signed_decision(b: Bundle, row: dict[str, Any], ticket: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A decision's signed object, once its signature and the fields it must name (of `ticket`,
+    by default the approval's) hold."""
+    ticket = b.section("approval")["ticket"] if ticket is None else ticket
+    who = row.get("approver_id")
     signed = b64(row.get("signed"), f"decision {row.get('decision_id')}'s signed bytes")
     signer = approval_keys(b).get(str(who))
     if signer is None:
@@ -500,13 +528,15 @@ def signed_decision(b: Bundle, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def decision_rows(b: Bundle) -> list[dict[str, Any]]:
+    """The ticket's decisions that carry signed bytes. A decision stored without them (a row from
+    before 0036) is neither counted nor failed; when none carries them, there is nothing to check."""
     rows = b.section("approval")["decisions"]
     if not rows:
         raise Skipped("the ticket has no decisions")
-    for row in rows:
-        if row.get("signed") is None or row.get("signature") is None:
-            raise Skipped(f"decision {row.get('decision_id')}'s signed bytes are null (not stored)")
-    return list(rows)
+    signed = [row for row in rows if row.get("signed") is not None and row.get("signature") is not None]
+    if not signed:
+        raise Skipped(f"none of the ticket's {len(rows)} decision(s) carries signed bytes (not stored)")
+    return signed
 
 
 def approval_signatures(b: Bundle) -> str:
@@ -526,13 +556,12 @@ def approval_state_version(b: Bundle) -> str:
     return f"every decision signs the state version {ticket.get('state_version')!r}"
 
 
-def counts_toward_quorum(b: Bundle, row: dict[str, Any], window: tuple[int, int]) -> str | None:
+def counts_toward_quorum(b: Bundle, row: dict[str, Any], ticket: dict[str, Any]) -> str | None:
     """The approver an APPROVE decision counts for, or None: it does not count (its signature or
     naming fails, it denies, its approver was not active then or not of the ticket's risk class or
-    groups, or it was made outside the ticket's window or after its own expiry)."""
-    ticket = b.section("approval")["ticket"]
+    groups, or it was made outside the window of `ticket`, the one it signed, or after its own expiry)."""
     try:
-        signed = signed_decision(b, row)
+        signed = signed_decision(b, row, ticket)
     except (Failed, ValueError):
         return None
     approver = b.data["keys"].get("approvers") or []
@@ -548,18 +577,46 @@ def counts_toward_quorum(b: Bundle, row: dict[str, Any], window: tuple[int, int]
     fits = ticket.get("risk_class") in (who.get("risk_classes") or []) and (
         not groups or bool(set(groups) & set(who.get("groups") or []))
     )
-    timely = window[0] <= at <= window[1] and at <= signed.get("expires_at_ms", -1)
+    created, expires = micros(ticket.get("created_at"), "created_at"), micros(ticket.get("expires_at"), "expires_at")
+    timely = created // 1000 <= at <= expires // 1000 and at <= signed.get("expires_at_ms", -1)
     return str(who["approver_id"]) if active and fits and timely else None
 
 
+def edit_of(b: Bundle) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """An edited call's edit: the editor's decision row and the original ticket it signed (None:
+    the call is no edit, or the edit's signed bytes are null)."""
+    edit = b.data.get("edit")
+    if edit is None:
+        return None
+    row, ticket = edit["decision"], edit["ticket"]
+    return None if row.get("signed") is None or row.get("signature") is None else (row, ticket)
+
+
+def held_without_approval(b: Bundle) -> None:
+    """A bundle without an approval: Failed when its policy decision allowed the call with
+    approvals and the call executed anyway, else Skipped (the call was never held)."""
+    if b.data.get("execution") is not None:
+        for row in b.data.get("decisions") or []:
+            needed = row.get("approvals") if isinstance(row, dict) else None
+            if row.get("stage") == "policy" and row.get("outcome") == "allow" and type(needed) is int and needed >= 1:
+                raise Failed(f"policy required {needed} approvals; the bundle holds none")
+    raise Skipped("the bundle has no approval")
+
+
 def approval_quorum(b: Bundle) -> str:
-    ticket = b.section("approval")["ticket"]
+    if b.data.get("approval") is None:
+        held_without_approval(b)
+    ticket, edit = b.section("approval")["ticket"], edit_of(b)
     if ticket.get("status") != "APPROVED":
         raise Skipped(f"the ticket is {ticket.get('status')}, not APPROVED: no quorum to count")
-    created, expires = micros(ticket.get("created_at"), "created_at"), micros(ticket.get("expires_at"), "expires_at")
-    window = (created // 1000, expires // 1000)
-    rows = decision_rows(b) if b.section("approval")["decisions"] else []  # none: nobody approved
-    counted = [who for row in rows if (who := counts_toward_quorum(b, row, window)) is not None]
+    try:
+        rows = decision_rows(b) if b.section("approval")["decisions"] else []  # none: nobody approved
+    except Skipped:
+        if edit is None:
+            raise
+        rows = []
+    judged = [(row, ticket) for row in rows] + ([edit] if edit is not None else [])
+    counted = [who for row, on in judged if (who := counts_toward_quorum(b, row, on)) is not None]
     number = len(set(counted)) if ticket.get("distinct_approvers") else len(counted)
     needed = ticket.get("required_approvals")
     if not isinstance(needed, int) or number < needed:

@@ -48,12 +48,11 @@ def note_of(bundle: Any) -> tuple[Note, TreeHead] | None:
 def inclusion(bundle: Any) -> Check:
     name = "audit.inclusion"
     found = part(bundle, "audit", "rows")
-    noted = note_of(bundle)
     if not found:
         return skipped(name, "the bundle holds no audit rows")
-    if noted is None:
+    checkpoint = part(bundle, "audit").get("checkpoint")
+    if checkpoint is None:
         return failed(name, f"no audit row is in a signed tree: {NO_CHECKPOINT}")
-    checkpoint = bundle["audit"]["checkpoint"]
     size, root = int(part(checkpoint, "tree_size")), bytes.fromhex(str(part(checkpoint, "root_hash")))
     problems = []
     for row in found:
@@ -86,6 +85,8 @@ def signature(bundle: Any, trust: Trust) -> Check:
 
 def cosignatures(bundle: Any, trust: Trust) -> Check:
     name = "checkpoint.cosignatures"
+    if trust.unreadable:
+        return first_failure(name, list(trust.unreadable))
     noted = note_of(bundle)
     if noted is None:
         return skipped(name, NO_CHECKPOINT)
@@ -102,6 +103,8 @@ def cosignatures(bundle: Any, trust: Trust) -> Check:
             problems.append(f"witness {witness}'s cosignature of the checkpoint does not verify")
         else:
             cosigned.append(witness)
+    if missing and trust.witnesses_pinned:
+        problems.append(f"the witness(es) you pinned did not cosign the checkpoint: {', '.join(missing)}")
     said = f"cosigned by {', '.join(cosigned) or 'no witness'}"
     said += f"; no line from {', '.join(missing)}" if missing else ""
     said += "" if trust.witnesses_pinned else " (the bundle's own witness keys, not pinned)"

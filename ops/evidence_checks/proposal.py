@@ -1,6 +1,8 @@
 """The agent's signed proposal and the call it became: `proposal.signature`, `proposal.document`,
 `proposal.arguments`, `call.payload_hash`, `call.digest` (docs/evidence.md, "Checks"), through
-toolgate's own functions (toolgate/trust/proposal_signing.py, merkle.py, schemas/hashing.py)."""
+toolgate's own functions (toolgate/trust/proposal_signing.py, merkle.py, schemas/hashing.py). An
+edited call's `call` is the original the proposal proves; the edit (the bundle's `edit`) proves
+the edited arguments its editor signed over it are the edited ticket's."""
 
 from __future__ import annotations
 
@@ -8,9 +10,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from toolgate.ops.evidence_checks.approval import editor
 from toolgate.ops.evidence_checks.trust import b64, json_of, part, public_key
 from toolgate.ops.evidence_checks.verdict import Check, failed, ok, skipped
 from toolgate.schemas.hashing import payload_hash
+from toolgate.schemas.models import Verdict
 from toolgate.schemas.wire import canonical_json
 from toolgate.trust.merkle import CheckedRoots, leaf_hash, root_of
 from toolgate.trust.proposal_signing import PURPOSE, ROOT_PURPOSE, arguments_sha256, document_digest
@@ -32,7 +36,7 @@ def signature(bundle: Any) -> Check:
     agent = bundle["keys"].get("agent")
     if agent is None:
         return skipped(name, "the bundle holds no keys.agent")
-    if part(bundle, "proposal", "signature") is None:
+    if bundle["proposal"].get("signature") is None:
         return skipped(name, "the bundle holds no proposal.signature")
     key = public_key(agent.get("public_key"), "keys.agent.public_key")
     sig = b64(bundle["proposal"]["signature"], "proposal.signature")
@@ -104,19 +108,57 @@ def payload(bundle: Any) -> Check:
         return failed(name, "call.arguments is not a JSON object")
     if payload_hash(validated) != claimed:
         return failed(name, "call.payload_hash is not the hash of call.arguments")
+    unproven = None if bundle.get("edit") is None else _unproven_edit(bundle, claimed)
+    if unproven is not None:
+        return unproven
     text = (bundle.get("proposal") or {}).get("arguments")
     if text is None:
-        return ok(name, "the payload hash is the arguments' (no argument text to compare)")
+        return skipped(name, "the bundle holds no proposal.arguments: the proposed arguments cannot be compared")
+    said = _not_held(text, validated, "the validated call's")
+    fine = "the payload hash is the validated arguments', which hold the proposal's"
+    fine += "" if bundle.get("edit") is None else "; edited, as the editor signed, into the edited ticket's"
+    return ok(name, fine) if said is None else failed(name, said)
+
+
+def _not_held(text: Any, arguments: Any, whose: str) -> str | None:
+    """Why the proposal's argument text is not held in `arguments` (None: every key is, equal)."""
     try:
         parsed = json.loads(text)
     except (TypeError, json.JSONDecodeError):
-        return failed(name, "the proposal's argument text is not JSON")
-    for key, value in parsed.items() if isinstance(parsed, dict) else ():
-        if key not in validated or canonical_json(validated[key]) != canonical_json(value):
-            return failed(name, f"argument {key!r} of the proposal's text is not the validated call's")
-    if not isinstance(parsed, dict):
-        return failed(name, "the proposal's argument text is not a JSON object")
-    return ok(name, "the payload hash is the validated arguments', which hold the proposal's")
+        return "the proposal's argument text is not JSON"
+    if not isinstance(parsed, dict) or not isinstance(arguments, dict):
+        return "the proposal's argument text is not a JSON object"
+    for key, value in parsed.items():
+        if key not in arguments or canonical_json(arguments[key]) != canonical_json(value):
+            return f"argument {key!r} of the proposal's text is not {whose}"
+    return None
+
+
+def _unproven_edit(bundle: Any, claimed: str) -> Check | None:
+    """An edited call (docs/evidence.md, "Edited calls"): the editor signed, over the original
+    ticket, the call's payload hash (the original's) and edited arguments whose payload hash is the
+    edited call's ticket's. Failed or skipped saying which does not hold; None: it all holds."""
+    name = "call.payload_hash"
+    found = editor(bundle)
+    if found is None:
+        return skipped(name, "the bundle holds no edit.decision.signed: the edit cannot be proven")
+    signed, ticket = found
+    if signed.problem is not None or signed.decision is None:
+        return failed(name, f"the edit is not proven: {signed.problem}")
+    edit = signed.decision
+    if edit.decision is not Verdict.APPROVE or edit.edited_arguments is None:
+        return failed(name, f"decision {edit.decision_id} is not an approval with edited arguments")
+    if ticket.get("payload_hash") != claimed:
+        return failed(name, f"{edit.approver_id} edited another payload hash than call.payload_hash")
+    try:
+        edited = json.loads(edit.edited_arguments)
+    except json.JSONDecodeError:
+        return failed(name, f"the edited arguments of decision {edit.decision_id} are not JSON")
+    if bundle.get("approval") is None:
+        return skipped(name, "the bundle holds no approval: the edited call's ticket is not there to compare")
+    if not isinstance(edited, dict) or payload_hash(edited) != part(bundle, "approval", "ticket", "payload_hash"):
+        return failed(name, f"the edited arguments {edit.approver_id} signed are not the edited call's ticket's")
+    return None
 
 
 def _not_the_digest(document: dict[str, Any], claimed: Any) -> str | None:

@@ -86,6 +86,7 @@ class Trust:
     witnesses: tuple[tuple[str, PublicKey], ...]
     deployment_pinned: bool
     witnesses_pinned: bool
+    unreadable: tuple[str, ...] = ()  # why each witness entry that is not a verifier key is not one
 
     def pinned_note(self) -> str:
         return "" if self.deployment_pinned else f" ({UNPINNED})"
@@ -105,8 +106,16 @@ def trust_of(bundle: Any, deployment: Sequence[bytes] = (), witnesses: Sequence[
                 continue
             if entry.get("key_id") == key_id_of(key.raw):
                 by_id[key_id_of(key.raw)] = key
-    vkeys = list(witnesses) or [str(entry.get("vkey", "")) for entry in _list(bundle, "witnesses") if _is(entry)]
-    return Trust(by_id, tuple(_witness(v) for v in vkeys if _witness_ok(v)), bool(deployment), bool(witnesses))
+    vkeys: list[Any] = list(witnesses) or [
+        entry.get("vkey") if _is(entry) else None for entry in _list(bundle, "witnesses")
+    ]
+    found, unreadable = [], []
+    for vkey in vkeys:
+        try:
+            found.append(_witness(str(vkey)))
+        except (NoteError, ValueError) as exc:
+            unreadable.append(f"the witness verifier key {str(vkey)[:40]!r} is unreadable ({exc})")
+    return Trust(by_id, tuple(found), bool(deployment), bool(witnesses), tuple(unreadable))
 
 
 def _list(bundle: Any, name: str) -> list[Any]:
@@ -124,14 +133,6 @@ def _witness(vkey: str) -> tuple[str, PublicKey]:
     if kind != COSIGNATURE_V1:
         raise NoteError(f"witness {name}'s verifier key is not a cosignature/v1 key")
     return name, PublicKey(raw)
-
-
-def _witness_ok(vkey: str) -> bool:
-    try:
-        _witness(vkey)
-    except (NoteError, ValueError):
-        return False
-    return True
 
 
 def witness_key(vkey: str) -> tuple[str, PublicKey]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from .test_gates import packet_of
 from .test_pipeline import _approval_of, taxonomy
 
 pytestmark = pytest.mark.timeout(240)
+INDEPENDENT = Path(__file__).resolve().parents[2] / "verifier" / "toolgate_evidence.py"
 
 PROPOSAL = """
 SELECT c.signed_document, c.signature, c.signature_proof, c.arguments, k.public_key
@@ -131,7 +134,9 @@ def test_a_withdrawal_is_kept_as_its_agent_signed_it(pipeline: Pipeline) -> None
     assert len(seen) >= 2  # the wait for approval, and the end the withdrawal gave the call
 
 
-def test_an_edited_call_is_proven_by_the_agents_document_and_the_editors_signed_edit(pipeline: Pipeline) -> None:
+def test_an_edited_call_is_proven_by_the_agents_document_and_the_editors_signed_edit(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
     """The calls row stays the agent's original; the edit is proven by the editor's signed decision
     on the held ticket; the editor's vote counted on the edited call's own ticket is signed by
     nobody (NULLs), bob's approval of it is kept as signed."""
@@ -163,3 +168,21 @@ def test_an_edited_call_is_proven_by_the_agents_document_and_the_editors_signed_
     [(_, bob_signed, bob_signature, bob_key)] = [row for row in pipeline.sql(DECISIONS, (second,)) if row[0] == "bob"]
     assert PublicKey(bytes(bob_key)).ok(bytes(bob_signature), bytes(bob_signed))
     _observations_proven(pipeline, sent.tenant_id, sent.call_id, sent.proposal_digest)
+
+    # Its bundle carries the edit, and both verifiers prove the edited arguments and count alice by it.
+    shown = pipeline.cli("evidence", sent.call_id, "--tenant", sent.tenant_id, "--wait", "60", timeout=120)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    bundle = json.loads(shown.stdout)
+    assert bundle["edit"]["ticket"]["approval_id"] == held and bundle["edit"]["decision"]["approver_id"] == "alice"
+    assert bundle["approval"]["ticket"]["approval_id"] == second
+    path = tmp_path / "edited.json"
+    path.write_text(shown.stdout)
+    ours = pipeline.cli("evidence", "verify", str(path), "--json", timeout=120)
+    args = [sys.executable, str(INDEPENDENT), str(path), "--json"]
+    theirs = subprocess.run(args, capture_output=True, text=True, check=False, timeout=120)
+    for verdict in (ours.stdout, theirs.stdout):
+        checks = {c["name"]: c for c in json.loads(verdict)["checks"]}
+        proven = ("proposal.signature", "proposal.arguments", "call.payload_hash", "approval.signatures")
+        assert {name: checks[name]["status"] for name in (*proven, "approval.quorum")} == dict.fromkeys(
+            (*proven, "approval.quorum"), "ok"
+        ), verdict

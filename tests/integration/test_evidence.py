@@ -23,9 +23,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.unit.factories import contracts, proposal, stage_record
 from toolgate.ops import evidence as ops_evidence
+from toolgate.ops.evidence_checks.run import verify
+from toolgate.ops.evidence_checks.trust import trust_of
+from toolgate.ops.evidence_checks.verdict import Status
 from toolgate.schemas.codec import codec
 from toolgate.schemas.hashing import payload_hash
 from toolgate.schemas.models import ApprovalDecision, Verdict
+from toolgate.schemas.wire import canonical_json
 from toolgate.settings import Settings
 from toolgate.store import audit, call_decisions, evidence_archive
 from toolgate.store import evidence as evidence_store
@@ -366,3 +370,92 @@ async def _head_before(url: str, row_id: int) -> int:
     async with await psycopg.AsyncConnection.connect(url) as conn:
         head = await evidence_store.head_before(conn, row_id)
         return head.tree_size if head else 0
+
+
+EDIT_TICKET = (
+    "INSERT INTO toolgate.approvals (approval_id, call_id, tenant_id, run_id, tool_name, tool_version, payload_hash, "
+    "risk_class, required_approvals, status, home_partition, request, packet, created_at, expires_at, decided_at, "
+    "state_version, edited_by, edit_decision_id, edited_payload_hash, edit_of) VALUES (%s, %s, 'acme', 'run_1', %s, "
+    "%s, %s, 'high', 1, %s, 0, '', %s, now() - %s * interval '1 minute', now() + interval '1 hour', now(), 'v7', "
+    "%s, %s, %s, %s)"
+)
+VOTE = (
+    "INSERT INTO toolgate.approval_decisions (decision_id, approval_id, approver_id, verdict, decided_at, signed, "
+    "signature) VALUES (%s, %s, %s, 'APPROVE', now(), %s, %s)"
+)
+
+
+def test_an_edited_calls_bundle_carries_the_edit_and_proves_its_arguments_and_editor(
+    seeded: Seeded, database: Database
+) -> None:
+    """The calls row is the agent's original; the edit (the original ticket, closed EDITED, and the
+    editor's signed decision on it) proves the edited arguments and counts the editor, whose vote on
+    the edited ticket is stored unsigned."""
+    tag = uuid.uuid4().hex[:8]
+    call_id, editor, held, again = f"call_edit_{tag}", f"ed_{tag}", f"apr_held_{tag}", f"apr_edited_{tag}"
+    contract = next(c for c in contracts() if c.name == "payment.charge_card")
+    edited = {**CHARGE, "amount_cents": 1000}
+    signed = proposal_signing.sign(
+        proposal(contract.name, CHARGE, tool_version=contract.version, call_id=call_id, principal=_principal()),
+        "k1",
+        seeded.agent,
+    )
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    edit = signing.sign(
+        ApprovalDecision(
+            decision_id=f"dec_{tag}",
+            approval_id=held,
+            decision=Verdict.APPROVE,
+            approver_id=editor,
+            tool_name=contract.name,
+            tool_version=contract.version,
+            payload_hash=payload_hash(CHARGE),
+            decided_at_ms=now_ms - 30_000,
+            expires_at_ms=now_ms + 300_000,
+            state_version="v7",
+            edited_arguments=canonical_json(edited),
+            signature=b"",
+        ),
+        seeded.approver,
+    )
+    record = stage_record(contract, CHARGE, call_id=call_id, payload_hash=payload_hash(CHARGE))  # the original
+    with psycopg.connect(database.database_url) as conn, conn.transaction():
+        conn.execute(
+            "INSERT INTO toolgate.calls (tenant_id, call_id, proposal_digest, agent_id, signed_document, signature, "
+            "arguments) VALUES ('acme', %s, %s, 'agent_1', %s, %s, %s)",
+            (
+                call_id,
+                proposal_signing.digest(signed),
+                proposal_signing.signed_bytes(signed),
+                signed.signature,
+                signed.arguments,
+            ),
+        )
+        row = Decided("acme", call_id, "policy", 1, contract.name, contract.version, "c", "p", "allow", approvals=1)
+        conn.execute(*call_decisions.record([replace(row, record=codec().encode(record))]))
+        conn.execute(
+            "INSERT INTO toolgate.approvers (approver_id, public_key, risk_classes, created_at) "
+            "VALUES (%s, %s, '{high}', now() - interval '1 day')",
+            (editor, signing.public_bytes(seeded.approver)),
+        )
+        original = (held, call_id, contract.name, contract.version, payload_hash(CHARGE), "EDITED")
+        conn.execute(
+            EDIT_TICKET,
+            (*original, json.dumps({"arguments": CHARGE}), 2, editor, edit.decision_id, payload_hash(edited), None),
+        )
+        conn.execute(VOTE, (edit.decision_id, held, editor, signing.signed_bytes(edit), edit.signature))
+        ticket = (again, call_id, contract.name, contract.version, payload_hash(edited), "APPROVED")
+        conn.execute(EDIT_TICKET, (*ticket, json.dumps({"arguments": edited}), 1, None, None, None, held))
+        conn.execute(VOTE, (f"{edit.decision_id}.edited", again, editor, None, None))
+
+    bundle = ops_evidence.bundle(seeded.settings, call_id, "acme")
+    assert bundle["approval"]["ticket"]["approval_id"] == again
+    assert bundle["edit"]["ticket"]["approval_id"] == held and bundle["edit"]["ticket"]["status"] == "EDITED"
+    assert "edit_decision_id" not in bundle["edit"]["ticket"]
+    assert bundle["edit"]["decision"]["decision_id"] == edit.decision_id
+    assert [a["approver_id"] for a in bundle["keys"]["approvers"]] == [editor]
+    verdict = verify(bundle, trust_of(bundle))
+    assert verdict.status_of("call.payload_hash") is Status.OK
+    assert verdict.status_of("approval.quorum") is Status.OK  # the editor, by the edit
+    assert verdict.status_of("approval.signatures") is Status.SKIPPED  # the edited ticket's vote: unsigned
+    assert ops_evidence.bundle(seeded.settings, seeded.call_id)["edit"] is None

@@ -149,3 +149,14 @@ def test_approval_and_observation_sections_encode_bytes_in_base64() -> None:
     [seen] = sections.observations([row])
     assert seen["value"] == base64.b64encode(b"not a record").decode() and seen["key"] is None
     assert seen["headers"] == headers and seen["decoded"] is None
+
+
+def test_the_edit_section_is_the_original_ticket_and_the_editors_signed_decision() -> None:
+    original = {"approval_id": "apr_0", "approver_groups": ["finance"], "status": "EDITED", "edit_decision_id": "d0"}
+    decision = {"decision_id": "d0", "approver_id": "alice", "signed": b"{}", "signature": b"\1" * 64}
+    edit = sections.edit(original, decision)
+    assert edit == {
+        "ticket": {"approval_id": "apr_0", "approver_groups": ["finance"], "status": "EDITED"},
+        "decision": {**decision, "signed": "e30=", "signature": base64.b64encode(b"\1" * 64).decode()},
+    }
+    assert sections.edit(None, None) is None and sections.edit(original, None) is None

@@ -65,7 +65,7 @@ def test_the_verdict_on_each_vector_is_the_expected_one(name: str) -> None:
 
 
 def test_the_vectors_cover_both_calls_and_every_tampering_the_issue_names() -> None:
-    assert {"approved", "refused"} <= set(NAMES)
+    assert {"approved", "refused", "executed-unapproved", "edited", "edited-tampered-edit-signature"} <= set(NAMES)
     for part in ("argument", "decision-signature", "state-version", "audit-row", "observation", "checkpoint"):
         assert f"tampered-{part}" in NAMES
 
@@ -297,11 +297,22 @@ def test_no_function_of_the_verifier_is_over_60_lines() -> None:
 def test_a_null_input_skips_its_check_and_never_passes_it() -> None:
     bundle = read(VECTORS / "approved" / "bundle.json")
     bundle["proposal"]["arguments"] = None
-    bundle["approval"]["decisions"][0]["signed"] = None
     statuses = {c["name"]: c["status"] for c in V.verify(bundle)["checks"]}
     assert statuses["proposal.arguments"] == statuses["call.payload_hash"] == "skipped"
-    assert statuses["approval.signatures"] == statuses["approval.quorum"] == "skipped"
     assert statuses["proposal.signature"] == "ok"
+
+
+def test_a_decision_stored_unsigned_is_neither_counted_nor_failed() -> None:
+    """docs/evidence.md: a decision with null signed bytes (a row from before 0036) is not counted
+    and not failed; when none of the ticket's is signed, the three approval checks are skipped."""
+    bundle = read(VECTORS / "approved" / "bundle.json")
+    bundle["approval"]["decisions"][0]["signed"] = None
+    statuses = {c["name"]: c["status"] for c in V.verify(bundle)["checks"]}
+    assert statuses["approval.signatures"] == statuses["approval.state_version"] == "ok"
+    assert statuses["approval.quorum"] == "failed"  # bob's alone: 1 of 2
+    bundle["approval"]["decisions"][1]["signature"] = None
+    statuses = {c["name"]: c["status"] for c in V.verify(bundle)["checks"]}
+    assert {statuses[n] for n in ("approval.signatures", "approval.state_version", "approval.quorum")} == {"skipped"}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from tests import evidence_vectors
 from tests.unit import evidence_bundles as eb
 from tests.unit.test_decision_record import stricter
 from toolgate.cli.main import app
@@ -291,10 +292,19 @@ def test_pinned_keys_replace_the_bundles_own() -> None:
     assert "not trusted" in detail(v, "checkpoint.signature")
 
 
-def test_a_witness_without_a_line_is_reported_not_failed() -> None:
+def test_a_witness_without_a_line_is_reported_not_failed_unless_pinned() -> None:
     stranger = vkey("witness.example/w2", COSIGNATURE_V1, PrivateKey(b"\x78" * 32).public.raw)
-    v = verdict(bundle(), witnesses=[stranger])
+    b = bundle()
+    b["keys"]["witnesses"].append({"name": "witness.example/w2", "vkey": stranger})
+    v = verdict(b)
     assert v.ok and "no line from witness.example/w2" in detail(v, "checkpoint.cosignatures")
+    v = verdict(bundle(), witnesses=[stranger])  # the auditor requires the witness it pins
+    assert failed(v) == {"checkpoint.cosignatures"}
+    assert "you pinned did not cosign the checkpoint: witness.example/w2" in detail(v, "checkpoint.cosignatures")
+    b = bundle()
+    b["keys"]["witnesses"][0]["vkey"] = "not a verifier key"  # a malformed part fails the check that reads it
+    v = verdict(b)
+    assert failed(v) == {"checkpoint.cosignatures"} and "unreadable" in detail(v, "checkpoint.cosignatures")
     b = bundle()
     b["keys"]["witnesses"] = []
     assert verdict(b).status_of("checkpoint.cosignatures") is Status.SKIPPED
@@ -330,8 +340,8 @@ def test_a_row_newer_than_the_checkpoint_is_not_yet_proven_in_the_log() -> None:
 def test_a_malformed_part_fails_the_checks_that_read_it_and_no_other() -> None:
     b = bundle()
     del b["audit"]["checkpoint"]["note"]
-    v = verdict(b)
-    assert failed(v) == {"audit.inclusion", "checkpoint.signature", "checkpoint.cosignatures"}
+    v = verdict(b)  # inclusion is checked against the checkpoint's tree_size and root_hash, not its note
+    assert failed(v) == {"checkpoint.signature", "checkpoint.cosignatures"}
     assert "audit.checkpoint.note" in detail(v, "checkpoint.signature")
     b = bundle()
     b["approval"]["decisions"][0]["signed"] = "not base64!"
@@ -445,3 +455,35 @@ def test_the_command_prints_a_line_per_check_or_the_verdict_as_json(tmp_path: Pa
     )
     answer = runner.invoke(app, ["evidence", "verify", str(good), "--deployment-key", "nope"])
     assert answer.exit_code == 2
+
+
+def test_a_held_call_executed_without_its_approval_fails_its_quorum() -> None:
+    b = bundle()
+    b["approval"] = None
+    v = verdict(b)
+    assert failed(v) == {"approval.quorum"}
+    assert detail(v, "approval.quorum") == "policy required 2 approvals; the bundle holds none"
+    b["execution"] = None  # held and never executed: nothing to prove
+    assert verdict(b).status_of("approval.quorum") is Status.SKIPPED
+
+
+def test_an_edited_call_is_proven_by_the_original_proposal_and_the_editors_signed_edit() -> None:
+    vectors = evidence_vectors.vectors()
+    b = vectors["edited"][0]
+    v = verify(b, trust_of(b))
+    assert failed(v) == set() and detail(v, "approval.quorum") == "2 of 2 required approvals: alice, bob"
+    assert detail(v, "call.payload_hash").endswith("edited, as the editor signed, into the edited ticket's")
+    changed = copy.deepcopy(b)
+    changed["approval"]["ticket"]["payload_hash"] = payload_hash({"amount_cents": 1})  # not what alice's edit made
+    v = verify(changed, trust_of(changed))
+    assert "the edited arguments alice signed are not the edited call's ticket's" in detail(v, "call.payload_hash")
+    changed = copy.deepcopy(b)
+    changed["call"]["arguments"]["amount_cents"] = 10000  # the edited arguments as if the agent had asked them
+    changed["call"]["payload_hash"] = payload_hash(changed["call"]["arguments"])
+    v = verify(changed, trust_of(changed))
+    assert detail(v, "call.payload_hash") == "alice edited another payload hash than call.payload_hash"
+    changed = copy.deepcopy(b)
+    changed["edit"] = None  # without its edit, alice's approval is her unsigned vote: not counted
+    assert failed(verify(changed, trust_of(changed))) == {"approval.quorum"}
+    tampered = vectors["edited-tampered-edit-signature"][0]
+    assert failed(verify(tampered, trust_of(tampered))) == {"approval.quorum", "call.payload_hash"}

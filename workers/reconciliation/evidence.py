@@ -59,6 +59,10 @@ async def read_parts(conn: AsyncConnection[Any], tenant_id: str, call_id: str) -
     judged = sections.judged_call(decided)
     ticket = await store.approval(conn, tenant_id, call_id)
     signed = await store.approval_decisions(conn, ticket["approval_id"]) if ticket else []
+    original = await store.edited_from(conn, ticket["approval_id"]) if ticket else None
+    edited_by = original and original["edit_decision_id"]
+    edit = await store.edit_decision(conn, original["approval_id"], edited_by) if original and edited_by else None
+    deciders = [d["approver_id"] for d in signed] + ([edit["approver_id"]] if edit else [])
     document = sections.signing_document(call) or {}
     agent_id = (document.get("principal") or {}).get("agent_id") or (call or {}).get("agent_id")
     key_id = document.get("key_id")
@@ -70,12 +74,13 @@ async def read_parts(conn: AsyncConnection[Any], tenant_id: str, call_id: str) -
         {
             "keys": {
                 "agent": sections.agent(agent),
-                "approvers": sections.approvers(await store.approvers(conn, [d["approver_id"] for d in signed])),
+                "approvers": sections.approvers(await store.approvers(conn, sorted(set(deciders)))),
             },
             "proposal": sections.proposal(call),
             "call": sections.call_section(call, judged),
             "decisions": sections.decisions(decided),
             "approval": sections.approval(ticket, signed),
+            "edit": sections.edit(original, edit),
             "execution": sections.execution(await store.execution(conn, tenant_id, key) if key else None),
             "observations": sections.observations(await store.observations(conn, tenant_id, call_id)),
         },

@@ -82,10 +82,24 @@ def decisions(rows: Sequence[Decided]) -> list[dict[str, Any]]:
 def approval(ticket: Row | None, signed: Sequence[Row]) -> dict[str, Any] | None:
     if ticket is None:
         return None
-    return {
-        "ticket": {**ticket, "approver_groups": list(ticket["approver_groups"] or [])},
-        "decisions": [{**d, "signed": b64(d["signed"]), "signature": b64(d["signature"])} for d in signed],
-    }
+    return {"ticket": _ticket(ticket), "decisions": [_decision(d) for d in signed]}
+
+
+def _ticket(row: Row) -> dict[str, Any]:
+    return {**row, "approver_groups": list(row["approver_groups"] or [])}
+
+
+def _decision(row: Row) -> dict[str, Any]:
+    return {**row, "signed": b64(row["signed"]), "signature": b64(row["signature"])}
+
+
+def edit(original: Row | None, decision: Row | None) -> dict[str, Any] | None:
+    """An edited call's edit: the ticket it was edited from and the editor's decision on it (None:
+    the call is no edit's re-entry, or the decision is gone)."""
+    if original is None or decision is None:
+        return None
+    ticket = _ticket({k: v for k, v in original.items() if k != "edit_decision_id"})
+    return {"ticket": ticket, "decision": _decision(decision)}
 
 
 def execution(key: Row | None) -> dict[str, Any] | None:
@@ -144,6 +158,6 @@ def audit_row(row: Row, leaf_index: int | None, path: Sequence[bytes] | None) ->
 
 
 def bundle(tenant_id: str, call_id: str, made_at: str, **sections: Any) -> dict[str, Any]:
-    """The bundle: `sections` are keys, proposal, call, decisions, approval, execution,
+    """The bundle: `sections` are keys, proposal, call, decisions, approval, edit, execution,
     observations and audit."""
     return {"format": FORMAT, "tenant_id": tenant_id, "call_id": call_id, "made_at": made_at, **sections}
