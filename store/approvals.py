@@ -50,12 +50,12 @@ RETURNING approval_id
 """
 RECORD_DECISIONS = """
 INSERT INTO toolgate.approval_decisions (decision_id, approval_id, approver_id, verdict, reason, decided_at, signed,
-    signature)
+    signature, public_key)
 SELECT d.decision_id, d.approval_id, d.approver_id, d.verdict, d.reason, to_timestamp(d.decided_at_ms / 1000.0),
-    decode(d.signed, 'base64'), decode(d.signature, 'base64')
+    decode(d.signed, 'base64'), decode(d.signature, 'base64'), decode(d.public_key, 'base64')
 FROM jsonb_to_recordset(%s::jsonb)
      AS d(decision_id text, approval_id text, approver_id text, verdict text, reason text, decided_at_ms bigint,
-          signed text, signature text)
+          signed text, signature text, public_key text)
 ON CONFLICT DO NOTHING
 """
 CLOSE = (

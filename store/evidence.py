@@ -53,10 +53,16 @@ EDIT_DECISION = f"""
 SELECT decision_id, approver_id, verdict, {_at("decided_at")}, signed, signature
 FROM toolgate.approval_decisions WHERE approval_id = %s AND decision_id = %s
 """
+# An approver's key as registered when its decision on the call's tickets (an edited call's: its own
+# and the one it was edited from) was counted, kept with the decision (0036): a key rotated since
+# would not verify the decision. Rows before 0036, and an unsigned row: the current key.
 APPROVERS = f"""
-SELECT approver_id, public_key, groups, risk_classes, tenants, status, {_at("created_at", "registered_at")},
-    {_at("revoked_at")}
-FROM toolgate.approvers WHERE approver_id = ANY(%s) ORDER BY approver_id
+SELECT p.approver_id,
+    coalesce((SELECT d.public_key FROM toolgate.approval_decisions d
+              WHERE d.approver_id = p.approver_id AND d.approval_id = ANY(%s) AND d.public_key IS NOT NULL
+              ORDER BY d.decided_at LIMIT 1), p.public_key) AS public_key,
+    p.groups, p.risk_classes, p.tenants, p.status, {_at("p.created_at", "registered_at")}, {_at("p.revoked_at")}
+FROM toolgate.approvers p WHERE p.approver_id = ANY(%s) ORDER BY p.approver_id
 """
 EXECUTION = f"""
 SELECT idempotency_key, request_hash, status, call_id, attempt, response, error_code, {_at("created_at")},
@@ -126,8 +132,12 @@ async def approval_decisions(conn: AsyncConnection[Any], approval_id: str) -> li
     return await _all(conn, APPROVAL_DECISIONS, (approval_id,))
 
 
-async def approvers(conn: AsyncConnection[Any], approver_ids: Sequence[str]) -> list[dict[str, Any]]:
-    return await _all(conn, APPROVERS, (list(approver_ids),))
+async def approvers(
+    conn: AsyncConnection[Any], approval_ids: Sequence[str], approver_ids: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The approvers of these ids, each with its key as registered when its decision on one of the
+    tickets `approval_ids` was counted."""
+    return await _all(conn, APPROVERS, (list(approval_ids), list(approver_ids)))
 
 
 async def execution(conn: AsyncConnection[Any], tenant_id: str, idempotency_key: str) -> dict[str, Any] | None:

@@ -23,12 +23,15 @@ ALTER TABLE toolgate.calls
     ADD COLUMN arguments        text;
 
 -- A counted decision as its approver signed it: the canonical bytes (toolgate/trust/signing.py
--- `signed_bytes`) and the Ed25519 signature over them; a withdrawal, as its agent signed it. NULL
+-- `signed_bytes`) and the Ed25519 signature over them, with the approver's public key that verified
+-- it (an approver's key may be rotated later: the bundle shows the key as registered when the
+-- decision was counted); a withdrawal, as its agent signed it (its key: the agent's). NULL
 -- on the editor's vote counted on an edited call's own ticket (decision_id `<id>.edited`): nobody
 -- signed that row; the editor's signed edit is the held ticket's row under `<id>`.
 ALTER TABLE toolgate.approval_decisions
-    ADD COLUMN signed     bytea,
-    ADD COLUMN signature  bytea;
+    ADD COLUMN signed      bytea,
+    ADD COLUMN signature   bytea,
+    ADD COLUMN public_key  bytea;
 
 -- Every observation as it was published: topic, key, value and headers (seals included: the
 -- deployment's signature, its Merkle path and key id), one row each time a call's observation

@@ -176,9 +176,25 @@ def test_a_two_approver_charge_verifies_offline_with_both_verifiers_and_each_tam
         idempotency_key=f"evidence-{uuid.uuid4().hex}",
     )
     approval_id = _approval_of(pipeline, sent)
-    for approver in ("alice", "bob"):
+    # A second finance controller of its own, whose key is rotated after it approved: the bundle
+    # carries the key as registered when its decision was counted, which still verifies it.
+    fay = f"fay-{uuid.uuid4().hex[:8]}"
+    added = pipeline.cli(
+        "approvers",
+        "add",
+        fay,
+        "--risk-classes",
+        "HIGH_RISK_EXTERNAL,CRITICAL_MUTATION",
+        "--groups",
+        "finance-controllers",
+        "--tenant",
+        "acme",
+    )
+    assert added.returncode == 0, added.stdout + added.stderr
+    for approver in ("alice", fay):
         assert pipeline.cli("approvals", "approve", approval_id, "--as", approver).returncode == 0
     assert taxonomy(pipeline.wait(sent)) == "SUCCESS"
+    assert pipeline.cli("approvers", "rotate", fay).returncode == 0
     refused = pipeline.propose(
         "payment.charge_card",
         {"invoice_id": pipeline.open_invoice(amount_cents=1_500_000), "amount_cents": 1_500_000, "currency": "USD"},

@@ -77,7 +77,8 @@ class DecisionsHandler(Handler[ApprovalDecision]):
                     counted.append(decision)
                     rows += said(step, decision, request, now)
             if counted:
-                await self._apply(conn, counted, held, requests)
+                keys = {a.approver_id: a.public_key for a in approvers.values()}
+                await self._apply(conn, counted, held, requests, keys)
             await outbox_rows.enqueue(conn, rows, self.topics)
             await audit.append(conn, entries)
             if any(r.topic == "executable" for r in rows):
@@ -96,11 +97,12 @@ class DecisionsHandler(Handler[ApprovalDecision]):
         counted: list[ApprovalDecision],
         held: dict[str, Ticket],
         requests: dict[str, StageRecord],
+        keys: dict[str, bytes],
     ) -> None:
         """The counted decisions and the tickets they closed; a denied or edited call's value
         released (the held payload of an edited call for good: it never runs; the edited call
         reserves its own when policy allows it)."""
-        await tickets.record_decisions(conn, counted)
+        await tickets.record_decisions(conn, counted, keys)
         decided = (TicketStatus.APPROVED, TicketStatus.DENIED, TicketStatus.EDITED)
         await tickets.close(conn, [t for t in held.values() if t.status in decided])
         edits = [d for d in counted if d.edited_arguments is not None and held[d.approval_id].status == "EDITED"]

@@ -78,6 +78,7 @@ def editor_vote(record: StageRecord, approval_id: str, now_ms: int) -> dict[str,
         "decided_at_ms": now_ms,
         "signed": None,
         "signature": None,
+        "public_key": None,
     }
 
 

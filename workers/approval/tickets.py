@@ -13,7 +13,7 @@ write what decisions did to them.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -98,10 +98,12 @@ async def insert(conn: AsyncConnection[Any], opened: Iterable[Opening]) -> set[s
     return await approvals.insert(conn, [ticket_row(o) for o in opened])
 
 
-def decision_row(decision: ApprovalDecision) -> dict[str, Any]:
+def decision_row(decision: ApprovalDecision, public_key: bytes | None = None) -> dict[str, Any]:
     """A counted decision as a row of the store's approvals.RECORD_DECISIONS, with the canonical
     bytes its signature was verified over (signing.signed_bytes: an approver's decision and an
-    agent's withdrawal alike) and the signature, base64: the evidence an auditor checks again."""
+    agent's withdrawal alike), the signature and the approver's key that verified it (None for a
+    withdrawal: the agent's keys are kept by the agent registry), base64: the evidence an auditor
+    checks again, with the key as it was registered then."""
     return {
         "decision_id": decision.decision_id,
         "approval_id": decision.approval_id,
@@ -111,11 +113,15 @@ def decision_row(decision: ApprovalDecision) -> dict[str, Any]:
         "decided_at_ms": decision.decided_at_ms,
         "signed": base64.b64encode(signed_bytes(decision)).decode(),
         "signature": base64.b64encode(decision.signature).decode(),
+        "public_key": None if public_key is None else base64.b64encode(public_key).decode(),
     }
 
 
-async def record_decisions(conn: AsyncConnection[Any], counted: list[ApprovalDecision]) -> None:
-    await approvals.record_decisions(conn, [decision_row(d) for d in counted])
+async def record_decisions(
+    conn: AsyncConnection[Any], counted: list[ApprovalDecision], keys: Mapping[str, bytes]
+) -> None:
+    """Record the counted decisions, each with its approver's key in `keys` (by approver id)."""
+    await approvals.record_decisions(conn, [decision_row(d, keys.get(d.approver_id)) for d in counted])
 
 
 async def mark_edited(conn: AsyncConnection[Any], decisions: list[ApprovalDecision]) -> None:

@@ -63,6 +63,7 @@ async def read_parts(conn: AsyncConnection[Any], tenant_id: str, call_id: str) -
     edited_by = original and original["edit_decision_id"]
     edit = await store.edit_decision(conn, original["approval_id"], edited_by) if original and edited_by else None
     deciders = [d["approver_id"] for d in signed] + ([edit["approver_id"]] if edit else [])
+    tickets = [t["approval_id"] for t in (ticket, original) if t]
     document = sections.signing_document(call) or {}
     agent_id = (document.get("principal") or {}).get("agent_id") or (call or {}).get("agent_id")
     key_id = document.get("key_id")
@@ -74,7 +75,7 @@ async def read_parts(conn: AsyncConnection[Any], tenant_id: str, call_id: str) -
         {
             "keys": {
                 "agent": sections.agent(agent),
-                "approvers": sections.approvers(await store.approvers(conn, sorted(set(deciders)))),
+                "approvers": sections.approvers(await store.approvers(conn, tickets, sorted(set(deciders)))),
             },
             "proposal": sections.proposal(call),
             "call": sections.call_section(call, judged),
