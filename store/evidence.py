@@ -65,8 +65,8 @@ SELECT p.approver_id,
 FROM toolgate.approvers p WHERE p.approver_id = ANY(%s) ORDER BY p.approver_id
 """
 EXECUTION = f"""
-SELECT idempotency_key, request_hash, status, call_id, attempt, response, error_code, {_at("created_at")},
-    {_at("completed_at")}
+SELECT idempotency_key, request_hash, status, expired_from, call_id, attempt, response, error_code,
+    {_at("created_at")}, {_at("completed_at")}
 FROM toolgate.idempotency_keys WHERE tenant_id = %s AND idempotency_key = %s
 """
 OBSERVATIONS = (

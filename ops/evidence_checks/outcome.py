@@ -21,12 +21,18 @@ def once(bundle: Any) -> Check:
     execution = bundle.get("execution")
     if execution is None:
         return skipped(name, "the call never reached execution (no execution in the bundle)")
-    if execution.get("status") != "COMPLETED":
-        return failed(name, f"the idempotency key is {execution.get('status')}, not COMPLETED")
+    ended = execution.get("expired_from") if execution.get("status") == "EXPIRED" else execution.get("status")
+    if ended != "COMPLETED":
+        return failed(name, f"the idempotency key is {_status(execution)}, not COMPLETED")
     completions = [r for r in part(bundle, "audit", "rows") if r.get("action") == EXECUTED]
     if len(completions) != 1:
         return failed(name, f"{len(completions)} audit rows record the key's completion, not exactly one")
     return ok(name, f"the key completed once (audit row {completions[0].get('id')})")
+
+
+def _status(execution: dict[str, Any]) -> str:
+    status = str(execution.get("status"))
+    return f"EXPIRED from {execution.get('expired_from')}" if status == "EXPIRED" else status
 
 
 def signature(bundle: Any, trust: Trust) -> Check:

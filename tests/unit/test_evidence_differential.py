@@ -119,3 +119,14 @@ def test_a_pinned_witness_without_a_line_fails_in_both() -> None:
     for bundle in sources().values():
         first, second = statuses(bundle, [stranger])
         assert first == second and first["checkpoint.cosignatures"] == "failed"
+
+
+@pytest.mark.parametrize(
+    ("expired_from", "status"), [("COMPLETED", "ok"), ("FAILED_FINAL", "failed"), (None, "failed")]
+)
+def test_a_key_past_its_window_counts_by_the_status_it_ended_in_in_both(expired_from: str | None, status: str) -> None:
+    """A bundle retention keeps is made after the key's deduplication window: EXPIRED, from what it was."""
+    bundle = copy.deepcopy(sources()["approved"])
+    bundle["execution"].update(status="EXPIRED", expired_from=expired_from)
+    first, second = statuses(bundle)
+    assert first["execution.once"] == second["execution.once"] == status
