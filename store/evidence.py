@@ -81,6 +81,10 @@ COSIGNATURES = (
     "SELECT cosignature FROM toolgate.audit_cosignatures WHERE head_id = %s AND outcome = 'cosigned' ORDER BY id"
 )
 LEAVES = "SELECT id, hash FROM toolgate.audit_log WHERE id > %s ORDER BY id LIMIT %s"
+# The first head over every row up to `id`: the checkpoint a bundle of rows up to it proves them in.
+HEAD_COVERING = (
+    f"SELECT {HEAD_COLUMNS} FROM toolgate.audit_tree_heads WHERE last_row_id >= %s ORDER BY last_row_id LIMIT 1"
+)
 # The newest head over rows before `id` only: the leaves after it are all a proof of that row needs.
 HEAD_BEFORE = (
     f"SELECT {HEAD_COLUMNS} FROM toolgate.audit_tree_heads WHERE last_row_id < %s ORDER BY last_row_id DESC LIMIT 1"
@@ -156,6 +160,11 @@ async def cosignatures(conn: AsyncConnection[Any], head_id: int) -> list[str]:
     """The signature lines the witnesses gave a tree head."""
     cur = await conn.execute(COSIGNATURES, (head_id,))
     return [str(row[0]) for row in await cur.fetchall()]
+
+
+async def head_covering(conn: AsyncConnection[Any], row_id: int) -> Head | None:
+    """The first tree head that covers every row up to `row_id` (None: none does yet)."""
+    return Head.of(await (await conn.execute(HEAD_COVERING, (row_id,))).fetchone())
 
 
 async def head_before(conn: AsyncConnection[Any], row_id: int) -> Head | None:

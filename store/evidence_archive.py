@@ -13,19 +13,26 @@ from typing import Any
 from psycopg import AsyncConnection
 
 # A call whose operational rows are older than %(age)s seconds and whose bundle is not kept yet; not
-# one still held for approval (retention keeps it, and its story is not over).
-DUE = """
+# one still held for approval (retention keeps it, and its story is not over). Each table's oldest
+# are taken by its time index and stop at the batch (a backlog of old rows is not read whole for
+# every batch); a call found in several is one.
+_UNKEPT = """NOT EXISTS (SELECT 1 FROM toolgate.evidence_bundles e WHERE e.tenant_id = {t}.tenant_id
+        AND e.call_id = {t}.call_id)
+    AND NOT EXISTS (SELECT 1 FROM toolgate.approvals p
+        WHERE p.tenant_id = {t}.tenant_id AND p.call_id = {t}.call_id AND p.status = 'PENDING')"""
+_OLD = "now() - make_interval(secs => %(age)s)"
+DUE = f"""
 SELECT tenant_id, call_id, min(at) FROM (
-    SELECT tenant_id, call_id, at FROM toolgate.calls WHERE at < now() - make_interval(secs => %(age)s)
+    (SELECT c.tenant_id, c.call_id, c.at FROM toolgate.calls c
+     WHERE c.at < {_OLD} AND {_UNKEPT.format(t="c")} ORDER BY c.at LIMIT %(batch)s)
     UNION ALL
-    SELECT tenant_id, call_id, at FROM toolgate.call_decisions WHERE at < now() - make_interval(secs => %(age)s)
+    (SELECT d.tenant_id, d.call_id, d.at FROM toolgate.call_decisions d
+     WHERE d.at < {_OLD} AND {_UNKEPT.format(t="d")} ORDER BY d.at LIMIT %(batch)s)
     UNION ALL
-    SELECT tenant_id, call_id, created_at FROM toolgate.approvals
-    WHERE status <> 'PENDING' AND decided_at < now() - make_interval(secs => %(age)s)
+    (SELECT a.tenant_id, a.call_id, a.created_at FROM toolgate.approvals a
+     WHERE a.status <> 'PENDING' AND a.decided_at < {_OLD} AND {_UNKEPT.format(t="a")}
+     ORDER BY a.decided_at LIMIT %(batch)s)
 ) c
-WHERE NOT EXISTS (SELECT 1 FROM toolgate.evidence_bundles e WHERE e.tenant_id = c.tenant_id AND e.call_id = c.call_id)
-  AND NOT EXISTS (SELECT 1 FROM toolgate.approvals a
-                  WHERE a.tenant_id = c.tenant_id AND a.call_id = c.call_id AND a.status = 'PENDING')
 GROUP BY tenant_id, call_id ORDER BY 3, 1, 2 LIMIT %(batch)s
 """
 INSERT = """

@@ -287,7 +287,7 @@ async def _archive(settings: Settings) -> int:
     pool = make_pool(settings.database_url, "evidence-test", max_size=1)
     await pool.open()
     try:
-        return await archive_due(pool, PublicKeys.of(settings), 30 * 86_400.0)
+        return await archive_due(pool, PublicKeys.of(settings), 30 * 86_400.0, budget_s=60.0)
     finally:
         await pool.close()
 
@@ -364,6 +364,21 @@ def test_proofs_start_from_the_head_before_the_calls_first_row(seeded: Seeded) -
         root = bytes.fromhex(checkpoint["root_hash"])
         assert inclusion_ok(bytes.fromhex(row["hash"]), row["leaf_index"], checkpoint["tree_size"], proof, root)
     assert rows[1]["leaf_index"] == rows[0]["leaf_index"] + 1
+
+
+def test_the_checkpoint_is_the_first_head_over_the_calls_rows_however_many_heads_follow(seeded: Seeded) -> None:
+    """A bundle's proofs go to the first head that covers the call's rows, not the newest: the same
+    checkpoint whenever it is made, and proofs that read the rows of the call's own time."""
+    call_id, url = f"call_first_{uuid.uuid4().hex[:8]}", seeded.settings.database_url
+    asyncio.run(_append(url, [audit.Entry("validation", "refused", "x", call_id, "acme") for _ in range(2)]))
+    asyncio.run(_head(seeded.settings, seeded.witness))
+    first = ops_evidence.bundle(seeded.settings, call_id, "acme")["audit"]["checkpoint"]
+    for _ in range(2):
+        asyncio.run(_append(url, [audit.Entry("reconciliation", "filler", "x", None, "acme")]))
+        asyncio.run(_head(seeded.settings, seeded.witness))
+    later = ops_evidence.bundle(seeded.settings, call_id, "acme")
+    assert later["audit"]["checkpoint"] == first and later["audit"]["uncovered"] == 0
+    assert first["tree_size"] == later["audit"]["rows"][-1]["leaf_index"] + 1
 
 
 async def _head_before(url: str, row_id: int) -> int:

@@ -92,9 +92,13 @@ async def read_parts(conn: AsyncConnection[Any], tenant_id: str, call_id: str) -
 async def assemble(
     conn: AsyncConnection[Any], keys: PublicKeys, calls: Sequence[tuple[str, str]]
 ) -> list[dict[str, Any]]:
-    """The bundle of each (tenant_id, call_id), in order."""
+    """The bundle of each (tenant_id, call_id), in order. Their audit rows are proven in the first
+    tree head that covers them all (the newest, while none does yet): a bundle's checkpoint is the
+    same whenever it is made, and its proofs read the log's rows of its calls' time, not every row
+    since (a later head is consistent with it: the witnesses checked that)."""
     parts = [await read_parts(conn, tenant_id, call_id) for tenant_id, call_id in calls]
-    head = await audit_tree.last_head(conn)
+    last = max((row["id"] for p in parts for row in p.audit), default=0)
+    head = await store.head_covering(conn, last) or await audit_tree.last_head(conn)
     checkpoint, covered = None, 0
     paths: dict[int, tuple[int, list[bytes]]] = {}  # by row id: leaf index, audit path
     if head is not None:

@@ -69,7 +69,8 @@ class Pruner:
         await self.pool.open()
         deleted: dict[str, int] = {}
         with tracer().start_as_current_span("reconciliation.prune") as span:
-            kept = await archive_due(self.pool, PublicKeys.of(self.settings), self._evidence_age())
+            budget_s = self.settings.retention_interval_seconds / 2
+            kept = await archive_due(self.pool, PublicKeys.of(self.settings), self._evidence_age(), budget_s)
             span.set_attribute("toolgate.retention.evidence_bundles", kept)
             for table, statement, age_of in STATEMENTS:
                 params: dict[str, Any] = {
