@@ -116,13 +116,14 @@ def test_a_write_replayed_after_its_key_expired_is_answered_from_the_ledger_neve
 def test_a_write_replayed_once_retention_left_only_its_tombstone_is_refused_never_run(pipeline: Pipeline) -> None:
     key, sent, _, captured, proposed = drafted(pipeline, DRAFT)
     # Forty days past its window: retention (every 2 s in the test session) is past its history.
-    # The call's own rows are as old: its evidence bundle is kept first, then its history goes.
+    # The call's own rows are as old (aged once the key is EXPIRED): its evidence bundle is kept
+    # first, then its history goes.
+    expire(pipeline, key, "40 days")
     for table in ("calls", "call_decisions"):
         pipeline.sql(
             f"UPDATE toolgate.{table} SET at = now() - interval '40 days' WHERE tenant_id = 'acme' AND call_id = %s",
             (sent.call_id,),
         )
-    expire(pipeline, key, "40 days")
     eventually(lambda: not key_state(pipeline, key) or key_state(pipeline, key)[0][1] is None, timeout=30)
     assert key_state(pipeline, key) == [("EXPIRED", None)]  # a tombstone: no request, no outcome
     kept = "SELECT bundle->'execution'->>'status', bundle->'execution'->>'expired_from' FROM toolgate.evidence_bundles "
