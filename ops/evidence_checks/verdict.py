@@ -1,6 +1,6 @@
 """A verdict on an evidence bundle: one outcome per check, each `ok`, `failed` (with one sentence
 saying what does not hold) or `skipped` (with why), in the order docs/evidence.md names them. The
-independent verifier (verifier/toolgate_evidence.py) prints the same names and statuses."""
+independent verifier (verifier/toolgate_evidence/) prints the same names and statuses."""
 
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ def check_audit(bundle: dict[str, Any], deployment_keys: list[bytes]) -> None:
     assert signed_by(note, head.origin, PublicKey(_b(key["public_key"])))
 
 
-VERIFIER = Path(__file__).resolve().parents[2] / "verifier" / "toolgate_evidence.py"
+VERIFIER = Path(__file__).resolve().parents[2] / "verifier" / "toolgate_evidence"
 REDERIVED = "decisions.rederived"  # toolgate's own verifier only: the independent one cannot run toolgate
 
 

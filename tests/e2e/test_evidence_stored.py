@@ -33,7 +33,7 @@ from .test_gates import packet_of
 from .test_pipeline import _approval_of, taxonomy
 
 pytestmark = pytest.mark.timeout(240)
-INDEPENDENT = Path(__file__).resolve().parents[2] / "verifier" / "toolgate_evidence.py"
+INDEPENDENT = Path(__file__).resolve().parents[2] / "verifier" / "toolgate_evidence"
 
 PROPOSAL = """
 SELECT c.signed_document, c.signature, c.signature_proof, c.arguments, k.public_key

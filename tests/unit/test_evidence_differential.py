@@ -1,6 +1,6 @@
 """The two evidence verifiers agree everywhere (issue 53: "the same verdicts on the same bundles"):
 toolgate's own (`toolgate evidence verify`, ops/evidence_checks/) and the independent one
-(verifier/toolgate_evidence.py) give every check the same status on many mutated bundles: each
+(verifier/toolgate_evidence/) give every check the same status on many mutated bundles: each
 field of the valid test vectors and of tests/unit/evidence_bundles.py's bundles nulled, removed,
 emptied and with one byte flipped; `decisions.rederived` aside (the independent one always skips
 it). Where they differed, docs/evidence.md now says which is right."""
