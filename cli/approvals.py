@@ -18,6 +18,7 @@ approvers_app = typer.Typer(no_args_is_help=True, help="Approvers and their sign
 WAIT_OPTION = typer.Option("--wait", help="seconds to wait for the judgment of the decision (0: do not wait)")
 ACTOR_OPTION = typer.Option("--as", help="who makes the change (written to the audit log)")
 IDS_ARGUMENT = typer.Argument(help="approval ids, or any start of one that names only it (several: one decision each)")
+APPROVER_OPTION = typer.Option("--as", help="approver id (its key must be in the local keyring)")
 EDIT_HELP = (
     "a JSON object merged over the held call's arguments (each key it names replaces that argument); "
     "it may only narrow: a spent value (an amount) may not grow"
@@ -155,7 +156,7 @@ def _print_judgment(judged: dict[str, Any] | None, shown: str, wait: float) -> N
 @approvals_app.command("approve")
 def approvals_approve(
     approval_ids: Annotated[list[str], IDS_ARGUMENT],
-    approver: Annotated[str, typer.Option("--as", help="approver id (its key must be in the local keyring)")],
+    approver: Annotated[str, APPROVER_OPTION],
     reason: Annotated[str | None, typer.Option()] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     wait: Annotated[float, WAIT_OPTION] = 15.0,
@@ -171,7 +172,7 @@ def approvals_approve(
 @approvals_app.command("deny")
 def approvals_deny(
     approval_ids: Annotated[list[str], IDS_ARGUMENT],
-    approver: Annotated[str, typer.Option("--as", help="approver id")],
+    approver: Annotated[str, APPROVER_OPTION],
     reason: Annotated[str | None, typer.Option()] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     wait: Annotated[float, WAIT_OPTION] = 15.0,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import fastjsonschema
 from jsonschema import Draft202012Validator
@@ -18,6 +18,7 @@ from toolgate.contracts.error_contract import ErrorContract
 from toolgate.contracts.schema_work import MeteredValidator
 
 VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+T = TypeVar("T")
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
@@ -28,6 +29,27 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return major, minor, patch
 
 
+def _from_document(kind: Callable[[Any], T], *path: str) -> cached_property[T]:
+    """A contract's value at `path` in its document, as `kind`, read once (admission has checked
+    that it is there)."""
+
+    def value(contract: Contract) -> T:
+        found: Any = contract.document
+        for key in path:
+            found = found[key]
+        return kind(found)
+
+    return cached_property(value)
+
+
+def _schema(value: Any) -> Mapping[str, Any]:
+    return cast(Mapping[str, Any], value)
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @dataclass(frozen=True)
 class Contract:
     """One admitted tool version: the reference contract plus its executor binding."""
@@ -36,26 +58,20 @@ class Contract:
     binding: Mapping[str, Any]
     source: str = field(compare=False)
 
-    @cached_property
-    def name(self) -> str:
-        return str(self.document["identity"]["name"])
-
-    @cached_property
-    def version(self) -> str:
-        return str(self.document["identity"]["version"])
-
-    @cached_property
-    def owner(self) -> str:
-        """Who answers for the tool (`toolgate contracts list` names it)."""
-        return str(self.document["identity"]["owner"])
+    name = _from_document(str, "identity", "name")
+    version = _from_document(str, "identity", "version")
+    owner = _from_document(str, "identity", "owner")  # who answers for the tool (`toolgate contracts list`)
+    lifecycle = _from_document(str, "identity", "lifecycle", "status")
+    side_effect_class = _from_document(str, "transactional", "side_effect_class")
+    required_scopes = _from_document(_strings, "security", "required_scopes")
+    input_schema = _from_document(_schema, "affordance", "input_schema")
+    output_schema = _from_document(_schema, "affordance", "output_schema")
+    timeout_ms = _from_document(int, "runtime", "timeout_ms")
+    max_retries = _from_document(int, "runtime", "max_retries")
 
     @cached_property
     def version_tuple(self) -> tuple[int, int, int]:
         return parse_version(self.version)
-
-    @cached_property
-    def lifecycle(self) -> str:
-        return str(self.document["identity"]["lifecycle"]["status"])
 
     @cached_property
     def sunset_date(self) -> dt.date | None:
@@ -81,24 +97,8 @@ class Contract:
         return f"{self.name} {self.version} was sunset{when}{instead}"
 
     @cached_property
-    def side_effect_class(self) -> str:
-        return str(self.document["transactional"]["side_effect_class"])
-
-    @cached_property
     def is_mutation(self) -> bool:
         return self.side_effect_class != "READ_ONLY"
-
-    @cached_property
-    def required_scopes(self) -> tuple[str, ...]:
-        return tuple(self.document["security"]["required_scopes"])
-
-    @cached_property
-    def input_schema(self) -> Mapping[str, Any]:
-        return self.document["affordance"]["input_schema"]  # type: ignore[no-any-return]
-
-    @cached_property
-    def output_schema(self) -> Mapping[str, Any]:
-        return self.document["affordance"]["output_schema"]  # type: ignore[no-any-return]
 
     @cached_property
     def executor(self) -> Mapping[str, Any]:
@@ -114,14 +114,6 @@ class Contract:
     @cached_property
     def approval(self) -> Mapping[str, Any]:
         return self.binding.get("approval") or {}
-
-    @cached_property
-    def timeout_ms(self) -> int:
-        return int(self.document["runtime"]["timeout_ms"])
-
-    @cached_property
-    def max_retries(self) -> int:
-        return int(self.document["runtime"]["max_retries"])
 
     @cached_property
     def errors(self) -> ErrorContract:

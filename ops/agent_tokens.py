@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from toolgate.ops.registry import RegistryError, read, utc_text
+from toolgate.ops.registry import RegistryError, as_listed, read
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
 from toolgate.store import agents, audit
@@ -73,17 +73,7 @@ def revoke(settings: Settings, agent_id: str, revoked_id: str | None = None, act
 def listed(settings: Settings, agent_id: str) -> list[dict[str, Any]]:
     """An agent's tokens (active or revoked, the agent active or revoked), by id: never the token."""
     _registered(settings, agent_id, active=False)
-    with psycopg.connect(settings.database_url) as conn:
-        rows = agents.tokens(conn, agent_id)
-    return [
-        {
-            "token_id": r.token_id,
-            "status": r.status,
-            "created_at": utc_text(r.created_at),
-            "revoked_at": utc_text(r.revoked_at) if r.revoked_at else None,
-        }
-        for r in rows
-    ]
+    return [as_listed(r) for r in read(settings.database_url, agents.tokens, agent_id)]
 
 
 async def agent_of(conn: psycopg.AsyncConnection[Any], token: str) -> tuple[str, str] | None:

@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 
 from toolgate.kafka_security import ADMIN, client_config
-from toolgate.ops.registry import RegistryError, in_transaction, read, utc_text
+from toolgate.ops.registry import RegistryError, as_listed, in_transaction, read
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
 from toolgate.store import agents, audit, tenants
@@ -211,16 +211,4 @@ def revoke(settings: Settings, agent_id: str, key_id: str | None = None, actor: 
 
 
 def list_agents(settings: Settings) -> list[dict[str, Any]]:
-    rows = read(settings.database_url, agents.listed)
-    return [
-        {
-            "agent": r.agent_id,
-            "tenant": r.tenant_id,
-            "scopes": list(r.scopes),
-            "status": r.status,
-            "created_at": utc_text(r.created_at),
-            "active_keys": list(r.active_keys),
-            "revoked_keys": list(r.revoked_keys),
-        }
-        for r in rows
-    ]
+    return [as_listed(r, agent_id="agent", tenant_id="tenant") for r in read(settings.database_url, agents.listed)]

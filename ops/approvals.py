@@ -27,7 +27,7 @@ from toolgate.contracts.edits import diff
 from toolgate.contracts.registry import load_registry
 from toolgate.kafka_security import APPROVALS, client_config
 from toolgate.ops.approval_card import shown
-from toolgate.ops.registry import read, utc_text
+from toolgate.ops.registry import as_listed, read, utc_text
 from toolgate.ops.tables import id_column, print_table, text_column
 from toolgate.schemas.models import ApprovalDecision, ApprovalRequest
 from toolgate.settings import Settings
@@ -48,22 +48,8 @@ def list_approvals(
 ) -> list[dict[str, Any]]:
     """The newest tickets (of `status`; of the tenants `approver` decides for, when given)."""
     rows = read(settings.database_url, approvals.listed, status, limit, approver)
-    return [
-        {
-            "approval_id": r.approval_id,
-            "status": r.status,
-            "tool": r.tool_name,
-            "version": r.tool_version,
-            "risk_class": r.risk_class,
-            "tenant": r.tenant_id,
-            "required": r.required_approvals,
-            "approved": r.approved,
-            "created_at": _when(r.created_at),
-            "expires_at": _when(r.expires_at),
-            "call_id": r.call_id,
-        }
-        for r in rows
-    ]
+    names = {"tool_name": "tool", "tool_version": "version", "tenant_id": "tenant", "required_approvals": "required"}
+    return [as_listed(r, **names) for r in rows]
 
 
 def print_list(rows: list[dict[str, Any]], console: Console) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from toolgate.ops.registry import RegistryError, in_transaction, read, utc_text
+from toolgate.ops.registry import RegistryError, as_listed, in_transaction, read
 from toolgate.settings import Settings
 from toolgate.states import RegistryStatus
 from toolgate.store import approvers, audit
@@ -211,15 +211,6 @@ def revoke_approver(settings: Settings, approver: str, actor: str = "operator") 
 def list_approvers(settings: Settings) -> list[dict[str, Any]]:
     rows = read(settings.database_url, approvers.listed)
     return [
-        {
-            "approver": r.approver_id,
-            "status": r.status,
-            "risk_classes": r.risk_classes,
-            "groups": r.groups,
-            "created_at": utc_text(r.created_at),
-            "key_id": key_id_of(bytes(r.public_key)),
-            "tenants": list(r.tenants),
-            "acts_as": list(r.acts_as),
-        }
+        as_listed(r, approver_id="approver", public_key="key_id") | {"key_id": key_id_of(bytes(r.public_key))}
         for r in rows
     ]

@@ -1,17 +1,21 @@
 """What the operator commands on the registries share (tenants and agents, agent tokens,
-approvers, approvals): the refusal they answer with, one transaction for a change and its audit
-rows, and a timestamp as their listings show it."""
+approvers, approvals, webhooks): the refusal they answer with, one transaction for a change and
+its audit rows, and a store's row and a timestamp as their listings show them."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
 from collections.abc import Awaitable, Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import psycopg
 
 from toolgate.schemas.errors import PermanentError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -42,3 +46,13 @@ def read(
 def utc_text(at: dt.datetime) -> str:
     """A registry's timestamp as the operators' listings show it, in UTC."""
     return at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def as_listed(row: DataclassInstance, **names: str) -> dict[str, Any]:
+    """A store's row as the operators' listings show it (`--json` prints it as it is): each field
+    in order, under its own name or the one `names` gives it; a timestamp as `utc_text` writes it."""
+    return {names.get(f.name, f.name): _value(getattr(row, f.name)) for f in fields(row)}
+
+
+def _value(value: Any) -> Any:
+    return utc_text(value) if isinstance(value, dt.datetime) else value

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 
-from toolgate.ops.registry import RegistryError, in_transaction, read, utc_text
+from toolgate.ops.registry import RegistryError, as_listed, in_transaction, read, utc_text
 from toolgate.settings import Settings
 from toolgate.store import audit, tenants, webhooks
 from toolgate.workers.webhooks.delivery import origin
@@ -77,17 +77,5 @@ def list_deliveries(settings: Settings, tenant: str | None, status: str | None, 
     if status is not None and status not in STATUSES:
         raise RegistryError(f"status {status!r} is not one of {', '.join(STATUSES)}")
     rows = read(settings.database_url, webhooks.deliveries, tenant, status, limit)
-    return [
-        {
-            "delivery": r.delivery_id,
-            "tenant": r.tenant_id,
-            "event": r.event_type,
-            "approval": r.approval_id,
-            "status": r.status,
-            "attempts": r.attempts,
-            "last_outcome": r.last_outcome,
-            "created_at": utc_text(r.created_at),
-            "due_at": utc_text(r.due_at) if r.status == "pending" else None,
-        }
-        for r in rows
-    ]
+    names = {"delivery_id": "delivery", "tenant_id": "tenant", "event_type": "event", "approval_id": "approval"}
+    return [as_listed(r, **names) | {"due_at": utc_text(r.due_at) if r.status == "pending" else None} for r in rows]

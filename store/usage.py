@@ -142,18 +142,7 @@ def read(tenants: Sequence[str], results: list[batch.Result]) -> Read:
 
 def record(events: Sequence[Event]) -> batch.Statement:
     """The statement that counts these events (an operation counted before is not again)."""
-    rows = [
-        {
-            "event_id": e.event_id,
-            "tenant_id": e.tenant_id,
-            "agent_id": e.agent_id,
-            "run_id": e.run_id,
-            "tool_name": e.tool_name,
-            "spends": e.spends,
-        }
-        for e in events
-    ]
-    return RECORD, (rows_json(rows),)
+    return RECORD, (rows_json(list(events)),)
 
 
 async def recent_calls(conn: AsyncConnection[Any], windows: Windows) -> dict[tuple[str, str], Window]:

@@ -127,18 +127,7 @@ def of_call(event_id: str, run: Run, values: Iterable[tuple[str, int]]) -> list[
 
 def reserve(reservations: Iterable[Reservation]) -> batch.Statement:
     """The statement that reserves these values (an operation reserved before is not again)."""
-    rows = [
-        {
-            "event_id": r.event_id,
-            "dimension": r.dimension,
-            "tenant_id": r.tenant_id,
-            "agent_id": r.agent_id,
-            "run_id": r.run_id,
-            "amount": r.amount,
-        }
-        for r in sorted(reservations, key=lambda r: (r.event_id, r.dimension))
-    ]
-    return RESERVE, (rows_json(rows),)
+    return RESERVE, (rows_json(sorted(reservations, key=lambda r: (r.event_id, r.dimension))),)
 
 
 def release_statement(event_ids: Iterable[str], *, ended: bool) -> batch.Statement:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pytest
@@ -39,6 +40,26 @@ def test_what_orjson_refuses_is_written_as_json_dumps_writes_it(rows: list[dict[
 def test_what_json_has_no_form_for_is_still_refused() -> None:
     with pytest.raises(TypeError):
         rows_json([{"at": dt.datetime(2026, 11, 24, tzinfo=dt.UTC)}])
+    with pytest.raises(TypeError):
+        rows_json([Row("e", ("s",), dt.datetime(2026, 11, 24, tzinfo=dt.UTC))])
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    event_id: str
+    spends: tuple[str, ...]
+    amount: Any
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [Row("e1", ("calls", "emails"), 125), Row("e2", (), None)],
+        [Row("\ud800", ("calls",), 2**64)],  # what orjson refuses: json.dumps writes the same object
+    ],
+)
+def test_a_dataclass_row_is_the_object_of_its_fields(rows: list[Row]) -> None:
+    assert json.loads(rows_json(rows)) == json.loads(json.dumps([asdict(r) for r in rows]))
 
 
 @pytest.mark.parametrize("fmt", [PyFormat.TEXT, PyFormat.BINARY])
