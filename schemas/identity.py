@@ -1,34 +1,20 @@
 """Who a call is, as every record about it repeats it: the one place that copies it.
 
-A proposal, the StageRecord each gate passes on and the ExecutionResult it ends in all carry the
-same six fields naming the call (its id, tenant, principal, workflow, run and when it was made).
-`identity_of` reads them from any of those models and a new record is built with
-`StageRecord(**identity_of(proposal), ...)`, so a field added to the call's identity is added
-here once instead of at every stage that builds a record.
+A proposal, the Call each gate passes on in its StageRecord and the ExecutionResult it ends in
+all carry the same six fields naming the call (its id, tenant, principal, workflow, run and when
+it was made). `identity_of` reads them from any of those models and a new record is built with
+`Call(**identity_of(proposal), ...)`, so a field added to the call's identity is added here once
+instead of at every stage that builds a record.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, TypedDict
+from typing import TypedDict
 
-from toolgate.schemas.models import Principal
+from toolgate.schemas.models import Call, ExecutionResult, Principal, ToolProposal
 
-
-class Identified(Protocol):
-    """Any record that names a call (ToolProposal, StageRecord, ExecutionResult)."""
-
-    @property
-    def call_id(self) -> str: ...
-    @property
-    def tenant_id(self) -> str: ...
-    @property
-    def principal(self) -> Principal: ...
-    @property
-    def workflow_id(self) -> str: ...
-    @property
-    def run_id(self) -> str: ...
-    @property
-    def created_at_ms(self) -> int: ...
+# Every record that names a call, each with the six fields its schema gives it.
+Identified = ToolProposal | Call | ExecutionResult
 
 
 class CallIdentity(TypedDict):

@@ -199,65 +199,16 @@ class Settings:
         return self
 
 
+# Each setting's environment variable is TOOLGATE_ and its name in capitals, but for these; every
+# one is documented in docs/configuration.md (tests/unit/test_settings.py holds it to that).
+_ENV_NAMED = {"kafka_home": "KAFKA_HOME", "max_poll_interval_s": "TOOLGATE_MAX_POLL_INTERVAL_SECONDS"}
+# Settings no variable of their own sets: the home is TOOLGATE_HOME's, read before the others.
+_NOT_FROM_ENV = frozenset({"home", "session_timeout_s", "heartbeat_interval_s"})
 _ENV = {
-    "kafka_bootstrap": "TOOLGATE_KAFKA_BOOTSTRAP",
-    "database_url": "TOOLGATE_DATABASE_URL",
-    "admin_database_url": "TOOLGATE_ADMIN_DATABASE_URL",
-    "topic_prefix": "TOOLGATE_TOPIC_PREFIX",
-    "partitions": "TOOLGATE_PARTITIONS",
-    "broker": "TOOLGATE_BROKER",
-    "brokers": "TOOLGATE_BROKERS",
-    "kafka_cache": "TOOLGATE_KAFKA_CACHE",
-    "kafka_home": "KAFKA_HOME",
-    "kafka_heap_mb": "TOOLGATE_KAFKA_HEAP_MB",
-    "kafka_secure": "TOOLGATE_KAFKA_SECURE",
-    "broker_cpus": "TOOLGATE_BROKER_CPUS",
-    "upstream_nice": "TOOLGATE_UPSTREAM_NICE",
-    "batch_max": "TOOLGATE_BATCH_MAX",
-    "batch_ms": "TOOLGATE_BATCH_MS",
-    "fetch_wait_ms": "TOOLGATE_FETCH_WAIT_MS",
-    "idle_nap_ms": "TOOLGATE_IDLE_NAP_MS",
-    "woken_nap_ms": "TOOLGATE_WOKEN_NAP_MS",
-    "linger_ms": "TOOLGATE_LINGER_MS",
-    "compression": "TOOLGATE_COMPRESSION",
-    "batch_bytes": "TOOLGATE_BATCH_BYTES",
-    "stream_buffer": "TOOLGATE_STREAM_BUFFER",
-    "max_poll_interval_s": "TOOLGATE_MAX_POLL_INTERVAL_SECONDS",
-    "lease_seconds": "TOOLGATE_LEASE_SECONDS",
-    "reconcile_interval_seconds": "TOOLGATE_RECONCILE_INTERVAL_SECONDS",
-    "verification_window_seconds": "TOOLGATE_VERIFICATION_WINDOW_SECONDS",
-    "approval_sweep_seconds": "TOOLGATE_APPROVAL_SWEEP_SECONDS",
-    "retention_days": "TOOLGATE_RETENTION_DAYS",
-    "retention_tombstone_days": "TOOLGATE_RETENTION_TOMBSTONE_DAYS",
-    "retention_interval_seconds": "TOOLGATE_RETENTION_INTERVAL_SECONDS",
-    "endpoints": "TOOLGATE_ENDPOINTS",
-    "egress_allowlist": "TOOLGATE_EGRESS_ALLOWLIST",
-    "secrets_dir": "TOOLGATE_SECRETS_DIR",
-    "contracts_dir": "TOOLGATE_CONTRACTS_DIR",
-    "policy_dir": "TOOLGATE_POLICY_DIR",
-    "environment": "TOOLGATE_ENVIRONMENT",
-    "trace_sample_ratio": "TOOLGATE_TRACE_SAMPLE_RATIO",
-    "telemetry_exporter": "TOOLGATE_TELEMETRY_EXPORTER",
-    "log_level": "TOOLGATE_LOG_LEVEL",
-    "metrics_port": "TOOLGATE_METRICS_PORT",
-    "metrics_addr": "TOOLGATE_METRICS_ADDR",
-    "console_host": "TOOLGATE_CONSOLE_HOST",
-    "console_url": "TOOLGATE_CONSOLE_URL",
-    "console_port": "TOOLGATE_CONSOLE_PORT",
-    "metrics_sample_seconds": "TOOLGATE_METRICS_SAMPLE_SECONDS",
-    "audit_verify_seconds": "TOOLGATE_AUDIT_VERIFY_SECONDS",
-    "refusal_audit_seconds": "TOOLGATE_REFUSAL_AUDIT_SECONDS",
-    "deployment_secret_ref": "TOOLGATE_DEPLOYMENT_SECRET_REF",
-    "deployment_public_key": "TOOLGATE_DEPLOYMENT_PUBLIC_KEY",
-    "keyset_refresh_seconds": "TOOLGATE_KEYSET_REFRESH_SECONDS",
-    "keyset_grace_seconds": "TOOLGATE_KEYSET_GRACE_SECONDS",
-    "proposal_max_age_seconds": "TOOLGATE_PROPOSAL_MAX_AGE_SECONDS",
-    "proposal_future_skew_seconds": "TOOLGATE_PROPOSAL_FUTURE_SKEW_SECONDS",
-    "record_max_age_seconds": "TOOLGATE_RECORD_MAX_AGE_SECONDS",
-    "admission_work_per_second": "TOOLGATE_ADMISSION_WORK_PER_SECOND",
-    "admission_work_burst": "TOOLGATE_ADMISSION_WORK_BURST",
+    f.name: _ENV_NAMED.get(f.name, f"TOOLGATE_{f.name.upper()}")
+    for f in fields(Settings)
+    if f.name not in _NOT_FROM_ENV
 }
-_ENV |= {name: f"TOOLGATE_{name.upper()}" for name in ("audit_tree_seconds", "audit_origin", "audit_witnesses")}
 
 ENV_VARS: tuple[str, ...] = ("TOOLGATE_HOME", *_ENV.values())
 

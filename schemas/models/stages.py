@@ -11,13 +11,8 @@ from toolgate.schemas.models.common import FieldError, Outcome, Principal, Verif
 from toolgate.schemas.wire import JsonObject, WireModel
 
 
-class Call(WireModel):
-    """One call as validation admitted it: who asked, what, with which canonical arguments, and
-    the facts derived from them once (payload hash, idempotency key, request hash). Written
-    by validation, never changed after: every later stage reads it, and a stage that passes
-    a call on copies its bytes (kept: the codec keeps a read Call's encoding and writes it
-    again as it came).
-    """
+class StageHeadCall(WireModel):
+    """The fields of a Call that StageHead reads."""
 
     avro_name: ClassVar[str] = "toolgate.Call"
     call_id: str
@@ -27,6 +22,17 @@ class Call(WireModel):
     tool_version: str
     dry_run: bool = False
     idempotency_key: str
+
+
+class Call(StageHeadCall):
+    """One call as validation admitted it: who asked, what, with which canonical arguments, and
+    the facts derived from them once (payload hash, idempotency key, request hash). Written
+    by validation, never changed after: every later stage reads it, and a stage that passes
+    a call on copies its bytes (kept: the codec keeps a read Call's encoding and writes it
+    again as it came).
+    """
+
+    avro_name: ClassVar[str] = "toolgate.Call"
     request_hash: str
     principal: Principal
     workflow_id: str
@@ -109,19 +115,6 @@ class StageRecord(WireModel):
     warnings: list[str] = Field(default_factory=list)
     decisions: list[StageDecision] = Field(default_factory=list)
     call: Call
-
-
-class StageHeadCall(WireModel):
-    """The fields of a Call that StageHead reads."""
-
-    avro_name: ClassVar[str] = "toolgate.Call"
-    call_id: str
-    home_partition: int
-    tenant_id: str
-    tool_name: str
-    tool_version: str
-    dry_run: bool = False
-    idempotency_key: str
 
 
 class StageHead(WireModel):

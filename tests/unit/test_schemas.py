@@ -14,6 +14,7 @@ from fastavro.schema import load_schema
 from tests.unit.factories import as_released_0_1, sample_models
 from toolgate.schemas import codegen, documents, models
 from toolgate.schemas.codec import MARKER, DecodeError, codec, schema_fingerprint
+from toolgate.schemas.model_build import model_classes
 from toolgate.schemas.models import (
     Call,
     FieldError,
@@ -21,6 +22,7 @@ from toolgate.schemas.models import (
     Principal,
     StageDecision,
     StageHead,
+    StageHeadCall,
     StageRecord,
     TaxonomyClass,
     ToolProposal,
@@ -65,6 +67,15 @@ def test_models_are_fresh() -> None:
 def test_models_source_is_what_codegen_generates() -> None:
     for name, source in codegen.generate().items():
         assert (codegen.MODELS / name).read_text() == source, name
+
+
+def test_every_model_has_its_records_fields_in_their_order() -> None:
+    """A model's fields are its record's, in the wire order, also where the record extends the
+    part a projection reads of it (its leading fields: a Call is a StageHeadCall and more)."""
+    named = documents.all_named_types()
+    for name, cls in model_classes().items():
+        assert list(cls.model_fields) == [f["name"] for f in named[name]["fields"]], name
+    assert issubclass(Call, StageHeadCall)
 
 
 def test_every_avsc_is_named_after_its_full_name() -> None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from opentelemetry import trace
@@ -91,34 +91,29 @@ class CallSpan:
         )
 
 
+@dataclass(slots=True, eq=False)
 class CallSpans:
     """Opens and ends the spans named `name` of one stage's calls."""
 
-    def __init__(
-        self,
-        name: str,
-        provider: TracerProvider | None = None,
-        processor: SpanProcessor | None = None,
-        kind: SpanKind = SpanKind.CONSUMER,
-        lines: JsonLinesSpanExporter | None = None,
-    ) -> None:
-        self.name = name
-        self.kind = kind
-        self._provider = provider
-        self._processor = processor
-        self._lines = lines
-        # The lines of the spans ended since the last `flush`, each copied here as it is made:
-        # holding orjson's own outputs until the round's end (allocated anew and kept, each took
-        # fresh memory) cost far more than copying them
-        # (docs/performance.md, "Figures behind the code").
-        self._ended = bytearray()
-        self._parent_decides = False
-        self._service: object = None
-        if provider is not None:
-            self._use(provider)
+    name: str
+    provider: TracerProvider | None = None
+    processor: SpanProcessor | None = None
+    kind: SpanKind = SpanKind.CONSUMER
+    lines: JsonLinesSpanExporter | None = None
+    # The lines of the spans ended since the last `flush`, each copied here as it is made:
+    # holding orjson's own outputs until the round's end (allocated anew and kept, each took
+    # fresh memory) cost far more than copying them
+    # (docs/performance.md, "Figures behind the code").
+    _ended: bytearray = field(init=False, default_factory=bytearray)
+    _parent_decides: bool = field(init=False, default=False)
+    _service: object = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.provider is not None:
+            self._use(self.provider)
 
     def _use(self, provider: TracerProvider) -> None:
-        self._provider = provider
+        self.provider = provider
         self._parent_decides = parent_decides(provider.sampler)
         self._service = provider.resource.attributes.get("service.name")
 
@@ -126,12 +121,12 @@ class CallSpans:
         """The SDK's provider once the process installed it (stages are built before that).
         Without it there is nothing to record: calls pass their parent's traceparent on, as the
         API's non-recording spans would."""
-        if self._provider is None:
+        if self.provider is None:
             found = trace.get_tracer_provider()
             if isinstance(found, TracerProvider):
-                self._processor, self._lines = span_processor(), span_lines()
+                self.processor, self.lines = span_processor(), span_lines()
                 self._use(found)
-        return self._provider
+        return self.provider
 
     def open(self, parent: Parent | None, attributes: Attributes) -> CallSpan | None:
         """A call's span, started now: sampled (recorded when it ends) or not (its traceparent
@@ -158,10 +153,10 @@ class CallSpans:
 
     def end(self, span: CallSpan, attributes: Attributes, error: str | None = None) -> None:
         """End `span` now with `attributes` added; `error` marks it failed with that description."""
-        if self._provider is None or not span.sampled:
+        if self.provider is None or not span.sampled:
             return
         span.attributes.update(attributes)
-        if self._lines is not None:
+        if self.lines is not None:
             self._ended += line_of(
                 span.trace_id,
                 span.span_id,
@@ -176,14 +171,14 @@ class CallSpans:
             )
             self._ended += b"\n"
             return
-        if self._processor is None:
+        if self.processor is None:
             return
-        self._processor.on_end(
+        self.processor.on_end(
             ReadableSpan(
                 self.name,
                 context=span.context,
                 parent=span.parent.context() if span.parent is not None else None,
-                resource=self._provider.resource,
+                resource=self.provider.resource,
                 attributes=span.attributes,
                 kind=self.kind,
                 status=Status(StatusCode.ERROR, error) if error is not None else Status(StatusCode.UNSET),
@@ -198,9 +193,9 @@ class CallSpans:
         that cannot be written loses those spans, never the round (as the SDK's export thread
         would lose them)."""
         ended, self._ended = self._ended, bytearray()
-        if not ended or self._lines is None:
+        if not ended or self.lines is None:
             return
         try:
-            self._lines.append(bytes(ended))
+            self.lines.append(bytes(ended))
         except (OSError, ValueError) as exc:  # a full disk, a closed file
             log.warning("spans not written", extra={"action": "spans_lost", "count": len(ended), "error": repr(exc)})

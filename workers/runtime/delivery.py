@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from toolgate.schemas.models import PayloadKind, TaxonomyClass
@@ -47,24 +48,15 @@ def is_undeliverable(exc: BaseException | None) -> bool:
     return isinstance(exc, ProduceError) and exc.undeliverable
 
 
+@dataclass(frozen=True, slots=True)
 class Delivery:
-    def __init__(
-        self,
-        stage: str,
-        topics: Topics,
-        send: Send,
-        batch_bytes: int,
-        sealer: Sealer,
-        backoff: Backoff,
-        keep: Keep | None = None,
-    ) -> None:
-        self.stage = stage
-        self.topics = topics
-        self.send = send
-        self.batch_bytes = batch_bytes
-        self.sealer = sealer
-        self.backoff = backoff
-        self.keep = keep
+    stage: str
+    topics: Topics
+    send: Send
+    batch_bytes: int
+    sealer: Sealer
+    backoff: Backoff
+    keep: Keep | None = None
 
     async def flush(self, out: Emit) -> None:
         """Produce everything `out` holds and wait until the broker acknowledged all of it."""
