@@ -52,7 +52,7 @@ from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageR
 from toolgate.states import ENDED, KeyStatus
 from toolgate.workers.execution import answers, clearance, parts
 from toolgate.workers.execution import idempotency as idem
-from toolgate.workers.execution.answers import STAGE, deadline_passed, refuse, replay, verification_for
+from toolgate.workers.execution.answers import STAGE, Blocked, deadline_passed, refuse, replay, verification_for
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
 from toolgate.workers.execution.preview import preview
 from toolgate.workers.runtime.results import outcome, result
@@ -125,7 +125,7 @@ def prepare(record: StageRecord, contract: Contract, key: str | None, traceparen
     """What a call gets before anything is read (`key`: its idempotency key; None: a read)."""
     tampered = clearance.hash_intact(record)
     if tampered is not None:
-        return Answer(refuse(record, traceparent, tampered.taxonomy, tampered.code, tampered.message, now))
+        return Answer(refuse(record, traceparent, tampered, now))
     if record.call.deadline_ms is not None and record.call.deadline_ms <= now:
         return Answer(deadline_passed(record, traceparent, now)) if key is None else Late()
     if record.call.dry_run:
@@ -165,23 +165,23 @@ def resend_safe(contract: Contract) -> bool:
 # --- after the reservation -------------------------------------------------------------------
 
 
-# The plans that refuse the call: its taxonomy class, error code and message.
-_REFUSALS: dict[type[idem.Mismatch | idem.Expired | idem.Conflict], tuple[TaxonomyClass, str, str]] = {
-    idem.Mismatch: (
-        TaxonomyClass.SIGNATURE_MISMATCH,
+# The plans that refuse the call, and how.
+_REFUSALS: dict[type[idem.Mismatch | idem.Expired | idem.Conflict], Blocked] = {
+    idem.Mismatch: Blocked(
         "key_reused",
         "this idempotency key was used with different arguments; refusing (fail closed)",
+        TaxonomyClass.SIGNATURE_MISMATCH,
     ),
-    idem.Expired: (
-        TaxonomyClass.STALE_STATE,
+    idem.Expired: Blocked(
         "key_expired",
         "this operation's idempotency key outlived its deduplication window; propose it as a new "
         "logical operation if it should still happen",
+        TaxonomyClass.STALE_STATE,
     ),
-    idem.Conflict: (
-        TaxonomyClass.IDEMPOTENCY_CONFLICT,
+    idem.Conflict: Blocked(
         "in_progress",
         "the same operation is in progress; retry after the delay",
+        TaxonomyClass.IDEMPOTENCY_CONFLICT,
     ),
 }
 
@@ -199,9 +199,8 @@ def after_reservation(record: StageRecord, traceparent: str, plan: idem.Plan, no
         return Held()
     if isinstance(plan, idem.Execute):
         return Run(plan)
-    taxonomy, code, message = _REFUSALS[type(plan)]
     retry_after_ms = plan.retry_after_ms if isinstance(plan, idem.Conflict) else None
-    return Answer(refuse(record, traceparent, taxonomy, code, message, now, retry_after_ms=retry_after_ms))
+    return Answer(refuse(record, traceparent, _REFUSALS[type(plan)], now, retry_after_ms=retry_after_ms))
 
 
 # --- after the effect ------------------------------------------------------------------------
