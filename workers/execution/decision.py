@@ -10,7 +10,7 @@ Before anything (`prepare`):
     deadline passed, a read                     -> Answer TIMEOUT deadline_passed
     deadline passed, a mutation                 -> Late (replays a stored outcome, else TIMEOUT)
     dry run                                     -> Answer SUCCESS with a preview of the call
-    a read                                      -> Run Execute(1)
+    a read                                      -> Execute(1): it runs
     a mutation                                  -> Reserve (idempotency.plan decides)
 
 A late mutation (`late_answer`): a COMPLETED / FAILED_FINAL / COMPENSATED outcome of the same
@@ -22,8 +22,8 @@ After the reservation committed (`after_reservation`), by the key's plan:
     Mismatch  -> Answer SIGNATURE_MISMATCH key_reused
     Expired   -> Answer STALE_STATE key_expired
     Conflict  -> Answer IDEMPOTENCY_CONFLICT in_progress, retry after the lease
-    Hold      -> Held (no answer now: its owner or reconciliation answers)
-    Execute   -> Run
+    Hold      -> Hold: no answer now (its owner or reconciliation answers)
+    Execute   -> Execute: it runs
 
 A call repeating an earlier call of the same round and key (`follower_plan`) shares its plan,
 or is a Mismatch when its request differs.
@@ -75,20 +75,10 @@ class Reserve:
     """A mutation: its idempotency key, reserved or read under lock, decides."""
 
 
-@dataclass(frozen=True)
-class Run:
-    """The call's effect runs, as this attempt of its operation."""
-
-    plan: idem.Execute
-
-
-@dataclass(frozen=True)
-class Held:
-    """The key is in flight elsewhere: no answer now; its owner or reconciliation answers."""
-
-
-Prepared = Answer | Late | Reserve | Run
-Settled = Answer | Held | Run
+# What runs is the plan Execute: the call's effect runs, as that attempt of its operation; a key
+# in flight elsewhere is the plan Hold: no answer now, its owner or reconciliation answers.
+Prepared = Answer | Late | Reserve | idem.Execute
+Settled = Answer | idem.Hold | idem.Execute
 
 
 @dataclass(frozen=True)
@@ -142,7 +132,7 @@ def prepare(record: StageRecord, contract: Contract, key: str | None, traceparen
             )
         )
     if key is None:
-        return Run(idem.Execute(1))
+        return idem.Execute(1)
     return Reserve()
 
 
@@ -195,10 +185,8 @@ def after_reservation(record: StageRecord, traceparent: str, plan: idem.Plan, no
     """What a keyed call gets once its key's plan is known: an answer without any effect, or its run."""
     if isinstance(plan, idem.Replay):
         return Answer(replay(record, traceparent, plan.response, now, compensated=plan.status == KeyStatus.COMPENSATED))
-    if isinstance(plan, idem.Hold):
-        return Held()
-    if isinstance(plan, idem.Execute):
-        return Run(plan)
+    if isinstance(plan, idem.Hold | idem.Execute):
+        return plan
     retry_after_ms = plan.retry_after_ms if isinstance(plan, idem.Conflict) else None
     return Answer(refuse(record, traceparent, _REFUSALS[type(plan)], now, retry_after_ms=retry_after_ms))
 
