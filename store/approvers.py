@@ -12,6 +12,8 @@ from typing import Any
 
 from psycopg import AsyncConnection, Connection
 
+from toolgate.store.rows import Approver as Approver  # an approver as approval-wait judges its decisions
+
 DECIDING = """
 SELECT approver_id, public_key, risk_classes, status = 'active', groups, tenants, acts_as FROM toolgate.approvers
 WHERE approver_id = ANY(%b)
@@ -32,19 +34,6 @@ LIST = (
     "SELECT approver_id, status, risk_classes, groups, created_at, public_key, tenants, acts_as "
     "FROM toolgate.approvers ORDER BY approver_id"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Approver:
-    """An approver as approval-wait judges its decisions."""
-
-    approver_id: str
-    public_key: bytes
-    risk_classes: list[str]
-    active: bool
-    groups: list[str]
-    tenants: list[str]
-    acts_as: list[str]
 
 
 @dataclass(frozen=True, slots=True)

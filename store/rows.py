@@ -3,7 +3,8 @@ decision may import them without the store's I/O. A key's row as phase A reads i
 (store/keys.py `lock`, judged by workers/execution/idempotency.py), and an approval ticket as
 execution clears a call by it (store/approvals.py `clearances`, judged by
 workers/execution/clearance.py), and an open ticket as approval-wait judges a decision on it
-(store/approvals.py `tickets`, judged by workers/approval/decision.py)."""
+(store/approvals.py `tickets`, judged by workers/approval/decision.py) with the approver who
+decided (store/approvers.py `deciding`)."""
 
 from __future__ import annotations
 
@@ -96,3 +97,16 @@ class Decided:
     facts: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
     record: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Approver:
+    """An approver as approval-wait judges its decisions."""
+
+    approver_id: str
+    public_key: bytes
+    risk_classes: list[str]
+    active: bool
+    groups: list[str]
+    tenants: list[str]  # the tenants it decides for; none: it decides for no one
+    acts_as: list[str]  # the user ids it acts as: never counted on a call one of them requested

@@ -54,7 +54,7 @@ def approver(
     groups: tuple[str, ...] = (),
     tenants: tuple[str, ...] = ("acme",),
 ) -> Approver:
-    return Approver(name, public_bytes(KEYS[name]), risk, active, groups, tenants)
+    return Approver(name, public_bytes(KEYS[name]), list(risk), active, list(groups), list(tenants), [])
 
 
 def ticket(**overrides: object) -> Ticket:

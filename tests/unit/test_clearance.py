@@ -119,8 +119,8 @@ def test_a_target_that_moved_since_approval_is_stale_state() -> None:
 def test_a_ticket_consumed_elsewhere_meanwhile_blocks_the_call() -> None:
     blocked = consumed_elsewhere(ticket(charge()))
     assert (blocked.taxonomy, blocked.code) == (TaxonomyClass.CONFIRMATION_MISSING, "approval_consumed")
-    assert approval_id_for("acme", "call_1") in blocked.message
-    assert "approval ? released" in consumed_elsewhere(None).message
+    assert approval_id_for("acme", "call_1") in blocked.reason
+    assert "approval ? released" in consumed_elsewhere(None).reason
 
 
 def test_a_spent_ticket_releases_no_execution_of_its_operation_again() -> None:

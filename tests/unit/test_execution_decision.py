@@ -18,11 +18,9 @@ from toolgate.workers.execution.answers import replay, stored_response, verifica
 from toolgate.workers.execution.decision import (
     Answer,
     Concluded,
-    Held,
     Late,
     NotUndone,
     Reserve,
-    Run,
     StoredOutcome,
     Undone,
 )
@@ -83,8 +81,8 @@ PREPARE = [
     PrepareRow("a late mutation", DRAFT, {"deadline_ms": NOW - 1}, Late),
     PrepareRow("a dry-run mutation", DRAFT, {"dry_run": True}, Answer, TaxonomyClass.SUCCESS),
     PrepareRow("a dry-run read", FETCH, {"dry_run": True}, Answer, TaxonomyClass.SUCCESS),
-    PrepareRow("a read in time", FETCH, {"deadline_ms": NOW + 1}, Run),
-    PrepareRow("a python read", ESTIMATE, {}, Run),
+    PrepareRow("a read in time", FETCH, {"deadline_ms": NOW + 1}, idem.Execute),
+    PrepareRow("a python read", ESTIMATE, {}, idem.Execute),
     PrepareRow("a mutation", DRAFT, {}, Reserve),
     PrepareRow("an http mutation", CHARGE, {"deadline_ms": NOW + 1}, Reserve),
 ]
@@ -95,8 +93,8 @@ def test_prepare(row: PrepareRow) -> None:
     r = record(row.contract, **row.overrides)
     prepared = decision.prepare(r, row.contract, key_of(row.contract, r), TRACEPARENT, NOW)
     assert type(prepared) is row.expected
-    if isinstance(prepared, Run):
-        assert prepared.plan == idem.Execute(1)
+    if isinstance(prepared, idem.Execute):
+        assert prepared == idem.Execute(1)
     if isinstance(prepared, Answer):
         res = prepared.result
         assert res.outcome.taxonomy_class is row.taxonomy
@@ -200,9 +198,9 @@ PLANS = [
         "in_progress",
         retry_after_ms=4_000,
     ),
-    PlanRow("Hold", idem.Hold(), Held),
-    PlanRow("Execute", idem.Execute(2), Run),
-    PlanRow("Execute, taking over", idem.Execute(1, takeover=True), Run),
+    PlanRow("Hold", idem.Hold(), idem.Hold),
+    PlanRow("Execute", idem.Execute(2), idem.Execute),
+    PlanRow("Execute, taking over", idem.Execute(1, takeover=True), idem.Execute),
 ]
 
 
@@ -211,8 +209,8 @@ def test_after_reservation(row: PlanRow) -> None:
     r = record(DRAFT)
     settled = decision.after_reservation(r, TRACEPARENT, row.plan, NOW)
     assert type(settled) is row.expected
-    if isinstance(settled, Run):
-        assert settled.plan == row.plan
+    if isinstance(settled, idem.Hold | idem.Execute):
+        assert settled == row.plan
     if isinstance(settled, Answer):
         res = settled.result
         assert res.outcome.taxonomy_class is row.taxonomy

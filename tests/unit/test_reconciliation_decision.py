@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from toolgate.schemas.models import TaxonomyClass
+from toolgate.workers.execution.effects import Done, Effect, Unknown, failed
 from toolgate.workers.reconciliation.decision import (
     NO_EFFECT,
     NOT_RECEIVED,
     PROVIDER_COMPLETED,
     PROVIDER_FAILED,
     UNVERIFIABLE,
-    Answer,
     Ask,
     Complete,
     FailFinal,
     Leave,
     PendingKey,
-    ProviderCompleted,
-    ProviderFailed,
-    ProviderNeverReceived,
-    ProviderUnsure,
     Redrive,
     Resolution,
     resolve,
@@ -30,6 +27,9 @@ CREATED = 1_000_000
 WINDOW = 8_000
 OPEN = CREATED + WINDOW - 1  # the last millisecond the verification window is open
 CLOSED = CREATED + WINDOW
+# What the status query answers when the provider never received the call, and when it failed.
+NEVER_RECEIVED = failed(TaxonomyClass.DEPENDENCY_UNAVAILABLE, "not_received", "never received", final=False)
+PROVIDER_FAILURE = failed(TaxonomyClass.DEPENDENCY_UNAVAILABLE, "provider_failed", "it failed", final=True)
 
 
 def key(executor: str, status_query: bool = False) -> PendingKey:
@@ -54,17 +54,17 @@ def test_triage(executor: str, status_query: bool, expected: Ask | Resolution) -
 @pytest.mark.parametrize(
     ("answer", "now_ms", "expected"),
     [
-        (ProviderCompleted({"id": "ch_1"}), OPEN, Complete({"id": "ch_1"})),
-        (ProviderCompleted({"id": "ch_1"}), CLOSED, Complete({"id": "ch_1"})),
-        (ProviderNeverReceived(), OPEN, Redrive(NOT_RECEIVED)),
-        (ProviderNeverReceived(), CLOSED, Redrive(NOT_RECEIVED)),
-        (ProviderFailed(), OPEN, FailFinal(PROVIDER_FAILED)),
-        (ProviderFailed(), CLOSED, FailFinal(PROVIDER_FAILED)),
-        (ProviderUnsure("status query answered 503"), OPEN, Leave("still unknown: status query answered 503")),
-        (ProviderUnsure("status query answered 503"), CLOSED, FailFinal(UNVERIFIABLE)),
+        (Done({"id": "ch_1"}), OPEN, Complete({"id": "ch_1"})),
+        (Done({"id": "ch_1"}), CLOSED, Complete({"id": "ch_1"})),
+        (NEVER_RECEIVED, OPEN, Redrive(NOT_RECEIVED)),
+        (NEVER_RECEIVED, CLOSED, Redrive(NOT_RECEIVED)),
+        (PROVIDER_FAILURE, OPEN, FailFinal(PROVIDER_FAILED)),
+        (PROVIDER_FAILURE, CLOSED, FailFinal(PROVIDER_FAILED)),
+        (Unknown("status query answered 503"), OPEN, Leave("still unknown: status query answered 503")),
+        (Unknown("status query answered 503"), CLOSED, FailFinal(UNVERIFIABLE)),
     ],
 )
-def test_resolve(answer: Answer, now_ms: int, expected: Resolution) -> None:
+def test_resolve(answer: Effect, now_ms: int, expected: Resolution) -> None:
     assert resolve(key("http", True), answer, now_ms=now_ms, window_ms=WINDOW) == expected
 
 

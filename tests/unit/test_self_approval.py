@@ -32,7 +32,7 @@ from .test_approval_decision import NOW, approver, decision, ticket
 def test_an_approver_acting_as_the_requester_is_refused(
     requested_by: str, acts_as: tuple[str, ...], code: str | None
 ) -> None:
-    alice = replace(approver("alice"), acts_as=acts_as)
+    alice = replace(approver("alice"), acts_as=list(acts_as))
     verdict = judge(decision("alice"), ticket(requested_by=requested_by), alice, NOW)
     if code is None:
         assert verdict == Counted(TicketStatus.PENDING, ("alice",))
@@ -44,7 +44,7 @@ def test_an_approver_acting_as_the_requester_is_refused(
 @pytest.mark.parametrize("verdict", [Verdict.APPROVE, Verdict.DENY])
 def test_a_self_approval_neither_approves_nor_denies_and_leaves_the_ticket_pending(verdict: Verdict) -> None:
     held = ticket(requested_by="u_alice", required_approvals=1)
-    alice = replace(approver("alice"), acts_as=("u_alice",))
+    alice = replace(approver("alice"), acts_as=["u_alice"])
     step = transition(decision("alice", verdict=verdict), held, alice, NOW)
     assert (step.counted, step.ticket, step.action) == (False, held, "decision_refused")
     assert step.detail["code"] == "self_approval" and step.outcome == "refused:self_approval"
@@ -55,7 +55,7 @@ def test_a_self_approval_neither_approves_nor_denies_and_leaves_the_ticket_pendi
 
 def test_a_self_approval_after_another_approval_does_not_complete_it() -> None:
     held = ticket(requested_by="u_bob", approved_by=("alice",), decided_by=("alice",))
-    bob = replace(approver("bob"), acts_as=("u_bob",))
+    bob = replace(approver("bob"), acts_as=["u_bob"])
     verdict = judge(decision("bob"), held, bob, NOW)
     assert isinstance(verdict, Refusal) and verdict.code == "self_approval"
     assert judge(decision("carol"), held, approver("carol"), NOW) == Counted(TicketStatus.APPROVED, ("alice", "carol"))

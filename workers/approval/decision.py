@@ -35,6 +35,7 @@ from toolgate.refusal import Refusal
 from toolgate.schemas.hashing import fingerprint
 from toolgate.schemas.models import ApprovalDecision, StageRecord, Verdict
 from toolgate.states import StageOutcome, TicketStatus
+from toolgate.store.rows import Approver as Approver  # who decides, as the store reads it
 from toolgate.store.rows import OpenTicket
 from toolgate.trust.signing import SINGLE_EXECUTION, verify
 from toolgate.workers.runtime.passages import Decided
@@ -43,17 +44,6 @@ STAGE = "approval-wait"
 
 
 Ticket = OpenTicket  # what a decision is judged against, as the store reads it
-
-
-@dataclass(frozen=True)
-class Approver:
-    approver_id: str
-    public_key: bytes
-    risk_classes: tuple[str, ...]
-    active: bool
-    groups: tuple[str, ...] = ()
-    tenants: tuple[str, ...] = ()  # the tenants it decides for; none: it decides for no one
-    acts_as: tuple[str, ...] = ()  # the user ids it acts as: never counted on a call one of them requested
 
 
 @dataclass(frozen=True)

@@ -50,18 +50,7 @@ async def load(conn: AsyncConnection[Any], ids: list[str]) -> tuple[dict[str, Ti
 
 
 async def approvers(conn: AsyncConnection[Any], ids: list[str]) -> dict[str, Approver]:
-    return {
-        r.approver_id: Approver(
-            r.approver_id,
-            bytes(r.public_key),
-            tuple(r.risk_classes),
-            bool(r.active),
-            tuple(r.groups),
-            tuple(r.tenants),
-            tuple(r.acts_as),
-        )
-        for r in await store_approvers.deciding(conn, ids)
-    }
+    return {r.approver_id: r for r in await store_approvers.deciding(conn, ids)}
 
 
 async def requesters(conn: AsyncConnection[Any], agent_ids: list[str]) -> dict[str, withdrawal.Requester]:

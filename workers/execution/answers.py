@@ -7,14 +7,30 @@ which settles keys with the same stored response and verification.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from toolgate.contracts.templates import fill
+from toolgate.refusal import Refusal
 from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass, Verification
 from toolgate.workers.execution.effects import Job
 from toolgate.workers.runtime.results import reject_record, result
 
 STAGE = "execution"
+
+
+@dataclass(frozen=True)
+class Blocked(Refusal):
+    """A refusal that answers the call: its code and reason, and the taxonomy class it fails with."""
+
+    taxonomy: TaxonomyClass
+
+
+DEADLINE_PASSED = Blocked(
+    "deadline_passed",
+    "the proposal's deadline passed before it could run; nothing was executed",
+    TaxonomyClass.TIMEOUT,
+)
 
 
 def stored_response(res: ExecutionResult) -> dict[str, Any]:
@@ -63,9 +79,7 @@ def ended(
 def refuse(
     record: StageRecord,
     traceparent: str,
-    taxonomy: TaxonomyClass,
-    code: str,
-    message: str,
+    blocked: Blocked,
     now: int,
     *,
     retryable: bool | None = None,
@@ -74,8 +88,8 @@ def refuse(
 ) -> ExecutionResult:
     return reject_record(
         record,
-        taxonomy,
-        [FieldError(field=None, code=code, message=message)],
+        blocked.taxonomy,
+        [FieldError(field=None, code=blocked.code, message=blocked.reason)],
         STAGE,
         traceparent,
         now,
@@ -94,16 +108,7 @@ def refuse_compensation(
 
 
 def deadline_passed(record: StageRecord, traceparent: str, now: int) -> ExecutionResult:
-    return refuse(
-        record,
-        traceparent,
-        TaxonomyClass.TIMEOUT,
-        "deadline_passed",
-        "the proposal's deadline passed before it could run; nothing was executed",
-        now,
-        retryable=False,
-        next_action="repropose_with_new_deadline",
-    )
+    return refuse(record, traceparent, DEADLINE_PASSED, now, retryable=False, next_action="repropose_with_new_deadline")
 
 
 def replay(

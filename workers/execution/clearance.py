@@ -40,6 +40,7 @@ from toolgate.schemas.models import StageRecord, TaxonomyClass
 from toolgate.states import TicketStatus
 from toolgate.store.rows import Ticket as Ticket  # what a call is cleared by
 from toolgate.workers.approval.decision import ticket_of
+from toolgate.workers.execution.answers import Blocked as Blocked  # its refusals
 from toolgate.workers.execution.idempotency import Execute
 from toolgate.workers.policy.decision import MIN_APPROVALS
 
@@ -47,13 +48,6 @@ from toolgate.workers.policy.decision import MIN_APPROVALS
 @dataclass(frozen=True)
 class Cleared:
     ticket: Ticket | None  # to consume (and whose state to check); None: no approval needed
-
-
-@dataclass(frozen=True)
-class Blocked:
-    taxonomy: TaxonomyClass
-    code: str
-    message: str
 
 
 def approvals_needed(record: StageRecord, contract: Contract) -> int:
@@ -71,9 +65,9 @@ def hash_intact(record: StageRecord) -> Blocked | None:
     if payload_hash(record.call.arguments) == record.call.payload_hash:
         return None
     return Blocked(
-        TaxonomyClass.SIGNATURE_MISMATCH,
         "payload_hash_mismatch",
         "the arguments do not match the payload hash they were validated and approved under; nothing ran",
+        TaxonomyClass.SIGNATURE_MISMATCH,
     )
 
 
@@ -82,8 +76,8 @@ def clear(record: StageRecord, contract: Contract, operation: str, ticket: Ticke
     if needed == 0:
         return Cleared(None)
 
-    def missing(code: str, message: str) -> Blocked:
-        return Blocked(TaxonomyClass.CONFIRMATION_MISSING, code, message)
+    def missing(code: str, reason: str) -> Blocked:
+        return Blocked(code, reason, TaxonomyClass.CONFIRMATION_MISSING)
 
     if ticket is None:
         return missing("no_approval", f"{contract.name} needs {needed} approval(s) and none was given for this call")
@@ -114,10 +108,10 @@ def spent(ticket: Ticket | None, plan: object) -> Blocked | None:
     if ticket is None or not ticket.spent or not isinstance(plan, Execute):
         return None
     return Blocked(
-        TaxonomyClass.CONFIRMATION_MISSING,
         "approval_spent",
         f"approval {ticket.approval_id} released its operation, which already ended; nothing ran. "
         "A new operation needs a new approval",
+        TaxonomyClass.CONFIRMATION_MISSING,
     )
 
 
@@ -126,16 +120,16 @@ def stale(ticket: Ticket | None, state_now: str | None) -> Blocked | None:
     if ticket is None or ticket.state_version is None or state_now == ticket.state_version:
         return None
     return Blocked(
-        TaxonomyClass.STALE_STATE,
         "state_changed",
         "the target changed after it was approved; nothing ran. Refresh state and propose again",
+        TaxonomyClass.STALE_STATE,
     )
 
 
 def consumed_elsewhere(ticket: Ticket | None) -> Blocked:
     """CONFIRMATION_MISSING when the ticket released another operation after it was cleared."""
     return Blocked(
-        TaxonomyClass.CONFIRMATION_MISSING,
         "approval_consumed",
         f"approval {ticket.approval_id if ticket is not None else '?'} released another operation meanwhile",
+        TaxonomyClass.CONFIRMATION_MISSING,
     )

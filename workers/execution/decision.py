@@ -10,7 +10,7 @@ Before anything (`prepare`):
     deadline passed, a read                     -> Answer TIMEOUT deadline_passed
     deadline passed, a mutation                 -> Late (replays a stored outcome, else TIMEOUT)
     dry run                                     -> Answer SUCCESS with a preview of the call
-    a read                                      -> Run Execute(1)
+    a read                                      -> Execute(1): it runs
     a mutation                                  -> Reserve (idempotency.plan decides)
 
 A late mutation (`late_answer`): a COMPLETED / FAILED_FINAL / COMPENSATED outcome of the same
@@ -22,8 +22,8 @@ After the reservation committed (`after_reservation`), by the key's plan:
     Mismatch  -> Answer SIGNATURE_MISMATCH key_reused
     Expired   -> Answer STALE_STATE key_expired
     Conflict  -> Answer IDEMPOTENCY_CONFLICT in_progress, retry after the lease
-    Hold      -> Held (no answer now: its owner or reconciliation answers)
-    Execute   -> Run
+    Hold      -> Hold: no answer now (its owner or reconciliation answers)
+    Execute   -> Execute: it runs
 
 A call repeating an earlier call of the same round and key (`follower_plan`) shares its plan,
 or is a Mismatch when its request differs.
@@ -52,7 +52,7 @@ from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageR
 from toolgate.states import ENDED, KeyStatus
 from toolgate.workers.execution import answers, clearance, parts
 from toolgate.workers.execution import idempotency as idem
-from toolgate.workers.execution.answers import STAGE, deadline_passed, refuse, replay, verification_for
+from toolgate.workers.execution.answers import STAGE, Blocked, deadline_passed, refuse, replay, verification_for
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
 from toolgate.workers.execution.preview import preview
 from toolgate.workers.runtime.results import outcome, result
@@ -75,20 +75,10 @@ class Reserve:
     """A mutation: its idempotency key, reserved or read under lock, decides."""
 
 
-@dataclass(frozen=True)
-class Run:
-    """The call's effect runs, as this attempt of its operation."""
-
-    plan: idem.Execute
-
-
-@dataclass(frozen=True)
-class Held:
-    """The key is in flight elsewhere: no answer now; its owner or reconciliation answers."""
-
-
-Prepared = Answer | Late | Reserve | Run
-Settled = Answer | Held | Run
+# What runs is the plan Execute: the call's effect runs, as that attempt of its operation; a key
+# in flight elsewhere is the plan Hold: no answer now, its owner or reconciliation answers.
+Prepared = Answer | Late | Reserve | idem.Execute
+Settled = Answer | idem.Hold | idem.Execute
 
 
 @dataclass(frozen=True)
@@ -125,7 +115,7 @@ def prepare(record: StageRecord, contract: Contract, key: str | None, traceparen
     """What a call gets before anything is read (`key`: its idempotency key; None: a read)."""
     tampered = clearance.hash_intact(record)
     if tampered is not None:
-        return Answer(refuse(record, traceparent, tampered.taxonomy, tampered.code, tampered.message, now))
+        return Answer(refuse(record, traceparent, tampered, now))
     if record.call.deadline_ms is not None and record.call.deadline_ms <= now:
         return Answer(deadline_passed(record, traceparent, now)) if key is None else Late()
     if record.call.dry_run:
@@ -142,7 +132,7 @@ def prepare(record: StageRecord, contract: Contract, key: str | None, traceparen
             )
         )
     if key is None:
-        return Run(idem.Execute(1))
+        return idem.Execute(1)
     return Reserve()
 
 
@@ -165,23 +155,23 @@ def resend_safe(contract: Contract) -> bool:
 # --- after the reservation -------------------------------------------------------------------
 
 
-# The plans that refuse the call: its taxonomy class, error code and message.
-_REFUSALS: dict[type[idem.Mismatch | idem.Expired | idem.Conflict], tuple[TaxonomyClass, str, str]] = {
-    idem.Mismatch: (
-        TaxonomyClass.SIGNATURE_MISMATCH,
+# The plans that refuse the call, and how.
+_REFUSALS: dict[type[idem.Mismatch | idem.Expired | idem.Conflict], Blocked] = {
+    idem.Mismatch: Blocked(
         "key_reused",
         "this idempotency key was used with different arguments; refusing (fail closed)",
+        TaxonomyClass.SIGNATURE_MISMATCH,
     ),
-    idem.Expired: (
-        TaxonomyClass.STALE_STATE,
+    idem.Expired: Blocked(
         "key_expired",
         "this operation's idempotency key outlived its deduplication window; propose it as a new "
         "logical operation if it should still happen",
+        TaxonomyClass.STALE_STATE,
     ),
-    idem.Conflict: (
-        TaxonomyClass.IDEMPOTENCY_CONFLICT,
+    idem.Conflict: Blocked(
         "in_progress",
         "the same operation is in progress; retry after the delay",
+        TaxonomyClass.IDEMPOTENCY_CONFLICT,
     ),
 }
 
@@ -195,13 +185,10 @@ def after_reservation(record: StageRecord, traceparent: str, plan: idem.Plan, no
     """What a keyed call gets once its key's plan is known: an answer without any effect, or its run."""
     if isinstance(plan, idem.Replay):
         return Answer(replay(record, traceparent, plan.response, now, compensated=plan.status == KeyStatus.COMPENSATED))
-    if isinstance(plan, idem.Hold):
-        return Held()
-    if isinstance(plan, idem.Execute):
-        return Run(plan)
-    taxonomy, code, message = _REFUSALS[type(plan)]
+    if isinstance(plan, idem.Hold | idem.Execute):
+        return plan
     retry_after_ms = plan.retry_after_ms if isinstance(plan, idem.Conflict) else None
-    return Answer(refuse(record, traceparent, taxonomy, code, message, now, retry_after_ms=retry_after_ms))
+    return Answer(refuse(record, traceparent, _REFUSALS[type(plan)], now, retry_after_ms=retry_after_ms))
 
 
 # --- after the effect ------------------------------------------------------------------------

@@ -171,8 +171,8 @@ def _prepared(call: Arrived, now: int) -> CallState:
         return replace(state, result=found.result)
     if isinstance(found, decision.Late):
         return replace(state, late=True)
-    if isinstance(found, decision.Run):
-        return replace(state, plan=found.plan)
+    if isinstance(found, idem.Execute):
+        return replace(state, plan=found)
     return state
 
 

@@ -152,7 +152,7 @@ def _local_effects(calls: Calls, local: list[int], careful: bool) -> Step[dict[i
                 continue
             moved = clearance.stale(calls[i].ticket, version)
             if moved is not None:
-                effects[i] = failed(moved.taxonomy, moved.code, moved.message, final=True)
+                effects[i] = failed(moved.taxonomy, moved.code, moved.reason, final=True)
     for i in (yield from unconsumed(calls, [i for i in local if i not in effects])):
         effects[i] = consumed_elsewhere(calls[i])
     run = [i for i in local if i not in effects]

@@ -100,7 +100,7 @@ def _clear(calls: list[CallState], now: int) -> Step[None]:
         ticket = found.get(clearance.ticket_id(c.record))
         verdict = clearance.clear(c.record, c.call.job.contract, c.call.operation, ticket)
         if isinstance(verdict, clearance.Blocked):
-            refusal = answers.refuse(c.record, c.traceparent, verdict.taxonomy, verdict.code, verdict.message, now)
+            refusal = answers.refuse(c.record, c.traceparent, verdict, now)
             calls[i] = replace(c, result=refusal)
         else:
             calls[i] = replace(c, ticket=verdict.ticket)
@@ -149,7 +149,7 @@ def _reserve_keys(
         c = calls[i] = replace(c, plan=plan)
         blocked = clearance.spent(c.ticket, plan)
         if blocked is not None:
-            refusal = answers.refuse(c.record, c.traceparent, blocked.taxonomy, blocked.code, blocked.message, now)
+            refusal = answers.refuse(c.record, c.traceparent, blocked, now)
             calls[i] = replace(c, result=refusal)
         elif isinstance(plan, idem.Execute) and row is not None:
             redrive.append(keys.redrive_row(c.call, plan.attempt))
@@ -217,7 +217,7 @@ def bind_remote(calls: list[CallState]) -> Step[None]:
             continue
         moved = clearance.stale(calls[i].ticket, version)
         if moved is not None:
-            calls[i] = replace(calls[i], effect=failed(moved.taxonomy, moved.code, moved.message, final=True))
+            calls[i] = replace(calls[i], effect=failed(moved.taxonomy, moved.code, moved.reason, final=True))
     for i in (yield from unconsumed(calls, [i for i in remote if calls[i].effect is None])):
         calls[i] = replace(calls[i], effect=consumed_elsewhere(calls[i]))
 
@@ -235,7 +235,7 @@ def unconsumed(calls: list[CallState] | Calls, indices: list[int]) -> Step[list[
 def consumed_elsewhere(c: CallState) -> Failed:
     """The effect of a call whose ticket released another operation meanwhile: it fails, final."""
     blocked = clearance.consumed_elsewhere(c.ticket)
-    return failed(blocked.taxonomy, blocked.code, blocked.message, final=True)
+    return failed(blocked.taxonomy, blocked.code, blocked.reason, final=True)
 
 
 def _settle_without_effect(calls: list[CallState], i: int, now: int) -> CallState:

@@ -1,22 +1,24 @@
 """Reconciliation's choices: what becomes of an idempotency key a crash left PENDING.
 
-Pure: the key as the reconciler read it, the provider's answer to its status query and the time
-come in; one of a closed set of outcomes comes out. `triage` says whether the provider must be
-asked; `resolve` decides once it has answered. The reconciler (reconciler.py) asks with no
-transaction open and applies the outcome under the key's row lock, and only if the row is still
-as it read it: another reconciler or the execution stage may have settled it meanwhile.
+Pure: the key as the reconciler read it, the provider's answer to its status query (an effect,
+workers/execution/effects.py, as execution's status query ends) and the time come in; one of a
+closed set of outcomes comes out. `triage` says whether the provider must be asked; `resolve`
+decides once it has answered. The reconciler (reconciler.py) asks with no transaction open and
+applies the outcome under the key's row lock, and only if the row is still as it read it:
+another reconciler or the execution stage may have settled it meanwhile.
 
-    executor  status query  the provider's answer         -> outcome
-    postgres  -             (not asked)                      Redrive: the effect's transaction
-                                                             never committed
-    http      offered       (not asked yet)                  Ask
-    http      offered       completed                        Complete with the provider's result
-    http      offered       never received the call          Redrive
-    http      offered       failed                           FailFinal
-    http      offered       unknown, window still open       Leave: ask again next pass
-    http      offered       unknown, window closed           FailFinal: unverifiable
-    http      none          (not asked)                      FailFinal: unverifiable
-    python    -             (not asked)                      FailFinal: unverifiable
+    executor  status query  the provider's answer              -> outcome
+    postgres  -             (not asked)                           Redrive: the effect's
+                                                                  transaction never committed
+    http      offered       (not asked yet)                       Ask
+    http      offered       completed: Done                       Complete with the provider's result
+    http      offered       never received the call: Failed,      Redrive
+                            not final
+    http      offered       failed: Failed, final                 FailFinal
+    http      offered       Unknown, window still open            Leave: ask again next pass
+    http      offered       Unknown, window closed                FailFinal: unverifiable
+    http      none          (not asked)                           FailFinal: unverifiable
+    python    -             (not asked)                           FailFinal: unverifiable
 
 The window is the verification window, counted from the key's creation. A FailFinal answers
 the agent fail-closed and dead-letters the request for an operator; a Redrive hands the key to
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from toolgate.workers.execution.effects import Done, Effect, Failed, Unknown
 
 STAGE = "reconciliation"
 
@@ -44,32 +48,6 @@ class PendingKey:
     executor: str  # the contract's executor kind: postgres, http or python
     status_query: bool  # the contract offers the provider's status query
     created_ms: int
-
-
-# --- the provider's answer to its status query -----------------------------------------------
-
-
-@dataclass(frozen=True)
-class ProviderCompleted:
-    data: dict[str, Any]  # the provider's result, already scrubbed of secrets
-
-
-@dataclass(frozen=True)
-class ProviderNeverReceived:
-    pass
-
-
-@dataclass(frozen=True)
-class ProviderFailed:
-    pass
-
-
-@dataclass(frozen=True)
-class ProviderUnsure:
-    reason: str
-
-
-Answer = ProviderCompleted | ProviderNeverReceived | ProviderFailed | ProviderUnsure
 
 
 # --- outcomes ------------------------------------------------------------------------------
@@ -124,16 +102,16 @@ def triage(key: PendingKey) -> Ask | Resolution:
     return FailFinal(UNVERIFIABLE)
 
 
-def resolve(key: PendingKey, answer: Answer, *, now_ms: int, window_ms: int) -> Resolution:
-    """What the provider's answer decides."""
+def resolve(key: PendingKey, answer: Effect, *, now_ms: int, window_ms: int) -> Resolution:
+    """What the provider's answer decides (a Done's data already scrubbed of secrets)."""
     match answer:
-        case ProviderCompleted(data):
+        case Done(data):
             return Complete(data)
-        case ProviderNeverReceived():
+        case Failed(final=False):
             return Redrive(NOT_RECEIVED)
-        case ProviderFailed():
+        case Failed():
             return FailFinal(PROVIDER_FAILED)
-        case ProviderUnsure(reason) if now_ms - key.created_ms < window_ms:
+        case Unknown(reason) if now_ms - key.created_ms < window_ms:
             return Leave(f"still unknown: {reason}")
-        case ProviderUnsure():
+        case Unknown():
             return FailFinal(UNVERIFIABLE)

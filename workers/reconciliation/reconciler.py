@@ -70,13 +70,9 @@ class Stuck:
         return audit.Entry(STAGE, resolution.action, "toolgate", row.call_id, row.tenant_id, detail)
 
 
-def answer_of(effect: execution.Effect) -> decision.Answer:
+def scrubbed(effect: execution.Effect) -> execution.Effect:
     """The provider's status answer, as the decision reads it (its result scrubbed)."""
-    if isinstance(effect, execution.Done):
-        return decision.ProviderCompleted(SCRUBBER.obj(effect.data))
-    if isinstance(effect, execution.Failed):
-        return decision.ProviderFailed() if effect.final else decision.ProviderNeverReceived()
-    return decision.ProviderUnsure(effect.reason)
+    return execution.Done(SCRUBBER.obj(effect.data)) if isinstance(effect, execution.Done) else effect
 
 
 class Reconciler:
@@ -140,7 +136,7 @@ class Reconciler:
         first = decision.triage(stuck.pending)
         if not isinstance(first, decision.Ask):
             return first
-        answer = answer_of(await self.performer.drive(None, execution.status(stuck.call, now)))
+        answer = scrubbed(await self.performer.drive(None, execution.status(stuck.call, now)))
         return decision.resolve(stuck.pending, answer, now_ms=now, window_ms=self.verification_window_ms)
 
     async def _apply(self, conn: Conn, stuck: Stuck, resolution: Resolution, now: int) -> Rows:
