@@ -8,13 +8,13 @@ which settles keys with the same stored response and verification.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from toolgate.contracts.templates import fill
 from toolgate.refusal import Refusal
 from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass, Verification
 from toolgate.workers.execution.effects import Job
-from toolgate.workers.runtime.results import reject_record, result
+from toolgate.workers.runtime.results import Overrides, reject_record, result
 
 STAGE = "execution"
 
@@ -77,26 +77,12 @@ def ended(
 
 
 def refuse(
-    record: StageRecord,
-    traceparent: str,
-    blocked: Blocked,
-    now: int,
-    *,
-    retryable: bool | None = None,
-    next_action: str | None = None,
-    retry_after_ms: int | None = None,
+    record: StageRecord, traceparent: str, blocked: Blocked, now: int, **overrides: Unpack[Overrides]
 ) -> ExecutionResult:
+    """The answer to a call that may not run, and ran nothing: `blocked` says why."""
+    error = FieldError(field=None, code=blocked.code, message=blocked.reason)
     return reject_record(
-        record,
-        blocked.taxonomy,
-        [FieldError(field=None, code=blocked.code, message=blocked.reason)],
-        STAGE,
-        traceparent,
-        now,
-        approval_id=record.approval_id,
-        retryable=retryable,
-        next_action=next_action,
-        retry_after_ms=retry_after_ms,
+        record, blocked.taxonomy, [error], STAGE, traceparent, now, approval_id=record.approval_id, **overrides
     )
 
 
