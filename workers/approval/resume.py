@@ -36,6 +36,7 @@ from toolgate.schemas.models import (
 from toolgate.states import StageOutcome, TicketStatus
 from toolgate.store import approvals
 from toolgate.store.outbox import OutboxRow
+from toolgate.topics.headers import Address
 from toolgate.workers.approval import withdrawal
 from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.runtime import outbox
@@ -73,16 +74,9 @@ async def load(conn: AsyncConnection[Any], approval_ids: list[str]) -> dict[str,
 def announced(record: StageRecord, packet: ApprovalRequest, traceparent: str, now: int) -> list[OutboxRow]:
     """A held call's packet for its approvers and the interim answer for its agent."""
     approval_id = packet.approval_id
+    address = Address.of(record.call, traceparent, key=approval_id)
     return [
-        outbox.record(
-            "approvals_requested",
-            packet,
-            key=approval_id,
-            traceparent=traceparent,
-            call_id=record.call.call_id,
-            tenant_id=record.call.tenant_id,
-            tenant_topic=True,
-        ),
+        outbox.record("approvals_requested", packet, address, tenant_topic=True),
         outbox.item(
             "results",
             record.call.home_partition,

@@ -12,16 +12,15 @@ from typing import Any
 
 from toolgate.schemas.models import DeadLetter, ExecutionResult
 from toolgate.store.audit_entry import Entry
+from toolgate.topics.headers import Address
 
 
 @dataclass(frozen=True)
 class Letter:
-    """A request dead-lettered for an operator, with the edge record's headers."""
+    """A request dead-lettered for an operator, with the edge record's address."""
 
     letter: DeadLetter
-    traceparent: str
-    call_id: str
-    tenant_id: str
+    address: Address
 
 
 @dataclass(frozen=True)
