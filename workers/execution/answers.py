@@ -14,7 +14,7 @@ from toolgate.contracts.templates import fill
 from toolgate.refusal import Refusal
 from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass, Verification
 from toolgate.workers.execution.effects import Job
-from toolgate.workers.runtime.results import Overrides, reject_record, result
+from toolgate.workers.runtime.results import Overrides, reject_record, result, result_record
 
 STAGE = "execution"
 
@@ -62,14 +62,12 @@ def ended(
 ) -> ExecutionResult:
     """How attempt `attempt` of the call's effect ended: as execution concludes it, or as
     reconciliation settles a key the crash left PENDING. `fields`: the rest of `result`'s."""
-    return result(
-        record.call,
-        stage=stage,
-        result_outcome=result_outcome,
-        traceparent=traceparent,
-        home_partition=record.call.home_partition,
-        now_ms=now,
-        warnings=record.warnings,
+    return result_record(
+        record,
+        result_outcome,
+        stage,
+        traceparent,
+        now,
         attempt_number=attempt,
         approval_id=record.approval_id,
         **fields,

@@ -162,6 +162,23 @@ def reject(
     )
 
 
+def result_record(
+    record: StageRecord, result_outcome: Outcome, stage: str, traceparent: str, now_ms: int, **fields: Any
+) -> ExecutionResult:
+    """`result` for a call that came as a StageRecord: answered on its home partition, with the
+    warnings it carries. `fields`: the rest of `result`'s."""
+    return result(
+        record.call,
+        stage=stage,
+        result_outcome=result_outcome,
+        traceparent=traceparent,
+        home_partition=record.call.home_partition,
+        now_ms=now_ms,
+        warnings=record.warnings,
+        **fields,
+    )
+
+
 def reject_record(
     record: StageRecord,
     taxonomy: TaxonomyClass,
@@ -173,20 +190,9 @@ def reject_record(
     approval_id: str | None = None,
     **overrides: Unpack[Overrides],
 ) -> ExecutionResult:
-    """`reject` for a call that came as a StageRecord: answered on its home partition, with the
-    warnings it carries."""
-    return reject(
-        record.call,
-        taxonomy,
-        errors,
-        stage=stage,
-        traceparent=traceparent,
-        home_partition=record.call.home_partition,
-        now_ms=now_ms,
-        warnings=record.warnings,
-        approval_id=approval_id,
-        **overrides,
-    )
+    """`reject` for a call that came as a StageRecord (`result_record`)."""
+    rejected = outcome(taxonomy, **overrides)
+    return result_record(record, rejected, stage, traceparent, now_ms, errors=errors, approval_id=approval_id)
 
 
 def encoded(res: ExecutionResult) -> bytes:
