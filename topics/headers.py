@@ -1,11 +1,14 @@
 """Kafka headers on edge records: W3C traceparent, call_id, tenant_id and the schema
-fingerprint, so a reader can route, trace and decode a record without opening it."""
+fingerprint, so a reader can route, trace and decode a record without opening it; and a
+record's `Address`, the key and those headers built once from the call it is about."""
 
 from __future__ import annotations
 
 import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 TRACEPARENT = "traceparent"
 CALL_ID = "call_id"
@@ -32,6 +35,37 @@ def edge_headers(
     if proposal_digest:
         headers.append((PROPOSAL_DIGEST, proposal_digest.encode()))
     return headers
+
+
+class OfCall(Protocol):
+    """Any record that names a call and its tenant (a Call, a proposal, a result)."""
+
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def tenant_id(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where an edge record goes in its topic and what its headers say of it: its key (what the
+    topic is keyed by, topics/catalog.py), the trace it continues, its call and tenant, and the
+    digest of the proposal it answers (an observation's; empty for any other record)."""
+
+    key: str
+    traceparent: str
+    call_id: str
+    tenant_id: str
+    proposal_digest: str = ""
+
+    @classmethod
+    def of(cls, call: OfCall, traceparent: str, key: str, proposal_digest: str = "") -> Address:
+        """The address of a record about `call`, continuing `traceparent`, keyed by `key`."""
+        return cls(key, traceparent, call.call_id, call.tenant_id, proposal_digest)
+
+    def headers(self, fingerprint: bytes) -> Headers:
+        """The edge headers of a record of the schema with `fingerprint`, sent to this address."""
+        return edge_headers(self.traceparent, self.call_id, self.tenant_id, fingerprint, self.proposal_digest)
 
 
 def header(headers: RawHeaders, name: str) -> str | None:

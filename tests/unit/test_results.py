@@ -14,18 +14,21 @@ from toolgate.workers.runtime.results import outcome, result
 
 TEXT = st.text(max_size=10)
 INT32 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
-FLAG = st.none() | st.booleans()
+OVERRIDES = st.fixed_dictionaries(
+    {},
+    optional={
+        "retryable": st.booleans(),
+        "repairable": st.booleans(),
+        "fail_closed": st.booleans(),
+        "requires_approval": st.booleans(),
+        "next_action": TEXT,
+        "retry_after_ms": st.none() | INT32,
+        "code": INT32,
+        "is_error": st.booleans(),
+    },
+)
 OUTCOMES = st.builds(
-    outcome,
-    st.sampled_from(list(TaxonomyClass)),
-    retryable=FLAG,
-    repairable=FLAG,
-    fail_closed=FLAG,
-    requires_approval=FLAG,
-    next_action=st.none() | TEXT,
-    retry_after_ms=st.none() | INT32,
-    code=st.none() | INT32,
-    is_error=FLAG,
+    lambda taxonomy, overrides: outcome(taxonomy, **overrides), st.sampled_from(list(TaxonomyClass)), OVERRIDES
 )
 VERIFICATIONS = st.none() | st.builds(
     Verification,

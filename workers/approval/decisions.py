@@ -30,6 +30,7 @@ from toolgate.store import audit, values
 from toolgate.store import outbox as outbox_rows
 from toolgate.store.audit_entry import bounded
 from toolgate.store.outbox import OutboxRow
+from toolgate.topics.headers import Address
 from toolgate.workers.approval import edited, resume, tickets, withdrawal
 from toolgate.workers.approval.decision import STAGE, Approver, Then, Ticket, Transition, proves_nobody, transition
 from toolgate.workers.runtime import outbox
@@ -149,16 +150,7 @@ def said(step: Transition, decision: ApprovalDecision, request: StageRecord, now
     if step.then is Then.REENTER:
         proposal = edited.reentry(request, decision, now)
         call = request.call
-        return [
-            outbox.record(
-                "proposals",
-                proposal,
-                key=call.run_id,
-                traceparent=request.traceparent,
-                call_id=call.call_id,
-                tenant_id=call.tenant_id,
-            )
-        ]
+        return [outbox.record("proposals", proposal, Address.of(call, request.traceparent, key=call.run_id))]
     if step.then is Then.DENY:
         message = resume.denial(decision.approver_id, decision.reason)
         closed = resume.closed(request, "approval_denied", message, now)

@@ -36,10 +36,11 @@ from toolgate.schemas.models import (
 from toolgate.states import StageOutcome, TicketStatus
 from toolgate.store import approvals
 from toolgate.store.outbox import OutboxRow
+from toolgate.topics.headers import Address
 from toolgate.workers.approval import withdrawal
 from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.runtime import outbox
-from toolgate.workers.runtime.results import outcome, reject_record, result
+from toolgate.workers.runtime.results import outcome, reject_record, result_record
 
 
 @dataclass(frozen=True)
@@ -73,38 +74,20 @@ async def load(conn: AsyncConnection[Any], approval_ids: list[str]) -> dict[str,
 def announced(record: StageRecord, packet: ApprovalRequest, traceparent: str, now: int) -> list[OutboxRow]:
     """A held call's packet for its approvers and the interim answer for its agent."""
     approval_id = packet.approval_id
+    address = Address.of(record.call, traceparent, key=approval_id)
+    waiting = outcome(TaxonomyClass.CONFIRMATION_MISSING, code=202, is_error=False, fail_closed=False)
+    approval = {
+        "approval_id": approval_id,
+        "required_approvals": record.required_approvals,
+        "expires_at_ms": packet.expires_at_ms,
+        "status": str(TicketStatus.PENDING),
+    }
+    interim = result_record(
+        record, waiting, STAGE, traceparent, now, data={"approval": approval}, approval_id=approval_id
+    )
     return [
-        outbox.record(
-            "approvals_requested",
-            packet,
-            key=approval_id,
-            traceparent=traceparent,
-            call_id=record.call.call_id,
-            tenant_id=record.call.tenant_id,
-            tenant_topic=True,
-        ),
-        outbox.item(
-            "results",
-            record.call.home_partition,
-            result(
-                record.call,
-                stage=STAGE,
-                traceparent=traceparent,
-                home_partition=record.call.home_partition,
-                now_ms=now,
-                result_outcome=outcome(TaxonomyClass.CONFIRMATION_MISSING, code=202, is_error=False, fail_closed=False),
-                data={
-                    "approval": {
-                        "approval_id": approval_id,
-                        "required_approvals": record.required_approvals,
-                        "expires_at_ms": packet.expires_at_ms,
-                        "status": str(TicketStatus.PENDING),
-                    }
-                },
-                warnings=record.warnings,
-                approval_id=approval_id,
-            ),
-        ),
+        outbox.record("approvals_requested", packet, address, tenant_topic=True),
+        outbox.item("results", record.call.home_partition, interim),
     ]
 
 

@@ -21,6 +21,7 @@ from toolgate.store import audit, open_approvals, values
 from toolgate.store import outbox as outbox_rows
 from toolgate.store.db import make_pool
 from toolgate.topics.catalog import Topics
+from toolgate.topics.headers import Address
 from toolgate.workers.approval import resume
 from toolgate.workers.approval.decision import STAGE
 from toolgate.workers.approval.packet import approver_groups, escalated, next_escalation_ms
@@ -81,17 +82,8 @@ async def escalate_approvals(conn: AsyncConnection[Any], registry: Registry, top
                 "next_ms": next_ms,
             }
         )
-        rows.append(
-            outbox.record(
-                "approvals_requested",
-                packet,
-                key=approval_id,
-                traceparent=request.traceparent,
-                call_id=call_id,
-                tenant_id=tenant_id,
-                tenant_topic=True,
-            )
-        )
+        address = Address.of(request.call, request.traceparent, key=approval_id)
+        rows.append(outbox.record("approvals_requested", packet, address, tenant_topic=True))
         entries.append(
             audit.Entry(
                 stage,

@@ -8,13 +8,13 @@ which settles keys with the same stored response and verification.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from toolgate.contracts.templates import fill
 from toolgate.refusal import Refusal
 from toolgate.schemas.models import ExecutionResult, FieldError, Outcome, StageRecord, TaxonomyClass, Verification
 from toolgate.workers.execution.effects import Job
-from toolgate.workers.runtime.results import reject_record, result
+from toolgate.workers.runtime.results import Overrides, reject_record, result, result_record
 
 STAGE = "execution"
 
@@ -62,14 +62,12 @@ def ended(
 ) -> ExecutionResult:
     """How attempt `attempt` of the call's effect ended: as execution concludes it, or as
     reconciliation settles a key the crash left PENDING. `fields`: the rest of `result`'s."""
-    return result(
-        record.call,
-        stage=stage,
-        result_outcome=result_outcome,
-        traceparent=traceparent,
-        home_partition=record.call.home_partition,
-        now_ms=now,
-        warnings=record.warnings,
+    return result_record(
+        record,
+        result_outcome,
+        stage,
+        traceparent,
+        now,
         attempt_number=attempt,
         approval_id=record.approval_id,
         **fields,
@@ -77,26 +75,12 @@ def ended(
 
 
 def refuse(
-    record: StageRecord,
-    traceparent: str,
-    blocked: Blocked,
-    now: int,
-    *,
-    retryable: bool | None = None,
-    next_action: str | None = None,
-    retry_after_ms: int | None = None,
+    record: StageRecord, traceparent: str, blocked: Blocked, now: int, **overrides: Unpack[Overrides]
 ) -> ExecutionResult:
+    """The answer to a call that may not run, and ran nothing: `blocked` says why."""
+    error = FieldError(field=None, code=blocked.code, message=blocked.reason)
     return reject_record(
-        record,
-        blocked.taxonomy,
-        [FieldError(field=None, code=blocked.code, message=blocked.reason)],
-        STAGE,
-        traceparent,
-        now,
-        approval_id=record.approval_id,
-        retryable=retryable,
-        next_action=next_action,
-        retry_after_ms=retry_after_ms,
+        record, blocked.taxonomy, [error], STAGE, traceparent, now, approval_id=record.approval_id, **overrides
     )
 
 

@@ -55,7 +55,7 @@ from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.answers import STAGE, Blocked, deadline_passed, refuse, replay, verification_for
 from toolgate.workers.execution.effects import Done, Effect, Failed, Job, Unknown
 from toolgate.workers.execution.preview import preview
-from toolgate.workers.runtime.results import outcome, result
+from toolgate.workers.runtime.results import outcome, result_record
 
 
 @dataclass(frozen=True)
@@ -119,18 +119,8 @@ def prepare(record: StageRecord, contract: Contract, key: str | None, traceparen
     if record.call.deadline_ms is not None and record.call.deadline_ms <= now:
         return Answer(deadline_passed(record, traceparent, now)) if key is None else Late()
     if record.call.dry_run:
-        return Answer(
-            result(
-                record.call,
-                stage=STAGE,
-                result_outcome=outcome(TaxonomyClass.SUCCESS),
-                traceparent=traceparent,
-                home_partition=record.call.home_partition,
-                now_ms=now,
-                warnings=record.warnings,
-                data=preview(record, contract, key),
-            )
-        )
+        previewed = preview(record, contract, key)
+        return Answer(result_record(record, outcome(TaxonomyClass.SUCCESS), STAGE, traceparent, now, data=previewed))
     if key is None:
         return idem.Execute(1)
     return Reserve()

@@ -154,17 +154,7 @@ class Performer:
         lease, topics = self.lease, self.topics
         insert = [{**row, "response": json_or_none(row["response"])} for row in writes.insert]
         reads = [(tenant, call_id, hashed, rows_json(response)) for tenant, call_id, hashed, response in writes.reads]
-        letters = [
-            outbox.record(
-                "deadletter",
-                d.letter,
-                key=d.call_id,
-                traceparent=d.traceparent,
-                call_id=d.call_id,
-                tenant_id=d.tenant_id,
-            )
-            for d in writes.letters
-        ]
+        letters = [outbox.record("deadletter", letter, address) for letter, address in writes.letters]
         results = [outbox.item("results", partition, res) for partition, res in writes.results]
         held = tail = None
         async with conn.pipeline():

@@ -27,13 +27,14 @@ from toolgate.schemas.hashing import fingerprint, usage_events
 from toolgate.schemas.models import ExecutionResult, TaxonomyClass
 from toolgate.states import KeyStatus
 from toolgate.store.audit_entry import Entry
+from toolgate.topics.headers import Address
 from toolgate.workers.execution import answers, bounds, clearance, decision, keys, reads
 from toolgate.workers.execution import idempotency as idem
 from toolgate.workers.execution.answers import STAGE
 from toolgate.workers.execution.asks import RunAfterEffects, RunPostgres, Step, TargetState, Write, Written, ask
 from toolgate.workers.execution.effects import Done, Effect, failed
 from toolgate.workers.execution.reservation import consumed_elsewhere, unconsumed
-from toolgate.workers.execution.writes import Letter, Quarantined, Writes
+from toolgate.workers.execution.writes import Quarantined, Writes
 from toolgate.workers.runtime import deadletters
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ def _compensation(c: CallState, after: decision.Undone | decision.NotUndone | No
             now_ms=now,
             reason=f"compensation of {r.call.compensation_of} failed",
         )
-        writes.letters.append(Letter(letter, c.traceparent, r.call.call_id, r.call.tenant_id))
+        writes.letters.append((letter, Address.of(r.call, c.traceparent, key=r.call.call_id)))
 
 
 def _publish(c: CallState, res: ExecutionResult, status: KeyStatus | None, writes: Writes) -> None:

@@ -12,16 +12,7 @@ from typing import Any
 
 from toolgate.schemas.models import DeadLetter, ExecutionResult
 from toolgate.store.audit_entry import Entry
-
-
-@dataclass(frozen=True)
-class Letter:
-    """A request dead-lettered for an operator, with the edge record's headers."""
-
-    letter: DeadLetter
-    traceparent: str
-    call_id: str
-    tenant_id: str
+from toolgate.topics.headers import Address
 
 
 @dataclass(frozen=True)
@@ -45,7 +36,7 @@ class Writes:
     compensation_failed: list[tuple[str, str]] = field(default_factory=list)
     spent: list[str] = field(default_factory=list)  # tickets whose operation ended
     reads: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)  # reads' first outcomes
-    letters: list[Letter] = field(default_factory=list)
+    letters: list[tuple[DeadLetter, Address]] = field(default_factory=list)  # requests dead-lettered for an operator
     quarantine: list[Quarantined] = field(default_factory=list)  # tool versions caught writing READ_ONLY
     results: list[tuple[int, ExecutionResult]] = field(default_factory=list)  # (partition, result), held
     released: list[str] = field(default_factory=list)  # usage events of operations ended unspent (store/values.py)

@@ -16,6 +16,7 @@ from toolgate.schemas.models import ExecutionResult, Observation, ObservationErr
 from toolgate.scrubber import SCRUBBER
 from toolgate.settings import Settings
 from toolgate.store import tenants as registered
+from toolgate.topics.headers import Address
 from toolgate.workers.normalization.decision import build, normalize
 from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound
@@ -66,15 +67,8 @@ class NormalizationHandler(Handler[ExecutionResult]):
 
     def _observe(self, call: Inbound[ExecutionResult], observation: Observation, out: Emit) -> None:
         res = call.model
-        out.record(
-            self.topics.name("observations", res.tenant_id),
-            observation,
-            key=res.run_id,
-            traceparent=call.traceparent,
-            call_id=res.call_id,
-            tenant_id=res.tenant_id,
-            proposal_digest=res.proposal_digest,
-        )
+        address = Address.of(res, call.traceparent, key=res.run_id, proposal_digest=res.proposal_digest)
+        out.record(self.topics.name("observations", res.tenant_id), observation, address)
 
     def on_failure(self, call: Inbound[ExecutionResult], error: str, out: Emit) -> None:
         if call.model.tenant_id not in self.tenants:

@@ -37,6 +37,7 @@ from toolgate.store.db import make_pool
 from toolgate.store.keys_reconciliation import LeaseExpired
 from toolgate.store.outbox import OutboxRow
 from toolgate.topics.catalog import Topics
+from toolgate.topics.headers import Address
 from toolgate.workers.approval.decision import ticket_of
 from toolgate.workers.approval.sweep import expire_approvals
 from toolgate.workers.execution import pending as execution
@@ -164,14 +165,8 @@ class Reconciler:
                     reason=resolution.detail,
                     now_ms=now,
                 )
-                dead = outbox.record(
-                    "deadletter",
-                    letter,
-                    key=row.call_id,
-                    traceparent=record.traceparent,
-                    call_id=row.call_id,
-                    tenant_id=row.tenant_id,
-                )
+                address = Address.of(record.call, record.traceparent, key=record.call.call_id)
+                dead = outbox.record("deadletter", letter, address)
                 return [*await _settle(conn, stuck, failed), dead]
             case decision.Leave():
                 return []

@@ -28,7 +28,7 @@ from toolgate.schemas.wire import WireModel
 from toolgate.scrubber import SCRUBBER
 from toolgate.store.audit import Entry
 from toolgate.topics.catalog import Topics
-from toolgate.topics.headers import CALL_ID, SCHEMA, Headers, edge_headers, header
+from toolgate.topics.headers import CALL_ID, SCHEMA, Address, Headers, header
 from toolgate.topics.producers import Record
 from toolgate.trust.integrity import Sealer
 from toolgate.workers.runtime import results
@@ -100,29 +100,11 @@ class Emit:
             at = self.first_produced.get((topic, partition), first_produced_ms)
             self.first_produced[(topic, partition)] = min(at, first_produced_ms)
 
-    def record(
-        self,
-        topic: str,
-        model: WireModel,
-        *,
-        key: str | None,
-        traceparent: str,
-        call_id: str,
-        tenant_id: str,
-        partition: int | None = None,
-        proposal_digest: str = "",
-    ) -> None:
+    def record(self, topic: str, model: WireModel, address: Address, partition: int | None = None) -> None:
         """An edge record, to `topic` (a physical name: a tenant's own, for its observations)."""
         c = codec()
-        self.records.append(
-            Record(
-                topic,
-                key.encode() if key is not None else None,
-                c.encode(model),
-                edge_headers(traceparent, call_id, tenant_id, c.fingerprint_of(type(model)), proposal_digest),
-                partition,
-            )
-        )
+        headers = address.headers(c.fingerprint_of(type(model)))
+        self.records.append(Record(topic, address.key.encode(), c.encode(model), headers, partition))
 
     def dead_letter(
         self,

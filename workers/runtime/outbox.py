@@ -20,7 +20,7 @@ from toolgate.schemas.codec import codec
 from toolgate.schemas.models import ExecutionResult, StageRecord
 from toolgate.schemas.wire import WireModel
 from toolgate.store.outbox import OutboxRow, RowKind
-from toolgate.topics.headers import edge_headers
+from toolgate.topics.headers import Address
 from toolgate.workers.runtime import results
 from toolgate.workers.runtime.emit import Emit
 
@@ -30,23 +30,12 @@ def item(topic: str, partition: int, model: StageRecord | ExecutionResult) -> Ou
     return OutboxRow(topic, partition, RowKind.ITEM, None, data)
 
 
-def record(
-    topic: str,
-    model: WireModel,
-    *,
-    key: str,
-    traceparent: str,
-    call_id: str,
-    tenant_id: str,
-    tenant_topic: bool = False,
-) -> OutboxRow:
-    """An edge record; with `tenant_topic`, to the topic of `tenant_id` itself."""
+def record(topic: str, model: WireModel, address: Address, tenant_topic: bool = False) -> OutboxRow:
+    """An edge record; with `tenant_topic`, to the topic of its address's tenant itself."""
     c = codec()
-    headers = tuple(
-        (k, v.decode()) for k, v in edge_headers(traceparent, call_id, tenant_id, c.fingerprint_of(type(model)))
-    )
-    tenant = tenant_id if tenant_topic else None
-    return OutboxRow(topic, None, RowKind.RECORD, key.encode(), c.encode(model), headers, tenant)
+    headers = tuple((k, v.decode()) for k, v in address.headers(c.fingerprint_of(type(model))))
+    tenant = address.tenant_id if tenant_topic else None
+    return OutboxRow(topic, None, RowKind.RECORD, address.key.encode(), c.encode(model), headers, tenant)
 
 
 @dataclass(frozen=True)

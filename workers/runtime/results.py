@@ -14,7 +14,7 @@ holds that validation makes the same models of them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from toolgate.schemas.codec import codec
 from toolgate.schemas.identity import identity_of
@@ -35,32 +35,36 @@ MAX_ERRORS = 50
 NO_VERIFICATION = Verification()  # models are frozen: one serves every result without hints
 
 
-def outcome(
-    taxonomy: TaxonomyClass,
-    *,
-    retryable: bool | None = None,
-    repairable: bool | None = None,
-    fail_closed: bool | None = None,
-    requires_approval: bool | None = None,
-    next_action: str | None = None,
-    retry_after_ms: int | None = None,
-    code: int | None = None,
-    is_error: bool | None = None,
-) -> Outcome:
+class Overrides(TypedDict, total=False):
+    """Where a call's outcome departs from its taxonomy class's response vector
+    (toolgate/taxonomy.py): the one list of them, passed through every builder of a refusal."""
+
+    code: int
+    is_error: bool
+    retryable: bool
+    repairable: bool
+    requires_approval: bool
+    fail_closed: bool
+    next_action: str
+    retry_after_ms: int | None
+
+
+def outcome(taxonomy: TaxonomyClass, **overrides: Unpack[Overrides]) -> Outcome:
+    """The response vector of `taxonomy`, but for `overrides`; an error unless it is SUCCESS."""
     v = vector(taxonomy)
-    return Outcome.built(
-        {
-            "taxonomy_class": taxonomy,
-            "code": v.code if code is None else code,
-            "is_error": (taxonomy is not TaxonomyClass.SUCCESS) if is_error is None else is_error,
-            "retryable": v.retryable if retryable is None else retryable,
-            "repairable": v.repairable if repairable is None else repairable,
-            "requires_approval": v.requires_approval if requires_approval is None else requires_approval,
-            "fail_closed": v.fail_closed if fail_closed is None else fail_closed,
-            "next_action": v.next_action if next_action is None else next_action,
-            "retry_after_ms": retry_after_ms,
-        }
-    )
+    values: dict[str, Any] = {
+        "taxonomy_class": taxonomy,
+        "code": v.code,
+        "is_error": taxonomy is not TaxonomyClass.SUCCESS,
+        "retryable": v.retryable,
+        "repairable": v.repairable,
+        "requires_approval": v.requires_approval,
+        "fail_closed": v.fail_closed,
+        "next_action": v.next_action,
+        "retry_after_ms": None,
+    }
+    values.update(overrides)
+    return Outcome.built(values)
 
 
 def feedback(result_outcome: Outcome, errors: Sequence[FieldError]) -> dict[str, Any]:
@@ -141,12 +145,12 @@ def reject(
     tool_version: str | None = None,
     approval_id: str | None = None,
     proposal_digest: str | None = None,
-    **vector_overrides: Any,
+    **overrides: Unpack[Overrides],
 ) -> ExecutionResult:
     return result(
         call,
         stage=stage,
-        result_outcome=outcome(taxonomy, **vector_overrides),
+        result_outcome=outcome(taxonomy, **overrides),
         errors=errors,
         traceparent=traceparent,
         home_partition=home_partition,
@@ -158,6 +162,23 @@ def reject(
     )
 
 
+def result_record(
+    record: StageRecord, result_outcome: Outcome, stage: str, traceparent: str, now_ms: int, **fields: Any
+) -> ExecutionResult:
+    """`result` for a call that came as a StageRecord: answered on its home partition, with the
+    warnings it carries. `fields`: the rest of `result`'s."""
+    return result(
+        record.call,
+        stage=stage,
+        result_outcome=result_outcome,
+        traceparent=traceparent,
+        home_partition=record.call.home_partition,
+        now_ms=now_ms,
+        warnings=record.warnings,
+        **fields,
+    )
+
+
 def reject_record(
     record: StageRecord,
     taxonomy: TaxonomyClass,
@@ -165,21 +186,13 @@ def reject_record(
     stage: str,
     traceparent: str,
     now_ms: int,
-    **fields: Any,
+    *,
+    approval_id: str | None = None,
+    **overrides: Unpack[Overrides],
 ) -> ExecutionResult:
-    """`reject` for a call that came as a StageRecord: answered on its home partition, with the
-    warnings it carries. `fields`: the rest of `reject`'s (approval_id, the vector's overrides)."""
-    return reject(
-        record.call,
-        taxonomy,
-        errors,
-        stage=stage,
-        traceparent=traceparent,
-        home_partition=record.call.home_partition,
-        now_ms=now_ms,
-        warnings=record.warnings,
-        **fields,
-    )
+    """`reject` for a call that came as a StageRecord (`result_record`)."""
+    rejected = outcome(taxonomy, **overrides)
+    return result_record(record, rejected, stage, traceparent, now_ms, errors=errors, approval_id=approval_id)
 
 
 def encoded(res: ExecutionResult) -> bytes:
