@@ -209,6 +209,7 @@ def revoke_approver(settings: Settings, approver: str, actor: str = "operator") 
 
 
 def list_approvers(settings: Settings) -> list[dict[str, Any]]:
+    """Every approver as `approvers list` shows it: its key by id only, in the key's place."""
     rows = read(settings.database_url, approvers.listed)
     return [
         as_listed(r, approver_id="approver", public_key="key_id") | {"key_id": key_id_of(bytes(r.public_key))}
