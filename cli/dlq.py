@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -9,6 +11,18 @@ import typer
 from toolgate.cli.common import console, literal, print_json, print_rows, running
 
 dlq_app = typer.Typer(no_args_is_help=True, help="The dead-letter topic: list, show, replay, discard.")
+
+
+@contextmanager
+def to_its_end() -> Iterator[None]:
+    """A topic the broker did not let be read to its end is said in a line (exit 1), not shown
+    as a traceback: every dlq command reads the whole topic."""
+    from toolgate.ops.dlq import DeadLettersUnread
+
+    try:
+        yield
+    except DeadLettersUnread as exc:
+        raise SystemExit(f"toolgate dlq: {exc}") from None
 
 
 @dlq_app.command("list")
@@ -19,7 +33,8 @@ def dlq_list(
     """Dead letters on tool.deadletter (open and forged ones unless --all)."""
     from toolgate.ops import dlq
 
-    rows = dlq.listed(running(), everything=all_)
+    with to_its_end():
+        rows = dlq.listed(running(), everything=all_)
     print_rows(  # every field is whatever a producer wrote: a forged letter says anything
         rows,
         as_json,
@@ -37,7 +52,8 @@ def dlq_show(dead_letter_id: str) -> None:
     from toolgate.ops import dlq
 
     settings = running()
-    found = dlq.find(settings, dead_letter_id)
+    with to_its_end():
+        found = dlq.find(settings, dead_letter_id)
     letter = found.letter
     info = dlq.summary(found, dlq.actions(settings).get(dead_letter_id))
     info["headers"] = {h.key: (h.value or b"").decode("utf-8", "replace") for h in letter.headers}
@@ -61,7 +77,8 @@ def dlq_replay(
     """Republish the original bytes where they came from (same call, same idempotency key)."""
     from toolgate.ops import dlq
 
-    print_json(dlq.replay(running(), dead_letter_id, actor, allow_stale))
+    with to_its_end():
+        print_json(dlq.replay(running(), dead_letter_id, actor, allow_stale))
 
 
 @dlq_app.command("discard")
@@ -73,5 +90,6 @@ def dlq_discard(
     """Mark a dead letter handled without replaying it."""
     from toolgate.ops import dlq
 
-    dlq.discard(running(), dead_letter_id, actor, note)
+    with to_its_end():
+        dlq.discard(running(), dead_letter_id, actor, note)
     console.print(literal(f"discarded {dead_letter_id}"))

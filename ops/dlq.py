@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer
 
 from toolgate.client import ToolgateClient
 from toolgate.kafka_security import OPERATOR, client_config
@@ -41,6 +40,7 @@ from toolgate.store.audit_entry import bounded
 from toolgate.store.dead_letters import Acted
 from toolgate.topics import consumed
 from toolgate.topics.catalog import Topics
+from toolgate.topics.ends import READER_SETTINGS, ToEnd
 from toolgate.topics.headers import REPLAY_OF, SCHEMA
 from toolgate.trust.integrity import MACED, Sealer, deployment_keys
 from toolgate.workers.runtime.clock import now_ms
@@ -52,6 +52,11 @@ STAGE = "operator"
 CONSUMED = frozenset({"proposals", "validated", "authorized", "approvals_decisions", "executable", "results"})
 # The states of letters no operator has handled yet: `dlq list` shows them, `status` counts them.
 UNHANDLED = ("open", "forged")
+READ_LIMIT_S = 10.0  # how long a reading of the topic waits for every partition's end
+
+
+class DeadLettersUnread(RuntimeError):
+    """The dead-letter topic could not be read to its end."""
 
 
 @dataclass(frozen=True)
@@ -61,35 +66,25 @@ class Letter:
     unreadable: str | None = None  # why its headers could not be read (then it is not genuine)
 
 
-def read_all(settings: Settings, idle_timeout: float = 2.0) -> list[Letter]:
-    """Every letter on the topic, each with whether its stage MAC verifies. A record that is no
-    DeadLetter is skipped; a letter whose headers cannot be read (topics/consumed.py) is listed,
-    as forged: its MAC, which travels in them, cannot be checked."""
+def read_all(settings: Settings, limit_s: float = READ_LIMIT_S) -> list[Letter]:
+    """Every letter on the topic, each with whether its stage MAC verifies, read to the topic's
+    end (topics/ends.py). A record that is no DeadLetter is skipped; a letter whose headers cannot
+    be read (topics/consumed.py) is listed, as forged: its MAC, which travels in them, cannot be
+    checked. A partition whose end the broker does not tell within `limit_s` is an error: a
+    listing short of letters is not given as the whole."""
     topic = Topics(settings.topic_prefix).deadletter
     sealer = Sealer(deployment_keys(settings), Topics(settings.topic_prefix))
-    consumer = Consumer(
-        {
-            **client_config(settings, OPERATOR),
-            "bootstrap.servers": settings.kafka_bootstrap,
-            "group.id": f"toolgate-dlq-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-        }
-    )
-    letters: list[Letter] = []
+    config = {**client_config(settings, OPERATOR), "bootstrap.servers": settings.kafka_bootstrap}
+    consumer = Consumer({**config, **READER_SETTINGS, "group.id": f"toolgate-dlq-{uuid.uuid4().hex[:8]}"})
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10.0).topics[topic].partitions)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        last = time.monotonic()
-        while time.monotonic() - last < idle_timeout:
-            msg = consumer.poll(0.2)
-            if msg is None or msg.error():
-                continue
-            last = time.monotonic()
-            found = read_letter(consumed.read(msg), sealer, topic)
-            if found is not None:
-                letters.append(found)
+        reading = ToEnd(consumer, dict.fromkeys(((topic, p) for p in partitions), OFFSET_BEGINNING), limit_s)
+        letters = [found for record in reading if (found := read_letter(record, sealer, topic)) is not None]
     finally:
         consumer.close()
+    if reading.short:
+        short = ", ".join(f"{t}[{p}]" for t, p in reading.short)
+        raise DeadLettersUnread(f"the broker did not say where {short} ends within {limit_s:g} s")
     return letters
 
 

@@ -5,10 +5,9 @@ why); cut short after `LAG_READ_S`, a count is a lower bound, and says so."""
 
 from __future__ import annotations
 
-import time
 import uuid
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from toolgate.kafka_security import ADMIN, client_config
@@ -16,6 +15,7 @@ from toolgate.ops.acls import STAGE_RIGHTS, STATUS_GROUP_PREFIX
 from toolgate.ops.snapshot import Lag
 from toolgate.settings import Settings
 from toolgate.topics.catalog import Topics, stage_group
+from toolgate.topics.ends import READER_SETTINGS, ToEnd
 from toolgate.workers.stages import STAGES
 
 KAFKA_TIMEOUT_S = 10.0
@@ -96,9 +96,8 @@ def end_reader(settings: Settings) -> Consumer:
     return Consumer(
         {
             **admin_config(settings),
+            **READER_SETTINGS,
             "group.id": f"{STATUS_GROUP_PREFIX}{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
         }
     )
 
@@ -106,31 +105,19 @@ def end_reader(settings: Settings) -> Consumer:
 def _read_ends(
     settings: Settings, starts: dict[tuple[str, int], int], reader: Consumer | None = None
 ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], bool]]:
-    """Each partition's end offset, read from `start` until librdkafka reports its end (or
-    `LAG_READ_S` passes: then the offset reached so far, not exact). Nothing is committed; a
-    kept `reader` is left with nothing assigned."""
+    """Each partition's end offset, read from `start` until the broker tells its end
+    (topics/ends.py), or `LAG_READ_S` passes: then the offset reached so far, not exact. Nothing
+    is committed; a kept `reader` is left with nothing assigned."""
     if not starts:
         return {}, {}
     consumer = reader or end_reader(settings)
-    reached, ends = dict(starts), dict[tuple[str, int], int]()
+    reached = dict(starts)
+    reading = ToEnd(consumer, starts, LAG_READ_S)
     try:
-        consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in starts.items()])
-        deadline = time.monotonic() + LAG_READ_S
-        while len(ends) < len(starts) and time.monotonic() < deadline:
-            msg = consumer.poll(0.1)
-            if msg is None:
-                continue
-            topic, partition, offset, error = msg.topic(), msg.partition(), msg.offset(), msg.error()
-            if topic is None or partition is None or offset is None:
-                continue  # an error of the client's own, not of a partition
-            key = (topic, partition)
-            if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                ends.setdefault(key, offset)
-            elif error is None:
-                reached[key] = max(reached[key], offset + 1)
+        for record in reading:
+            key = (record.topic, record.partition)
+            reached[key] = max(reached[key], record.offset + 1)
     finally:
         if reader is None:
             consumer.close()
-        else:
-            consumer.unassign()
-    return {k: ends.get(k, reached[k]) for k in starts}, {k: k in ends for k in starts}
+    return {k: reading.ended.get(k, reached[k]) for k in starts}, {k: k in reading.ended for k in starts}

@@ -1,0 +1,69 @@
+"""Partitions read to the end they have when read: what `toolgate dlq list` lists and what
+`toolgate status` counts (ops/dlq.py, ops/lag.py).
+
+A reading is over when librdkafka says each partition is at its end (`enable.partition.eof`),
+not when the topic has been quiet for a while: a quiet spell proves nothing on a broker that is
+slow to answer (a loaded cluster, an election), and waiting for one cost every listing its length
+(`dlq list` and `status` took 2.4 and 3.1 s, two of them waiting). The end is the one each fetch
+answer carries, which is right on the embedded Tansu too; the high watermark its ListOffsets
+reports is not (ops/status.py), so no reading starts from it. A partition says it is at its end
+on the first fetch that finds nothing past its position, which the broker holds for its fetch
+wait: a reader's consumer asks for a short one (`READER_SETTINGS`).
+
+A partition that says nothing within the reading's limit leaves it short: `ended` names the
+partitions that did, and a reader says what it could not read rather than guess.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from toolgate.topics import consumed
+
+# What a consumer that reads to the ends needs, beside its connection and group: the end told,
+# and a fetch that finds nothing answered after milliseconds (the broker's default holds it 500 ms).
+READER_SETTINGS = {"enable.partition.eof": True, "enable.auto.commit": False, "fetch.wait.max.ms": 10}
+
+Partition = tuple[str, int]  # (topic, partition)
+
+
+@dataclass
+class ToEnd:
+    """The records of `starts`' partitions, each from its start offset (or OFFSET_BEGINNING) to
+    its end, as they are iterated; `ended` holds each partition's end once it was told, so a
+    reading that stopped at `limit_s` can say which partitions it did not finish. The consumer
+    is left with nothing assigned."""
+
+    consumer: Consumer
+    starts: dict[Partition, int]
+    limit_s: float
+    ended: dict[Partition, int] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[consumed.Read]:
+        if not self.starts:
+            return
+        self.consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in self.starts.items()])
+        deadline = time.monotonic() + self.limit_s
+        try:
+            while len(self.ended) < len(self.starts) and time.monotonic() < deadline:
+                msg = self.consumer.poll(0.1)
+                if msg is None:
+                    continue
+                topic, partition, error = msg.topic(), msg.partition(), msg.error()
+                if topic is None or partition is None:
+                    continue  # an error of the client's own, not of a partition
+                if error is None:
+                    yield consumed.read(msg)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    self.ended.setdefault((topic, partition), msg.offset() or 0)
+        finally:
+            self.consumer.unassign()
+
+    @property
+    def short(self) -> list[Partition]:
+        """The partitions whose end was not told: a reading of them is a lower bound."""
+        return sorted(set(self.starts) - set(self.ended))
