@@ -237,6 +237,19 @@ class Pipeline:
         )
         return invoice
 
+    def letters(self, keep: Any, everything: bool = False) -> list[dict[str, Any]]:
+        """The dead letters `toolgate dlq list --json` shows that `keep` keeps, once it shows one: a
+        stage publishes its letters after its round committed, so what the round wrote to Postgres
+        may be seen before them."""
+
+        def listed() -> list[dict[str, Any]]:
+            done = self.cli("dlq", "list", "--json", *(["--all"] if everything else []))
+            assert done.returncode == 0, done.stderr
+            return [row for row in json.loads(done.stdout) if keep(row)]
+
+        found: list[dict[str, Any]] = eventually(listed)
+        return found
+
     def worker_pid(self, stage: str) -> int:
         return int(self.refresh_runtime()["workers"][stage])
 

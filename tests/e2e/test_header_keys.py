@@ -149,6 +149,7 @@ def test_dlq_lists_a_letter_it_cannot_read_as_forged_and_never_replays_it(
 ) -> None:
     letter = _letter("a letter whose headers cannot be read")
     poisoner.send(TOPICS.deadletter, codec().encode(letter), key=letter.call_id.encode() if letter.call_id else None)
+    pipeline.letters(lambda r: r["dead_letter_id"] == letter.dead_letter_id)
     listed = pipeline.cli("dlq", "list")
     assert listed.returncode == 0, listed.stderr
     (line,) = [ln for ln in listed.stdout.splitlines() if letter.dead_letter_id in ln]

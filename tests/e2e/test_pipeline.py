@@ -273,16 +273,14 @@ def test_random_bytes_are_dead_lettered_and_the_next_proposal_succeeds(pipeline:
     pipeline.client.flush()
     observation = pipeline.call("invoice.fetch", {"invoice_id": "inv_acme0001"}, run_id=run_id)
     assert taxonomy(observation) == "SUCCESS"
-    listed = pipeline.cli("dlq", "list", "--json")
-    assert listed.returncode == 0, listed.stderr
-    [letter] = [
-        r
-        for r in json.loads(listed.stdout)
-        if r["source"].startswith("proposals")
-        and r["bytes"] == 64
-        and r["stage"] == "validation"
-        and r["call_id"] is None
-    ]
+    [letter] = pipeline.letters(
+        lambda r: (
+            r["source"].startswith("proposals")
+            and r["bytes"] == 64
+            and r["stage"] == "validation"
+            and r["call_id"] is None
+        ),
+    )
     shown = json.loads(pipeline.cli("dlq", "show", letter["dead_letter_id"]).stdout)
     assert shown["value_prefix_hex"] == garbage.hex()
     assert shown["taxonomy_class"] == "SYNTACTIC_PARSE_FAIL"
@@ -308,10 +306,8 @@ def test_undecodable_bytes_naming_a_call_are_dead_lettered_audited_and_never_ans
         )
     )
     assert audited == [("undecodable_proposal",)]
-    letters = json.loads(pipeline.cli("dlq", "list", "--json").stdout)
-    assert [(r["stage"], r["taxonomy_class"]) for r in letters if r["call_id"] == call_id] == [
-        ("validation", "SYNTACTIC_PARSE_FAIL")
-    ]
+    letters = pipeline.letters(lambda r: r["call_id"] == call_id)
+    assert [(r["stage"], r["taxonomy_class"]) for r in letters] == [("validation", "SYNTACTIC_PARSE_FAIL")]
     seen = list(pipeline.client.observations(tenant_id="acme", call_ids=[call_id], start_offsets=start))
     assert seen == []
 
@@ -413,8 +409,7 @@ def test_unverifiable_outcome_fails_closed_and_replaying_its_dead_letter_never_e
         ("FAILED_FINAL",)
     ]
     assert len(_ledger_for(pipeline, key)) == 1  # it did happen, late: exactly once
-    letters = json.loads(pipeline.cli("dlq", "list", "--json").stdout)
-    [letter] = [r for r in letters if r["call_id"] == sent.call_id]
+    [letter] = pipeline.letters(lambda r: r["call_id"] == sent.call_id)
     assert (letter["stage"], letter["kind"], letter["taxonomy_class"]) == (
         "reconciliation",
         "STAGE_ITEM",
@@ -484,10 +479,8 @@ def test_a_failed_compensation_is_reported_and_dead_lettered(pipeline: Pipeline)
         "SELECT status, error_code FROM toolgate.idempotency_keys WHERE call_id = %s", (sent.call_id,)
     ) == [("COMPLETED", "COMPENSATION_FAILED")]
     assert pipeline.sql("SELECT status FROM demo.invoices WHERE invoice_id = %s", (invoice_id,)) == [("open",)]
-    letters = json.loads(pipeline.cli("dlq", "list", "--json").stdout)
-    assert [(r["stage"], r["taxonomy_class"]) for r in letters if r["call_id"] == result["call_id"]] == [
-        ("execution", "COMPENSATION_FAILED")
-    ]
+    letters = pipeline.letters(lambda r: r["call_id"] == result["call_id"])
+    assert [(r["stage"], r["taxonomy_class"]) for r in letters] == [("execution", "COMPENSATION_FAILED")]
 
 
 def test_a_compensation_must_name_a_call_it_can_undo(pipeline: Pipeline) -> None:

@@ -28,6 +28,7 @@ from toolgate.topics.catalog import Topics
 from toolgate.trust.integrity import Sealer, deployment_keys
 from toolgate.workers.outbox.relay import OutboxRelay
 
+from ..conftest import eventually
 from .conftest import Server, fresh_topics, with_topics
 
 ROWS = 3000
@@ -129,7 +130,9 @@ def test_a_row_the_broker_will_never_take_is_dead_lettered_and_blocks_nothing(po
         assert set(delivered) == {b"before", b"after"}  # at least once (consumers are idempotent), nothing lost
         from toolgate.ops.dlq import read_all
 
-        letters = [f.letter for f in read_all(settings) if f.genuine and f.letter.stage == "outbox-relay"]
+        letters = eventually(
+            lambda: [f.letter for f in read_all(settings) if f.genuine and f.letter.stage == "outbox-relay"]
+        )
         assert [(d.source_topic, len(d.value) > 500_000, "not delivered" in d.reason) for d in letters] == [
             ("results", True, True)
         ]
