@@ -9,6 +9,7 @@ toolgate stage should ever write) is dead-lettered instead of produced into the 
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from toolgate.contracts.registry import Registry
@@ -22,7 +23,7 @@ from toolgate.workers.runtime.emit import Emit
 from toolgate.workers.runtime.handler import Handler, Inbound
 
 STAGE = "normalization"
-REFRESH_S = 1.0  # at most this often, and only when a result names a tenant not known yet
+REFRESH_S = 1.0  # the registered tenants are read at most this often, when a result names one not known yet
 
 
 class NormalizationHandler(Handler[ExecutionResult]):
@@ -38,8 +39,15 @@ class NormalizationHandler(Handler[ExecutionResult]):
         self.registry.compile_validators()
 
     async def _know(self, tenants: set[str]) -> None:
-        if tenants <= self.tenants or time.monotonic() - self._loaded_at < REFRESH_S:
+        """Every tenant the round names is known, or the registered tenants are read again, after
+        the rest of REFRESH_S when the last reading is more recent: a tenant is judged unregistered
+        only on a reading made after its result arrived, so one registered a moment after the
+        last reading has its first observation published, not dead-lettered."""
+        if tenants <= self.tenants:
             return
+        wait = self._loaded_at + REFRESH_S - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
         async with self.pool.connection() as conn:
             self.tenants = await registered.every(conn)
         self._loaded_at = time.monotonic()
