@@ -3,7 +3,7 @@
 `toolgate status` makes its clients for one reading; the gauges read the same every 15 s, and
 made anew each time they were most of an idle stack's CPU: three Postgres connections (a SCRAM
 exchange each), an admin client and two consumers (on a secured cluster, TLS and SCRAM once
-more), and the whole dead-letter topic read again, waiting two seconds of silence for its end.
+more), and the whole dead-letter topic read again to its end.
 Kept instead:
 
 * one Postgres connection (autocommit) for every query of a sample;
