@@ -4,7 +4,7 @@
 A reading is over when librdkafka says each partition is at its end (`enable.partition.eof`),
 not when the topic has been quiet for a while: a quiet spell proves nothing on a broker that is
 slow to answer (a loaded cluster, an election), and waiting for one cost every listing its length
-(`dlq list` and `status` took 2.4 and 3.1 s, two of them waiting). The end is the one each fetch
+(docs/performance.md, "Topics read to their ends"). The end is the one each fetch
 answer carries, which is right on the embedded Tansu too; the high watermark its ListOffsets
 reports is not (ops/status.py), so no reading starts from it. A partition says it is at its end
 on the first fetch that finds nothing past its position, which the broker holds for its fetch
