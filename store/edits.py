@@ -39,9 +39,12 @@ SELECT a.edited_by, (SELECT e.approval_id FROM toolgate.approvals e WHERE e.edit
 FROM toolgate.approvals a LEFT JOIN toolgate.approvals o ON o.approval_id = a.edit_of
 WHERE a.approval_id = %s
 """
+# With the public key the edit decision was counted under (migration 0036 keeps it with the decision).
 EDITED = """
-SELECT approval_id, tenant_id, call_id, payload_hash, edit_decision_id, request, edited_payload_hash
-FROM toolgate.approvals WHERE approval_id = ANY(%b) AND status = 'EDITED'
+SELECT a.approval_id, a.tenant_id, a.call_id, a.payload_hash, a.edit_decision_id, a.request, a.edited_payload_hash,
+       d.public_key
+FROM toolgate.approvals a LEFT JOIN toolgate.approval_decisions d ON d.decision_id = a.edit_decision_id
+WHERE a.approval_id = ANY(%b) AND a.status = 'EDITED'
 """
 
 
@@ -61,6 +64,9 @@ class EditedTicket:
     edit_decision_id: str | None
     request: bytes  # the held call's StageRecord, as validation admitted it
     edited_payload_hash: str | None = None  # the payload approval-wait accepted the edit of
+    # The approver's public key that verified the edit decision when approval-wait counted it (None
+    # on decisions counted before migration 0036 kept it)
+    counted_under: bytes | None = None
 
 
 async def edited(conn: AsyncConnection[Any], ids: Sequence[str]) -> dict[str, EditedTicket]:
@@ -75,6 +81,7 @@ async def edited(conn: AsyncConnection[Any], ids: Sequence[str]) -> dict[str, Ed
             edit_decision_id=r[4],
             request=bytes(r[5]),
             edited_payload_hash=r[6],
+            counted_under=bytes(r[7]) if r[7] is not None else None,
         )
         for r in await cur.fetchall()
     }

@@ -2,8 +2,9 @@
 approvals is approved by alice with a narrower amount (`toolgate approvals approve --edit`); the
 held ticket closes EDITED, the edited call goes back through validation and policy, is held again
 with alice counted once, and runs once, with the edited amount, when bob approves it; the agent's
-one final observation says who edited it and the diff. An edit that widens is refused with its
-reason and the ticket stays open; a forged re-entry (an edit decision not signed by the approver,
+one final observation says who edited it and the diff. An editor revoked, or given a new key,
+between the edit and its re-entry still leaves the call one answer. An edit that widens is refused
+with its reason and the ticket stays open; a forged re-entry (an edit decision not signed by the approver,
 or signed over another call's payload) is dead-lettered and nothing runs."""
 
 from __future__ import annotations
@@ -178,25 +179,14 @@ def test_a_forged_re_entry_is_dead_lettered_and_nothing_runs(pipeline: Pipeline)
     assert _ledger_for(pipeline, key) == [] and _ledger_for(pipeline, other_key) == []
 
 
-def test_an_edit_whose_approver_is_revoked_before_it_re_enters_still_gets_one_answer(pipeline: Pipeline) -> None:
-    """Approval-wait accepted the edit while its approver was active; validation takes the
-    re-entry only after the approver was revoked (validation paused meanwhile). Postgres holds the
-    acceptance, so the re-entry is proven and the call answered once; its own ticket counts a
-    revoked editor nowhere that runs anything (execution counts active approvers only)."""
+def edited_while_validation_waits(pipeline: Pipeline, change: str) -> tuple[Any, str, str, str]:
+    """A charge held for two approvals, edited by a new approver of its own while validation is
+    paused: approval-wait accepts the edit (the ticket closes EDITED) and re-enters the edited
+    call, and the operator's `toolgate approvers CHANGE EDITOR` happens before validation takes
+    it. (the call, its held ticket, its idempotency key, the editor)"""
     editor = f"edna-{uuid.uuid4().hex[:6]}"
-    ok(
-        pipeline.cli(
-            "approvers",
-            "add",
-            editor,
-            "--tenant",
-            "acme",
-            "--groups",
-            "finance-controllers",
-            "--risk-classes",
-            "CRITICAL_MUTATION",
-        )
-    )
+    grant = ["--tenant", "acme", "--groups", "finance-controllers", "--risk-classes", "CRITICAL_MUTATION"]
+    ok(pipeline.cli("approvers", "add", editor, *grant))
     sent, approval_id, key, charge = held_charge(pipeline)
     pipeline.sql("UPDATE demo.invoices SET amount_cents = 100000 WHERE invoice_id = %s", (charge["invoice_id"],))
     validation = pipeline.worker_pid("validation")
@@ -205,10 +195,15 @@ def test_an_edit_whose_approver_is_revoked_before_it_re_enters_still_gets_one_an
         edited = pipeline.cli("approvals", "approve", approval_id, "--as", editor, "--edit", '{"amount_cents": 100000}')
         ok(edited)
         assert status_of(pipeline, approval_id) == "EDITED"
-        ok(pipeline.cli("approvers", "revoke", editor))
+        ok(pipeline.cli("approvers", change, editor))
     finally:
         os.kill(validation, signal.SIGCONT)
-    second = edited_ticket(pipeline, approval_id)  # re-entered, proven, held again
+    return sent, approval_id, key, editor
+
+
+def approved_by_bob_once_edited(pipeline: Pipeline, approval_id: str, editor: str) -> None:
+    """The edited call re-entered, was proven and is held again with its editor counted; bob approves it."""
+    second = edited_ticket(pipeline, approval_id)
     votes = "SELECT approver_id FROM toolgate.approval_decisions WHERE approval_id = %s"
     assert pipeline.sql(votes, (second,)) == [(editor,)]
     approvers = Approvers(pipeline)
@@ -216,7 +211,31 @@ def test_an_edit_whose_approver_is_revoked_before_it_re_enters_still_gets_one_an
         approvers.decide(packet_of(pipeline, second), "bob")
     finally:
         approvers.close()
+
+
+def test_an_edit_whose_approver_is_revoked_before_it_re_enters_still_gets_one_answer(pipeline: Pipeline) -> None:
+    """Approval-wait accepted the edit while its approver was active; validation takes the
+    re-entry only after the approver was revoked. Postgres holds the acceptance, so the re-entry is
+    proven and the call answered once; its own ticket counts a revoked editor nowhere that runs
+    anything (execution counts active approvers only)."""
+    sent, approval_id, key, editor = edited_while_validation_waits(pipeline, "revoke")
+    approved_by_bob_once_edited(pipeline, approval_id, editor)
     final = pipeline.wait(sent, timeout=60.0)
     assert taxonomy(final) != "SUCCESS" and _ledger_for(pipeline, key) == []  # a revoked editor runs nothing
     seen = pipeline.client.observations(tenant_id="acme", call_ids=[sent.call_id], idle_timeout=1.5)
     assert len([o for o in seen if o.is_final]) == 1
+
+
+def test_an_edit_whose_approver_key_is_rotated_before_it_re_enters_runs_once(pipeline: Pipeline) -> None:
+    """As above, but the editor's key is rotated, not revoked: the edit decision no longer
+    verifies under the key the editor has now. It verified under the key approval-wait counted it
+    with, which toolgate.approval_decisions keeps with the decision; the re-entry is proven by
+    that, the editor (still active) counts once on the edited call's ticket, and with bob's
+    approval the call runs once with the edited amount."""
+    sent, approval_id, key, editor = edited_while_validation_waits(pipeline, "rotate")
+    approved_by_bob_once_edited(pipeline, approval_id, editor)
+    final = pipeline.wait(sent, timeout=60.0)
+    assert (taxonomy(final), errors_of(final)) == ("SUCCESS", [])
+    [operation] = _ledger_for(pipeline, key)
+    assert operation["response"]["amount_cents"] == 100000
+    assert dead_letters(pipeline, sent.call_id) == []

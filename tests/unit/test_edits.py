@@ -293,6 +293,24 @@ def test_an_edit_accepted_before_its_approver_was_revoked_still_re_enters() -> N
     assert isinstance(proven(approver=approver("alice", active=False)), ProvenEdit)
 
 
+def test_an_edit_whose_approver_key_was_rotated_since_it_was_counted_re_enters() -> None:
+    # alice's edit was counted under her key then; she has carol's key now. The key kept with the
+    # counted decision proves it; without it, the key registered now refuses it.
+    rotated = replace(approver("alice"), public_key=public_bytes(KEYS["carol"]))
+    kept = edited_ticket(counted_under=public_bytes(KEYS["alice"]))
+    assert isinstance(proven(approver=rotated, ticket=kept), ProvenEdit)
+    found = proven(approver=rotated)
+    assert isinstance(found, Unproven) and found.code == "edit_bad_signature"
+
+
+def test_an_edit_signed_under_another_key_than_it_was_counted_under_proves_nobody() -> None:
+    # Counted under mallory's key (as if), so alice's signature, valid under her key now, is not
+    # the decision approval-wait counted.
+    kept = edited_ticket(counted_under=public_bytes(KEYS["mallory"]))
+    found = proven(ticket=kept)
+    assert isinstance(found, Unproven) and found.code == "edit_bad_signature"
+
+
 def forged_signature() -> ApprovalDecision:
     d = edit_decision({**HELD, "amount_cents": 3000})
     return sign(d, KEYS["mallory"])

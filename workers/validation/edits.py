@@ -7,7 +7,9 @@ of its topic. It is proven, or dead-lettered as proving nobody, by:
     the check                                                      refused (Unproven) as
     the decision decodes, is an APPROVE with edited arguments      edit_not_a_decision
     its approver is registered (active or revoked since: the edit  edit_unknown_approver,
-      was judged while it was active) and signed it                edit_bad_signature
+      was judged while it was active) and signed it, under the     edit_bad_signature
+      key approval-wait counted it with (or, for an edit counted
+      before that key was kept, the key registered now)
     the ticket it names was closed EDITED by exactly this decision edit_not_accepted
       over exactly these edited arguments (Postgres:
       toolgate.approvals, written by approval-wait in the transaction
@@ -32,7 +34,10 @@ An approver revoked after approval-wait accepted the edit does not make its re-e
 Postgres holds the acceptance, and dead-lettering the re-entry would leave the call with no final
 answer. The edited call goes on and needs its own approvals; execution counts only active
 approvers (store/approvals.py CLEARANCE), so a revoked editor's vote runs nothing, and the call
-ends approved by others, or expired.
+ends approved by others, or expired. Nor does a key rotated in between: the signature is checked
+under the key toolgate.approval_decisions keeps with the counted decision, the one approval-wait
+verified it with. (An old key can sign nothing new that passes here: the ticket must have been
+closed EDITED by this very decision, over these very arguments.)
 
 A proven edit is the held call's proposal with the edited arguments: it is answered under the held
 call's digest, so the agent's one final observation is the edited call's, carrying who edited it
@@ -80,7 +85,7 @@ def prove(
         return Unproven("edit_not_a_decision", "the re-entered edit carries no signed edit decision")
     if approver is None:
         return Unproven("edit_unknown_approver", f"{decision.approver_id} is not a registered approver")
-    if not verify(decision, approver.public_key):
+    if not verify(decision, _counted_under(ticket, decision) or approver.public_key):
         return Unproven("edit_bad_signature", "the edit decision's signature does not verify")
     if ticket is None or held is None or ticket.edit_decision_id != decision.decision_id:
         return Unproven("edit_not_accepted", f"no ticket was closed EDITED by decision {decision.decision_id}")
@@ -97,6 +102,13 @@ def prove(
     if proposal.arguments != decision.edited_arguments:
         return Unproven("edit_arguments_mismatch", "the arguments are not the ones the approver signed")
     return _as_held(proposal, decision, ticket, held, bound_digest)
+
+
+def _counted_under(ticket: EditedTicket | None, decision: ApprovalDecision) -> bytes | None:
+    """The key approval-wait verified `decision` with when it closed `ticket` EDITED, if kept."""
+    if ticket is None or ticket.edit_decision_id != decision.decision_id:
+        return None
+    return ticket.counted_under
 
 
 def _as_held(
