@@ -3,9 +3,10 @@
 Pages are rendered on the server (Jinja2, autoescape on); one static script (static/console.js,
 no build step) makes and keeps the approver's key in the browser (WebCrypto Ed25519,
 non-extractable, in IndexedDB), signs logins and decisions with it, and keeps the pages live over
-Server-Sent Events. The server connects to Postgres as the tables' owner (enrolment registers
-approvers, as `approvers add` does) and publishes decisions as the approval service; it holds
-no approver key."""
+Server-Sent Events. The server connects to Postgres with TOOLGATE_DATABASE_URL, as a login of
+`toolgate_console` (migration 0038: what its pages do, and enrolment only by burning an invitation
+with its token; ops/roles.py), and publishes decisions as the approval service; it holds no
+approver key."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ async def _end_streams(app: web.Application) -> None:
 async def _running(app: web.Application) -> AsyncIterator[None]:
     console = app[CONSOLE]
     await console.pool.open()
-    console.live = live.Live(console.settings.admin_url)
+    console.live = live.Live(console.settings.database_url)
     console.live.start()
     yield
     await console.live.stop()
@@ -103,7 +104,7 @@ async def _running(app: web.Application) -> AsyncIterator[None]:
 def serve(settings: Settings, port: int) -> None:
     """Run the console on settings' host and `port` until stopped."""
     settings.require_infrastructure()
-    pool = make_pool(settings.admin_url, "console", max_size=8, autocommit=True)
+    pool = make_pool(settings.database_url, "console", max_size=8, autocommit=True)
     publisher = Publisher(settings)
     console = Console(settings, pool, publisher, port)
     print(f"console    http://{settings.console_host}:{port}/", flush=True)

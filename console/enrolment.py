@@ -2,10 +2,12 @@
 
 The enrol page reads the token from the URL's fragment (never sent to a server, never in a log
 or a Referer) and asks what it is for; the browser makes a non-extractable Ed25519 key and sends
-only its public half. In one transaction the invitation is read and locked, judged
-(`checks.invitation_refusal`: unknown, used or expired ones are refused), burnt, and the approver
-registered in its tenants, groups and risk classes with that key (ops/approvers.py
-`record_approver`, audited as `approver_registered` by `invitation:<token hash prefix>`)."""
+only its public half. In one transaction the invitation is taken with its token (burnt, if it is
+known, unused and unexpired: `toolgate.take_invitation`, the one way the console's role can burn
+one; otherwise refused, saying why: `checks.invitation_refusal`) and the approver registered in its
+tenants, groups and risk classes with that key (ops/approvers.py `record_approver`, audited as
+`approver_registered` by `invitation:<token hash prefix>`; Postgres lets the console's role add
+no other approver, migration 0038)."""
 
 from __future__ import annotations
 
@@ -26,19 +28,19 @@ async def enrol_page(request: web.Request) -> web.Response:
     return request.app[CONSOLE].render("enrol.html", session=None)
 
 
-async def _token(request: web.Request) -> tuple[dict[str, Any], bytes]:
+async def _token(request: web.Request) -> tuple[dict[str, Any], str]:
     body = await json_body(request)
     token = body.get("token")
     if not isinstance(token, str) or not token:
         raise web.HTTPBadRequest(text="no invitation token")
-    return body, digest(token)
+    return body, token
 
 
 async def check(request: web.Request) -> web.Response:
     """What an invitation is for, or why it cannot be used."""
-    _, token_hash = await _token(request)
+    _, token = await _token(request)
     async with request.app[CONSOLE].pool.connection() as conn:
-        found = await invitations.read(conn, token_hash)
+        found = await invitations.read(conn, digest(token))
     found = _usable(found)
     return web.json_response({"approver_id": found.approver_id, "tenants": found.tenants, "groups": found.groups})
 
@@ -61,12 +63,14 @@ def _public_key(value: object) -> bytes:
 
 
 async def enrol(request: web.Request) -> web.Response:
-    body, token_hash = await _token(request)
+    body, token = await _token(request)
     public_key = _public_key(body.get("public_key"))
+    token_hash = digest(token)
     async with request.app[CONSOLE].pool.connection() as conn, conn.transaction():
-        found = await invitations.read(conn, token_hash, lock=True)
-        found = _usable(found)
-        await invitations.burn(conn, token_hash)
+        found = await invitations.take(conn, token)
+        if found is None:
+            _usable(await invitations.read(conn, token_hash))
+            raise web.HTTPGone(text="this invitation has been used already")  # taken meanwhile
         actor = f"invitation:{token_hash.hex()[:12]}"
         try:
             grant = Grant(found.risk_classes, found.groups, found.tenants)

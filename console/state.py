@@ -1,5 +1,6 @@
-"""The console server's state, shared by its handlers: settings, a connection pool (as the
-tables' owner: enrolment registers approvers, like `approvers add`), the templates, the live
+"""The console server's state, shared by its handlers: settings, a connection pool (as
+`toolgate_console`, migration 0038: enrolment registers approvers only by burning an invitation
+with its token), the templates, the live
 notices (console/live.py) and the publisher of signed decisions. It holds no approver key."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """toolgate.console_invitations: one-time invitations an approver enrols from in the console.
 `toolgate approvers invite` writes one (ops/invitations.py), holding only its token's sha256;
-the console's enrol page reads it and burns it in the transaction that registers the approver
-(console/enrolment.py)."""
+the console's enrol page reads it and takes it (burns it, with its token) in the transaction that
+registers the approver (console/enrolment.py). The console's role may read invitations but not
+change them: only `toolgate.take_invitation`, given the token itself, burns one (migration 0038)."""
 
 from __future__ import annotations
 
@@ -17,16 +18,12 @@ INSERT INTO toolgate.console_invitations (token_sha256, approver_id, tenants, gr
 VALUES (%s, %s, %s, %s, %s, %s, now() + make_interval(secs => %s))
 RETURNING expires_at
 """
-# The invitation of a token, locked until the transaction ends (its burn is in the same one).
-TAKE = """
-SELECT approver_id, tenants, groups, risk_classes, expires_at, used_at, now()
-FROM toolgate.console_invitations WHERE token_sha256 = %s FOR UPDATE
-"""
+# The invitation of a token, burnt if it may still be used; no row if not (migration 0038).
+TAKE = "SELECT * FROM toolgate.take_invitation(%s)"
 READ = """
 SELECT approver_id, tenants, groups, risk_classes, expires_at, used_at, now()
 FROM toolgate.console_invitations WHERE token_sha256 = %s
 """
-BURN = "UPDATE toolgate.console_invitations SET used_at = now() WHERE token_sha256 = %s AND used_at IS NULL"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +57,14 @@ async def insert(
     return row[0]  # type: ignore[no-any-return]
 
 
-async def read(conn: AsyncConnection[Any], token_sha256: bytes, lock: bool = False) -> Invitation | None:
-    """The invitation of this token's hash (locked with `lock`); None: no such invitation."""
-    row = await (await conn.execute(TAKE if lock else READ, (token_sha256,))).fetchone()
+async def read(conn: AsyncConnection[Any], token_sha256: bytes) -> Invitation | None:
+    """The invitation of this token's hash; None: no such invitation."""
+    row = await (await conn.execute(READ, (token_sha256,))).fetchone()
     return None if row is None else Invitation(*row)
 
 
-async def burn(conn: AsyncConnection[Any], token_sha256: bytes) -> bool:
-    """Mark the invitation used; False when it was used already."""
-    cur = await conn.execute(BURN, (token_sha256,))
-    return cur.rowcount == 1
+async def take(conn: AsyncConnection[Any], token: str) -> Invitation | None:
+    """Burn the invitation of `token` and return it as it stood, if it is known, unused and
+    unexpired (by the database's clock); None if not (`read` says why)."""
+    row = await (await conn.execute(TAKE, (token,))).fetchone()
+    return None if row is None else Invitation(*row)

@@ -129,6 +129,10 @@ class Settings:
     console_host: str = "127.0.0.1"
     console_port: int = 0
     console_url: str = ""
+    # What the console `toolgate up` starts on a Postgres of yours connects as: a login role granted
+    # toolgate_console (ops/roles.py). Empty: the owner's URL, as before there was a console role.
+    # The embedded Postgres gives the console a login of that role itself.
+    console_database_url: str = ""
     # How often reconciliation samples the gauges read from Postgres and Kafka (keys PENDING, outbox,
     # approvals waiting, consumer lag, dead letters, audit head) and verifies the whole audit chain.
     metrics_sample_seconds: float = 15.0

@@ -153,13 +153,14 @@ def start_provider(settings: Settings, port: int) -> tuple[Child, str]:
     return child, f"http://127.0.0.1:{port}"
 
 
-def start_console(settings: Settings, env: dict[str, str], admin_url: str, port: int) -> tuple[Child, str]:
-    """The approval console on `port`, once it listens; the child and its URL. It connects as the
-    tables' owner (enrolment registers approvers) and to the broker as the approval service."""
+def start_console(settings: Settings, env: dict[str, str], database_url: str, port: int) -> tuple[Child, str]:
+    """The approval console on `port`, once it listens; the child and its URL. It connects to
+    Postgres with `database_url` (a login of toolgate_console, ops/roles.py) and to the broker as
+    the approval service."""
     child = Child(
         "console",
         [sys.executable, "-m", "toolgate.cli", "console", "--port", str(port)],
-        {**env, "TOOLGATE_DATABASE_URL": admin_url, "TOOLGATE_CONSOLE_PORT": str(port)},
+        {**env, "TOOLGATE_DATABASE_URL": database_url, "TOOLGATE_CONSOLE_PORT": str(port)},
         settings.home / "logs" / "console.log",
     )
     child.start()

@@ -38,7 +38,7 @@ from typing import Any, TextIO
 
 from toolgate.kafka_security import client_config
 from toolgate.ops.agents import registered_tenants
-from toolgate.ops.roles import embedded_worker_url
+from toolgate.ops.roles import CONSOLE_ROLE, WORKER_ROLE, embedded_role_url
 from toolgate.ops.stack.children import Child, Ports, start_console, start_provider, start_stages, worker_env, yielding
 from toolgate.ops.stack.home import claim_home, write_runtime
 from toolgate.ops.stack.infrastructure import Infrastructure, mask
@@ -92,10 +92,13 @@ class Supervisor:
         admin_url = self.infra.start_postgres(ports)
         prepare(self.settings, bootstrap, admin_url, self.demo, self.say)
         principals = self.infra.grant(bootstrap, admin_url)
-        worker_url = (
-            embedded_worker_url(admin_url, self.settings.secrets_path)
+        worker_url, console_url = (
+            (
+                embedded_role_url(admin_url, self.settings.secrets_path, WORKER_ROLE),
+                embedded_role_url(admin_url, self.settings.secrets_path, CONSOLE_ROLE),
+            )
             if self.infra.postgres is not None
-            else self.settings.database_url or admin_url
+            else (self.settings.database_url or admin_url, self.settings.console_database_url or admin_url)
         )
         self.say(f"workers    connect as {mask(worker_url)}")
         endpoints = dict(self.settings.endpoints)
@@ -122,7 +125,7 @@ class Supervisor:
         env["TOOLGATE_CONSOLE_URL"] = self.settings.console_url or f"http://{self.settings.console_host}:{port}"
         stages, self._metrics_ports = start_stages(self.settings, env, ports, self.infra.principal)
         self.children += stages
-        console, url = start_console(self.settings, env, admin_url, port)
+        console, url = start_console(self.settings, env, console_url, port)
         self.children.append(console)
         runtime |= {"console_host": self.settings.console_host, "console_port": port}
         runtime["console_url"] = env["TOOLGATE_CONSOLE_URL"]

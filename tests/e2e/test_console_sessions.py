@@ -1,7 +1,8 @@
 """The console's sessions, CSRF and invitations in a real headless Chromium, on the session's
-`toolgate up`: the cookie's flags; a POST without the session's CSRF token, with a wrong one, or
-from another origin is refused; an expired session and a logged-out one let nothing through;
-the login is a signed challenge taken once; a used or an expired invitation is refused."""
+`toolgate up`: the console connects to Postgres as its own role; the cookie's flags; a POST
+without the session's CSRF token, with a wrong one, or from another origin is refused; an
+expired session and a logged-out one let nothing through; the login is a signed challenge taken
+once; a used or an expired invitation is refused."""
 
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ def sam(pipeline: Pipeline, browser: Browser) -> Iterator[Approver]:
     approver = enrolled(pipeline, browser, "sam")
     yield approver
     approver.context.close()
+
+
+def test_the_console_connects_as_its_own_role_not_as_the_tables_owner(pipeline: Pipeline, sam: Approver) -> None:
+    # sam enrolled through it: its pool is open. As toolgate_console, a console taken over could
+    # change no ticket, decision, key or audit row (tests/integration/test_console_role.py).
+    roles = pipeline.sql("SELECT DISTINCT usename FROM pg_stat_activity WHERE application_name = 'toolgate-console'")
+    assert roles == [("toolgate_console",)]
 
 
 def test_the_session_cookie_is_httponly_samesite_strict_and_not_secure_on_loopback(sam: Approver) -> None:

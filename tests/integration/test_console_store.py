@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from toolgate.console.checks import invitation_refusal, session_alive
+from toolgate.console.state import digest
 from toolgate.store import approvers, console_inbox, console_sessions, edits, invitations
 
 from .conftest import Database
@@ -44,19 +45,20 @@ def test_a_ticket_opened_decided_and_closed_is_a_notice_naming_it(database: Data
 
 
 def test_an_invitation_burns_once(database: Database) -> None:
-    token = uuid.uuid4().bytes * 2
+    token = f"tok-{uuid.uuid4().hex}"
 
     async def work(conn: psycopg.AsyncConnection[Any]) -> tuple[Any, ...]:
-        await invitations.insert(conn, token, "ivy", ["acme"], ["g"], ["HIGH_RISK_EXTERNAL"], "operator", 60)
-        fresh = await invitations.read(conn, token)
-        first, second = await invitations.burn(conn, token), await invitations.burn(conn, token)
-        used = await invitations.read(conn, token)
+        hashed = digest(token)
+        await invitations.insert(conn, hashed, "ivy", ["acme"], ["g"], ["HIGH_RISK_EXTERNAL"], "operator", 60)
+        fresh = await invitations.read(conn, hashed)
+        first, second = await invitations.take(conn, token), await invitations.take(conn, token)
+        used = await invitations.read(conn, hashed)
         return fresh, first, second, used, await invitations.read(conn, b"\0" * 32)
 
     fresh, first, second, used, unknown = run(database, work)
     assert fresh is not None and invitation_refusal(fresh, fresh.now) is None
     assert (fresh.approver_id, fresh.tenants, fresh.groups) == ("ivy", ["acme"], ["g"])
-    assert (first, second) == (True, False)
+    assert first is not None and first.approver_id == "ivy" and second is None
     assert used is not None and invitation_refusal(used, used.now) == "this invitation has been used already"
     assert unknown is None
 
