@@ -29,10 +29,11 @@ async def _card(request: web.Request, session: Session) -> dict[str, Any]:
         if found is None or not found.served:
             raise web.HTTPNotFound(text=f"no approval {approval_id} among those you decide")
         votes = await console_inbox.votes(conn, approval_id)
+        uncounted = await console_inbox.uncounted(conn, approval_id)
         waiting = bool(await console_inbox.inbox(conn, session.approver_id, approval_id))
         edit = await edits.edit_state_of(conn, approval_id)
     voted = any(v.approver_id == session.approver_id for v in votes)
-    return {**card_view(found, votes, edit), "decidable": waiting and not voted}
+    return {**card_view(found, votes, edit, uncounted), "decidable": waiting and not voted}
 
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from toolgate.contracts.edits import Change
@@ -15,7 +16,7 @@ from toolgate.ops.approvals import edit_shown
 from toolgate.ops.registry import utc_text
 from toolgate.schemas.models import ApprovalRequest
 from toolgate.schemas.wire import canonical_json
-from toolgate.store.console_inbox import Card, Vote, Waiting
+from toolgate.store.console_inbox import Card, Uncounted, Vote, Waiting
 from toolgate.store.edits import EditState
 
 
@@ -74,8 +75,11 @@ def edit_view(state: EditState | None, arguments: dict[str, Any]) -> dict[str, A
     return {"edited_from": edit["edited_from"], "edited_by": shown(edit["edited_by"]), "diff": diff_rows(changes)}
 
 
-def card_view(card: Card, votes: list[Vote], edit: EditState | None = None) -> dict[str, Any]:
-    """A card's fields, in the order `approvals show` prints them, its votes, its history, its
+def card_view(
+    card: Card, votes: list[Vote], edit: EditState | None = None, uncounted: Sequence[Uncounted] = ()
+) -> dict[str, Any]:
+    """A card's fields, in the order `approvals show` prints them, its votes, its history (with the
+    decisions that did not count), its
     part in an edit, and the held arguments as the edit field starts from (indented JSON) and as
     the browser checks an edit against (canonical JSON)."""
     packet = ApprovalRequest.model_validate(card.packet)
@@ -112,7 +116,7 @@ def card_view(card: Card, votes: list[Vote], edit: EditState | None = None) -> d
         "tally": f"{approved} of {packet.required_approvals} approval(s)",
         "expires_at": utc_text(card.expires_at),
         "expires_at_ms": _ms(card.expires_at),
-        "history": _history(card, votes),
+        "history": _history(card, votes, uncounted),
     }
 
 
@@ -121,10 +125,22 @@ def _vote(vote: Vote) -> dict[str, str]:
     return {"text": shown(f"{vote.approver_id}: {vote.verdict} at {utc_text(vote.decided_at)}{reason}")}
 
 
-def _history(card: Card, votes: list[Vote]) -> list[tuple[str, str]]:
-    """The ticket's life, oldest first: opened, each decision counted on it, and how it closed."""
-    events = [(utc_text(card.created_at), "opened: the call is held for approval")]
-    events += [(utc_text(v.decided_at), shown(f"{v.approver_id} decided {v.verdict}")) for v in votes]
+def _history(card: Card, votes: list[Vote], uncounted: Sequence[Uncounted]) -> list[tuple[str, str]]:
+    """The ticket's life, oldest first: opened, each decision counted on it and each that was
+    not, and how it closed."""
+    events = [(card.created_at, "opened: the call is held for approval")]
+    events += [(v.decided_at, shown(f"{v.approver_id} decided {v.verdict}")) for v in votes]
+    events += [(u.at, _not_counted(u)) for u in uncounted]
     if card.status != "PENDING" and card.decided_at is not None:
-        events.append((utc_text(card.decided_at), f"closed: {card.status}"))
-    return events
+        events.append((card.decided_at, f"closed: {card.status}"))
+    return [(utc_text(at), what) for at, what in sorted(events, key=lambda event: event[0])]
+
+
+def _not_counted(decision: Uncounted) -> str:
+    """A decision that did not count, as the history says it: an unproven one names its signer as
+    claimed only, and its code (its reason would quote what it claims)."""
+    if not decision.proven:
+        return shown(f"a decision signed as {decision.signer} ({decision.verdict}) proved nobody: {decision.code}")
+    why = f"{decision.code}: {decision.reason}" if decision.reason else str(decision.code)
+    said = "again, not counted" if decision.repeat else "not counted"
+    return shown(f"{decision.signer} decided {decision.verdict}, {said} ({why})")

@@ -1,6 +1,7 @@
 """What the console shows an approver (console/app.py): the open tickets of the tenants, risk
 classes and groups it serves, with their votes; one ticket's packet, status and decisions for
-its card. Read-only: decisions reach tickets only through approval-wait."""
+its card, and the decisions approval-wait did not count on it. Read-only: decisions reach tickets
+only through approval-wait."""
 
 from __future__ import annotations
 
@@ -35,6 +36,17 @@ DECISIONS = (
     "SELECT approver_id, verdict, reason, decided_at FROM toolgate.approval_decisions WHERE approval_id = %s "
     "ORDER BY recorded_at"
 )
+
+# The decisions approval-wait refused or took as a repeat on a ticket, newest 50, as it audited them
+# (workers/approval/decision.py `transition`; decisions.py `unproven_entry`, whose signer is only
+# claimed): by migration 0039's index, whatever the audit log's size.
+UNCOUNTED = """
+SELECT at, actor, action = 'decision_noop', detail->>'verdict', detail->>'code', detail->>'reason',
+       coalesce((detail->>'proven')::boolean, true)
+FROM toolgate.audit_log
+WHERE action IN ('decision_refused', 'decision_noop') AND detail->>'approval_id' = %s
+ORDER BY id DESC LIMIT 50
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +85,20 @@ class Vote:
     decided_at: dt.datetime
 
 
+@dataclass(frozen=True, slots=True)
+class Uncounted:
+    """A decision on a ticket that did not count: refused, or a repeat of one counted (`repeat`).
+    `signer` is who signed it, or who it claims signed it when it proved nobody (not `proven`)."""
+
+    at: dt.datetime
+    signer: str
+    repeat: bool
+    verdict: str | None
+    code: str | None
+    reason: str | None
+    proven: bool
+
+
 async def inbox(conn: AsyncConnection[Any], approver_id: str, approval_id: str | None = None) -> list[Waiting]:
     """The open tickets the approver may decide, soonest expiry first (only `approval_id`, when given)."""
     cur = await conn.execute(INBOX, {"approver": approver_id, "approval": approval_id})
@@ -86,6 +112,12 @@ async def card(conn: AsyncConnection[Any], approver_id: str, approval_id: str) -
 
 async def votes(conn: AsyncConnection[Any], approval_id: str) -> list[Vote]:
     return [Vote(*row) for row in await (await conn.execute(DECISIONS, (approval_id,))).fetchall()]
+
+
+async def uncounted(conn: AsyncConnection[Any], approval_id: str) -> list[Uncounted]:
+    """The decisions on the ticket that did not count, oldest first (the newest 50)."""
+    rows = await (await conn.execute(UNCOUNTED, (approval_id,))).fetchall()
+    return [Uncounted(*row) for row in reversed(rows)]
 
 
 CHANNEL = "toolgate_console"  # migration 0031's triggers: a changed ticket's approval id

@@ -2,7 +2,8 @@
 parts 1 and 2): approvers enrol from invitations (their browsers make their keys, which cannot be
 exported), two of them approve a charge in their browsers and it runs exactly once; a denial
 needs a reason and ends the call; an expiry is seen live; hostile agent text is inert on a card;
-and a console server that signs decisions itself (its own key, or none) approves nothing."""
+and a console server that signs decisions itself (its own key, or none) approves nothing, each of
+its decisions listed on the card's history as proving nobody."""
 
 from __future__ import annotations
 
@@ -174,6 +175,10 @@ def test_a_console_that_signs_decisions_itself_approves_nothing(
         (0,)
     ]
     open_card(pat.page, console_base(pipeline), approval_id)
+    history = pat.page.locator("ol.history li")
+    for who in (pat.name, quinn.name):  # the card's history lists each, its signer only claimed
+        forgery = f"a decision signed as {who} (APPROVE) proved nobody: bad_signature"
+        expect(history.filter(has_text=forgery)).to_have_count(2)
     prepared = post(pat.page, f"/approvals/{approval_id}/prepare", {"verdict": "APPROVE"})
     assert prepared[0] == 200, prepared
     document = json.loads(prepared[1])["document"]

@@ -2,7 +2,8 @@
 store/console_sessions.py, store/console_inbox.py): a ticket opened, decided or closed is a
 notice on `toolgate_console` naming it; an invitation burns once; a challenge is taken once and
 only before its expiry; a session ends at its expiry or with its approver; an inbox holds only
-the tickets its approver may decide; a ticket's part in an edit reads the same on the console's
+the tickets its approver may decide; the decisions that did not count on a ticket are read back
+from the audit log, oldest first; a ticket's part in an edit reads the same on the console's
 async connection as on `approvals show`'s (store/edits.py)."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import psycopg
 
 from toolgate.console.checks import invitation_refusal, session_alive
 from toolgate.console.state import digest
-from toolgate.store import approvers, console_inbox, console_sessions, edits, invitations
+from toolgate.store import approvers, audit, console_inbox, console_sessions, edits, invitations
 
 from .conftest import Database
 from .test_redrive import _ticket
@@ -134,3 +135,30 @@ def test_a_tickets_part_in_an_edit_reads_the_same_on_the_consoles_async_connecti
     assert shown[0] is not None and (shown[0].edited_by, shown[0].edited_into) == ("alice", edited)
     assert shown[1] is not None and (shown[1].edit_of, shown[1].edit_of_by) == (held, "alice")
     assert shown[1].held_arguments is not None and shown[2] is None
+
+
+def test_the_decisions_that_did_not_count_on_a_ticket_are_read_from_the_audit_log(database: Database) -> None:
+    mine, other = f"appr_{uuid.uuid4().hex[:12]}", f"appr_{uuid.uuid4().hex[:12]}"
+
+    def entry(action: str, actor: str, approval_id: str, code: str, **more: Any) -> audit.Entry:
+        detail = {"approval_id": approval_id, "decision_id": uuid.uuid4().hex, "verdict": "APPROVE", "code": code}
+        return audit.Entry("approval-wait", action, actor, None, None, {**detail, **more})
+
+    async def work(conn: psycopg.AsyncConnection[Any]) -> list[console_inbox.Uncounted]:
+        async with conn.transaction():
+            await audit.append(
+                conn,
+                [
+                    entry("decision_refused", "mallory", mine, "bad_signature", proven=False),
+                    entry("decision_counted", "alice", mine, "counted"),
+                    entry("decision_noop", "alice", mine, "already_decided", reason="alice decided already"),
+                    entry("decision_refused", "dave", other, "wrong_group", reason="not this one"),
+                ],
+            )
+        return await console_inbox.uncounted(conn, mine)
+
+    found = run(database, work)
+    assert [(u.signer, u.repeat, u.code, u.reason, u.proven) for u in found] == [
+        ("mallory", False, "bad_signature", None, False),
+        ("alice", True, "already_decided", "alice decided already", True),
+    ]

@@ -1,6 +1,6 @@
 """The console's card of a held call (console/views.py, console/templates/): everything
 `approvals show` has, agent text inert (escaped by the templates, controls and bidi overrides
-written as escapes), states as JSON."""
+written as escapes), states as JSON, and a history with the decisions that did not count."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from toolgate.console.state import templates
 from toolgate.console.views import card_view
-from toolgate.store.console_inbox import Card, Vote
+from toolgate.store.console_inbox import Card, Uncounted, Vote
 
 AT = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 HOSTILE = '<script>alert(1)</script><img src=x onerror="alert(2)">\u202etxt.exe'
@@ -70,3 +70,38 @@ def test_a_closed_card_has_its_history_and_no_countdown() -> None:
     ]
     html = templates().get_template("_card.html").render(card={**view, "decidable": False})
     assert "data-expires-at-ms" not in html and 'data-verdict="APPROVE"' not in html
+
+
+def test_the_history_lists_the_decisions_that_did_not_count_in_order() -> None:
+    card = Card(packet(), "APPROVED", AT + dt.timedelta(minutes=4), AT, AT + dt.timedelta(minutes=5), True)
+    votes = [
+        Vote("alice", "APPROVE", None, AT + dt.timedelta(minutes=1)),
+        Vote("bob", "APPROVE", None, AT + dt.timedelta(minutes=4)),
+    ]
+    uncounted = [
+        Uncounted(AT + dt.timedelta(minutes=2), "mallory", False, "APPROVE", "bad_signature", None, False),
+        Uncounted(
+            AT + dt.timedelta(minutes=3), "alice", True, "APPROVE", "already_decided", "alice decided already", True
+        ),
+        Uncounted(
+            AT + dt.timedelta(seconds=150), "dave", False, "APPROVE", "wrong_group", "dave is in no group reached", True
+        ),
+    ]
+    assert [what for _, what in card_view(card, votes, None, uncounted)["history"]] == [
+        "opened: the call is held for approval",
+        "alice decided APPROVE",
+        "a decision signed as mallory (APPROVE) proved nobody: bad_signature",
+        "dave decided APPROVE, not counted (wrong_group: dave is in no group reached)",
+        "alice decided APPROVE, again, not counted (already_decided: alice decided already)",
+        "bob decided APPROVE",
+        "closed: APPROVED",
+    ]
+
+
+def test_a_claimed_signer_is_inert_text_in_the_history() -> None:
+    card = Card(packet(), "PENDING", None, AT, AT + dt.timedelta(minutes=5), True)
+    forged = Uncounted(AT, HOSTILE, False, "APPROVE", "bad_signature", None, False)
+    html = (
+        templates().get_template("_card.html").render(card={**card_view(card, [], None, [forged]), "decidable": True})
+    )
+    assert "<script>" not in html and "\\u202e" in html
