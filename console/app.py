@@ -94,7 +94,7 @@ async def _end_streams(app: web.Application) -> None:
 async def _running(app: web.Application) -> AsyncIterator[None]:
     console = app[CONSOLE]
     await console.pool.open()
-    console.live = live.Live(console.settings.database_url)
+    console.live = live.Live(console.settings.database_url, console.pool)
     console.live.start()
     yield
     await console.live.stop()

@@ -32,6 +32,13 @@ SELECT a.packet, a.status, a.decided_at, a.created_at, a.expires_at, a.tenant_id
 FROM toolgate.approvals a LEFT JOIN toolgate.approvers p ON p.approver_id = %s AND p.status = 'active'
 WHERE a.approval_id = %s
 """
+# Which of these approvers may see which of these tickets on their cards: active, and serving the
+# ticket's tenant (CARD's `served`), for the live notices of a batch of changed tickets at once.
+SEEN_BY = """
+SELECT a.approval_id, p.approver_id
+FROM toolgate.approvals a JOIN toolgate.approvers p ON a.tenant_id = ANY(p.tenants) AND p.status = 'active'
+WHERE a.approval_id = ANY(%b) AND p.approver_id = ANY(%b)
+"""
 DECISIONS = (
     "SELECT approver_id, verdict, reason, decided_at FROM toolgate.approval_decisions WHERE approval_id = %s "
     "ORDER BY recorded_at"
@@ -108,6 +115,12 @@ async def inbox(conn: AsyncConnection[Any], approver_id: str, approval_id: str |
 async def card(conn: AsyncConnection[Any], approver_id: str, approval_id: str) -> Card | None:
     row = await (await conn.execute(CARD, (approver_id, approval_id))).fetchone()
     return None if row is None else Card(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+
+
+async def seen_by(conn: AsyncConnection[Any], approval_ids: list[str], approver_ids: list[str]) -> set[tuple[str, str]]:
+    """The (ticket, approver) pairs among these in which the approver may see the ticket."""
+    rows = await (await conn.execute(SEEN_BY, (approval_ids, approver_ids))).fetchall()
+    return {(row[0], row[1]) for row in rows}
 
 
 async def votes(conn: AsyncConnection[Any], approval_id: str) -> list[Vote]:

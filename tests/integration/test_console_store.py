@@ -2,7 +2,8 @@
 store/console_sessions.py, store/console_inbox.py): a ticket opened, decided or closed is a
 notice on `toolgate_console` naming it; an invitation burns once; a challenge is taken once and
 only before its expiry; a session ends at its expiry or with its approver; an inbox holds only
-the tickets its approver may decide; the decisions that did not count on a ticket are read back
+the tickets its approver may decide; a batch of changed tickets is told to the approvers who may
+see them; the decisions that did not count on a ticket are read back
 from the audit log, oldest first; a ticket's part in an edit reads the same on the console's
 async connection as on `approvals show`'s (store/edits.py)."""
 
@@ -116,6 +117,23 @@ def test_an_inbox_holds_the_tickets_its_approver_may_decide(database: Database) 
     in_mine, in_other, grouped = run(database, work)
     assert approval_id in in_mine and approval_id not in in_other
     assert grouped == []  # a ticket that reached a group the approver is not in
+
+
+def test_a_batch_of_changed_tickets_is_told_to_the_approvers_who_may_see_them(database: Database) -> None:
+    tag = uuid.uuid4().hex[:6]
+    first, second = f"appr_{tag}seen1", f"appr_{tag}seen2"
+    mine, other, gone = f"acme-{tag}", f"globex-{tag}", f"gone-{tag}"
+    with psycopg.connect(database.settings.database_url, autocommit=True) as conn:
+        _ticket(conn, first, "PENDING", None)
+        _ticket(conn, second, "APPROVED", None)  # closed tickets change too: their cards are told
+
+    async def work(conn: psycopg.AsyncConnection[Any]) -> set[tuple[str, str]]:
+        for who, tenant in ((mine, "acme"), (other, "globex"), (gone, "acme")):
+            await approvers.insert(conn, who, bytes(32), ["HIGH_RISK_EXTERNAL"], [], [tenant], [])
+        await conn.execute("UPDATE toolgate.approvers SET status = 'revoked' WHERE approver_id = %s", (gone,))
+        return await console_inbox.seen_by(conn, [first, second, "appr_none"], [mine, other, gone, "nobody"])
+
+    assert run(database, work) == {(first, mine), (second, mine)}
 
 
 def test_a_tickets_part_in_an_edit_reads_the_same_on_the_consoles_async_connection(database: Database) -> None:
