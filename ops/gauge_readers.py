@@ -33,20 +33,22 @@ from toolgate.ops.snapshot import Lag
 from toolgate.settings import Settings
 from toolgate.topics import consumed
 from toolgate.topics.catalog import Topics
+from toolgate.topics.ends import READER_SETTINGS
 from toolgate.trust.integrity import Sealer, deployment_keys
 
-# How long the tally reads on after the last letter it got before it counts (a letter still in
-# flight then is counted at the next sample), and the longest one reading lasts.
-QUIET_S = 0.3
+# The longest one reading of the dead-letter topic lasts: a partition whose end the broker has not
+# told by then is counted as far as it was read, and read on at the next sample.
 READ_LIMIT_S = 5.0
 Kept = tuple[str, frozenset[str]]  # a letter's id, and the keys whose MAC it carries
 
 
 class LetterTally:
-    """The dead-letter topic's letters, read from its beginning once and then as it grows. A
-    partition whose log started over (the embedded broker, memory only, restarted; a topic made
-    again) makes its next fetch out of range: `auto.offset.reset` is `error`, so that is told,
-    and the tally starts over from the topic's beginning."""
+    """The dead-letter topic's letters, read from its beginning once and then as it grows, each
+    sample to the end each partition has then (as `toolgate dlq list` reads, topics/ends.py: the
+    end the broker tells, not a quiet spell). A partition whose log started over (the embedded
+    broker, memory only, restarted; a topic made again) makes its next fetch out of range:
+    `auto.offset.reset` is `error`, so that is told, and the tally starts over from the topic's
+    beginning."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -56,7 +58,7 @@ class LetterTally:
                 **client_config(settings, OPERATOR),
                 "bootstrap.servers": settings.kafka_bootstrap,
                 "group.id": f"{GAUGES_GROUP_PREFIX}{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
+                **READER_SETTINGS,
                 "auto.offset.reset": "error",
             }
         )
@@ -81,20 +83,21 @@ class LetterTally:
         self.consumer.assign([TopicPartition(self.topic, p, offset) for p, offset in self.next.items()])
         sealer = Sealer(deployment_keys(self.settings), Topics(self.settings.topic_prefix))
         deadline = time.monotonic() + READ_LIMIT_S
-        last = time.monotonic()
+        ended: set[int | None] = set()  # the partitions at their end
         try:
-            while time.monotonic() - last < QUIET_S and time.monotonic() < deadline:
+            while len(ended) < len(self.next) and time.monotonic() < deadline:
                 msg = self.consumer.poll(0.1)
                 if msg is None:
                     continue
                 error = msg.error()
                 if error is not None:
-                    if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        ended.add(msg.partition())
+                    elif error.code() == KafkaError._AUTO_OFFSET_RESET:
                         self._start_over()
+                        ended.clear()
                         self.consumer.assign([TopicPartition(self.topic, p, o) for p, o in self.next.items()])
-                        last = time.monotonic()
                     continue
-                last = time.monotonic()
                 record = consumed.read(msg)
                 self.next[record.partition] = record.offset + 1
                 found = dlq.read_letter(record, sealer, self.topic)
