@@ -23,6 +23,7 @@ from toolgate.secrets import SecretProvider
 from toolgate.settings import Settings, load_settings
 from toolgate.topics.catalog import Topics
 from toolgate.topics.consumed import Consumed, Unreadable, skipped
+from toolgate.topics.ends import READER_SETTINGS
 from toolgate.topics.producers import Producers, Record, enqueue
 from toolgate.trust.agent_keys import AgentKeyring, AgentSigner
 from toolgate.trust.deployment_keys import deployment_keys, public_keys_of
@@ -161,8 +162,11 @@ class Edge:
             errors, self._errors = self._errors, []
             raise RuntimeError(f"{remaining} records undelivered; errors: {errors[:3]}")
 
-    def _consumer(self, fetch_wait_ms: int | None = None) -> Consumer:
+    def _consumer(self, fetch_wait_ms: int | None = None, eof: bool = False) -> Consumer:
+        """A consumer of this edge's topics (`eof`: one that tells each partition's end as it
+        reaches it, and whose fetch that finds nothing is answered at once: topics/ends.py)."""
         wait = {"fetch.wait.max.ms": fetch_wait_ms} if fetch_wait_ms is not None else {}
+        ends = READER_SETTINGS if eof else {}
         return Consumer(
             {
                 **self.kafka_config,
@@ -171,6 +175,7 @@ class Edge:
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 **wait,
+                **ends,
             }
         )
 

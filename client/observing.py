@@ -13,10 +13,17 @@ from toolgate.client.edge import Edge, readable
 from toolgate.client.feed import FETCH_WAIT_MS, ObservationFeed
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
-from toolgate.topics.consumed import Consumed, read
+from toolgate.topics.consumed import Consumed, Read, read
+from toolgate.topics.ends import ToEnd
 from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, header
 
 IDLE_S = 0.5  # a bounded scan (`latest_of`) ends once nothing arrived for this long
+ENDS_LIMIT_S = 10.0  # how long a listing waits for the broker to tell each partition's end
+
+
+class ObservationsUnread(RuntimeError):
+    """A listing of observations that could not be read to the end of the topic (a broker that
+    did not answer in time): what it gave is not all there is."""
 
 
 class Observing(Edge):
@@ -82,24 +89,46 @@ class Observing(Edge):
         timeout: float | None = None,
     ) -> Iterator[Observed]:
         """A tenant's observations in arrival order, filtered by run and calls; a record without
-        the deployment's signature is skipped. Without `follow`, stops once nothing new
-        arrived for `idle_timeout` seconds; with it, after `timeout` (if set)."""
+        the deployment's signature is skipped. Without `follow`: every partition read to the end
+        the broker tells (a quiet spell proves nothing on a broker slow to answer), and on until
+        nothing new arrived for `idle_timeout` seconds, for late ones (0: stop at the ends);
+        `ObservationsUnread` if a partition's end is not told within ENDS_LIMIT_S. With `follow`,
+        on until `timeout` (if set)."""
         wanted = set(call_ids) if call_ids is not None else None
-        consumer = self._assigned(tenant_id, start_offsets)
-        stop_at = time.monotonic() + timeout if timeout is not None else float("inf")
+        consumer = self._consumer(eof=not follow)
         try:
-            last = time.monotonic()
-            while (follow or time.monotonic() - last < idle_timeout) and time.monotonic() < stop_at:
-                msg = consumer.poll(0.2)
-                if msg is None or msg.error():
-                    continue
-                last = time.monotonic()
-                record = readable(read(msg), "observations")
-                seen = self._observed(record, run_id, wanted) if record is not None else None
-                if seen is not None:
-                    yield seen
+            starts = self._starts(consumer, tenant_id, start_offsets)
+            if not follow:
+                reading = ToEnd(consumer, starts, ENDS_LIMIT_S)
+                yield from self._listed(reading, run_id, wanted)
+                if reading.short:
+                    raise ObservationsUnread(f"the end of {reading.short} was not told within {ENDS_LIMIT_S:g} s")
+                starts = dict(reading.ended)
+            consumer.assign([TopicPartition(topic, p, offset) for (topic, p), offset in starts.items()])
+            yield from self._polled(consumer, run_id, wanted, None if follow else idle_timeout, timeout)
         finally:
             consumer.close()
+
+    def _listed(self, records: Iterable[Read], run_id: str | None, wanted: set[str] | None) -> Iterator[Observed]:
+        for record in records:
+            kept = readable(record, "observations")
+            seen = self._observed(kept, run_id, wanted) if kept is not None else None
+            if seen is not None:
+                yield seen
+
+    def _polled(
+        self, consumer: Consumer, run_id: str | None, wanted: set[str] | None, idle: float | None, timeout: float | None
+    ) -> Iterator[Observed]:
+        """What `consumer` reads on until nothing new arrived for `idle` seconds (None: on) or
+        until `timeout` (None: on)."""
+        stop_at = time.monotonic() + timeout if timeout is not None else float("inf")
+        last = time.monotonic()
+        while (idle is None or time.monotonic() - last < idle) and time.monotonic() < stop_at:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error():
+                continue
+            last = time.monotonic()
+            yield from self._listed([read(msg)], run_id, wanted)
 
     def latest_of(self, tenant_id: str, call_id: str, since_ms: int, within_s: float) -> Observed | None:
         """A call's final observation on its tenant's topic, else its latest interim one, looking
@@ -134,15 +163,21 @@ class Observing(Edge):
             consumer.close()
         return latest
 
-    def _assigned(self, tenant_id: str, start_offsets: Sequence[tuple[int, int]]) -> Consumer:
-        """A consumer of the tenant's observation topic from `start_offsets` (else its start).
-        An offset past the end, as after a broker that came back empty, resets to the start."""
-        consumer = self._consumer()
+    def _starts(
+        self, consumer: Consumer, tenant_id: str, start_offsets: Sequence[tuple[int, int]]
+    ) -> dict[tuple[str, int], int]:
+        """Where to read each partition of the tenant's observation topic from: `start_offsets`,
+        else its start. An offset past the end, as after a broker that came back empty, resets
+        to the start."""
         topic = self.topics.name("observations", tenant_id)
-        starts = dict(start_offsets)
-        consumer.assign(
-            [TopicPartition(topic, p, starts.get(p, OFFSET_BEGINNING)) for p in self._partitions(consumer, topic)]
-        )
+        given = dict(start_offsets)
+        return {(topic, p): given.get(p, OFFSET_BEGINNING) for p in self._partitions(consumer, topic)}
+
+    def _assigned(self, tenant_id: str, start_offsets: Sequence[tuple[int, int]]) -> Consumer:
+        """A consumer of the tenant's observation topic from `start_offsets` (else its start)."""
+        consumer = self._consumer()
+        starts = self._starts(consumer, tenant_id, start_offsets)
+        consumer.assign([TopicPartition(topic, p, offset) for (topic, p), offset in starts.items()])
         return consumer
 
     def _observed(self, record: Consumed, run_id: str | None, wanted: set[str] | None) -> Observed | None:

@@ -1,0 +1,21 @@
+"""A client's listing of observations (`ToolgateClient.observations`, client/observing.py) through
+the session's `toolgate up`: read to the end of every partition of the tenant's topic as the
+broker tells it, not until the topic has been quiet for a while, so a listing that waits for no
+late ones (`idle_timeout=0`) still holds every observation already there."""
+
+from __future__ import annotations
+
+import uuid
+
+from ..conftest import Pipeline
+
+
+def test_a_listing_reads_every_partition_to_its_end(pipeline: Pipeline) -> None:
+    runs = [f"run_{uuid.uuid4().hex[:10]}" for _ in range(8)]  # keyed by run: spread over the partitions
+    sent = [pipeline.propose("invoice.fetch", {"invoice_id": "inv_acme0001"}, run_id=run) for run in runs]
+    for s in sent:
+        pipeline.wait(s)
+    wanted = {s.call_id for s in sent}
+    listed = list(pipeline.client.observations(tenant_id="acme", call_ids=wanted, idle_timeout=0))
+    assert {o.call_id for o in listed if o.is_final} == wanted
+    assert len({o.partition for o in listed}) > 1
