@@ -23,15 +23,19 @@ from toolgate.ops.approvers import Grant, record_approver
 from toolgate.ops.registry import RegistryError
 from toolgate.store import invitations
 
+MAX_TOKEN = 256
+
 
 async def enrol_page(request: web.Request) -> web.Response:
     return request.app[CONSOLE].render("enrol.html", session=None)
 
 
 async def _token(request: web.Request) -> tuple[dict[str, Any], str]:
+    """The request's body and the invitation token it carries: printable, at most MAX_TOKEN
+    characters (`approvers invite` makes 43), else 400: no such text is any invitation's."""
     body = await json_body(request)
     token = body.get("token")
-    if not isinstance(token, str) or not token:
+    if not isinstance(token, str) or not token or len(token) > MAX_TOKEN or not token.isprintable():
         raise web.HTTPBadRequest(text="no invitation token")
     return body, token
 

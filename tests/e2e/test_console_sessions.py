@@ -142,6 +142,10 @@ def test_a_used_or_expired_invitation_is_refused(pipeline: Pipeline, browser: Br
         assert pipeline.sql("SELECT count(*) FROM toolgate.approvers WHERE approver_id = %s", (f"wyn-{suffix}",)) == [
             (0,)
         ]
+        for token in ("a\u0000b", "x" * 5000):  # no invitation's: refused as such, not a server error
+            for path in ("/enrol/check", "/enrol"):
+                answer = post(late, path, {"token": token, "public_key": "A" * 43}, csrf=False)
+                assert answer == (400, "no invitation token"), (path, answer)
         bad = pipeline.cli("approvers", "invite", "xan", "--tenant", "acme", "--expires", "30d")
         assert bad.returncode == 1 and "a minute to a week" in bad.stdout + bad.stderr
         context.close()
