@@ -11,7 +11,9 @@ on the first fetch that finds nothing past its position, which the broker holds 
 wait: a reader's consumer asks for a short one (`READER_SETTINGS`).
 
 A partition that says nothing within the reading's limit leaves it short: `ended` names the
-partitions that did, and a reader says what it could not read rather than guess.
+partitions that did, and a reader says what it could not read rather than guess. A partition told
+at its end goes on being read while others are not yet: what comes to it then is read too, and its
+`ended` moves past it, so a reader that goes on from `ended` reads nothing twice.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ Partition = tuple[str, int]  # (topic, partition)
 @dataclass
 class ToEnd:
     """The records of `starts`' partitions, each from its start offset (or OFFSET_BEGINNING) to
-    its end, as they are iterated; `ended` holds each partition's end once it was told, so a
-    reading that stopped at `limit_s` can say which partitions it did not finish. The consumer
-    is left with nothing assigned."""
+    its end, as they are iterated; `ended` holds each partition's end once it was told (past any
+    record read of it since), so a reading that stopped at `limit_s` can say which partitions it
+    did not finish, and one that goes on from `ended` reads nothing twice. The consumer is left
+    with nothing assigned."""
 
     consumer: Consumer
     starts: dict[Partition, int]
@@ -56,10 +59,14 @@ class ToEnd:
                 topic, partition, error = msg.topic(), msg.partition(), msg.error()
                 if topic is None or partition is None:
                     continue  # an error of the client's own, not of a partition
+                key = (topic, partition)
                 if error is None:
-                    yield consumed.read(msg)
+                    record = consumed.read(msg)
+                    if key in self.ended:  # a record come after its end was told: the end moved on
+                        self.ended[key] = max(self.ended[key], record.offset + 1)
+                    yield record
                 elif error.code() == KafkaError._PARTITION_EOF:
-                    self.ended.setdefault((topic, partition), msg.offset() or 0)
+                    self.ended[key] = max(self.ended.get(key, 0), msg.offset() or 0)
         finally:
             self.consumer.unassign()
 
