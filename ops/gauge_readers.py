@@ -18,12 +18,11 @@ A client that failed is dropped and made again at the next sample.
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from toolgate.kafka_security import OPERATOR, client_config
@@ -33,7 +32,7 @@ from toolgate.ops.snapshot import Lag
 from toolgate.settings import Settings
 from toolgate.topics import consumed
 from toolgate.topics.catalog import Topics
-from toolgate.topics.ends import READER_SETTINGS
+from toolgate.topics.ends import READER_SETTINGS, ToEnd
 from toolgate.trust.integrity import Sealer, deployment_keys
 
 # The longest one reading of the dead-letter topic lasts: a partition whose end the broker has not
@@ -46,9 +45,9 @@ class LetterTally:
     """The dead-letter topic's letters, read from its beginning once and then as it grows, each
     sample to the end each partition has then (as `toolgate dlq list` reads, topics/ends.py: the
     end the broker tells, not a quiet spell). A partition whose log started over (the embedded
-    broker, memory only, restarted; a topic made again) makes its next fetch out of range:
-    `auto.offset.reset` is `error`, so that is told, and the tally starts over from the topic's
-    beginning."""
+    broker, memory only, restarted; a topic made again) starts the tally over from the topic's
+    beginning: Apache Kafka says the tally reads past the end (`auto.offset.reset` is `error`);
+    the embedded Tansu answers with nothing, and tells an end short of where the tally reads."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -68,46 +67,42 @@ class LetterTally:
     def letters(self) -> list[tuple[str, bool]]:
         """Every letter on the topic now: its id, and whether it is genuine now (its MAC made
         with a key accepted now)."""
-        self._read()
+        if not self.next:
+            self._start_over()
+        reading = self._read_on()
+        if reading.lost or self._past_end(reading.short):
+            self._start_over()
+            self._read_on()
         accepted = set(deployment_keys(self.settings).view().accepted)
         return [(letter_id, bool(keys & accepted)) for letter_id, keys in self.kept.values()]
 
     def close(self) -> None:
         self.consumer.close()
 
-    def _read(self) -> None:
+    def _read_on(self) -> ToEnd:
         """Read on from where the last sample stopped; between samples nothing is assigned, so
         the consumer fetches nothing."""
-        if not self.next:
-            self._start_over()
-        self.consumer.assign([TopicPartition(self.topic, p, offset) for p, offset in self.next.items()])
         sealer = Sealer(deployment_keys(self.settings), Topics(self.settings.topic_prefix))
-        deadline = time.monotonic() + READ_LIMIT_S
-        ended: set[int | None] = set()  # the partitions at their end
-        try:
-            while len(ended) < len(self.next) and time.monotonic() < deadline:
-                msg = self.consumer.poll(0.1)
-                if msg is None:
-                    continue
-                error = msg.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        ended.add(msg.partition())
-                    elif error.code() == KafkaError._AUTO_OFFSET_RESET:
-                        self._start_over()
-                        ended.clear()
-                        self.consumer.assign([TopicPartition(self.topic, p, o) for p, o in self.next.items()])
-                    continue
-                record = consumed.read(msg)
-                self.next[record.partition] = record.offset + 1
-                found = dlq.read_letter(record, sealer, self.topic)
-                if found is not None:
-                    keys = frozenset[str]()
-                    if isinstance(record, consumed.Consumed):  # an unreadable one's MAC cannot be read: forged
-                        keys = sealer.mac_keys(self.topic, record.value or b"", record.headers)
-                    self.kept[(record.partition, record.offset)] = (found.letter.dead_letter_id, keys)
-        finally:
-            self.consumer.unassign()
+        reading = ToEnd(self.consumer, {(self.topic, p): offset for p, offset in self.next.items()}, READ_LIMIT_S)
+        for record in reading:
+            self.next[record.partition] = record.offset + 1
+            found = dlq.read_letter(record, sealer, self.topic)
+            if found is not None:
+                keys = frozenset[str]()
+                if isinstance(record, consumed.Consumed):  # an unreadable one's MAC cannot be read: forged
+                    keys = sealer.mac_keys(self.topic, record.value or b"", record.headers)
+                self.kept[(record.partition, record.offset)] = (found.letter.dead_letter_id, keys)
+        return reading
+
+    def _past_end(self, short: list[tuple[str, int]]) -> bool:
+        """Whether a partition that told no end is read past the end the broker reports: its log
+        started over. (The embedded Tansu may report an end short of the true one, but it tells
+        the end at once when read from there, so a partition it leaves short is read past it.)"""
+        for topic, partition in short:
+            _, end = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=lag.KAFKA_TIMEOUT_S)
+            if self.next[partition] > end:
+                return True
+        return False
 
     def _start_over(self) -> None:
         topics = self.consumer.list_topics(self.topic, timeout=lag.KAFKA_TIMEOUT_S).topics
@@ -139,11 +134,14 @@ class Readers:
             self._admin, self._ends = AdminClient(lag.admin_config(self.settings)), lag.end_reader(self.settings)
         return lag.lags(self.settings, self._admin, self._ends)
 
-    def open_letters(self) -> int:
+    def tally(self) -> LetterTally:
         if self._tally is None:
             self._tally = LetterTally(self.settings)
+        return self._tally
+
+    def open_letters(self) -> int:
         acted = dlq.actions(self.settings, self.postgres())
-        states = [dlq.state(genuine, acted.get(letter_id)) for letter_id, genuine in self._tally.letters()]
+        states = [dlq.state(genuine, acted.get(letter_id)) for letter_id, genuine in self.tally().letters()]
         return states.count("open")
 
     def drop(self, part: str) -> None:

@@ -14,6 +14,10 @@ A partition that says nothing within the reading's limit leaves it short: `ended
 partitions that did, and a reader says what it could not read rather than guess. A partition told
 at its end goes on being read while others are not yet: what comes to it then is read too, and its
 `ended` moves past it, so a reader that goes on from `ended` reads nothing twice.
+
+A partition read from past its end (its log started over: a topic made again) is `lost` where the
+consumer's `auto.offset.reset` is `error`: Apache Kafka says so at once, and the reading does not
+wait on it. The embedded Tansu answers such a fetch with nothing at all, so there it is short.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class ToEnd:
     starts: dict[Partition, int]
     limit_s: float
     ended: dict[Partition, int] = field(default_factory=dict)
+    lost: set[Partition] = field(default_factory=set)
 
     def __iter__(self) -> Iterator[consumed.Read]:
         if not self.starts:
@@ -52,7 +57,7 @@ class ToEnd:
         self.consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in self.starts.items()])
         deadline = time.monotonic() + self.limit_s
         try:
-            while len(self.ended) < len(self.starts) and time.monotonic() < deadline:
+            while len(self.ended) + len(self.lost) < len(self.starts) and time.monotonic() < deadline:
                 msg = self.consumer.poll(0.1)
                 if msg is None:
                     continue
@@ -67,10 +72,13 @@ class ToEnd:
                     yield record
                 elif error.code() == KafkaError._PARTITION_EOF:
                     self.ended[key] = max(self.ended.get(key, 0), msg.offset() or 0)
+                elif error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    self.lost.add(key)
         finally:
             self.consumer.unassign()
 
     @property
     def short(self) -> list[Partition]:
-        """The partitions whose end was not told: a reading of them is a lower bound."""
-        return sorted(set(self.starts) - set(self.ended))
+        """The partitions whose end was not told, nor their loss: a reading of them is a lower
+        bound."""
+        return sorted(set(self.starts) - set(self.ended) - self.lost)

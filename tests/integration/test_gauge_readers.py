@@ -50,6 +50,23 @@ def test_the_open_letters_counted_as_the_topic_grows_and_operators_act_are_what_
     assert agree(pipeline, readers, before + 2) == before + 2
 
 
+def test_a_dead_letter_topic_whose_log_started_over_is_tallied_again_from_its_beginning(
+    pipeline: Pipeline, readers: Readers
+) -> None:
+    # The embedded broker keeps its logs in memory: restarted, it makes the topic again, and the
+    # tally reads from past its end. Apache Kafka says so (the tally's `auto.offset.reset` is
+    # `error`); the embedded Tansu answered with nothing, and the tally neither counted the
+    # letters written since nor forgot the ones lost: the gauge disagreed with `toolgate status`.
+    before = agree(pipeline, readers)
+    tally = readers.tally()
+    tally.next = dict.fromkeys(tally.next, 1_000_000)  # where a longer log, now lost, had ended
+    run_id = f"run_{uuid.uuid4().hex[:10]}"
+    pipeline.client.publish_raw(Topics().proposals, run_id.encode(), secrets.token_bytes(48))
+    pipeline.client.flush()
+    assert agree(pipeline, readers, before + 1) == before + 1
+    assert max(tally.next.values()) < 1_000_000
+
+
 def test_one_postgres_connection_serves_the_samples_and_another_follows_one_postgres_ended(
     pipeline: Pipeline, readers: Readers
 ) -> None:

@@ -15,6 +15,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
 
 from toolgate.ops import dlq
 from toolgate.ops.stack.embedded import Broker
+from toolgate.ops.stack.kafka_broker import KafkaCluster
 from toolgate.topics.catalog import Topics
 from toolgate.topics.ends import READER_SETTINGS, ToEnd
 
@@ -86,6 +87,31 @@ def test_a_record_come_after_its_partitions_end_was_told_moves_that_end_past_it(
         thread.join(10)
     assert [(r.partition, r.offset, r.value) for r in read] == [(0, 0, b"late")]
     assert reading.ended == {(topic, 0): 1}
+
+
+def test_a_partition_read_from_past_its_end_is_lost_where_the_broker_says_so(
+    broker: Broker | KafkaCluster, topic_prefix: str
+) -> None:
+    # As when a log started over under a reader (the embedded broker restarted, memory only).
+    topic = Topics(topic_prefix).authorized  # a topic no other test here writes to
+    consumer = Consumer(
+        {
+            **READER_SETTINGS,
+            "bootstrap.servers": broker.bootstrap,
+            "auto.offset.reset": "error",
+            "group.id": f"ends-{uuid.uuid4().hex[:8]}",
+        }
+    )
+    try:
+        reading = ToEnd(consumer, {(topic, 0): 1_000, (topic, 1): OFFSET_BEGINNING}, 3.0)
+        assert list(reading) == []
+    finally:
+        consumer.close()
+    assert (topic, 1) in reading.ended
+    if isinstance(broker, KafkaCluster):  # out of range, said at once
+        assert reading.lost == {(topic, 0)} and reading.short == []
+    else:  # the embedded Tansu answers with nothing: the partition is short, its end untold
+        assert reading.lost == set() and reading.short == [(topic, 0)]
 
 
 def test_a_dead_letter_topic_not_read_to_its_end_is_an_error_not_a_shorter_listing(pipeline: Pipeline) -> None:
