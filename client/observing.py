@@ -103,7 +103,7 @@ class Observing(Edge):
                 yield from self._listed(reading, run_id, wanted)
                 if reading.short:
                     raise ObservationsUnread(f"the end of {reading.short} was not told within {ENDS_LIMIT_S:g} s")
-                starts = dict(reading.ended)
+                starts = dict(reading.reached)
             consumer.assign([TopicPartition(topic, p, offset) for (topic, p), offset in starts.items()])
             yield from self._polled(consumer, run_id, wanted, None if follow else idle_timeout, timeout)
         finally:

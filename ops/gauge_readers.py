@@ -85,13 +85,13 @@ class LetterTally:
         sealer = Sealer(deployment_keys(self.settings), Topics(self.settings.topic_prefix))
         reading = ToEnd(self.consumer, {(self.topic, p): offset for p, offset in self.next.items()}, READ_LIMIT_S)
         for record in reading:
-            self.next[record.partition] = record.offset + 1
             found = dlq.read_letter(record, sealer, self.topic)
             if found is not None:
                 keys = frozenset[str]()
                 if isinstance(record, consumed.Consumed):  # an unreadable one's MAC cannot be read: forged
                     keys = sealer.mac_keys(self.topic, record.value or b"", record.headers)
                 self.kept[(record.partition, record.offset)] = (found.letter.dead_letter_id, keys)
+        self.next.update((partition, offset) for (_, partition), offset in reading.reached.items())
         return reading
 
     def _past_end(self, short: list[tuple[str, int]]) -> bool:

@@ -111,13 +111,11 @@ def _read_ends(
     if not starts:
         return {}, {}
     consumer = reader or end_reader(settings)
-    reached = dict(starts)
     reading = ToEnd(consumer, starts, LAG_READ_S)
     try:
-        for record in reading:
-            key = (record.topic, record.partition)
-            reached[key] = max(reached[key], record.offset + 1)
+        for _ in reading:
+            pass
     finally:
         if reader is None:
             consumer.close()
-    return {k: reading.ended.get(k, reached[k]) for k in starts}, {k: k in reading.ended for k in starts}
+    return {k: reading.reached.get(k, start) for k, start in starts.items()}, {k: k in reading.told for k in starts}

@@ -12,8 +12,9 @@ wait: a reader's consumer asks for a short one (`READER_SETTINGS`).
 
 A partition that says nothing within the reading's limit leaves it short: `ended` names the
 partitions that did, and a reader says what it could not read rather than guess. A partition told
-at its end goes on being read while others are not yet: what comes to it then is read too, and its
-`ended` moves past it, so a reader that goes on from `ended` reads nothing twice.
+at its end goes on being read while others are not yet: what comes to it then is read too, and
+where it was read to (`reached`) moves past it, so a reader that goes on from there reads nothing
+twice.
 
 A partition read from past its end (its log started over: a topic made again) is `lost` where the
 consumer's `auto.offset.reset` is `error`: Apache Kafka says so at once, and the reading does not
@@ -40,15 +41,17 @@ Partition = tuple[str, int]  # (topic, partition)
 @dataclass
 class ToEnd:
     """The records of `starts`' partitions, each from its start offset (or OFFSET_BEGINNING) to
-    its end, as they are iterated; `ended` holds each partition's end once it was told (past any
-    record read of it since), so a reading that stopped at `limit_s` can say which partitions it
-    did not finish, and one that goes on from `ended` reads nothing twice. The consumer is left
-    with nothing assigned."""
+    its end, as they are iterated. `reached` holds where each partition was read to (past its
+    last record read, or at its end once told), and `ended` the same for the partitions whose end
+    was told, so a reading that stopped at `limit_s` can say which partitions it did not finish,
+    and one that goes on from `reached` reads nothing twice. The consumer is left with nothing
+    assigned."""
 
     consumer: Consumer
     starts: dict[Partition, int]
     limit_s: float
-    ended: dict[Partition, int] = field(default_factory=dict)
+    reached: dict[Partition, int] = field(default_factory=dict)
+    told: set[Partition] = field(default_factory=set)  # the partitions whose end was told
     lost: set[Partition] = field(default_factory=set)
 
     def __iter__(self) -> Iterator[consumed.Read]:
@@ -57,7 +60,7 @@ class ToEnd:
         self.consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in self.starts.items()])
         deadline = time.monotonic() + self.limit_s
         try:
-            while len(self.ended) + len(self.lost) < len(self.starts) and time.monotonic() < deadline:
+            while len(self.told) + len(self.lost) < len(self.starts) and time.monotonic() < deadline:
                 msg = self.consumer.poll(0.1)
                 if msg is None:
                     continue
@@ -67,18 +70,23 @@ class ToEnd:
                 key = (topic, partition)
                 if error is None:
                     record = consumed.read(msg)
-                    if key in self.ended:  # a record come after its end was told: the end moved on
-                        self.ended[key] = max(self.ended[key], record.offset + 1)
+                    self.reached[key] = record.offset + 1  # after its end was told too: it moved on
                     yield record
                 elif error.code() == KafkaError._PARTITION_EOF:
-                    self.ended[key] = max(self.ended.get(key, 0), msg.offset() or 0)
+                    self.reached[key] = max(self.reached.get(key, 0), msg.offset() or 0)
+                    self.told.add(key)
                 elif error.code() == KafkaError._AUTO_OFFSET_RESET:
                     self.lost.add(key)
         finally:
             self.consumer.unassign()
 
     @property
+    def ended(self) -> dict[Partition, int]:
+        """Where each partition whose end was told was read to: its end, or past it."""
+        return {key: self.reached[key] for key in self.told}
+
+    @property
     def short(self) -> list[Partition]:
         """The partitions whose end was not told, nor their loss: a reading of them is a lower
         bound."""
-        return sorted(set(self.starts) - set(self.ended) - self.lost)
+        return sorted(set(self.starts) - self.told - self.lost)

@@ -72,7 +72,7 @@ def test_a_record_come_after_its_partitions_end_was_told_moves_that_end_past_it(
     reading = ToEnd(consumer, {(topic, 0): OFFSET_BEGINNING, (topic, 2): OFFSET_BEGINNING}, 5.0)
 
     def late() -> None:  # once partition 0 told its end: one record more to it
-        while (topic, 0) not in reading.ended:
+        while (topic, 0) not in reading.told:
             time.sleep(0.01)
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         producer.produce(topic, value=b"late", partition=0)
