@@ -14,6 +14,9 @@ a fetch early when records arrive.
 A feed holds at most MAX_WATCHED calls (the oldest are forgotten first) and forgets a call once
 its final answer was taken; `wait` reads the topic on its own for a call the feed does not hold.
 
+A partition read from past its end (its log started over: the embedded broker came back empty) is
+read again from its start, so the answers to calls sent again since are heard.
+
 Anyone who may write the topic may write anything to it: a record is read through the guarded
 reader (topics/consumed.py), one that cannot be read is skipped with a warning, and nothing a
 record holds ends the feed's thread.
@@ -27,9 +30,10 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from toolgate.topics.consumed import Consumed, Unreadable, read, skipped
+from toolgate.topics.ends import past_end
 from toolgate.topics.headers import CALL_ID, header
 
 log = logging.getLogger("toolgate.client")
@@ -133,7 +137,10 @@ class ObservationFeed(Generic[T]):
         try:
             while self._resume():
                 msg = self._consumer.poll(POLL_S)
-                if msg is None or msg.error():
+                if msg is None:
+                    self._rewind_lost()
+                    continue
+                if msg.error():
                     continue
                 record = read(msg)
                 self.positions[record.partition] = record.offset + 1
@@ -149,6 +156,16 @@ class ObservationFeed(Generic[T]):
                     )
         finally:
             self._consumer.close()
+
+    def _rewind_lost(self) -> None:
+        """Read from its start each partition the feed reads past its end: its log started over
+        (the embedded broker came back empty), and an answer now comes below where the feed
+        reads. Apache Kafka's consumer does so by itself (`earliest`); the embedded Tansu answers
+        with nothing but the end (topics/ends.py)."""
+        lost = [p for p, at in self.positions.items() if past_end(self._consumer, self._topic, p, at)]
+        if lost:
+            self.positions.update(dict.fromkeys(lost, OFFSET_BEGINNING))
+            self._consumer.assign([TopicPartition(self._topic, p, o) for p, o in sorted(self.positions.items())])
 
     def _keep(self, record: Consumed) -> None:
         """Hand what a record holds to the mailbox of its call, if the call is watched."""

@@ -4,7 +4,7 @@ a bounded scan for one call's latest answer, and every answer of a run."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -14,7 +14,7 @@ from toolgate.client.feed import FETCH_WAIT_MS, ObservationFeed
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
 from toolgate.topics.consumed import Consumed, Read, read
-from toolgate.topics.ends import ToEnd
+from toolgate.topics.ends import Partition, ToEnd
 from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, header
 
 IDLE_S = 0.5  # a bounded scan (`latest_of`) ends once nothing arrived for this long
@@ -93,21 +93,34 @@ class Observing(Edge):
         the broker tells (a quiet spell proves nothing on a broker slow to answer), and on until
         nothing new arrived for `idle_timeout` seconds, for late ones (0: stop at the ends);
         `ObservationsUnread` if a partition's end is not told within ENDS_LIMIT_S. With `follow`,
-        on until `timeout` (if set)."""
+        on until `timeout` (if set). A start past its partition's end (a broker that came back
+        empty) reads it from its beginning."""
         wanted = set(call_ids) if call_ids is not None else None
         consumer = self._consumer(eof=not follow)
         try:
             starts = self._starts(consumer, tenant_id, start_offsets)
             if not follow:
-                reading = ToEnd(consumer, starts, ENDS_LIMIT_S)
-                yield from self._listed(reading, run_id, wanted)
-                if reading.short:
-                    raise ObservationsUnread(f"the end of {reading.short} was not told within {ENDS_LIMIT_S:g} s")
-                starts = dict(reading.reached)
+                starts = yield from self._to_ends(consumer, starts, run_id, wanted)
             consumer.assign([TopicPartition(topic, p, offset) for (topic, p), offset in starts.items()])
             yield from self._polled(consumer, run_id, wanted, None if follow else idle_timeout, timeout)
         finally:
             consumer.close()
+
+    def _to_ends(
+        self, consumer: Consumer, starts: dict[Partition, int], run_id: str | None, wanted: set[str] | None
+    ) -> Generator[Observed, None, dict[Partition, int]]:
+        """The observations from `starts` to each partition's end, and where each was read to. A
+        partition whose log started over under its start (a broker that came back empty) is read
+        from its beginning, as Apache Kafka's `earliest` resets it where the embedded Tansu does
+        not (topics/ends.py). `ObservationsUnread` if an end was not told within ENDS_LIMIT_S."""
+        reading = ToEnd(consumer, starts, ENDS_LIMIT_S)
+        yield from self._listed(reading, run_id, wanted)
+        again = ToEnd(consumer, dict.fromkeys(reading.lost, OFFSET_BEGINNING), ENDS_LIMIT_S)
+        yield from self._listed(again, run_id, wanted)
+        short = reading.short + again.short + sorted(again.lost)
+        if short:
+            raise ObservationsUnread(f"the end of {short} was not told within {ENDS_LIMIT_S:g} s")
+        return {**reading.reached, **again.reached}
 
     def _listed(self, records: Iterable[Read], run_id: str | None, wanted: set[str] | None) -> Iterator[Observed]:
         for record in records:
@@ -167,8 +180,9 @@ class Observing(Edge):
         self, consumer: Consumer, tenant_id: str, start_offsets: Sequence[tuple[int, int]]
     ) -> dict[tuple[str, int], int]:
         """Where to read each partition of the tenant's observation topic from: `start_offsets`,
-        else its start. An offset past the end, as after a broker that came back empty, resets
-        to the start."""
+        else its start. An offset past the end, as after a broker that came back empty, is read
+        from the start: Apache Kafka's consumer resets it (`earliest`); on the embedded Tansu a
+        listing does (`_to_ends`), and the feed (client/feed.py)."""
         topic = self.topics.name("observations", tenant_id)
         given = dict(start_offsets)
         return {(topic, p): given.get(p, OFFSET_BEGINNING) for p in self._partitions(consumer, topic)}

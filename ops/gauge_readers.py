@@ -22,7 +22,7 @@ import uuid
 from typing import Any
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer
 from confluent_kafka.admin import AdminClient
 
 from toolgate.kafka_security import OPERATOR, client_config
@@ -45,9 +45,9 @@ class LetterTally:
     """The dead-letter topic's letters, read from its beginning once and then as it grows, each
     sample to the end each partition has then (as `toolgate dlq list` reads, topics/ends.py: the
     end the broker tells, not a quiet spell). A partition whose log started over (the embedded
-    broker, memory only, restarted; a topic made again) starts the tally over from the topic's
-    beginning: Apache Kafka says the tally reads past the end (`auto.offset.reset` is `error`);
-    the embedded Tansu answers with nothing, and tells an end short of where the tally reads."""
+    broker, memory only, restarted; a topic made again) is lost to the reading (topics/ends.py;
+    the tally's `auto.offset.reset` is `error`, so Apache Kafka does not read it from its start
+    unasked), and starts the tally over from the topic's beginning."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -70,7 +70,7 @@ class LetterTally:
         if not self.next:
             self._start_over()
         reading = self._read_on()
-        if reading.lost or self._past_end(reading.short):
+        if reading.lost:
             self._start_over()
             self._read_on()
         accepted = set(deployment_keys(self.settings).view().accepted)
@@ -93,16 +93,6 @@ class LetterTally:
                 self.kept[(record.partition, record.offset)] = (found.letter.dead_letter_id, keys)
         self.next.update((partition, offset) for (_, partition), offset in reading.reached.items())
         return reading
-
-    def _past_end(self, short: list[tuple[str, int]]) -> bool:
-        """Whether a partition that told no end is read past the end the broker reports: its log
-        started over. (The embedded Tansu may report an end short of the true one, but it tells
-        the end at once when read from there, so a partition it leaves short is read past it.)"""
-        for topic, partition in short:
-            _, end = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=lag.KAFKA_TIMEOUT_S)
-            if self.next[partition] > end:
-                return True
-        return False
 
     def _start_over(self) -> None:
         topics = self.consumer.list_topics(self.topic, timeout=lag.KAFKA_TIMEOUT_S).topics

@@ -16,9 +16,11 @@ at its end goes on being read while others are not yet: what comes to it then is
 where it was read to (`reached`) moves past it, so a reader that goes on from there reads nothing
 twice.
 
-A partition read from past its end (its log started over: a topic made again) is `lost` where the
-consumer's `auto.offset.reset` is `error`: Apache Kafka says so at once, and the reading does not
-wait on it. The embedded Tansu answers such a fetch with nothing at all, so there it is short.
+A partition read from past its end (its log started over: the embedded broker came back empty, a
+topic made again) is `lost`, and the reading does not wait on it. Apache Kafka says so at once where
+the consumer's `auto.offset.reset` is `error` (with `earliest` it reads the partition from its
+start unasked). The embedded Tansu answers such a fetch with nothing but the partition's end, so
+a reading names it lost once a fetch answer told an end short of where it reads (`past_end`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ from toolgate.topics import consumed
 READER_SETTINGS = {"enable.partition.eof": True, "enable.auto.commit": False, "fetch.wait.max.ms": 10}
 
 Partition = tuple[str, int]  # (topic, partition)
+
+
+def past_end(consumer: Consumer, topic: str, partition: int, position: int) -> bool:
+    """Whether `consumer` reads `partition` from `position`, past the end its last fetch answer
+    told: the partition's log started over under it. The end a fetch answer carries is the true
+    one on Tansu too, where ListOffsets' is not (ops/status.py); before any answer there is none,
+    and nothing is past it."""
+    _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+    return 0 <= end < position
 
 
 @dataclass
@@ -63,6 +74,7 @@ class ToEnd:
             while len(self.told) + len(self.lost) < len(self.starts) and time.monotonic() < deadline:
                 msg = self.consumer.poll(0.1)
                 if msg is None:
+                    self._note_lost()
                     continue
                 topic, partition, error = msg.topic(), msg.partition(), msg.error()
                 if topic is None or partition is None:
@@ -79,6 +91,12 @@ class ToEnd:
                     self.lost.add(key)
         finally:
             self.consumer.unassign()
+
+    def _note_lost(self) -> None:
+        """Name lost each partition not at its end yet that is read from past its end."""
+        for key in set(self.starts) - self.told - self.lost:
+            if past_end(self.consumer, *key, self.reached.get(key, self.starts[key])):
+                self.lost.add(key)
 
     @property
     def ended(self) -> dict[Partition, int]:

@@ -19,3 +19,16 @@ def test_a_listing_reads_every_partition_to_its_end(pipeline: Pipeline) -> None:
     listed = list(pipeline.client.observations(tenant_id="acme", call_ids=wanted, idle_timeout=0))
     assert {o.call_id for o in listed if o.is_final} == wanted
     assert len({o.partition for o in listed}) > 1
+
+
+def test_a_listing_from_past_a_partitions_end_reads_it_from_its_start(pipeline: Pipeline) -> None:
+    # As when a client goes on from where it read a log that is no more (the embedded broker came
+    # back empty, memory only). Apache Kafka's consumer reads such a partition from its start
+    # (`earliest`); before, on the embedded Tansu, the listing waited for an end it was never told
+    # and raised ObservationsUnread.
+    sent = pipeline.propose("invoice.fetch", {"invoice_id": "inv_acme0001"}, run_id=f"run_{uuid.uuid4().hex[:10]}")
+    answer = pipeline.client.wait(sent)
+    listed = pipeline.client.observations(
+        tenant_id="acme", call_ids=[sent.call_id], idle_timeout=0, start_offsets=[(answer.partition, 1_000_000_000)]
+    )
+    assert [(o.partition, o.offset) for o in listed if o.is_final] == [(answer.partition, answer.offset)]

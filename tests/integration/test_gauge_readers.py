@@ -54,9 +54,9 @@ def test_a_dead_letter_topic_whose_log_started_over_is_tallied_again_from_its_be
     pipeline: Pipeline, readers: Readers
 ) -> None:
     # The embedded broker keeps its logs in memory: restarted, it makes the topic again, and the
-    # tally reads from past its end. Apache Kafka says so (the tally's `auto.offset.reset` is
-    # `error`); the embedded Tansu answered with nothing, and the tally neither counted the
-    # letters written since nor forgot the ones lost: the gauge disagreed with `toolgate status`.
+    # tally reads from past its end (topics/ends.py names such a partition lost, on either
+    # broker). Before, on the embedded Tansu, the tally neither counted the letters written since
+    # nor forgot the ones lost: the gauge disagreed with `toolgate status`.
     before = agree(pipeline, readers)
     tally = readers.tally()
     tally.next = dict.fromkeys(tally.next, 1_000_000)  # where a longer log, now lost, had ended

@@ -89,10 +89,13 @@ def test_a_record_come_after_its_partitions_end_was_told_moves_that_end_past_it(
     assert reading.ended == {(topic, 0): 1}
 
 
-def test_a_partition_read_from_past_its_end_is_lost_where_the_broker_says_so(
+def test_a_partition_read_from_past_its_end_is_lost_on_either_broker(
     broker: Broker | KafkaCluster, topic_prefix: str
 ) -> None:
     # As when a log started over under a reader (the embedded broker restarted, memory only).
+    # Apache Kafka says so (`auto.offset.reset` is `error` here); the embedded Tansu answers with
+    # nothing but the partition's end. Before, a reading took that for a partition slow to tell
+    # its end: it waited to its limit and left it short, and a client's listing from there failed.
     topic = Topics(topic_prefix).authorized  # a topic no other test here writes to
     consumer = Consumer(
         {
@@ -103,15 +106,12 @@ def test_a_partition_read_from_past_its_end_is_lost_where_the_broker_says_so(
         }
     )
     try:
-        reading = ToEnd(consumer, {(topic, 0): 1_000, (topic, 1): OFFSET_BEGINNING}, 3.0)
+        reading = ToEnd(consumer, {(topic, 0): 1_000, (topic, 1): OFFSET_BEGINNING}, 30.0)
         assert list(reading) == []
     finally:
         consumer.close()
     assert (topic, 1) in reading.ended
-    if isinstance(broker, KafkaCluster):  # out of range, said at once
-        assert reading.lost == {(topic, 0)} and reading.short == []
-    else:  # the embedded Tansu answers with nothing: the partition is short, its end untold
-        assert reading.lost == set() and reading.short == [(topic, 0)]
+    assert reading.lost == {(topic, 0)} and reading.short == []
 
 
 def test_a_dead_letter_topic_not_read_to_its_end_is_an_error_not_a_shorter_listing(pipeline: Pipeline) -> None:

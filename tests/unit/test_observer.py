@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING
 
 from toolgate.client import feed as observer
 from toolgate.client.feed import ObservationFeed
@@ -54,6 +55,7 @@ class _Consumer:
         self.queued: list[_Msg] = []
         self.assignments: list[list[tuple[int, int]]] = []
         self.assigned = False
+        self.ends: dict[int, int] = {}
         self.lock = threading.Lock()
 
     def assign(self, partitions: list[Any]) -> None:
@@ -69,6 +71,11 @@ class _Consumer:
                 return self.queued.pop(0)
         time.sleep(0.001)
         return None
+
+    def get_watermark_offsets(self, partition: Any, cached: bool = False) -> tuple[int, int]:
+        """The end of `partition` as the last fetch answer told it (none yet: -1001)."""
+        assert cached, "the feed asks no broker from its thread"
+        return 0, self.ends.get(partition.partition, -1001)
 
     def close(self) -> None:
         self.assigned = False
@@ -131,6 +138,24 @@ def test_with_no_one_waiting_it_gives_up_its_partitions_and_reads_on_from_where_
     assert feed.take("c2", lambda item: True, timeout=2.0) == "1:7"
     assert consumer.assignments[0] == [(0, 5), (1, 7)]  # where the topic ended when the feed opened
     assert consumer.assignments[-1] == [(0, 6), (1, 7)]  # on from the record after the last one read
+    feed.close()
+
+
+def test_a_partition_read_past_the_end_a_fetch_told_is_read_again_from_its_start() -> None:
+    # Its log started over (the embedded broker came back empty): the end a fetch answer tells is
+    # short of where the feed reads (tests/integration/test_observation_feed.py, on the broker).
+    consumer = _Consumer()
+    feed, _ = _feed(consumer)
+    feed.watch("c1")
+    consumer.ends = {0: 5, 1: 2}  # partition 0 is read at its end; partition 1 past it
+    rewound = [(0, 5), (1, OFFSET_BEGINNING)]
+    deadline = time.monotonic() + 2
+    while consumer.assignments[-1] != rewound and time.monotonic() < deadline:
+        feed.take("c1", lambda item: True, timeout=0.05)  # someone waits: the feed reads
+    assert consumer.assignments[-1] == rewound
+    consumer.queued.append(_Msg("c1", 1, 0))
+    assert feed.take("c1", lambda item: True, timeout=2.0) == "1:0"
+    assert feed.positions == {0: 5, 1: 1}
     feed.close()
 
 
