@@ -17,7 +17,6 @@ from toolgate.topics.consumed import Consumed, Read, read
 from toolgate.topics.ends import Partition, ToEnd
 from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, header
 
-IDLE_S = 0.5  # a bounded scan (`latest_of`) ends once nothing arrived for this long
 ENDS_LIMIT_S = 10.0  # how long a listing waits for the broker to tell each partition's end
 
 
@@ -146,8 +145,9 @@ class Observing(Edge):
     def latest_of(self, tenant_id: str, call_id: str, since_ms: int, within_s: float) -> Observed | None:
         """A call's final observation on its tenant's topic, else its latest interim one, looking
         only from `since_ms` (when the call was registered: the broker finds where that is, where
-        it can) and for at most `within_s` seconds, however busy the topic: a bounded scan."""
-        consumer = self._consumer()
+        it can) to each partition's end the broker tells, and for at most `within_s` seconds,
+        however busy the topic: a bounded scan."""
+        consumer = self._consumer(eof=True)
         topic = self.topics.name("observations", tenant_id)
         stop_at = time.monotonic() + within_s
         latest: Observed | None = None
@@ -155,23 +155,12 @@ class Observing(Edge):
             asked = [TopicPartition(topic, p, since_ms) for p in self._partitions(consumer, topic)]
             found = consumer.offsets_for_times(asked, timeout=min(within_s, 5.0))
             # -1: nothing at or after that time in the partition; an error: read it from its start.
-            starts = [tp if tp.error is None else TopicPartition(topic, tp.partition, OFFSET_BEGINNING) for tp in found]
-            reading = [tp for tp in starts if tp.offset != -1]
-            if not reading:
-                return None
-            consumer.assign(reading)
-            heard = 0.0  # when the last record came (0: none yet, so no idle end before the first)
-            while time.monotonic() < stop_at and (not heard or time.monotonic() - heard < IDLE_S):
-                msg = consumer.poll(0.1)
-                if msg is None or msg.error():
-                    continue
-                heard = time.monotonic()
-                record = readable(read(msg), "observations")
-                seen = self._observed(record, None, {call_id}) if record is not None else None
-                if seen is not None:
-                    latest = seen
-                    if seen.is_final:
-                        return seen
+            starts = {(topic, tp.partition): OFFSET_BEGINNING if tp.error is not None else tp.offset for tp in found}
+            reading = ToEnd(consumer, {k: at for k, at in starts.items() if at != -1}, stop_at - time.monotonic())
+            for seen in self._listed(reading, None, {call_id}):
+                latest = seen
+                if seen.is_final:
+                    return seen
         finally:
             consumer.close()
         return latest
