@@ -45,7 +45,6 @@ from toolgate.client.edge import ignore_delivery, readable
 from toolgate.client.observing import Observing
 from toolgate.schemas.codec import codec
 from toolgate.schemas.models import Principal, ToolProposal
-from toolgate.topics.consumed import read
 from toolgate.topics.headers import CALL_ID, edge_headers, format_traceparent, header, new_traceparent
 from toolgate.topics.producers import Record
 from toolgate.trust.agent_keys import AgentSigner
@@ -247,15 +246,17 @@ class ToolgateClient(Observing):
     def _wait_reading(self, proposed: Proposed, stop_at: float, final: bool, resend: bool) -> Observed:
         """`wait` for a call no feed of this client holds: read the topic from where it ended
         when the call was proposed (else from its start) with a consumer of its own."""
-        consumer = self._assigned(proposed.tenant_id, proposed.start_offsets)
+        consumer = self._consumer()
+        topic = self.topics.name("observations", proposed.tenant_id)
         unanswered = self._unanswered
         try:
-            while (now := time.monotonic()) < stop_at:
+            for found in self._reading(consumer, topic, self._starts(consumer, topic, proposed.start_offsets)):
+                if (now := time.monotonic()) >= stop_at:
+                    break
                 if resend and unanswered.due(proposed.call_id, now):
                     for again in unanswered.take_due(now):
                         self.resend(again)
-                msg = consumer.poll(0.2)
-                if msg is None or msg.error() or (record := readable(read(msg), "wait")) is None:
+                if found is None or (record := readable(found, "wait")) is None:
                     continue
                 cid = header(record.headers, CALL_ID) or ""
                 if cid != proposed.call_id and cid not in unanswered:

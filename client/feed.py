@@ -30,10 +30,10 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from toolgate.topics.consumed import Consumed, Unreadable, read, skipped
-from toolgate.topics.ends import past_end
+from toolgate.topics.ends import rewind_lost
 from toolgate.topics.headers import CALL_ID, header
 
 log = logging.getLogger("toolgate.client")
@@ -137,8 +137,8 @@ class ObservationFeed(Generic[T]):
         try:
             while self._resume():
                 msg = self._consumer.poll(POLL_S)
-                if msg is None:
-                    self._rewind_lost()
+                if msg is None:  # nothing more: unless its log started over under it
+                    rewind_lost(self._consumer, self._topic, self.positions)
                     continue
                 if msg.error():
                     continue
@@ -156,16 +156,6 @@ class ObservationFeed(Generic[T]):
                     )
         finally:
             self._consumer.close()
-
-    def _rewind_lost(self) -> None:
-        """Read from its start each partition the feed reads past its end: its log started over
-        (the embedded broker came back empty), and an answer now comes below where the feed
-        reads. Apache Kafka's consumer does so by itself (`earliest`); the embedded Tansu answers
-        with nothing but the end (topics/ends.py)."""
-        lost = [p for p, at in self.positions.items() if past_end(self._consumer, self._topic, p, at)]
-        if lost:
-            self.positions.update(dict.fromkeys(lost, OFFSET_BEGINNING))
-            self._consumer.assign([TopicPartition(self._topic, p, o) for p, o in sorted(self.positions.items())])
 
     def _keep(self, record: Consumed) -> None:
         """Hand what a record holds to the mailbox of its call, if the call is watched."""

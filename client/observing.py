@@ -14,7 +14,7 @@ from toolgate.client.feed import FETCH_WAIT_MS, ObservationFeed
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
 from toolgate.topics.consumed import Consumed, Read, read
-from toolgate.topics.ends import Partition, ToEnd
+from toolgate.topics.ends import ToEnd, rewind_lost
 from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, header
 
 ENDS_LIMIT_S = 10.0  # how long a listing waits for the broker to tell each partition's end
@@ -96,30 +96,30 @@ class Observing(Edge):
         empty) reads it from its beginning."""
         wanted = set(call_ids) if call_ids is not None else None
         consumer = self._consumer(eof=not follow)
+        topic = self.topics.name("observations", tenant_id)
         try:
-            starts = self._starts(consumer, tenant_id, start_offsets)
+            starts = self._starts(consumer, topic, start_offsets)
             if not follow:
-                starts = yield from self._to_ends(consumer, starts, run_id, wanted)
-            consumer.assign([TopicPartition(topic, p, offset) for (topic, p), offset in starts.items()])
-            yield from self._polled(consumer, run_id, wanted, None if follow else idle_timeout, timeout)
+                starts = yield from self._to_ends(consumer, topic, starts, run_id, wanted)
+            yield from self._polled(consumer, topic, starts, run_id, wanted, None if follow else idle_timeout, timeout)
         finally:
             consumer.close()
 
     def _to_ends(
-        self, consumer: Consumer, starts: dict[Partition, int], run_id: str | None, wanted: set[str] | None
-    ) -> Generator[Observed, None, dict[Partition, int]]:
+        self, consumer: Consumer, topic: str, starts: dict[int, int], run_id: str | None, wanted: set[str] | None
+    ) -> Generator[Observed, None, dict[int, int]]:
         """The observations from `starts` to each partition's end, and where each was read to. A
         partition whose log started over under its start (a broker that came back empty) is read
         from its beginning, as Apache Kafka's `earliest` resets it where the embedded Tansu does
         not (topics/ends.py). `ObservationsUnread` if an end was not told within ENDS_LIMIT_S."""
-        reading = ToEnd(consumer, starts, ENDS_LIMIT_S)
+        reading = ToEnd(consumer, {(topic, p): at for p, at in starts.items()}, ENDS_LIMIT_S)
         yield from self._listed(reading, run_id, wanted)
         again = ToEnd(consumer, dict.fromkeys(reading.lost, OFFSET_BEGINNING), ENDS_LIMIT_S)
         yield from self._listed(again, run_id, wanted)
         short = reading.short + again.short + sorted(again.lost)
         if short:
             raise ObservationsUnread(f"the end of {short} was not told within {ENDS_LIMIT_S:g} s")
-        return {**reading.reached, **again.reached}
+        return {p: at for (_, p), at in {**reading.reached, **again.reached}.items()}
 
     def _listed(self, records: Iterable[Read], run_id: str | None, wanted: set[str] | None) -> Iterator[Observed]:
         for record in records:
@@ -129,18 +129,48 @@ class Observing(Edge):
                 yield seen
 
     def _polled(
-        self, consumer: Consumer, run_id: str | None, wanted: set[str] | None, idle: float | None, timeout: float | None
+        self,
+        consumer: Consumer,
+        topic: str,
+        starts: dict[int, int],
+        run_id: str | None,
+        wanted: set[str] | None,
+        idle: float | None,
+        timeout: float | None,
     ) -> Iterator[Observed]:
-        """What `consumer` reads on until nothing new arrived for `idle` seconds (None: on) or
-        until `timeout` (None: on)."""
+        """What is read of `topic` from `starts` on until nothing new arrived for `idle` seconds
+        (None: on) or until `timeout` (None: on)."""
         stop_at = time.monotonic() + timeout if timeout is not None else float("inf")
         last = time.monotonic()
-        while (idle is None or time.monotonic() - last < idle) and time.monotonic() < stop_at:
+
+        def over() -> bool:
+            return (idle is not None and time.monotonic() - last >= idle) or time.monotonic() >= stop_at
+
+        if over():
+            return
+        for record in self._reading(consumer, topic, dict(starts)):
+            if record is not None:
+                last = time.monotonic()
+                yield from self._listed([record], run_id, wanted)
+            if over():
+                return
+
+    def _reading(self, consumer: Consumer, topic: str, positions: dict[int, int]) -> Iterator[Read | None]:
+        """Each record `consumer` reads of `topic` from `positions` on, and None for each poll
+        that found none; `positions` move past each record. A partition read past its end (its
+        log started over: a broker that came back empty) is read again from its start, as Apache
+        Kafka's consumer does unasked (topics/ends.py `rewind_lost`)."""
+        consumer.assign([TopicPartition(topic, p, at) for p, at in sorted(positions.items())])
+        while True:
             msg = consumer.poll(0.2)
             if msg is None or msg.error():
+                if msg is None:
+                    rewind_lost(consumer, topic, positions)
+                yield None
                 continue
-            last = time.monotonic()
-            yield from self._listed([read(msg)], run_id, wanted)
+            record = read(msg)
+            positions[record.partition] = record.offset + 1
+            yield record
 
     def latest_of(self, tenant_id: str, call_id: str, since_ms: int, within_s: float) -> Observed | None:
         """A call's final observation on its tenant's topic, else its latest interim one, looking
@@ -165,23 +195,13 @@ class Observing(Edge):
             consumer.close()
         return latest
 
-    def _starts(
-        self, consumer: Consumer, tenant_id: str, start_offsets: Sequence[tuple[int, int]]
-    ) -> dict[tuple[str, int], int]:
-        """Where to read each partition of the tenant's observation topic from: `start_offsets`,
+    def _starts(self, consumer: Consumer, topic: str, start_offsets: Sequence[tuple[int, int]]) -> dict[int, int]:
+        """Where to read each partition of a tenant's observation topic from: `start_offsets`,
         else its start. An offset past the end, as after a broker that came back empty, is read
-        from the start: Apache Kafka's consumer resets it (`earliest`); on the embedded Tansu a
-        listing does (`_to_ends`), and the feed (client/feed.py)."""
-        topic = self.topics.name("observations", tenant_id)
+        from the start: Apache Kafka's consumer resets it (`earliest`); on the embedded Tansu the
+        readers do (`_to_ends`, `_reading`, and the feed: topics/ends.py)."""
         given = dict(start_offsets)
-        return {(topic, p): given.get(p, OFFSET_BEGINNING) for p in self._partitions(consumer, topic)}
-
-    def _assigned(self, tenant_id: str, start_offsets: Sequence[tuple[int, int]]) -> Consumer:
-        """A consumer of the tenant's observation topic from `start_offsets` (else its start)."""
-        consumer = self._consumer()
-        starts = self._starts(consumer, tenant_id, start_offsets)
-        consumer.assign([TopicPartition(topic, p, offset) for (topic, p), offset in starts.items()])
-        return consumer
+        return {p: given.get(p, OFFSET_BEGINNING) for p in self._partitions(consumer, topic)}
 
     def _observed(self, record: Consumed, run_id: str | None, wanted: set[str] | None) -> Observed | None:
         """The observation a record carries, if it is toolgate's and one that was asked for."""

@@ -20,7 +20,9 @@ A partition read from past its end (its log started over: the embedded broker ca
 topic made again) is `lost`, and the reading does not wait on it. Apache Kafka says so at once where
 the consumer's `auto.offset.reset` is `error` (with `earliest` it reads the partition from its
 start unasked). The embedded Tansu answers such a fetch with nothing but the partition's end, so
-a reading names it lost once a fetch answer told an end short of where it reads (`past_end`).
+a reading names it lost once a fetch answer told an end short of where it reads (`past_end`); a
+reader that reads on rather than to the ends reads such a partition again from its start
+(`rewind_lost`: the client's feed, a following listing, `wait`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from toolgate.topics import consumed
 
@@ -47,6 +49,16 @@ def past_end(consumer: Consumer, topic: str, partition: int, position: int) -> b
     and nothing is past it."""
     _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
     return 0 <= end < position
+
+
+def rewind_lost(consumer: Consumer, topic: str, positions: dict[int, int]) -> None:
+    """Read again from its start each partition of `topic` that `consumer` reads past its end
+    (`past_end`), as Apache Kafka's consumer does unasked (`earliest`): `positions` (partition ->
+    the next offset to read, kept by the reader) move there, and the consumer is assigned them."""
+    lost = [p for p, at in positions.items() if past_end(consumer, topic, p, at)]
+    if lost:
+        positions.update(dict.fromkeys(lost, OFFSET_BEGINNING))
+        consumer.assign([TopicPartition(topic, p, at) for p, at in sorted(positions.items())])
 
 
 @dataclass
