@@ -33,7 +33,7 @@ from typing import Generic, TypeVar
 from confluent_kafka import Consumer, TopicPartition
 
 from toolgate.topics.consumed import Consumed, Unreadable, read, skipped
-from toolgate.topics.ends import rewind_lost
+from toolgate.topics.ends import PastEnd
 from toolgate.topics.headers import CALL_ID, header
 
 log = logging.getLogger("toolgate.client")
@@ -69,6 +69,7 @@ class ObservationFeed(Generic[T]):
         self._closed = False
         self._unassigned = False
         self._changed = threading.Condition()
+        self._past = PastEnd(consumer)
         consumer.assign([TopicPartition(topic, p, o) for p, o in sorted(start.items())])
         self._thread = threading.Thread(target=self._run, name=f"toolgate-observer-{topic}", daemon=True)
         self._thread.start()
@@ -138,7 +139,7 @@ class ObservationFeed(Generic[T]):
             while self._resume():
                 msg = self._consumer.poll(POLL_S)
                 if msg is None:  # nothing more: unless its log started over under it
-                    rewind_lost(self._consumer, self._topic, self.positions)
+                    self._past.rewind(self._topic, self.positions)
                     continue
                 if msg.error():
                     continue

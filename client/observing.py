@@ -14,7 +14,7 @@ from toolgate.client.feed import FETCH_WAIT_MS, ObservationFeed
 from toolgate.schemas.codec import DecodeError, codec
 from toolgate.schemas.models import Observation
 from toolgate.topics.consumed import Consumed, Read, read
-from toolgate.topics.ends import ToEnd, rewind_lost
+from toolgate.topics.ends import PastEnd, ToEnd
 from toolgate.topics.headers import CALL_ID, PROPOSAL_DIGEST, header
 
 ENDS_LIMIT_S = 10.0  # how long a listing waits for the broker to tell each partition's end
@@ -159,13 +159,14 @@ class Observing(Edge):
         """Each record `consumer` reads of `topic` from `positions` on, and None for each poll
         that found none; `positions` move past each record. A partition read past its end (its
         log started over: a broker that came back empty) is read again from its start, as Apache
-        Kafka's consumer does unasked (topics/ends.py `rewind_lost`)."""
+        Kafka's consumer does unasked (topics/ends.py `PastEnd`)."""
         consumer.assign([TopicPartition(topic, p, at) for p, at in sorted(positions.items())])
+        past = PastEnd(consumer)
         while True:
             msg = consumer.poll(0.2)
             if msg is None or msg.error():
                 if msg is None:
-                    rewind_lost(consumer, topic, positions)
+                    past.rewind(topic, positions)
                 yield None
                 continue
             record = read(msg)

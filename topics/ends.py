@@ -20,9 +20,9 @@ A partition read from past its end (its log started over: the embedded broker ca
 topic made again) is `lost`, and the reading does not wait on it. Apache Kafka says so at once where
 the consumer's `auto.offset.reset` is `error` (with `earliest` it reads the partition from its
 start unasked). The embedded Tansu answers such a fetch with nothing but the partition's end, so
-a reading names it lost once a fetch answer told an end short of where it reads (`past_end`); a
-reader that reads on rather than to the ends reads such a partition again from its start
-(`rewind_lost`: the client's feed, a following listing, `wait`).
+a reading names it lost once the fetch answers told an end short of where it reads for a while
+(`PastEnd`); a reader that reads on rather than to the ends reads such a partition again from its
+start (`PastEnd.rewind`: the client's feed, a following listing, `wait`).
 """
 
 from __future__ import annotations
@@ -42,23 +42,38 @@ READER_SETTINGS = {"enable.partition.eof": True, "enable.auto.commit": False, "f
 Partition = tuple[str, int]  # (topic, partition)
 
 
-def past_end(consumer: Consumer, topic: str, partition: int, position: int) -> bool:
-    """Whether `consumer` reads `partition` from `position`, past the end its last fetch answer
-    told: the partition's log started over under it. The end a fetch answer carries is the true
-    one on Tansu too, where ListOffsets' is not (ops/status.py); before any answer there is none,
-    and nothing is past it."""
-    _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
-    return 0 <= end < position
+# How long a partition must stay read past the end its fetch answers tell before it counts as
+# lost: a new leader of an Apache Kafka partition may tell an end short of the old leader's for a
+# moment, until its followers caught up with it. A log that started over stays short.
+PAST_END_S = 2.0
 
 
-def rewind_lost(consumer: Consumer, topic: str, positions: dict[int, int]) -> None:
-    """Read again from its start each partition of `topic` that `consumer` reads past its end
-    (`past_end`), as Apache Kafka's consumer does unasked (`earliest`): `positions` (partition ->
-    the next offset to read, kept by the reader) move there, and the consumer is assigned them."""
-    lost = [p for p, at in positions.items() if past_end(consumer, topic, p, at)]
-    if lost:
-        positions.update(dict.fromkeys(lost, OFFSET_BEGINNING))
-        consumer.assign([TopicPartition(topic, p, at) for p, at in sorted(positions.items())])
+class PastEnd:
+    """Which partitions `consumer` reads past the end its fetch answers tell, and has for
+    PAST_END_S: their log started over under it. The end a fetch answer carries is the true one
+    on Tansu too, where ListOffsets' is not (ops/status.py); before any answer there is none, and
+    nothing is past it."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self._since: dict[Partition, float] = {}  # when each was first seen past its end, lately
+
+    def lost(self, key: Partition, position: int) -> bool:
+        _, end = self.consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
+        if not 0 <= end < position:
+            self._since.pop(key, None)
+            return False
+        now = time.monotonic()
+        return now - self._since.setdefault(key, now) >= PAST_END_S
+
+    def rewind(self, topic: str, positions: dict[int, int]) -> None:
+        """Read again from its start each partition of `topic` lost, as Apache Kafka's consumer
+        does unasked (`earliest`): `positions` (partition -> the next offset to read, kept by the
+        reader) move there, and the consumer is assigned them."""
+        lost = [p for p, at in positions.items() if self.lost((topic, p), at)]
+        if lost:
+            positions.update(dict.fromkeys(lost, OFFSET_BEGINNING))
+            self.consumer.assign([TopicPartition(topic, p, at) for p, at in sorted(positions.items())])
 
 
 @dataclass
@@ -82,11 +97,12 @@ class ToEnd:
             return
         self.consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in self.starts.items()])
         deadline = time.monotonic() + self.limit_s
+        past = PastEnd(self.consumer)
         try:
             while len(self.told) + len(self.lost) < len(self.starts) and time.monotonic() < deadline:
                 msg = self.consumer.poll(0.1)
                 if msg is None:
-                    self._note_lost()
+                    self._note_lost(past)
                     continue
                 topic, partition, error = msg.topic(), msg.partition(), msg.error()
                 if topic is None or partition is None:
@@ -104,10 +120,10 @@ class ToEnd:
         finally:
             self.consumer.unassign()
 
-    def _note_lost(self) -> None:
+    def _note_lost(self, past: PastEnd) -> None:
         """Name lost each partition not at its end yet that is read from past its end."""
         for key in set(self.starts) - self.told - self.lost:
-            if past_end(self.consumer, *key, self.reached.get(key, self.starts[key])):
+            if past.lost(key, self.reached.get(key, self.starts[key])):
                 self.lost.add(key)
 
     @property

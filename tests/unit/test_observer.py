@@ -12,6 +12,7 @@ from confluent_kafka import OFFSET_BEGINNING
 
 from toolgate.client import feed as observer
 from toolgate.client.feed import ObservationFeed
+from toolgate.topics import ends
 from toolgate.topics.consumed import Consumed
 from toolgate.topics.headers import CALL_ID
 
@@ -141,15 +142,18 @@ def test_with_no_one_waiting_it_gives_up_its_partitions_and_reads_on_from_where_
     feed.close()
 
 
-def test_a_partition_read_past_the_end_a_fetch_told_is_read_again_from_its_start() -> None:
+def test_a_partition_read_past_the_end_a_fetch_told_is_read_again_from_its_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Its log started over (the embedded broker came back empty): the end a fetch answer tells is
     # short of where the feed reads (tests/integration/test_observation_feed.py, on the broker).
+    monkeypatch.setattr(ends, "PAST_END_S", 0.1)
     consumer = _Consumer()
     feed, _ = _feed(consumer)
     feed.watch("c1")
     consumer.ends = {0: 5, 1: 2}  # partition 0 is read at its end; partition 1 past it
     rewound = [(0, 5), (1, OFFSET_BEGINNING)]
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 5
     while consumer.assignments[-1] != rewound and time.monotonic() < deadline:
         feed.take("c1", lambda item: True, timeout=0.05)  # someone waits: the feed reads
     assert consumer.assignments[-1] == rewound
