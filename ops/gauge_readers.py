@@ -22,7 +22,7 @@ import uuid
 from typing import Any
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, Consumer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from toolgate.kafka_security import OPERATOR, client_config
@@ -47,7 +47,8 @@ class LetterTally:
     end the broker tells, not a quiet spell). A partition whose log started over (the embedded
     broker, memory only, restarted; a topic made again) is lost to the reading (topics/ends.py;
     the tally's `auto.offset.reset` is `error`, so Apache Kafka does not read it from its start
-    unasked), and starts the tally over from the topic's beginning."""
+    unasked), and starts the tally over from the topic's beginning. The letters below where a
+    partition's log begins now (retention, 30 days; records deleted) are forgotten."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -73,6 +74,7 @@ class LetterTally:
         if reading.lost:
             self._start_over()
             self._read_on()
+        self._forget_removed()
         accepted = set(deployment_keys(self.settings).view().accepted)
         return [(letter_id, bool(keys & accepted)) for letter_id, keys in self.kept.values()]
 
@@ -93,6 +95,17 @@ class LetterTally:
                 self.kept[(record.partition, record.offset)] = (found.letter.dead_letter_id, keys)
         self.next.update((partition, offset) for (_, partition), offset in reading.reached.items())
         return reading
+
+    def _forget_removed(self) -> None:
+        """Forget the letters the broker no longer holds: those below where each partition's log
+        begins now (retention removed them, or an operator deleted them), which `toolgate dlq
+        list` no longer lists either."""
+        for partition in self.next:
+            begins, _ = self.consumer.get_watermark_offsets(
+                TopicPartition(self.topic, partition), timeout=lag.KAFKA_TIMEOUT_S
+            )
+            for key in [key for key in self.kept if key[0] == partition and key[1] < begins]:
+                del self.kept[key]
 
     def _start_over(self) -> None:
         topics = self.consumer.list_topics(self.topic, timeout=lag.KAFKA_TIMEOUT_S).topics
